@@ -1,0 +1,1 @@
+// A Swift executable that does nothing: the floor a `federate credentials` cache hit is compared against.

@@ -1,0 +1,2 @@
+// Placeholder until this executable is written.
+print("not yet implemented")

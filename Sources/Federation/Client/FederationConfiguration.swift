@@ -1,0 +1,117 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// How a ``FederationClient`` reaches Cognito Identity. A value type with
+/// documented defaults; only the identity pool ID is required.
+///
+/// ```swift
+/// var configuration = FederationConfiguration(identityPoolId: "us-east-1:1a2b…")
+/// configuration.expiryMargin = .seconds(60)
+/// ```
+public struct FederationConfiguration: Sendable, Hashable {
+    /// The identity pool, `REGION:GUID`.
+    public var identityPoolId: String
+    /// The AWS account ID sent with `GetId`; optional for most pools. Default `nil`.
+    public var accountId: String?
+    /// The region; `nil` (the default) reads it from the pool ID's prefix.
+    public var region: String?
+    /// An explicit endpoint, e.g. `http://127.0.0.1:5000/`. When `nil` (the default)
+    /// the environment's `AWS_ENDPOINT_URL_COGNITO_IDENTITY`, then `AWS_ENDPOINT_URL`,
+    /// then `https://cognito-identity.{region}.amazonaws.com/` apply.
+    public var endpoint: String?
+    /// Credentials count as expired this long before their expiration. Default 120 s.
+    public var expiryMargin: Duration
+    /// Time allowed to connect (TCP and TLS) in one attempt. Default 10 s.
+    public var connectTimeout: Duration
+    /// Time allowed for one attempt, connect included. Default 30 s.
+    public var requestTimeout: Duration
+    /// Bound on one whole federation, retries and backoff included. Default 60 s.
+    public var federationTimeout: Duration
+    /// The largest response body accepted. Default 1 MiB.
+    public var maxResponseBytes: Int
+    /// How transient failures and throttling are retried. Default ``RetryPolicy/standard``.
+    public var retry: RetryPolicy
+
+    /// Creates a configuration with the documented defaults.
+    public init(
+        identityPoolId: String,
+        accountId: String? = nil,
+        region: String? = nil,
+        endpoint: String? = nil,
+        expiryMargin: Duration = .seconds(120),
+        connectTimeout: Duration = .seconds(10),
+        requestTimeout: Duration = .seconds(30),
+        federationTimeout: Duration = .seconds(60),
+        maxResponseBytes: Int = 1 << 20,
+        retry: RetryPolicy = .standard
+    ) {
+        self.identityPoolId = identityPoolId
+        self.accountId = accountId
+        self.region = region
+        self.endpoint = endpoint
+        self.expiryMargin = expiryMargin
+        self.connectTimeout = connectTimeout
+        self.requestTimeout = requestTimeout
+        self.federationTimeout = federationTimeout
+        self.maxResponseBytes = maxResponseBytes
+        self.retry = retry
+    }
+}
+
+extension FederationConfiguration {
+    /// The region from ``region`` or the pool ID's prefix.
+    func resolvedRegion() throws(FederationError) -> String {
+        if let region {
+            guard Self.isPlausibleRegion(region) else {
+                throw FederationError(code: .invalidConfiguration, message: "region '\(region)' is not a region name like us-east-1")
+            }
+            return region
+        }
+        guard let colon = identityPoolId.firstIndex(of: ":") else {
+            throw FederationError(
+                code: .invalidConfiguration,
+                message: "identity pool ID '\(identityPoolId)' is not of the form REGION:GUID; pass the full ID from the Cognito console"
+            )
+        }
+        let prefix = String(identityPoolId[..<colon])
+        guard Self.isPlausibleRegion(prefix), identityPoolId.index(after: colon) < identityPoolId.endIndex else {
+            throw FederationError(
+                code: .invalidConfiguration,
+                message: "identity pool ID '\(identityPoolId)' does not start with a region; pass the full ID or set the region"
+            )
+        }
+        return prefix
+    }
+
+    /// The endpoint by precedence: explicit, `AWS_ENDPOINT_URL_COGNITO_IDENTITY`, `AWS_ENDPOINT_URL`, then AWS's.
+    func resolvedEndpoint(environment: [String: String]) throws(FederationError) -> String {
+        // The pool ID's shape is checked even when an override makes the region moot,
+        // so a typo fails at start-up rather than as a service error later.
+        let region = try resolvedRegion()
+        let candidates: [(String, String?)] = [
+            ("the configured endpoint", endpoint),
+            ("AWS_ENDPOINT_URL_COGNITO_IDENTITY", environment["AWS_ENDPOINT_URL_COGNITO_IDENTITY"]),
+            ("AWS_ENDPOINT_URL", environment["AWS_ENDPOINT_URL"]),
+        ]
+        for (source, value) in candidates {
+            guard let value, !value.isEmpty else { continue }
+            guard value.hasPrefix("https://") || value.hasPrefix("http://") else {
+                throw FederationError(code: .invalidConfiguration, message: "\(source) '\(value)' is not an http or https URL")
+            }
+            return value
+        }
+        let suffix = region.hasPrefix("cn-") ? "amazonaws.com.cn" : "amazonaws.com"
+        return "https://cognito-identity.\(region).\(suffix)/"
+    }
+
+    private static func isPlausibleRegion(_ text: String) -> Bool {
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count >= 3, let last = parts.last, !last.isEmpty, last.allSatisfy(\.isNumber) else { return false }
+        return parts.dropLast().allSatisfy { part in
+            !part.isEmpty && part.allSatisfy { $0.isASCII && ($0.isLowercase || $0.isNumber) }
+        }
+    }
+}

@@ -1,0 +1,67 @@
+import Synchronization
+
+/// Fans session state changes out to `AsyncStream` observers, per session and
+/// for all sessions. Lock-based so observers can subscribe without awaiting the
+/// client's actor.
+final class StateBroadcaster: Sendable {
+    private struct Observers {
+        var nextId = 0
+        var perSession: [String: [Int: AsyncStream<SessionState>.Continuation]] = [:]
+        var all: [Int: AsyncStream<SessionEvent>.Continuation] = [:]
+    }
+
+    private let observers = Mutex(Observers())
+
+    /// A stream that first yields `current()` and then every change of `session`.
+    func stream(for session: String, current: SessionState) -> AsyncStream<SessionState> {
+        let (stream, continuation) = AsyncStream.makeStream(of: SessionState.self, bufferingPolicy: .bufferingNewest(64))
+        let id = observers.withLock { state in
+            state.nextId += 1
+            state.perSession[session, default: [:]][state.nextId] = continuation
+            return state.nextId
+        }
+        continuation.yield(current)
+        continuation.onTermination = { [weak self] _ in
+            self?.observers.withLock { state in
+                state.perSession[session]?[id] = nil
+                if state.perSession[session]?.isEmpty == true { state.perSession[session] = nil }
+            }
+        }
+        return stream
+    }
+
+    /// A stream of every session's changes from now on.
+    func streamForAll() -> AsyncStream<SessionEvent> {
+        let (stream, continuation) = AsyncStream.makeStream(of: SessionEvent.self, bufferingPolicy: .bufferingNewest(1024))
+        let id = observers.withLock { state in
+            state.nextId += 1
+            state.all[state.nextId] = continuation
+            return state.nextId
+        }
+        continuation.onTermination = { [weak self] _ in
+            self?.observers.withLock { state in state.all[id] = nil }
+        }
+        return stream
+    }
+
+    /// Delivers `state` of `session` to its observers and the all-sessions observers.
+    func publish(_ state: SessionState, session: String) {
+        let (sessionObservers, allObservers) = observers.withLock { observers in
+            (observers.perSession[session].map { Array($0.values) } ?? [], Array(observers.all.values))
+        }
+        for observer in sessionObservers { observer.yield(state) }
+        let event = SessionEvent(session: session, state: state)
+        for observer in allObservers { observer.yield(event) }
+    }
+
+    /// Ends every stream.
+    func finishAll() {
+        let (sessionObservers, allObservers) = observers.withLock { observers in
+            let result = (observers.perSession.values.flatMap(\.values), Array(observers.all.values))
+            observers = Observers(nextId: observers.nextId)
+            return result
+        }
+        for observer in sessionObservers { observer.finish() }
+        for observer in allObservers { observer.finish() }
+    }
+}

@@ -1,0 +1,94 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// Turns a Cognito Identity error response into a ``FederationError``.
+///
+/// The type comes from `x-amzn-ErrorType` when present, else from the body's
+/// `__type`; either may carry a namespace before `#` or a URI after `:`, which
+/// are stripped. Unknown types keep their raw name.
+enum CognitoErrorDecoder {
+    /// Longest service message kept; longer ones are cut, since they end up in logs.
+    static let maxMessageLength = 512
+
+    static func decode(
+        response: HTTPResponse,
+        operation: String,
+        redacting secrets: [String]
+    ) -> FederationError {
+        let body = try? JSONDecoder().decode(WireErrorBody.self, from: Data(response.body))
+        let rawType = response.header("x-amzn-errortype").flatMap(normalizedType) ?? body?.type.flatMap(normalizedType)
+        let message = body?.message.map { scrub($0, secrets: secrets) }
+        let errorCode = rawType.map { code(forType: $0, status: response.status) } ?? code(forStatus: response.status)
+        return FederationError(
+            code: errorCode,
+            message: summary(for: errorCode, operation: operation),
+            operation: operation,
+            serviceErrorType: rawType,
+            serviceMessage: message,
+            httpStatus: response.status
+        )
+    }
+
+    /// `aws.cognito#NotAuthorizedException:http://…` → `NotAuthorizedException`.
+    static func normalizedType(_ raw: String) -> String? {
+        var type = Substring(raw)
+        if let colon = type.firstIndex(of: ":") { type = type[..<colon] }
+        if let hash = type.lastIndex(of: "#") { type = type[type.index(after: hash)...] }
+        let trimmed = type.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed()
+        return trimmed.isEmpty ? nil : String(String(trimmed).prefix(128))
+    }
+
+    static func code(forType type: String, status: Int) -> FederationError.Code {
+        switch type {
+        case "NotAuthorizedException": .notAuthorized
+        case "ResourceNotFoundException": .resourceNotFound
+        case "ResourceConflictException": .resourceConflict
+        case "TooManyRequestsException": .throttled
+        case "LimitExceededException": .limitExceeded
+        case "InvalidParameterException": .invalidParameter
+        case "InvalidIdentityPoolConfigurationException": .invalidIdentityPoolConfiguration
+        case "ExternalServiceException": .externalService
+        case "InternalErrorException", "InternalFailure", "ServiceUnavailable", "ServiceUnavailableException": .serviceUnavailable
+        case "DeveloperUserAlreadyRegisteredException": .developerUserAlreadyRegistered
+        // The throttling codes the AWS SDKs' standard retry mode recognises.
+        case "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
+            "SlowDown", "ProvisionedThroughputExceededException", "RequestLimitExceeded",
+            "BandwidthLimitExceeded", "RequestThrottled", "PriorRequestNotComplete", "EC2ThrottledException":
+            .throttled
+        default: status >= 500 ? .serviceUnavailable : .serviceError
+        }
+    }
+
+    static func code(forStatus status: Int) -> FederationError.Code {
+        switch status {
+        case 429: .throttled
+        case 500...: .serviceUnavailable
+        default: .serviceError
+        }
+    }
+
+    static func summary(for code: FederationError.Code, operation: String) -> String {
+        switch code {
+        case .notAuthorized: "\(operation) was not authorized: the provider token was rejected or does not match the identity; get a fresh token"
+        case .resourceNotFound: "\(operation) named something the service does not have; check the identity pool ID and region"
+        case .throttled: "\(operation) was throttled by the identity service and retries ran out; slow down and try again"
+        case .serviceUnavailable: "the identity service failed \(operation) and retries ran out; try again later"
+        case .invalidIdentityPoolConfiguration: "the identity pool's configuration rejects \(operation); check its roles and providers"
+        case .invalidParameter: "the identity service rejected a parameter of \(operation)"
+        default: "the identity service rejected \(operation)"
+        }
+    }
+
+    /// Removes every sent secret from `message` and shortens it.
+    static func scrub(_ message: String, secrets: [String]) -> String {
+        var text = message
+        for secret in secrets where secret.count >= 4 {
+            text = text.replacing(secret, with: "<redacted>")
+        }
+        if text.count > maxMessageLength { text = String(text.prefix(maxMessageLength)) + "…" }
+        return text
+    }
+}

@@ -1,0 +1,140 @@
+import SecureStorage
+
+/// An error from a ``FederationClient`` call.
+///
+/// Match on ``code``, a stable value that gains new members without breaking
+/// existing `switch`es (compare with `==`, as with async-http-client's
+/// `HTTPClientError`). The error carries the service's own error type, message and
+/// HTTP status when the identity service answered, and the `CURLcode` when the
+/// network failed. It never carries a provider token, secret key, session token
+/// or keystore key: service messages are scrubbed of the token that was sent.
+public struct FederationError: Error, Sendable {
+    /// The stable kind of a ``FederationError``.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private enum Base: String, Sendable, Hashable {
+            case notAuthorized
+            case identityTerminated
+            case resourceNotFound
+            case resourceConflict
+            case throttled
+            case limitExceeded
+            case invalidParameter
+            case invalidIdentityPoolConfiguration
+            case externalService
+            case developerUserAlreadyRegistered
+            case serviceError
+            case serviceUnavailable
+            case timedOut
+            case network
+            case invalidResponse
+            case invalidToken
+            case invalidConfiguration
+            case cancelled
+            case noValidCredentials
+            case storage
+        }
+
+        private let base: Base
+
+        private init(_ base: Base) { self.base = base }
+
+        /// The provider token was rejected, or the login does not match the identity (`NotAuthorizedException`).
+        public static let notAuthorized = Code(.notAuthorized)
+        /// The identity is gone or disabled; the session is now ``SessionState/terminated``.
+        public static let identityTerminated = Code(.identityTerminated)
+        /// The identity pool (or another named resource) does not exist (`ResourceNotFoundException`).
+        public static let resourceNotFound = Code(.resourceNotFound)
+        /// The request conflicts with the resource's state (`ResourceConflictException`).
+        public static let resourceConflict = Code(.resourceConflict)
+        /// The service throttled the caller (`TooManyRequestsException`, HTTP 429) and retries ran out.
+        public static let throttled = Code(.throttled)
+        /// An account limit was reached (`LimitExceededException`).
+        public static let limitExceeded = Code(.limitExceeded)
+        /// The service rejected a parameter (`InvalidParameterException`).
+        public static let invalidParameter = Code(.invalidParameter)
+        /// The pool's roles or providers are misconfigured (`InvalidIdentityPoolConfigurationException`).
+        public static let invalidIdentityPoolConfiguration = Code(.invalidIdentityPoolConfiguration)
+        /// The identity provider behind the token failed (`ExternalServiceException`).
+        public static let externalService = Code(.externalService)
+        /// The developer user is already linked elsewhere (`DeveloperUserAlreadyRegisteredException`).
+        public static let developerUserAlreadyRegistered = Code(.developerUserAlreadyRegistered)
+        /// The service returned an error type this library does not know; see ``FederationError/serviceErrorType``.
+        public static let serviceError = Code(.serviceError)
+        /// The service failed (`InternalErrorException`, HTTP 5xx) and retries ran out.
+        public static let serviceUnavailable = Code(.serviceUnavailable)
+        /// An attempt or the whole call ran past its timeout.
+        public static let timedOut = Code(.timedOut)
+        /// The connection could not be made or broke (see ``FederationError/curlCode``).
+        public static let network = Code(.network)
+        /// The response could not be understood: malformed, truncated, missing a field, or too large.
+        public static let invalidResponse = Code(.invalidResponse)
+        /// The provider token failed a local check (not a JWT, expired, no `sub`) before any network call.
+        public static let invalidToken = Code(.invalidToken)
+        /// The configuration is unusable (pool ID, region, endpoint, session name).
+        public static let invalidConfiguration = Code(.invalidConfiguration)
+        /// The calling task was cancelled.
+        public static let cancelled = Code(.cancelled)
+        /// The session has no valid credentials (none, or expired): push a new provider token.
+        public static let noValidCredentials = Code(.noValidCredentials)
+        /// Saving or loading the session in its keystore failed.
+        public static let storage = Code(.storage)
+
+        /// The code's name, e.g. `notAuthorized`.
+        public var description: String { base.rawValue }
+    }
+
+    /// The stable kind of error.
+    public var code: Code
+    /// What went wrong and what to do, in one sentence. Never holds a secret.
+    public var message: String
+    /// The Cognito operation that failed, e.g. `GetCredentialsForIdentity`.
+    public var operation: String?
+    /// The service's error type as sent (e.g. `NotAuthorizedException`), kept raw for unknown types.
+    public var serviceErrorType: String?
+    /// The service's message, scrubbed of the token that was sent and shortened.
+    public var serviceMessage: String?
+    /// The HTTP status of the service's answer.
+    public var httpStatus: Int?
+    /// The libcurl `CURLcode` behind a network failure.
+    public var curlCode: Int32?
+    /// The keystore's error behind a ``Code/storage`` failure.
+    public var keystoreError: KeystoreError?
+
+    /// Creates an error.
+    public init(
+        code: Code,
+        message: String,
+        operation: String? = nil,
+        serviceErrorType: String? = nil,
+        serviceMessage: String? = nil,
+        httpStatus: Int? = nil,
+        curlCode: Int32? = nil,
+        keystoreError: KeystoreError? = nil
+    ) {
+        self.code = code
+        self.message = message
+        self.operation = operation
+        self.serviceErrorType = serviceErrorType
+        self.serviceMessage = serviceMessage
+        self.httpStatus = httpStatus
+        self.curlCode = curlCode
+        self.keystoreError = keystoreError
+    }
+}
+
+extension FederationError: CustomStringConvertible, CustomDebugStringConvertible {
+    /// `code: message` followed by the service context, on one line.
+    public var description: String {
+        var parts = ["\(code): \(message)"]
+        if let operation { parts.append("operation: \(operation)") }
+        if let serviceErrorType { parts.append("service error: \(serviceErrorType)") }
+        if let serviceMessage { parts.append("service message: \(serviceMessage)") }
+        if let httpStatus { parts.append("HTTP \(httpStatus)") }
+        if let curlCode { parts.append("CURLcode \(curlCode)") }
+        if let keystoreError { parts.append("keystore: \(keystoreError)") }
+        return parts.joined(separator: "; ")
+    }
+
+    /// The same text as ``description``.
+    public var debugDescription: String { "FederationError(\(description))" }
+}

@@ -1,0 +1,60 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// One HTTP request as the transport sends it.
+package struct HTTPRequest: Sendable {
+    /// The method, e.g. `POST`.
+    package var method: String
+    /// The absolute URL (`http` or `https` only).
+    package var url: String
+    /// Header fields in the order they are sent.
+    package var headers: [(name: String, value: String)]
+    /// The request body.
+    package var body: [UInt8]
+    /// Limits for this one attempt.
+    package var limits: HTTPLimits
+
+    package init(
+        method: String = "POST",
+        url: String,
+        headers: [(name: String, value: String)] = [],
+        body: [UInt8] = [],
+        limits: HTTPLimits = HTTPLimits()
+    ) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.limits = limits
+    }
+
+    /// The value of the first header named `name` (case-insensitive).
+    package func header(_ name: String) -> String? {
+        let lowered = name.lowercased()
+        return headers.first { $0.name.lowercased() == lowered }?.value
+    }
+}
+
+/// Per-attempt limits the transport enforces.
+package struct HTTPLimits: Sendable, Hashable {
+    /// Time allowed to establish the connection (TCP and TLS). Default 10 s.
+    package var connectTimeout: Duration
+    /// Time allowed for the whole attempt, connect included. Default 30 s.
+    package var requestTimeout: Duration
+    /// The largest response body accepted; a longer one fails with
+    /// ``TransportError/Kind/responseTooLarge`` without buffering past the cap. Default 1 MiB.
+    package var maxResponseBytes: Int
+
+    package init(
+        connectTimeout: Duration = .seconds(10),
+        requestTimeout: Duration = .seconds(30),
+        maxResponseBytes: Int = 1 << 20
+    ) {
+        self.connectTimeout = connectTimeout
+        self.requestTimeout = requestTimeout
+        self.maxResponseBytes = maxResponseBytes
+    }
+}

@@ -1,0 +1,59 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// Temporary AWS credentials for one Cognito identity.
+///
+/// `description`, `debugDescription` and string interpolation show only the
+/// access key ID and the expiration: the secret key and session token are
+/// redacted so that a stray `print` or log line never leaks them.
+public struct AWSCredentials: Sendable, Hashable, Codable {
+    /// The access key ID (`ASIA…`); not secret on its own.
+    public var accessKeyId: String
+    /// The secret access key. Never printed.
+    public var secretAccessKey: String
+    /// The session token. Never printed.
+    public var sessionToken: String
+    /// When the service stops honouring these credentials.
+    public var expiration: Date
+
+    /// Creates credentials from their parts.
+    public init(accessKeyId: String, secretAccessKey: String, sessionToken: String, expiration: Date) {
+        self.accessKeyId = accessKeyId
+        self.secretAccessKey = secretAccessKey
+        self.sessionToken = sessionToken
+        self.expiration = expiration
+    }
+
+    /// Whether the credentials are past `expiration - margin` at `now`.
+    public func isExpired(at now: Date = Date(), margin: Duration = .seconds(120)) -> Bool {
+        now.timeIntervalSince1970 >= expiration.timeIntervalSince1970 - margin.timeInterval
+    }
+}
+
+extension AWSCredentials: CustomStringConvertible, CustomDebugStringConvertible {
+    /// A redacted summary: access key ID and expiration only.
+    public var description: String {
+        "AWSCredentials(accessKeyId: \(accessKeyId), secretAccessKey: <redacted>, sessionToken: <redacted>, expiration: \(expiration.timeIntervalSince1970))"
+    }
+
+    /// The same redacted summary as ``description``.
+    public var debugDescription: String { description }
+}
+
+extension AWSCredentials: CustomReflectable {
+    /// Keeps `dump` and debugger views from showing the secrets.
+    public var customMirror: Mirror {
+        Mirror(self, children: ["accessKeyId": accessKeyId, "expiration": expiration], displayStyle: .struct)
+    }
+}
+
+extension Duration {
+    /// The duration in seconds as a floating-point number.
+    var timeInterval: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}

@@ -1,0 +1,38 @@
+internal import CLibCrypto
+internal import CLibCurl
+
+/// The one process-wide initialisation of the C libraries the broker links.
+///
+/// Order matters: OpenSSL is initialised first **without** its atexit handler, and only
+/// then libcurl. libcurl and the keystore share one OpenSSL; if `curl_global_init`
+/// initialised it first, OpenSSL would register its atexit cleanup, which races Swift's
+/// own teardown at process exit (a known double-free in swift-corelibs-foundation).
+///
+/// `curl_global_init` is not thread-safe and must run once before any other libcurl
+/// call, so the work sits behind a `static let`, whose initialiser Swift runs exactly
+/// once (`swift_once`) however many threads race to it. Every entry point that touches
+/// libcurl or libcrypto calls ``ensure()`` first; it is cheap after the first call.
+package enum LibraryBootstrap {
+    /// The result of the one initialisation, computed on first use.
+    private static let outcome: Outcome = {
+        let cryptoOK = ib_crypto_init_no_atexit() == 1
+        let curlCode = curl_global_init(Int(CURL_GLOBAL_DEFAULT))
+        return Outcome(cryptoInitialised: cryptoOK, curlCode: Int32(bitPattern: curlCode.rawValue))
+    }()
+
+    /// Runs the process-wide initialisation if it has not run yet.
+    ///
+    /// Both libraries only fail to initialise when memory is exhausted, in which case
+    /// nothing the broker could do afterwards would be sound; hence the precondition
+    /// instead of a thrown error every caller would have to handle.
+    package static func ensure() {
+        let outcome = outcome
+        precondition(outcome.cryptoInitialised, "OPENSSL_init_crypto failed")
+        precondition(outcome.curlCode == 0, "curl_global_init failed with CURLcode \(outcome.curlCode)")
+    }
+
+    private struct Outcome: Sendable {
+        var cryptoInitialised: Bool
+        var curlCode: Int32
+    }
+}

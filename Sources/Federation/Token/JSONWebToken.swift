@@ -1,0 +1,103 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// The claims IdentityBroker reads from a JWT-shaped provider token.
+///
+/// The signature is not verified here (Cognito does that); the local check only
+/// catches tokens that would certainly fail, before spending a request on them.
+struct JSONWebToken: Sendable {
+    /// How far past `exp` a token may be and still be sent; clocks drift.
+    static let expiryTolerance: Double = 300
+
+    /// The `sub` claim.
+    var subject: String?
+    /// The `exp` claim, seconds since 1970.
+    var expiresAt: Double?
+    /// The `iss` claim.
+    var issuer: String?
+
+    /// Parses `token` as `header.payload.signature`, each base64url; header and
+    /// payload must be JSON objects.
+    ///
+    /// - Throws: ``FederationError/Code/invalidToken`` naming what is wrong, never the token.
+    init(parsing token: String) throws(FederationError) {
+        let segments = token.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        guard segments.count == 3 else {
+            throw Self.invalid("is not a JWT (expected 3 dot-separated parts, found \(segments.count))")
+        }
+        guard !segments[2].isEmpty else { throw Self.invalid("has an empty signature part") }
+        guard let headerBytes = Self.base64URLDecode(segments[0]) else { throw Self.invalid("has a header that is not base64url") }
+        guard let payloadBytes = Self.base64URLDecode(segments[1]) else { throw Self.invalid("has a payload that is not base64url") }
+        let decoder = JSONDecoder()
+        guard (try? decoder.decode(JSONObjectProbe.self, from: headerBytes)) != nil else {
+            throw Self.invalid("has a header that is not a JSON object")
+        }
+        let claims: Claims
+        do {
+            claims = try decoder.decode(Claims.self, from: payloadBytes)
+        } catch DecodingError.typeMismatch(_, let context) where !context.codingPath.isEmpty {
+            throw Self.invalid("has a '\(context.codingPath.map(\.stringValue).joined(separator: "."))' claim of the wrong type")
+        } catch {
+            throw Self.invalid("has a payload that is not a JSON object")
+        }
+        subject = claims.sub
+        expiresAt = claims.exp
+        issuer = claims.iss
+    }
+
+    /// Throws when `exp` is more than ``expiryTolerance`` in the past at `now`.
+    func checkNotExpired(now: Date) throws(FederationError) {
+        guard let expiresAt else { return }
+        let late = now.timeIntervalSince1970 - expiresAt
+        if late > Self.expiryTolerance {
+            throw Self.invalid("expired \(Int(late)) s ago; get a fresh token from the provider")
+        }
+    }
+
+    private static func invalid(_ problem: String) -> FederationError {
+        FederationError(code: .invalidToken, message: "the provider token \(problem)")
+    }
+
+    private struct Claims: Decodable {
+        var sub: String?
+        var exp: Double?
+        var iss: String?
+    }
+
+    /// Decodes as any JSON object, to reject headers that are arrays or scalars.
+    private struct JSONObjectProbe: Decodable {
+        init(from decoder: any Decoder) throws {
+            _ = try decoder.container(keyedBy: AnyKey.self)
+        }
+
+        struct AnyKey: CodingKey {
+            var stringValue: String
+            var intValue: Int? { nil }
+            init(stringValue: String) { self.stringValue = stringValue }
+            init?(intValue: Int) { nil }
+        }
+    }
+
+    static func base64URLDecode(_ segment: Substring.UTF8View) -> Data? {
+        base64URLDecode(Array(segment))
+    }
+
+    static func base64URLDecode(_ bytes: [UInt8]) -> Data? {
+        guard !bytes.isEmpty, bytes.count % 4 != 1 else { return nil }
+        var text = [UInt8]()
+        text.reserveCapacity(bytes.count + 3)
+        for byte in bytes {
+            switch byte {
+            case UInt8(ascii: "-"): text.append(UInt8(ascii: "+"))
+            case UInt8(ascii: "_"): text.append(UInt8(ascii: "/"))
+            case UInt8(ascii: "="): continue
+            default: text.append(byte)
+            }
+        }
+        while text.count % 4 != 0 { text.append(UInt8(ascii: "=")) }
+        return Data(base64Encoded: Data(text))
+    }
+}

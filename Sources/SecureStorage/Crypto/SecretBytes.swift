@@ -1,0 +1,34 @@
+/// Secret bytes (a key or a passphrase) kept in their own allocation and wiped on release.
+///
+/// Swift arrays and strings may be copied by the runtime; this buffer is never copied, so
+/// wiping it on `deinit` really erases the material. Callers wipe their own temporary copies
+/// with ``CryptoRuntime/cleanse(_:)-(inout [UInt8])``.
+final class SecretBytes: @unchecked Sendable {
+    // Immutable after init; reads only. That is why the unchecked Sendable is sound.
+    private let storage: UnsafeMutableRawBufferPointer
+
+    /// Copies `bytes` into a fresh buffer.
+    init(copying bytes: some Collection<UInt8>) {
+        storage = .allocate(byteCount: Swift.max(bytes.count, 1), alignment: 16)
+        storage.initializeMemory(as: UInt8.self, repeating: 0)
+        _ = storage.initializeMemory(as: UInt8.self, from: bytes)
+        count = bytes.count
+    }
+
+    /// Moves `bytes` into a fresh buffer and wipes the array.
+    convenience init(consuming bytes: inout [UInt8]) {
+        self.init(copying: bytes)
+        CryptoRuntime.cleanse(&bytes)
+    }
+
+    let count: Int
+
+    func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try body(UnsafeRawBufferPointer(rebasing: storage[0..<count]))
+    }
+
+    deinit {
+        CryptoRuntime.cleanse(storage.baseAddress, storage.count)
+        storage.deallocate()
+    }
+}

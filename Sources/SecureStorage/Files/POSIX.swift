@@ -1,0 +1,218 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Thin, `EINTR`-safe wrappers over the system calls the file keystore uses. Every failure
+/// becomes a ``KeystoreError`` naming the path and `errno`.
+enum POSIX {
+    static let maximumFileSize = 16 << 20
+
+    /// `lstat`, or `nil` when the path does not exist.
+    static func status(_ path: String, followLinks: Bool = false) throws -> stat? {
+        var info = stat()
+        let result = followLinks ? stat(path, &info) : lstat(path, &info)
+        if result == 0 { return info }
+        if errno == ENOENT { return nil }
+        throw KeystoreError.io("stat", path: path)
+    }
+
+    static func isDirectory(_ info: stat) -> Bool { info.st_mode & S_IFMT == S_IFDIR }
+    static func isRegular(_ info: stat) -> Bool { info.st_mode & S_IFMT == S_IFREG }
+
+    /// Opens a file, retrying on `EINTR`; `nil` when it does not exist and `missingOK`.
+    static func openFile(_ path: String, _ flags: Int32, mode: mode_t = 0, missingOK: Bool = false) throws -> Int32? {
+        while true {
+            let fd = open(path, flags | O_CLOEXEC, mode)
+            if fd >= 0 { return fd }
+            if errno == EINTR { continue }
+            if missingOK && errno == ENOENT { return nil }
+            if errno == ELOOP {
+                throw KeystoreError(.insecurePermissions, "refusing to follow a symbolic link", path: path, errno: errno)
+            }
+            throw KeystoreError.io("open", path: path)
+        }
+    }
+
+    static func closeFile(_ fd: Int32) { _ = close(fd) }
+
+    /// Reads a whole regular file opened without following links; `nil` when it is missing.
+    static func readFile(_ path: String) throws -> [UInt8]? {
+        guard let fd = try openFile(path, O_RDONLY | O_NOFOLLOW, missingOK: true) else { return nil }
+        defer { closeFile(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw KeystoreError.io("fstat", path: path) }
+        guard isRegular(info) else { throw KeystoreError(.corruptFormat, "not a regular file", path: path) }
+        let size = Int(info.st_size)
+        guard size <= maximumFileSize else { throw KeystoreError(.corruptFormat, "file is too large", path: path) }
+        var bytes = [UInt8](repeating: 0, count: size)
+        var done = 0
+        while done < size {
+            let count = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + done, size - done) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw KeystoreError.io("read", path: path)
+            }
+            if count == 0 { break }
+            done += count
+        }
+        if done < size { bytes.removeSubrange(done...) }
+        return bytes
+    }
+
+    static func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) throws {
+        var done = 0
+        while done < bytes.count {
+            let count = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + done, bytes.count - done) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw KeystoreError.io("write", path: path)
+            }
+            done += count
+        }
+    }
+
+    static func syncFile(_ fd: Int32, path: String) throws {
+        while fsync(fd) != 0 {
+            if errno == EINTR { continue }
+            throw KeystoreError.io("fsync", path: path)
+        }
+    }
+
+    /// Flushes a directory's entries (renames, creations, deletions) to disk.
+    static func fsyncDirectory(_ path: String) throws {
+        guard let fd = try openFile(path, O_RDONLY | O_DIRECTORY) else { return }
+        defer { closeFile(fd) }
+        try syncFile(fd, path: path)
+    }
+
+    /// A fresh, unpredictable temporary name in `directory`; temporary names start with `.tmp.`
+    /// so they are never mistaken for items and are swept on open.
+    static func temporaryPath(in directory: String) throws -> String {
+        let random = try CryptoRuntime.randomBytes(9)
+        return directory + "/.tmp." + Base64.urlEncode(random)
+    }
+
+    /// Writes `bytes` to a new temporary file in `directory` with exactly `mode`, optionally
+    /// fsyncs it, and returns its path.
+    static func writeTemporary(_ bytes: [UInt8], in directory: String, mode: mode_t, sync: Bool) throws -> String {
+        let temporary = try temporaryPath(in: directory)
+        guard let fd = try openFile(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode: mode) else {
+            throw KeystoreError.io("open", path: temporary, errno: ENOENT)
+        }
+        do {
+            defer { closeFile(fd) }
+            // The umask may have removed group bits a shared namespace needs.
+            guard fchmod(fd, mode) == 0 else { throw KeystoreError.io("fchmod", path: temporary) }
+            try writeAll(fd, bytes, path: temporary)
+            if sync { try syncFile(fd, path: temporary) }
+        } catch {
+            _ = unlink(temporary)
+            throw error
+        }
+        return temporary
+    }
+
+    /// Replaces `path` atomically and durably: temporary file, write, fsync, rename, and (when
+    /// `syncDirectory`) fsync of the directory.
+    static func atomicWrite(_ bytes: [UInt8], to path: String, directory: String, mode: mode_t, syncDirectory: Bool = true) throws {
+        let temporary = try writeTemporary(bytes, in: directory, mode: mode, sync: true)
+        try renameFile(temporary, to: path)
+        if syncDirectory { try fsyncDirectory(directory) }
+    }
+
+    /// Creates `path` with `bytes` only when it does not exist yet, atomically and durably,
+    /// using `link(2)` so that concurrent creators agree on one winner. Returns `false` when
+    /// another file was already there (the caller then reads it).
+    static func createExclusively(_ bytes: [UInt8], at path: String, directory: String, mode: mode_t) throws -> Bool {
+        let temporary = try writeTemporary(bytes, in: directory, mode: mode, sync: true)
+        defer { _ = unlink(temporary) }
+        if link(temporary, path) != 0 {
+            if errno == EEXIST { return false }
+            throw KeystoreError.io("link", path: path)
+        }
+        try fsyncDirectory(directory)
+        return true
+    }
+
+    static func renameFile(_ from: String, to: String) throws {
+        guard rename(from, to) == 0 else {
+            let code = errno
+            _ = unlink(from)
+            throw KeystoreError.io("rename", path: to, errno: code)
+        }
+    }
+
+    /// Unlinks a file; returns `false` when it was already gone.
+    @discardableResult
+    static func removeFile(_ path: String) throws -> Bool {
+        if unlink(path) == 0 { return true }
+        if errno == ENOENT { return false }
+        throw KeystoreError.io("unlink", path: path)
+    }
+
+    /// Creates a directory with exactly `mode` (umask and setgid included); returns `false`
+    /// when it already existed.
+    @discardableResult
+    static func makeDirectory(_ path: String, mode: mode_t) throws -> Bool {
+        if mkdir(path, mode & 0o777) != 0 {
+            if errno == EEXIST { return false }
+            throw KeystoreError.io("mkdir", path: path)
+        }
+        guard chmod(path, mode) == 0 else { throw KeystoreError.io("chmod", path: path) }
+        let parent = parentDirectory(of: path)
+        try fsyncDirectory(parent.isEmpty ? "/" : parent)
+        return true
+    }
+
+    /// Creates `path` and any missing parents (parents 0700).
+    static func makeDirectories(_ path: String, mode: mode_t) throws {
+        if try status(path, followLinks: true) != nil { return }
+        let parent = parentDirectory(of: path)
+        if !parent.isEmpty && parent != path {
+            try makeDirectories(parent, mode: 0o700)
+        }
+        try makeDirectory(path, mode: mode)
+    }
+
+    static func parentDirectory(of path: String) -> String {
+        var bytes = Array(path.utf8)
+        while bytes.count > 1 && bytes.last == UInt8(ascii: "/") { bytes.removeLast() }
+        guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return "." }
+        if slash == 0 { return "/" }
+        return String(decoding: bytes[..<slash], as: UTF8.self)
+    }
+
+    /// The names in a directory, excluding `.` and `..`; empty when it does not exist.
+    static func listDirectory(_ path: String) throws -> [String] {
+        guard let directory = opendir(path) else {
+            if errno == ENOENT { return [] }
+            throw KeystoreError.io("opendir", path: path)
+        }
+        defer { closedir(directory) }
+        var names = [String]()
+        while true {
+            errno = 0
+            guard let entry = readdir(directory) else {
+                if errno != 0 { throw KeystoreError.io("readdir", path: path) }
+                break
+            }
+            let name = withUnsafePointer(to: entry.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    static func sleep(microseconds: UInt32) { _ = usleep(microseconds) }
+
+    static func monotonicNanoseconds() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+    }
+}

@@ -1,0 +1,61 @@
+/// Where a keystore's 256-bit AES key comes from.
+///
+/// - ``keyFile``: a random key per access group, kept in a file in the keystore root and
+///   created atomically on first use (0600, or 0640 for a shared group). Opening fails with
+///   ``KeystoreError/Code/insecurePermissions`` when the file is looser than that.
+/// - ``environment(variable:)``: a base64-encoded 32-byte key from an environment variable
+///   (`IDENTITY_BROKER_KEY` by default), the same for every access group.
+/// - ``passphrase(_:)``: a key derived with scrypt from a passphrase and a random salt stored
+///   per access group next to where its key file would be.
+/// - ``raw(_:)``: 32 bytes given directly, for tests and for callers with their own key
+///   management.
+///
+/// Secret material given to a key source is copied into memory that is wiped when the last
+/// copy of the key source is released; a key source's description never shows it.
+public struct KeySource: Sendable, CustomStringConvertible {
+    enum Kind: Sendable {
+        case keyFile
+        case environment(String)
+        case passphrase(SecretBytes)
+        case raw(SecretBytes)
+    }
+
+    let kind: Kind
+
+    private init(_ kind: Kind) { self.kind = kind }
+
+    /// The default environment variable holding a base64 key: `IDENTITY_BROKER_KEY`.
+    public static let defaultEnvironmentVariable = "IDENTITY_BROKER_KEY"
+
+    /// A key file per access group in the keystore root, created on first use.
+    public static let keyFile = KeySource(.keyFile)
+
+    /// A base64-encoded 32-byte key read from the environment variable `variable` when a
+    /// keystore opens. A missing or malformed value gives ``KeystoreError/Code/invalidKey``.
+    public static func environment(variable: String = defaultEnvironmentVariable) -> KeySource {
+        KeySource(.environment(variable))
+    }
+
+    /// A key derived from `passphrase` with scrypt (N = 2^15, r = 8, p = 1) and a random
+    /// 16-byte salt stored per access group.
+    public static func passphrase(_ passphrase: String) -> KeySource {
+        KeySource(.passphrase(SecretBytes(copying: passphrase.utf8)))
+    }
+
+    /// A 32-byte key given directly. Any other length gives ``KeystoreError/Code/invalidKey``
+    /// when a keystore opens.
+    public static func raw(_ key: [UInt8]) -> KeySource {
+        KeySource(.raw(SecretBytes(copying: key)))
+    }
+
+    /// The kind of source, without any secret: `keyFile`, `environment(NAME)`, `passphrase`
+    /// or `raw`.
+    public var description: String {
+        switch kind {
+        case .keyFile: "keyFile"
+        case .environment(let variable): "environment(\(variable))"
+        case .passphrase: "passphrase"
+        case .raw: "raw"
+        }
+    }
+}

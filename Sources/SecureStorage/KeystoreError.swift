@@ -1,0 +1,101 @@
+/// An error thrown by a ``Keystore``.
+///
+/// Like async-http-client's `HTTPClientError`, the error is a struct with a ``Code`` whose
+/// cases are static members, so new codes can be added without breaking callers who
+/// `switch` on them. Compare codes with `==`:
+///
+/// ```swift
+/// do { _ = try keystore.data(forKey: "session") }
+/// catch let error as KeystoreError where error.code == .authenticationFailed { … }
+/// ```
+///
+/// An error never carries secret material: no key bytes, no passphrase, no item value.
+/// It may carry a file-system path and the name of an item, which are not secret.
+public struct KeystoreError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What went wrong, as an extensible set of codes.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private enum Base: String, Sendable, Hashable {
+            case itemNotFound
+            case authenticationFailed
+            case insecurePermissions
+            case corruptFormat
+            case io
+            case lockTimeout
+            case invalidKey
+            case invalidName
+            case cryptoFailure
+            case migrationFailed
+        }
+
+        private let base: Base
+        private init(_ base: Base) { self.base = base }
+
+        /// The requested item does not exist.
+        public static let itemNotFound = Code(.itemNotFound)
+        /// An item failed to open: it was tampered with, moved under another name, service
+        /// or access group, or sealed with another key.
+        public static let authenticationFailed = Code(.authenticationFailed)
+        /// A directory or key file is more permissive than the keystore allows, or is owned
+        /// by another user. The error's ``KeystoreError/path`` and ``KeystoreError/mode`` say
+        /// which file and what was found.
+        public static let insecurePermissions = Code(.insecurePermissions)
+        /// A file has an unknown format version, is truncated, or is otherwise malformed.
+        public static let corruptFormat = Code(.corruptFormat)
+        /// A system call failed; ``KeystoreError/errno`` and ``KeystoreError/path`` say which.
+        public static let io = Code(.io)
+        /// The namespace's writer lock could not be taken within the configured timeout.
+        public static let lockTimeout = Code(.lockTimeout)
+        /// The key source gave no usable key: missing or malformed environment variable,
+        /// wrong length, or a key file of the wrong size.
+        public static let invalidKey = Code(.invalidKey)
+        /// An item key, service name or access-group name is empty or too long.
+        public static let invalidName = Code(.invalidName)
+        /// libcrypto failed unexpectedly; ``KeystoreError/openSSLError`` holds `ERR_get_error()`.
+        public static let cryptoFailure = Code(.cryptoFailure)
+        /// A migration copied an item but could not read it back identically; the source
+        /// items are kept and the migration is retried on the next open.
+        public static let migrationFailed = Code(.migrationFailed)
+
+        /// The code's name, for example `authenticationFailed`.
+        public var description: String { base.rawValue }
+    }
+
+    /// What went wrong.
+    public let code: Code
+    /// The file or directory involved, when there is one.
+    public let path: String?
+    /// The `errno` of the failing system call, for ``Code/io`` and some other codes.
+    public let errno: Int32?
+    /// The permission bits found, for ``Code/insecurePermissions``.
+    public let mode: UInt32?
+    /// The first OpenSSL error code (`ERR_get_error()`), for ``Code/cryptoFailure``.
+    public let openSSLError: UInt?
+    /// A fixed, non-secret explanation.
+    public let reason: String
+
+    init(
+        _ code: Code,
+        _ reason: String,
+        path: String? = nil,
+        errno: Int32? = nil,
+        mode: UInt32? = nil,
+        openSSLError: UInt? = nil
+    ) {
+        self.code = code
+        self.reason = reason
+        self.path = path
+        self.errno = errno
+        self.mode = mode
+        self.openSSLError = openSSLError
+    }
+
+    /// A one-line, secret-free description: code, reason, and any path, mode and errno.
+    public var description: String {
+        var text = "KeystoreError.\(code): \(reason)"
+        if let path { text += " (path: \(path))" }
+        if let mode { text += " (mode: 0\(String(mode & 0o7777, radix: 8)))" }
+        if let errno { text += " (errno \(errno): \(Self.describe(errno: errno)))" }
+        if let openSSLError { text += " (openssl error 0x\(String(openSSLError, radix: 16)))" }
+        return text
+    }
+}

@@ -1,0 +1,345 @@
+import Federation
+import Foundation
+import Synchronization
+
+/// A scripted Cognito Identity service behind a ``ClosureTransport``.
+///
+/// Requests are routed by `X-Amz-Target` (`AWSCognitoIdentityService.GetId`, …).
+/// Each operation answers from its queue of scripted replies first, then from
+/// its default (GetId: ``defaultIdentityId``; GetCredentialsForIdentity: the
+/// requested identity with ``accessKeyId``/``secretKey``/``sessionToken`` and
+/// ``expiration``). Every call is recorded, and the number of requests in flight
+/// at once is tracked so tests can tell serialised work from concurrent work.
+package final class FakeCognito: Sendable {
+    /// The operations IdentityBroker calls.
+    package enum Operation: String, Sendable, CaseIterable {
+        case getId = "GetId"
+        case getCredentialsForIdentity = "GetCredentialsForIdentity"
+        case getOpenIdToken = "GetOpenIdToken"
+
+        /// The `X-Amz-Target` header value.
+        package var target: String { "AWSCognitoIdentityService.\(rawValue)" }
+    }
+
+    /// One answer.
+    package struct Reply: Sendable {
+        package var status: Int
+        package var headers: [(name: String, value: String)]
+        package var body: [UInt8]
+        /// Waited before answering (in addition to the fake's ``responseDelay``).
+        package var delay: Duration = .zero
+        /// When set, the transport throws this instead of answering.
+        package var failure: TransportError?
+
+        package init(status: Int, headers: [(name: String, value: String)] = FakeCognito.jsonHeaders, body: [UInt8]) {
+            self.status = status
+            self.headers = headers
+            self.body = body
+        }
+
+        /// A response with `body` as given.
+        package static func raw(status: Int = 200, headers: [(name: String, value: String)] = FakeCognito.jsonHeaders, body: String) -> Reply {
+            Reply(status: status, headers: headers, body: Array(body.utf8))
+        }
+
+        /// A GetId success.
+        package static func identityId(_ identityId: String) -> Reply {
+            Reply(status: 200, body: FakeCognito.getIdBody(identityId: identityId))
+        }
+
+        /// A GetCredentialsForIdentity success.
+        package static func credentials(
+            identityId: String,
+            accessKeyId: String = FakeCognito.accessKeyId,
+            secretKey: String = FakeCognito.secretKey,
+            sessionToken: String = FakeCognito.sessionToken,
+            expiration: Date
+        ) -> Reply {
+            Reply(
+                status: 200,
+                body: FakeCognito.credentialsBody(
+                    identityId: identityId, accessKeyId: accessKeyId, secretKey: secretKey,
+                    sessionToken: sessionToken, expirationLiteral: FakeCognito.epochLiteral(expiration))
+            )
+        }
+
+        /// A JSON 1.1 error: `{"__type": type, messageKey: message}` with `status`.
+        package static func error(
+            _ type: String?,
+            message: String? = nil,
+            status: Int = 400,
+            messageKey: String = "message",
+            headers: [(name: String, value: String)] = FakeCognito.jsonHeaders
+        ) -> Reply {
+            Reply(status: status, headers: headers, body: FakeCognito.errorBody(type: type, message: message, messageKey: messageKey))
+        }
+
+        /// The transport fails with `error` instead of answering.
+        package static func transportFailure(_ error: TransportError) -> Reply {
+            var reply = Reply(status: 0, body: [])
+            reply.failure = error
+            return reply
+        }
+
+        /// The same reply, answered after `delay`.
+        package func delayed(by delay: Duration) -> Reply {
+            var copy = self
+            copy.delay = delay
+            return copy
+        }
+    }
+
+    /// One request the fake received.
+    package struct Call: Sendable {
+        /// The operation named by `X-Amz-Target` (the part after the service name), or the raw header.
+        package let operation: String
+        package let method: String
+        package let url: String
+        package let headers: [(name: String, value: String)]
+        package let body: [UInt8]
+
+        /// The value of the first header named `name` (case-insensitive).
+        package func header(_ name: String) -> String? {
+            headers.first { $0.name.lowercased() == name.lowercased() }?.value
+        }
+
+        /// The body decoded with `JSONSerialization`; empty when it is not a JSON object.
+        package var json: [String: Any] {
+            ((try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any]) ?? [:]
+        }
+
+        /// The string at `key` of the body.
+        package func string(_ key: String) -> String? { json[key] as? String }
+
+        /// Whether the body has `key` at all.
+        package func has(_ key: String) -> Bool { json[key] != nil }
+
+        /// The body's `Logins` map, or `nil` when absent.
+        package var logins: [String: String]? { json["Logins"] as? [String: String] }
+
+        /// The body as text.
+        package var bodyText: String { String(decoding: body, as: UTF8.self) }
+    }
+
+    /// Builds a reply from the call it answers.
+    package typealias Responder = @Sendable (Call) -> Reply
+
+    // MARK: Canned values
+
+    package static let jsonHeaders: [(name: String, value: String)] = [
+        ("Content-Type", "application/x-amz-json-1.1"),
+        ("x-amzn-RequestId", "00000000-0000-0000-0000-000000000000"),
+    ]
+    package static let defaultIdentityId = "us-east-1:aaaaaaaa-0000-0000-0000-000000000001"
+    package static let accessKeyId = "ASIAFAKEACCESSKEY0001"
+    package static let secretKey = "fAkEsEcReTkEy/wJalrXUtnFEMI/K7MDENG/bPxRfiCY"
+    package static let sessionToken = "FaKeSeSsIoNtOkEn//////////wEaCXVzLWVhc3QtMSJHMEUCIQD"
+
+    // MARK: State
+
+    private struct State {
+        var queues: [String: [Responder]] = [:]
+        var defaults: [String: Responder] = [:]
+        var calls: [Call] = []
+        var inFlight = 0
+        var maxInFlight = 0
+        var responseDelay: Duration = .zero
+        var barrier: (count: Int, timeout: Duration)?
+        var barrierOpen = false
+        var expiration: Date
+    }
+
+    private let state: Mutex<State>
+
+    /// Creates a fake whose default credentials expire at `expiration`.
+    package init(expiration: Date = Date(timeIntervalSince1970: 1_700_003_600)) {
+        state = Mutex(State(expiration: expiration))
+    }
+
+    /// A transport that sends every request to this fake.
+    package var transport: ClosureTransport {
+        ClosureTransport { [self] request in try await self.handle(request) }
+    }
+
+    // MARK: Scripting
+
+    /// Answers the next unanswered call of `operation` with `reply` (FIFO).
+    package func enqueue(_ reply: Reply, for operation: Operation) {
+        enqueue(for: operation) { _ in reply }
+    }
+
+    /// Answers the next unanswered call of `operation` with `responder`'s reply (FIFO).
+    package func enqueue(for operation: Operation, _ responder: @escaping Responder) {
+        state.withLock { $0.queues[operation.rawValue, default: []].append(responder) }
+    }
+
+    /// Answers every call of `operation` with no queued reply with `reply`.
+    package func setDefault(_ reply: Reply, for operation: Operation) {
+        setDefault(for: operation) { _ in reply }
+    }
+
+    /// Answers every call of `operation` with no queued reply with `responder`'s reply.
+    package func setDefault(for operation: Operation, _ responder: @escaping Responder) {
+        state.withLock { $0.defaults[operation.rawValue] = responder }
+    }
+
+    /// The expiration of default credentials.
+    package var expiration: Date {
+        get { state.withLock { $0.expiration } }
+        set { state.withLock { $0.expiration = newValue } }
+    }
+
+    /// Waited before every answer.
+    package var responseDelay: Duration {
+        get { state.withLock { $0.responseDelay } }
+        set { state.withLock { $0.responseDelay = newValue } }
+    }
+
+    /// A one-shot gate: holds each request until `count` requests have been in
+    /// flight at once (from then on nothing is held), or until `timeout` passes
+    /// for that request; `nil` (the default) holds nothing. Makes concurrency
+    /// tests independent of scheduling speed.
+    package func holdUntilInFlight(_ count: Int?, timeout: Duration = .seconds(5)) {
+        state.withLock {
+            $0.barrier = count.map { ($0, timeout) }
+            $0.barrierOpen = false
+        }
+    }
+
+    // MARK: Inspecting
+
+    /// Every call so far, in arrival order.
+    package var calls: [Call] { state.withLock { $0.calls } }
+
+    /// The calls of `operation`, in arrival order.
+    package func calls(_ operation: Operation) -> [Call] {
+        calls.filter { $0.operation == operation.rawValue }
+    }
+
+    /// The number of calls of `operation`.
+    package func count(_ operation: Operation) -> Int { calls(operation).count }
+
+    /// The operations called, in order.
+    package var operations: [String] { calls.map(\.operation) }
+
+    /// The most requests that were in flight at once.
+    package var maxInFlight: Int { state.withLock { $0.maxInFlight } }
+
+    /// Forgets recorded calls and the in-flight maximum (scripts are kept).
+    package func resetRecording() {
+        state.withLock {
+            $0.calls = []
+            $0.maxInFlight = $0.inFlight
+        }
+    }
+
+    // MARK: Bodies
+
+    /// `{"IdentityId": …}`.
+    package static func getIdBody(identityId: String) -> [UInt8] {
+        jsonBytes(["IdentityId": identityId])
+    }
+
+    /// A GetCredentialsForIdentity body; `expirationLiteral` is put in verbatim
+    /// (a JSON number such as `1700003600`, `1.7000036E9` or `1700003600.25`).
+    /// Pass `nil` for a field to leave it out.
+    package static func credentialsBody(
+        identityId: String?,
+        accessKeyId: String? = FakeCognito.accessKeyId,
+        secretKey: String? = FakeCognito.secretKey,
+        sessionToken: String? = FakeCognito.sessionToken,
+        expirationLiteral: String? = "1700003600"
+    ) -> [UInt8] {
+        var fields: [String] = []
+        if let accessKeyId { fields.append("\"AccessKeyId\":\(quoted(accessKeyId))") }
+        if let expirationLiteral { fields.append("\"Expiration\":\(expirationLiteral)") }
+        if let secretKey { fields.append("\"SecretKey\":\(quoted(secretKey))") }
+        if let sessionToken { fields.append("\"SessionToken\":\(quoted(sessionToken))") }
+        var top = ["\"Credentials\":{\(fields.joined(separator: ","))}"]
+        if let identityId { top.append("\"IdentityId\":\(quoted(identityId))") }
+        return Array("{\(top.joined(separator: ","))}".utf8)
+    }
+
+    /// `{"__type": type, messageKey: message}`, leaving out what is `nil`.
+    package static func errorBody(type: String?, message: String?, messageKey: String = "message") -> [UInt8] {
+        var object: [String: Any] = [:]
+        if let type { object["__type"] = type }
+        if let message { object[messageKey] = message }
+        return jsonBytes(object)
+    }
+
+    /// `date` as a JSON number of epoch seconds.
+    package static func epochLiteral(_ date: Date) -> String {
+        let seconds = date.timeIntervalSince1970
+        if seconds == seconds.rounded() { return String(Int64(seconds)) }
+        return String(seconds)
+    }
+
+    private static func jsonBytes(_ object: [String: Any]) -> [UInt8] {
+        Array((try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8))
+    }
+
+    private static func quoted(_ text: String) -> String {
+        let data = (try? JSONSerialization.data(withJSONObject: [text], options: [.fragmentsAllowed])) ?? Data("[\"\"]".utf8)
+        let array = String(decoding: data, as: UTF8.self)
+        return String(array.dropFirst().dropLast())
+    }
+
+    // MARK: Handling
+
+    private func handle(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let target = request.header("X-Amz-Target") ?? ""
+        let prefix = "AWSCognitoIdentityService."
+        let operation = target.hasPrefix(prefix) ? String(target.dropFirst(prefix.count)) : target
+        let call = Call(operation: operation, method: request.method, url: request.url, headers: request.headers, body: request.body)
+
+        let (responder, delay, barrier) = state.withLock { state -> (Responder, Duration, (count: Int, timeout: Duration)?) in
+            state.calls.append(call)
+            state.inFlight += 1
+            state.maxInFlight = max(state.maxInFlight, state.inFlight)
+            if let barrier = state.barrier, state.inFlight >= barrier.count { state.barrierOpen = true }
+            let responder: Responder
+            if var queue = state.queues[operation], !queue.isEmpty {
+                responder = queue.removeFirst()
+                state.queues[operation] = queue
+            } else if let configured = state.defaults[operation] {
+                responder = configured
+            } else {
+                responder = Self.builtInDefault(operation: operation, expiration: state.expiration)
+            }
+            return (responder, state.responseDelay, state.barrier)
+        }
+        let reply = responder(call)
+        do {
+            if let barrier {
+                let start = ContinuousClock.now
+                while !state.withLock({ $0.barrierOpen }), ContinuousClock.now - start < barrier.timeout {
+                    try await Task.sleep(for: .milliseconds(2))
+                }
+            }
+            let wait = delay + reply.delay
+            if wait > .zero { try await Task.sleep(for: wait) }
+        } catch {
+            state.withLock { $0.inFlight -= 1 }
+            throw error
+        }
+        state.withLock { $0.inFlight -= 1 }
+        if let failure = reply.failure { throw failure }
+        return HTTPResponse(status: reply.status, headers: reply.headers, body: reply.body)
+    }
+
+    private static func builtInDefault(operation: String, expiration: Date) -> Responder {
+        switch operation {
+        case Operation.getId.rawValue:
+            return { _ in .identityId(defaultIdentityId) }
+        case Operation.getCredentialsForIdentity.rawValue:
+            return { call in .credentials(identityId: call.string("IdentityId") ?? defaultIdentityId, expiration: expiration) }
+        case Operation.getOpenIdToken.rawValue:
+            return { call in
+                Reply(status: 200, body: jsonBytes(["IdentityId": call.string("IdentityId") ?? defaultIdentityId, "Token": "fake.openid.token"]))
+            }
+        default:
+            return { _ in .error("UnknownOperationException", message: "unknown target") }
+        }
+    }
+}

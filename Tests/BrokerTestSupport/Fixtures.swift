@@ -1,0 +1,41 @@
+import Foundation
+
+/// Reads the JSON fixtures of real Cognito response shapes in `Tests/Fixtures/`.
+package enum Fixtures {
+    /// `Tests/Fixtures`, found from this file's path so it works from any working directory.
+    package static let directory: URL = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent()  // BrokerTestSupport
+        .deletingLastPathComponent()  // Tests
+        .appendingPathComponent("Fixtures", isDirectory: true)
+
+    /// The fixture file `name` (with or without `.json`).
+    package static func url(_ name: String) -> URL {
+        directory.appendingPathComponent(name.hasSuffix(".json") ? name : "\(name).json")
+    }
+
+    /// The bytes of fixture `name`.
+    package static func data(_ name: String) throws -> Data {
+        try Data(contentsOf: url(name))
+    }
+
+    /// The bytes of fixture `name`, as the transport carries them.
+    package static func bytes(_ name: String) throws -> [UInt8] {
+        Array(try data(name))
+    }
+
+    /// Fixture `name` decoded with `JSONSerialization` as an object.
+    package static func object(_ name: String) throws -> [String: Any] {
+        guard let object = try JSONSerialization.jsonObject(with: data(name)) as? [String: Any] else {
+            throw CocoaError(.fileReadCorruptFile)
+        }
+        return object
+    }
+
+    /// Every fixture's name (without `.json`), sorted.
+    package static func names() throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: directory.path)
+            .filter { $0.hasSuffix(".json") }
+            .map { String($0.dropLast(5)) }
+            .sorted()
+    }
+}

@@ -1,0 +1,174 @@
+import Federation
+import Foundation
+import Glibc
+import XCTest
+
+/// moto's server (`python3 -m moto.server`) on 127.0.0.1 and a free port: a real,
+/// independent implementation of Cognito Identity for interop tests.
+///
+/// ``start()`` throws `XCTSkip` when moto cannot be started, except under
+/// `CI=true`, where `.ci/run` installs moto and a missing moto is a failure.
+public final class MotoServer: @unchecked Sendable {
+    /// The base URL, e.g. `http://127.0.0.1:40123/`.
+    public let endpoint: String
+    /// The port moto listens on.
+    public let port: Int
+    private let process: Process
+
+    private init(process: Process, port: Int) {
+        self.process = process
+        self.port = port
+        endpoint = "http://127.0.0.1:\(port)/"
+    }
+
+    deinit { stop() }
+
+    /// Starts moto and waits until it accepts connections (up to 30 s).
+    public static func start(file: StaticString = #filePath, line: UInt = #line) throws -> MotoServer {
+        do {
+            return try launch()
+        } catch {
+            let message = "moto's server could not be started (\(error)); install it with: pip install \"moto[server]\""
+            if ProcessInfo.processInfo.environment["CI"] == "true" {
+                XCTFail(message, file: file, line: line)
+                throw error
+            }
+            throw XCTSkip(message)
+        }
+    }
+
+    private static func launch() throws -> MotoServer {
+        let port = try freeLoopbackPort()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-m", "moto.server", "-H", "127.0.0.1", "-p", "\(port)"]
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("moto-\(port).log")
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: log)
+        process.standardOutput = handle
+        process.standardError = handle
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let server = MotoServer(process: process, port: port)
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline {
+            guard process.isRunning else {
+                let output = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+                throw MotoError(message: "moto exited with status \(process.terminationStatus): \(output.suffix(400))")
+            }
+            if canConnect(port: port) { return server }
+            usleep(100_000)
+        }
+        server.stop()
+        throw MotoError(message: "moto did not listen on port \(port) within 30 s")
+    }
+
+    /// Stops moto; safe to call more than once.
+    public func stop() {
+        guard process.isRunning else { return }
+        process.terminate()
+        process.waitUntilExit()
+    }
+
+    // MARK: - Cognito Identity administration (moto does not check signatures)
+
+    /// Calls a Cognito Identity operation and returns its JSON object.
+    public func call(_ operation: String, _ input: [String: Any]) async throws -> [String: Any] {
+        let body = try JSONSerialization.data(withJSONObject: input)
+        let request = HTTPRequest(
+            method: "POST",
+            url: endpoint,
+            headers: [
+                ("Content-Type", "application/x-amz-json-1.1"),
+                ("X-Amz-Target", "AWSCognitoIdentityService.\(operation)"),
+                // moto reads the region and account from a SigV4-shaped header; it checks no signature.
+                ("Authorization", "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/cognito-identity/aws4_request, SignedHeaders=host, Signature=0"),
+            ],
+            body: Array(body)
+        )
+        let response = try await CurlTransport.shared.send(request)
+        guard response.status == 200 else {
+            throw MotoError(message: "\(operation) answered HTTP \(response.status): \(String(decoding: response.body, as: UTF8.self).prefix(300))")
+        }
+        guard let object = try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any] else {
+            throw MotoError(message: "\(operation) answered a non-object")
+        }
+        return object
+    }
+
+    /// Creates an identity pool and returns its ID.
+    public func createIdentityPool(
+        name: String = "broker-tests",
+        allowUnauthenticated: Bool = true,
+        developerProviderName: String? = nil,
+        supportedLoginProviders: [String: String] = [:],
+        openIdConnectProviderARNs: [String] = []
+    ) async throws -> String {
+        var input: [String: Any] = [
+            "IdentityPoolName": name,
+            "AllowUnauthenticatedIdentities": allowUnauthenticated,
+        ]
+        if let developerProviderName { input["DeveloperProviderName"] = developerProviderName }
+        if !supportedLoginProviders.isEmpty { input["SupportedLoginProviders"] = supportedLoginProviders }
+        if !openIdConnectProviderARNs.isEmpty { input["OpenIdConnectProviderARNs"] = openIdConnectProviderARNs }
+        let output = try await call("CreateIdentityPool", input)
+        guard let id = output["IdentityPoolId"] as? String else { throw MotoError(message: "CreateIdentityPool returned no IdentityPoolId") }
+        return id
+    }
+
+    /// What a developer backend gets from `GetOpenIdTokenForDeveloperIdentity`.
+    public func developerToken(poolId: String, developerProviderName: String, userId: String) async throws -> (identityId: String, token: String) {
+        let output = try await call(
+            "GetOpenIdTokenForDeveloperIdentity",
+            ["IdentityPoolId": poolId, "Logins": [developerProviderName: userId]]
+        )
+        guard let identityId = output["IdentityId"] as? String, let token = output["Token"] as? String else {
+            throw MotoError(message: "GetOpenIdTokenForDeveloperIdentity returned no IdentityId or Token")
+        }
+        return (identityId, token)
+    }
+}
+
+/// Why moto could not be used.
+public struct MotoError: Error, CustomStringConvertible {
+    /// What went wrong.
+    public var message: String
+    /// The message.
+    public var description: String { message }
+    /// Creates an error with `message`.
+    public init(message: String) { self.message = message }
+}
+
+/// A port on 127.0.0.1 that was free a moment ago.
+public func freeLoopbackPort() throws -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw MotoError(message: "socket() failed: errno \(errno)") }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = 0
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let bound = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard bound == 0 else { throw MotoError(message: "bind() failed: errno \(errno)") }
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let named = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+    }
+    guard named == 0 else { throw MotoError(message: "getsockname() failed: errno \(errno)") }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+private func canConnect(port: Int) -> Bool {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+    }
+}

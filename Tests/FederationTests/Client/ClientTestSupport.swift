@@ -1,0 +1,133 @@
+import BrokerTestSupport
+@testable import Federation
+import Foundation
+import Logging
+import Synchronization
+import XCTest
+
+/// A pool ID in `us-east-1`.
+let testPoolId = "us-east-1:11111111-2222-3333-4444-555555555555"
+/// An explicit endpoint no test ever reaches (the transport is the fake).
+let testEndpoint = "https://cognito-identity.test.invalid/"
+/// The fake clock's start; the fake's default credentials expire an hour later.
+let testEpoch = Date(timeIntervalSince1970: 1_700_000_000)
+
+/// A clock the test moves by hand.
+final class TestClock: Sendable {
+    private let date: Mutex<Date>
+
+    init(_ start: Date = testEpoch) { date = Mutex(start) }
+
+    var now: Date { date.withLock { $0 } }
+    var function: @Sendable () -> Date { { [self] in now } }
+
+    func set(_ value: Date) { date.withLock { $0 = value } }
+    func advance(by seconds: TimeInterval) { date.withLock { $0 = $0.addingTimeInterval(seconds) } }
+}
+
+/// A retry runner that never sleeps.
+func noSleepRunner(_ policy: RetryPolicy = .standard) -> RetryRunner {
+    RetryRunner(policy: policy, quota: RetryQuota(policy: policy), sleep: { _ in }, random: { 0 })
+}
+
+/// A client wired to a ``FakeCognito`` and a ``TestClock``.
+struct Harness {
+    let fake: FakeCognito
+    let clock: TestClock
+    let client: FederationClient
+
+    init(
+        configure: (inout FederationConfiguration) -> Void = { _ in },
+        fake: FakeCognito = FakeCognito(expiration: testEpoch.addingTimeInterval(3600)),
+        clock: TestClock = TestClock(),
+        retry: RetryPolicy = .standard,
+        environment: [String: String] = [:],
+        logger: Logger? = nil
+    ) throws {
+        var configuration = FederationConfiguration(identityPoolId: testPoolId, endpoint: testEndpoint)
+        configure(&configuration)
+        self.fake = fake
+        self.clock = clock
+        client = try FederationClient(
+            configuration: configuration,
+            transport: fake.transport,
+            persistence: nil,
+            environment: environment,
+            retryRunner: noSleepRunner(retry),
+            now: clock.function,
+            logger: logger
+        )
+    }
+}
+
+/// A Google-shaped JWT valid at ``testEpoch``.
+func googleToken(sub: String = "google-user-1") -> String {
+    TestJWT.make(sub: sub, exp: testEpoch.addingTimeInterval(3600), iss: "https://accounts.google.com")
+}
+
+/// Runs `body`, expecting a ``FederationError``; fails the test otherwise.
+@discardableResult
+func expectFederationError<T>(
+    _ code: FederationError.Code? = nil,
+    file: StaticString = #filePath,
+    line: UInt = #line,
+    _ body: () async throws -> T
+) async -> FederationError? {
+    do {
+        _ = try await body()
+        XCTFail("expected a FederationError\(code.map { " with code \($0)" } ?? ""), got success", file: file, line: line)
+        return nil
+    } catch let error as FederationError {
+        if let code {
+            XCTAssertEqual(error.code, code, "error: \(error)", file: file, line: line)
+        }
+        return error
+    } catch {
+        XCTFail("expected a FederationError, got \(type(of: error)): \(error)", file: file, line: line)
+        return nil
+    }
+}
+
+/// Collects up to `count` elements of `stream`, giving up after `timeout`;
+/// returns what arrived.
+func collect<Element: Sendable>(
+    _ count: Int,
+    from stream: AsyncStream<Element>,
+    timeout: Duration = .seconds(5)
+) async -> [Element] {
+    let box = LockedBox<[Element]>([])
+    await withTaskGroup(of: Void.self) { group in
+        group.addTask {
+            for await element in stream {
+                let done = box.value.withLock { items -> Bool in
+                    items.append(element)
+                    return items.count >= count
+                }
+                if done { return }
+            }
+        }
+        group.addTask {
+            try? await Task.sleep(for: timeout)
+        }
+        await group.next()
+        group.cancelAll()
+    }
+    return box.value.withLock { $0 }
+}
+
+/// A Mutex in a class, so escaping closures can share it.
+final class LockedBox<Value: Sendable>: Sendable {
+    let value: Mutex<Value>
+    init(_ initial: Value) { value = Mutex(initial) }
+    var current: Value { value.withLock { $0 } }
+}
+
+/// Waits until `condition` holds or `timeout` passes; returns whether it held.
+func eventually(timeout: Duration = .seconds(5), _ condition: @Sendable () async -> Bool) async -> Bool {
+    let start = ContinuousClock.now
+    while ContinuousClock.now - start < timeout {
+        if await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(5))
+    }
+    return await condition()
+}

@@ -1,0 +1,75 @@
+import BrokerTestSupport
+@testable import Federation
+import Foundation
+import Synchronization
+import XCTest
+
+/// Timeouts, cancellation and the end of streams.
+final class FederationClientLifecycleTests: XCTestCase {
+    func testFederationTimeoutBoundsTheWholeExchangeAndKeepsThePreviousSession() async throws {
+        let harness = try Harness(configure: { $0.federationTimeout = .milliseconds(50) })
+        try await harness.client.federate(token: "EAAG-first", provider: .facebook, session: "alice")
+        let before = await harness.client.session("alice")
+        harness.fake.resetRecording()
+        // The cached-ID call answers 503 after the whole budget is gone: no retry fits.
+        harness.fake.enqueue(FakeCognito.Reply.error(nil, status: 503).delayed(by: .milliseconds(120)), for: .getCredentialsForIdentity)
+        await expectFederationError(.serviceUnavailable) {
+            try await harness.client.federate(token: "EAAG-second", provider: .facebook, session: "alice")
+        }
+        XCTAssertEqual(harness.fake.calls.count, 1, "no retry past the federation deadline")
+        let after = await harness.client.session("alice")
+        XCTAssertEqual(after, before)
+    }
+
+    func testAnAttemptStartingPastTheDeadlineTimesOut() async throws {
+        let harness = try Harness(configure: { $0.federationTimeout = .milliseconds(50) })
+        harness.fake.enqueue(FakeCognito.Reply.identityId("us-east-1:slow").delayed(by: .milliseconds(120)), for: .getId)
+        let error = await expectFederationError(.timedOut) { try await harness.client.federate(token: "EAAG", provider: .facebook) }
+        XCTAssertEqual(error?.operation, "GetCredentialsForIdentity")
+        XCTAssertEqual(harness.fake.operations, ["GetId"], "GetCredentialsForIdentity is not sent once the deadline passed")
+        let snapshot = await harness.client.session()
+        XCTAssertEqual(snapshot.state, .notFederated)
+    }
+
+    func testCancellationEndsTheFederationWithCancelledAndRestoresTheState() async throws {
+        let harness = try Harness()
+        try await harness.client.federate(token: "EAAG-first", provider: .facebook, session: "alice")
+        let before = await harness.client.session("alice")
+        harness.fake.responseDelay = .seconds(30)
+        let client = harness.client
+        let task = Task { try await client.federate(token: "EAAG-second", provider: .facebook, session: "alice") }
+        let sent = await eventually { harness.fake.calls.count == 3 }
+        XCTAssertTrue(sent)
+        task.cancel()
+        let start = ContinuousClock.now
+        let error = await expectFederationError(.cancelled) { try await task.value }
+        XCTAssertLessThan(ContinuousClock.now - start, .seconds(10))
+        XCTAssertNotNil(error)
+        XCTAssertEqual(harness.fake.calls.count, 3, "a cancelled call is not retried")
+        let after = await harness.client.session("alice")
+        XCTAssertEqual(after, before)
+    }
+
+    func testStreamsEndWhenTheClientIsReleased() async throws {
+        var harness: Harness? = try Harness()
+        let perSession = await harness!.client.stateUpdates(for: "alice")
+        let all = await harness!.client.allStateUpdates()
+        harness = nil
+        let ended = LockedBox(0)
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await _ in perSession {}
+                ended.value.withLock { $0 += 1 }
+            }
+            group.addTask {
+                for await _ in all {}
+                ended.value.withLock { $0 += 1 }
+            }
+            group.addTask { try? await Task.sleep(for: .seconds(5)) }
+            _ = await group.next()
+            _ = await group.next()
+            group.cancelAll()
+        }
+        XCTAssertEqual(ended.current, 2, "both streams finished when the client went away")
+    }
+}

@@ -1,0 +1,350 @@
+import BrokerTestSupport
+@testable import Federation
+import Foundation
+import XCTest
+
+/// The session state machine: failures, termination, serialisation, expiry, observation.
+final class FederationClientStateTests: XCTestCase {
+    // MARK: A failure leaves the previous session intact
+
+    func testFailedFederationLeavesThePreviousSessionIntactAndObserversSeeItBack() async throws {
+        let harness = try Harness()
+        harness.fake.enqueue(.identityId("us-east-1:alice"), for: .getId)
+        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        let before = await harness.client.session("alice")
+        XCTAssertEqual(before.state, .federated)
+        let updates = await harness.client.stateUpdates(for: "alice")
+
+        // A malformed answer, with no cached-ID retry to rescue it.
+        harness.fake.enqueue(.raw(body: #"{"IdentityId":"us-east-1:alice","Credentials":{"AccessKeyId":"#), for: .getCredentialsForIdentity)
+        await expectFederationError(.invalidResponse) {
+            try await harness.client.federate(token: googleToken(sub: "2"), provider: .google, session: "alice")
+        }
+
+        let after = await harness.client.session("alice")
+        XCTAssertEqual(after, before)
+        XCTAssertEqual(after.state, .federated)
+        XCTAssertEqual(after.identityId, "us-east-1:alice")
+        XCTAssertEqual(after.credentials?.secretAccessKey, FakeCognito.secretKey)
+        let states = await collect(3, from: updates)
+        XCTAssertEqual(states, [.federated, .federating, .federated])
+    }
+
+    func testFailedFederationOfADifferentProviderKeepsTheOldProvider() async throws {
+        let harness = try Harness()
+        try await harness.client.federate(token: "EAAG-facebook", provider: .facebook, session: "alice")
+        harness.fake.enqueue(.error("ExternalServiceException", message: "provider down", status: 400), for: .getCredentialsForIdentity)
+        await expectFederationError(.externalService) {
+            try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        }
+        let snapshot = await harness.client.session("alice")
+        XCTAssertEqual(snapshot.provider, .facebook)
+        XCTAssertEqual(snapshot.state, .federated)
+    }
+
+    func testFailedFirstFederationLeavesNoSession() async throws {
+        let harness = try Harness()
+        let updates = await harness.client.stateUpdates(for: "alice")
+        harness.fake.enqueue(.error("NotAuthorizedException", message: "Invalid login token."), for: .getId)
+        await expectFederationError(.notAuthorized) {
+            try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        }
+        XCTAssertEqual(harness.fake.operations, ["GetId"])
+        let snapshot = await harness.client.session("alice")
+        XCTAssertEqual(snapshot.state, .notFederated)
+        XCTAssertNil(snapshot.identityId)
+        let names = await harness.client.sessionNames()
+        XCTAssertEqual(names, [])
+        let states = await collect(3, from: updates)
+        XCTAssertEqual(states, [.notFederated, .federating, .notFederated])
+    }
+
+    // MARK: Terminated identities
+
+    func testResourceNotFoundForADeveloperProvidedIdTerminatesTheSessionUntilCleared() async throws {
+        let harness = try Harness()
+        let options = FederationOptions(developerProvidedIdentityId: "us-east-1:gone")
+        try await harness.client.federate(token: "opaque-dev-token", provider: .developer, options: options, session: "dev")
+        let updates = await harness.client.stateUpdates(for: "dev")
+        harness.fake.enqueue(
+            .error("ResourceNotFoundException", message: "Identity 'us-east-1:gone' not found."), for: .getCredentialsForIdentity)
+
+        let error = await expectFederationError(.identityTerminated) {
+            try await harness.client.federate(token: "opaque-dev-token", provider: .developer, options: options, session: "dev")
+        }
+        XCTAssertEqual(error?.serviceErrorType, "ResourceNotFoundException")
+        XCTAssertEqual(error?.operation, "GetCredentialsForIdentity")
+        XCTAssertEqual(error?.httpStatus, 400)
+        XCTAssertEqual(harness.fake.count(.getId), 0)
+        var snapshot = await harness.client.session("dev")
+        XCTAssertEqual(snapshot.state, .terminated)
+        XCTAssertNil(snapshot.credentials)
+        let states = await collect(3, from: updates)
+        XCTAssertEqual(states, [.federated, .federating, .terminated])
+
+        // Federating or going guest again fails without the network.
+        harness.fake.resetRecording()
+        await expectFederationError(.identityTerminated) {
+            try await harness.client.federate(token: "opaque-dev-token", provider: .developer, options: options, session: "dev")
+        }
+        await expectFederationError(.identityTerminated) {
+            try await harness.client.federate(token: googleToken(), provider: .google, session: "dev")
+        }
+        await expectFederationError(.identityTerminated) { try await harness.client.federateAsGuest(session: "dev") }
+        XCTAssertEqual(harness.fake.calls.count, 0)
+        snapshot = await harness.client.session("dev")
+        XCTAssertEqual(snapshot.state, .terminated)
+
+        // Clear, then federate from scratch.
+        try await harness.client.clear(session: "dev")
+        snapshot = await harness.client.session("dev")
+        XCTAssertEqual(snapshot.state, .notFederated)
+        try await harness.client.federate(
+            token: "opaque-dev-token", provider: .developer, options: FederationOptions(developerProvidedIdentityId: "us-east-1:new"),
+            session: "dev")
+        snapshot = await harness.client.session("dev")
+        XCTAssertEqual(snapshot.state, .federated)
+        XCTAssertEqual(snapshot.identityId, "us-east-1:new")
+    }
+
+    func testForbiddenIdentityTerminatesTheSession() async throws {
+        let harness = try Harness()
+        harness.fake.enqueue(
+            .init(status: 400, body: try Fixtures.bytes("error.NotAuthorized.forbidden")), for: .getCredentialsForIdentity)
+        await expectFederationError(.identityTerminated) {
+            try await harness.client.federate(
+                token: "t", provider: .developer, options: FederationOptions(developerProvidedIdentityId: "us-east-1:x"), session: "dev")
+        }
+        let snapshot = await harness.client.session("dev")
+        XCTAssertEqual(snapshot.state, .terminated)
+    }
+
+    func testResourceNotFoundFromGetIdDoesNotTerminate() async throws {
+        let harness = try Harness()
+        harness.fake.enqueue(.error("ResourceNotFoundException", message: "IdentityPool 'x' not found."), for: .getId)
+        await expectFederationError(.resourceNotFound) {
+            try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        }
+        let snapshot = await harness.client.session("alice")
+        XCTAssertEqual(snapshot.state, .notFederated)
+    }
+
+    // MARK: Serialisation
+
+    func testConcurrentFederationsOfOneSessionAreSerialised() async throws {
+        let harness = try Harness()
+        harness.fake.responseDelay = .milliseconds(20)
+        harness.fake.holdUntilInFlight(2, timeout: .milliseconds(100))
+        let client = harness.client
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<4 {
+                group.addTask {
+                    try await client.federate(token: googleToken(sub: "u\(index)"), provider: .google, session: "alice")
+                }
+            }
+            try await group.waitForAll()
+        }
+        XCTAssertEqual(harness.fake.maxInFlight, 1, "one session's federations never overlap")
+        // The first one fetched the identity; the others reused it.
+        XCTAssertEqual(harness.fake.count(.getId), 1)
+        XCTAssertEqual(harness.fake.count(.getCredentialsForIdentity), 4)
+        let snapshot = await client.session("alice")
+        XCTAssertEqual(snapshot.state, .federated)
+    }
+
+    func testFederationsOfDifferentSessionsRunConcurrently() async throws {
+        let harness = try Harness()
+        harness.fake.holdUntilInFlight(2, timeout: .seconds(5))
+        let client = harness.client
+        let start = ContinuousClock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for session in ["alice", "bob"] {
+                group.addTask {
+                    try await client.federate(token: googleToken(sub: session), provider: .google, session: session)
+                }
+            }
+            try await group.waitForAll()
+        }
+        XCTAssertGreaterThanOrEqual(harness.fake.maxInFlight, 2)
+        XCTAssertLessThan(ContinuousClock.now - start, .seconds(4), "neither waited for the barrier to time out")
+        let alice = await client.session("alice")
+        let bob = await client.session("bob")
+        XCTAssertEqual(alice.state, .federated)
+        XCTAssertEqual(bob.state, .federated)
+    }
+
+    func testClearWaitsForAFederationInFlight() async throws {
+        let harness = try Harness()
+        harness.fake.responseDelay = .milliseconds(50)
+        let client = harness.client
+        let federation = Task { try await client.federate(token: googleToken(), provider: .google, session: "alice") }
+        let started = await eventually { harness.fake.calls.count > 0 }
+        XCTAssertTrue(started)
+        try await client.clear(session: "alice")
+        _ = try await federation.value
+        let snapshot = await client.session("alice")
+        XCTAssertEqual(snapshot.state, .notFederated, "clear ran after the federation, not before it")
+    }
+
+    // MARK: Expiry
+
+    func testSessionExpiresAtExpirationMinusTheDefaultMargin() async throws {
+        let harness = try Harness()
+        XCTAssertEqual(harness.client.configuration.expiryMargin, .seconds(120))
+        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        let expiration = testEpoch.addingTimeInterval(3600)
+
+        harness.clock.set(expiration.addingTimeInterval(-121))
+        var snapshot = await harness.client.session("alice")
+        XCTAssertEqual(snapshot.state, .federated)
+        XCTAssertNotNil(snapshot.credentials)
+
+        harness.clock.set(expiration.addingTimeInterval(-119))
+        snapshot = await harness.client.session("alice")
+        XCTAssertEqual(snapshot.state, .expired)
+        XCTAssertNil(snapshot.credentials, "credentials are returned only when federated")
+        XCTAssertEqual(snapshot.expiration, expiration, "the expiration is kept")
+        XCTAssertEqual(snapshot.identityId, FakeCognito.defaultIdentityId)
+        XCTAssertEqual(snapshot.provider, .google)
+    }
+
+    func testExpiryMarginIsConfigurable() async throws {
+        let expiration = testEpoch.addingTimeInterval(3600)
+        for (margin, expected) in [(Duration.seconds(10), SessionState.federated), (.seconds(300), .expired)] {
+            let harness = try Harness(configure: { $0.expiryMargin = margin })
+            try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+            harness.clock.set(expiration.addingTimeInterval(-200))
+            let snapshot = await harness.client.session("alice")
+            XCTAssertEqual(snapshot.state, expected, "margin \(margin)")
+            XCTAssertEqual(snapshot.credentials != nil, expected == .federated)
+        }
+    }
+
+    func testNoAutomaticRefreshAfterExpiry() async throws {
+        let harness = try Harness(configure: { $0.expiryMargin = .seconds(10) })
+        let updates = await harness.client.stateUpdates(for: "alice")
+        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        let callsAfterFederation = harness.fake.calls.count
+        harness.clock.advance(by: 7200)
+        let snapshot = await harness.client.session("alice")
+        XCTAssertEqual(snapshot.state, .expired)
+        _ = await harness.client.allStateUpdates()  // subscribing announces the expiry
+        try await Task.sleep(for: .milliseconds(300))
+        XCTAssertEqual(harness.fake.calls.count, callsAfterFederation, "the library never re-exchanges on its own")
+        let again = await harness.client.session("alice")
+        XCTAssertEqual(again.state, .expired)
+        XCTAssertNil(again.credentials)
+        let states = await collect(5, from: updates, timeout: .milliseconds(300))
+        XCTAssertEqual(states, [.notFederated, .federating, .federated, .expired])
+    }
+
+    func testObserversAreToldOfExpiryWithoutReading() async throws {
+        // Credentials due 50 ms after federation (by the fake clock); the clock then jumps.
+        let harness = try Harness(
+            configure: { $0.expiryMargin = .seconds(10) },
+            fake: FakeCognito(expiration: testEpoch.addingTimeInterval(10.05)))
+        let updates = await harness.client.stateUpdates(for: "alice")
+        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        harness.clock.advance(by: 60)
+        let states = await collect(4, from: updates)
+        XCTAssertEqual(states, [.notFederated, .federating, .federated, .expired])
+    }
+
+    func testSubscribingAfterExpiryYieldsExpired() async throws {
+        let harness = try Harness()
+        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        harness.clock.advance(by: 7200)
+        let updates = await harness.client.stateUpdates(for: "alice")
+        let states = await collect(1, from: updates)
+        XCTAssertEqual(states, [.expired])
+    }
+
+    func testFederatingAgainAfterExpiryMakesTheSessionFederated() async throws {
+        let harness = try Harness()
+        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        harness.clock.advance(by: 7200)
+        harness.fake.expiration = harness.clock.now.addingTimeInterval(3600)
+        try await harness.client.federate(
+            token: TestJWT.make(sub: "x", exp: harness.clock.now.addingTimeInterval(600)), provider: .google, session: "alice")
+        let snapshot = await harness.client.session("alice")
+        XCTAssertEqual(snapshot.state, .federated)
+        XCTAssertEqual(snapshot.expiration, harness.clock.now.addingTimeInterval(3600))
+    }
+
+    func testCredentialsAlreadyWithinTheMarginReadAsExpired() async throws {
+        let harness = try Harness(fake: FakeCognito(expiration: testEpoch.addingTimeInterval(60)))
+        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        let snapshot = await harness.client.session("alice")
+        XCTAssertEqual(snapshot.state, .expired)
+        XCTAssertNil(snapshot.credentials)
+    }
+
+    // MARK: Observation
+
+    func testStateUpdatesYieldNotFederatedFederatingFederatedInOrder() async throws {
+        let harness = try Harness()
+        let updates = await harness.client.stateUpdates(for: "alice")
+        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        let states = await collect(3, from: updates)
+        XCTAssertEqual(states, [.notFederated, .federating, .federated])
+    }
+
+    func testStateUpdatesOfOneSessionIgnoreOthers() async throws {
+        let harness = try Harness()
+        let updates = await harness.client.stateUpdates(for: "alice")
+        try await harness.client.federate(token: googleToken(), provider: .google, session: "bob")
+        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        let states = await collect(3, from: updates)
+        XCTAssertEqual(states, [.notFederated, .federating, .federated])
+    }
+
+    func testAllStateUpdatesCarryEventsOfEverySession() async throws {
+        let harness = try Harness()
+        let events = await harness.client.allStateUpdates()
+        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        try await harness.client.federateAsGuest(session: "bob")
+        try await harness.client.clear(session: "alice")
+        let received = await collect(5, from: events)
+        XCTAssertEqual(received, [
+            SessionEvent(session: "alice", state: .federating),
+            SessionEvent(session: "alice", state: .federated),
+            SessionEvent(session: "bob", state: .federating),
+            SessionEvent(session: "bob", state: .federated),
+            SessionEvent(session: "alice", state: .notFederated),
+        ])
+    }
+
+    func testClearYieldsNotFederatedAndForgetsTheSession() async throws {
+        let harness = try Harness()
+        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        let updates = await harness.client.stateUpdates(for: "alice")
+        try await harness.client.clear(session: "alice")
+        let states = await collect(2, from: updates)
+        XCTAssertEqual(states, [.federated, .notFederated])
+        let snapshot = await harness.client.session("alice")
+        XCTAssertEqual(snapshot, SessionSnapshot(name: "alice", state: .notFederated))
+        let names = await harness.client.sessionNames()
+        XCTAssertEqual(names, [])
+
+        // The cached identity went with it: the next federation asks GetId.
+        harness.fake.resetRecording()
+        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        XCTAssertEqual(harness.fake.operations, ["GetId", "GetCredentialsForIdentity"])
+    }
+
+    func testClearingAMissingSessionSucceedsQuietly() async throws {
+        let harness = try Harness()
+        try await harness.client.clear(session: "nobody")
+        let snapshot = await harness.client.session("nobody")
+        XCTAssertEqual(snapshot.state, .notFederated)
+    }
+
+    func testALocalTokenFailurePublishesNothing() async throws {
+        let harness = try Harness()
+        let events = await harness.client.allStateUpdates()
+        await expectFederationError(.invalidToken) { try await harness.client.federate(token: "x", provider: .google) }
+        try await harness.client.federate(token: googleToken(), provider: .google, session: "marker")
+        let received = await collect(1, from: events)
+        XCTAssertEqual(received, [SessionEvent(session: "marker", state: .federating)])
+    }
+}

@@ -1,0 +1,171 @@
+import BrokerTestSupport
+@testable import Federation
+import Foundation
+import InMemoryLogging
+import Logging
+import XCTest
+
+/// No secret (provider token, secret key, session token) reaches a log, an error or a printed value.
+final class SecretRedactionTests: XCTestCase {
+    private let token = TestJWT.make(sub: "us-east-1:secret-subject", exp: testEpoch.addingTimeInterval(3600), iss: "https://accounts.google.com")
+    private let opaqueToken = "EAAGm0PX4ZCpsBAOpaqueFacebookToken1234567890"
+
+    private var secrets: [String] {
+        [token, opaqueToken, FakeCognito.secretKey, FakeCognito.sessionToken]
+            + token.split(separator: ".").map(String.init)  // no part of the JWT either
+    }
+
+    private func assertClean(_ text: String, _ what: String, line: UInt = #line) {
+        for secret in secrets where text.contains(secret) {
+            XCTFail("\(what) contains a secret (\(secret.prefix(8))…): \(text)", line: line)
+        }
+    }
+
+    private func assertClean(_ error: FederationError?, line: UInt = #line) {
+        guard let error else { return }
+        assertClean(error.description, "error description", line: line)
+        assertClean(error.debugDescription, "error debugDescription", line: line)
+        assertClean(String(describing: error), "String(describing: error)", line: line)
+        assertClean(String(reflecting: error), "String(reflecting: error)", line: line)
+        assertClean(error.localizedDescription, "error localizedDescription", line: line)
+        var dumped = ""
+        dump(error, to: &dumped)
+        assertClean(dumped, "dump(error)", line: line)
+    }
+
+    private func assertClean(_ snapshot: SessionSnapshot, line: UInt = #line) {
+        assertClean(snapshot.description, "snapshot description", line: line)
+        assertClean(String(reflecting: snapshot), "snapshot debugDescription", line: line)
+        assertClean("\(snapshot)", "snapshot interpolation", line: line)
+        var dumped = ""
+        dump(snapshot, to: &dumped)
+        assertClean(dumped, "dump(snapshot)", line: line)
+        if let credentials = snapshot.credentials { assertClean(credentials, line: line) }
+    }
+
+    private func assertClean(_ credentials: AWSCredentials, line: UInt = #line) {
+        assertClean(credentials.description, "credentials description", line: line)
+        assertClean(credentials.debugDescription, "credentials debugDescription", line: line)
+        assertClean(String(reflecting: credentials), "String(reflecting: credentials)", line: line)
+        assertClean("\(credentials)", "credentials interpolation", line: line)
+        var dumped = ""
+        dump(credentials, to: &dumped)
+        assertClean(dumped, "dump(credentials)", line: line)
+        assertClean(String(describing: Mirror(reflecting: credentials).children.map { "\($0.label ?? ""): \($0.value)" }), "mirror", line: line)
+    }
+
+    private func assertClean(_ result: FederationResult, line: UInt = #line) {
+        assertClean(String(describing: result), "result description", line: line)
+        assertClean(String(reflecting: result), "result debugDescription", line: line)
+        var dumped = ""
+        dump(result, to: &dumped)
+        assertClean(dumped, "dump(result)", line: line)
+        assertClean(result.credentials, line: line)
+    }
+
+    private func assertClean(_ handler: InMemoryLogHandler, line: UInt = #line) {
+        XCTAssertFalse(handler.entries.isEmpty, "the logger was used", line: line)
+        for entry in handler.entries {
+            assertClean(entry.message.description, "log message", line: line)
+            for (key, value) in entry.metadata {
+                assertClean(key, "log metadata key", line: line)
+                assertClean(value.description, "log metadata value \(key)", line: line)
+            }
+            if let error = entry.error { assertClean(String(describing: error), "log error", line: line) }
+        }
+    }
+
+    private func makeHarness(retry: RetryPolicy = .standard) throws -> (Harness, InMemoryLogHandler) {
+        let handler = InMemoryLogHandler()
+        var logger = Logger(label: "secret-test", factory: { _ in handler })
+        logger.logLevel = .trace
+        return (try Harness(retry: retry, logger: logger), handler)
+    }
+
+    func testSuccessfulFederationLeaksNothing() async throws {
+        let (harness, logs) = try makeHarness()
+        let result = try await harness.client.federate(token: token, provider: .google, session: "alice")
+        let opaque = try await harness.client.federate(token: opaqueToken, provider: .facebook, session: "bob")
+        assertClean(result)
+        assertClean(opaque)
+        assertClean(await harness.client.session("alice"))
+        assertClean(await harness.client.session("bob"))
+        assertClean(logs)
+        XCTAssertTrue(logs.entries.contains { $0.level == .trace }, "trace-level lines were captured too")
+        XCTAssertTrue(logs.entries.contains { $0.level == .debug })
+    }
+
+    func testNotAuthorizedWhoseMessageEchoesTheTokenLeaksNothing() async throws {
+        let (harness, logs) = try makeHarness()
+        harness.fake.enqueue(.error("NotAuthorizedException", message: "Invalid login token. Token '\(token)' is not valid."), for: .getId)
+        harness.fake.enqueue(
+            .error("NotAuthorizedException", message: "Bad token \(opaqueToken)", status: 400, messageKey: "Message"), for: .getId)
+        let jwtError = await expectFederationError(.notAuthorized) {
+            try await harness.client.federate(token: token, provider: .google, session: "alice")
+        }
+        let opaqueError = await expectFederationError(.notAuthorized) {
+            try await harness.client.federate(token: opaqueToken, provider: .facebook, session: "alice")
+        }
+        assertClean(jwtError)
+        assertClean(opaqueError)
+        XCTAssertEqual(jwtError?.serviceMessage?.hasPrefix("Invalid login token."), true, "the rest of the message is kept")
+        assertClean(logs)
+    }
+
+    func testRejectedCachedIdentityEchoingTheTokenLeaksNothing() async throws {
+        let (harness, logs) = try makeHarness()
+        try await harness.client.federate(token: token, provider: .google, session: "alice")
+        harness.fake.enqueue(.error("NotAuthorizedException", message: "Logins don't match: \(token)"), for: .getCredentialsForIdentity)
+        harness.fake.enqueue(.error("NotAuthorizedException", message: "Invalid login token \(token)"), for: .getCredentialsForIdentity)
+        let error = await expectFederationError(.notAuthorized) {
+            try await harness.client.federate(token: token, provider: .google, session: "alice")
+        }
+        assertClean(error)
+        assertClean(await harness.client.session("alice"))
+        assertClean(logs)
+    }
+
+    func testMalformedResponseLeaksNothing() async throws {
+        let (harness, logs) = try makeHarness()
+        // The secret key arrives but the session token has the wrong type: the error names the field, not the values.
+        harness.fake.enqueue(
+            .raw(body: #"{"IdentityId":"us-east-1:x","Credentials":{"AccessKeyId":"ASIA","SecretKey":"\#(FakeCognito.secretKey)","SessionToken":42,"Expiration":1700003600}}"#),
+            for: .getCredentialsForIdentity)
+        let error = await expectFederationError(.invalidResponse) {
+            try await harness.client.federate(token: token, provider: .google, session: "alice")
+        }
+        XCTAssertEqual(error?.message.contains("SessionToken"), true, error?.message ?? "")
+        assertClean(error)
+        assertClean(logs)
+    }
+
+    func testTerminationLeaksNothing() async throws {
+        let (harness, logs) = try makeHarness()
+        harness.fake.enqueue(.error("ResourceNotFoundException", message: "Identity not found for \(opaqueToken)"), for: .getCredentialsForIdentity)
+        let error = await expectFederationError(.identityTerminated) {
+            try await harness.client.federate(
+                token: opaqueToken, provider: .developer, options: FederationOptions(developerProvidedIdentityId: "us-east-1:d"))
+        }
+        assertClean(error)
+        assertClean(logs)
+    }
+
+    func testGuestFlowLeaksNothing() async throws {
+        let (harness, logs) = try makeHarness()
+        let result = try await harness.client.federateAsGuest(session: "visitor")
+        assertClean(result)
+        assertClean(await harness.client.session("visitor"))
+        assertClean(logs)
+    }
+
+    func testLocalTokenFailureLeaksNothing() async throws {
+        let (harness, logs) = try makeHarness()
+        let stale = TestJWT.make(sub: "s", exp: testEpoch.addingTimeInterval(-3600))
+        let error = await expectFederationError(.invalidToken) { try await harness.client.federate(token: stale, provider: .google) }
+        XCTAssertFalse(error?.description.contains(stale) ?? true)
+        assertClean(error)
+        for entry in logs.entries {
+            XCTAssertFalse(entry.message.description.contains(stale))
+        }
+    }
+}

@@ -1,0 +1,162 @@
+import Foundation
+import XCTest
+@_spi(Testing) @testable import SecureStorage
+
+struct SimulatedCrash: Error {}
+
+final class MigrationTests: XCTestCase {
+    let team = AccessGroup(name: "team")
+    let teamMigrating = AccessGroup(name: "team", migrateItemsOfUserSession: true)
+
+    private func fill(_ keystore: FileKeystore, count: Int) throws {
+        for index in 0..<count { try keystore.set(bytes("value-\(index)"), forKey: "item-\(index)") }
+    }
+
+    private func assertItems(_ keystore: FileKeystore, count: Int, file: StaticString = #filePath, line: UInt = #line) throws {
+        let keys = try keystore.keys()
+        XCTAssertEqual(keys.count, count, "\(keystore.accessGroup)", file: file, line: line)
+        for index in 0..<count {
+            XCTAssertEqual(string(try keystore.data(forKey: "item-\(index)")), "value-\(index)", file: file, line: line)
+        }
+    }
+
+    /// The namespace's item count, read straight from disk (no open, so no migration).
+    private func itemCount(_ temporary: TemporaryRoot, _ group: AccessGroup) throws -> Int {
+        let layout = try KeystoreLayout(root: temporary.root, service: "tool")
+        return try Namespace(layout: layout, group: group, lockTimeout: .seconds(1)).itemKeys().count
+    }
+
+    func testMigrationOffLeavesOldItemsAndStartsEmpty() throws {
+        let temporary = try TemporaryRoot()
+        try fill(FileKeystore(root: temporary.root, service: "tool", accessGroup: .none), count: 5)
+        let shared = try FileKeystore(root: temporary.root, service: "tool", accessGroup: team)
+        XCTAssertEqual(try shared.keys(), [])
+        try shared.set(bytes("new"), forKey: "other")
+        XCTAssertEqual(try itemCount(temporary, .none), 5)
+        // Going back without migration finds the old items untouched.
+        try assertItems(FileKeystore(root: temporary.root, service: "tool", accessGroup: .none), count: 5)
+        XCTAssertEqual(try itemCount(temporary, team), 1)
+    }
+
+    func testMigrationOnMovesItems() throws {
+        let temporary = try TemporaryRoot()
+        try fill(FileKeystore(root: temporary.root, service: "tool", accessGroup: .none), count: 12)
+        let shared = try FileKeystore(root: temporary.root, service: "tool", accessGroup: teamMigrating)
+        try assertItems(shared, count: 12)
+        XCTAssertEqual(try itemCount(temporary, .none), 0)
+        // And back, with AccessGroup.none(migrateItemsOfUserSession:).
+        let back = try FileKeystore(root: temporary.root, service: "tool", accessGroup: .none(migrateItemsOfUserSession: true))
+        try assertItems(back, count: 12)
+        XCTAssertEqual(try itemCount(temporary, team), 0)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: back.namespace.layout.journalPath))
+    }
+
+    func testMigrationReplacesTargetItemsAndKeepsOthers() throws {
+        let temporary = try TemporaryRoot()
+        let old = try FileKeystore(root: temporary.root, service: "tool", accessGroup: team)
+        try old.set(bytes("stale"), forKey: "item-0")
+        try old.set(bytes("kept"), forKey: "only-in-target")
+        try fill(FileKeystore(root: temporary.root, service: "tool", accessGroup: .none), count: 3)
+        let moved = try FileKeystore.migrate(root: temporary.root, service: "tool", from: .none, to: team)
+        XCTAssertEqual(moved, 3)
+        let target = try FileKeystore(root: temporary.root, service: "tool", accessGroup: team)
+        XCTAssertEqual(string(try target.data(forKey: "item-0")), "value-0")
+        XCTAssertEqual(string(try target.data(forKey: "only-in-target")), "kept")
+        XCTAssertEqual(try target.keys().count, 4)
+    }
+
+    func testExplicitMigrateWithPassphraseKeys() throws {
+        let temporary = try TemporaryRoot()
+        let source = KeySource.passphrase("pass")
+        try fill(FileKeystore(root: temporary.root, service: "tool", accessGroup: .none, keySource: source), count: 4)
+        XCTAssertEqual(try FileKeystore.migrate(root: temporary.root, service: "tool", from: .none, to: team, keySource: source), 4)
+        try assertItems(FileKeystore(root: temporary.root, service: "tool", accessGroup: team, keySource: source), count: 4)
+        XCTAssertEqual(try FileKeystore.migrate(root: temporary.root, service: "tool", from: .none, to: team, keySource: source), 0)
+    }
+
+    func testUnreadableSourceItemsAreLeftInPlace() throws {
+        let temporary = try TemporaryRoot()
+        let source = try FileKeystore(root: temporary.root, service: "tool", accessGroup: .none)
+        try fill(source, count: 3)
+        let path = source.namespace.itemPath(forKey: "item-1")
+        var sealed = try XCTUnwrap(FileManager.default.contents(atPath: path))
+        sealed[20] ^= 1
+        try sealed.write(to: URL(fileURLWithPath: path))
+        XCTAssertEqual(try FileKeystore.migrate(root: temporary.root, service: "tool", from: .none, to: team), 2)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: path))
+        XCTAssertEqual(try itemCount(temporary, team), 2)
+    }
+
+    /// A crash (simulated by a throwing checkpoint) at every stage resumes on the next open,
+    /// even one without migration, with every item exactly once in the target.
+    func testInterruptedMigrationResumesInProcess() throws {
+        let count = 8
+        let stages: [(String, Int)] = [("copied", 1), ("copied", 5), ("copied", count), ("committed", count), ("deleted", 1), ("deleted", 7)]
+        for (stage, at) in stages {
+            let temporary = try TemporaryRoot()
+            try fill(FileKeystore(root: temporary.root, service: "tool", accessGroup: .none), count: count)
+            XCTAssertThrowsError(try FileKeystore._migrate(root: temporary.root, service: "tool", from: .none, to: team) { name, n in
+                if name == stage && n == at { throw SimulatedCrash() }
+            }, "\(stage) \(at)")
+            let layout = try KeystoreLayout(root: temporary.root, service: "tool")
+            XCTAssertTrue(FileManager.default.fileExists(atPath: layout.journalPath), "\(stage) \(at)")
+            // Nothing is lost at the crash point: every item is readable in source or target.
+            XCTAssertGreaterThanOrEqual(try itemCount(temporary, .none) + itemCount(temporary, team), count)
+
+            let reopened = try FileKeystore(root: temporary.root, service: "tool", accessGroup: team)
+            try assertItems(reopened, count: count)
+            XCTAssertEqual(try itemCount(temporary, .none), 0, "\(stage) \(at)")
+            XCTAssertFalse(FileManager.default.fileExists(atPath: layout.journalPath))
+            XCTAssertEqual(try layout.readLastGroup(), team)
+        }
+    }
+
+    func testMigrationKilledByKillNineResumes() throws {
+        for (stage, at) in [("copied", 3), ("committed", 20), ("deleted", 10)] {
+            let temporary = try TemporaryRoot()
+            try fill(FileKeystore(root: temporary.root, service: "tool", accessGroup: .none), count: 20)
+            let status = try runStress(["migrate-crash", temporary.root, "tool", "none", "team", stage, "\(at)"])
+            XCTAssertNotEqual(status, 0)
+            XCTAssertNotEqual(status, 2, "the crash checkpoint \(stage)/\(at) was not reached")
+            let reopened = try FileKeystore(root: temporary.root, service: "tool", accessGroup: teamMigrating)
+            try assertItems(reopened, count: 20)
+            XCTAssertEqual(try itemCount(temporary, .none), 0, "\(stage) \(at)")
+        }
+    }
+
+    func testSourceItemRewrittenAfterCommitIsNotDeleted() throws {
+        let temporary = try TemporaryRoot()
+        let source = try FileKeystore(root: temporary.root, service: "tool", accessGroup: .none)
+        try fill(source, count: 2)
+        XCTAssertThrowsError(try FileKeystore._migrate(root: temporary.root, service: "tool", from: .none, to: team) { name, _ in
+            if name == "committed" { throw SimulatedCrash() }
+        })
+        // A writer that still had the old group open rewrites an item after the copy.
+        try source.set(bytes("newer"), forKey: "item-0")
+        _ = try FileKeystore(root: temporary.root, service: "tool", accessGroup: team)
+        let remaining = try FileKeystore(root: temporary.root, service: "tool", accessGroup: .none)
+        XCTAssertEqual(string(try remaining.data(forKey: "item-0")), "newer")
+        XCTAssertNil(try remaining.data(forKey: "item-1"))
+    }
+
+    func testTenThousandItemsMigrate() throws {
+        let temporary = try TemporaryRoot()
+        let key = KeySource.raw([UInt8](repeating: 3, count: 32))
+        let source = try FileKeystore(root: temporary.root, service: "tool", accessGroup: .none, keySource: key)
+        // Populate directly (sealed, not fsynced one by one) to keep the test quick.
+        for index in 0..<10_000 {
+            let sealed = try source.namespace.seal(bytes("value-\(index)"), forKey: "item-\(index)", with: source.key)
+            try Data(sealed).write(to: URL(fileURLWithPath: source.namespace.itemPath(forKey: "item-\(index)")))
+        }
+        let clock = ContinuousClock()
+        var moved = 0
+        let elapsed = try clock.measure {
+            moved = try FileKeystore.migrate(root: temporary.root, service: "tool", from: .none, to: team, keySource: key)
+        }
+        print("migrated 10,000 items in \(elapsed)")
+        XCTAssertEqual(moved, 10_000)
+        let target = try FileKeystore(root: temporary.root, service: "tool", accessGroup: team, keySource: key)
+        XCTAssertEqual(try target.keys().count, 10_000)
+        XCTAssertEqual(string(try target.data(forKey: "item-9999")), "value-9999")
+    }
+}
