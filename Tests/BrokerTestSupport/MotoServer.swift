@@ -64,9 +64,12 @@ public final class MotoServer: @unchecked Sendable {
     }
 
     /// Stops moto; safe to call more than once.
+    ///
+    /// SIGKILL, because a child spawned from a Swift concurrency thread inherits
+    /// that thread's blocked-signal mask, SIGTERM included; moto has nothing to flush.
     public func stop() {
         guard process.isRunning else { return }
-        process.terminate()
+        kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
     }
 
