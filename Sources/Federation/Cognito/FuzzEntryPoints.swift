@@ -1,0 +1,122 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// Entry points for the `broker-fuzz` target (`Fuzz/BrokerFuzz`), which feeds
+/// them arbitrary bytes: response decoding, error decoding, `Retry-After`
+/// parsing and JWT parsing, the code that reads what a hostile or broken
+/// server (or caller) hands the library.
+///
+/// Each function returns normally for every input; it traps (`precondition`)
+/// only when an invariant the rest of the library relies on is broken, so the
+/// fuzzer reports that input as a crash. Not part of the public API.
+package enum FuzzEntryPoints {
+    /// A stand-in secret put into the redaction list of every decoded error.
+    static let sentinelSecret = "FUZZ-SECRET-4f1c"
+
+    /// Runs every decoder on `bytes`.
+    package static func run(_ bytes: [UInt8]) {
+        decodeResponse(bytes)
+        decodeError(bytes)
+        parseJWT(bytes)
+    }
+
+    /// Decodes `bytes` as the body of a 200 answer to each operation.
+    ///
+    /// Invariants: success or ``FederationError/Code/invalidResponse``; a
+    /// decoded expiration is finite; the error message is bounded.
+    package static func decodeResponse(_ bytes: [UInt8]) {
+        check(GetIdOutput.self, bytes, operation: "GetId")
+        if let output = check(GetCredentialsForIdentityOutput.self, bytes, operation: "GetCredentialsForIdentity") {
+            precondition(output.Credentials.Expiration.date.timeIntervalSince1970.isFinite, "a non-finite expiration was accepted")
+        }
+        check(GetOpenIdTokenOutput.self, bytes, operation: "GetOpenIdToken")
+        check(WireErrorBody.self, bytes, operation: "error body")
+    }
+
+    /// Decodes `bytes` as an error response.
+    ///
+    /// Layout: when `bytes` holds a blank line (`\n\n`), the part before it is
+    /// header lines (`name: value`) and the part after it the body; otherwise
+    /// all of it is the body. The status comes from the first byte.
+    ///
+    /// Invariants: the service type, when any, is non-empty, at most 128
+    /// characters, without `:` or `#`; the service message is bounded and never
+    /// holds a redacted secret; the `Retry-After` hint is never negative.
+    package static func decodeError(_ bytes: [UInt8]) {
+        let statuses = [400, 403, 404, 429, 500, 502, 503, 504, 200, 0, 599, 999, -1, 413]
+        let status = statuses[Int(bytes.first ?? 0) % statuses.count]
+        var headers: [(name: String, value: String)] = []
+        var body = bytes[...]
+        if let split = blankLine(in: bytes) {
+            body = bytes[(split + 2)...]
+            let head = String(decoding: bytes[..<split], as: UTF8.self)
+            for line in head.split(separator: "\n") {
+                guard let colon = line.firstIndex(of: ":") else { continue }
+                headers.append((String(line[..<colon]), String(line[line.index(after: colon)...])))
+            }
+        }
+        let response = HTTPResponse(status: status, headers: headers, body: Array(body))
+        let error = CognitoErrorDecoder.decode(response: response, operation: "GetId", redacting: [sentinelSecret])
+        if let type = error.serviceErrorType {
+            precondition(!type.isEmpty && type.count <= 128, "service type not bounded")
+            precondition(!type.contains(":") && !type.contains("#"), "service type not normalised")
+        }
+        if let message = error.serviceMessage {
+            precondition(message.count <= CognitoErrorDecoder.maxMessageLength + 1, "service message not bounded")
+            precondition(!message.contains(sentinelSecret), "a secret survived redaction")
+        }
+        _ = CognitoIdentityClient.disposition(for: error)
+        if let hint = RetryRunner.retryAfterHint(headers: response.headers, now: Date(timeIntervalSince1970: 1_700_000_000)) {
+            precondition(hint >= .zero, "negative Retry-After hint")
+            let runner = RetryRunner(policy: .standard, quota: RetryQuota(policy: .standard), random: { 0.5 })
+            let delay = runner.delay(afterAttempt: 1, hint: hint)
+            precondition(delay >= .zero && delay <= RetryPolicy.standard.retryAfterCap, "backoff outside its bounds")
+        }
+        _ = RetryAfterDate.parse(String(decoding: bytes, as: UTF8.self))
+    }
+
+    /// Parses `bytes` as a token, and as the payload of a token with a fixed header.
+    ///
+    /// Invariant: an error never quotes the token.
+    package static func parseJWT(_ bytes: [UInt8]) {
+        let text = String(decoding: bytes, as: UTF8.self)
+        parse(token: text)
+        let payload = Data(bytes).base64EncodedString()
+            .replacing("+", with: "-").replacing("/", with: "_").replacing("=", with: "")
+        parse(token: "eyJhbGciOiJSUzI1NiJ9.\(payload).c2ln")
+    }
+
+    private static func parse(token: String) {
+        do {
+            let jwt = try JSONWebToken(parsing: token)
+            try? jwt.checkNotExpired(now: Date(timeIntervalSince1970: 1_700_000_000))
+        } catch {
+            precondition(error.code == .invalidToken, "unexpected error code \(error.code)")
+            if token.count >= 12 {
+                precondition(!error.message.contains(token), "an error quoted the token")
+            }
+        }
+    }
+
+    @discardableResult
+    private static func check<Output: Decodable>(_ type: Output.Type, _ bytes: [UInt8], operation: String) -> Output? {
+        do {
+            return try CognitoResponseDecoder.decode(Output.self, from: bytes, operation: operation)
+        } catch {
+            precondition(error.code == .invalidResponse, "unexpected error code \(error.code)")
+            precondition(error.message.count <= 1024, "error message not bounded")
+            return nil
+        }
+    }
+
+    private static func blankLine(in bytes: [UInt8]) -> Int? {
+        guard bytes.count >= 2 else { return nil }
+        for index in 0..<(bytes.count - 1) where bytes[index] == 0x0A && bytes[index + 1] == 0x0A {
+            return index
+        }
+        return nil
+    }
+}
