@@ -86,7 +86,7 @@ struct CognitoIdentityClient: Sendable {
         _ input: Input,
         secrets: [String],
         deadline: ContinuousClock.Instant,
-        extraHeaders: [(name: String, value: String)] = [],
+        signer: SigV4Signer? = nil,
         logger: Logger
     ) async throws(FederationError) -> Output {
         let body: [UInt8]
@@ -95,13 +95,12 @@ struct CognitoIdentityClient: Sendable {
         } catch {
             throw FederationError(code: .invalidConfiguration, message: "could not encode the \(operation) request", operation: operation)
         }
-        var headers: [(name: String, value: String)] = [
+        let headers: [(name: String, value: String)] = [
             ("Content-Type", "application/x-amz-json-1.1"),
             ("X-Amz-Target", "AWSCognitoIdentityService.\(operation)"),
             ("User-Agent", Self.userAgent),
             ("Accept", "application/json"),
         ]
-        headers.append(contentsOf: extraHeaders)
         let request = HTTPRequest(method: "POST", url: endpoint, headers: headers, body: body, limits: limits)
         var operationLogger = logger
         operationLogger[metadataKey: "broker.operation"] = .string(operation)
@@ -112,7 +111,9 @@ struct CognitoIdentityClient: Sendable {
                 deadline: deadline,
                 logger: operationLogger,
                 operation: { attempt in
-                    try await attemptOnce(request, operation: operation, secrets: secrets, deadline: deadline, attempt: attempt, logger: attemptLogger)
+                    try await attemptOnce(
+                        request, operation: operation, secrets: secrets, deadline: deadline,
+                        signer: signer, attempt: attempt, logger: attemptLogger)
                 },
                 classify: { error in
                     guard let failure = error as? AttemptFailure else { return (.doNotRetry, nil) }
@@ -135,6 +136,7 @@ struct CognitoIdentityClient: Sendable {
         operation: String,
         secrets: [String],
         deadline: ContinuousClock.Instant,
+        signer: SigV4Signer?,
         attempt: Int,
         logger: Logger
     ) async throws -> Output {
@@ -147,6 +149,14 @@ struct CognitoIdentityClient: Sendable {
         }
         var request = baseRequest
         request.limits.requestTimeout = min(request.limits.requestTimeout, remaining)
+        // Signed per attempt: the signature covers the attempt's timestamp.
+        if let signer {
+            do {
+                try signer.sign(&request, at: Date())
+            } catch {
+                throw AttemptFailure(error: error, disposition: .doNotRetry)
+            }
+        }
         logger.trace("sending request", metadata: ["broker.attempt": "\(attempt)"])
 
         let response: HTTPResponse

@@ -1,0 +1,115 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import Logging
+
+/// The backend half of developer-authenticated identities: mints Cognito OpenID
+/// tokens for your own users with `GetOpenIdTokenForDeveloperIdentity`, signed
+/// with your AWS credentials (SigV4).
+///
+/// ```swift
+/// let issuer = try DeveloperIdentityIssuer(
+///     configuration: .init(identityPoolId: poolId),
+///     developerProviderName: "login.mycompany",
+///     credentials: .fromEnvironment(ProcessInfo.processInfo.environment)!)
+/// let minted = try await issuer.openIdToken(forUser: "user-42")
+/// // hand minted.identityId and minted.token to the client, which calls
+/// // federate(token: minted.token, provider: .developer,
+/// //          options: .init(developerProvidedIdentityId: minted.identityId))
+/// ```
+public struct DeveloperIdentityIssuer: Sendable {
+    /// The pool and endpoint settings.
+    public let configuration: FederationConfiguration
+    /// The developer provider name configured on the pool.
+    public let developerProviderName: String
+
+    private let cognito: CognitoIdentityClient
+    private let signer: SigV4Signer
+    private let logger: Logger
+
+    /// Creates an issuer.
+    ///
+    /// - Throws: ``FederationError/Code/invalidConfiguration`` for an unusable pool
+    ///   ID, region or endpoint, or an empty provider name.
+    public init(
+        configuration: FederationConfiguration,
+        developerProviderName: String,
+        credentials: SigningCredentials,
+        logger: Logger? = nil
+    ) throws(FederationError) {
+        try self.init(
+            configuration: configuration,
+            developerProviderName: developerProviderName,
+            credentials: credentials,
+            transport: CurlTransport.shared,
+            environment: ProcessInfo.processInfo.environment,
+            logger: logger
+        )
+    }
+
+    init(
+        configuration: FederationConfiguration,
+        developerProviderName: String,
+        credentials: SigningCredentials,
+        transport: any HTTPTransport,
+        environment: [String: String],
+        retryRunner: RetryRunner? = nil,
+        logger: Logger?
+    ) throws(FederationError) {
+        guard !developerProviderName.isEmpty else {
+            throw FederationError(code: .invalidConfiguration, message: "the developer provider name is empty; use the name configured on the identity pool")
+        }
+        self.configuration = configuration
+        self.developerProviderName = developerProviderName
+        cognito = CognitoIdentityClient(
+            endpoint: try configuration.resolvedEndpoint(environment: environment),
+            transport: transport,
+            limits: HTTPLimits(
+                connectTimeout: configuration.connectTimeout,
+                requestTimeout: configuration.requestTimeout,
+                maxResponseBytes: configuration.maxResponseBytes
+            ),
+            retry: retryRunner ?? RetryRunner(policy: configuration.retry, quota: RetryQuota(policy: configuration.retry))
+        )
+        signer = SigV4Signer(credentials: credentials, region: try configuration.resolvedRegion(), service: "cognito-identity")
+        self.logger = logger ?? Logger(label: "identity-broker.disabled", factory: { _ in SwiftLogNoOpLogHandler() })
+    }
+
+    /// Mints a token for `userId`, creating or reusing the identity it is linked to.
+    ///
+    /// - Parameters:
+    ///   - userId: your backend's ID for the user.
+    ///   - identityId: an identity to link the user to, when merging.
+    ///   - tokenDuration: how long the token stays valid (the service allows up to 24 h; default 15 min).
+    public func openIdToken(
+        forUser userId: String,
+        identityId: String? = nil,
+        tokenDuration: Duration? = nil
+    ) async throws(FederationError) -> DeveloperToken {
+        guard !userId.isEmpty else {
+            throw FederationError(code: .invalidParameter, message: "the developer user ID is empty")
+        }
+        let input = GetOpenIdTokenForDeveloperIdentityInput(
+            IdentityPoolId: configuration.identityPoolId,
+            IdentityId: identityId,
+            Logins: [developerProviderName: userId],
+            TokenDuration: tokenDuration.map { Int($0.components.seconds) }
+        )
+        let output: GetOpenIdTokenOutput = try await cognito.call(
+            "GetOpenIdTokenForDeveloperIdentity",
+            input,
+            secrets: [signer.credentials.secretAccessKey] + (signer.credentials.sessionToken.map { [$0] } ?? []),
+            deadline: ContinuousClock.now.advanced(by: configuration.federationTimeout),
+            signer: signer,
+            logger: logger
+        )
+        guard let id = output.IdentityId ?? identityId else {
+            throw FederationError(
+                code: .invalidResponse, message: "GetOpenIdTokenForDeveloperIdentity returned a response without the field 'IdentityId'",
+                operation: "GetOpenIdTokenForDeveloperIdentity")
+        }
+        return DeveloperToken(identityId: id, token: output.Token)
+    }
+}
