@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import SecureStorage
 
 /// Signs a request with AWS Signature Version 4, for the one operation that needs
 /// it here: a backend's `GetOpenIdTokenForDeveloperIdentity`.
@@ -40,7 +41,7 @@ struct SigV4Signer: Sendable {
             "",
             canonical.map { "\($0.name):\($0.value)\n" }.joined(),
             signedHeaders,
-            Digests.hex(Digests.sha256(request.body)),
+            Digest.hex(Digest.sha256(request.body)),
         ].joined(separator: "\n")
 
         let scope = "\(day)/\(region)/\(service)/aws4_request"
@@ -48,14 +49,14 @@ struct SigV4Signer: Sendable {
             "AWS4-HMAC-SHA256",
             timestamp,
             scope,
-            Digests.hex(Digests.sha256(Array(canonicalRequest.utf8))),
+            Digest.hex(Digest.sha256(Array(canonicalRequest.utf8))),
         ].joined(separator: "\n")
 
-        var key = Digests.hmacSHA256(key: Array("AWS4\(credentials.secretAccessKey)".utf8), Array(day.utf8))
-        key = Digests.hmacSHA256(key: key, Array(region.utf8))
-        key = Digests.hmacSHA256(key: key, Array(service.utf8))
-        key = Digests.hmacSHA256(key: key, Array("aws4_request".utf8))
-        let signature = Digests.hex(Digests.hmacSHA256(key: key, Array(stringToSign.utf8)))
+        var key = Digest.hmacSHA256(key: Array("AWS4\(credentials.secretAccessKey)".utf8), Array(day.utf8))
+        key = Digest.hmacSHA256(key: key, Array(region.utf8))
+        key = Digest.hmacSHA256(key: key, Array(service.utf8))
+        key = Digest.hmacSHA256(key: key, Array("aws4_request".utf8))
+        let signature = Digest.hex(Digest.hmacSHA256(key: key, Array(stringToSign.utf8)))
         request.headers.append((
             "Authorization",
             "AWS4-HMAC-SHA256 Credential=\(credentials.accessKeyId)/\(scope), SignedHeaders=\(signedHeaders), Signature=\(signature)"

@@ -1,8 +1,10 @@
 internal import CLibCrypto
 
-/// SHA-256, used by migration to recognise the exact files it copied.
-enum Digest {
-    static func sha256(_ bytes: [UInt8]) -> [UInt8] {
+/// SHA-256 and HMAC-SHA-256 through libcrypto: migration uses SHA-256 to
+/// recognise the exact files it copied; Federation's SigV4 signer uses both.
+package enum Digest {
+    /// The SHA-256 of `bytes`.
+    package static func sha256(_ bytes: [UInt8]) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 32)
         bytes.withUnsafeBufferPointer { input in
             out.withUnsafeMutableBufferPointer { output in
@@ -12,7 +14,23 @@ enum Digest {
         return out
     }
 
-    static func hex(_ bytes: [UInt8]) -> String {
+    /// The HMAC-SHA-256 of `message` under `key`.
+    package static func hmacSHA256(key: [UInt8], _ message: [UInt8]) -> [UInt8] {
+        try? CryptoRuntime.ensureInitialised()
+        var out = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 32
+        key.withUnsafeBufferPointer { keyBytes in
+            message.withUnsafeBufferPointer { input in
+                out.withUnsafeMutableBufferPointer { output in
+                    _ = HMAC(EVP_sha256(), keyBytes.baseAddress, Int32(keyBytes.count), input.baseAddress, input.count, output.baseAddress, &length)
+                }
+            }
+        }
+        return out
+    }
+
+    /// Lowercase hexadecimal.
+    package static func hex(_ bytes: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var out = [UInt8]()
         out.reserveCapacity(bytes.count * 2)
