@@ -18,8 +18,17 @@ if [ "${#missing[@]}" -gt 0 ]; then
     sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-if ! python3 -c 'import moto.server, flask, flask_cors' 2>/dev/null; then
+if ! command -v python3 >/dev/null || ! python3 -m pip --version >/dev/null 2>&1; then
+    echo "setup: installing python3 and pip" >&2
+    sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-pip >/dev/null
+fi
+
+if ! python3 -c 'import moto.server, flask, flask_cors, boto3' 2>/dev/null; then
     echo "setup: installing moto[server]" >&2
-    python3 -m pip install --quiet --disable-pip-version-check "moto[server]"
+    # A Debian-managed python3 refuses plain pip installs (PEP 668); the tests and
+    # the demo run `python3 -m moto.server`, so install for this user in that case.
+    python3 -m pip install --quiet --disable-pip-version-check "moto[server]" boto3 2>/dev/null \
+        || python3 -m pip install --quiet --disable-pip-version-check --user --break-system-packages "moto[server]" boto3
 fi
 echo "setup: libcurl, OpenSSL and moto are ready" >&2

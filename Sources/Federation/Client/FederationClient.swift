@@ -70,7 +70,7 @@ public actor FederationClient {
     ///
     /// - Throws: ``FederationError/Code/invalidConfiguration`` for an unusable
     ///   configuration; ``FederationError/Code/storage`` when a saved session cannot
-    ///   be read (tampered, wrong key, corrupt), with the ``KeystoreError`` attached.
+    ///   be read (tampered, wrong key, corrupt), with the `KeystoreError` attached.
     public init(configuration: FederationConfiguration, keystore: any Keystore, logger: Logger? = nil) throws(FederationError) {
         try self.init(
             configuration: configuration,
