@@ -62,6 +62,7 @@ let package = Package(
                 "Federation",
                 "SecureStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             path: "Samples/federate",
             swiftSettings: strictSettings

@@ -189,11 +189,21 @@ public actor FederationClient {
     ///
     /// A later ``federate(token:provider:options:session:)`` of the same session
     /// links the login to this identity, keeping its ID.
+    ///
+    /// - Throws: ``FederationError/Code/sessionConflict`` when the session holds an
+    ///   authenticated identity (clear it first); otherwise as ``federate(token:provider:options:session:)``.
     @discardableResult
     public func federateAsGuest(session: String = FederationClient.defaultSession) async throws(FederationError) -> FederationResult {
         try Self.validate(session: session)
         return try await exchange(session: session, operationName: "guest", provider: nil) { (previous) throws(FederationError) -> IdentityChoice in
-            guard let previous, previous.isGuest, let id = previous.identityId else { return (nil, cached: false) }
+            guard let previous else { return (nil, cached: false) }
+            guard previous.provider == nil else {
+                throw FederationError(
+                    code: .sessionConflict,
+                    message: "session '\(session)' holds an authenticated identity; a guest identity would replace it, so clear the session first"
+                )
+            }
+            guard previous.isGuest, let id = previous.identityId else { return (nil, cached: false) }
             return (id, cached: true)
         } credentials: { (identityId, deadline, logger) async throws(FederationError) -> FederationResult in
             try await self.cognito.getCredentialsForIdentity(
@@ -240,6 +250,16 @@ public actor FederationClient {
         records[session] = nil
         logger.debug("session cleared", metadata: ["broker.session": "\(session)"])
         publish(.notFederated, session: session)
+    }
+
+    /// Removes `session`'s saved item from `keystore` without opening it.
+    ///
+    /// The way out when a saved session cannot be restored (tampered, or sealed
+    /// with another key), which makes ``init(configuration:keystore:logger:)`` fail:
+    /// remove it, then create the client again.
+    public static func removeSavedSession(_ session: String, from keystore: any Keystore) throws(FederationError) {
+        try validate(session: session)
+        try KeystoreSessionPersistence(keystore: keystore).remove(session: session)
     }
 
     // MARK: - Observing
@@ -304,7 +324,7 @@ public actor FederationClient {
         } catch {
             federating.remove(session)
             if Self.meansIdentityGone(error) {
-                let terminated = SessionRecord(phase: .terminated, identityId: nil, provider: provider, credentials: nil)
+                let terminated = SessionRecord(phase: .terminated, identityId: choice.identityId ?? previous?.identityId, provider: provider, credentials: nil)
                 try? persistence?.save(terminated, session: session)
                 records[session] = terminated
                 sessionLogger.debug("federation failed: identity gone", metadata: ["broker.error": "\(error.code)"])

@@ -32,6 +32,7 @@ public struct FederationError: Error, Sendable {
             case cancelled
             case noValidCredentials
             case storage
+            case sessionConflict
         }
 
         private let base: Base
@@ -78,6 +79,9 @@ public struct FederationError: Error, Sendable {
         public static let noValidCredentials = Code(.noValidCredentials)
         /// Saving or loading the session in its keystore failed.
         public static let storage = Code(.storage)
+        /// The call would silently replace what the session holds (a guest identity over
+        /// an authenticated one): clear the session first.
+        public static let sessionConflict = Code(.sessionConflict)
 
         /// The code's name, e.g. `notAuthorized`.
         public var description: String { base.rawValue }

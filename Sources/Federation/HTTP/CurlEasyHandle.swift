@@ -219,15 +219,65 @@ final class CurlEasyHandle {
     /// Continue` or a proxy's reply), so it resets what was collected.
     fileprivate func receiveHeaderLine(_ bytes: UnsafeRawBufferPointer) {
         // Strip the line break as bytes: in Swift "\r\n" is one Character.
-        var bytes = bytes[...]
-        while let last = bytes.last, last == 0x0D || last == 0x0A { bytes = bytes.dropLast() }
-        let line = Substring(decoding: bytes, as: UTF8.self)
+        var end = bytes.count
+        while end > 0, bytes[end - 1] == 0x0D || bytes[end - 1] == 0x0A { end -= 1 }
+        let line = UnsafeRawBufferPointer(rebasing: bytes[..<end])
 
+        // Plain ASCII (every well-formed header line) is parsed on bytes, with no
+        // Character-level work; anything else takes the String path, same result.
+        guard line.allSatisfy({ $0 < 0x80 }) else {
+            receiveHeaderLine(Substring(decoding: line, as: UTF8.self))
+            return
+        }
+        if line.starts(with: Self.statusPrefix) {
+            startResponse(Substring(decoding: line, as: UTF8.self))
+            return
+        }
+        guard !headerBlockEnded else { return }
+        if line.isEmpty {
+            headerBlockEnded = true
+        } else if line[0] == 0x20 || line[0] == 0x09, !responseHeaders.isEmpty {
+            // Obsolete line folding: continue the previous value.
+            responseHeaders[responseHeaders.count - 1].value += " " + Self.trimmedASCII(line[...])
+        } else if let colon = line.firstIndex(of: UInt8(ascii: ":")) {
+            let name = Self.trimmedASCII(line[..<colon], lowercase: true)
+            let value = Self.trimmedASCII(line[(colon + 1)...])
+            responseHeaders.append((name: name, value: value))
+        }
+    }
+
+    private static let statusPrefix = Array("HTTP/".utf8)
+
+    /// `bytes` (ASCII) without leading and trailing spaces and tabs, optionally lowercased.
+    private static func trimmedASCII(_ bytes: Slice<UnsafeRawBufferPointer>, lowercase: Bool = false) -> String {
+        var start = bytes.startIndex
+        var end = bytes.endIndex
+        while start < end, bytes[start] == 0x20 || bytes[start] == 0x09 { start += 1 }
+        while end > start, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 { end -= 1 }
+        let trimmed = UnsafeRawBufferPointer(rebasing: bytes[start..<end])
+        guard lowercase, trimmed.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) else {
+            return String(decoding: trimmed, as: UTF8.self)
+        }
+        return String(unsafeUninitializedCapacity: trimmed.count) { buffer in
+            for (index, byte) in trimmed.enumerated() {
+                buffer[index] = byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte
+            }
+            return trimmed.count
+        }
+    }
+
+    /// A status line: a new response begins.
+    private func startResponse(_ line: Substring) {
+        responseHeaders.removeAll(keepingCapacity: true)
+        headerBlockEnded = false
+        let fields = line.split(separator: " ", maxSplits: 2)
+        statusFromHeaders = fields.count > 1 ? Int(fields[1]) : nil
+    }
+
+    /// The general (non-ASCII) form of the header-line parser.
+    private func receiveHeaderLine(_ line: Substring) {
         if line.hasPrefix("HTTP/") {
-            responseHeaders.removeAll(keepingCapacity: true)
-            headerBlockEnded = false
-            let fields = line.split(separator: " ", maxSplits: 2)
-            statusFromHeaders = fields.count > 1 ? Int(fields[1]) : nil
+            startResponse(line)
             return
         }
         guard !headerBlockEnded else { return }

@@ -16,8 +16,14 @@ import Darwin
 /// of concurrent requests cost one thread, not one each. The thread is the serial
 /// executor for everything libcurl: easy handles are created, driven and destroyed only
 /// there. Other threads talk to it through a `Mutex`-protected mailbox (new transfers,
-/// cancellations, a stop request) and `curl_multi_wakeup`, the one multi-handle call
-/// libcurl allows from another thread.
+/// cancellations, a stop request) and a wake-up signal.
+///
+/// The wake-up is cheap on purpose, since it happens once per request: an `eventfd` the
+/// loop passes to `curl_multi_poll` as an extra descriptor (where there is no `eventfd`,
+/// `curl_multi_wakeup`, the one multi-handle call libcurl allows from another thread). It is
+/// sent only when the loop has said it is about to sleep, and outside the mailbox lock, so a
+/// busy loop is never woken twice and a woken loop never finds the lock still held by the
+/// thread that woke it.
 ///
 /// The thread starts lazily on the first request and ends on ``shutdown()``; a driver
 /// that has been shut down fails later requests rather than starting a second thread.
@@ -30,62 +36,99 @@ final class CurlMultiDriver: Sendable {
     let maxConnectionsPerHost: Int
 
     private let mailbox = Mutex(Mailbox())
+    private let nextTransferID = Atomic<UInt64>(1)
+    /// The wake-up `eventfd`, or `nil` where there is none (then `curl_multi_wakeup`). It
+    /// lives as long as this object, which outlives the loop thread (the thread holds a
+    /// reference), so writing to it needs no lock.
+    fileprivate let wakeFD: Int32?
 
     init(maxCachedConnections: Int, maxConnectionsPerHost: Int) {
         self.maxCachedConnections = max(1, maxCachedConnections)
         self.maxConnectionsPerHost = max(0, maxConnectionsPerHost)
+        wakeFD = WakeSignal.make()
+    }
+
+    deinit {
+        if let wakeFD { close(wakeFD) }
     }
 
     /// A fresh transfer id; never 0, because the id doubles as `CURLOPT_PRIVATE`.
     func makeTransferID() -> UInt64 {
-        mailbox.withLock { box in
-            defer { box.nextTransferID &+= 1 }
-            return box.nextTransferID
+        let id = nextTransferID.wrappingAdd(1, ordering: .relaxed).oldValue
+        return id != 0 ? id : nextTransferID.wrappingAdd(1, ordering: .relaxed).oldValue
+    }
+
+    /// Wakes the loop after a `Wake` decision taken under the lock.
+    private func deliver(_ wake: Wake) {
+        switch wake {
+        case .none:
+            break
+        case .signal:
+            if let wakeFD { WakeSignal.signal(wakeFD) }
         }
+    }
+
+    /// Decides, under the lock, how to wake the loop for work just queued: nothing when it is
+    /// not going to sleep (it looks at the mailbox again first), the `eventfd` (sent after
+    /// the lock is released) when it is, or `curl_multi_wakeup` right here, under the lock,
+    /// where there is no `eventfd`.
+    private func wakeDecision(_ box: inout Mailbox, multi: MultiHandle) -> Wake {
+        guard box.loopSleeping else { return .none }
+        box.loopSleeping = false
+        guard wakeFD != nil else {
+            _ = curl_multi_wakeup(multi.raw)
+            return .none
+        }
+        return .signal
     }
 
     /// Hands `transfer` to the driver thread, starting the thread on first use.
     func submit(_ transfer: CurlTransfer) {
-        let failure: TransportError? = mailbox.withLock { box in
+        let outcome: Result<Wake, TransportError> = mailbox.withLock { box in
             if case .idle = box.lifecycle, let error = startThread(&box) {
-                return error
+                return .failure(error)
             }
             guard case .running(let multi) = box.lifecycle else {
-                return TransportError(kind: .other, message: "the HTTP transport was shut down")
+                return .failure(TransportError(kind: .other, message: "the HTTP transport was shut down"))
             }
             box.pending.append(transfer)
-            _ = curl_multi_wakeup(multi.raw)
-            return nil
+            return .success(wakeDecision(&box, multi: multi))
         }
-        if let failure { transfer.finish(.failure(failure)) }
+        switch outcome {
+        case .success(let wake): deliver(wake)
+        case .failure(let failure): transfer.finish(.failure(failure))
+        }
     }
 
     /// Asks the driver thread to remove transfer `id` from the multi handle at once.
     /// The caller has already resumed the waiting task; this only frees the connection.
     func cancel(transferID id: UInt64) {
-        mailbox.withLock { box in
-            guard case .running(let multi) = box.lifecycle else { return }
+        let wake: Wake = mailbox.withLock { box in
+            guard case .running(let multi) = box.lifecycle else { return .none }
             box.cancelled.append(id)
-            _ = curl_multi_wakeup(multi.raw)
+            return wakeDecision(&box, multi: multi)
         }
+        deliver(wake)
     }
 
     /// Stops the driver thread and waits for it to exit. Transfers still in flight fail
     /// with ``TransportError/Kind/other``; idle connections are closed.
     func shutdown() {
-        let thread: pthread_t? = mailbox.withLock { box in
+        let (thread, wake): (pthread_t?, Wake) = mailbox.withLock { box in
+            var wake = Wake.none
             switch box.lifecycle {
             case .idle:
                 box.lifecycle = .stopped
             case .running(let multi):
                 box.stopRequested = true
-                _ = curl_multi_wakeup(multi.raw)
+                wake = wakeDecision(&box, multi: multi)
             case .stopped:
                 break
             }
             defer { box.thread = nil }
-            return box.thread
+            return (box.thread, wake)
         }
+        deliver(wake)
         guard let thread else { return }
         if pthread_equal(thread, pthread_self()) != 0 {
             // Never join ourselves; the loop is already on its way out.
@@ -102,14 +145,29 @@ final class CurlMultiDriver: Sendable {
     /// thread calls `curl_multi_wakeup` on a multi handle that is about to be freed.
     fileprivate func takeWork() -> Work {
         mailbox.withLock { box in
+            box.loopSleeping = false
+            if box.pending.isEmpty && box.cancelled.isEmpty && !box.stopRequested {
+                return Work(pending: [], cancelled: [], stop: false)
+            }
             let work = Work(pending: box.pending, cancelled: box.cancelled, stop: box.stopRequested)
-            box.pending.removeAll()
+            box.pending.removeAll(keepingCapacity: true)
             box.cancelled.removeAll()
             if box.stopRequested {
                 box.stopRequested = false
                 box.lifecycle = .stopped
             }
             return work
+        }
+    }
+
+    /// Called by the loop just before it sleeps in `curl_multi_poll`: returns `false` (do not
+    /// sleep) when work arrived since ``takeWork()``; otherwise records that the loop sleeps,
+    /// so the next submission wakes it.
+    fileprivate func prepareToSleep() -> Bool {
+        mailbox.withLock { box in
+            guard box.pending.isEmpty && box.cancelled.isEmpty && !box.stopRequested else { return false }
+            box.loopSleeping = true
+            return true
         }
     }
 
@@ -149,6 +207,46 @@ final class CurlMultiDriver: Sendable {
     }
 }
 
+/// How to wake the loop after queueing work.
+private enum Wake {
+    /// It is awake (or was already woken): it looks at the mailbox before sleeping.
+    case none
+    /// Write the `eventfd`, after releasing the lock.
+    case signal
+}
+
+/// The wake-up `eventfd` (Linux). `eventfd(2)` is looked up at run time because the Glibc
+/// module does not import `<sys/eventfd.h>`; without it the driver uses `curl_multi_wakeup`.
+enum WakeSignal {
+    private typealias EventFD = @convention(c) (UInt32, Int32) -> Int32
+
+    /// A non-blocking, close-on-exec `eventfd`, or `nil`.
+    static func make() -> Int32? {
+        #if os(Linux)
+        guard let symbol = dlsym(nil, "eventfd") else { return nil }
+        let eventfd = unsafeBitCast(symbol, to: EventFD.self)
+        // EFD_CLOEXEC and EFD_NONBLOCK equal O_CLOEXEC and O_NONBLOCK.
+        let fd = eventfd(0, Int32(O_CLOEXEC | O_NONBLOCK))
+        return fd >= 0 ? fd : nil
+        #else
+        return nil
+        #endif
+    }
+
+    /// Adds 1 to the counter, making the descriptor readable. A full counter (EAGAIN) is
+    /// readable already.
+    static func signal(_ fd: Int32) {
+        var one: UInt64 = 1
+        while write(fd, &one, 8) < 0 && errno == EINTR {}
+    }
+
+    /// Resets the counter to 0.
+    static func drain(_ fd: Int32) {
+        var value: UInt64 = 0
+        while read(fd, &value, 8) < 0 && errno == EINTR {}
+    }
+}
+
 /// What the driver thread picks up from the mailbox in one go.
 private struct Work {
     var pending: [CurlTransfer]
@@ -167,7 +265,9 @@ private struct Mailbox: Sendable {
     var lifecycle = Lifecycle.idle
     var thread: pthread_t?
     var stopRequested = false
-    var nextTransferID: UInt64 = 1
+    /// Set by the loop just before it sleeps; whoever queues work next clears it and wakes
+    /// the loop.
+    var loopSleeping = false
     var pending: [CurlTransfer] = []
     var cancelled: [UInt64] = []
 }
@@ -220,8 +320,15 @@ private final class CurlMultiLoop {
             var running: Int32 = 0
             _ = curl_multi_perform(multi, &running)
             completeFinishedTransfers()
+            guard driver.prepareToSleep() else { continue }
             // The timeout only bounds the sleep; libcurl shortens it to its own timers.
-            _ = curl_multi_poll(multi, nil, 0, 1000, nil)
+            if let wakeFD = driver.wakeFD {
+                var extra = curl_waitfd(fd: wakeFD, events: Int16(CURL_WAIT_POLLIN), revents: 0)
+                _ = curl_multi_poll(multi, &extra, 1, 1000, nil)
+                if extra.revents != 0 { WakeSignal.drain(wakeFD) }
+            } else {
+                _ = curl_multi_poll(multi, nil, 0, 1000, nil)
+            }
         }
     }
 

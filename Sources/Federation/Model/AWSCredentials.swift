@@ -36,7 +36,7 @@ public struct AWSCredentials: Sendable, Hashable, Codable {
 extension AWSCredentials: CustomStringConvertible, CustomDebugStringConvertible {
     /// A redacted summary: access key ID and expiration only.
     public var description: String {
-        "AWSCredentials(accessKeyId: \(accessKeyId), secretAccessKey: <redacted>, sessionToken: <redacted>, expiration: \(expiration.timeIntervalSince1970))"
+        "AWSCredentials(accessKeyId: \(accessKeyId), secretAccessKey: <redacted>, sessionToken: <redacted>, expiration: \(expiration.formatted(.iso8601)))"
     }
 
     /// The same redacted summary as ``description``.

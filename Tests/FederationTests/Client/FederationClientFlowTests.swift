@@ -252,10 +252,11 @@ final class FederationClientFlowTests: XCTestCase {
         XCTAssertEqual(snapshot.state, .federated)
     }
 
-    func testGuestOfAnAuthenticatedSessionGetsAFreshGuestIdentity() async throws {
+    func testGuestOfAClearedAuthenticatedSessionGetsAFreshGuestIdentity() async throws {
         let harness = try Harness()
         harness.fake.enqueue(.identityId("us-east-1:authenticated"), for: .getId)
         try await harness.client.federate(token: googleToken(), provider: .google, session: "s")
+        try await harness.client.clear(session: "s")
         harness.fake.resetRecording()
         harness.fake.enqueue(.identityId("us-east-1:new-guest"), for: .getId)
         try await harness.client.federateAsGuest(session: "s")

@@ -370,7 +370,34 @@ final class CurlTransportTests: XCTestCase {
         server.stop()
         let outcome = await inFlight.result
         XCTAssertEqual((try? outcome.get())?.status, nil)
-        XCTAssertEqual(try Self.openFileDescriptorCount(), before)
+        // Other tests in this process may hold descriptors of their own, so look
+        // only for sockets to this test's server.
+        XCTAssertEqual(try Self.socketsTouching(port: server.port), [], "sockets to the server left open after shutdown")
+        _ = before
+    }
+
+    /// The inodes of this process's TCP sockets whose local or remote port is `port`.
+    private static func socketsTouching(port: Int) throws -> [String] {
+        var inodes: Set<String> = []
+        for name in try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") {
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(name)"),
+                target.hasPrefix("socket:[")
+            else { continue }
+            inodes.insert(String(target.dropFirst(8).dropLast()))
+        }
+        let hexPort = String(format: "%04X", port)
+        var touching: [String] = []
+        for table in ["/proc/self/net/tcp", "/proc/self/net/tcp6"] {
+            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+            for line in text.split(separator: "\n").dropFirst() {
+                let fields = line.split(separator: " ")
+                guard fields.count > 9, inodes.contains(String(fields[9])) else { continue }
+                if fields[1].hasSuffix(":" + hexPort) || fields[2].hasSuffix(":" + hexPort) {
+                    touching.append(String(fields[9]))
+                }
+            }
+        }
+        return touching
     }
 
     private static func openFileDescriptorCount() throws -> Int {

@@ -1,0 +1,67 @@
+import ArgumentParser
+import Federation
+
+/// `federate login --pool-id ID --provider P (--token-file PATH | --token-stdin) [--identity-id ID] [--role-arn ARN]`
+struct Login: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Exchange a provider token for credentials and save them as the session.",
+        discussion: """
+            P is one of facebook, google, amazon, apple, twitter, oidc:ISSUER, saml:ARN, custom:KEY, developer. \
+            JWT tokens (google, apple, oidc, developer without --identity-id) are checked locally first. \
+            The token itself is never stored or printed.
+            """
+    )
+
+    @Option(name: .customLong("pool-id"), help: ArgumentHelp("The identity pool ID, REGION:GUID.", valueName: "ID"))
+    var poolId: String
+
+    @Option(name: .long, help: ArgumentHelp("Who issued the token.", valueName: "P"))
+    var provider: String
+
+    @Option(name: .customLong("token-file"), help: ArgumentHelp("Read the token from this file (a trailing newline is ignored).", valueName: "PATH"))
+    var tokenFile: String?
+
+    @Flag(name: .customLong("token-stdin"), help: "Read the token from standard input.")
+    var tokenStdin = false
+
+    @Option(name: .customLong("identity-id"), help: ArgumentHelp("The identity ID your backend got (developer-authenticated flow).", valueName: "ID"))
+    var identityId: String?
+
+    @Option(name: .customLong("role-arn"), help: ArgumentHelp("The IAM role to assume, when the pool lets the token choose.", valueName: "ARN"))
+    var roleArn: String?
+
+    @OptionGroup var common: CommonOptions
+    @OptionGroup var output: FormatOptions
+
+    func validate() throws {
+        guard AuthProvider(identifier: provider) != nil else {
+            throw ValidationError(
+                "--provider '\(provider)' is not one of facebook, google, amazon, apple, twitter, oidc:ISSUER, saml:ARN, custom:KEY, developer")
+        }
+        switch (tokenFile != nil, tokenStdin) {
+        case (true, true): throw ValidationError("pass either --token-file or --token-stdin, not both")
+        case (false, false): throw ValidationError("pass the provider token with --token-file PATH or --token-stdin")
+        default: break
+        }
+        if let identityId, identityId.isEmpty { throw ValidationError("--identity-id must not be empty") }
+        if let roleArn, roleArn.isEmpty { throw ValidationError("--role-arn must not be empty") }
+    }
+
+    func run() async throws(CLIFailure) {
+        guard let provider = AuthProvider(identifier: provider) else { throw CLIFailure(.usage, "unknown --provider") }
+        let token: String
+        if let tokenFile {
+            token = try TokenReader.contents(ofFile: tokenFile)
+        } else {
+            token = try TokenReader.readStandardInput()
+        }
+        let access = try KeystoreAccess(common)
+        let client = try access.client(configuration: Exchange.configuration(common, poolId: poolId))
+        let options = FederationOptions(developerProvidedIdentityId: identityId, customRoleArn: roleArn)
+        let session = common.session
+        let result = try await Exchange.run(root: access.root) { () async throws(FederationError) -> FederationResult in
+            try await client.federate(token: token, provider: provider, options: options, session: session)
+        }
+        try Exchange.report(result, format: output.format, provider: provider.identifier, common: common)
+    }
+}

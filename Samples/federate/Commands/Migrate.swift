@@ -1,0 +1,41 @@
+import ArgumentParser
+import Federation
+import SecureStorage
+
+/// `federate migrate --from GROUP|none --to GROUP|none`
+struct Migrate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Move every saved session from one keystore access group to another.",
+        discussion: """
+            'none' is the keystore private to you. Items are copied, verified, then deleted from the source; \
+            an interrupted migration finishes on the next run. Items that cannot be opened stay where they are.
+            """
+    )
+
+    @Option(name: .long, help: ArgumentHelp("The access group the sessions are in now.", valueName: "GROUP|none"))
+    var from: String
+
+    @Option(name: .long, help: ArgumentHelp("The access group to move them to.", valueName: "GROUP|none"))
+    var to: String
+
+    @OptionGroup var common: CommonOptions
+
+    func validate() throws {
+        guard !from.isEmpty, !to.isEmpty else { throw ValidationError("--from and --to take a group name or 'none'") }
+    }
+
+    func run() async throws(CLIFailure) {
+        let access = try KeystoreAccess(common)
+        let source = KeystoreAccess.group(from)
+        let target = KeystoreAccess.group(to)
+        let moved: Int
+        do {
+            moved = try FileKeystore.migrate(
+                root: access.root, service: KeystoreAccess.service, from: source, to: target,
+                keySource: access.keySource, logger: access.logger)
+        } catch {
+            throw CLIFailure.keystore(error, root: access.root)
+        }
+        Terminal.note("moved \(moved) item\(moved == 1 ? "" : "s") from access group \(source) to \(target)")
+    }
+}

@@ -1,0 +1,23 @@
+import ArgumentParser
+import Federation
+
+/// `federate status`: the session as JSON, without secrets; never calls the network.
+struct Status: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print the session's state as JSON: session, state, identityId, provider, expiration (no secrets).",
+        discussion: "state is one of notFederated, federated, expired, terminated. Exits 0 whatever the state."
+    )
+
+    @OptionGroup var common: CommonOptions
+
+    func run() async throws(CLIFailure) {
+        let access = try KeystoreAccess(common)
+        let snapshot: SessionSnapshot
+        if access.rootExists {
+            snapshot = try await access.offlineClient(expiryMargin: common.margin).session(common.session)
+        } else {
+            snapshot = SessionSnapshot(name: common.session, state: .notFederated)
+        }
+        try Terminal.out(Rendering.status(snapshot))
+    }
+}

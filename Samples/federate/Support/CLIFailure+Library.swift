@@ -1,0 +1,83 @@
+import Federation
+import SecureStorage
+
+extension CLIFailure {
+    /// Maps a library error to the contract's exit codes, with a next step.
+    ///
+    /// - 2: ``FederationError/Code/invalidToken``, ``FederationError/Code/invalidConfiguration``
+    /// - 3: ``FederationError/Code/noValidCredentials``
+    /// - 4: the service said no (not authorized, terminated identity, resource not found,
+    ///   invalid pool configuration, invalid parameter, conflicts and limits, an unknown 4xx type)
+    /// - 5: network, timeout, throttling, 5xx, an answer that could not be read, a failing
+    ///   provider behind the service
+    /// - 6: ``FederationError/Code/storage``
+    /// - 1: anything else
+    static func federation(_ error: FederationError, root: String) -> CLIFailure {
+        let detail = serviceDetail(error)
+        switch error.code {
+        case .invalidToken:
+            return CLIFailure(.usage, "\(error.message); check --provider and the token file")
+        case .invalidConfiguration:
+            return CLIFailure(.usage, "\(error.message)")
+        case .noValidCredentials:
+            return CLIFailure(.noValidCredentials, "\(error.message)")
+        case .identityTerminated:
+            return CLIFailure(.rejected, "\(error.message)\(detail)")
+        case .notAuthorized, .resourceNotFound, .invalidIdentityPoolConfiguration, .invalidParameter,
+            .resourceConflict, .limitExceeded, .developerUserAlreadyRegistered:
+            return CLIFailure(.rejected, "the identity service rejected the request: \(error.message)\(detail)")
+        case .serviceError:
+            if let status = error.httpStatus, status >= 500 {
+                return CLIFailure(.unavailable, "the identity service failed: \(error.message)\(detail); try again later, and if it persists check --endpoint and --region")
+            }
+            return CLIFailure(.rejected, "the identity service rejected the request: \(error.message)\(detail)")
+        case .throttled, .serviceUnavailable, .timedOut, .network, .invalidResponse, .externalService:
+            return CLIFailure(.unavailable, "the identity service is unavailable: \(error.message)\(detail); if it persists, check --endpoint, --region and the network")
+        case .storage:
+            if let keystoreError = error.keystoreError {
+                return keystore(keystoreError, root: root, context: error.message)
+            }
+            return CLIFailure(.keystore, "keystore at \(root): \(error.message)")
+        case .cancelled:
+            return CLIFailure(.internalError, "\(error.message)")
+        default:
+            return CLIFailure(.internalError, "unexpected error \(error.code): \(error.message); please report it")
+        }
+    }
+
+    /// Maps a keystore error (any error thrown while opening or migrating) to exit 6,
+    /// saying what to do for each cause.
+    static func keystore(_ error: any Error, root: String, context: String? = nil) -> CLIFailure {
+        guard let error = error as? KeystoreError else {
+            return CLIFailure(.keystore, "keystore at \(root) failed: \(type(of: error)); check the directory")
+        }
+        let what = context.map { "\($0) (\(error))" } ?? "\(error)"
+        let next: String
+        switch error.code {
+        case .authenticationFailed:
+            next = "an item was tampered with or the key is wrong: check $IDENTITY_BROKER_KEY or the key file, or clear the session and log in again"
+        case .corruptFormat:
+            next = "the keystore holds a damaged item: clear the session and log in again"
+        case .insecurePermissions:
+            next = "make the keystore private to you (chmod 700 on directories, 600 on files) or choose another --keystore"
+        case .invalidKey:
+            next = "set $IDENTITY_BROKER_KEY to 32 random bytes in base64 (or unset it to use the key file), or fix the key file"
+        case .lockTimeout:
+            next = "another federate holds the keystore lock; try again"
+        case .invalidName:
+            next = "check --session, --access-group and --keystore"
+        default:
+            next = "check the keystore directory and its permissions"
+        }
+        return CLIFailure(.keystore, "keystore at \(root): \(what); \(next)")
+    }
+
+    /// `; service said: Type: message` when the service answered with one.
+    private static func serviceDetail(_ error: FederationError) -> String {
+        var parts: [String] = []
+        if let type = error.serviceErrorType { parts.append(type) }
+        if let message = error.serviceMessage, !message.isEmpty { parts.append(String(message.prefix(200))) }
+        if parts.isEmpty, let status = error.httpStatus { parts.append("HTTP \(status)") }
+        return parts.isEmpty ? "" : " (service said: \(parts.joined(separator: ": ")))"
+    }
+}

@@ -1,0 +1,79 @@
+import ArgumentParser
+import Logging
+
+/// The options every subcommand takes (design.md, section 6, plus `--expiry-margin`
+/// and `--verbose`).
+struct CommonOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("The session (one per end user).", valueName: "NAME"))
+    var session: String = "default"
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The keystore directory. Default: $IDENTITY_BROKER_KEYSTORE, else $XDG_DATA_HOME/identity-broker, else ~/.local/share/identity-broker.",
+            valueName: "DIR"))
+    var keystore: String?
+
+    @Option(
+        name: .customLong("access-group"),
+        help: ArgumentHelp("The keystore access group shared through a Unix group; omit for items private to you.", valueName: "GROUP"))
+    var accessGroup: String?
+
+    @Option(name: .long, help: ArgumentHelp("The AWS region; default: the identity pool ID's prefix.", valueName: "R"))
+    var region: String?
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The Cognito Identity endpoint; default: $AWS_ENDPOINT_URL_COGNITO_IDENTITY, else $AWS_ENDPOINT_URL, else AWS's.",
+            valueName: "URL"))
+    var endpoint: String?
+
+    @Option(
+        name: .customLong("expiry-margin"),
+        help: ArgumentHelp("Credentials count as expired this many seconds before their expiration.", valueName: "SECONDS"))
+    var expiryMargin: Int = 120
+
+    @Flag(name: .long, help: "Log the library's debug messages to stderr (never a secret).")
+    var verbose = false
+
+    func validate() throws {
+        guard expiryMargin >= 0 else {
+            throw ValidationError("--expiry-margin must be 0 or more seconds")
+        }
+        guard !session.isEmpty else { throw ValidationError("--session must not be empty") }
+        if let accessGroup, accessGroup.isEmpty {
+            throw ValidationError("--access-group must not be empty (omit it for the private keystore)")
+        }
+        if let keystore, keystore.isEmpty {
+            throw ValidationError("--keystore must not be empty")
+        }
+    }
+
+    /// A debug logger to stderr with `--verbose`, else none.
+    var logger: Logger? {
+        guard verbose else { return nil }
+        var logger = Logger(label: "federate", factory: { StreamLogHandler.standardError(label: $0) })
+        logger.logLevel = .debug
+        return logger
+    }
+
+    /// The expiry margin as a `Duration`.
+    var margin: Duration { .seconds(expiryMargin) }
+}
+
+/// `--format process|json|env`, for the subcommands that print credentials.
+enum OutputFormat: String, ExpressibleByArgument, CaseIterable, Sendable {
+    /// The AWS `credential_process` JSON.
+    case process
+    /// `process` plus `IdentityId`, `Provider` and `Session`.
+    case json
+    /// `export AWS_…=…` lines for a POSIX shell.
+    case env
+}
+
+/// The `--format` option.
+struct FormatOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("How to print the credentials.", valueName: "process|json|env"))
+    var format: OutputFormat = .process
+}

@@ -1,0 +1,68 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Writes to the standard streams with plain `write(2)`: stdout carries only the
+/// command's result, stderr only diagnostics.
+enum Terminal {
+    /// Writes `text` to stdout as is.
+    ///
+    /// - Throws: exit 1 when stdout cannot take it (closed, disk full): a
+    ///   credential_process must not exit 0 with its output lost.
+    static func out(_ text: String) throws(CLIFailure) {
+        let code = writeAll(text, to: STDOUT_FILENO)
+        guard code == 0 else {
+            throw CLIFailure(.internalError, "could not write the output to stdout: \(String(cString: strerror(code))); check where stdout goes")
+        }
+    }
+
+    /// Writes `federate: <message>` to stderr as exactly one line.
+    static func fail(_ message: String) {
+        _ = writeAll("federate: " + oneLine(message) + "\n", to: STDERR_FILENO)
+    }
+
+    /// A warning or progress note on stderr, one line.
+    static func note(_ message: String) {
+        _ = writeAll("federate: " + oneLine(message) + "\n", to: STDERR_FILENO)
+    }
+
+    /// Ends the process with `status`.
+    static func exit(_ status: ExitStatus) -> Never {
+        #if canImport(Glibc)
+        Glibc.exit(status.rawValue)
+        #elseif canImport(Musl)
+        Musl.exit(status.rawValue)
+        #else
+        Darwin.exit(status.rawValue)
+        #endif
+    }
+
+    /// `text` with line breaks and other control characters replaced by spaces.
+    static func oneLine(_ text: String) -> String {
+        String(String.UnicodeScalarView(text.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? " " : $0 }))
+    }
+
+    /// Writes all of `text`; returns 0, or the `errno` of the failed `write(2)`.
+    private static func writeAll(_ text: String, to descriptor: Int32) -> Int32 {
+        var bytes = Array(text.utf8)
+        let code = bytes.withUnsafeMutableBytes { buffer -> Int32 in
+            var offset = 0
+            while offset < buffer.count {
+                let written = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                offset += written
+            }
+            return 0
+        }
+        // The buffer may have held credentials: wipe it (best effort) before it is freed.
+        for index in bytes.indices { bytes[index] = 0 }
+        return code
+    }
+}

@@ -1,0 +1,277 @@
+import BrokerTestSupport
+import Foundation
+import XCTest
+
+/// The CLI against moto's Cognito Identity, an independent implementation; and the
+/// credential_process interop with boto3.
+///
+/// moto's credentials: access key `TESTACCESSKEY12345`, secret `ABCSECRETKEY`, session
+/// token `ABC12345`, valid 90 s, so reads use `--expiry-margin 0` unless a test wants them expired.
+final class FederateMotoTests: XCTestCase {
+    private var harness: FederateHarness!
+    private var moto: MotoServer!
+
+    static let motoAccessKey = "TESTACCESSKEY12345"
+    static let motoSecret = "ABCSECRETKEY"
+    static let motoSessionToken = "ABC12345"
+    static let developerProvider = "login.broker.test"
+
+    override func setUp() async throws {
+        moto = try MotoServer.start()
+        harness = try FederateHarness()
+        harness.notOnStderr = [Self.motoSecret, Self.motoSessionToken]
+    }
+
+    override func tearDown() async throws {
+        moto?.stop()
+        harness?.cleanUp()
+    }
+
+    private func pool() async throws -> String {
+        try await moto.createIdentityPool(
+            name: "cli-\(UUID().uuidString.prefix(8))",
+            developerProviderName: Self.developerProvider,
+            supportedLoginProviders: ["accounts.google.com": "test-client-id"]
+        )
+    }
+
+    private func googleLogin(pool: String, session: String = "alice", extra: [String] = []) throws -> FederateRun {
+        let token = CannedCognito.jwt(sub: "google-user-\(session)")
+        harness.neverPrinted.append(token)
+        let path = try harness.write(token + "\n", to: "google-token-\(session)")
+        return try harness.run(["login", "--pool-id", pool, "--provider", "google", "--token-file", path, "--endpoint", moto.endpoint, "--session", session] + extra)
+    }
+
+    func testGoogleLoginThenCredentialsInEveryFormat() async throws {
+        let pool = try await pool()
+        let login = try googleLogin(pool: pool)
+        XCTAssertEqual(login.status, 0, "\(login)")
+        let printed = try Output.assertProcessShape(login.stdout)
+        XCTAssertEqual(printed["AccessKeyId"] as? String, Self.motoAccessKey)
+
+        let process = try harness.expect(0, ["credentials", "--session", "alice", "--expiry-margin", "0"])
+        XCTAssertEqual(process.stderr, "")
+        let object = try Output.assertProcessShape(process.stdout)
+        XCTAssertEqual(object["AccessKeyId"] as? String, Self.motoAccessKey)
+        XCTAssertEqual(object["SecretAccessKey"] as? String, Self.motoSecret)
+        XCTAssertEqual(object["SessionToken"] as? String, Self.motoSessionToken)
+        let expiration = try XCTUnwrap(Output.parseISO8601(object["Expiration"] as? String ?? ""))
+        XCTAssertLessThan(expiration.timeIntervalSinceNow, 120, "moto's credentials last 90 s")
+
+        let json = try harness.expect(0, ["credentials", "--session", "alice", "--expiry-margin", "0", "--format", "json"])
+        let jsonObject = try Output.assertProcessShape(json.stdout, extraKeys: ["IdentityId", "Provider", "Session"])
+        let identityId = try XCTUnwrap(jsonObject["IdentityId"] as? String)
+        XCTAssertTrue(identityId.hasPrefix("us-east-1:"), identityId)
+        XCTAssertEqual(jsonObject["Provider"] as? String, "google")
+        XCTAssertEqual(jsonObject["Session"] as? String, "alice")
+
+        let env = try harness.expect(0, ["credentials", "--session", "alice", "--expiry-margin", "0", "--format", "env"])
+        XCTAssertEqual(env.stdout, """
+            export AWS_ACCESS_KEY_ID='\(Self.motoAccessKey)'
+            export AWS_SECRET_ACCESS_KEY='\(Self.motoSecret)'
+            export AWS_SESSION_TOKEN='\(Self.motoSessionToken)'
+
+            """)
+
+        let status = try Output.jsonObject(try harness.expect(0, ["status", "--session", "alice", "--expiry-margin", "0"]).stdout)
+        XCTAssertEqual(status["state"] as? String, "federated")
+        XCTAssertEqual(status["identityId"] as? String, identityId)
+        XCTAssertEqual(status["provider"] as? String, "google")
+        XCTAssertEqual(status["expiration"] as? String, object["Expiration"] as? String)
+    }
+
+    func testDeveloperLoginWithIdentityIdFromStdin() async throws {
+        let pool = try await pool()
+        let developer = try await moto.developerToken(poolId: pool, developerProviderName: Self.developerProvider, userId: "dev-user-1")
+        harness.neverPrinted = [developer.token]
+        let login = try harness.expect(0, [
+            "login", "--pool-id", pool, "--provider", "developer", "--identity-id", developer.identityId,
+            "--token-stdin", "--endpoint", moto.endpoint, "--session", "dev", "--format", "json", "--expiry-margin", "0",
+        ], stdin: developer.token + "\n")
+        let object = try Output.assertProcessShape(login.stdout, extraKeys: ["IdentityId", "Provider", "Session"])
+        XCTAssertEqual(object["IdentityId"] as? String, developer.identityId)
+        XCTAssertEqual(object["Provider"] as? String, "developer")
+        let credentials = try harness.expect(0, ["credentials", "--session", "dev", "--expiry-margin", "0", "--format", "json"])
+        XCTAssertEqual(try Output.jsonObject(credentials.stdout)["IdentityId"] as? String, developer.identityId)
+    }
+
+    func testGuestThenLoginLinksTheIdentity() async throws {
+        let pool = try await pool()
+        let guest = try harness.expect(0, ["guest", "--pool-id", pool, "--endpoint", moto.endpoint, "--session", "g", "--format", "json", "--expiry-margin", "0"])
+        let guestId = try XCTUnwrap(try Output.jsonObject(guest.stdout)["IdentityId"] as? String)
+        var status = try Output.jsonObject(try harness.expect(0, ["status", "--session", "g", "--expiry-margin", "0"]).stdout)
+        XCTAssertEqual(status["provider"] as? String, "guest")
+        XCTAssertEqual(status["identityId"] as? String, guestId)
+        XCTAssertEqual(try googleLogin(pool: pool, session: "g", extra: ["--expiry-margin", "0"]).status, 0)
+        status = try Output.jsonObject(try harness.expect(0, ["status", "--session", "g", "--expiry-margin", "0"]).stdout)
+        XCTAssertEqual(status["provider"] as? String, "google")
+        XCTAssertEqual(status["identityId"] as? String, guestId, "the login is linked to the guest identity")
+    }
+
+    func testClearThenCredentialsExitsThree() async throws {
+        let pool = try await pool()
+        XCTAssertEqual(try googleLogin(pool: pool).status, 0)
+        try harness.expect(0, ["credentials", "--session", "alice", "--expiry-margin", "0"])
+        try harness.expect(0, ["clear", "--session", "alice"])
+        try harness.expect(3, ["credentials", "--session", "alice", "--expiry-margin", "0"])
+    }
+
+    func testMotoCredentialsInsideTheDefaultMarginAreExpired() async throws {
+        let pool = try await pool()
+        let login = try googleLogin(pool: pool)  // default --expiry-margin 120 > moto's 90 s
+        XCTAssertEqual(login.status, 0, "\(login)")
+        try harness.expect(3, ["credentials", "--session", "alice", "--expiry-margin", "120"])
+        let status = try Output.jsonObject(try harness.expect(0, ["status", "--session", "alice"]).stdout)
+        XCTAssertEqual(status["state"] as? String, "expired")
+    }
+
+    func testMigrateMovesTheSessionToAnAccessGroup() async throws {
+        let pool = try await pool()
+        XCTAssertEqual(try googleLogin(pool: pool).status, 0)
+        let migrate = try harness.expect(0, ["migrate", "--from", "none", "--to", "team"])
+        XCTAssertEqual(migrate.stdout, "")
+        let moved = try harness.expect(0, ["credentials", "--session", "alice", "--access-group", "team", "--expiry-margin", "0"])
+        XCTAssertEqual(try Output.assertProcessShape(moved.stdout)["AccessKeyId"] as? String, Self.motoAccessKey)
+        try harness.expect(3, ["credentials", "--session", "alice", "--expiry-margin", "0"])
+        // And back.
+        try harness.expect(0, ["migrate", "--from", "team", "--to", "none"])
+        try harness.expect(0, ["credentials", "--session", "alice", "--expiry-margin", "0"])
+        try harness.expect(3, ["credentials", "--session", "alice", "--access-group", "team", "--expiry-margin", "0"])
+    }
+
+    func testNoRunLeaksATokenOrSecret() async throws {
+        // Every run in this class is already checked by the harness; this test adds the
+        // failure paths that echo service messages.
+        let pool = try await pool()
+        let token = CannedCognito.jwt(sub: "leak-check")
+        harness.neverPrinted = [token]
+        _ = try harness.run(["login", "--pool-id", pool, "--provider", "oidc:unknown.example.com", "--token-stdin", "--endpoint", moto.endpoint, "--verbose"], stdin: token)
+        _ = try harness.run(["login", "--pool-id", pool, "--provider", "google", "--token-stdin", "--endpoint", moto.endpoint, "--verbose"], stdin: token)
+        _ = try harness.run(["credentials", "--verbose", "--expiry-margin", "0"])
+        _ = try harness.run(["status", "--verbose"])
+        XCTAssertGreaterThanOrEqual(harness.runs.count, 4)
+    }
+
+    // MARK: - credential_process
+
+    func testBoto3UsesCredentialsAsCredentialProcess() async throws {
+        try Self.requireBoto3()
+        let pool = try await pool()
+        XCTAssertEqual(try googleLogin(pool: pool).status, 0)
+
+        let command = [harness.binary, "credentials", "--session", "alice", "--keystore", harness.keystore, "--expiry-margin", "0"]
+            .map(Self.shellQuoted).joined(separator: " ")
+        let config = try harness.write("""
+            [profile alice]
+            credential_process = \(command)
+            region = us-east-1
+
+            """, to: "aws-config")
+        let script = try harness.write("""
+            import json, sys
+            import boto3
+            session = boto3.Session(profile_name="alice")
+            frozen = session.get_credentials().get_frozen_credentials()
+            sts = session.client("sts", endpoint_url=sys.argv[1], region_name="us-east-1")
+            identity = sts.get_caller_identity()
+            print(json.dumps({
+                "access_key": frozen.access_key,
+                "secret_matches": frozen.secret_key == sys.argv[2],
+                "token_matches": frozen.token == sys.argv[3],
+                "account": identity.get("Account"),
+            }))
+
+            """, to: "check_boto3.py")
+        let output = try Self.python([script, moto.endpoint, Self.motoSecret, Self.motoSessionToken], environment: [
+            "AWS_CONFIG_FILE": config,
+            "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+            "AWS_EC2_METADATA_DISABLED": "true",
+            "HOME": harness.directory,
+            "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
+        ])
+        XCTAssertEqual(output.status, 0, "boto3 failed: \(output.stderr.suffix(800))")
+        let result = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any], output.stdout)
+        XCTAssertEqual(result["access_key"] as? String, Self.motoAccessKey)
+        XCTAssertEqual(result["secret_matches"] as? Bool, true)
+        XCTAssertEqual(result["token_matches"] as? Bool, true)
+        XCTAssertNotNil(result["account"] as? String, "STS GetCallerIdentity answered")
+    }
+
+    func testBoto3ReportsAnExpiredSession() async throws {
+        try Self.requireBoto3()
+        let pool = try await pool()
+        XCTAssertEqual(try googleLogin(pool: pool).status, 0)
+        // With the default 120 s margin moto's 90 s credentials count as expired: exit 3, which boto3 surfaces.
+        let command = [harness.binary, "credentials", "--session", "alice", "--keystore", harness.keystore]
+            .map(Self.shellQuoted).joined(separator: " ")
+        let config = try harness.write("[profile alice]\ncredential_process = \(command)\n", to: "aws-config-expired")
+        let script = try harness.write("""
+            import boto3
+            try:
+                boto3.Session(profile_name="alice").get_credentials().get_frozen_credentials()
+            except Exception as error:
+                print(type(error).__name__)
+                print(str(error))
+
+            """, to: "check_expired.py")
+        let output = try Self.python([script], environment: [
+            "AWS_CONFIG_FILE": config, "AWS_SHARED_CREDENTIALS_FILE": "/dev/null", "AWS_EC2_METADATA_DISABLED": "true",
+            "HOME": harness.directory, "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
+        ])
+        XCTAssertTrue(output.stdout.contains("CredentialRetrievalError"), output.stdout + output.stderr.suffix(400))
+        XCTAssertTrue(output.stdout.contains("expired"), "boto3 shows federate's one-line reason: \(output.stdout)")
+        XCTAssertFalse(output.stdout.contains(Self.motoSecret))
+    }
+
+    // MARK: - Helpers
+
+    private static func shellQuoted(_ text: String) -> String {
+        "'" + text.replacingOccurrences(of: "'", with: #"'\''"#) + "'"
+    }
+
+    private static func requireBoto3() throws {
+        let probe = try python(["-c", "import boto3"], environment: ProcessInfo.processInfo.environment)
+        guard probe.status == 0 else {
+            if ProcessInfo.processInfo.environment["CI"] == "true" {
+                XCTFail("boto3 cannot be imported: \(probe.stderr.suffix(300))")
+            }
+            throw XCTSkip("boto3 is not installed (pip install boto3)")
+        }
+    }
+
+    private static func python(_ arguments: [String], environment: [String: String]) throws -> (status: Int32, stdout: String, stderr: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3"] + arguments
+        process.environment = environment
+        let out = FileManager.default.temporaryDirectory.appendingPathComponent("federate-py-\(UUID().uuidString).out")
+        let err = FileManager.default.temporaryDirectory.appendingPathComponent("federate-py-\(UUID().uuidString).err")
+        _ = FileManager.default.createFile(atPath: out.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: err.path, contents: nil)
+        defer {
+            try? FileManager.default.removeItem(at: out)
+            try? FileManager.default.removeItem(at: err)
+        }
+        let outHandle = try FileHandle(forWritingTo: out)
+        let errHandle = try FileHandle(forWritingTo: err)
+        defer {
+            try? outHandle.close()
+            try? errHandle.close()
+        }
+        process.standardOutput = outHandle
+        process.standardError = errHandle
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let deadline = Date().addingTimeInterval(120)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)  // never SIGTERM: it may be blocked in the child
+        }
+        process.waitUntilExit()
+        return (
+            process.terminationStatus,
+            (try? String(contentsOf: out, encoding: .utf8)) ?? "",
+            (try? String(contentsOf: err, encoding: .utf8)) ?? ""
+        )
+    }
+}

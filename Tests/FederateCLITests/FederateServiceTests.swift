@@ -1,0 +1,274 @@
+import BrokerTestSupport
+import Foundation
+import XCTest
+
+/// Login, output formats and exits 3, 4 and 5 against loopback stand-ins for the service.
+final class FederateServiceTests: XCTestCase {
+    private var harness: FederateHarness!
+
+    override func setUpWithError() throws {
+        harness = try FederateHarness()
+        harness.notOnStderr = [CannedCognito.secretKey, CannedCognito.sessionToken]
+    }
+
+    override func tearDown() {
+        harness?.cleanUp()
+    }
+
+    private func login(_ server: LoopbackHTTPServer, session: String = "alice", extra: [String] = [], token: String = CannedCognito.jwt()) throws -> FederateRun {
+        harness.neverPrinted.append(token)
+        return try harness.run(
+            ["login", "--pool-id", CannedCognito.poolId, "--provider", "google", "--token-stdin", "--endpoint", server.url(), "--session", session] + extra,
+            stdin: token + "\n")
+    }
+
+    func testLoginThenCredentialsInEveryFormat() throws {
+        let server = try CannedCognito.healthy()
+        defer { server.stop() }
+        let login = try login(server)
+        XCTAssertEqual(login.status, 0, "\(login)")
+        XCTAssertEqual(login.stderr, "")
+        let printed = try Output.assertProcessShape(login.stdout)
+        XCTAssertEqual(printed["AccessKeyId"] as? String, CannedCognito.accessKeyId)
+
+        let process = try harness.expect(0, ["credentials", "--session", "alice"])
+        XCTAssertEqual(process.stderr, "")
+        let object = try Output.assertProcessShape(process.stdout)
+        XCTAssertEqual(object["AccessKeyId"] as? String, CannedCognito.accessKeyId)
+        XCTAssertEqual(object["SecretAccessKey"] as? String, CannedCognito.secretKey)
+        XCTAssertEqual(object["SessionToken"] as? String, CannedCognito.sessionToken)
+        XCTAssertTrue(process.stdout.hasPrefix(#"{"Version":1,"AccessKeyId":"#), process.stdout.prefix(40).description)
+        let expiration = try XCTUnwrap(Output.parseISO8601(object["Expiration"] as? String ?? ""))
+        XCTAssertGreaterThan(expiration.timeIntervalSinceNow, 3000)
+        XCTAssertLessThan(expiration.timeIntervalSinceNow, 3700)
+
+        let json = try harness.expect(0, ["credentials", "--session", "alice", "--format", "json"])
+        let jsonObject = try Output.assertProcessShape(json.stdout, extraKeys: ["IdentityId", "Provider", "Session"])
+        XCTAssertEqual(jsonObject["IdentityId"] as? String, CannedCognito.identityId)
+        XCTAssertEqual(jsonObject["Provider"] as? String, "google")
+        XCTAssertEqual(jsonObject["Session"] as? String, "alice")
+
+        let env = try harness.expect(0, ["credentials", "--session", "alice", "--format", "env"])
+        XCTAssertEqual(env.stdout, """
+            export AWS_ACCESS_KEY_ID='\(CannedCognito.accessKeyId)'
+            export AWS_SECRET_ACCESS_KEY='\(CannedCognito.secretKey)'
+            export AWS_SESSION_TOKEN='\(CannedCognito.sessionToken)'
+
+            """)
+        XCTAssertEqual(env.stderr, "")
+
+        let status = try harness.expect(0, ["status", "--session", "alice"])
+        let state = try Output.jsonObject(status.stdout)
+        XCTAssertEqual(Set(state.keys), ["session", "state", "identityId", "provider", "expiration"])
+        XCTAssertEqual(state["state"] as? String, "federated")
+        XCTAssertEqual(state["identityId"] as? String, CannedCognito.identityId)
+        XCTAssertEqual(state["provider"] as? String, "google")
+        XCTAssertEqual(state["expiration"] as? String, object["Expiration"] as? String)
+    }
+
+    func testEnvFormatQuotesForTheShell() throws {
+        let secret = "it's $HOME `x` \"q\""
+        let server = try LoopbackHTTPServer { request in
+            if request.header("X-Amz-Target") == "AWSCognitoIdentityService.GetId" {
+                return .json(#"{"IdentityId":"\#(CannedCognito.identityId)"}"#)
+            }
+            let expiration = Date().timeIntervalSince1970 + 3600
+            return .json(#"{"IdentityId":"\#(CannedCognito.identityId)","Credentials":{"AccessKeyId":"AK","SecretKey":"it's $HOME `x` \"q\"","SessionToken":"ST","Expiration":\#(expiration)}}"#)
+        }
+        defer { server.stop() }
+        let result = try login(server, extra: ["--format", "env"])
+        XCTAssertEqual(result.status, 0, "\(result)")
+        let script = harness.directory + "/check.sh"
+        try Data((result.stdout + "printf '%s' \"$AWS_SECRET_ACCESS_KEY\"\n").utf8).write(to: URL(fileURLWithPath: script))
+        let shell = Process()
+        shell.executableURL = URL(fileURLWithPath: "/bin/sh")
+        shell.arguments = [script]
+        let pipe = Pipe()
+        shell.standardOutput = pipe
+        try shell.run()
+        let output = pipe.fileHandleForReading.readDataToEndOfFile()
+        shell.waitUntilExit()
+        XCTAssertEqual(String(decoding: output, as: UTF8.self), secret)
+    }
+
+    func testTokenFileWithTrailingNewlineIsSentWithoutIt() throws {
+        let server = try CannedCognito.healthy()
+        defer { server.stop() }
+        let token = CannedCognito.jwt()
+        harness.neverPrinted = [token]
+        let path = try harness.write(token + "\n", to: "token")
+        try harness.expect(0, ["login", "--pool-id", CannedCognito.poolId, "--provider", "google", "--token-file", path, "--endpoint", server.url()])
+        let getId = try XCTUnwrap(server.requests.first { $0.header("X-Amz-Target") == "AWSCognitoIdentityService.GetId" })
+        let body = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(getId.body)) as? [String: Any])
+        XCTAssertEqual((body["Logins"] as? [String: String])?["accounts.google.com"], token)
+        XCTAssertEqual(body["IdentityPoolId"] as? String, CannedCognito.poolId)
+    }
+
+    func testDeveloperLoginWithIdentityIdSkipsGetId() throws {
+        let server = try CannedCognito.healthy()
+        defer { server.stop() }
+        let developerId = "us-east-1:dddddddd-0000-0000-0000-000000000001"
+        let token = CannedCognito.jwt(sub: developerId)
+        harness.neverPrinted = [token]
+        let result = try harness.expect(0, [
+            "login", "--pool-id", CannedCognito.poolId, "--provider", "developer", "--identity-id", developerId,
+            "--token-stdin", "--endpoint", server.url(), "--format", "json",
+        ], stdin: token)
+        let object = try Output.assertProcessShape(result.stdout, extraKeys: ["IdentityId", "Provider", "Session"])
+        XCTAssertEqual(object["IdentityId"] as? String, developerId)
+        XCTAssertEqual(object["Provider"] as? String, "developer")
+        XCTAssertEqual(server.requests.map { $0.header("X-Amz-Target") }, ["AWSCognitoIdentityService.GetCredentialsForIdentity"])
+    }
+
+    func testCredentialsNeverCallTheNetwork() throws {
+        let server = try CannedCognito.healthy()
+        _ = try login(server)
+        server.stop()
+        let requestsBefore = server.requestCount
+        // The service is gone, and the environment points elsewhere: credentials still come from the keystore.
+        let result = try harness.expect(0, ["credentials", "--session", "alice", "--endpoint", "http://127.0.0.1:1/"],
+                                        environment: ["AWS_ENDPOINT_URL": "not a url", "AWS_ENDPOINT_URL_COGNITO_IDENTITY": "http://127.0.0.1:1/"])
+        try Output.assertProcessShape(result.stdout)
+        XCTAssertEqual(server.requestCount, requestsBefore)
+    }
+
+    func testGuestThenStatus() throws {
+        let server = try CannedCognito.healthy()
+        defer { server.stop() }
+        let guest = try harness.expect(0, ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", server.url(), "--session", "visitor", "--format", "json"])
+        let object = try Output.assertProcessShape(guest.stdout, extraKeys: ["IdentityId", "Provider", "Session"])
+        XCTAssertEqual(object["Provider"] as? String, "guest")
+        XCTAssertEqual(object["Session"] as? String, "visitor")
+        let getId = try XCTUnwrap(server.requests.first)
+        XCTAssertFalse(getId.bodyText.contains("Logins"), "a guest GetId carries no Logins")
+        let status = try Output.jsonObject(try harness.expect(0, ["status", "--session", "visitor"]).stdout)
+        XCTAssertEqual(status["state"] as? String, "federated")
+        XCTAssertEqual(status["provider"] as? String, "guest")
+    }
+
+    func testClearThenCredentialsExitsThree() throws {
+        let server = try CannedCognito.healthy()
+        defer { server.stop() }
+        XCTAssertEqual(try login(server).status, 0)
+        XCTAssertEqual(try login(server, session: "bob").status, 0)
+        try harness.expect(0, ["credentials", "--session", "alice"])
+        let clear = try harness.expect(0, ["clear", "--session", "alice"])
+        XCTAssertEqual(clear.stdout, "")
+        try harness.expect(3, ["credentials", "--session", "alice"])
+        let status = try Output.jsonObject(try harness.expect(0, ["status", "--session", "alice"]).stdout)
+        XCTAssertEqual(status["state"] as? String, "notFederated")
+        try harness.expect(0, ["credentials", "--session", "bob"])  // other sessions untouched
+    }
+
+    func testExpiredSessionExitsThree() throws {
+        // 90 s credentials, as moto issues, inside the default 120 s margin.
+        let server = try CannedCognito.healthy(lifetime: 90)
+        defer { server.stop() }
+        let login = try login(server)
+        XCTAssertEqual(login.status, 0, "\(login)")
+        try Output.assertProcessShape(login.stdout)
+        XCTAssertTrue(login.stderr.contains("warning"), "login warns that the credentials are inside the margin: \(login)")
+        let expired = try harness.expect(3, ["credentials", "--session", "alice"])
+        XCTAssertTrue(expired.stderr.contains("expired"), "\(expired)")
+        try harness.expect(3, ["credentials", "--session", "alice", "--expiry-margin", "120"])
+        let status = try Output.jsonObject(try harness.expect(0, ["status", "--session", "alice"]).stdout)
+        XCTAssertEqual(status["state"] as? String, "expired")
+        // A smaller margin accepts them.
+        try harness.expect(0, ["credentials", "--session", "alice", "--expiry-margin", "10"])
+    }
+
+    func testNotAuthorizedExitsFourAndKeepsThePreviousSession() throws {
+        let healthy = try CannedCognito.healthy()
+        defer { healthy.stop() }
+        XCTAssertEqual(try login(healthy).status, 0)
+        let rejecting = try CannedCognito.failing(status: 400, type: "NotAuthorizedException", message: "Invalid login token.")
+        defer { rejecting.stop() }
+        let rejected = try login(rejecting)
+        XCTAssertEqual(rejected.status, 4, "\(rejected)")
+        harness.assertOneErrorLine(rejected)
+        XCTAssertEqual(rejected.stdout, "")
+        XCTAssertTrue(rejected.stderr.contains("NotAuthorized"), "\(rejected)")
+        // Not retried: GetCredentialsForIdentity with the cached identity ID, then GetId once
+        // (the library drops a cached ID the service rejects), and no more.
+        XCTAssertEqual(rejecting.requestCount, 2)
+        // A session with no cached ID: one GetId, rejected, not retried.
+        let fresh = try login(rejecting, session: "fresh")
+        XCTAssertEqual(fresh.status, 4, "\(fresh)")
+        XCTAssertEqual(rejecting.requestCount, 3)
+        try harness.expect(3, ["credentials", "--session", "fresh"])
+        try harness.expect(0, ["credentials", "--session", "alice"])
+    }
+
+    func testServiceRejectionsExitFour() throws {
+        for (type, status) in [("InvalidIdentityPoolConfigurationException", 400), ("ResourceNotFoundException", 400), ("InvalidParameterException", 400)] {
+            let server = try CannedCognito.failing(status: status, type: type, message: "no")
+            defer { server.stop() }
+            try harness.expect(4, ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", server.url()])
+        }
+    }
+
+    func testTerminatedIdentityExitsFourUntilCleared() throws {
+        let server = try CannedCognito.failingCredentials(status: 400, type: "ResourceNotFoundException", message: "Identity not found")
+        defer { server.stop() }
+        let token = CannedCognito.jwt()
+        harness.neverPrinted = [token]
+        try harness.expect(4, ["login", "--pool-id", CannedCognito.poolId, "--provider", "developer", "--identity-id", CannedCognito.identityId,
+                               "--token-stdin", "--endpoint", server.url(), "--session", "gone"], stdin: token)
+        let status = try Output.jsonObject(try harness.expect(0, ["status", "--session", "gone"]).stdout)
+        XCTAssertEqual(status["state"] as? String, "terminated")
+        let credentials = try harness.expect(4, ["credentials", "--session", "gone"])
+        XCTAssertTrue(credentials.stderr.contains("clear"), "the error says what to do: \(credentials)")
+        try harness.expect(0, ["clear", "--session", "gone"])
+        try harness.expect(3, ["credentials", "--session", "gone"])
+    }
+
+    func testServiceUnavailableExitsFiveAfterRetries() throws {
+        let server = try CannedCognito.failing(status: 503, type: "ServiceUnavailableException", message: "down")
+        defer { server.stop() }
+        let result = try harness.expect(5, ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", server.url()])
+        XCTAssertTrue(result.stderr.contains("try again"), "\(result)")
+        XCTAssertEqual(server.requestCount, 3, "the default policy makes 3 attempts")
+        try harness.expect(3, ["credentials"])
+    }
+
+    func testThrottlingExitsFive() throws {
+        let server = try CannedCognito.failing(status: 429, type: "TooManyRequestsException", message: "slow down")
+        defer { server.stop() }
+        try harness.expect(5, ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", server.url()])
+    }
+
+    func testClosedPortExitsFive() throws {
+        let port = try freeLoopbackPort()
+        try harness.expect(5, ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", "http://127.0.0.1:\(port)/"])
+    }
+
+    func testUnwritableStdoutExitsOne() throws {
+        guard FileManager.default.isWritableFile(atPath: "/dev/full") else { throw XCTSkip("no /dev/full") }
+        let server = try CannedCognito.healthy()
+        defer { server.stop() }
+        XCTAssertEqual(try login(server).status, 0)
+        // A credential_process whose output is lost must not exit 0.
+        let result = try harness.run(["credentials", "--session", "alice"], stdoutDevice: "/dev/full")
+        XCTAssertEqual(result.status, 1, "\(result)")
+        harness.assertOneErrorLine(result)
+        XCTAssertTrue(result.stderr.contains("stdout"), "\(result)")
+    }
+
+    func testDefaultKeystoreLocations() throws {
+        let server = try CannedCognito.healthy()
+        defer { server.stop() }
+        let guest = ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", server.url()]
+        // $HOME/.local/share/identity-broker
+        try harness.expect(0, guest, environment: ["IDENTITY_BROKER_KEYSTORE": nil])
+        XCTAssertTrue(FileManager.default.fileExists(atPath: harness.directory + "/.local/share/identity-broker/state"))
+        try harness.expect(0, ["credentials"], environment: ["IDENTITY_BROKER_KEYSTORE": nil])
+        // $XDG_DATA_HOME/identity-broker
+        let xdg = harness.directory + "/xdg"
+        try harness.expect(3, ["credentials"], environment: ["IDENTITY_BROKER_KEYSTORE": nil, "XDG_DATA_HOME": xdg])
+        try harness.expect(0, guest, environment: ["IDENTITY_BROKER_KEYSTORE": nil, "XDG_DATA_HOME": xdg])
+        XCTAssertTrue(FileManager.default.fileExists(atPath: xdg + "/identity-broker/state"))
+        // $IDENTITY_BROKER_KEYSTORE wins over both; --keystore over all.
+        try harness.expect(3, ["credentials"], environment: ["XDG_DATA_HOME": xdg])
+        try harness.expect(0, ["credentials", "--keystore", xdg + "/identity-broker"])
+    }
+}

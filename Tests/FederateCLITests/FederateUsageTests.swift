@@ -1,0 +1,123 @@
+import BrokerTestSupport
+import Foundation
+import XCTest
+
+/// Exit 2 (usage and bad local input), help, and the commands that need no service.
+final class FederateUsageTests: XCTestCase {
+    private var harness: FederateHarness!
+
+    override func setUpWithError() throws {
+        harness = try FederateHarness()
+    }
+
+    override func tearDown() {
+        harness?.cleanUp()
+    }
+
+    func testHelpPrintsToStdoutAndExitsZero() throws {
+        let help = try harness.run(["--help"])
+        XCTAssertEqual(help.status, 0, "\(help)")
+        XCTAssertTrue(help.stdout.contains("login"))
+        XCTAssertTrue(help.stdout.contains("credentials"))
+        XCTAssertEqual(help.stderr, "")
+        let loginHelp = try harness.run(["login", "--help"])
+        XCTAssertEqual(loginHelp.status, 0, "\(loginHelp)")
+        XCTAssertTrue(loginHelp.stdout.contains("--token-stdin"))
+        XCTAssertTrue(loginHelp.stdout.contains("--expiry-margin"))
+    }
+
+    func testUnknownSubcommandExitsTwo() throws {
+        try harness.expect(2, ["frobnicate"])
+    }
+
+    func testNoSubcommandExitsTwo() throws {
+        try harness.expect(2, [])
+    }
+
+    func testUnknownOptionExitsTwo() throws {
+        try harness.expect(2, ["credentials", "--no-such-option"])
+        try harness.expect(2, ["status", "--format", "json"])  // status has no --format
+    }
+
+    func testBadOptionValuesExitTwo() throws {
+        try harness.expect(2, ["credentials", "--format", "yaml"])
+        try harness.expect(2, ["credentials", "--expiry-margin", "soon"])
+        try harness.expect(2, ["credentials", "--expiry-margin=-5"])
+        try harness.expect(2, ["login", "--pool-id", CannedCognito.poolId, "--provider", "myspace", "--token-stdin"], stdin: "x")
+        try harness.expect(2, ["login", "--pool-id", CannedCognito.poolId, "--provider", "oidc:", "--token-stdin"], stdin: "x")
+        try harness.expect(2, ["migrate", "--from", "none"])
+    }
+
+    func testLoginNeedsExactlyOneTokenSource() throws {
+        let path = try harness.write(CannedCognito.jwt(), to: "token")
+        try harness.expect(2, ["login", "--pool-id", CannedCognito.poolId, "--provider", "google"])
+        try harness.expect(2, ["login", "--pool-id", CannedCognito.poolId, "--provider", "google", "--token-file", path, "--token-stdin"])
+    }
+
+    func testUnreadableTokenFileExitsTwoWithoutNetwork() throws {
+        let server = try CannedCognito.healthy()
+        defer { server.stop() }
+        let base = ["login", "--pool-id", CannedCognito.poolId, "--provider", "google", "--endpoint", server.url()]
+        let missing = try harness.expect(2, base + ["--token-file", harness.directory + "/no-such-token"])
+        XCTAssertTrue(missing.stderr.contains("no-such-token"), "the error names the file: \(missing)")
+        try harness.expect(2, base + ["--token-file", harness.directory])  // a directory
+        let empty = try harness.write("\n", to: "empty-token")
+        try harness.expect(2, base + ["--token-file", empty])
+        try harness.expect(2, base + ["--token-stdin"], stdin: "")
+        XCTAssertEqual(server.requestCount, 0)
+    }
+
+    func testMalformedJWTForOIDCExitsTwoWithoutNetwork() throws {
+        let server = try CannedCognito.healthy()
+        defer { server.stop() }
+        let token = "this-is-not-a-jwt-SECRETISH"
+        harness.neverPrinted = [token]
+        let path = try harness.write(token + "\n", to: "token")
+        try harness.expect(2, ["login", "--pool-id", CannedCognito.poolId, "--provider", "oidc:login.example.com", "--token-file", path, "--endpoint", server.url()])
+        // Well-formed segments that do not decode to JSON.
+        try harness.expect(2, ["login", "--pool-id", CannedCognito.poolId, "--provider", "oidc:login.example.com", "--token-stdin", "--endpoint", server.url()], stdin: "aGVsbG8.d29ybGQ.c2ln\n")
+        // A developer token without --identity-id is a JWT too.
+        try harness.expect(2, ["login", "--pool-id", CannedCognito.poolId, "--provider", "developer", "--token-stdin", "--endpoint", server.url()], stdin: token)
+        // A long-expired JWT.
+        let expired = TestJWT.make(sub: "u", exp: Date().addingTimeInterval(-86_400))
+        harness.neverPrinted.append(expired)
+        try harness.expect(2, ["login", "--pool-id", CannedCognito.poolId, "--provider", "google", "--token-stdin", "--endpoint", server.url()], stdin: expired)
+        XCTAssertEqual(server.requestCount, 0, "a token failing the local check must not reach the service")
+    }
+
+    func testInvalidPoolIdOrEndpointExitsTwo() throws {
+        let token = CannedCognito.jwt()
+        harness.neverPrinted = [token]
+        try harness.expect(2, ["login", "--pool-id", "not-a-pool", "--provider", "google", "--token-stdin"], stdin: token)
+        try harness.expect(2, ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", "ftp://127.0.0.1/"])
+        try harness.expect(2, ["guest", "--pool-id", CannedCognito.poolId, "--region", "Mars"])
+    }
+
+    func testCredentialsWithoutSessionExitsThree() throws {
+        // No keystore at all: nothing is created.
+        let none = try harness.expect(3, ["credentials", "--session", "alice"])
+        XCTAssertTrue(none.stderr.contains("alice"), "\(none)")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: harness.keystore), "credentials must not create the keystore")
+        // An existing keystore without that session.
+        let server = try CannedCognito.healthy()
+        defer { server.stop() }
+        try harness.expect(0, ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", server.url(), "--session", "bob"])
+        try harness.expect(3, ["credentials", "--session", "alice"])
+    }
+
+    func testStatusOfUnknownSessionIsNotFederated() throws {
+        let result = try harness.expect(0, ["status", "--session", "nobody"])
+        let object = try Output.jsonObject(result.stdout)
+        XCTAssertEqual(object["session"] as? String, "nobody")
+        XCTAssertEqual(object["state"] as? String, "notFederated")
+        XCTAssertTrue(object["identityId"] is NSNull)
+        XCTAssertTrue(object["provider"] is NSNull)
+        XCTAssertTrue(object["expiration"] is NSNull)
+        XCTAssertEqual(result.stderr, "")
+    }
+
+    func testClearOfUnknownSessionSucceeds() throws {
+        let result = try harness.expect(0, ["clear", "--session", "nobody"])
+        XCTAssertEqual(result.stdout, "")
+    }
+}

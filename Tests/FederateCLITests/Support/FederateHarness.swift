@@ -1,0 +1,246 @@
+import Foundation
+import XCTest
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One finished run of `federate`.
+struct FederateRun: CustomStringConvertible {
+    var arguments: [String]
+    var status: Int32
+    var stdout: String
+    var stderr: String
+
+    /// For assertion messages: arguments, exit code and stderr (stdout may hold credentials).
+    var description: String {
+        "federate \(arguments.joined(separator: " ")) → exit \(status), stderr: \(stderr.debugDescription)"
+    }
+}
+
+/// Runs the built `federate` as a subprocess in an isolated environment: a private
+/// temporary directory as `HOME`, a keystore under it, no AWS or XDG variables.
+///
+/// Every run is checked for leaks: the strings in ``neverPrinted`` must not appear in
+/// stdout or stderr; those in ``notOnStderr`` must not appear in stderr, nor in stdout
+/// except for commands whose output is the credentials (`login`, `guest`, `credentials`).
+final class FederateHarness {
+    let binary: String
+    /// A fresh 0700 directory, removed by ``cleanUp()``.
+    let directory: String
+    /// The keystore directory (`IDENTITY_BROKER_KEYSTORE`), not created up front.
+    let keystore: String
+    /// The child's environment.
+    var environment: [String: String]
+    /// Never in any output: provider tokens, keystore keys.
+    var neverPrinted: [String] = []
+    /// Never on stderr, and on stdout only where credentials are the output.
+    var notOnStderr: [String] = []
+    /// Every run so far.
+    private(set) var runs: [FederateRun] = []
+
+    init() throws {
+        binary = try FederateBinary.locate()
+        let template = FileManager.default.temporaryDirectory.appendingPathComponent("federate-cli-XXXXXX").path
+        var bytes = Array(template.utf8CString)
+        guard mkdtemp(&bytes) != nil else { throw HarnessError("mkdtemp failed: errno \(errno)") }
+        directory = String(decoding: bytes.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        keystore = directory + "/keystore"
+        var environment: [String: String] = [
+            "HOME": directory,
+            "IDENTITY_BROKER_KEYSTORE": keystore,
+            "LANG": "C.UTF-8",
+        ]
+        let inherited = ProcessInfo.processInfo.environment
+        for name in ["PATH", "LD_LIBRARY_PATH", "TMPDIR"] {
+            if let value = inherited[name] { environment[name] = value }
+        }
+        self.environment = environment
+    }
+
+    func cleanUp() {
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// Writes `text` to a new file in ``directory`` and returns its path.
+    func write(_ text: String, to name: String) throws -> String {
+        let path = directory + "/" + name
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    /// Runs `federate arguments…`, killing it (SIGKILL) after `timeout` seconds.
+    ///
+    /// SIGKILL, never SIGTERM: a child spawned from a Swift concurrency thread inherits
+    /// that thread's blocked-signal mask, SIGTERM included.
+    @discardableResult
+    func run(
+        _ arguments: [String],
+        stdin: String? = nil,
+        environment overrides: [String: String?] = [:],
+        stdoutDevice: String? = nil,
+        timeout: TimeInterval = 60,
+        file: StaticString = #filePath,
+        line: UInt = #line
+    ) throws -> FederateRun {
+        let tag = UUID().uuidString
+        let outPath = directory + "/.out-\(tag)"
+        let errPath = directory + "/.err-\(tag)"
+        defer {
+            try? FileManager.default.removeItem(atPath: outPath)
+            try? FileManager.default.removeItem(atPath: errPath)
+        }
+        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
+
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = arguments
+        var environment = self.environment
+        for (name, value) in overrides { environment[name] = value }
+        process.environment = environment
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        let outHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
+        let errHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
+        defer {
+            try? outHandle.close()
+            try? errHandle.close()
+        }
+        process.standardOutput = outHandle
+        if let stdoutDevice {
+            process.standardOutput = FileHandle(forWritingAtPath: stdoutDevice)
+        }
+        process.standardError = errHandle
+        var inPath: String?
+        if let stdin {
+            let path = directory + "/.in-\(tag)"
+            try Data(stdin.utf8).write(to: URL(fileURLWithPath: path))
+            inPath = path
+            process.standardInput = FileHandle(forReadingAtPath: path)
+        } else {
+            process.standardInput = FileHandle.nullDevice
+        }
+        defer { if let inPath { try? FileManager.default.removeItem(atPath: inPath) } }
+
+        try process.run()
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline {
+            usleep(5_000)
+        }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            XCTFail("federate \(arguments.joined(separator: " ")) did not finish within \(timeout) s", file: file, line: line)
+        }
+        process.waitUntilExit()
+        let result = FederateRun(
+            arguments: arguments,
+            status: process.terminationReason == .exit ? process.terminationStatus : 128 + process.terminationStatus,
+            stdout: (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "",
+            stderr: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? ""
+        )
+        runs.append(result)
+        checkLeaks(result, file: file, line: line)
+        return result
+    }
+
+    /// Runs and asserts the exit code; for a failure, also that stderr is exactly one
+    /// `federate: …` line and stdout is empty.
+    @discardableResult
+    func expect(
+        _ status: Int32,
+        _ arguments: [String],
+        stdin: String? = nil,
+        environment: [String: String?] = [:],
+        file: StaticString = #filePath,
+        line: UInt = #line
+    ) throws -> FederateRun {
+        let result = try run(arguments, stdin: stdin, environment: environment, file: file, line: line)
+        XCTAssertEqual(result.status, status, "\(result)", file: file, line: line)
+        if status != 0 {
+            assertOneErrorLine(result, file: file, line: line)
+            XCTAssertEqual(result.stdout, "", "a failing run printed to stdout: \(result)", file: file, line: line)
+        }
+        return result
+    }
+
+    func assertOneErrorLine(_ result: FederateRun, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertTrue(result.stderr.hasPrefix("federate: "), "stderr: \(result.stderr.debugDescription)", file: file, line: line)
+        XCTAssertTrue(result.stderr.hasSuffix("\n"), "stderr: \(result.stderr.debugDescription)", file: file, line: line)
+        XCTAssertEqual(result.stderr.filter { $0 == "\n" }.count, 1, "stderr is not one line: \(result.stderr.debugDescription)", file: file, line: line)
+    }
+
+    private func checkLeaks(_ result: FederateRun, file: StaticString, line: UInt) {
+        let command = result.arguments.first ?? ""
+        let printsCredentials = ["login", "guest", "credentials"].contains(command)
+        for secret in neverPrinted where !secret.isEmpty {
+            XCTAssertFalse(result.stdout.contains(secret), "a secret leaked to stdout of \(result.arguments.first ?? "")", file: file, line: line)
+            XCTAssertFalse(result.stderr.contains(secret), "a secret leaked to stderr of \(result.arguments.first ?? "")", file: file, line: line)
+        }
+        for secret in notOnStderr where !secret.isEmpty {
+            XCTAssertFalse(result.stderr.contains(secret), "a credential leaked to stderr of \(command)", file: file, line: line)
+            if !printsCredentials {
+                XCTAssertFalse(result.stdout.contains(secret), "a credential leaked to stdout of \(command)", file: file, line: line)
+            }
+        }
+    }
+
+    /// The keystore's sealed session items (not keys, locks or state files).
+    func sessionItemFiles() -> [String] {
+        guard let enumerator = FileManager.default.enumerator(atPath: keystore) else { return [] }
+        var files: [String] = []
+        for case let relative as String in enumerator {
+            let name = (relative as NSString).lastPathComponent
+            guard relative.contains(".svc/"), !relative.hasPrefix("state/"),
+                  !["key", "salt", ".lock"].contains(name), !name.hasPrefix(".tmp") else { continue }
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: keystore + "/" + relative, isDirectory: &isDirectory), !isDirectory.boolValue {
+                files.append(keystore + "/" + relative)
+            }
+        }
+        return files.sorted()
+    }
+}
+
+struct HarnessError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Checks on `federate`'s outputs.
+enum Output {
+    /// Parses `text` as one JSON object followed by a newline and nothing else.
+    static func jsonObject(_ text: String, file: StaticString = #filePath, line: UInt = #line) throws -> [String: Any] {
+        XCTAssertTrue(text.hasSuffix("}\n"), "output is not one JSON object and a newline: \(text.debugDescription.prefix(80))", file: file, line: line)
+        XCTAssertEqual(text.filter { $0 == "\n" }.count, 1, "output has more than one line", file: file, line: line)
+        let value = try JSONSerialization.jsonObject(with: Data(text.utf8))
+        guard let object = value as? [String: Any] else { throw HarnessError("output is not a JSON object") }
+        return object
+    }
+
+    /// Asserts the AWS credential_process shape: exactly Version 1, AccessKeyId,
+    /// SecretAccessKey, SessionToken, and an ISO 8601 UTC Expiration, plus `extraKeys`.
+    @discardableResult
+    static func assertProcessShape(
+        _ text: String, extraKeys: Set<String> = [], file: StaticString = #filePath, line: UInt = #line
+    ) throws -> [String: Any] {
+        let object = try jsonObject(text, file: file, line: line)
+        XCTAssertEqual(Set(object.keys), Set(["Version", "AccessKeyId", "SecretAccessKey", "SessionToken", "Expiration"]).union(extraKeys), file: file, line: line)
+        XCTAssertEqual(object["Version"] as? Int, 1, file: file, line: line)
+        for key in ["AccessKeyId", "SecretAccessKey", "SessionToken"] {
+            XCTAssertFalse((object[key] as? String ?? "").isEmpty, "\(key) is missing", file: file, line: line)
+        }
+        let expiration = object["Expiration"] as? String ?? ""
+        XCTAssertNotNil(parseISO8601(expiration), "Expiration \(expiration.debugDescription) is not ISO 8601 UTC", file: file, line: line)
+        return object
+    }
+
+    /// `YYYY-MM-DDTHH:MM:SSZ` → a date; `nil` for anything else.
+    static func parseISO8601(_ text: String) -> Date? {
+        let pattern = #"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$"#
+        guard text.range(of: pattern, options: .regularExpression) != nil else { return nil }
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.date(from: text)
+    }
+}
