@@ -63,18 +63,10 @@ public struct DeveloperIdentityIssuer: Sendable {
         }
         self.configuration = configuration
         self.developerProviderName = developerProviderName
-        cognito = CognitoIdentityClient(
-            endpoint: try configuration.resolvedEndpoint(environment: environment),
-            transport: transport,
-            limits: HTTPLimits(
-                connectTimeout: configuration.connectTimeout,
-                requestTimeout: configuration.requestTimeout,
-                maxResponseBytes: configuration.maxResponseBytes
-            ),
-            retry: retryRunner ?? RetryRunner(policy: configuration.retry, quota: RetryQuota(policy: configuration.retry))
-        )
+        cognito = try CognitoIdentityClient(
+            configuration: configuration, transport: transport, environment: environment, retryRunner: retryRunner)
         signer = SigV4Signer(credentials: credentials, region: try configuration.resolvedRegion(), service: "cognito-identity")
-        self.logger = logger ?? Logger(label: "identity-broker.disabled", factory: { _ in SwiftLogNoOpLogHandler() })
+        self.logger = logger ?? .disabled
     }
 
     /// Mints a token for `userId`, creating or reusing the identity it is linked to.

@@ -93,19 +93,10 @@ public actor FederationClient {
         logger: Logger?
     ) throws(FederationError) {
         self.configuration = configuration
-        let endpoint = try configuration.resolvedEndpoint(environment: environment)
-        cognito = CognitoIdentityClient(
-            endpoint: endpoint,
-            transport: transport,
-            limits: HTTPLimits(
-                connectTimeout: configuration.connectTimeout,
-                requestTimeout: configuration.requestTimeout,
-                maxResponseBytes: configuration.maxResponseBytes
-            ),
-            retry: retryRunner ?? RetryRunner(policy: configuration.retry, quota: RetryQuota(policy: configuration.retry))
-        )
+        cognito = try CognitoIdentityClient(
+            configuration: configuration, transport: transport, environment: environment, retryRunner: retryRunner)
         self.persistence = persistence
-        self.logger = logger ?? Logger(label: "identity-broker.disabled", factory: { _ in SwiftLogNoOpLogHandler() })
+        self.logger = logger ?? .disabled
         self.now = now
         let restored = try persistence?.loadAll() ?? [:]
         if !restored.isEmpty {

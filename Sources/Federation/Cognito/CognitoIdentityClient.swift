@@ -15,6 +15,33 @@ struct CognitoIdentityClient: Sendable {
     let limits: HTTPLimits
     let retry: RetryRunner
 
+    init(endpoint: String, transport: any HTTPTransport, limits: HTTPLimits, retry: RetryRunner) {
+        self.endpoint = endpoint
+        self.transport = transport
+        self.limits = limits
+        self.retry = retry
+    }
+
+    /// A client for `configuration`'s endpoint, limits and retry policy, with one
+    /// retry quota of its own unless `retryRunner` brings one.
+    init(
+        configuration: FederationConfiguration,
+        transport: any HTTPTransport,
+        environment: [String: String],
+        retryRunner: RetryRunner?
+    ) throws(FederationError) {
+        self.init(
+            endpoint: try configuration.resolvedEndpoint(environment: environment),
+            transport: transport,
+            limits: HTTPLimits(
+                connectTimeout: configuration.connectTimeout,
+                requestTimeout: configuration.requestTimeout,
+                maxResponseBytes: configuration.maxResponseBytes
+            ),
+            retry: retryRunner ?? RetryRunner(policy: configuration.retry, quota: RetryQuota(policy: configuration.retry))
+        )
+    }
+
     /// `GetId`: the identity ID for `logins` (or a new guest identity without them).
     func getId(
         identityPoolId: String,
@@ -237,4 +264,9 @@ struct AttemptFailure: Error, Sendable {
             )
         }
     }
+}
+
+extension Logger {
+    /// What the library logs to when the caller passes no logger: nothing.
+    static let disabled = Logger(label: "identity-broker.disabled", factory: { _ in SwiftLogNoOpLogHandler() })
 }
