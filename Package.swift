@@ -56,6 +56,16 @@ let package = Package(
         ),
 
         // MARK: Samples
+        .target(
+            name: "SampleSupport",
+            dependencies: [
+                "Federation",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Samples/SampleSupport",
+            swiftSettings: strictSettings
+        ),
         .executableTarget(
             name: "federate",
             dependencies: [
@@ -72,6 +82,7 @@ let package = Package(
             dependencies: [
                 "Federation",
                 "SecureStorage",
+                "SampleSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -83,6 +94,7 @@ let package = Package(
             dependencies: [
                 "Federation",
                 "SecureStorage",
+                "SampleSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -94,6 +106,7 @@ let package = Package(
             dependencies: [
                 "Federation",
                 "SecureStorage",
+                "SampleSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -105,6 +118,7 @@ let package = Package(
             dependencies: [
                 "Federation",
                 "SecureStorage",
+                "SampleSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -116,6 +130,7 @@ let package = Package(
             dependencies: [
                 "Federation",
                 "SecureStorage",
+                "SampleSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -1,8 +1,31 @@
 #!/usr/bin/env bash
 # Runs the whole test suite as CI does: set up, build with warnings as errors,
 # then `swift test` (moto's server is started by the tests themselves).
+# Ends with one summary line, "N passed, N failed[, N skipped]".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 swift build --build-tests -Xswiftc -warnings-as-errors
-swift test --skip-build "$@"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+set +e
+# All tests are XCTest; skipping the empty Swift Testing pass keeps the closing line meaningful.
+swift test --skip-build --disable-swift-testing "$@" 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+summary=$(grep -E "^[[:space:]]*Executed [0-9]+ tests?, with" "$log" | tail -n 1)
+if [ -z "$summary" ]; then
+    echo "0 passed, 1 failed"
+    echo "test: no XCTest summary found (exit status $status)" >&2
+    exit 1
+fi
+executed=$(sed -E 's/.*Executed ([0-9]+) tests?.*/\1/' <<<"$summary")
+failures=$(sed -E 's/.* ([0-9]+) failures?.*/\1/' <<<"$summary")
+skipped=$(grep -oE "[0-9]+ tests? skipped" <<<"$summary" | grep -oE "^[0-9]+" || echo 0)
+passed=$((executed - failures - skipped))
+if [ "$skipped" -gt 0 ]; then
+    echo "$passed passed, $failures failed, $skipped skipped"
+else
+    echo "$passed passed, $failures failed"
+fi
+exit "$status"

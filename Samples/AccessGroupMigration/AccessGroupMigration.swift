@@ -10,12 +10,13 @@
 //
 //   sample-migration --endpoint http://127.0.0.1:5000/ --pool-id us-east-1:… [--keystore DIR]
 //
+// The pool must allow unauthenticated identities.
 // Prints each step; never a secret key, session token or keystore key.
 
 import ArgumentParser
 import Federation
 import Foundation
-import Logging
+import SampleSupport
 import SecureStorage
 
 @main
@@ -25,11 +26,8 @@ struct AccessGroupMigration: AsyncParsableCommand {
         abstract: "Save a session under access group none, migrate it to a shared group, and switch groups without migration."
     )
 
-    @Option(help: "The Cognito Identity endpoint, e.g. http://127.0.0.1:5000/ for moto. Omit for AWS.")
-    var endpoint: String?
-
-    @Option(help: "The identity pool ID, REGION:GUID (must allow guest identities).")
-    var poolId: String
+    @OptionGroup var options: SampleOptions
+    @OptionGroup var margin: ExpiryMarginOptions
 
     @Option(help: "The keystore root; must not exist yet or be private to you. Default: a fresh temporary directory, removed afterwards.")
     var keystore: String?
@@ -43,20 +41,10 @@ struct AccessGroupMigration: AsyncParsableCommand {
     @Option(help: "The session name.")
     var session = "alice"
 
-    @Option(help: "Credentials count as expired this many seconds early (moto issues 90 s credentials).")
-    var expiryMargin: Double = 30
-
-    @Flag(help: "Show the library's and keystore's debug log (never secret) on stderr.")
-    var verbose = false
-
     func run() async throws {
-        var logger = Logger(label: "sample-migration", factory: { StreamLogHandler.standardError(label: $0) })
-        logger.logLevel = verbose ? .debug : .warning
-        let configuration = FederationConfiguration(
-            identityPoolId: poolId,
-            endpoint: endpoint,
-            expiryMargin: .milliseconds(Int64(expiryMargin * 1000))
-        )
+        let logger = options.logger(label: "sample-migration")
+        let configuration = options.configuration(expiryMargin: margin.expiryMargin)
+        var steps = StepPrinter()
 
         var temporary: String?
         let root: String
@@ -77,48 +65,47 @@ struct AccessGroupMigration: AsyncParsableCommand {
             return (store, try FederationClient(configuration: configuration, keystore: store, logger: logger))
         }
 
-        print("1. Access group none: federate a guest session '\(session)' and save it")
+        steps.next("Access group none: federate a guest session '\(session)' and save it")
         let original: FederationResult
         do {
             let (store, client) = try open(.none)
             original = try await client.federateAsGuest(session: session)
-            print("   identity ID:   \(original.identityId)")
-            print("   access key ID: \(original.credentials.accessKeyId), expires \(original.credentials.expiration)")
-            print("   items in group none: \(try store.keys())")
+            steps.detail(original)
+            steps.detail("items in group none: \(try store.keys())")
         }
 
-        print("2. Reopen with AccessGroup(name: \"\(group)\", migrateItemsOfUserSession: true)")
+        steps.next("Reopen with AccessGroup(name: \"\(group)\", migrateItemsOfUserSession: true)")
         do {
             let (store, client) = try open(AccessGroup(name: group, migrateItemsOfUserSession: true))
             let restored = await client.session(session)
-            print("   items in group \(group): \(try store.keys())")
-            print("   restored session: state \(restored.state), identity ID \(restored.identityId ?? "none"), access key ID \(restored.credentials?.accessKeyId ?? "none")")
+            steps.detail("items in group \(group): \(try store.keys())")
+            steps.detail("restored session: state \(restored.state), identity ID \(restored.identityId ?? "none"), access key ID \(restored.credentials?.accessKeyId ?? "none")")
             guard restored.identityId == original.identityId, restored.credentials?.accessKeyId == original.credentials.accessKeyId else {
-                print("   the session did not move to the new group")
+                steps.detail("the session did not move to the new group")
                 throw ExitCode.failure
             }
-            print("   the session moved: copied, verified, then deleted from group none")
+            steps.detail("the session moved: copied, verified, then deleted from group none")
         }
 
         let other = group + "-without-migration"
-        print("3. Reopen with AccessGroup(name: \"\(other)\") (migration off)")
+        steps.next("Reopen with AccessGroup(name: \"\(other)\") (migration off)")
         do {
             let (store, client) = try open(AccessGroup(name: other))
             let snapshot = await client.session(session)
-            print("   items in group \(other): \(try store.keys())")
-            print("   session '\(session)': state \(snapshot.state)")
+            steps.detail("items in group \(other): \(try store.keys())")
+            steps.detail("session '\(session)': state \(snapshot.state)")
             guard snapshot.state == .notFederated else { throw ExitCode.failure }
-            print("   a new group without migration starts empty; the previous group's items are left alone")
+            steps.detail("a new group without migration starts empty; the previous group's items are left alone")
         }
 
-        print("4. Reopen AccessGroup(name: \"\(group)\") (migration off)")
+        steps.next("Reopen AccessGroup(name: \"\(group)\") (migration off)")
         do {
             let (store, client) = try open(AccessGroup(name: group))
             let snapshot = await client.session(session)
-            print("   items in group \(group): \(try store.keys())")
-            print("   session '\(session)': state \(snapshot.state), identity ID \(snapshot.identityId ?? "none")")
+            steps.detail("items in group \(group): \(try store.keys())")
+            steps.detail("session '\(session)': state \(snapshot.state), identity ID \(snapshot.identityId ?? "none")")
             guard snapshot.identityId == original.identityId else { throw ExitCode.failure }
-            print("   still there: switching groups never wipes a session by surprise")
+            steps.detail("still there: switching groups never wipes a session by surprise")
         }
     }
 }

@@ -21,7 +21,7 @@
 import ArgumentParser
 import Federation
 import Foundation
-import Logging
+import SampleSupport
 
 @main
 struct DeveloperAuthenticated: AsyncParsableCommand {
@@ -30,11 +30,8 @@ struct DeveloperAuthenticated: AsyncParsableCommand {
         abstract: "A backend mints a developer token; the client federates it with the developer-provided identity ID."
     )
 
-    @Option(help: "The Cognito Identity endpoint, e.g. http://127.0.0.1:5000/ for moto. Omit for AWS.")
-    var endpoint: String?
-
-    @Option(help: "The identity pool ID, REGION:GUID.")
-    var poolId: String
+    @OptionGroup var options: SampleOptions
+    @OptionGroup var margin: ExpiryMarginOptions
 
     @Option(help: "The pool's developer provider name (DeveloperProviderName).")
     var developerProvider = "login.mycompany"
@@ -45,27 +42,17 @@ struct DeveloperAuthenticated: AsyncParsableCommand {
     @Option(help: "The session name, one per end user.")
     var session = "carol"
 
-    @Option(help: "Credentials count as expired this many seconds early (moto issues 90 s credentials).")
-    var expiryMargin: Double = 30
-
-    @Flag(help: "Show the library's debug log (never secret) on stderr.")
-    var verbose = false
-
     func run() async throws {
-        var logger = Logger(label: "sample-developer", factory: { StreamLogHandler.standardError(label: $0) })
-        logger.logLevel = verbose ? .debug : .warning
-        let configuration = FederationConfiguration(
-            identityPoolId: poolId,
-            endpoint: endpoint,
-            expiryMargin: .milliseconds(Int64(expiryMargin * 1000))
-        )
+        let logger = options.logger(label: "sample-developer")
+        let configuration = options.configuration(expiryMargin: margin.expiryMargin)
+        var steps = StepPrinter()
 
-        print("1. Backend: GetOpenIdTokenForDeveloperIdentity for user '\(userId)' of '\(developerProvider)'")
+        steps.next("Backend: GetOpenIdTokenForDeveloperIdentity for user '\(userId)' of '\(developerProvider)'")
         guard let developerCredentials = SigningCredentials.fromEnvironment(ProcessInfo.processInfo.environment) else {
-            print("   the backend needs its AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (any values for moto)")
+            steps.detail("the backend needs its AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (any values for moto)")
             throw ExitCode.failure
         }
-        print("   signing with SigV4 as access key ID \(developerCredentials.accessKeyId)")
+        steps.detail("signing with SigV4 as access key ID \(developerCredentials.accessKeyId)")
         let backend = try DeveloperIdentityIssuer(
             configuration: configuration,
             developerProviderName: developerProvider,
@@ -73,10 +60,10 @@ struct DeveloperAuthenticated: AsyncParsableCommand {
             logger: logger
         )
         let minted = try await backend.openIdToken(forUser: userId)
-        print("   identity ID: \(minted.identityId)")
-        print("   token:       \(minted.token.utf8.count) bytes (not shown); the backend sends both to the client")
+        steps.detail("identity ID: \(minted.identityId)")
+        steps.detail("token:       \(minted.token.utf8.count) bytes (not shown); the backend sends both to the client")
 
-        print("2. Client: federate the token as .developer with developerProvidedIdentityId")
+        steps.next("Client: federate the token as .developer with developerProvidedIdentityId")
         let client = try FederationClient(configuration: configuration, logger: logger)
         let result = try await client.federate(
             token: minted.token,
@@ -84,16 +71,15 @@ struct DeveloperAuthenticated: AsyncParsableCommand {
             options: FederationOptions(developerProvidedIdentityId: minted.identityId),
             session: session
         )
-        print("   identity ID:   \(result.identityId)")
-        print("   access key ID: \(result.credentials.accessKeyId), expires \(result.credentials.expiration)")
+        steps.detail(result)
 
-        print("3. Read the session back")
+        steps.next("Read the session back")
         let snapshot = await client.session(session)
-        print("   state: \(snapshot.state), provider: \(snapshot.provider?.identifier ?? "none"), identity ID: \(snapshot.identityId ?? "none")")
+        steps.detail(snapshot)
         guard result.identityId == minted.identityId, snapshot.state == .federated else {
-            print("   the client's identity differs from the one the backend was given")
+            steps.detail("the client's identity differs from the one the backend was given")
             throw ExitCode.failure
         }
-        print("   the client holds credentials for exactly the identity the backend chose")
+        steps.detail("the client holds credentials for exactly the identity the backend chose")
     }
 }

@@ -7,13 +7,14 @@
 //
 //   sample-observe --endpoint http://127.0.0.1:5000/ --pool-id us-east-1:… --expiry-margin 88
 //
-// moto issues 90 s credentials, so a margin of 88 s makes them expire about 2 s after issue.
+// The pool must allow unauthenticated identities. moto issues 90 s credentials, so a margin
+// of 88 s (the default here) makes them expire about 2 s after issue.
 // Prints each step and event; never a secret key or session token.
 
 import ArgumentParser
 import Federation
 import Foundation
-import Logging
+import SampleSupport
 
 @main
 struct ObserveSessions: AsyncParsableCommand {
@@ -22,39 +23,28 @@ struct ObserveSessions: AsyncParsableCommand {
         abstract: "Print every session state change: federating, federated, cleared, expired."
     )
 
-    @Option(help: "The Cognito Identity endpoint, e.g. http://127.0.0.1:5000/ for moto. Omit for AWS.")
-    var endpoint: String?
-
-    @Option(help: "The identity pool ID, REGION:GUID (must allow guest identities).")
-    var poolId: String
+    @OptionGroup var options: SampleOptions
 
     @Option(help: "How many guest sessions to federate at once.")
     var sessions = 3
 
+    // Not ExpiryMarginOptions: this flow wants credentials that expire within seconds.
     @Option(help: "Credentials count as expired this many seconds early; 88 makes moto's 90 s credentials expire in ~2 s.")
     var expiryMargin: Double = 88
 
     @Option(help: "Give up after this many seconds.")
     var timeout: Double = 60
 
-    @Flag(help: "Show the library's debug log (never secret) on stderr.")
-    var verbose = false
-
     func validate() throws {
         guard sessions >= 2 else { throw ValidationError("--sessions must be at least 2") }
     }
 
     func run() async throws {
-        var logger = Logger(label: "sample-observe", factory: { StreamLogHandler.standardError(label: $0) })
-        logger.logLevel = verbose ? .debug : .warning
         let client = try FederationClient(
-            configuration: FederationConfiguration(
-                identityPoolId: poolId,
-                endpoint: endpoint,
-                expiryMargin: .milliseconds(Int64(expiryMargin * 1000))
-            ),
-            logger: logger
+            configuration: options.configuration(expiryMargin: expiryMargin),
+            logger: options.logger(label: "sample-observe")
         )
+        var steps = StepPrinter()
         let names = (1...sessions).map { "visitor-\($0)" }
         let watched = names[0]
         let start = ContinuousClock.now
@@ -66,7 +56,7 @@ struct ObserveSessions: AsyncParsableCommand {
         }
         defer { watchdog.cancel() }
 
-        print("1. Subscribe to allStateUpdates() and to stateUpdates(for: \"\(watched)\")")
+        steps.next("Subscribe to allStateUpdates() and to stateUpdates(for: \"\(watched)\")")
         var events = await client.allStateUpdates().makeAsyncIterator()
         let watchedStates = await client.stateUpdates(for: watched)
 
@@ -77,37 +67,37 @@ struct ObserveSessions: AsyncParsableCommand {
                 latest[event.session] = event.state
                 let elapsed = (ContinuousClock.now - start).components
                 let seconds = Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
-                print("   event at +\(String(format: "%.1f", seconds)) s: \(event.session) -> \(event.state)")
+                steps.detail("event at +\(String(format: "%.1f", seconds)) s: \(event.session) -> \(event.state)")
             }
         }
 
-        print("2. Federate \(sessions) guest sessions concurrently")
+        steps.next("Federate \(sessions) guest sessions concurrently")
         try await withThrowingTaskGroup(of: FederationResult.self) { group in
             for name in names {
                 group.addTask { try await client.federateAsGuest(session: name) }
             }
             for try await result in group {
-                print("   got identity \(result.identityId), access key ID \(result.credentials.accessKeyId)")
+                steps.detail("got identity \(result.identityId), access key ID \(result.credentials.accessKeyId)")
             }
         }
         await printEvents(until: names) { $0 == .federated || $0 == .expired }
 
         let cleared = names[names.count - 1]
-        print("3. Clear \(cleared)")
+        steps.next("Clear \(cleared)")
         try await client.clear(session: cleared)
         await printEvents(until: [cleared]) { $0 == .notFederated }
 
         let remaining = Array(names.dropLast())
-        print("4. Wait, reading nothing: expiry is announced, and nothing is refreshed")
+        steps.next("Wait, reading nothing: expiry is announced, and nothing is refreshed")
         await printEvents(until: remaining) { $0 == .expired }
 
-        print("5. Read \(watched)")
+        steps.next("Read \(watched)")
         let snapshot = await client.session(watched)
-        print("   state: \(snapshot.state), credentials: \(snapshot.credentials == nil ? "none (given out only when federated)" : "present")")
-        print("   credentials expire at \(snapshot.expiration.map { "\($0)" } ?? "?"); the \(Int(expiryMargin)) s margin makes them read expired that much earlier")
-        print("   to continue, the caller federates a new token (or a new guest call) itself")
+        steps.detail("state: \(snapshot.state), credentials: \(snapshot.credentials == nil ? "none (given out only when federated)" : "present")")
+        steps.detail("credentials expire at \(snapshot.expiration.map { "\($0)" } ?? "?"); the \(Int(expiryMargin)) s margin makes them read expired that much earlier")
+        steps.detail("to continue, the caller federates a new token (or a new guest call) itself")
 
-        print("6. Clear the remaining sessions")
+        steps.next("Clear the remaining sessions")
         for name in remaining {
             try await client.clear(session: name)
         }
@@ -118,6 +108,6 @@ struct ObserveSessions: AsyncParsableCommand {
             history.append("\(state)")
             if history.count > 1, state == .notFederated { break }
         }
-        print("7. \(watched) as its own stream saw it: \(history.joined(separator: " -> "))")
+        steps.next("\(watched) as its own stream saw it: \(history.joined(separator: " -> "))")
     }
 }

@@ -16,33 +16,20 @@ struct Clear: AsyncParsableCommand {
         guard access.rootExists else { return }
         let keystore = try access.open()
         let session = common.session
-        let client: FederationClient
+        let configuration = KeystoreAccess.offlineConfiguration(expiryMargin: common.margin)
         do {
-            client = try FederationClient(configuration: Self.offline(common), keystore: keystore, logger: access.logger)
-        } catch where error.code == .storage {
-            // One unreadable saved session keeps the client from restoring any, so it
-            // could not clear this one: remove its item directly, then try again.
+            let client: FederationClient
             do {
+                client = try FederationClient(configuration: configuration, keystore: keystore, logger: access.logger)
+            } catch where error.code == .storage {
+                // One unreadable saved session keeps the client from restoring any, so it
+                // could not clear this one: remove its item directly, then try again.
                 try FederationClient.removeSavedSession(session, from: keystore)
-            } catch {
-                throw CLIFailure.federation(error, root: access.root)
+                client = try FederationClient(configuration: configuration, keystore: keystore, logger: access.logger)
             }
-            do {
-                client = try FederationClient(configuration: Self.offline(common), keystore: keystore, logger: access.logger)
-            } catch {
-                throw CLIFailure.federation(error, root: access.root)
-            }
-        } catch {
-            throw CLIFailure.federation(error, root: access.root)
-        }
-        do {
             try await client.clear(session: session)
         } catch {
             throw CLIFailure.federation(error, root: access.root)
         }
-    }
-
-    private static func offline(_ common: CommonOptions) -> FederationConfiguration {
-        KeystoreAccess.offlineConfiguration(expiryMargin: common.margin)
     }
 }

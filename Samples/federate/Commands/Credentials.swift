@@ -17,9 +17,7 @@ struct Credentials: AsyncParsableCommand {
     func run() async throws(CLIFailure) {
         let access = try KeystoreAccess(common)
         let session = common.session
-        guard access.rootExists else { throw Self.noSession(session, root: access.root) }
-        let client = try access.offlineClient(expiryMargin: common.margin)
-        let snapshot = await client.session(session)
+        let snapshot = try await access.savedSession(session, expiryMargin: common.margin)
         switch snapshot.state {
         case .federated:
             guard let credentials = snapshot.credentials else {

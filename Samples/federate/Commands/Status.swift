@@ -12,12 +12,7 @@ struct Status: AsyncParsableCommand {
 
     func run() async throws(CLIFailure) {
         let access = try KeystoreAccess(common)
-        let snapshot: SessionSnapshot
-        if access.rootExists {
-            snapshot = try await access.offlineClient(expiryMargin: common.margin).session(common.session)
-        } else {
-            snapshot = SessionSnapshot(name: common.session, state: .notFederated)
-        }
+        let snapshot = try await access.savedSession(common.session, expiryMargin: common.margin)
         try Terminal.out(Rendering.status(snapshot))
     }
 }

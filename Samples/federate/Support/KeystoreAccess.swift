@@ -90,6 +90,13 @@ struct KeystoreAccess {
         try client(configuration: Self.offlineConfiguration(expiryMargin: expiryMargin))
     }
 
+    /// The saved `session` as ``offlineClient(expiryMargin:)`` restores it; when the
+    /// keystore root does not exist yet, `notFederated`, and nothing is created.
+    func savedSession(_ session: String, expiryMargin: Duration) async throws(CLIFailure) -> SessionSnapshot {
+        guard rootExists else { return SessionSnapshot(name: session, state: .notFederated) }
+        return try await offlineClient(expiryMargin: expiryMargin).session(session)
+    }
+
     /// The stand-in configuration of ``offlineClient(expiryMargin:)``.
     static func offlineConfiguration(expiryMargin: Duration) -> FederationConfiguration {
         FederationConfiguration(

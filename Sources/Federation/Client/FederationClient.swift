@@ -349,7 +349,7 @@ public actor FederationClient {
             metadata: ["broker.identityId": "\(result.identityId)", "broker.expiration": "\(Int(result.credentials.expiration.timeIntervalSince1970))"]
         )
         publish(currentState(of: session), session: session)
-        scheduleExpiryWatch()
+        scheduleExpiryWatch(for: session)
         return result
     }
 
@@ -405,7 +405,9 @@ public actor FederationClient {
         broadcaster.publish(state, session: session)
     }
 
-    /// Makes sure the next expiry among federated sessions will be announced.
+    /// Makes sure the next expiry among federated sessions will be announced,
+    /// announcing the ones already due. Scans every session: for start-up,
+    /// subscriptions and the watcher's wake-ups, not for each federation.
     private func scheduleExpiryWatch() {
         var next: Date?
         let current = now()
@@ -425,9 +427,25 @@ public actor FederationClient {
             return
         }
         if let scheduled = expiryWatchDue, scheduled <= next, expiryWatcher != nil { return }
+        startExpiryWatcher(due: next, now: current)
+    }
+
+    /// Makes sure `session`'s expiry will be announced, in constant time: the
+    /// watcher only moves when this session is due before everything else.
+    private func scheduleExpiryWatch(for session: String) {
+        guard let expiration = records[session]?.credentials?.expiration else { return }
+        let current = now()
+        let due = expiration.addingTimeInterval(-configuration.expiryMargin.timeInterval)
+        // Already inside the margin: the caller published `expired`.
+        guard due > current else { return }
+        if let scheduled = expiryWatchDue, scheduled <= due, expiryWatcher != nil { return }
+        startExpiryWatcher(due: due, now: current)
+    }
+
+    private func startExpiryWatcher(due: Date, now current: Date) {
         expiryWatcher?.cancel()
-        expiryWatchDue = next
-        let delay = max(0, next.timeIntervalSince(current))
+        expiryWatchDue = due
+        let delay = max(0, due.timeIntervalSince(current))
         expiryWatcher = Task { [weak self] in
             do {
                 try await Task.sleep(for: .milliseconds(Int64(delay * 1000) + 5))

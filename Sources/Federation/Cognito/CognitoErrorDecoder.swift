@@ -18,7 +18,7 @@ enum CognitoErrorDecoder {
         operation: String,
         redacting secrets: [String]
     ) -> FederationError {
-        let body = try? JSONDecoder().decode(WireErrorBody.self, from: Data(response.body))
+        let body = try? JSONCoders.decoder.decode(WireErrorBody.self, from: Data(response.body))
         let rawType = response.header("x-amzn-errortype").flatMap(normalizedType) ?? body?.type.flatMap(normalizedType)
         let message = body?.message.map { scrub($0, secrets: secrets) }
         let errorCode = rawType.map { code(forType: $0, status: response.status) } ?? code(forStatus: response.status)

@@ -118,7 +118,7 @@ struct CognitoIdentityClient: Sendable {
     ) async throws(FederationError) -> Output {
         let body: [UInt8]
         do {
-            body = Array(try JSONEncoder().encode(input))
+            body = Array(try JSONCoders.encoder.encode(input))
         } catch {
             throw FederationError(code: .invalidConfiguration, message: "could not encode the \(operation) request", operation: operation)
         }

@@ -9,7 +9,7 @@ import Foundation
 enum CognitoResponseDecoder {
     static func decode<Output: Decodable>(_ type: Output.Type, from body: [UInt8], operation: String) throws(FederationError) -> Output {
         do {
-            return try JSONDecoder().decode(Output.self, from: Data(body))
+            return try JSONCoders.decoder.decode(Output.self, from: Data(body))
         } catch let error as DecodingError {
             throw FederationError(code: .invalidResponse, message: "\(operation) returned \(describe(error))", operation: operation, httpStatus: 200)
         } catch {

@@ -21,9 +21,10 @@ import Darwin
 /// The wake-up is cheap on purpose, since it happens once per request: an `eventfd` the
 /// loop passes to `curl_multi_poll` as an extra descriptor (where there is no `eventfd`,
 /// `curl_multi_wakeup`, the one multi-handle call libcurl allows from another thread). It is
-/// sent only when the loop has said it is about to sleep, and outside the mailbox lock, so a
-/// busy loop is never woken twice and a woken loop never finds the lock still held by the
-/// thread that woke it.
+/// sent only when the loop has said it is about to sleep, so a busy loop costs submitters no
+/// system call, and an `eventfd` write is short enough that the woken loop does not find
+/// the mailbox lock still held by the thread that woke it. The loop creates the `eventfd`
+/// with the multi handle and closes it with the multi handle.
 ///
 /// The thread starts lazily on the first request and ends on ``shutdown()``; a driver
 /// that has been shut down fails later requests rather than starting a second thread.
@@ -37,19 +38,10 @@ final class CurlMultiDriver: Sendable {
 
     private let mailbox = Mutex(Mailbox())
     private let nextTransferID = Atomic<UInt64>(1)
-    /// The wake-up `eventfd`, or `nil` where there is none (then `curl_multi_wakeup`). It
-    /// lives as long as this object, which outlives the loop thread (the thread holds a
-    /// reference), so writing to it needs no lock.
-    fileprivate let wakeFD: Int32?
 
     init(maxCachedConnections: Int, maxConnectionsPerHost: Int) {
         self.maxCachedConnections = max(1, maxCachedConnections)
         self.maxConnectionsPerHost = max(0, maxConnectionsPerHost)
-        wakeFD = WakeSignal.make()
-    }
-
-    deinit {
-        if let wakeFD { close(wakeFD) }
     }
 
     /// A fresh transfer id; never 0, because the id doubles as `CURLOPT_PRIVATE`.
@@ -58,77 +50,62 @@ final class CurlMultiDriver: Sendable {
         return id != 0 ? id : nextTransferID.wrappingAdd(1, ordering: .relaxed).oldValue
     }
 
-    /// Wakes the loop after a `Wake` decision taken under the lock.
-    private func deliver(_ wake: Wake) {
-        switch wake {
-        case .none:
-            break
-        case .signal:
-            if let wakeFD { WakeSignal.signal(wakeFD) }
-        }
-    }
-
-    /// Decides, under the lock, how to wake the loop for work just queued: nothing when it is
-    /// not going to sleep (it looks at the mailbox again first), the `eventfd` (sent after
-    /// the lock is released) when it is, or `curl_multi_wakeup` right here, under the lock,
-    /// where there is no `eventfd`.
-    private func wakeDecision(_ box: inout Mailbox, multi: MultiHandle) -> Wake {
-        guard box.loopSleeping else { return .none }
+    /// Wakes the loop for work just queued, with the lock held (the wake-up descriptor and
+    /// the multi handle are freed only after the mailbox says `.stopped`): nothing when the
+    /// loop is not going to sleep (it looks at the mailbox again first), else the `eventfd`,
+    /// or `curl_multi_wakeup` where there is none.
+    private func wake(_ box: inout Mailbox, multi: MultiHandle) {
+        guard box.loopSleeping else { return }
         box.loopSleeping = false
-        guard wakeFD != nil else {
+        if let wakeFD = multi.wakeFD {
+            WakeSignal.signal(wakeFD)
+        } else {
             _ = curl_multi_wakeup(multi.raw)
-            return .none
         }
-        return .signal
     }
 
     /// Hands `transfer` to the driver thread, starting the thread on first use.
     func submit(_ transfer: CurlTransfer) {
-        let outcome: Result<Wake, TransportError> = mailbox.withLock { box in
+        let failure: TransportError? = mailbox.withLock { box in
             if case .idle = box.lifecycle, let error = startThread(&box) {
-                return .failure(error)
+                return error
             }
             guard case .running(let multi) = box.lifecycle else {
-                return .failure(TransportError(kind: .other, message: "the HTTP transport was shut down"))
+                return TransportError(kind: .other, message: "the HTTP transport was shut down")
             }
             box.pending.append(transfer)
-            return .success(wakeDecision(&box, multi: multi))
+            wake(&box, multi: multi)
+            return nil
         }
-        switch outcome {
-        case .success(let wake): deliver(wake)
-        case .failure(let failure): transfer.finish(.failure(failure))
-        }
+        if let failure { transfer.finish(.failure(failure)) }
     }
 
     /// Asks the driver thread to remove transfer `id` from the multi handle at once.
     /// The caller has already resumed the waiting task; this only frees the connection.
     func cancel(transferID id: UInt64) {
-        let wake: Wake = mailbox.withLock { box in
-            guard case .running(let multi) = box.lifecycle else { return .none }
+        mailbox.withLock { box in
+            guard case .running(let multi) = box.lifecycle else { return }
             box.cancelled.append(id)
-            return wakeDecision(&box, multi: multi)
+            wake(&box, multi: multi)
         }
-        deliver(wake)
     }
 
     /// Stops the driver thread and waits for it to exit. Transfers still in flight fail
     /// with ``TransportError/Kind/other``; idle connections are closed.
     func shutdown() {
-        let (thread, wake): (pthread_t?, Wake) = mailbox.withLock { box in
-            var wake = Wake.none
+        let thread: pthread_t? = mailbox.withLock { box in
             switch box.lifecycle {
             case .idle:
                 box.lifecycle = .stopped
             case .running(let multi):
                 box.stopRequested = true
-                wake = wakeDecision(&box, multi: multi)
+                wake(&box, multi: multi)
             case .stopped:
                 break
             }
             defer { box.thread = nil }
-            return (box.thread, wake)
+            return box.thread
         }
-        deliver(wake)
         guard let thread else { return }
         if pthread_equal(thread, pthread_self()) != 0 {
             // Never join ourselves; the loop is already on its way out.
@@ -181,7 +158,8 @@ final class CurlMultiDriver: Sendable {
         _ = ib_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, maxCachedConnections)
         _ = ib_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, maxConnectionsPerHost)
 
-        let start = Unmanaged.passRetained(ThreadStart(driver: self, multi: MultiHandle(raw: multi)))
+        let handle = MultiHandle(raw: multi, wakeFD: WakeSignal.make())
+        let start = Unmanaged.passRetained(ThreadStart(driver: self, multi: handle))
         var thread = pthread_t()
         let rc = pthread_create(&thread, nil, { argument in
             let start = Unmanaged<ThreadStart>.fromOpaque(argument!).takeRetainedValue()
@@ -192,27 +170,21 @@ final class CurlMultiDriver: Sendable {
             sigemptyset(&signals)
             sigaddset(&signals, SIGPIPE)
             pthread_sigmask(SIG_BLOCK, &signals, nil)
-            CurlMultiLoop(driver: start.driver, multi: start.multi.raw).run()
+            CurlMultiLoop(driver: start.driver, multi: start.multi.raw, wakeFD: start.multi.wakeFD).run()
             curl_multi_cleanup(start.multi.raw)
+            if let wakeFD = start.multi.wakeFD { close(wakeFD) }
             return nil
         }, start.toOpaque())
         guard rc == 0 else {
             start.release()
             curl_multi_cleanup(multi)
+            if let wakeFD = handle.wakeFD { close(wakeFD) }
             return TransportError(kind: .other, message: "could not start the HTTP driver thread (errno \(rc))")
         }
         box.thread = thread
-        box.lifecycle = .running(MultiHandle(raw: multi))
+        box.lifecycle = .running(handle)
         return nil
     }
-}
-
-/// How to wake the loop after queueing work.
-private enum Wake {
-    /// It is awake (or was already woken): it looks at the mailbox before sleeping.
-    case none
-    /// Write the `eventfd`, after releasing the lock.
-    case signal
 }
 
 /// The wake-up `eventfd` (Linux). `eventfd(2)` is looked up at run time because the Glibc
@@ -279,6 +251,10 @@ private struct Mailbox: Sendable {
 /// driver thread frees the handle only after switching the mailbox to `.stopped`).
 private struct MultiHandle: @unchecked Sendable {
     let raw: UnsafeMutableRawPointer
+    /// The loop's wake-up `eventfd` (see ``WakeSignal``), written under the mailbox lock
+    /// while `.running` and closed by the loop thread with the multi handle; `nil` where
+    /// there is none.
+    let wakeFD: Int32?
 }
 
 /// What the new thread needs, passed through `pthread_create`'s context pointer.
@@ -300,11 +276,13 @@ private final class ThreadStart: Sendable {
 private final class CurlMultiLoop {
     private let driver: CurlMultiDriver
     private let multi: UnsafeMutableRawPointer
+    private let wakeFD: Int32?
     private var active: [UInt64: (handle: CurlEasyHandle, transfer: CurlTransfer)] = [:]
 
-    init(driver: CurlMultiDriver, multi: UnsafeMutableRawPointer) {
+    init(driver: CurlMultiDriver, multi: UnsafeMutableRawPointer, wakeFD: Int32?) {
         self.driver = driver
         self.multi = multi
+        self.wakeFD = wakeFD
     }
 
     func run() {
@@ -322,7 +300,7 @@ private final class CurlMultiLoop {
             completeFinishedTransfers()
             guard driver.prepareToSleep() else { continue }
             // The timeout only bounds the sleep; libcurl shortens it to its own timers.
-            if let wakeFD = driver.wakeFD {
+            if let wakeFD {
                 var extra = curl_waitfd(fd: wakeFD, events: Int16(CURL_WAIT_POLLIN), revents: 0)
                 _ = curl_multi_poll(multi, &extra, 1, 1000, nil)
                 if extra.revents != 0 { WakeSignal.drain(wakeFD) }

@@ -31,7 +31,7 @@ struct JSONWebToken: Sendable {
         guard !segments[2].isEmpty else { throw Self.invalid("has an empty signature part") }
         guard let headerBytes = Self.base64URLDecode(segments[0]) else { throw Self.invalid("has a header that is not base64url") }
         guard let payloadBytes = Self.base64URLDecode(segments[1]) else { throw Self.invalid("has a payload that is not base64url") }
-        let decoder = JSONDecoder()
+        let decoder = JSONCoders.decoder
         guard (try? decoder.decode(JSONObjectProbe.self, from: headerBytes)) != nil else {
             throw Self.invalid("has a header that is not a JSON object")
         }

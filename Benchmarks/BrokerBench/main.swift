@@ -1,2 +1,0 @@
-// Placeholder until this executable is written.
-print("not yet implemented")

@@ -1,0 +1,308 @@
+#!/usr/bin/env bash
+# Benchmarks/compare.sh — IdentityBroker against boto3, URLSession and the raw-libcurl floor,
+# plus memory per session, CLI start-up, keystore and migration figures (issue 6).
+#
+# Sets up what it needs (nginx-light, curl, python3 + boto3, a C compiler; hyperfine when
+# the package exists), builds release binaries in .build-bench, starts nginx on a free
+# loopback port as a canned Cognito (fixed JSON chosen by X-Amz-Target, keep-alive), runs
+# everything, stops what it started, and prints ONE JSON object as its last line.
+#
+# Environment:
+#   FEDERATIONS=N        federations per throughput run (default 10000; 2 requests each)
+#   SESSIONS_SMALL/LARGE live sessions for the memory figures (default 1000 / 10000)
+#   MIGRATE_ITEMS=N      items to migrate (default 10000)
+#   DURABLE_ITEMS=N      durable sets per round, keystore and floor alike (default 300)
+#   SKIP_BUILD=1         use the binaries already in .build-bench
+#
+# Floor (d): the curl tool (libcurl's own driver) with --parallel --parallel-max C over a
+# generated config of 2N requests with the same headers and bodies, output discarded, no
+# parsing. At concurrency 1 that is --parallel-max 1: one connection, requests back to back.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+FEDERATIONS=${FEDERATIONS:-10000}
+SESSIONS_SMALL=${SESSIONS_SMALL:-1000}
+SESSIONS_LARGE=${SESSIONS_LARGE:-10000}
+MIGRATE_ITEMS=${MIGRATE_ITEMS:-10000}
+DURABLE_ITEMS=${DURABLE_ITEMS:-300}
+SCRATCH=$ROOT/.build-bench
+BIN=$SCRATCH/release
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
+
+log() { printf '== %s\n' "$*" >&2; }
+
+# ---------------------------------------------------------------- set-up
+need_apt=()
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need_apt+=(nginx-light)
+command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+command -v cc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-pip)
+if ! command -v hyperfine >/dev/null 2>&1 && apt-cache show hyperfine >/dev/null 2>&1; then
+    need_apt+=(hyperfine)
+fi
+if [ ${#need_apt[@]} -gt 0 ]; then
+    log "installing ${need_apt[*]}"
+    $SUDO apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+if ! python3 -c 'import boto3' 2>/dev/null; then
+    log "installing boto3"
+    python3 -m pip install -q boto3 2>/dev/null \
+        || python3 -m pip install -q --user boto3 2>/dev/null \
+        || python3 -m pip install -q --break-system-packages boto3
+fi
+
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+    log "building release binaries in .build-bench"
+    for product in broker-bench urlsession-bench noop federate; do
+        if ! swift build -c release --scratch-path "$SCRATCH" --product "$product" >"$SCRATCH.$product.log" 2>&1; then
+            if [ "$product" = federate ]; then
+                log "the federate CLI does not build yet; its figure will be null (see $SCRATCH.$product.log)"
+            else
+                cat "$SCRATCH.$product.log" >&2
+                exit 1
+            fi
+        fi
+    done
+fi
+
+WORK=$(mktemp -d /tmp/identity-broker-bench.XXXXXX)
+NGINX_PID=""
+cleanup() {
+    if [ -n "$NGINX_PID" ] && kill -0 "$NGINX_PID" 2>/dev/null; then
+        kill "$NGINX_PID" 2>/dev/null || true
+        wait "$NGINX_PID" 2>/dev/null || true
+    fi
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------- canned Cognito
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+ENDPOINT="http://127.0.0.1:$PORT/"
+IDENTITY_ID="us-east-1:11111111-2222-4333-8444-555555555555"
+# A session token as long as real Cognito ones (about 1 KB of base64).
+SESSION_TOKEN=$(python3 -c 'import base64; print(base64.b64encode(bytes(range(256)) * 3).decode()[:1000])')
+GET_ID_BODY="{\"IdentityId\":\"$IDENTITY_ID\"}"
+GET_CREDS_BODY="{\"Credentials\":{\"AccessKeyId\":\"ASIAQBENCHMARK000001\",\"Expiration\":4102444800,\"SecretKey\":\"wJalrXUtnFEMI/K7MDENG/bPxRfiCYBENCHMARKEY\",\"SessionToken\":\"$SESSION_TOKEN\"},\"IdentityId\":\"$IDENTITY_ID\"}"
+
+mkdir -p "$WORK/nginx/logs"
+cat >"$WORK/nginx/nginx.conf" <<EOF
+worker_processes 1;
+pid $WORK/nginx/nginx.pid;
+error_log $WORK/nginx/logs/error.log warn;
+daemon off;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path $WORK/nginx/body;
+    proxy_temp_path $WORK/nginx/proxy;
+    fastcgi_temp_path $WORK/nginx/fastcgi;
+    uwsgi_temp_path $WORK/nginx/uwsgi;
+    scgi_temp_path $WORK/nginx/scgi;
+    keepalive_timeout 300s;
+    keepalive_requests 100000000;
+    server_tokens off;
+    map_hash_bucket_size 128;
+    map \$http_x_amz_target \$cognito_body {
+        default '{"__type":"UnknownOperationException","message":"unknown target"}';
+        AWSCognitoIdentityService.GetId '$GET_ID_BODY';
+        AWSCognitoIdentityService.GetCredentialsForIdentity '$GET_CREDS_BODY';
+    }
+    server {
+        listen 127.0.0.1:$PORT backlog=4096;
+        location / {
+            default_type application/x-amz-json-1.1;
+            return 200 \$cognito_body;
+        }
+    }
+}
+EOF
+log "starting nginx on $ENDPOINT"
+"$NGINX" -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -e "$WORK/nginx/logs/error.log" &
+NGINX_PID=$!
+for _ in $(seq 100); do
+    kill -0 "$NGINX_PID" 2>/dev/null || { echo "nginx failed to start" >&2; exit 1; }
+    if curl -s -o /dev/null "$ENDPOINT" 2>/dev/null; then break; fi
+    sleep 0.05
+done
+answer=$(curl -s -H 'X-Amz-Target: AWSCognitoIdentityService.GetId' -d '{}' "$ENDPOINT")
+[ "$answer" = "$GET_ID_BODY" ] || { echo "nginx did not answer as expected: $answer" >&2; exit 1; }
+
+# ---------------------------------------------------------------- helpers
+last_line() { tail -n 1; }
+# median of the numbers on stdin
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# The floor's curl config: 2N requests, each with its own headers and body (`next`).
+GET_ID_REQUEST="{\"IdentityPoolId\":\"us-east-1:00000000-0000-4000-8000-000000000000\",\"Logins\":{\"graph.facebook.com\":\"EAAGm0PX4ZCpsBAKZCZBbench0token0opaque0value0ZD\"}}"
+GET_CREDS_REQUEST="{\"IdentityId\":\"$IDENTITY_ID\",\"Logins\":{\"graph.facebook.com\":\"EAAGm0PX4ZCpsBAKZCZBbench0token0opaque0value0ZD\"}}"
+make_curl_config() { # $1 federations, $2 file
+    python3 - "$1" "$2" "$ENDPOINT" "$GET_ID_REQUEST" "$GET_CREDS_REQUEST" <<'EOF'
+import json, sys
+n, path, url, get_id, get_creds = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+def block(target, body):
+    return (f'url = "{url}"\noutput = "/dev/null"\n'
+            f'header = "Content-Type: application/x-amz-json-1.1"\n'
+            f'header = "X-Amz-Target: AWSCognitoIdentityService.{target}"\n'
+            f'header = "Accept: application/json"\n'
+            f'data-binary = {json.dumps(body)}\n')
+with open(path, "w") as f:
+    f.write("\nnext\n".join(block("GetId", get_id) + "\nnext\n" + block("GetCredentialsForIdentity", get_creds)
+                            for _ in range(n)))
+    f.write("\n")
+EOF
+}
+floor_rate() { # $1 concurrency -> federations/s
+    local start end
+    start=$(date +%s%N)
+    curl -s --parallel --parallel-immediate --parallel-max "$1" -K "$WORK/floor.curl" 2>/dev/null
+    end=$(date +%s%N)
+    awk -v n="$FEDERATIONS" -v ns="$((end - start))" 'BEGIN { printf "%.1f\n", n / (ns / 1e9) }'
+}
+
+declare -A R
+# ---------------------------------------------------------------- throughput
+make_curl_config "$FEDERATIONS" "$WORK/floor.curl"
+make_curl_config 200 "$WORK/floor-warm.curl"
+for c in 1 64; do
+    log "concurrency $c: floor (curl --parallel-max $c)"
+    curl -s --parallel --parallel-max "$c" -K "$WORK/floor-warm.curl" 2>/dev/null
+    R[floor_c$c]=$( { floor_rate "$c"; floor_rate "$c"; floor_rate "$c"; } | median)
+    log "  floor: ${R[floor_c$c]} federations/s"
+
+    log "concurrency $c: IdentityBroker (broker-bench)"
+    R[broker_c$c]=$("$BIN/broker-bench" --endpoint "$ENDPOINT" --federations "$FEDERATIONS" --concurrency "$c" --repeats 3 | tee /dev/stderr | last_line)
+
+    log "concurrency $c: URLSession + JSONDecoder (urlsession-bench)"
+    R[urlsession_c$c]=$("$BIN/urlsession-bench" --endpoint "$ENDPOINT" --federations "$FEDERATIONS" --concurrency "$c" | tee /dev/stderr | last_line)
+
+    log "concurrency $c: boto3"
+    R[boto3_c$c]=$(python3 "$ROOT/Benchmarks/boto3_bench.py" --endpoint "$ENDPOINT" --federations "$FEDERATIONS" --concurrency "$c" | tee /dev/stderr | last_line)
+done
+
+# ---------------------------------------------------------------- memory per live session
+for n in "$SESSIONS_SMALL" "$SESSIONS_LARGE"; do
+    log "memory: $n live sessions"
+    out=$("$BIN/broker-bench" memory --endpoint "$ENDPOINT" --sessions "$n" | tee /dev/stderr)
+    R[heap_$n]=$(echo "$out" | awk '/heap_bytes_per_session/ { print $2 }')
+    R[rss_$n]=$(echo "$out" | awk '/heap_bytes_per_session/ { print $4 }')
+done
+
+# ---------------------------------------------------------------- CLI cache hit vs noop
+CLI_VS_NOOP=null; CLI_MS=null; NOOP_MS=null
+time_command() { # mean milliseconds of running "$@" (hyperfine when present, else a loop)
+    if command -v hyperfine >/dev/null 2>&1; then
+        hyperfine -N --warmup 20 --runs 300 --export-json "$WORK/hf.json" "$(printf '%q ' "$@")" >/dev/null 2>&1
+        python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["results"][0]["mean"] * 1000)' "$WORK/hf.json"
+    else
+        for _ in $(seq 20); do "$@" >/dev/null 2>&1; done
+        local start end
+        start=$(date +%s%N)
+        for _ in $(seq 300); do "$@" >/dev/null 2>&1; done
+        end=$(date +%s%N)
+        awk -v ns="$((end - start))" 'BEGIN { printf "%.4f\n", ns / 300 / 1e6 }'
+    fi
+}
+NOOP_MS=$(time_command "$BIN/noop")
+log "noop: $NOOP_MS ms"
+# Hook: the cache hit is `federate credentials` after one `federate login` against nginx.
+if [ -x "$BIN/federate" ]; then
+    export IDENTITY_BROKER_KEYSTORE="$WORK/cli-keystore"
+    printf '%s' "EAAGm0PX4ZCpsBAKZCZBbench0token0opaque0value0ZD" >"$WORK/token"
+    if "$BIN/federate" login --pool-id us-east-1:00000000-0000-4000-8000-000000000000 --provider facebook \
+            --token-file "$WORK/token" --endpoint "$ENDPOINT" --session bench >/dev/null 2>"$WORK/cli.err" \
+        && "$BIN/federate" credentials --session bench >/dev/null 2>>"$WORK/cli.err"; then
+        CLI_MS=$(time_command "$BIN/federate" credentials --session bench)
+        CLI_VS_NOOP=$(awk -v a="$CLI_MS" -v b="$NOOP_MS" 'BEGIN { printf "%.3f", a / b }')
+        log "federate credentials (cache hit): $CLI_MS ms, $CLI_VS_NOOP x noop"
+    else
+        log "federate login/credentials not usable yet ($(head -c 300 "$WORK/cli.err")); cli_vs_noop is null"
+    fi
+    unset IDENTITY_BROKER_KEYSTORE
+else
+    log "no federate binary; cli_vs_noop is null"
+fi
+
+# ---------------------------------------------------------------- keystore
+# Durable sets and the write+fsync+rename+dir-fsync floor alternate, 3 rounds each, on the
+# same file system (disk latency drifts; alternating keeps the ratio honest).
+KS_DIR="$ROOT/.build-bench/keystore-bench"   # on the project's disk, like a real keystore
+rm -rf "$KS_DIR"; mkdir -p "$KS_DIR"
+sets=(); floors=(); gets=()
+for round in 1 2 3; do
+    mkdir -p "$KS_DIR/floor$round"
+    floors+=("$("$BIN/broker-bench" fsync-floor --directory "$KS_DIR/floor$round" --items "$DURABLE_ITEMS" | last_line)")
+    out=$("$BIN/broker-bench" keystore --directory "$KS_DIR/ks$round" --items "$DURABLE_ITEMS" --gets 50000)
+    sets+=("$(echo "$out" | last_line)")
+    gets+=("$(echo "$out" | awk '/^get_us/ { print $2 }')")
+    log "keystore round $round: durable sets ${sets[-1]}/s, floor ${floors[-1]}/s, get ${gets[-1]} us"
+done
+R[durable_set]=$(printf '%s\n' "${sets[@]}" | median)
+R[durable_floor]=$(printf '%s\n' "${floors[@]}" | median)
+R[get_us]=$(printf '%s\n' "${gets[@]}" | median)
+
+# ---------------------------------------------------------------- migration
+# Filling 10,000 items is set-up, not the measurement: it runs with fsync turned into a
+# no-op (LD_PRELOAD), then `sync`, then the migration itself runs normally.
+cat >"$WORK/nofsync.c" <<'EOF'
+int fsync(int fd) { (void)fd; return 0; }
+int fdatasync(int fd) { (void)fd; return 0; }
+EOF
+cc -shared -fPIC -O2 -o "$WORK/nofsync.so" "$WORK/nofsync.c"
+MIG_DIR="$KS_DIR/migrate"
+log "migration: filling $MIGRATE_ITEMS items"
+LD_PRELOAD="$WORK/nofsync.so" "$BIN/broker-bench" migrate --directory "$MIG_DIR" --items "$MIGRATE_ITEMS" --fill-only >&2
+sync
+log "migration: migrating $MIGRATE_ITEMS items"
+R[migrate]=$("$BIN/broker-bench" migrate --directory "$MIG_DIR" --items "$MIGRATE_ITEMS" --skip-fill | last_line)
+log "  ${R[migrate]} s"
+rm -rf "$KS_DIR"
+
+# ---------------------------------------------------------------- report
+python3 - "$FEDERATIONS" "$SESSIONS_SMALL" "$SESSIONS_LARGE" "$MIGRATE_ITEMS" "$CLI_VS_NOOP" "$CLI_MS" "$NOOP_MS" \
+    "$(for k in "${!R[@]}"; do printf '%s=%s\n' "$k" "${R[$k]}"; done)" <<'EOF'
+import json, os, sys
+federations, small, large, migrate_items = (int(x) for x in sys.argv[1:5])
+cli_vs_noop, cli_ms, noop_ms = (None if x == "null" else float(x) for x in sys.argv[5:8])
+r = {k: float(v) for k, v in (line.split("=", 1) for line in sys.argv[8].splitlines() if line)}
+
+def ratio(a, b):
+    return round(r[a] / r[b], 3)
+
+clients = [("broker", "IdentityBroker (in-process)"), ("boto3", "boto3 + threads"),
+           ("urlsession", "URLSession + JSONDecoder"), ("floor", "curl --parallel (floor)")]
+print(file=sys.stderr)
+print(f"{'client':32} {'fed/s c1':>10} {'fed/s c64':>10}", file=sys.stderr)
+for key, name in clients:
+    print(f"{name:32} {r[key + '_c1']:>10.0f} {r[key + '_c64']:>10.0f}", file=sys.stderr)
+print(f"machine: {os.cpu_count()} CPUs, N = {federations} federations (2 requests each)", file=sys.stderr)
+
+out = {}
+for c in (1, 64):
+    for other in ("boto3", "urlsession", "floor"):
+        out[f"broker_vs_{other}_c{c}"] = ratio(f"broker_c{c}", f"{other}_c{c}")
+for key, _ in clients:
+    for c in (1, 64):
+        out[f"{key}_fed_per_s_c{c}"] = round(r[f"{key}_c{c}"], 1)
+out["bytes_per_session_1k"] = round(r[f"heap_{small}"])
+out["bytes_per_session_10k"] = round(r[f"heap_{large}"])
+out["rss_bytes_per_session_1k"] = round(r[f"rss_{small}"])
+out["rss_bytes_per_session_10k"] = round(r[f"rss_{large}"])
+out["cli_vs_noop"] = cli_vs_noop
+out["cli_ms"] = None if cli_ms is None else round(cli_ms, 3)
+out["noop_ms"] = None if noop_ms is None else round(noop_ms, 3)
+out["durable_set_vs_floor"] = ratio("durable_set", "durable_floor")
+out["durable_sets_per_s"] = round(r["durable_set"], 1)
+out["durable_floor_per_s"] = round(r["durable_floor"], 1)
+out["keystore_get_us"] = round(r["get_us"], 2)
+out[f"migrate_{migrate_items // 1000}k_seconds"] = round(r["migrate"], 3)
+out["federations"] = federations
+out["cpus"] = os.cpu_count()
+print(json.dumps(out, separators=(",", ":")))
+EOF
