@@ -31,7 +31,8 @@ package final class CurlTransport: HTTPTransport, Sendable {
     ///     to it wait for a free connection (and reuse it). 0 means no limit.
     ///   - maxCachedConnections: Idle connections kept open for reuse.
     package init(maxConnectionsPerHost: Int = 32, maxCachedConnections: Int = 64) {
-        LibraryBootstrap.ensure()
+        // No libcurl work here: a client that only reads saved sessions (the CLI's
+        // cache hit) never pays for `curl_global_init`; the driver runs it on first use.
         driver = CurlMultiDriver(
             maxCachedConnections: maxCachedConnections,
             maxConnectionsPerHost: maxConnectionsPerHost)
