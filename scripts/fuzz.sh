@@ -5,8 +5,8 @@
 #   scripts/fuzz.sh [SECONDS] [extra libFuzzer flags...]
 #
 # Builds Fuzz/BrokerFuzz with -sanitize=fuzzer,address in its own scratch path
-# (.build-fuzz), seeds a corpus from Tests/Fixtures/*.json plus a few JWTs and
-# error responses with headers, and runs with -max_total_time=SECONDS. The
+# (.build-fuzz), seeds a corpus from Tests/Fixtures/*.json plus a few JWTs,
+# error responses with headers and past findings (Fuzz/regressions/), and runs with -max_total_time=SECONDS. The
 # corpus lives in .build-fuzz/corpus (git-ignored) and grows across runs; crash
 # inputs go to fuzz-artifacts/ (git-ignored). Exits non-zero when libFuzzer
 # finds a crash, a leak or a timeout. The run's log is .build-fuzz/last-run.log.
@@ -24,7 +24,11 @@ esac
 
 scratch=.build-fuzz
 flags=(--scratch-path "$scratch" --product broker-fuzz -c debug
-       -Xswiftc -DFUZZING -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library)
+       -Xswiftc -DFUZZING -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library
+       # SwiftPM's `--defsym main=broker_fuzz_main` keeps libFuzzer's own main
+       # out, so nothing pulls in its driver: ask for it (Fuzz/BrokerFuzz calls
+       # it through dlsym) and export it.
+       -Xlinker --undefined=LLVMFuzzerRunDriver -Xlinker --export-dynamic-symbol=LLVMFuzzerRunDriver)
 swift build "${flags[@]}"
 binary="$(swift build "${flags[@]}" --show-bin-path)/broker-fuzz"
 
@@ -33,7 +37,9 @@ seeds="$scratch/seeds"
 artifacts=fuzz-artifacts
 mkdir -p "$corpus" "$seeds" "$artifacts"
 
-# Seeds: every fixture; the same bodies behind error headers; a few JWTs.
+# Seeds: every fixture; the same bodies behind error headers; a few JWTs; and
+# every input that once found a bug (Fuzz/regressions), replayed first.
+cp Fuzz/regressions/* "$seeds/"
 for fixture in Tests/Fixtures/*.json; do
     name="$(basename "$fixture" .json)"
     cp "$fixture" "$seeds/$name"
@@ -53,7 +59,10 @@ printf '{"sub":"a","exp":1700003600,"iss":"i"}' > "$seeds/claims"
 
 log="$scratch/last-run.log"
 set +e
-ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}" "$binary" "$corpus" "$seeds" \
+# SWIFT_BACKTRACE=enable=no: on a Swift trap the runtime's backtracer reads the
+# stack in a way ASan reports as stack-buffer-underflow, hiding the real failure;
+# libFuzzer's own deadly-signal handler prints the stack instead.
+SWIFT_BACKTRACE=enable=no ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}" "$binary" "$corpus" "$seeds" \
     -dict=Fuzz/broker.dict \
     -max_total_time="$seconds" \
     -max_len=8192 \

@@ -13,8 +13,17 @@ struct GetIdInput: Encodable, Sendable {
     var Logins: [String: String]?
 }
 
+// Outputs reject empty required strings (see `decodeNonEmpty`).
+
 struct GetIdOutput: Decodable, Sendable {
     var IdentityId: String
+
+    private enum CodingKeys: String, CodingKey { case IdentityId }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        IdentityId = try container.decodeNonEmpty(String.self, forKey: .IdentityId)
+    }
 }
 
 struct GetCredentialsForIdentityInput: Encodable, Sendable {
@@ -26,6 +35,14 @@ struct GetCredentialsForIdentityInput: Encodable, Sendable {
 struct GetCredentialsForIdentityOutput: Decodable, Sendable {
     var IdentityId: String?
     var Credentials: WireCredentials
+
+    private enum CodingKeys: String, CodingKey { case IdentityId, Credentials }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        IdentityId = try container.decodeNonEmptyIfPresent(String.self, forKey: .IdentityId)
+        Credentials = try container.decode(WireCredentials.self, forKey: .Credentials)
+    }
 }
 
 struct GetOpenIdTokenInput: Encodable, Sendable {
@@ -36,6 +53,14 @@ struct GetOpenIdTokenInput: Encodable, Sendable {
 struct GetOpenIdTokenOutput: Decodable, Sendable {
     var IdentityId: String?
     var Token: String
+
+    private enum CodingKeys: String, CodingKey { case IdentityId, Token }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        IdentityId = try container.decodeNonEmptyIfPresent(String.self, forKey: .IdentityId)
+        Token = try container.decodeNonEmpty(String.self, forKey: .Token)
+    }
 }
 
 struct GetOpenIdTokenForDeveloperIdentityInput: Encodable, Sendable {
@@ -50,6 +75,16 @@ struct WireCredentials: Decodable, Sendable {
     var SecretKey: String
     var SessionToken: String
     var Expiration: WireEpochSeconds
+
+    private enum CodingKeys: String, CodingKey { case AccessKeyId, SecretKey, SessionToken, Expiration }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        AccessKeyId = try container.decodeNonEmpty(String.self, forKey: .AccessKeyId)
+        SecretKey = try container.decodeNonEmpty(String.self, forKey: .SecretKey)
+        SessionToken = try container.decodeNonEmpty(String.self, forKey: .SessionToken)
+        Expiration = try container.decode(WireEpochSeconds.self, forKey: .Expiration)
+    }
 }
 
 /// `Expiration` is epoch seconds as a JSON number, possibly fractional or in

@@ -25,14 +25,24 @@ package enum FuzzEntryPoints {
 
     /// Decodes `bytes` as the body of a 200 answer to each operation.
     ///
-    /// Invariants: success or ``FederationError/Code/invalidResponse``; a
-    /// decoded expiration is finite; the error message is bounded.
+    /// Invariants: success or ``FederationError/Code/invalidResponse``; what
+    /// a success hands on is usable (no empty identity ID, key, secret, session
+    /// token or OpenID token; a finite expiration); the error message is bounded.
     package static func decodeResponse(_ bytes: [UInt8]) {
-        check(GetIdOutput.self, bytes, operation: "GetId")
-        if let output = check(GetCredentialsForIdentityOutput.self, bytes, operation: "GetCredentialsForIdentity") {
-            precondition(output.Credentials.Expiration.date.timeIntervalSince1970.isFinite, "a non-finite expiration was accepted")
+        if let output = check(GetIdOutput.self, bytes, operation: "GetId") {
+            precondition(!output.IdentityId.isEmpty, "an empty IdentityId was accepted")
         }
-        check(GetOpenIdTokenOutput.self, bytes, operation: "GetOpenIdToken")
+        if let output = check(GetCredentialsForIdentityOutput.self, bytes, operation: "GetCredentialsForIdentity") {
+            let credentials = output.Credentials
+            precondition(output.IdentityId?.isEmpty != true, "an empty IdentityId was accepted")
+            precondition(
+                !credentials.AccessKeyId.isEmpty && !credentials.SecretKey.isEmpty && !credentials.SessionToken.isEmpty,
+                "empty credentials were accepted")
+            precondition(credentials.Expiration.date.timeIntervalSince1970.isFinite, "a non-finite expiration was accepted")
+        }
+        if let output = check(GetOpenIdTokenOutput.self, bytes, operation: "GetOpenIdToken") {
+            precondition(output.IdentityId?.isEmpty != true && !output.Token.isEmpty, "an empty identity or token was accepted")
+        }
         check(WireErrorBody.self, bytes, operation: "error body")
     }
 

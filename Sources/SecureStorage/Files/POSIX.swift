@@ -200,9 +200,10 @@ enum POSIX {
                 if errno != 0 { throw KeystoreError.io("readdir", path: path) }
                 break
             }
-            let name = withUnsafePointer(to: entry.pointee.d_name) {
-                $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
-            }
+            // Read the name in place: copying `d_name` would copy all 256 bytes, and a
+            // short entry at the end of readdir's buffer is smaller than that (ASan).
+            let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
+            let name = String(cString: UnsafeRawPointer(entry).advanced(by: nameOffset).assumingMemoryBound(to: CChar.self))
             if name != "." && name != ".." { names.append(name) }
         }
         return names

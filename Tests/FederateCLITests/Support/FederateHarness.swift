@@ -52,7 +52,7 @@ final class FederateHarness {
             "LANG": "C.UTF-8",
         ]
         let inherited = ProcessInfo.processInfo.environment
-        for name in ["PATH", "LD_LIBRARY_PATH", "TMPDIR"] {
+        for name in ["PATH", "LD_LIBRARY_PATH", "TMPDIR", "TSAN_OPTIONS", "ASAN_OPTIONS", "SWIFT_BACKTRACE"] {
             if let value = inherited[name] { environment[name] = value }
         }
         self.environment = environment
