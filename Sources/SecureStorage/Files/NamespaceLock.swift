@@ -9,6 +9,9 @@ import Darwin
 /// An exclusive advisory `flock(2)` on a lock file, serialising writers across processes and
 /// threads. Each acquisition opens its own file description, so two threads of one process
 /// exclude each other just like two processes do.
+///
+/// The lock file is opened read-only (`flock` needs no write access): in a shared group
+/// directory it is 0640 and may belong to another member of the Unix group.
 struct NamespaceLock {
     let path: String
     let mode: mode_t
@@ -16,7 +19,7 @@ struct NamespaceLock {
 
     /// Runs `body` while holding the lock, or throws ``KeystoreError/Code/lockTimeout``.
     func withLock<R>(_ body: () throws -> R) throws -> R {
-        guard let fd = try POSIX.openFile(path, O_RDWR | O_CREAT | O_NOFOLLOW, mode: mode) else {
+        guard let fd = try POSIX.openFile(path, O_RDONLY | O_CREAT | O_NOFOLLOW, mode: mode) else {
             throw KeystoreError.io("open", path: path, errno: ENOENT)
         }
         defer { POSIX.closeFile(fd) }
@@ -47,7 +50,7 @@ struct NamespaceLock {
     /// Takes the lock only if it is free right now; runs `body` and returns `true`, or returns
     /// `false` without running it.
     func withLockIfAvailable(_ body: () throws -> Void) throws -> Bool {
-        guard let fd = try POSIX.openFile(path, O_RDWR | O_CREAT | O_NOFOLLOW, mode: mode) else { return false }
+        guard let fd = try POSIX.openFile(path, O_RDONLY | O_CREAT | O_NOFOLLOW, mode: mode) else { return false }
         defer { POSIX.closeFile(fd) }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { return false }
         defer { _ = flock(fd, LOCK_UN) }
