@@ -7,6 +7,9 @@
 //   keystore-stress migrate-crash ROOT SERVICE FROM TO STAGE N
 //       migrates FROM to TO ("none" or a group name) and SIGKILLs itself at checkpoint STAGE/N
 //       (STAGE: copied, committed, deleted)
+//   keystore-stress shared ROOT SERVICE GROUP KEY
+//       in access group GROUP: writes KEY = "from-<uid>", then prints every "key=value"
+//       (run under different uids of one Unix group to check sharing)
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -59,6 +62,16 @@ do {
             if name == stage && count == target { kill(getpid(), SIGKILL) }
         }
         fail("checkpoint \(stage)/\(target) was never reached")
+    case "shared":
+        guard arguments.count == 6 else { fail("bad arguments") }
+        let keystore = try FileKeystore(root: arguments[2], service: arguments[3], accessGroup: AccessGroup(name: arguments[4]))
+        try keystore.set(Array("from-\(getuid())".utf8), forKey: arguments[5])
+        var lines = ""
+        for key in try keystore.keys() {
+            lines += "\(key)=\(String(decoding: try keystore.requireData(forKey: key), as: UTF8.self))\n"
+        }
+        let bytes = Array(lines.utf8)
+        _ = bytes.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
     default:
         fail("unknown mode \(arguments[1])")
     }
