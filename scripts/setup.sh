@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what IdentityBroker needs on Debian/Ubuntu: the libcurl and OpenSSL
+# Installs what IdentityBroker needs on Debian/Ubuntu: the libcurl, OpenSSL and SQLite
 # development packages, and moto's server for the interop tests and the demo.
 # Safe to run again; it only installs what is missing.
 set -euo pipefail
@@ -9,7 +9,7 @@ sudo_if_needed() {
 }
 
 missing=()
-for package in libcurl4-openssl-dev libssl-dev; do
+for package in libcurl4-openssl-dev libssl-dev libsqlite3-dev; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -31,4 +31,4 @@ if ! python3 -c 'import moto.server, flask, flask_cors, boto3' 2>/dev/null; then
     python3 -m pip install --quiet --disable-pip-version-check "moto[server]" boto3 2>/dev/null \
         || python3 -m pip install --quiet --disable-pip-version-check --user --break-system-packages "moto[server]" boto3
 fi
-echo "setup: libcurl, OpenSSL and moto are ready" >&2
+echo "setup: libcurl, OpenSSL, SQLite and moto are ready" >&2
