@@ -16,6 +16,7 @@ package final class FakeCognito: Sendable {
         case getId = "GetId"
         case getCredentialsForIdentity = "GetCredentialsForIdentity"
         case getOpenIdToken = "GetOpenIdToken"
+        case getOpenIdTokenForDeveloperIdentity = "GetOpenIdTokenForDeveloperIdentity"
 
         /// The `X-Amz-Target` header value.
         package var target: String { "AWSCognitoIdentityService.\(rawValue)" }

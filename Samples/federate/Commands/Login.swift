@@ -55,6 +55,7 @@ struct Login: AsyncParsableCommand {
         } else {
             token = try TokenReader.readStandardInput()
         }
+        Terminal.neverShow(token)
         let access = try KeystoreAccess(common)
         let client = try access.client(configuration: Exchange.configuration(common, poolId: poolId))
         let options = FederationOptions(developerProvidedIdentityId: identityId, customRoleArn: roleArn)

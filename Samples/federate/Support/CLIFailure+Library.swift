@@ -4,7 +4,8 @@ import SecureStorage
 extension CLIFailure {
     /// Maps a library error to the contract's exit codes, with a next step.
     ///
-    /// - 2: ``FederationError/Code/invalidToken``, ``FederationError/Code/invalidConfiguration``
+    /// - 2: ``FederationError/Code/invalidToken``, ``FederationError/Code/invalidConfiguration``,
+    ///   ``FederationError/Code/sessionConflict`` (clear the session first)
     /// - 3: ``FederationError/Code/noValidCredentials``
     /// - 4: the service said no (not authorized, terminated identity, resource not found,
     ///   invalid pool configuration, invalid parameter, conflicts and limits, an unknown 4xx type)
@@ -19,6 +20,8 @@ extension CLIFailure {
             return CLIFailure(.usage, "\(error.message); check --provider and the token file")
         case .invalidConfiguration:
             return CLIFailure(.usage, "\(error.message)")
+        case .sessionConflict:
+            return CLIFailure(.usage, "\(error.message): run 'federate clear' for that session first, then try again")
         case .noValidCredentials:
             return CLIFailure(.noValidCredentials, "\(error.message)")
         case .identityTerminated:

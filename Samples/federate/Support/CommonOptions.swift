@@ -1,4 +1,5 @@
 import ArgumentParser
+import Federation
 import Logging
 
 /// The options every subcommand takes (design.md, section 6, plus `--expiry-margin`
@@ -34,6 +35,11 @@ struct CommonOptions: ParsableArguments {
         help: ArgumentHelp("Credentials count as expired this many seconds before their expiration.", valueName: "SECONDS"))
     var expiryMargin: Int = 120
 
+    @Flag(
+        name: .customLong("allow-insecure-endpoint"),
+        help: "Allow a plaintext http:// --endpoint (or AWS_ENDPOINT_URL*) to a host that is not loopback; tokens then travel unencrypted. For a local emulator in a container network only.")
+    var allowInsecureEndpoint = false
+
     @Flag(name: .long, help: "Log the library's debug messages to stderr (never a secret).")
     var verbose = false
 
@@ -41,7 +47,11 @@ struct CommonOptions: ParsableArguments {
         guard expiryMargin >= 0 else {
             throw ValidationError("--expiry-margin must be 0 or more seconds")
         }
-        guard !session.isEmpty else { throw ValidationError("--session must not be empty") }
+        do {
+            try SessionName.validate(session)
+        } catch {
+            throw ValidationError("--session: \(error.message)")
+        }
         if let accessGroup, accessGroup.isEmpty {
             throw ValidationError("--access-group must not be empty (omit it for the private keystore)")
         }

@@ -8,7 +8,8 @@ enum Exchange {
             identityPoolId: poolId,
             region: common.region,
             endpoint: common.endpoint,
-            expiryMargin: common.margin
+            expiryMargin: common.margin,
+            allowInsecureEndpoint: common.allowInsecureEndpoint
         )
     }
 

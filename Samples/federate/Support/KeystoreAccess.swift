@@ -44,6 +44,7 @@ struct KeystoreAccess {
 
     static func keySource() -> KeySource {
         if let value = getenv(KeySource.defaultEnvironmentVariable), value.pointee != 0 {
+            Terminal.neverShow(String(cString: value))
             return .environment()
         }
         return .keyFile

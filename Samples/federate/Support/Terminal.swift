@@ -1,3 +1,5 @@
+import Federation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -20,14 +22,24 @@ enum Terminal {
         }
     }
 
+    /// Secrets this run holds (the provider token, the keystore key): nothing written to
+    /// stderr may show 16 characters of one, whatever the library already scrubbed.
+    private static let secrets = Mutex<[String]>([])
+
+    /// Adds `secret` to what stderr never shows.
+    static func neverShow(_ secret: String) {
+        secrets.withLock { $0.append(secret) }
+    }
+
     /// Writes `federate: <message>` to stderr as exactly one line.
     static func fail(_ message: String) {
-        _ = writeAll("federate: " + oneLine(message) + "\n", to: STDERR_FILENO)
+        note(message)
     }
 
     /// A warning or progress note on stderr, one line.
     static func note(_ message: String) {
-        _ = writeAll("federate: " + oneLine(message) + "\n", to: STDERR_FILENO)
+        let redactor = SecretRedactor(secrets: secrets.withLock { $0 })
+        _ = writeAll("federate: " + oneLine(redactor.redact(message)) + "\n", to: STDERR_FILENO)
     }
 
     /// Ends the process with `status`.

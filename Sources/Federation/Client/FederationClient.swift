@@ -140,7 +140,7 @@ public actor FederationClient {
         options: FederationOptions = FederationOptions(),
         session: String = FederationClient.defaultSession
     ) async throws(FederationError) -> FederationResult {
-        try Self.validate(session: session)
+        try SessionName.validate(session)
         guard !token.isEmpty else {
             throw FederationError(code: .invalidToken, message: "the provider token is empty")
         }
@@ -185,7 +185,7 @@ public actor FederationClient {
     ///   authenticated identity (clear it first); otherwise as ``federate(token:provider:options:session:)``.
     @discardableResult
     public func federateAsGuest(session: String = FederationClient.defaultSession) async throws(FederationError) -> FederationResult {
-        try Self.validate(session: session)
+        try SessionName.validate(session)
         return try await exchange(session: session, operationName: "guest", provider: nil) { (previous) throws(FederationError) -> IdentityChoice in
             guard let previous else { return (nil, cached: false) }
             guard previous.provider == nil else {
@@ -231,9 +231,11 @@ public actor FederationClient {
     /// Forgets `session`: in memory, and in its keystore when there is one.
     /// Waits for a federation of the session in flight to finish first.
     ///
-    /// - Throws: ``FederationError/Code/storage`` when the saved session could
-    ///   not be removed; the session is then kept.
+    /// - Throws: ``FederationError/Code/invalidConfiguration`` for a name that breaks
+    ///   ``SessionName``'s rule; ``FederationError/Code/storage`` when the saved session
+    ///   could not be removed; the session is then kept.
     public func clear(session: String = FederationClient.defaultSession) async throws(FederationError) {
+        try SessionName.validate(session)
         await acquire(session)
         defer { release(session) }
         guard records[session] != nil else { return }
@@ -249,7 +251,7 @@ public actor FederationClient {
     /// with another key), which makes ``init(configuration:keystore:logger:)`` fail:
     /// remove it, then create the client again.
     public static func removeSavedSession(_ session: String, from keystore: any Keystore) throws(FederationError) {
-        try validate(session: session)
+        try SessionName.validate(session)
         try KeystoreSessionPersistence(keystore: keystore).remove(session: session)
     }
 
@@ -445,7 +447,8 @@ public actor FederationClient {
     private func startExpiryWatcher(due: Date, now current: Date) {
         expiryWatcher?.cancel()
         expiryWatchDue = due
-        let delay = max(0, due.timeIntervalSince(current))
+        // Clamped: a due time far away (a negative margin, say) must not overflow the conversion.
+        let delay = min(max(0, due.timeIntervalSince(current)), 1e9)
         expiryWatcher = Task { [weak self] in
             do {
                 try await Task.sleep(for: .milliseconds(Int64(delay * 1000) + 5))
@@ -482,26 +485,5 @@ public actor FederationClient {
         let next = waiters.removeFirst()
         inFlight[session] = waiters
         next.resume()
-    }
-
-    // MARK: - Validation
-
-    /// Longest accepted session name.
-    static let maxSessionNameLength = 128
-
-    static func validate(session: String) throws(FederationError) {
-        guard !session.isEmpty, session.utf8.count <= maxSessionNameLength else {
-            throw FederationError(code: .invalidConfiguration, message: "a session name must have 1 to \(maxSessionNameLength) bytes")
-        }
-        let allowed = session.unicodeScalars.allSatisfy { scalar in
-            scalar.isASCII
-                && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || "._-@+=,:".unicodeScalars.contains(scalar))
-        }
-        guard allowed else {
-            throw FederationError(
-                code: .invalidConfiguration,
-                message: "session name '\(session.prefix(32))' may hold only ASCII letters, digits and . _ - @ + = , :"
-            )
-        }
     }
 }

@@ -34,6 +34,11 @@ public struct FederationConfiguration: Sendable, Hashable {
     public var maxResponseBytes: Int
     /// How transient failures and throttling are retried. Default ``RetryPolicy/standard``.
     public var retry: RetryPolicy
+    /// Lets ``endpoint`` (or an `AWS_ENDPOINT_URL*` variable) be plaintext `http://` to a
+    /// host that is not loopback. Default `false`: provider tokens then only travel over
+    /// https, or over http to 127.0.0.0/8, `::1` and `localhost`. Set it only for a local
+    /// emulator reached through a container network.
+    public var allowInsecureEndpoint: Bool
 
     /// Creates a configuration with the documented defaults.
     public init(
@@ -46,7 +51,8 @@ public struct FederationConfiguration: Sendable, Hashable {
         requestTimeout: Duration = .seconds(30),
         federationTimeout: Duration = .seconds(60),
         maxResponseBytes: Int = 1 << 20,
-        retry: RetryPolicy = .standard
+        retry: RetryPolicy = .standard,
+        allowInsecureEndpoint: Bool = false
     ) {
         self.identityPoolId = identityPoolId
         self.accountId = accountId
@@ -58,6 +64,7 @@ public struct FederationConfiguration: Sendable, Hashable {
         self.federationTimeout = federationTimeout
         self.maxResponseBytes = maxResponseBytes
         self.retry = retry
+        self.allowInsecureEndpoint = allowInsecureEndpoint
     }
 }
 
@@ -98,10 +105,7 @@ extension FederationConfiguration {
         ]
         for (source, value) in candidates {
             guard let value, !value.isEmpty else { continue }
-            guard value.hasPrefix("https://") || value.hasPrefix("http://") else {
-                throw FederationError(code: .invalidConfiguration, message: "\(source) '\(value)' is not an http or https URL")
-            }
-            return value
+            return try EndpointRule.check(value, source: source, allowInsecure: allowInsecureEndpoint)
         }
         let suffix = region.hasPrefix("cn-") ? "amazonaws.com.cn" : "amazonaws.com"
         return "https://cognito-identity.\(region).\(suffix)/"

@@ -20,13 +20,15 @@ enum CognitoErrorDecoder {
     ) -> FederationError {
         let body = try? JSONCoders.decoder.decode(WireErrorBody.self, from: Data(response.body))
         let rawType = response.header("x-amzn-errortype").flatMap(normalizedType) ?? body?.type.flatMap(normalizedType)
-        let message = body?.message.map { scrub($0, secrets: secrets) }
+        // Everything the service says is scrubbed before it is kept: it may echo the token.
+        let redactor = SecretRedactor(secrets: secrets)
+        let message = body?.message.map { scrub($0, with: redactor) }
         let errorCode = rawType.map { code(forType: $0, status: response.status) } ?? code(forStatus: response.status)
         return FederationError(
             code: errorCode,
             message: summary(for: errorCode, operation: operation),
             operation: operation,
-            serviceErrorType: rawType,
+            serviceErrorType: rawType.map(redactor.redact),
             serviceMessage: message,
             httpStatus: response.status
         )
@@ -82,12 +84,10 @@ enum CognitoErrorDecoder {
         }
     }
 
-    /// Removes every sent secret from `message` and shortens it.
-    static func scrub(_ message: String, secrets: [String]) -> String {
-        var text = message
-        for secret in secrets where secret.count >= 4 {
-            text = text.replacing(secret, with: "<redacted>")
-        }
+    /// Removes every run of a sent secret from `message` and shortens it.
+    static func scrub(_ message: String, with redactor: SecretRedactor) -> String {
+        // Redact before cutting, so a cut cannot leave a run too short to be recognised.
+        var text = redactor.redact(message)
         if text.count > maxMessageLength { text = String(text.prefix(maxMessageLength)) + "…" }
         return text
     }

@@ -190,7 +190,10 @@ struct CognitoIdentityClient: Sendable {
         do {
             response = try await transport.send(request)
         } catch let error as TransportError {
-            throw AttemptFailure(transportError: error, operation: operation)
+            // libcurl's messages can quote what the peer sent; scrub them like service messages.
+            var failure = AttemptFailure(transportError: error, operation: operation)
+            failure.error = failure.error.redacted(by: SecretRedactor(secrets: secrets))
+            throw failure
         }
         logger.trace("received response", metadata: ["broker.status": "\(response.status)", "broker.attempt": "\(attempt)"])
 

@@ -6,7 +6,7 @@ import Foundation
 
 /// Entry points for the `broker-fuzz` target (`Fuzz/BrokerFuzz`), which feeds
 /// them arbitrary bytes: response decoding, error decoding, `Retry-After`
-/// parsing and JWT parsing, the code that reads what a hostile or broken
+/// parsing, JWT parsing and the CLI's token reading, the code that reads what a hostile or broken
 /// server (or caller) hands the library.
 ///
 /// Each function returns normally for every input; it traps (`precondition`)
@@ -21,6 +21,25 @@ package enum FuzzEntryPoints {
         decodeResponse(bytes)
         decodeError(bytes)
         parseJWT(bytes)
+        readToken(bytes)
+    }
+
+    /// Reads `bytes` as the CLI reads a token file, then checks the token as
+    /// ``FederationClient`` does before sending a JWT-shaped one.
+    ///
+    /// Invariants: a token is non-empty, within the cap, without trailing line
+    /// breaks; a failure is one of the three typed problems.
+    package static func readToken(_ bytes: [UInt8]) {
+        var copy = bytes
+        switch ProviderTokenText.decode(&copy) {
+        case .success(let token):
+            precondition(!token.isEmpty && token.utf8.count <= ProviderTokenText.maxBytes, "token not bounded")
+            precondition(!token.hasSuffix("\n") && !token.hasSuffix("\r"), "a trailing line break was kept")
+            parse(token: token)
+        case .failure:
+            break
+        }
+        precondition(copy.allSatisfy { $0 == 0 }, "the token bytes were not wiped")
     }
 
     /// Decodes `bytes` as the body of a 200 answer to each operation.
@@ -102,7 +121,14 @@ package enum FuzzEntryPoints {
     private static func parse(token: String) {
         do {
             let jwt = try JSONWebToken(parsing: token)
-            try? jwt.checkNotExpired(now: Date(timeIntervalSince1970: 1_700_000_000))
+            // Any `exp` the token claims, against a range of clocks: never a trap.
+            for now in [0, 1_700_000_000, -1e19, 1e300] as [Double] {
+                do {
+                    try jwt.checkNotExpired(now: Date(timeIntervalSince1970: now))
+                } catch {
+                    precondition(error.code == .invalidToken, "unexpected error code \(error.code)")
+                }
+            }
         } catch {
             precondition(error.code == .invalidToken, "unexpected error code \(error.code)")
             if token.count >= 12 {

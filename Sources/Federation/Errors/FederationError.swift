@@ -7,11 +7,12 @@ import SecureStorage
 /// `HTTPClientError`). The error carries the service's own error type, message and
 /// HTTP status when the identity service answered, and the `CURLcode` when the
 /// network failed. It never carries a provider token, secret key, session token
-/// or keystore key: service messages are scrubbed of the token that was sent.
+/// or keystore key: everything the service sent (message, error type) is scrubbed of
+/// every run of 16 or more characters of the request's secrets, in any letter case.
 public struct FederationError: Error, Sendable {
     /// The stable kind of a ``FederationError``.
     public struct Code: Sendable, Hashable, CustomStringConvertible {
-        private enum Base: String, Sendable, Hashable {
+        private enum Base: String, Sendable, Hashable, CaseIterable {
             case notAuthorized
             case identityTerminated
             case resourceNotFound
@@ -83,6 +84,9 @@ public struct FederationError: Error, Sendable {
         /// an authenticated one): clear the session first.
         public static let sessionConflict = Code(.sessionConflict)
 
+        /// Every code, so tests can prove each one is handled (a new code cannot fall through).
+        package static var allCases: [Code] { Base.allCases.map(Code.init) }
+
         /// The code's name, e.g. `notAuthorized`.
         public var description: String { base.rawValue }
     }
@@ -95,7 +99,7 @@ public struct FederationError: Error, Sendable {
     public var operation: String?
     /// The service's error type as sent (e.g. `NotAuthorizedException`), kept raw for unknown types.
     public var serviceErrorType: String?
-    /// The service's message, scrubbed of the token that was sent and shortened.
+    /// The service's message, scrubbed of the request's secrets and shortened.
     public var serviceMessage: String?
     /// The HTTP status of the service's answer.
     public var httpStatus: Int?

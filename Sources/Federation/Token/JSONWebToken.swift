@@ -43,6 +43,9 @@ struct JSONWebToken: Sendable {
         } catch {
             throw Self.invalid("has a payload that is not a JSON object")
         }
+        if let exp = claims.exp, !exp.isFinite {
+            throw Self.invalid("has an 'exp' claim that is not a finite number")
+        }
         subject = claims.sub
         expiresAt = claims.exp
         issuer = claims.iss
@@ -52,9 +55,10 @@ struct JSONWebToken: Sendable {
     func checkNotExpired(now: Date) throws(FederationError) {
         guard let expiresAt else { return }
         let late = now.timeIntervalSince1970 - expiresAt
-        if late > Self.expiryTolerance {
-            throw Self.invalid("expired \(Int(late)) s ago; get a fresh token from the provider")
-        }
+        guard late > Self.expiryTolerance else { return }
+        // `exp` is the token's word, not ours: a value like -1e19 must not trap a conversion.
+        let ago = Int(exactly: late.rounded(.down)).map { "\($0) s ago" } ?? "long ago"
+        throw Self.invalid("expired \(ago); get a fresh token from the provider")
     }
 
     private static func invalid(_ problem: String) -> FederationError {

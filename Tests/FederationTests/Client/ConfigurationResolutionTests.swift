@@ -60,18 +60,18 @@ final class ConfigurationResolutionTests: XCTestCase {
 
     func testEndpointPrecedence() throws {
         let environment = [
-            "AWS_ENDPOINT_URL_COGNITO_IDENTITY": "http://service-specific.test/",
-            "AWS_ENDPOINT_URL": "http://global.test/",
+            "AWS_ENDPOINT_URL_COGNITO_IDENTITY": "https://service-specific.test/",
+            "AWS_ENDPOINT_URL": "https://global.test/",
         ]
-        let explicit = FederationConfiguration(identityPoolId: testPoolId, endpoint: "http://explicit.test/")
+        let explicit = FederationConfiguration(identityPoolId: testPoolId, endpoint: "https://explicit.test/")
         let implicit = FederationConfiguration(identityPoolId: testPoolId)
-        XCTAssertEqual(try endpoint(explicit, environment), "http://explicit.test/")
-        XCTAssertEqual(try endpoint(implicit, environment), "http://service-specific.test/")
-        XCTAssertEqual(try endpoint(implicit, ["AWS_ENDPOINT_URL": "http://global.test/"]), "http://global.test/")
+        XCTAssertEqual(try endpoint(explicit, environment), "https://explicit.test/")
+        XCTAssertEqual(try endpoint(implicit, environment), "https://service-specific.test/")
+        XCTAssertEqual(try endpoint(implicit, ["AWS_ENDPOINT_URL": "https://global.test/"]), "https://global.test/")
         XCTAssertEqual(
-            try endpoint(implicit, ["AWS_ENDPOINT_URL_COGNITO_IDENTITY": "", "AWS_ENDPOINT_URL": "http://global.test/"]), "http://global.test/",
+            try endpoint(implicit, ["AWS_ENDPOINT_URL_COGNITO_IDENTITY": "", "AWS_ENDPOINT_URL": "https://global.test/"]), "https://global.test/",
             "an empty variable counts as unset")
-        XCTAssertEqual(try endpoint(implicit, ["AWS_ENDPOINT_URL_S3": "http://s3.test/"]), "https://cognito-identity.us-east-1.amazonaws.com/")
+        XCTAssertEqual(try endpoint(implicit, ["AWS_ENDPOINT_URL_S3": "https://s3.test/"]), "https://cognito-identity.us-east-1.amazonaws.com/")
     }
 
     func testEndpointThatIsNotHTTPIsAnInvalidConfiguration() {
@@ -81,9 +81,9 @@ final class ConfigurationResolutionTests: XCTestCase {
 
     func testTheClientSendsToTheResolvedEndpoint() async throws {
         for (configured, environment, expected) in [
-            ("http://explicit.test/", ["AWS_ENDPOINT_URL_COGNITO_IDENTITY": "http://env.test/"], "http://explicit.test/"),
-            (nil, ["AWS_ENDPOINT_URL_COGNITO_IDENTITY": "http://env.test/", "AWS_ENDPOINT_URL": "http://global.test/"], "http://env.test/"),
-            (nil, ["AWS_ENDPOINT_URL": "http://global.test/"], "http://global.test/"),
+            ("https://explicit.test/", ["AWS_ENDPOINT_URL_COGNITO_IDENTITY": "https://env.test/"], "https://explicit.test/"),
+            (nil, ["AWS_ENDPOINT_URL_COGNITO_IDENTITY": "https://env.test/", "AWS_ENDPOINT_URL": "https://global.test/"], "https://env.test/"),
+            (nil, ["AWS_ENDPOINT_URL": "https://global.test/"], "https://global.test/"),
             (nil, [:], "https://cognito-identity.us-east-1.amazonaws.com/"),
         ] as [(String?, [String: String], String)] {
             let harness = try Harness(configure: { $0.endpoint = configured }, environment: environment)
@@ -91,4 +91,66 @@ final class ConfigurationResolutionTests: XCTestCase {
             XCTAssertEqual(Set(harness.fake.calls.map(\.url)), [expected])
         }
     }
+
+    // MARK: Plaintext endpoints
+
+    func testPlaintextIsAcceptedForLoopbackHostsOnly() throws {
+        // 2130706433 is 127.0.0.1 written as one number: libcurl, which connects, reads it so.
+        for url in ["http://127.0.0.1:5000/", "http://127.1.2.3/", "http://localhost:9/", "http://LOCALHOST/", "http://[::1]:8080/", "http://2130706433/"] {
+            XCTAssertEqual(try endpoint(FederationConfiguration(identityPoolId: testPoolId, endpoint: url)), url)
+        }
+        for url in [
+            "http://cognito.example/", "http://10.0.0.5/", "http://128.0.0.1/", "http://127.0.0.1.attacker.example/",
+            "http://127.0.0.1@attacker.example/", "http://localhost.attacker.example/", "http://[::2]/", "http://2130706434.example/",
+        ] {
+            let error = expectSyncFederationError(.invalidConfiguration) {
+                try endpoint(FederationConfiguration(identityPoolId: testPoolId, endpoint: url))
+            }
+            XCTAssertTrue(error?.message.contains("allowInsecureEndpoint") == true, "\(url): \(error?.message ?? "accepted")")
+        }
+    }
+
+    func testPlaintextFromTheEnvironmentIsCheckedToo() {
+        for variable in ["AWS_ENDPOINT_URL_COGNITO_IDENTITY", "AWS_ENDPOINT_URL"] {
+            let error = expectSyncFederationError(.invalidConfiguration) {
+                try endpoint(FederationConfiguration(identityPoolId: testPoolId), [variable: "http://cognito.example/"])
+            }
+            XCTAssertTrue(error?.message.contains(variable) == true, error?.message ?? "accepted")
+        }
+    }
+
+    func testTheOptInAllowsPlaintextToAnyHost() throws {
+        var configuration = FederationConfiguration(identityPoolId: testPoolId, endpoint: "http://cognito-emulator:9229/")
+        configuration.allowInsecureEndpoint = true
+        XCTAssertEqual(try endpoint(configuration), "http://cognito-emulator:9229/")
+        XCTAssertFalse(FederationConfiguration(identityPoolId: testPoolId).allowInsecureEndpoint, "off by default")
+    }
+
+    /// Nothing is sent when the endpoint is refused: the client cannot even be created.
+    func testAClientWithAPlaintextRemoteEndpointSendsNothing() async throws {
+        let fake = FakeCognito()
+        await expectFederationError(.invalidConfiguration) {
+            try FederationClient(
+                configuration: FederationConfiguration(identityPoolId: testPoolId, endpoint: "http://cognito.example/"),
+                transport: fake.transport, persistence: nil, environment: [:], now: { testEpoch }, logger: nil)
+        }
+        XCTAssertTrue(fake.calls.isEmpty)
+    }
+}
+
+/// Runs `body` and returns its `FederationError` when it has `code`, failing otherwise.
+@discardableResult
+private func expectSyncFederationError<T>(
+    _ code: FederationError.Code, file: StaticString = #filePath, line: UInt = #line, _ body: () throws -> T
+) -> FederationError? {
+    do {
+        _ = try body()
+        XCTFail("expected \(code), got success", file: file, line: line)
+    } catch let error as FederationError {
+        XCTAssertEqual(error.code, code, file: file, line: line)
+        return error
+    } catch {
+        XCTFail("expected FederationError \(code), got \(error)", file: file, line: line)
+    }
+    return nil
 }

@@ -20,6 +20,18 @@ final class JWTLocalCheckTests: XCTestCase {
         }
     }
 
+    /// `"exp": -1e19` trapped an `Int` conversion (a crash, not an error) before.
+    func testAnExpClaimOutsideIntRangeIsAnInvalidTokenNotACrash() async throws {
+        for exp in ["-1e19", "-9.3e18", "-1.7976931348623157e308"] {
+            let token = TestJWT.make(headerJSON: #"{"alg":"RS256"}"#, payloadJSON: #"{"sub":"s","exp":\#(exp)}"#)
+            try await assertRejectedLocally(token, "exp \(exp)")
+        }
+        let far = TestJWT.make(headerJSON: #"{"alg":"RS256"}"#, payloadJSON: #"{"sub":"s","exp":1e19}"#)
+        let harness = try Harness()
+        try await harness.client.federate(token: far, provider: .google, session: "s")
+        XCTAssertEqual(harness.fake.count(.getCredentialsForIdentity), 1, "a token valid far into the future is sent")
+    }
+
     func testTokenWithoutThreePartsIsRejected() async throws {
         try await assertRejectedLocally("opaque-access-token", "one part")
         let valid = googleToken()

@@ -15,9 +15,11 @@ final class SecretRedactionTests: XCTestCase {
             + token.split(separator: ".").map(String.init)  // no part of the JWT either
     }
 
+    /// No run of 16 or more characters of a secret, in any letter case (checked
+    /// independently of the library's redactor, window by window).
     private func assertClean(_ text: String, _ what: String, line: UInt = #line) {
-        for secret in secrets where text.contains(secret) {
-            XCTFail("\(what) contains a secret (\(secret.prefix(8))…): \(text)", line: line)
+        if let leaked = leakedRun(in: text, of: secrets) {
+            XCTFail("\(what) contains 16 characters of a secret (\(leaked.prefix(4))…): \(text)", line: line)
         }
     }
 
@@ -167,5 +169,61 @@ final class SecretRedactionTests: XCTestCase {
         for entry in logs.entries {
             XCTAssertFalse(entry.message.description.contains(stale))
         }
+    }
+
+    // MARK: Echoed fragments (hostile-input review)
+
+    /// A service, or anything in the path, that echoes part of the token: its first 150
+    /// characters, the JWT signature alone, the token upper-cased, or the token in the
+    /// error-type header.
+    func testEchoedFragmentsOfTheTokenLeakNothing() async throws {
+        let parts = token.split(separator: ".").map(String.init)
+        let echoes: [(String, FakeCognito.Reply)] = [
+            ("first 150 characters", .error("NotAuthorizedException", message: "Invalid login token \(token.prefix(150))")),
+            ("signature alone", .error("NotAuthorizedException", message: "bad signature \(parts[2])")),
+            ("payload alone", .error("NotAuthorizedException", message: "claims \(parts[1]) rejected")),
+            ("upper-cased", .error("NotAuthorizedException", message: "TOKEN \(token.uppercased())")),
+            ("lower-cased suffix", .error("NotAuthorizedException", message: "…\(token.suffix(40).lowercased())")),
+            ("in x-amzn-ErrorType", .raw(
+                status: 400,
+                headers: FakeCognito.jsonHeaders + [("x-amzn-ErrorType", "NotAuthorizedException\(token)")],
+                body: #"{"message":"no"}"#)),
+            ("in the body's __type", .raw(status: 400, body: #"{"__type":"Bad\#(parts[1])","message":"x"}"#)),
+        ]
+        for (what, reply) in echoes {
+            let (harness, logs) = try makeHarness()
+            harness.fake.enqueue(reply, for: .getId)
+            let error = await expectFederationError {
+                try await harness.client.federate(token: token, provider: .google, session: "alice")
+            }
+            XCTAssertNotNil(error, what)
+            assertClean(error)
+            assertClean(logs)
+        }
+    }
+
+    /// The developer backend's SigV4 secret and session token are scrubbed the same way.
+    func testEchoedSigningSecretsLeakNothing() async throws {
+        let fake = FakeCognito()
+        let secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+        fake.enqueue(.error("NotAuthorizedException", message: "signature for \(secret.dropFirst(3).uppercased()) is wrong"), for: .getOpenIdTokenForDeveloperIdentity)
+        let issuer = try DeveloperIdentityIssuer(
+            configuration: FederationConfiguration(identityPoolId: testPoolId, endpoint: testEndpoint),
+            developerProviderName: "login.example",
+            credentials: SigningCredentials(accessKeyId: "AKIDEXAMPLE", secretAccessKey: secret),
+            transport: fake.transport, environment: [:], retryRunner: noSleepRunner(), logger: nil)
+        let error = await expectFederationError(.notAuthorized) { try await issuer.openIdToken(forUser: "user-1") }
+        XCTAssertNotNil(error)
+        XCTAssertNil(leakedRun(in: error?.description ?? "", of: [secret]), error?.description ?? "")
+    }
+
+    func testRedactorRemovesEveryRunOfSixteenInAnyCase() {
+        let redactor = SecretRedactor(secrets: [token])
+        let text = "a \(token.dropFirst(5).prefix(16).uppercased()) b \(token.prefix(15)) c"
+        let redacted = redactor.redact(text)
+        XCTAssertNil(leakedRun(in: redacted, of: [token]), redacted)
+        XCTAssertTrue(redacted.hasPrefix("a <redacted> b "), redacted)
+        XCTAssertTrue(redacted.hasSuffix(" c"), "text around the run is kept: \(redacted)")
+        XCTAssertTrue(redacted.contains(String(token.prefix(15))), "15 characters are below the threshold and stay")
     }
 }

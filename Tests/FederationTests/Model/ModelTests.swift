@@ -86,11 +86,14 @@ final class ModelTests: XCTestCase {
     }
 
     func testErrorCodesAreDistinctAndNamed() {
-        let codes: [FederationError.Code] = [
+        let named: [FederationError.Code] = [
             .notAuthorized, .identityTerminated, .resourceNotFound, .resourceConflict, .throttled, .limitExceeded, .invalidParameter,
             .invalidIdentityPoolConfiguration, .externalService, .developerUserAlreadyRegistered, .serviceError, .serviceUnavailable,
             .timedOut, .network, .invalidResponse, .invalidToken, .invalidConfiguration, .cancelled, .noValidCredentials, .storage,
+            .sessionConflict,
         ]
+        let codes = FederationError.Code.allCases
+        XCTAssertEqual(Set(named), Set(codes), "every public code is listed here, and no other")
         XCTAssertEqual(Set(codes).count, codes.count)
         XCTAssertEqual(Set(codes.map(\.description)).count, codes.count)
         XCTAssertEqual(FederationError.Code.identityTerminated.description, "identityTerminated")

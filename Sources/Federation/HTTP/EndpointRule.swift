@@ -1,0 +1,72 @@
+internal import CLibCurl
+
+/// Which endpoints a provider token may be sent to.
+///
+/// `https://` anywhere; `http://` only to a loopback host (127.0.0.0/8, `::1`,
+/// `localhost`) unless the caller opted in by name
+/// (``FederationConfiguration/allowInsecureEndpoint``). The host is read with
+/// libcurl's own URL parser, the one that later connects, so a URL such as
+/// `http://127.0.0.1@attacker.example/` cannot pass the check as one host and be
+/// sent to another.
+enum EndpointRule {
+    /// Checks `url` (named by `source` in errors) and returns it.
+    ///
+    /// - Throws: ``FederationError/Code/invalidConfiguration`` when the URL is not
+    ///   http(s), cannot be parsed, or is plaintext to a non-loopback host without
+    ///   the opt-in.
+    static func check(_ url: String, source: String, allowInsecure: Bool) throws(FederationError) -> String {
+        guard let parts = parse(url) else {
+            throw FederationError(code: .invalidConfiguration, message: "\(source) '\(preview(url))' is not a valid URL")
+        }
+        switch parts.scheme {
+        case "https":
+            return url
+        case "http":
+            if allowInsecure || isLoopback(parts.host) { return url }
+            throw FederationError(
+                code: .invalidConfiguration,
+                message: "\(source) '\(preview(url))' is plaintext http to a host that is not loopback: provider tokens would travel unencrypted; use https, or opt in with allowInsecureEndpoint (--allow-insecure-endpoint) for a local emulator"
+            )
+        default:
+            throw FederationError(code: .invalidConfiguration, message: "\(source) '\(preview(url))' is not an http or https URL")
+        }
+    }
+
+    /// Whether `host` (as libcurl reports it: brackets kept around IPv6) is loopback.
+    static func isLoopback(_ host: String) -> Bool {
+        let host = host.lowercased()
+        if host == "localhost" || host == "[::1]" || host == "::1" { return true }
+        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
+        guard octets.count == 4 else { return false }
+        var values: [Int] = []
+        for octet in octets {
+            guard (1...3).contains(octet.count), octet.allSatisfy(\.isASCII), let value = Int(octet), value <= 255 else {
+                return false
+            }
+            values.append(value)
+        }
+        return values[0] == 127
+    }
+
+    /// Scheme and host as libcurl parses them, or `nil` when it cannot.
+    static func parse(_ url: String) -> (scheme: String, host: String)? {
+        guard let handle = curl_url() else { return nil }
+        defer { curl_url_cleanup(handle) }
+        // No scheme guessing: a URL without one is not an endpoint.
+        guard curl_url_set(handle, CURLUPART_URL, url, 0) == CURLUE_OK else { return nil }
+        guard let scheme = part(handle, CURLUPART_SCHEME), let host = part(handle, CURLUPART_HOST) else { return nil }
+        return (scheme.lowercased(), host)
+    }
+
+    private static func part(_ handle: OpaquePointer, _ which: CURLUPart) -> String? {
+        var value: UnsafeMutablePointer<CChar>?
+        guard curl_url_get(handle, which, &value, 0) == CURLUE_OK, let value else { return nil }
+        defer { curl_free(value) }
+        return String(cString: value)
+    }
+
+    /// The URL for an error message: bounded, control characters shown as `?`.
+    private static func preview(_ url: String) -> String {
+        String(String.UnicodeScalarView(url.unicodeScalars.prefix(200).map { $0.value < 0x20 || $0.value == 0x7F ? "?" : $0 }))
+    }
+}

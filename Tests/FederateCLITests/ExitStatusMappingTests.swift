@@ -1,0 +1,58 @@
+@testable import federate
+import Federation
+import SecureStorage
+import XCTest
+
+/// Every `FederationError.Code` maps to the exit status docs/cli.md documents for it,
+/// so a new code cannot fall through to exit 1 unnoticed.
+final class ExitStatusMappingTests: XCTestCase {
+    /// docs/cli.md, "Exit codes". `cancelled` is the only internal one: the CLI never
+    /// cancels a call itself.
+    private let documented: [FederationError.Code: ExitStatus] = [
+        .invalidToken: .usage,
+        .invalidConfiguration: .usage,
+        .sessionConflict: .usage,
+        .noValidCredentials: .noValidCredentials,
+        .notAuthorized: .rejected,
+        .identityTerminated: .rejected,
+        .resourceNotFound: .rejected,
+        .resourceConflict: .rejected,
+        .limitExceeded: .rejected,
+        .invalidParameter: .rejected,
+        .invalidIdentityPoolConfiguration: .rejected,
+        .developerUserAlreadyRegistered: .rejected,
+        .serviceError: .rejected,
+        .throttled: .unavailable,
+        .serviceUnavailable: .unavailable,
+        .timedOut: .unavailable,
+        .network: .unavailable,
+        .invalidResponse: .unavailable,
+        .externalService: .unavailable,
+        .storage: .keystore,
+        .cancelled: .internalError,
+    ]
+
+    func testEveryCodeHasItsDocumentedExitStatus() {
+        XCTAssertFalse(FederationError.Code.allCases.isEmpty)
+        for code in FederationError.Code.allCases {
+            guard let expected = documented[code] else {
+                XCTFail("FederationError.Code.\(code) has no documented exit status: add it to docs/cli.md, CLIFailure.federation and this table")
+                continue
+            }
+            let failure = CLIFailure.federation(FederationError(code: code, message: "m", httpStatus: 400), root: "/k")
+            XCTAssertEqual(failure.status, expected, "\(code): \(failure.message)")
+            XCTAssertFalse(failure.message.contains("please report it"), "\(code) is reported as a bug: \(failure.message)")
+        }
+    }
+
+    func testAnUnknownServiceErrorWithA5xxIsUnavailable() {
+        let failure = CLIFailure.federation(FederationError(code: .serviceError, message: "m", httpStatus: 503), root: "/k")
+        XCTAssertEqual(failure.status, .unavailable)
+    }
+
+    func testASessionConflictSaysToClearTheSessionFirst() {
+        let failure = CLIFailure.federation(FederationError(code: .sessionConflict, message: "session 'a' holds a login"), root: "/k")
+        XCTAssertEqual(failure.status, .usage)
+        XCTAssertTrue(failure.message.contains("federate clear"), failure.message)
+    }
+}
