@@ -1,13 +1,13 @@
-/// A store of small secret items, each named by a string key.
+/// A blocking store of small secret items, each named by a string key.
 ///
-/// `Keystore` is the storage interface the rest of IdentityBroker depends on, so that other
-/// backends can follow the embedded ``FileKeystore``. Implementations must be safe to use
+/// `SynchronousKeystore` is the interface of the file-per-item ``FileKeystore``, kept while
+/// `Federation` moves to the asynchronous ``Keystore``. Implementations must be safe to use
 /// from many threads and tasks at once.
 ///
 /// Absence is not an error when reading: ``data(forKey:)`` returns `nil` for a missing item and
 /// ``remove(forKey:)`` succeeds when there is nothing to remove. Use ``requireData(forKey:)``
 /// to get a ``KeystoreError/Code/itemNotFound`` error instead.
-public protocol Keystore: Sendable {
+public protocol SynchronousKeystore: Sendable {
     /// Returns the value stored under `key`, or `nil` when there is none.
     ///
     /// - Throws: ``KeystoreError`` when the item exists but cannot be read or opened, for example
@@ -27,7 +27,7 @@ public protocol Keystore: Sendable {
     func keys() throws -> [String]
 }
 
-extension Keystore {
+extension SynchronousKeystore {
     /// Returns the value stored under `key`.
     ///
     /// - Throws: ``KeystoreError`` with ``KeystoreError/Code/itemNotFound`` when there is no such
