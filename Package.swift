@@ -34,12 +34,19 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        .systemLibrary(
+            name: "CSQLite",
+            path: "Sources/CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
 
         // MARK: Library modules
         .target(
             name: "SecureStorage",
             dependencies: [
                 "CLibCrypto",
+                "CSQLite",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings

@@ -23,7 +23,7 @@ public import Logging
 /// (temporary file, fsync, rename, directory fsync) and serialised across threads and
 /// processes by an advisory lock per namespace. A `FileKeystore` is immutable and can be
 /// shared freely between tasks.
-public final class FileKeystore: Keystore {
+public final class FileKeystore: SynchronousKeystore {
     /// The root directory all namespaces live under.
     public let root: String
     /// The service (tool) name this keystore belongs to.

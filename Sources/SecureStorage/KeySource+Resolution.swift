@@ -9,7 +9,7 @@ import Darwin
 extension KeySource {
     /// The key for `group`, or `nil` when `create` is off and the key file (or salt) does not
     /// exist yet, in which case no item of that group can exist either.
-    func resolveKey(for group: AccessGroup, layout: KeystoreLayout, create: Bool) throws -> SecretBytes? {
+    func resolveKey(for group: AccessGroup, layout: some KeyFileLocation, create: Bool) throws -> SecretBytes? {
         switch kind {
         case .raw(let bytes):
             guard bytes.count == Sealing.keySize else {
@@ -43,8 +43,8 @@ extension KeySource {
     }
 
     /// Reads a key or salt file after checking its permissions, or creates it from random
-    /// bytes with `link(2)` so that concurrent first opens agree on one file.
-    private func loadOrCreate(_ path: String, size: Int, group: AccessGroup, layout: KeystoreLayout, create: Bool) throws -> [UInt8]? {
+    /// bytes through `layout`, which makes concurrent first opens agree on one file.
+    private func loadOrCreate(_ path: String, size: Int, group: AccessGroup, layout: some KeyFileLocation, create: Bool) throws -> [UInt8]? {
         let shared = group.isShared
         for _ in 0..<3 {
             if let info = try POSIX.status(path) {
@@ -57,24 +57,16 @@ extension KeySource {
                 return bytes
             }
             guard create else { return nil }
-            // Creators serialise on the group directory's lock (the namespace lock of a private
-            // group), which also keeps the temporary-file sweep away from a file being created.
-            let directory = layout.groupDirectory(group)
-            let mode = KeystoreLayout.fileMode(shared: shared)
-            let lock = NamespaceLock(path: directory + "/.lock", mode: mode, timeout: FileKeystore.defaultLockTimeout)
-            let created = try lock.withLock { () throws -> [UInt8]? in
-                guard try POSIX.status(path) == nil else { return nil }
-                var fresh = try CryptoRuntime.randomBytes(size)
-                do {
-                    if try POSIX.createExclusively(fresh, at: path, directory: directory, mode: mode) { return fresh }
-                } catch {
-                    CryptoRuntime.cleanse(&fresh)
-                    throw error
-                }
+            var fresh = try CryptoRuntime.randomBytes(size)
+            let created: Bool
+            do {
+                created = try layout.createKeyFile(fresh, at: path, group: group)
+            } catch {
                 CryptoRuntime.cleanse(&fresh)
-                return nil
+                throw error
             }
-            if let created { return created }
+            if created { return fresh }
+            CryptoRuntime.cleanse(&fresh)
             // Another opener created it first: read theirs.
         }
         throw KeystoreError(.io, "key file keeps disappearing", path: path, errno: ENOENT)

@@ -1,41 +1,47 @@
-/// A store of small secret items, each named by a string key.
+/// An asynchronous store of small secret items, each named by a string key, shared by every
+/// process and host that opens the same namespace.
 ///
-/// `Keystore` is the storage interface the rest of IdentityBroker depends on, so that other
-/// backends can follow the embedded ``FileKeystore``. Implementations must be safe to use
-/// from many threads and tasks at once.
+/// `Keystore` is the storage interface the rest of IdentityBroker builds on; the embedded
+/// ``SQLiteKeystore`` implements it, and other backends can follow. Implementations are
+/// `Sendable` and safe to use from any number of tasks at once.
 ///
-/// Absence is not an error when reading: ``data(forKey:)`` returns `nil` for a missing item and
-/// ``remove(forKey:)`` succeeds when there is nothing to remove. Use ``requireData(forKey:)``
-/// to get a ``KeystoreError/Code/itemNotFound`` error instead.
+/// Absence is not an error when reading: ``value(forKey:)`` returns `nil` for a missing item.
+/// Every write goes through ``commit(_:)``, which applies a whole ``KeystoreBatch`` atomically
+/// and durably; ``set(_:forKey:)``, ``set(_:forKey:version:)`` and ``remove(forKey:)`` are
+/// one-operation batches. ``changes()`` reports keys changed by anyone sharing the store, so
+/// caches over it can stay current.
 public protocol Keystore: Sendable {
+    /// The service (tool) whose items this keystore holds.
+    var service: String { get }
+
+    /// The access group this keystore reads and writes.
+    var accessGroup: AccessGroup { get }
+
     /// Returns the value stored under `key`, or `nil` when there is none.
     ///
-    /// - Throws: ``KeystoreError`` when the item exists but cannot be read or opened, for example
-    ///   ``KeystoreError/Code/authenticationFailed`` when it was tampered with.
-    func data(forKey key: String) throws -> [UInt8]?
-
-    /// Stores `value` under `key`, replacing any previous value atomically and durably.
-    func set(_ value: [UInt8], forKey key: String) throws
-
-    /// Removes the item stored under `key`, durably. Removing a missing item succeeds.
-    func remove(forKey key: String) throws
-
-    /// Removes every item of this keystore's namespace, durably.
-    func removeAll() throws
+    /// - Throws: ``KeystoreError`` for this item alone when it exists but cannot be opened:
+    ///   ``KeystoreError/Code/authenticationFailed`` (tampered, moved from another name or
+    ///   group, sealed with another key) or ``KeystoreError/Code/corruptFormat``; other codes
+    ///   when the store itself cannot be read.
+    func value(forKey key: String) async throws(KeystoreError) -> [UInt8]?
 
     /// The keys of every item in this keystore's namespace, sorted.
-    func keys() throws -> [String]
-}
+    func keys() async throws(KeystoreError) -> [String]
 
-extension Keystore {
-    /// Returns the value stored under `key`.
+    /// Applies every operation of `batch` in one atomic, durable commit.
     ///
-    /// - Throws: ``KeystoreError`` with ``KeystoreError/Code/itemNotFound`` when there is no such
-    ///   item, or any error ``data(forKey:)`` throws.
-    public func requireData(forKey key: String) throws -> [UInt8] {
-        guard let value = try data(forKey: key) else {
-            throw KeystoreError(.itemNotFound, "no item under this key")
-        }
-        return value
-    }
+    /// - Returns: For each operation of the batch, in order, whether it was applied: a
+    ///   versioned set that lost to a newer stored version, or a remove of a missing item,
+    ///   gives `false`.
+    /// - Throws: ``KeystoreError`` when nothing of the batch was applied.
+    @discardableResult
+    func commit(_ batch: KeystoreBatch) async throws(KeystoreError) -> [Bool]
+
+    /// The keys changed from now on by any process or host sharing the store, this instance
+    /// included.
+    ///
+    /// A ``KeystoreChange/all`` element means the feed lost track of individual keys (its
+    /// log was trimmed past the subscriber, or the store was reopened): reload everything
+    /// you hold. The stream ends when the keystore is closed.
+    func changes() -> AsyncStream<KeystoreChange>
 }

@@ -25,6 +25,7 @@ public struct KeystoreError: Error, Sendable, Hashable, CustomStringConvertible 
             case invalidName
             case cryptoFailure
             case migrationFailed
+            case storeUnavailable
         }
 
         private let base: Base
@@ -55,6 +56,10 @@ public struct KeystoreError: Error, Sendable, Hashable, CustomStringConvertible 
         /// A migration copied an item but could not read it back identically; the source
         /// items are kept and the migration is retried on the next open.
         public static let migrationFailed = Code(.migrationFailed)
+        /// The store could not be reached or opened: it stayed busy past the configured
+        /// timeout, its database could not be opened, or it was closed. Retrying later may
+        /// succeed; nothing was written.
+        public static let storeUnavailable = Code(.storeUnavailable)
 
         /// The code's name, for example `authenticationFailed`.
         public var description: String { base.rawValue }
@@ -73,7 +78,17 @@ public struct KeystoreError: Error, Sendable, Hashable, CustomStringConvertible 
     /// A fixed, non-secret explanation.
     public let reason: String
 
-    init(
+    /// Creates an error; backends outside this module use it to report their own failures.
+    ///
+    /// - Parameters:
+    ///   - code: What went wrong.
+    ///   - reason: A fixed explanation; it must never contain secret material (keys,
+    ///     passphrases, item values).
+    ///   - path: The file or directory involved, if any.
+    ///   - errno: The `errno` of the failing system call, if any.
+    ///   - mode: The permission bits found, for ``Code/insecurePermissions``.
+    ///   - openSSLError: The first OpenSSL error code, for ``Code/cryptoFailure``.
+    public init(
         _ code: Code,
         _ reason: String,
         path: String? = nil,

@@ -71,7 +71,7 @@ public actor FederationClient {
     /// - Throws: ``FederationError/Code/invalidConfiguration`` for an unusable
     ///   configuration; ``FederationError/Code/storage`` when a saved session cannot
     ///   be read (tampered, wrong key, corrupt), with the `KeystoreError` attached.
-    public init(configuration: FederationConfiguration, keystore: any Keystore, logger: Logger? = nil) throws(FederationError) {
+    public init(configuration: FederationConfiguration, keystore: any SynchronousKeystore, logger: Logger? = nil) throws(FederationError) {
         try self.init(
             configuration: configuration,
             transport: CurlTransport.shared,
@@ -250,7 +250,7 @@ public actor FederationClient {
     /// The way out when a saved session cannot be restored (tampered, or sealed
     /// with another key), which makes ``init(configuration:keystore:logger:)`` fail:
     /// remove it, then create the client again.
-    public static func removeSavedSession(_ session: String, from keystore: any Keystore) throws(FederationError) {
+    public static func removeSavedSession(_ session: String, from keystore: any SynchronousKeystore) throws(FederationError) {
         try SessionName.validate(session)
         try KeystoreSessionPersistence(keystore: keystore).remove(session: session)
     }

@@ -5,12 +5,12 @@ import Foundation
 #endif
 import SecureStorage
 
-/// Keeps sessions in a ``Keystore``, one sealed item per session under
+/// Keeps sessions in a ``SynchronousKeystore``, one sealed item per session under
 /// `session.NAME`. The provider token is never part of what is saved.
 struct KeystoreSessionPersistence: SessionPersistence {
     static let keyPrefix = "session."
 
-    let keystore: any Keystore
+    let keystore: any SynchronousKeystore
 
     /// The saved form, versioned so later releases can read old items.
     private struct StoredSession: Codable {

@@ -13,8 +13,8 @@ struct Namespace: Sendable {
     let directory: String
     let fileMode: mode_t
     let lock: NamespaceLock
-    /// The associated-data prefix binding service and group; the key name is appended.
-    private let associatedDataPrefix: [UInt8]
+    /// Binds sealed items to service, group and key name.
+    private let binding: ItemBinding
 
     static let itemSuffix = ".item"
 
@@ -24,29 +24,11 @@ struct Namespace: Sendable {
         self.directory = layout.namespaceDirectory(group)
         self.fileMode = KeystoreLayout.fileMode(shared: group.isShared)
         self.lock = NamespaceLock(path: directory + "/.lock", mode: fileMode, timeout: lockTimeout)
-        var prefix = Array("IdentityBroker.SecureStorage\0".utf8)
-        Self.appendField(Array(layout.service.utf8), to: &prefix)
-        if let name = group.name {
-            prefix.append(1)
-            Self.appendField(Array(name.utf8), to: &prefix)
-        } else {
-            prefix.append(0)
-        }
-        self.associatedDataPrefix = prefix
+        self.binding = ItemBinding(service: layout.service, group: group)
     }
 
-    private static func appendField(_ field: [UInt8], to bytes: inout [UInt8]) {
-        let count = UInt32(field.count)
-        bytes += [UInt8(count >> 24), UInt8(count >> 16 & 0xFF), UInt8(count >> 8 & 0xFF), UInt8(count & 0xFF)]
-        bytes += field
-    }
-
-    /// `"IdentityBroker.SecureStorage\0" ‖ len ‖ service ‖ kind ‖ [len ‖ group] ‖ len ‖ key`
-    /// (lengths are 32-bit big-endian; kind is 0 for no group, 1 for a named group).
     func associatedData(forKey key: String) -> [UInt8] {
-        var data = associatedDataPrefix
-        Self.appendField(Array(key.utf8), to: &data)
-        return data
+        binding.associatedData(forKey: key)
     }
 
     static func validate(key: String) throws {

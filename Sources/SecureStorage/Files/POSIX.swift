@@ -41,7 +41,8 @@ enum POSIX {
 
     /// Reads a whole regular file opened without following links; `nil` when it is missing.
     static func readFile(_ path: String) throws -> [UInt8]? {
-        guard let fd = try openFile(path, O_RDONLY | O_NOFOLLOW, missingOK: true) else { return nil }
+        // O_NONBLOCK: a FIFO planted at the path must not hang the reader before fstat refuses it.
+        guard let fd = try openFile(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, missingOK: true) else { return nil }
         defer { closeFile(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0 else { throw KeystoreError.io("fstat", path: path) }

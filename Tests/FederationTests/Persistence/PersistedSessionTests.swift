@@ -26,7 +26,7 @@ final class PersistedSessionTests: XCTestCase {
     }
 
     private func client(
-        keystore: any Keystore,
+        keystore: any SynchronousKeystore,
         fake: FakeCognito = FakeCognito(expiration: testEpoch.addingTimeInterval(3600)),
         clock: TestClock = TestClock()
     ) throws -> FederationClient {
@@ -161,11 +161,11 @@ final class PersistedSessionTests: XCTestCase {
 }
 
 /// A keystore whose writes can be made to fail, to test that nothing half-lands.
-final class FailingKeystore: Keystore {
-    private let base: any Keystore
+final class FailingKeystore: SynchronousKeystore {
+    private let base: any SynchronousKeystore
     private let failing = Mutex(false)
 
-    init(wrapping base: any Keystore) { self.base = base }
+    init(wrapping base: any SynchronousKeystore) { self.base = base }
 
     func failWrites(_ value: Bool) { failing.withLock { $0 = value } }
 

@@ -1,0 +1,41 @@
+/// Writes to apply together in one atomic, durable ``Keystore/commit(_:)``.
+///
+/// Operations apply in the order they were added; a later operation on the same key sees the
+/// effect of an earlier one.
+public struct KeystoreBatch: Sendable {
+    /// One write of a batch.
+    public enum Operation: Sendable, Hashable {
+        /// Store `value` under `key`; with a `version`, only when the stored item has no
+        /// version or a version lower than or equal to it.
+        case set(key: String, value: [UInt8], version: Int64?)
+        /// Remove the item under `key`.
+        case remove(key: String)
+
+        /// The key this operation writes.
+        public var key: String {
+            switch self {
+            case .set(let key, _, _), .remove(let key): key
+            }
+        }
+    }
+
+    /// The operations, in the order they apply; implementations of ``Keystore`` read them.
+    public private(set) var operations: [Operation] = []
+
+    /// An empty batch.
+    public init() {}
+
+    /// Adds a write of `value` under `key`, versioned when `version` is given (see
+    /// ``Keystore/set(_:forKey:version:)``).
+    public mutating func set(_ value: [UInt8], forKey key: String, version: Int64? = nil) {
+        operations.append(.set(key: key, value: value, version: version))
+    }
+
+    /// Adds the removal of the item under `key`.
+    public mutating func remove(forKey key: String) {
+        operations.append(.remove(key: key))
+    }
+
+    /// Whether the batch holds no operation.
+    public var isEmpty: Bool { operations.isEmpty }
+}

@@ -1,0 +1,159 @@
+import Dispatch
+import Synchronization
+
+/// The single writer of one database: batches queued while a commit runs are committed
+/// together in the next `BEGIN IMMEDIATE … COMMIT`, so concurrent writers share one fsync.
+///
+/// The connection is used only on `queue` (a serial queue, off Swift's cooperative pool). When
+/// a group transaction fails, its batches are retried one by one, so a bad batch fails alone.
+final class GroupCommitter: Sendable {
+    typealias Completion = @Sendable (Result<[Bool], KeystoreError>) -> Void
+
+    private struct Pending: Sendable {
+        let operations: [SealedOperation]
+        let completion: Completion
+    }
+
+    private struct State: Sendable {
+        var pending: [Pending] = []
+        var draining = false
+        var closed = false
+    }
+
+    /// Queue-confined counters.
+    private final class QueueState: @unchecked Sendable {
+        var commitsSinceTrim = 0
+    }
+
+    private let queue: DispatchQueue
+    private let state = Mutex(State())
+    private let queueState = QueueState()
+    private let connection: SQLiteConnection
+    private let origin: Int64
+    private let retention: Int
+    private let trimInterval: Int
+    private let onCommit: @Sendable (_ keys: [String], _ lastSequence: Int64?) -> Void
+
+    init(
+        connection: SQLiteConnection,
+        origin: Int64,
+        retention: Int,
+        onCommit: @escaping @Sendable (_ keys: [String], _ lastSequence: Int64?) -> Void
+    ) {
+        self.queue = DispatchQueue(label: "IdentityBroker.SQLiteKeystore.writer")
+        self.connection = connection
+        self.origin = origin
+        self.retention = max(1, retention)
+        self.trimInterval = max(1, retention / 10)
+        self.onCommit = onCommit
+    }
+
+    /// Queues a batch; `completion` runs on the writer's queue after its commit.
+    func submit(_ operations: [SealedOperation], completion: @escaping Completion) {
+        let start = state.withLock { state -> Bool? in
+            guard !state.closed else { return nil }
+            state.pending.append(Pending(operations: operations, completion: completion))
+            guard !state.draining else { return false }
+            state.draining = true
+            return true
+        }
+        switch start {
+        case nil: completion(.failure(KeystoreError(.storeUnavailable, "the keystore is closed", path: connection.path)))
+        case true?: queue.async { self.drain() }
+        case false?: break
+        }
+    }
+
+    /// Stops accepting batches, lets the queued ones finish, and closes the connection.
+    func close() {
+        let alreadyClosed = state.withLock { state -> Bool in
+            defer { state.closed = true }
+            return state.closed
+        }
+        guard !alreadyClosed else { return }
+        queue.sync { connection.close() }
+    }
+
+    private func drain() {
+        while true {
+            let group = state.withLock { state -> [Pending] in
+                let group = state.pending
+                state.pending.removeAll()
+                if group.isEmpty { state.draining = false }
+                return group
+            }
+            guard !group.isEmpty else { return }
+            let results = commit(group)
+            for (pending, result) in zip(group, results) { pending.completion(result) }
+        }
+    }
+
+    private func commit(_ group: [Pending]) -> [Result<[Bool], KeystoreError>] {
+        do {
+            var changed: [String] = []
+            var seen: Set<String> = []
+            let (applied, lastSequence) = try connection.immediateTransaction { () throws(KeystoreError) -> ([[Bool]], Int64?) in
+                var applied: [[Bool]] = []
+                for pending in group {
+                    applied.append(try apply(pending.operations, changed: &changed, seen: &seen))
+                }
+                var lastSequence: Int64?
+                for key in changed {
+                    try StoreSchema.appendChange(key, origin: origin, on: connection)
+                    lastSequence = try lastInsertedSequence()
+                }
+                return (applied, lastSequence)
+            }
+            onCommit(changed, lastSequence)
+            trimIfDue()
+            return applied.map { .success($0) }
+        } catch {
+            guard group.count > 1 else { return [.failure(error)] }
+            return group.flatMap { commit([$0]) }
+        }
+    }
+
+    private func apply(_ operations: [SealedOperation], changed: inout [String], seen: inout Set<String>) throws(KeystoreError) -> [Bool] {
+        var applied: [Bool] = []
+        for operation in operations {
+            let key: String
+            switch operation {
+            case .set(let itemKey, let sealed, let version):
+                key = itemKey
+                try connection.withStatement(StoreSchema.upsert) { statement throws(KeystoreError) in
+                    try statement.bind(1, text: itemKey)
+                    try statement.bind(2, int64: version)
+                    try statement.bind(3, blob: sealed)
+                    _ = try statement.step()
+                }
+            case .remove(let itemKey):
+                key = itemKey
+                try connection.withStatement(StoreSchema.delete) { statement throws(KeystoreError) in
+                    try statement.bind(1, text: itemKey)
+                    _ = try statement.step()
+                }
+            }
+            let didApply = connection.changes > 0
+            applied.append(didApply)
+            if didApply && seen.insert(key).inserted { changed.append(key) }
+        }
+        return applied
+    }
+
+    private func lastInsertedSequence() throws(KeystoreError) -> Int64? {
+        try connection.withStatement("SELECT last_insert_rowid()") { statement throws(KeystoreError) -> Int64? in
+            try statement.step() ? statement.int64(0) : nil
+        }
+    }
+
+    /// Keeps the change log near `retention` rows; a failed trim is retried at the next one.
+    private func trimIfDue() {
+        queueState.commitsSinceTrim += 1
+        guard queueState.commitsSinceTrim >= trimInterval else { return }
+        queueState.commitsSinceTrim = 0
+        try? connection.withStatement(StoreSchema.trimChanges) { statement throws(KeystoreError) in
+            try statement.bind(1, int64: Int64(retention))
+            _ = try statement.step()
+        }
+    }
+}

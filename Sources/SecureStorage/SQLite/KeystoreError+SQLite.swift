@@ -1,0 +1,40 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+internal import CSQLite
+
+extension KeystoreError {
+    /// Maps an SQLite result code to a ``KeystoreError`` carrying the code and SQLite's message
+    /// (which names tables and constraints, never bound values, so no item value can leak).
+    static func sqlite(_ code: Int32, connection: OpaquePointer?, path: String, operation: String) -> KeystoreError {
+        let message: String
+        if let connection, let text = sqlite3_errmsg(connection) {
+            message = String(cString: text)
+        } else if let text = sqlite3_errstr(code) {
+            message = String(cString: text)
+        } else {
+            message = "unknown error"
+        }
+        let reason = "\(operation) failed: SQLite error \(code) (\(message))"
+        let systemErrno = connection.map { sqlite3_system_errno($0) }.flatMap { $0 == 0 ? nil : $0 }
+        switch code & 0xFF {
+        case SQLITE_BUSY, SQLITE_LOCKED, SQLITE_CANTOPEN:
+            return KeystoreError(.storeUnavailable, reason, path: path, errno: systemErrno)
+        case SQLITE_FULL:
+            return KeystoreError(.io, reason, path: path, errno: ENOSPC)
+        case SQLITE_CORRUPT, SQLITE_NOTADB:
+            return KeystoreError(.corruptFormat, reason, path: path)
+        case SQLITE_PERM, SQLITE_AUTH:
+            return KeystoreError(.insecurePermissions, reason, path: path, errno: systemErrno)
+        case SQLITE_READONLY:
+            // Our own file we cannot write: a permission problem on disk, reported with errno.
+            return KeystoreError(.io, reason, path: path, errno: systemErrno ?? EACCES)
+        default:
+            return KeystoreError(.io, reason, path: path, errno: systemErrno)
+        }
+    }
+}

@@ -1,0 +1,128 @@
+internal import CSQLite
+
+/// One SQLite connection with its cache of prepared statements.
+///
+/// A connection is opened with `SQLITE_OPEN_NOMUTEX`: its owner (the writer's serial queue, a
+/// reader borrowed from the pool, the change poller's queue) uses it from one thread at a time,
+/// which is what makes the unchecked `Sendable` sound.
+final class SQLiteConnection: @unchecked Sendable {
+    let path: String
+    private var handle: OpaquePointer?
+    private var statements: [String: OpaquePointer] = [:]
+
+    /// Opens an existing database file (``StoreLayout`` creates and checks it first); never
+    /// follows a symbolic link and never creates the file.
+    init(path: String, busyTimeout: Duration) throws(KeystoreError) {
+        self.path = path
+        var connection: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_EXRESCODE
+        let result = sqlite3_open_v2(path, &connection, flags, nil)
+        guard result == SQLITE_OK else {
+            let error = KeystoreError.sqlite(result, connection: connection, path: path, operation: "open")
+            sqlite3_close_v2(connection)
+            throw error
+        }
+        handle = connection
+        let milliseconds = busyTimeout.components.seconds * 1000 + busyTimeout.components.attoseconds / 1_000_000_000_000_000
+        sqlite3_busy_timeout(connection, Int32(clamping: milliseconds))
+    }
+
+    deinit { close() }
+
+    /// Finalises every cached statement and closes the connection; later calls fail with
+    /// ``KeystoreError/Code/storeUnavailable``.
+    func close() {
+        for statement in statements.values { sqlite3_finalize(statement) }
+        statements.removeAll()
+        if let handle { sqlite3_close_v2(handle) }
+        handle = nil
+    }
+
+    private func open() throws(KeystoreError) -> OpaquePointer {
+        guard let handle else { throw KeystoreError(.storeUnavailable, "the keystore is closed", path: path) }
+        return handle
+    }
+
+    func error(_ code: Int32, _ operation: String) -> KeystoreError {
+        KeystoreError.sqlite(code, connection: handle, path: path, operation: operation)
+    }
+
+    /// Runs SQL without results (schema, pragmas that return nothing useful).
+    func execute(_ sql: String) throws(KeystoreError) {
+        let connection = try open()
+        let result = sqlite3_exec(connection, sql, nil, nil, nil)
+        guard result == SQLITE_OK else { throw error(result, "executing SQL") }
+    }
+
+    /// Runs `body` with the cached prepared statement for `sql`, reset and cleared afterwards
+    /// so it holds no read snapshot and no bound value.
+    func withStatement<R>(_ sql: String, _ body: (SQLiteStatement) throws(KeystoreError) -> R) throws(KeystoreError) -> R {
+        let connection = try open()
+        let statement: OpaquePointer
+        if let cached = statements[sql] {
+            statement = cached
+        } else {
+            var prepared: OpaquePointer?
+            let result = sqlite3_prepare_v3(connection, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &prepared, nil)
+            guard result == SQLITE_OK, let prepared else { throw error(result, "preparing a statement") }
+            statements[sql] = prepared
+            statement = prepared
+        }
+        defer {
+            sqlite3_reset(statement)
+            sqlite3_clear_bindings(statement)
+        }
+        return try body(SQLiteStatement(statement: statement, connection: self))
+    }
+
+    /// Rows changed by the last INSERT, UPDATE or DELETE on this connection.
+    var changes: Int {
+        guard let handle else { return 0 }
+        return Int(sqlite3_changes(handle))
+    }
+
+    /// Whether no transaction is open (after a failed COMMIT, one may still be).
+    var isAutocommit: Bool {
+        guard let handle else { return true }
+        return sqlite3_get_autocommit(handle) != 0
+    }
+
+    /// Runs `body` in a `BEGIN IMMEDIATE` transaction (the write lock is taken up front, so a
+    /// busy store fails at BEGIN, after the busy timeout, rather than half-way), rolling back on
+    /// any error.
+    func immediateTransaction<R>(_ body: () throws(KeystoreError) -> R) throws(KeystoreError) -> R {
+        try run("BEGIN IMMEDIATE")
+        do {
+            let result = try body()
+            try run("COMMIT")
+            return result
+        } catch {
+            rollback()
+            throw error
+        }
+    }
+
+    /// Runs `body` in a deferred read transaction, so every statement sees one snapshot.
+    func readTransaction<R>(_ body: () throws(KeystoreError) -> R) throws(KeystoreError) -> R {
+        try run("BEGIN")
+        do {
+            let result = try body()
+            try run("COMMIT")
+            return result
+        } catch {
+            rollback()
+            throw error
+        }
+    }
+
+    func rollback() {
+        if !isAutocommit { try? run("ROLLBACK") }
+    }
+
+    /// Steps a statement without parameters to completion.
+    func run(_ sql: String) throws(KeystoreError) {
+        try withStatement(sql) { statement throws(KeystoreError) in
+            while try statement.step() {}
+        }
+    }
+}

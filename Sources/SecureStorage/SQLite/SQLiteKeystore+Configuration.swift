@@ -1,0 +1,36 @@
+extension SQLiteKeystore {
+    /// Tuning and policy for an ``SQLiteKeystore``; every default suits a server tool.
+    public struct Configuration: Sendable, Hashable {
+        /// How long a statement waits for another process's lock before the operation fails
+        /// with ``KeystoreError/Code/storeUnavailable``. Default: 5 seconds.
+        public var busyTimeout: Duration
+
+        /// How often, while someone iterates ``SQLiteKeystore/changes()``, the store is checked
+        /// for commits by other processes. Default: 100 milliseconds.
+        public var changePollInterval: Duration
+
+        /// Whether opening the keystore moves the service's items from the access group it
+        /// used last (recorded in the user's private database) into the configured one.
+        /// Default: `false`: a new group starts empty and the old items stay where they are.
+        /// ``AccessGroup/migrateItemsOfUserSession`` on the configured group also turns it on.
+        public var moveItemsFromPreviousGroup: Bool
+
+        /// About how many change-log rows are kept for other processes' change feeds (trimmed
+        /// every tenth of this many commits). A subscriber that falls further behind receives
+        /// ``KeystoreChange/all``. Default: 10,000.
+        public var changeLogRetention: Int
+
+        /// Creates a configuration; every parameter has the documented default.
+        public init(
+            busyTimeout: Duration = .seconds(5),
+            changePollInterval: Duration = .milliseconds(100),
+            moveItemsFromPreviousGroup: Bool = false,
+            changeLogRetention: Int = 10_000
+        ) {
+            self.busyTimeout = busyTimeout
+            self.changePollInterval = changePollInterval
+            self.moveItemsFromPreviousGroup = moveItemsFromPreviousGroup
+            self.changeLogRetention = changeLogRetention
+        }
+    }
+}

@@ -1,0 +1,50 @@
+import Logging
+
+extension SQLiteKeystore {
+    static let lastGroupName = "last_group"
+
+    /// Records `group` as the service's last access group in the user's private database,
+    /// first moving the items from the previous group when the policy asks for it.
+    ///
+    /// The record lives where only the user can write, so no member of a shared group can
+    /// steer another user's migration.
+    static func recordGroup(
+        _ group: AccessGroup,
+        layout: StoreLayout,
+        keySource: KeySource,
+        configuration: Configuration,
+        logger: Logger?
+    ) throws(KeystoreError) {
+        guard let privateStore = try StoreNamespace.open(layout: layout, group: .none, keySource: keySource, create: true) else {
+            throw KeystoreError(.invalidKey, "no key available for the private namespace")
+        }
+        let connection = try privateStore.connect(service: layout.service, busyTimeout: configuration.busyTimeout)
+        defer { connection.close() }
+        let recorded = try StoreSchema.meta(lastGroupName, on: connection)
+        let last = recorded.flatMap(StoreSchema.decodeGroup)
+        if recorded != nil && last == nil {
+            throw KeystoreError(.corruptFormat, "unreadable last access group record", path: privateStore.databasePath)
+        }
+        if let last, last.sameLocation(as: group) { return }
+        if let last {
+            if configuration.moveItemsFromPreviousGroup || group.migrateItemsOfUserSession {
+                let moved = try StoreMigration(layout: layout, from: last, to: group, keySource: keySource, busyTimeout: configuration.busyTimeout).run()
+                logger?.notice("keystore items moved from the previous access group", metadata: [
+                    "broker.service": "\(layout.service)",
+                    "broker.fromGroup": "\(last)",
+                    "broker.accessGroup": "\(group)",
+                    "broker.itemCount": "\(moved)",
+                ])
+            } else {
+                logger?.notice("access group changed without migration; previous items left in place", metadata: [
+                    "broker.service": "\(layout.service)",
+                    "broker.fromGroup": "\(last)",
+                    "broker.accessGroup": "\(group)",
+                ])
+            }
+        }
+        try connection.immediateTransaction { () throws(KeystoreError) in
+            try StoreSchema.setMeta(lastGroupName, StoreSchema.encode(group), on: connection)
+        }
+    }
+}

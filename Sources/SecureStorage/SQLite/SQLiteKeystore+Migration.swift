@@ -1,0 +1,61 @@
+public import Logging
+import Dispatch
+
+extension SQLiteKeystore {
+    /// Moves every item of `service` from access group `from` to `to` under `root`.
+    ///
+    /// Every source item is opened first; if any cannot be (tampered, wrong key), nothing moves
+    /// and the error says how many failed. The items are then copied, re-sealed for their new
+    /// group, in one transaction and read back, and deleted from the source in another, each
+    /// only if unchanged since it was read (a concurrent rewrite is not lost). An interrupted
+    /// migration is completed by running it again.
+    ///
+    /// - Returns: How many items left the source (0 when it is empty or does not exist).
+    /// - Throws: ``KeystoreError``; on any error the source keeps its items.
+    public static func migrate(
+        root: String,
+        service: String,
+        from: AccessGroup,
+        to: AccessGroup,
+        keySource: KeySource = .keyFile,
+        configuration: Configuration = .init(),
+        logger: Logger? = nil
+    ) async throws(KeystoreError) -> Int {
+        try await _migrate(root: root, service: service, from: from, to: to, keySource: keySource, configuration: configuration, logger: logger) { _ in }
+    }
+
+    /// ``migrate(root:service:from:to:keySource:configuration:logger:)`` with a checkpoint
+    /// called after the copy (`copied`) and after the deletion (`deleted`), for crash tests.
+    @_spi(Testing)
+    public static func _migrate(
+        root: String,
+        service: String,
+        from: AccessGroup,
+        to: AccessGroup,
+        keySource: KeySource = .keyFile,
+        configuration: Configuration = .init(),
+        logger: Logger? = nil,
+        checkpoint: @escaping @Sendable (String) -> Void
+    ) async throws(KeystoreError) -> Int {
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Int, KeystoreError>, Never>) in
+            // Migration blocks on SQLite and fsync: keep it off the cooperative pool.
+            DispatchQueue.global().async {
+                continuation.resume(returning: Result { () throws(KeystoreError) -> Int in
+                    try KeystoreError.rethrowing { try CryptoRuntime.ensureInitialised() }
+                    let layout = try StoreLayout(root: root, service: service)
+                    var migration = StoreMigration(layout: layout, from: from, to: to, keySource: keySource, busyTimeout: configuration.busyTimeout)
+                    migration.checkpoint = checkpoint
+                    return try migration.run()
+                })
+            }
+        }
+        let moved = try result.get()
+        logger?.debug("keystore items migrated", metadata: [
+            "broker.service": "\(service)",
+            "broker.fromGroup": "\(from)",
+            "broker.accessGroup": "\(to)",
+            "broker.itemCount": "\(moved)",
+        ])
+        return moved
+    }
+}

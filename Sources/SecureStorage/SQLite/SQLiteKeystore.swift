@@ -1,0 +1,181 @@
+public import Logging
+import Dispatch
+
+/// The embedded ``Keystore``: AES-256-GCM sealed items in one SQLite database per namespace
+/// (service and ``AccessGroup``) under a root directory.
+///
+/// ```swift
+/// let keystore = try SQLiteKeystore(root: "/var/lib/my-tool/identity-broker", service: "my-tool")
+/// try await keystore.set(Array("value".utf8), forKey: "session.alice")
+/// let value = try await keystore.value(forKey: "session.alice")
+/// ```
+///
+/// Opening creates and checks the directories, key and database (see the layout and
+/// permission rules in the SecureStorage documentation), and, when
+/// ``Configuration/moveItemsFromPreviousGroup`` is on and the service last used another
+/// group, moves its items first. Only ciphertext reaches the database.
+///
+/// Writes from any number of tasks go to one writer connection on its own queue; batches that
+/// arrive while a commit runs share the next commit (one fsync for all). Reads use separate
+/// connections and never wait for a commit. Nothing blocks Swift's cooperative pool.
+/// Call ``close()`` when done (deinit does it too).
+public final class SQLiteKeystore: Keystore {
+    /// The root directory all namespaces live under (without trailing slashes).
+    public let root: String
+    /// The service (tool) name this keystore belongs to.
+    public let service: String
+    /// The access group this keystore reads and writes.
+    public let accessGroup: AccessGroup
+    /// The configuration the keystore was opened with.
+    public let configuration: Configuration
+
+    let namespace: StoreNamespace
+    let origin: Int64
+    private let writer: GroupCommitter
+    private let readers: ReaderPool
+    private let feed: ChangeFeed
+    private let logger: Logger?
+
+    /// Opens (creating on first use) the keystore for `service` in `accessGroup` under `root`.
+    ///
+    /// - Parameters:
+    ///   - root: The root directory; created 0700 when missing. A root writable by group or
+    ///     others must be sticky, else ``KeystoreError/Code/insecurePermissions``.
+    ///   - service: The name of the tool owning the items; non-empty, at most 150 bytes.
+    ///   - accessGroup: Where the items live; see ``AccessGroup``.
+    ///   - keySource: Where the 256-bit key comes from; a key file per namespace by default.
+    ///   - configuration: Timeouts, change-feed polling and the group-migration policy.
+    ///   - logger: A logger for debug and notice messages; never given a secret.
+    /// - Throws: ``KeystoreError``.
+    public init(
+        root: String,
+        service: String,
+        accessGroup: AccessGroup = .none,
+        keySource: KeySource = .keyFile,
+        configuration: Configuration = .init(),
+        logger: Logger? = nil
+    ) throws(KeystoreError) {
+        try KeystoreError.rethrowing { try CryptoRuntime.ensureInitialised() }
+        let layout = try StoreLayout(root: root, service: service)
+        try Self.recordGroup(
+            accessGroup, layout: layout, keySource: keySource, configuration: configuration, logger: logger
+        )
+        guard let namespace = try StoreNamespace.open(layout: layout, group: accessGroup, keySource: keySource, create: true) else {
+            throw KeystoreError(.invalidKey, "no key available for the access group")
+        }
+        let writerConnection = try namespace.connect(service: service, busyTimeout: configuration.busyTimeout)
+        let origin = try KeystoreError.rethrowing {
+            try CryptoRuntime.randomBytes(8).reduce(Int64(0)) { $0 << 8 | Int64($1) }
+        }
+        let newest = try writerConnection.withStatement(StoreSchema.changeBounds) { statement throws(KeystoreError) -> Int64 in
+            _ = try statement.step()
+            return statement.isNull(1) ? 0 : statement.int64(1)
+        }
+        let feed = ChangeFeed(
+            path: namespace.databasePath, origin: origin, interval: configuration.changePollInterval,
+            busyTimeout: configuration.busyTimeout, knownSequence: newest
+        )
+        self.root = layout.root
+        self.service = service
+        self.accessGroup = accessGroup
+        self.configuration = configuration
+        self.namespace = namespace
+        self.origin = origin
+        self.feed = feed
+        self.readers = ReaderPool(path: namespace.databasePath, busyTimeout: configuration.busyTimeout)
+        self.writer = GroupCommitter(
+            connection: writerConnection, origin: origin, retention: configuration.changeLogRetention
+        ) { keys, lastSequence in
+            feed.deliverLocal(keys, lastSequence: lastSequence)
+        }
+        self.logger = logger
+        logger?.debug("keystore opened", metadata: [
+            "broker.service": "\(service)",
+            "broker.accessGroup": "\(accessGroup)",
+            "broker.keySource": "\(keySource)",
+        ])
+    }
+
+    deinit { close() }
+
+    /// Stops the change poller, ends every ``changes()`` stream, lets queued commits finish and
+    /// closes the connections. Later calls fail with ``KeystoreError/Code/storeUnavailable``.
+    /// Calling it again does nothing.
+    public func close() {
+        feed.close()
+        writer.close()
+        readers.close()
+    }
+
+    /// Returns the value stored under `key`, or `nil` when there is none.
+    ///
+    /// - Throws: ``KeystoreError/Code/authenticationFailed`` or
+    ///   ``KeystoreError/Code/corruptFormat`` for this item alone when it cannot be opened;
+    ///   other codes when the database cannot be read.
+    public func value(forKey key: String) async throws(KeystoreError) -> [UInt8]? {
+        try StoreNamespace.validate(key: key)
+        let namespace = self.namespace
+        return try await readers.read { connection throws(KeystoreError) -> [UInt8]? in
+            let sealed = try connection.withStatement(StoreSchema.selectValue) { statement throws(KeystoreError) -> [UInt8]? in
+                try statement.bind(1, text: key)
+                return try statement.step() ? statement.blob(0) : nil
+            }
+            return try sealed.map { sealed throws(KeystoreError) in try namespace.open(sealed, forKey: key) }
+        }
+    }
+
+    /// The keys of every item of this service in this access group, sorted.
+    public func keys() async throws(KeystoreError) -> [String] {
+        try await readers.read { connection throws(KeystoreError) -> [String] in
+            try connection.withStatement(StoreSchema.selectKeys) { statement throws(KeystoreError) -> [String] in
+                var keys: [String] = []
+                while try statement.step() { keys.append(statement.text(0)) }
+                return keys
+            }
+        }.sorted()
+    }
+
+    /// Applies every operation of `batch` in one atomic, durable commit, shared with batches
+    /// other tasks submitted meanwhile.
+    ///
+    /// - Returns: Per operation, whether it was applied.
+    /// - Throws: ``KeystoreError/Code/invalidName`` for an empty or over-long key (nothing is
+    ///   applied); ``KeystoreError/Code/storeUnavailable`` when the store stayed busy past
+    ///   ``Configuration/busyTimeout``; ``KeystoreError/Code/io`` for a failed write.
+    @discardableResult
+    public func commit(_ batch: KeystoreBatch) async throws(KeystoreError) -> [Bool] {
+        guard !batch.isEmpty else { return [] }
+        var operations: [SealedOperation] = []
+        operations.reserveCapacity(batch.operations.count)
+        for operation in batch.operations {
+            try StoreNamespace.validate(key: operation.key)
+            switch operation {
+            case .set(let key, let value, let version):
+                operations.append(.set(key: key, sealed: try namespace.seal(value, forKey: key), version: version))
+            case .remove(let key):
+                operations.append(.remove(key: key))
+            }
+        }
+        let sealed = operations
+        let writer = self.writer
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<[Bool], KeystoreError>, Never>) in
+            writer.submit(sealed) { continuation.resume(returning: $0) }
+        }
+        let applied = try result.get()
+        logger?.trace("keystore batch committed", metadata: [
+            "broker.service": "\(service)",
+            "broker.operations": "\(applied.count)",
+        ])
+        return applied
+    }
+
+    /// Keys changed from now on by this instance (delivered right after each commit) and by
+    /// any other process or instance sharing the database (found by polling every
+    /// ``Configuration/changePollInterval`` while at least one stream is iterated).
+    ///
+    /// A stream may also report changes committed shortly before it was created. It ends when
+    /// the keystore is closed.
+    public func changes() -> AsyncStream<KeystoreChange> {
+        feed.subscribe()
+    }
+}

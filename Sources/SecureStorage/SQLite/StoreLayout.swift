@@ -1,0 +1,162 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Where the SQLite engine keeps its files under a root, and the permission rules for each.
+///
+/// ```
+/// <root>/                              0700 when created here; an administrator's shared root may
+///                                      be 2770/3770 and group-owned: if group- or world-writable it
+///                                      must be sticky (+t), else insecurePermissions
+/// <root>/users/                        1770 (+ setgid inherited) under a group-shared root, else 0700;
+///                                      sticky whenever group- or world-writable
+/// <root>/users/<uid>/                  0700, owned by that uid: the user's private namespaces
+/// <root>/users/<uid>/key, salt         the private key file (0600) and passphrase salt
+/// <root>/users/<uid>/<svc>.sqlite      a service's private database, 0600 (-wal, -shm alike)
+/// <root>/groups/                       3770 under a group-shared root, else 0700; checked like users/
+/// <root>/groups/<group>.group/         a shared access group: 2770, group inherited from the root
+/// <root>/groups/<group>.group/key, salt        0640
+/// <root>/groups/<group>.group/<svc>.sqlite     0660 (-wal, -shm alike)
+/// ```
+/// `<svc>` and `<group>` are unpadded base64url of the name's UTF-8, so no name can traverse
+/// paths or collide with `key` and `salt` (base64url has no `.`). Every directory and file is
+/// `chmod`ed after creation, so each member's umask (077 included) does not matter. The
+/// service's last access group lives in the meta table of its private database, where only
+/// the user can write.
+struct StoreLayout: Sendable {
+    let root: String
+    let service: String
+    let userID: uid_t
+
+    static let maximumNameBytes = 150
+    static let maximumKeyBytes = 180
+
+    init(root: String, service: String) throws(KeystoreError) {
+        try Self.validate(name: service, what: "service name", limit: Self.maximumNameBytes)
+        guard !root.isEmpty else { throw KeystoreError(.invalidName, "the keystore root is empty") }
+        var trimmed = root
+        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed.removeLast() }
+        self.root = trimmed
+        self.service = service
+        self.userID = geteuid()
+    }
+
+    static func validate(name: String, what: String, limit: Int) throws(KeystoreError) {
+        let count = name.utf8.count
+        guard count > 0 else { throw KeystoreError(.invalidName, "the \(what) is empty") }
+        guard count <= limit else { throw KeystoreError(.invalidName, "the \(what) is longer than \(limit) bytes") }
+    }
+
+    // MARK: Paths
+
+    var usersDirectory: String { "\(root)/users" }
+    var groupsDirectory: String { "\(root)/groups" }
+    var userDirectory: String { "\(usersDirectory)/\(userID)" }
+
+    /// The directory of `group`'s key, salt and databases.
+    func namespaceDirectory(_ group: AccessGroup) -> String {
+        guard let name = group.name else { return userDirectory }
+        return "\(groupsDirectory)/\(Base64.urlEncode(name.utf8)).group"
+    }
+
+    func databasePath(_ group: AccessGroup) -> String {
+        "\(namespaceDirectory(group))/\(Base64.urlEncode(service.utf8)).sqlite"
+    }
+
+    func keyFilePath(_ group: AccessGroup) -> String { "\(namespaceDirectory(group))/key" }
+    func saltPath(_ group: AccessGroup) -> String { "\(namespaceDirectory(group))/salt" }
+
+    static func databaseMode(shared: Bool) -> mode_t { shared ? 0o660 : 0o600 }
+    static func keyFileMode(shared: Bool) -> mode_t { shared ? 0o640 : 0o600 }
+
+    // MARK: Directories
+
+    /// Creates (when `create`) and checks the root, the container and the namespace directory
+    /// of `group`. Returns `false` when `create` is off and something is missing, in which case
+    /// no item of the namespace can exist.
+    func prepareDirectories(_ group: AccessGroup, create: Bool) throws(KeystoreError) -> Bool {
+        if try status(root, followLinks: true) == nil {
+            guard create else { return false }
+            try KeystoreError.rethrowing { try POSIX.makeDirectories(root, mode: 0o700) }
+        }
+        guard let rootInfo = try status(root, followLinks: true) else { return false }
+        try checkSharedDirectory(rootInfo, path: root)
+        let sharedRoot = rootInfo.st_mode & 0o070 != 0
+        let inheritedSetgid = rootInfo.st_mode & S_ISGID
+
+        let container = group.isShared ? groupsDirectory : usersDirectory
+        let containerMode: mode_t = sharedRoot ? (group.isShared ? 0o3770 : 0o1770 | inheritedSetgid) : 0o700
+        guard try makeDirectory(container, mode: containerMode, create: create) else { return false }
+        guard let containerInfo = try status(container) else { return false }
+        try checkSharedDirectory(containerInfo, path: container)
+
+        let directory = namespaceDirectory(group)
+        guard try makeDirectory(directory, mode: group.isShared ? 0o2770 : 0o700, create: create) else { return false }
+        guard let info = try status(directory) else { return false }
+        try checkNamespaceDirectory(info, path: directory, shared: group.isShared)
+        return true
+    }
+
+    private func makeDirectory(_ path: String, mode: mode_t, create: Bool) throws(KeystoreError) -> Bool {
+        if try status(path) != nil { return true }
+        guard create else { return false }
+        _ = try KeystoreError.rethrowing { try POSIX.makeDirectory(path, mode: mode) }
+        return true
+    }
+
+    func status(_ path: String, followLinks: Bool = false) throws(KeystoreError) -> stat? {
+        try KeystoreError.rethrowing { try POSIX.status(path, followLinks: followLinks) }
+    }
+
+    /// The root, `users/` and `groups/`: directories (no symbolic link below the root) that, when
+    /// writable by others, are sticky so no one can rename or remove another user's entries.
+    private func checkSharedDirectory(_ info: stat, path: String) throws(KeystoreError) {
+        guard POSIX.isDirectory(info) else {
+            throw KeystoreError(.insecurePermissions, "expected a directory (symbolic links are refused)", path: path, mode: UInt32(info.st_mode))
+        }
+        if info.st_mode & 0o022 != 0 && info.st_mode & S_ISVTX == 0 {
+            throw KeystoreError(
+                .insecurePermissions,
+                "directory is writable by group or others but not sticky; run chmod +t on it",
+                path: path, mode: UInt32(info.st_mode)
+            )
+        }
+    }
+
+    /// `users/<uid>`: 0700 and ours; a group's directory: no access for others.
+    private func checkNamespaceDirectory(_ info: stat, path: String, shared: Bool) throws(KeystoreError) {
+        guard POSIX.isDirectory(info) else {
+            throw KeystoreError(.insecurePermissions, "expected a directory (symbolic links are refused)", path: path, mode: UInt32(info.st_mode))
+        }
+        if shared {
+            guard info.st_mode & 0o007 == 0 else {
+                throw KeystoreError(.insecurePermissions, "group directory is accessible to others; expected 2770", path: path, mode: UInt32(info.st_mode))
+            }
+        } else {
+            guard info.st_mode & 0o077 == 0 else {
+                throw KeystoreError(.insecurePermissions, "private directory is accessible to group or others; expected 0700", path: path, mode: UInt32(info.st_mode))
+            }
+            guard info.st_uid == userID else {
+                throw KeystoreError(.insecurePermissions, "private directory is owned by another user", path: path, mode: UInt32(info.st_mode))
+            }
+        }
+    }
+
+    /// A database, its SQLite siblings or a key file: a regular file, at most `mode`, and ours
+    /// when private.
+    func checkFile(_ info: stat, path: String, shared: Bool, mode: mode_t, what: String) throws(KeystoreError) {
+        guard POSIX.isRegular(info) else {
+            throw KeystoreError(.insecurePermissions, "\(what) is not a regular file (symbolic link, FIFO, directory or socket refused)", path: path, mode: UInt32(info.st_mode))
+        }
+        guard info.st_mode & 0o7777 & ~mode == 0 else {
+            throw KeystoreError(.insecurePermissions, "\(what) is looser than 0\(String(mode, radix: 8))", path: path, mode: UInt32(info.st_mode))
+        }
+        if !shared && info.st_uid != userID {
+            throw KeystoreError(.insecurePermissions, "private \(what) is owned by another user", path: path, mode: UInt32(info.st_mode))
+        }
+    }
+}

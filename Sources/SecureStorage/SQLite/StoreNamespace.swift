@@ -1,0 +1,48 @@
+/// One (root, service, access group) namespace of the SQLite engine, resolved: its checked
+/// database, its key and its item binding. Opening one creates what is missing when asked.
+struct StoreNamespace: Sendable {
+    let group: AccessGroup
+    let databasePath: String
+    let key: SecretBytes
+    let binding: ItemBinding
+
+    /// Prepares directories, key and database; `nil` when `create` is off and the namespace
+    /// (or its key) does not exist yet, so it holds no item.
+    static func open(layout: StoreLayout, group: AccessGroup, keySource: KeySource, create: Bool) throws(KeystoreError) -> StoreNamespace? {
+        if let name = group.name {
+            try StoreLayout.validate(name: name, what: "access group name", limit: StoreLayout.maximumNameBytes)
+        }
+        guard try layout.prepareDirectories(group, create: create),
+              let path = try layout.prepareDatabase(group, create: create),
+              let key = try KeystoreError.rethrowing({ try keySource.resolveKey(for: group, layout: layout, create: create) })
+        else { return nil }
+        return StoreNamespace(group: group, databasePath: path, key: key, binding: ItemBinding(service: layout.service, group: group))
+    }
+
+    /// Opens a writer connection with the schema installed and checked.
+    func connect(service: String, busyTimeout: Duration) throws(KeystoreError) -> SQLiteConnection {
+        let connection = try SQLiteConnection(path: databasePath, busyTimeout: busyTimeout)
+        try StoreSchema.install(on: connection, service: service, group: group)
+        return connection
+    }
+
+    func seal(_ value: [UInt8], forKey key: String) throws(KeystoreError) -> [UInt8] {
+        try KeystoreError.rethrowing { try Sealing.seal(value, key: self.key, associatedData: binding.associatedData(forKey: key)) }
+    }
+
+    /// Opens one sealed row; a failure names the key and the database, and concerns that item
+    /// alone.
+    func open(_ sealed: [UInt8], forKey key: String) throws(KeystoreError) -> [UInt8] {
+        do {
+            return try Sealing.open(sealed, key: self.key, associatedData: binding.associatedData(forKey: key))
+        } catch let error as KeystoreError {
+            throw KeystoreError(error.code, "item '\(key)': \(error.reason)", path: databasePath, errno: error.errno, openSSLError: error.openSSLError)
+        } catch {
+            throw KeystoreError(.cryptoFailure, "item '\(key)' could not be opened", path: databasePath)
+        }
+    }
+
+    static func validate(key: String) throws(KeystoreError) {
+        try StoreLayout.validate(name: key, what: "item key", limit: StoreLayout.maximumKeyBytes)
+    }
+}

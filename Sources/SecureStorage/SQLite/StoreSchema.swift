@@ -1,0 +1,103 @@
+/// The schema of one namespace's database and the connection settings every writer uses.
+///
+/// `meta` records the schema version (so later releases can migrate), the service and group
+/// the database belongs to (a database copied under another name is refused), and, in a
+/// user's private database, the service's last access group. `changes` is the change feed's
+/// log: one row per changed key per commit, tagged with the committing instance's origin.
+enum StoreSchema {
+    static let version = 1
+
+    static let statements = """
+        CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE IF NOT EXISTS items(key TEXT PRIMARY KEY, version INTEGER, value BLOB NOT NULL) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS changes(seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL, origin INTEGER NOT NULL);
+        """
+
+    // MARK: Statements shared by the writer, readers, poller and migration
+
+    /// A versioned write applies when there is no item, either side is unversioned, or the
+    /// stored version is not newer; `sqlite3_changes` then says whether it applied.
+    static let upsert = """
+        INSERT INTO items(key, version, value) VALUES(?1, ?2, ?3)
+        ON CONFLICT(key) DO UPDATE SET version = excluded.version, value = excluded.value
+        WHERE items.version IS NULL OR excluded.version IS NULL OR items.version <= excluded.version
+        """
+    static let delete = "DELETE FROM items WHERE key = ?1"
+    static let deleteIfUnchanged = "DELETE FROM items WHERE key = ?1 AND value = ?2"
+    static let insertChange = "INSERT INTO changes(key, origin) VALUES(?1, ?2)"
+    static let selectValue = "SELECT value FROM items WHERE key = ?1"
+    static let selectKeys = "SELECT key FROM items"
+    static let selectItems = "SELECT key, version, value FROM items"
+    static let selectMeta = "SELECT value FROM meta WHERE name = ?1"
+    static let upsertMeta = "INSERT INTO meta(name, value) VALUES(?1, ?2) ON CONFLICT(name) DO UPDATE SET value = excluded.value"
+    static let changeBounds = "SELECT min(seq), max(seq) FROM changes"
+    static let changesSince = "SELECT seq, key FROM changes WHERE seq > ?1 AND origin != ?2 ORDER BY seq"
+    static let trimChanges = "DELETE FROM changes WHERE seq <= (SELECT max(seq) FROM changes) - ?1"
+
+    /// Writer settings (WAL, fully synchronous commits), then the tables and the meta rows,
+    /// checked against `service` and `group`.
+    static func install(on connection: SQLiteConnection, service: String, group: AccessGroup) throws(KeystoreError) {
+        try connection.withStatement("PRAGMA journal_mode=WAL") { statement throws(KeystoreError) in
+            guard try statement.step(), statement.text(0).lowercased() == "wal" else {
+                throw KeystoreError(.storeUnavailable, "the database could not switch to WAL mode", path: connection.path)
+            }
+        }
+        try connection.execute("PRAGMA synchronous=FULL")
+        try connection.immediateTransaction { () throws(KeystoreError) in
+            try connection.execute(statements)
+            let expected = ["schema_version": "\(version)", "service": service, "access_group": encode(group)]
+            for (name, value) in expected.sorted(by: { $0.key < $1.key }) {
+                guard let found = try meta(name, on: connection) else {
+                    try setMeta(name, value, on: connection)
+                    continue
+                }
+                if name == "schema_version" {
+                    guard let stored = Int(found), stored <= version else {
+                        throw KeystoreError(.corruptFormat, "database schema version \(found) is newer than this release supports (\(version))", path: connection.path)
+                    }
+                } else if found != value {
+                    throw KeystoreError(.corruptFormat, "database belongs to another \(name == "service" ? "service" : "access group")", path: connection.path)
+                }
+            }
+        }
+    }
+
+    static func meta(_ name: String, on connection: SQLiteConnection) throws(KeystoreError) -> String? {
+        try connection.withStatement(selectMeta) { statement throws(KeystoreError) -> String? in
+            try statement.bind(1, text: name)
+            return try statement.step() ? statement.text(0) : nil
+        }
+    }
+
+    static func setMeta(_ name: String, _ value: String, on connection: SQLiteConnection) throws(KeystoreError) {
+        try connection.withStatement(upsertMeta) { statement throws(KeystoreError) in
+            try statement.bind(1, text: name)
+            try statement.bind(2, text: value)
+            _ = try statement.step()
+        }
+    }
+
+    static func appendChange(_ key: String, origin: Int64, on connection: SQLiteConnection) throws(KeystoreError) {
+        try connection.withStatement(insertChange) { statement throws(KeystoreError) in
+            try statement.bind(1, text: key)
+            try statement.bind(2, int64: origin)
+            _ = try statement.step()
+        }
+    }
+
+    // MARK: Access groups in meta
+
+    static func encode(_ group: AccessGroup) -> String {
+        guard let name = group.name else { return "none" }
+        return "group:" + Base64.urlEncode(name.utf8)
+    }
+
+    static func decodeGroup(_ text: String) -> AccessGroup? {
+        if text == "none" { return AccessGroup.none }
+        guard text.hasPrefix("group:"),
+              let bytes = Base64.urlDecode(String(text.dropFirst(6))), !bytes.isEmpty,
+              let name = String(validating: bytes, as: UTF8.self)
+        else { return nil }
+        return AccessGroup(name: name)
+    }
+}

@@ -1,0 +1,71 @@
+import Foundation
+import XCTest
+@testable import SecureStorage
+
+final class SQLiteChangeFeedTests: XCTestCase {
+    func testOwnCommitsAreDeliveredWithoutPolling() async throws {
+        let temporary = try TemporaryRoot()
+        // A poll interval far beyond the test: only the direct delivery can pass it.
+        let keystore = try SQLiteKeystore(root: temporary.root, service: "tool", configuration: .init(changePollInterval: .seconds(3600)))
+        defer { keystore.close() }
+        let stream = keystore.changes()
+        try await keystore.set([1], forKey: "a")
+        var batch = KeystoreBatch()
+        batch.set([2], forKey: "b")
+        batch.remove(forKey: "a")
+        try await keystore.commit(batch)
+        let seen = await collectChanges(stream, within: 1) { $0.isSuperset(of: [.item("a"), .item("b")]) }
+        XCTAssertTrue(seen.isSuperset(of: [.item("a"), .item("b")]), "\(seen)")
+    }
+
+    func testTwoInstancesSeeEachOthersChanges() async throws {
+        let temporary = try TemporaryRoot()
+        let configuration = SQLiteKeystore.Configuration(changePollInterval: .milliseconds(50))
+        let first = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey(), configuration: configuration)
+        defer { first.close() }
+        let second = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey(), configuration: configuration)
+        defer { second.close() }
+        let firstStream = first.changes()
+        let secondStream = second.changes()
+        try await first.set([1], forKey: "from-first")
+        try await second.set([2], forKey: "from-second")
+        async let firstSaw = collectChanges(firstStream, within: 1) { $0.contains(.item("from-second")) }
+        async let secondSaw = collectChanges(secondStream, within: 1) { $0.contains(.item("from-first")) }
+        let (a, b) = await (firstSaw, secondSaw)
+        XCTAssertTrue(a.contains(.item("from-second")), "\(a)")
+        XCTAssertTrue(b.contains(.item("from-first")), "\(b)")
+    }
+
+    func testASubscriberLeftBehindByTrimmingGetsAll() async throws {
+        let temporary = try TemporaryRoot()
+        let watcher = try SQLiteKeystore(
+            root: temporary.root, service: "tool", keySource: testKey(),
+            configuration: .init(changePollInterval: .milliseconds(1500))
+        )
+        defer { watcher.close() }
+        let writer = try SQLiteKeystore(
+            root: temporary.root, service: "tool", keySource: testKey(),
+            configuration: .init(changeLogRetention: 5)
+        )
+        defer { writer.close() }
+        let stream = watcher.changes()
+        // Let the watcher's first poll set its cursor, then outrun it by more than the log keeps.
+        try await Task.sleep(for: .milliseconds(300))
+        for index in 0..<30 { try await writer.set([UInt8(index)], forKey: "k\(index)") }
+        let seen = await collectChanges(stream, within: 5) { $0.contains(.all) }
+        XCTAssertTrue(seen.contains(.all), "\(seen)")
+    }
+
+    func testStreamsEndOnClose() async throws {
+        let temporary = try TemporaryRoot()
+        let keystore = try SQLiteKeystore(root: temporary.root, service: "tool")
+        let stream = keystore.changes()
+        keystore.close()
+        var count = 0
+        for await _ in stream { count += 1 }
+        XCTAssertEqual(count, 0)
+        let late = keystore.changes()
+        for await _ in late { count += 1 }
+        XCTAssertEqual(count, 0)
+    }
+}

@@ -1,0 +1,108 @@
+import Foundation
+import XCTest
+@testable import SecureStorage
+
+/// Awaits `body` and checks that it throws a ``KeystoreError`` with `code`.
+@discardableResult
+func assertKeystoreErrorAsync<T>(
+    _ code: KeystoreError.Code,
+    file: StaticString = #filePath,
+    line: UInt = #line,
+    _ body: () async throws(KeystoreError) -> T
+) async -> KeystoreError? {
+    do {
+        _ = try await body()
+        XCTFail("expected KeystoreError.\(code), got success", file: file, line: line)
+    } catch {
+        XCTAssertEqual(error.code, code, "\(error)", file: file, line: line)
+        return error
+    }
+    return nil
+}
+
+/// A fixed raw key, so tests can open one store from several instances and processes.
+func testKey(_ byte: UInt8 = 7) -> KeySource { .raw([UInt8](repeating: byte, count: 32)) }
+
+/// Runs `body` on a plain thread and fails the test if it does not finish within `seconds`, so
+/// a planted FIFO that blocked an open would fail rather than hang the suite.
+func withinTimeout<T: Sendable>(_ seconds: Double, file: StaticString = #filePath, line: UInt = #line, _ body: @escaping @Sendable () -> T) -> T? {
+    let done = DispatchSemaphore(value: 0)
+    let box = ResultBox<T>()
+    Thread.detachNewThread {
+        box.value = body()
+        done.signal()
+    }
+    guard done.wait(timeout: .now() + seconds) == .success else {
+        XCTFail("timed out after \(seconds) s (blocked?)", file: file, line: line)
+        return nil
+    }
+    return box.value
+}
+
+final class ResultBox<T>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: T?
+    var value: T? {
+        get { lock.lock(); defer { lock.unlock() }; return stored }
+        set { lock.lock(); stored = newValue; lock.unlock() }
+    }
+}
+
+/// Opens a store synchronously, returning the error code on failure (for the timeout helper).
+func openResult(root: String, service: String = "tool", group: AccessGroup = .none, keySource: KeySource = .keyFile) -> Result<SQLiteKeystore, KeystoreError> {
+    Result { () throws(KeystoreError) -> SQLiteKeystore in
+        try SQLiteKeystore(root: root, service: service, accessGroup: group, keySource: keySource)
+    }
+}
+
+/// Runs SQL directly on a keystore's database, as an attacker with file access (or a disk
+/// fault) could.
+func tamper(_ path: String, _ body: (SQLiteConnection) throws(KeystoreError) -> Void) throws {
+    let connection = try SQLiteConnection(path: path, busyTimeout: .seconds(5))
+    defer { connection.close() }
+    try body(connection)
+}
+
+func sealedValue(_ connection: SQLiteConnection, key: String) throws(KeystoreError) -> [UInt8]? {
+    try connection.withStatement(StoreSchema.selectValue) { statement throws(KeystoreError) -> [UInt8]? in
+        try statement.bind(1, text: key)
+        return try statement.step() ? statement.blob(0) : nil
+    }
+}
+
+func storeSealed(_ connection: SQLiteConnection, key: String, value: [UInt8]) throws(KeystoreError) {
+    try connection.withStatement("INSERT OR REPLACE INTO items(key, version, value) VALUES(?1, NULL, ?2)") { statement throws(KeystoreError) in
+        try statement.bind(1, text: key)
+        try statement.bind(2, blob: value)
+        _ = try statement.step()
+    }
+}
+
+/// Collects changes from a stream until `predicate` holds or `seconds` pass.
+func collectChanges(
+    _ stream: AsyncStream<KeystoreChange>,
+    within seconds: Double,
+    until predicate: @escaping @Sendable (Set<KeystoreChange>) -> Bool
+) async -> Set<KeystoreChange> {
+    await withTaskGroup(of: Set<KeystoreChange>?.self) { group in
+        group.addTask {
+            var seen: Set<KeystoreChange> = []
+            for await change in stream {
+                seen.insert(change)
+                if predicate(seen) { return seen }
+            }
+            return seen
+        }
+        group.addTask {
+            try? await Task.sleep(for: .seconds(seconds))
+            return nil
+        }
+        var result: Set<KeystoreChange> = []
+        for await value in group {
+            if let value { result = value }
+            group.cancelAll()
+            break
+        }
+        return result
+    }
+}
