@@ -10,12 +10,134 @@
 //   keystore-stress shared ROOT SERVICE GROUP KEY
 //       in access group GROUP: writes KEY = "from-<uid>", then prints every "key=value"
 //       (run under different uids of one Unix group to check sharing)
+//
+// The same for the SQLite engine (SQLiteKeystore):
+//   keystore-stress sqlite-write ROOT WORKER COUNT
+//       writes w<WORKER>-<i> for i < COUNT (one commit each) and "shared" (versioned by i)
+//   keystore-stress sqlite-overwrite ROOT KEYS
+//       prints "ready", then commits batches rewriting k0..k<KEYS-1> to "gen-<n>-<padding>" forever
+//   keystore-stress sqlite-migrate ROOT FROM TO [FSIZE]
+//       migrates and prints the moved count, or "error CODE"; with FSIZE, first limits the file
+//       size (RLIMIT_FSIZE, SIGXFSZ ignored) so writes past it fail with EFBIG
+//   keystore-stress sqlite-migrate-crash ROOT FROM TO
+//       migrates and SIGKILLs itself between the copy and the delete transactions
+//   keystore-stress sqlite-shared ROOT GROUP KEY
+//       in access group GROUP (key file): writes KEY = "from-<uid>", prints every "key=value"
+//   keystore-stress sqlite-bench ROOT WRITERS COMMITS
+//       WRITERS tasks make COMMITS one-item commits in all; prints "commits/s"
+//   keystore-stress fdatasync-bench PATH COUNT
+//       the floor: COUNT 100-byte appends each followed by fdatasync; prints "syncs/s"
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
 @_spi(Testing) import SecureStorage
+
+func printLine(_ text: String) {
+    let line = Array((text + "\n").utf8)
+    _ = line.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+}
+
+func seconds(since start: timespec) -> Double {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return Double(now.tv_sec - start.tv_sec) + Double(now.tv_nsec - start.tv_nsec) / 1e9
+}
+
+func monotonicNow() -> timespec {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return now
+}
+
+/// The SQLite engine's modes; `false` when `mode` is not one of them.
+func runSQLite(_ mode: String, _ arguments: [String]) async throws -> Bool {
+    switch mode {
+    case "sqlite-write":
+        guard arguments.count == 5, let worker = Int(arguments[3]), let count = Int(arguments[4]) else { fail("bad arguments") }
+        let keystore = try SQLiteKeystore(root: arguments[2], service: "svc")
+        defer { keystore.close() }
+        for index in 0..<count {
+            try await keystore.set(Array("value-\(worker)-\(index)".utf8), forKey: "w\(worker)-\(index)")
+            try await keystore.set(Array("worker-\(worker)-\(index)".utf8), forKey: "shared", version: Int64(index))
+        }
+    case "sqlite-overwrite":
+        guard arguments.count == 4, let keys = Int(arguments[3]) else { fail("bad arguments") }
+        let keystore = try SQLiteKeystore(root: arguments[2], service: "svc")
+        printLine("ready")
+        let padding = String(repeating: "x", count: 300)
+        var generation = 1
+        while true {
+            var batch = KeystoreBatch()
+            for key in 0..<keys { batch.set(Array("gen-\(generation)-\(padding)".utf8), forKey: "k\(key)") }
+            try await keystore.commit(batch)
+            generation += 1
+        }
+    case "sqlite-migrate":
+        guard arguments.count == 5 || arguments.count == 6 else { fail("bad arguments") }
+        if arguments.count == 6, let limit = UInt(arguments[5]) {
+            signal(SIGXFSZ, SIG_IGN)
+            var rlimitValue = rlimit(rlim_cur: rlim_t(limit), rlim_max: rlim_t(limit))
+            guard setrlimit(Int32(RLIMIT_FSIZE.rawValue), &rlimitValue) == 0 else { fail("setrlimit failed") }
+        }
+        do {
+            let moved = try await SQLiteKeystore.migrate(root: arguments[2], service: "svc", from: group(arguments[3]), to: group(arguments[4]))
+            printLine("moved \(moved)")
+        } catch {
+            printLine("error \(error.code) errno \(error.errno.map(String.init) ?? "-"): \(error)")
+        }
+    case "sqlite-migrate-crash":
+        guard arguments.count == 5 else { fail("bad arguments") }
+        _ = try await SQLiteKeystore._migrate(root: arguments[2], service: "svc", from: group(arguments[3]), to: group(arguments[4])) { stage in
+            if stage == "copied" { kill(getpid(), SIGKILL) }
+        }
+        fail("the checkpoint was never reached")
+    case "sqlite-shared":
+        guard arguments.count == 5 else { fail("bad arguments") }
+        let keystore = try SQLiteKeystore(root: arguments[2], service: "svc", accessGroup: AccessGroup(name: arguments[3]))
+        defer { keystore.close() }
+        try await keystore.set(Array("from-\(getuid())".utf8), forKey: arguments[4])
+        var lines = ""
+        for key in try await keystore.keys() {
+            lines += "\(key)=\(String(decoding: try await keystore.requireValue(forKey: key), as: UTF8.self))\n"
+        }
+        let bytes = Array(lines.utf8)
+        _ = bytes.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+    case "sqlite-bench":
+        guard arguments.count == 5, let writers = Int(arguments[3]), let commits = Int(arguments[4]) else { fail("bad arguments") }
+        let keystore = try SQLiteKeystore(root: arguments[2], service: "svc")
+        defer { keystore.close() }
+        let value = [UInt8](repeating: 0x5A, count: 1300)
+        let start = monotonicNow()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for writer in 0..<writers {
+                group.addTask {
+                    for index in stride(from: writer, to: commits, by: writers) {
+                        try await keystore.set(value, forKey: "bench-\(index)")
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        printLine("\(Int(Double(commits) / seconds(since: start))) commits/s")
+    case "fdatasync-bench":
+        guard arguments.count == 4, let count = Int(arguments[3]) else { fail("bad arguments") }
+        let fd = open(arguments[2], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { fail("open failed") }
+        defer { close(fd) }
+        let record = [UInt8](repeating: 0x5A, count: 100)
+        let start = monotonicNow()
+        for _ in 0..<count {
+            _ = record.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            guard fdatasync(fd) == 0 else { fail("fdatasync failed") }
+        }
+        printLine("\(Int(Double(count) / seconds(since: start))) syncs/s")
+    default:
+        return false
+    }
+    return true
+}
 
 func fail(_ message: String) -> Never {
     let line = Array("keystore-stress: \(message)\n".utf8)
@@ -31,6 +153,7 @@ let arguments = CommandLine.arguments
 guard arguments.count >= 2 else { fail("usage: keystore-stress write|overwrite|migrate-crash …") }
 
 do {
+    if try await runSQLite(arguments[1], arguments) { exit(0) }
     switch arguments[1] {
     case "write":
         guard arguments.count == 6, let worker = Int(arguments[4]), let count = Int(arguments[5]) else { fail("bad arguments") }

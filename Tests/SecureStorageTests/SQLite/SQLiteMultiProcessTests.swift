@@ -1,0 +1,174 @@
+import Foundation
+import XCTest
+@testable import SecureStorage
+
+/// The SQLite engine under several processes, kill -9, a full disk and two Unix users, through
+/// the `keystore-stress` helper.
+final class SQLiteMultiProcessTests: XCTestCase {
+    private let team = AccessGroup(name: "team")
+
+    private func helper(_ arguments: [String], output: Pipe? = nil) throws -> Process {
+        let process = Process()
+        process.executableURL = try stressExecutable()
+        process.arguments = arguments
+        if let output { process.standardOutput = output }
+        try process.run()
+        return process
+    }
+
+    private func runHelper(_ arguments: [String]) throws -> (status: Int32, output: String) {
+        let output = Pipe()
+        let process = try helper(arguments, output: output)
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    private func contents(_ root: String, group: AccessGroup = .none) async throws -> [String: String] {
+        let keystore = try SQLiteKeystore(root: root, service: "svc", accessGroup: group)
+        defer { keystore.close() }
+        var result: [String: String] = [:]
+        for key in try await keystore.keys() { result[key] = string(try await keystore.requireValue(forKey: key)) }
+        return result
+    }
+
+    func testConcurrentWritersInSeveralProcessesLoseAndDuplicateNothing() async throws {
+        let temporary = try TemporaryRoot()
+        let workers = 4
+        let count = 40
+        let processes = try (0..<workers).map { try helper(["sqlite-write", temporary.root, "\($0)", "\(count)"]) }
+        for process in processes {
+            process.waitUntilExit()
+            XCTAssertEqual(process.terminationStatus, 0)
+        }
+        let items = try await contents(temporary.root)
+        XCTAssertEqual(items.count, workers * count + 1)
+        for worker in 0..<workers {
+            for index in 0..<count { XCTAssertEqual(items["w\(worker)-\(index)"], "value-\(worker)-\(index)") }
+        }
+        // The versioned "shared" item converged on a last write (version count - 1).
+        XCTAssertTrue(items["shared"]?.hasSuffix("-\(count - 1)") ?? false, items["shared"] ?? "nil")
+    }
+
+    func testKillNineDuringWritesLeavesWholeBatches() async throws {
+        let temporary = try TemporaryRoot()
+        let keys = 5
+        for round in 0..<5 {
+            let output = Pipe()
+            let process = try helper(["sqlite-overwrite", temporary.root, "\(keys)"], output: output)
+            _ = output.fileHandleForReading.readData(ofLength: 6)
+            usleep(UInt32.random(in: 5_000...80_000))
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            XCTAssertEqual(process.terminationReason, .uncaughtSignal, "round \(round)")
+            let items = try await contents(temporary.root)
+            // Each batch rewrote every key: all keys carry one generation, never a mix.
+            let generations = Set(items.values.map { $0.split(separator: "-")[1] })
+            XCTAssertLessThanOrEqual(generations.count, 1, "round \(round): \(generations)")
+            XCTAssertTrue(items.isEmpty || items.count == keys, "round \(round): \(items.count) keys")
+        }
+    }
+
+    func testKillNineBetweenTheMigrationTransactionsIsCompletedByARerun() async throws {
+        let temporary = try TemporaryRoot()
+        let keystore = try SQLiteKeystore(root: temporary.root, service: "svc")
+        var batch = KeystoreBatch()
+        for index in 0..<20 { batch.set(bytes("value-\(index)"), forKey: "k\(index)") }
+        try await keystore.commit(batch)
+        keystore.close()
+
+        let crashed = try helper(["sqlite-migrate-crash", temporary.root, "none", "team"])
+        crashed.waitUntilExit()
+        XCTAssertEqual(crashed.terminationReason, .uncaughtSignal)
+        let sourceAfterCrash = try await contents(temporary.root)
+        let targetAfterCrash = try await contents(temporary.root, group: team)
+        XCTAssertEqual(sourceAfterCrash.count, 20)
+        XCTAssertEqual(targetAfterCrash, sourceAfterCrash)
+
+        let rerun = try runHelper(["sqlite-migrate", temporary.root, "none", "team"])
+        XCTAssertEqual(rerun.output, "moved 20\n")
+        let source = try await contents(temporary.root)
+        let target = try await contents(temporary.root, group: team)
+        XCTAssertTrue(source.isEmpty)
+        XCTAssertEqual(target.count, 20)
+        XCTAssertEqual(target["k7"], "value-7")
+    }
+
+    func testAFullDiskDuringMigrationFailsTypedAndKeepsTheSource() async throws {
+        let temporary = try TemporaryRoot()
+        let keystore = try SQLiteKeystore(root: temporary.root, service: "svc")
+        var batch = KeystoreBatch()
+        let padding = String(repeating: "p", count: 2000)
+        for index in 0..<200 { batch.set(bytes("value-\(index)-\(padding)"), forKey: "k\(index)") }
+        try await keystore.commit(batch)
+        keystore.close()
+
+        // 128 KiB: the target's schema fits, its copy of about 400 KiB does not.
+        let result = try runHelper(["sqlite-migrate", temporary.root, "none", "team", "\(128 << 10)"])
+        XCTAssertEqual(result.status, 0)
+        // A typed I/O error; SQLite does not always keep the errno (EFBIG) of a failed WAL write.
+        XCTAssertTrue(result.output.hasPrefix("error io errno \(EFBIG)") || result.output.hasPrefix("error io errno -"), result.output)
+        XCTAssertTrue(result.output.contains("SQLite error"), result.output)
+        let source = try await contents(temporary.root)
+        XCTAssertEqual(source.count, 200)
+        XCTAssertEqual(source["k199"], "value-199-\(padding)")
+        let target = try await contents(temporary.root, group: team)
+        XCTAssertTrue(target.isEmpty)
+    }
+
+    // MARK: Two Unix users of one group
+
+    private static let groupId = 60_000
+    private static let setpriv = "/usr/bin/setpriv"
+
+    /// Runs `keystore-stress sqlite-shared …` as `uid` in the shared group with umask 077.
+    private func runShared(as uid: Int, root: String, key: String) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.setpriv)
+        process.arguments = [
+            "--reuid=\(uid)", "--regid=\(Self.groupId)", "--clear-groups",
+            "/bin/sh", "-c", "umask 077; exec \"$0\" \"$@\"",
+            try stressExecutable().path, "sqlite-shared", root, "team", key,
+        ]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    func testTwoUsersOfOneGroupWithUmask077ShareItems() throws {
+        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: Self.setpriv) else {
+            throw XCTSkip("needs root and setpriv to act as two users of one Unix group")
+        }
+        let temporary = try TemporaryRoot()
+        XCTAssertEqual(chmod(temporary.path, 0o711), 0)
+        let root = temporary.path + "/shared-root"
+        XCTAssertEqual(mkdir(root, 0o770), 0)
+        XCTAssertEqual(chown(root, 0, gid_t(Self.groupId)), 0)
+        XCTAssertEqual(chmod(root, 0o3770), 0)
+
+        let alice = try runShared(as: 60_001, root: root, key: "alice")
+        XCTAssertEqual(alice.status, 0, alice.output)
+        let bob = try runShared(as: 60_002, root: root, key: "bob")
+        XCTAssertEqual(bob.status, 0, bob.output)
+        XCTAssertEqual(bob.output, "alice=from-60001\nbob=from-60002\n")
+        let aliceAgain = try runShared(as: 60_001, root: root, key: "alice2")
+        XCTAssertEqual(aliceAgain.status, 0, aliceAgain.output)
+        XCTAssertEqual(aliceAgain.output, "alice=from-60001\nalice2=from-60001\nbob=from-60002\n")
+
+        let layout = try StoreLayout(root: root, service: "svc")
+        XCTAssertEqual(mode(of: layout.namespaceDirectory(team)), 0o2770)
+        XCTAssertEqual(mode(of: layout.databasePath(team)), 0o660)
+        XCTAssertEqual(mode(of: layout.keyFilePath(team)), 0o640)
+        XCTAssertEqual(mode(of: root + "/users/60001"), 0o700)
+
+        // A group-writable root without the sticky bit is refused for every member.
+        XCTAssertEqual(chmod(root, 0o2770), 0)
+        let refused = try runShared(as: 60_002, root: root, key: "bob")
+        XCTAssertNotEqual(refused.status, 0)
+        XCTAssertTrue(refused.output.contains("chmod +t"), refused.output)
+    }
+}
