@@ -179,6 +179,7 @@ let package = Package(
             name: "BrokerTestSupport",
             dependencies: [
                 "Federation",
+                "SecureStorage",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
             ],

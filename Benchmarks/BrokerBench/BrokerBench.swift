@@ -89,7 +89,7 @@ struct Throughput: AsyncParsableCommand {
             let start = monotonicSeconds()
             try await federateAll(client, prefix: "u", count: federations, concurrency: concurrency)
             let elapsed = monotonicSeconds() - start
-            let names = await client.sessionNames().count
+            let names = try await client.sessionNames().count
             precondition(names == warmup + federations, "expected \(warmup + federations) sessions, got \(names)")
             rates.append(Double(federations) / elapsed)
             print("run \(round + 1): \(federations) federations at concurrency \(concurrency) in \(fixed(3, elapsed)) s")
@@ -190,7 +190,7 @@ struct Memory: AsyncParsableCommand {
         try await federateAll(client, prefix: "s", count: sessions, concurrency: concurrency)
         trimHeap()
         let after = memoryFootprint()
-        let live = await client.sessionNames().count
+        let live = try await client.sessionNames().count
         precondition(live == sessions + 256)
         let heapPer = Double(after.heap - before.heap) / Double(sessions)
         let rssPer = Double(after.rss - before.rss) / Double(sessions)

@@ -1,4 +1,4 @@
-// sample-migration: keep a session in an encrypted FileKeystore, then move the tool to a
+// sample-migration: keep a session in an encrypted SQLiteKeystore, then move the tool to a
 // shared access group, the way Amplify's `AccessGroup(name:migrateKeychainItemsOfUserSession:)`
 // moves keychain items.
 //
@@ -54,14 +54,17 @@ struct AccessGroupMigration: AsyncParsableCommand {
             let parent = FileManager.default.temporaryDirectory.appendingPathComponent("sample-migration-\(UUID().uuidString)").path
             try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
             temporary = parent
-            root = parent + "/keystore"  // created by FileKeystore with the modes it requires
+            root = parent + "/keystore"  // created by SQLiteKeystore with the modes it requires
         }
         defer { if let temporary { try? FileManager.default.removeItem(atPath: temporary) } }
         print("Keystore root: \(root) (key files created there on first use)")
 
-        /// Opens the keystore in `accessGroup` and a client that restores its saved sessions.
-        func open(_ accessGroup: AccessGroup) throws -> (FileKeystore, FederationClient) {
-            let store = try FileKeystore(root: root, service: service, accessGroup: accessGroup, logger: logger)
+        /// Opens the keystore in `accessGroup` (moving the service's items from the group it
+        /// used last when `moveItems` is on) and a client over it.
+        func open(_ accessGroup: AccessGroup, moveItems: Bool = false) throws -> (SQLiteKeystore, FederationClient) {
+            let store = try SQLiteKeystore(
+                root: root, service: service, accessGroup: accessGroup,
+                configuration: SQLiteKeystore.Configuration(moveItemsFromPreviousGroup: moveItems), logger: logger)
             return (store, try FederationClient(configuration: configuration, keystore: store, logger: logger))
         }
 
@@ -71,28 +74,28 @@ struct AccessGroupMigration: AsyncParsableCommand {
             let (store, client) = try open(.none)
             original = try await client.federateAsGuest(session: session)
             steps.detail(original)
-            steps.detail("items in group none: \(try store.keys())")
+            steps.detail("items in group none: \(try await store.keys())")
         }
 
-        steps.next("Reopen with AccessGroup(name: \"\(group)\", migrateItemsOfUserSession: true)")
+        steps.next("Reopen with AccessGroup(name: \"\(group)\") and moveItemsFromPreviousGroup")
         do {
-            let (store, client) = try open(AccessGroup(name: group, migrateItemsOfUserSession: true))
-            let restored = await client.session(session)
-            steps.detail("items in group \(group): \(try store.keys())")
+            let (store, client) = try open(AccessGroup(name: group), moveItems: true)
+            let restored = try await client.session(session)
+            steps.detail("items in group \(group): \(try await store.keys())")
             steps.detail("restored session: state \(restored.state), identity ID \(restored.identityId ?? "none"), access key ID \(restored.credentials?.accessKeyId ?? "none")")
             guard restored.identityId == original.identityId, restored.credentials?.accessKeyId == original.credentials.accessKeyId else {
                 steps.detail("the session did not move to the new group")
                 throw ExitCode.failure
             }
-            steps.detail("the session moved: copied, verified, then deleted from group none")
+            steps.detail("the session moved: copied and verified in one transaction, then deleted from group none in another")
         }
 
         let other = group + "-without-migration"
         steps.next("Reopen with AccessGroup(name: \"\(other)\") (migration off)")
         do {
             let (store, client) = try open(AccessGroup(name: other))
-            let snapshot = await client.session(session)
-            steps.detail("items in group \(other): \(try store.keys())")
+            let snapshot = try await client.session(session)
+            steps.detail("items in group \(other): \(try await store.keys())")
             steps.detail("session '\(session)': state \(snapshot.state)")
             guard snapshot.state == .notFederated else { throw ExitCode.failure }
             steps.detail("a new group without migration starts empty; the previous group's items are left alone")
@@ -101,8 +104,8 @@ struct AccessGroupMigration: AsyncParsableCommand {
         steps.next("Reopen AccessGroup(name: \"\(group)\") (migration off)")
         do {
             let (store, client) = try open(AccessGroup(name: group))
-            let snapshot = await client.session(session)
-            steps.detail("items in group \(group): \(try store.keys())")
+            let snapshot = try await client.session(session)
+            steps.detail("items in group \(group): \(try await store.keys())")
             steps.detail("session '\(session)': state \(snapshot.state), identity ID \(snapshot.identityId ?? "none")")
             guard snapshot.identityId == original.identityId else { throw ExitCode.failure }
             steps.detail("still there: switching groups never wipes a session by surprise")

@@ -74,7 +74,7 @@ struct DeveloperAuthenticated: AsyncParsableCommand {
         steps.detail(result)
 
         steps.next("Read the session back")
-        let snapshot = await client.session(session)
+        let snapshot = try await client.session(session)
         steps.detail(snapshot)
         guard result.identityId == minted.identityId, snapshot.state == .federated else {
             steps.detail("the client's identity differs from the one the backend was given")

@@ -34,7 +34,7 @@ struct GuestThenLogin: AsyncParsableCommand {
 
         steps.next("The user arrives signed out: get a guest identity for session '\(session)'")
         let guest = try await client.federateAsGuest(session: session)
-        let asGuest = await client.session(session)
+        let asGuest = try await client.session(session)
         steps.detail(guest)
         steps.detail("state: \(asGuest.state), guest: \(asGuest.isGuest)")
 
@@ -47,7 +47,7 @@ struct GuestThenLogin: AsyncParsableCommand {
         // The session holds a guest identity, so the library sends its ID with the login:
         // GetCredentialsForIdentity links the login to that identity instead of creating one.
         let linked = try await client.federate(token: idToken, provider: .google, session: session)
-        let signedIn = await client.session(session)
+        let signedIn = try await client.session(session)
         steps.detail(linked)
         steps.detail("state: \(signedIn.state), guest: \(signedIn.isGuest), provider: \(signedIn.provider?.identifier ?? "none")")
 

@@ -54,7 +54,7 @@ struct OIDCFederation: AsyncParsableCommand {
         steps.detail("no automatic refresh: push a new token before they expire")
 
         steps.next("Read the session back")
-        let snapshot = await client.session(session)
+        let snapshot = try await client.session(session)
         steps.detail(snapshot)
         steps.detail("credentials: \(snapshot.credentials.map { "\($0)" } ?? "none")")  // redacted by AWSCredentials.description
         guard snapshot.state == .federated, snapshot.identityId == result.identityId else {
@@ -63,7 +63,7 @@ struct OIDCFederation: AsyncParsableCommand {
 
         steps.next("Clear the session")
         try await client.clear(session: session)
-        let cleared = await client.session(session)
+        let cleared = try await client.session(session)
         steps.detail("state: \(cleared.state)")
     }
 }

@@ -92,7 +92,7 @@ struct ObserveSessions: AsyncParsableCommand {
         await printEvents(until: remaining) { $0 == .expired }
 
         steps.next("Read \(watched)")
-        let snapshot = await client.session(watched)
+        let snapshot = try await client.session(watched)
         steps.detail("state: \(snapshot.state), credentials: \(snapshot.credentials == nil ? "none (given out only when federated)" : "present")")
         steps.detail("credentials expire at \(snapshot.expiration.map { "\($0)" } ?? "?"); the \(Int(expiryMargin)) s margin makes them read expired that much earlier")
         steps.detail("to continue, the caller federates a new token (or a new guest call) itself")

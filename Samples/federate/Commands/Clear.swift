@@ -1,6 +1,5 @@
 import ArgumentParser
 import Federation
-import SecureStorage
 
 /// `federate clear`: forgets the session, durably.
 struct Clear: AsyncParsableCommand {
@@ -14,20 +13,10 @@ struct Clear: AsyncParsableCommand {
     func run() async throws(CLIFailure) {
         let access = try KeystoreAccess(common)
         guard access.rootExists else { return }
-        let keystore = try access.open()
-        let session = common.session
-        let configuration = KeystoreAccess.offlineConfiguration(expiryMargin: common.margin)
+        let client = try access.offlineClient(expiryMargin: common.margin)
         do {
-            let client: FederationClient
-            do {
-                client = try FederationClient(configuration: configuration, keystore: keystore, logger: access.logger)
-            } catch where error.code == .storage {
-                // One unreadable saved session keeps the client from restoring any, so it
-                // could not clear this one: remove its item directly, then try again.
-                try FederationClient.removeSavedSession(session, from: keystore)
-                client = try FederationClient(configuration: configuration, keystore: keystore, logger: access.logger)
-            }
-            try await client.clear(session: session)
+            // Removing never opens the item, so a damaged one goes too.
+            try await client.clear(session: common.session)
         } catch {
             throw CLIFailure.federation(error, root: access.root)
         }

@@ -7,8 +7,9 @@ struct Migrate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Move every saved session from one keystore access group to another.",
         discussion: """
-            'none' is the keystore private to you. Items are copied, verified, then deleted from the source; \
-            an interrupted migration finishes on the next run. Items that cannot be opened stay where they are.
+            'none' is the keystore private to you. Items are copied and verified in one transaction, then deleted \
+            from the source in another; running it again completes an interrupted migration. When any item cannot \
+            be opened (wrong key, tampered), nothing moves and it exits 6.
             """
     )
 
@@ -30,7 +31,7 @@ struct Migrate: AsyncParsableCommand {
         let target = KeystoreAccess.group(to)
         let moved: Int
         do {
-            moved = try FileKeystore.migrate(
+            moved = try await SQLiteKeystore.migrate(
                 root: access.root, service: KeystoreAccess.service, from: source, to: target,
                 keySource: access.keySource, logger: access.logger)
         } catch {

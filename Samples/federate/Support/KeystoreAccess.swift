@@ -65,15 +65,15 @@ struct KeystoreAccess {
     }
 
     /// Opens (creating on first use) the keystore.
-    func open() throws(CLIFailure) -> FileKeystore {
+    func open() throws(CLIFailure) -> SQLiteKeystore {
         do {
-            return try FileKeystore(root: root, service: Self.service, accessGroup: accessGroup, keySource: keySource, logger: logger)
+            return try SQLiteKeystore(root: root, service: Self.service, accessGroup: accessGroup, keySource: keySource, logger: logger)
         } catch {
             throw CLIFailure.keystore(error, root: root)
         }
     }
 
-    /// A client over the opened keystore, its saved sessions restored.
+    /// A client that federates with `configuration` over the opened keystore.
     func client(configuration: FederationConfiguration) throws(CLIFailure) -> FederationClient {
         let keystore = try open()
         do {
@@ -83,28 +83,22 @@ struct KeystoreAccess {
         }
     }
 
-    /// A client for commands that never reach the network (`credentials`, `status`,
-    /// `clear`): saved sessions restore whatever pool they came from, so a fixed, valid
-    /// pool ID and an explicit (never used) endpoint stand in, which also keeps stray
-    /// `AWS_ENDPOINT_URL*` variables from mattering.
+    /// A client for the commands that never reach the network (`credentials`, `status`,
+    /// `clear`): it reads saved sessions without any pool configuration.
     func offlineClient(expiryMargin: Duration) throws(CLIFailure) -> FederationClient {
-        try client(configuration: Self.offlineConfiguration(expiryMargin: expiryMargin))
+        FederationClient(keystore: try open(), expiryMargin: expiryMargin, logger: logger)
     }
 
-    /// The saved `session` as ``offlineClient(expiryMargin:)`` restores it; when the
-    /// keystore root does not exist yet, `notFederated`, and nothing is created.
+    /// The saved `session`; when the keystore root does not exist yet, `notFederated`,
+    /// and nothing is created. A damaged item fails this session only (exit 6).
     func savedSession(_ session: String, expiryMargin: Duration) async throws(CLIFailure) -> SessionSnapshot {
         guard rootExists else { return SessionSnapshot(name: session, state: .notFederated) }
-        return try await offlineClient(expiryMargin: expiryMargin).session(session)
-    }
-
-    /// The stand-in configuration of ``offlineClient(expiryMargin:)``.
-    static func offlineConfiguration(expiryMargin: Duration) -> FederationConfiguration {
-        FederationConfiguration(
-            identityPoolId: "us-east-1:00000000-0000-0000-0000-000000000000",
-            endpoint: "http://127.0.0.1:9/",
-            expiryMargin: expiryMargin
-        )
+        let client = try offlineClient(expiryMargin: expiryMargin)
+        do {
+            return try await client.session(session)
+        } catch {
+            throw CLIFailure.federation(error, root: root)
+        }
     }
 
     private static func environment(_ name: String) -> String? {

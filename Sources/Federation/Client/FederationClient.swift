@@ -10,110 +10,146 @@ import SecureStorage
 /// temporary AWS credentials, one named session per end user.
 ///
 /// ```swift
-/// let client = try FederationClient(configuration: .init(identityPoolId: poolId), logger: logger)
+/// let keystore = try SQLiteKeystore(root: "/var/lib/my-tool/identity-broker", service: "my-tool")
+/// let client = try FederationClient(configuration: .init(identityPoolId: poolId), keystore: keystore, logger: logger)
 /// let result = try await client.federate(token: idToken, provider: .google, session: "alice")
-/// let snapshot = await client.session("alice")   // state, and credentials when federated
+/// let credentials = try await client.credentials(for: "alice")   // throws when not federated
 /// ```
 ///
-/// There is no automatic refresh: when credentials pass their expiration minus
-/// ``FederationConfiguration/expiryMargin`` the session reads as
-/// ``SessionState/expired`` and observers are told; the caller pushes a new
-/// provider token with ``federate(token:provider:options:session:)``.
+/// The keystore is the source of truth and the client a bounded cache over it: a
+/// session is read on first use (creating a client reads nothing), kept in an LRU cache
+/// of ``FederationConfiguration/sessionCacheCapacity`` sessions, and kept current from
+/// the keystore's change feed, so every client sharing a store (in this process, other
+/// processes, or other hosts) sees the same sessions and reports each other's changes
+/// on its state streams. Without a keystore, sessions live in this client's memory.
 ///
-/// Sessions are independent: federations of different sessions run
-/// concurrently, federations of one session are serialised, and a failed call
-/// leaves the previous session as it was.
+/// There is no automatic refresh: when credentials pass their expiration minus the
+/// expiry margin the session reads as ``SessionState/expired`` and observers are told;
+/// the caller pushes a new provider token with ``federate(token:provider:options:session:)``.
+///
+/// Sessions are independent: federations of different sessions run concurrently (and
+/// share the store's commits), federations of one session are serialised, reads never
+/// wait for a commit, and a failed call leaves the previous session as it was. Two
+/// clients federating one session at once converge on the record with the later
+/// expiration; no lock is held across a network call.
 public actor FederationClient {
     /// The session name used when none is given.
     public static let defaultSession = "default"
 
-    /// The configuration this client was created with.
-    public nonisolated let configuration: FederationConfiguration
+    /// The configuration this client federates with; `nil` for a client made with
+    /// ``init(keystore:expiryMargin:sessionCacheCapacity:logger:)``, which only reads,
+    /// observes and clears saved sessions.
+    public nonisolated let configuration: FederationConfiguration?
 
-    private let cognito: CognitoIdentityClient
-    private let persistence: (any SessionPersistence)?
-    private let logger: Logger
-    private let now: @Sendable () -> Date
-    private let broadcaster = StateBroadcaster()
+    let cognito: CognitoIdentityClient?
+    let store: SessionStore
+    let expiryMargin: Duration
+    let federationTimeout: Duration
+    let logger: Logger
+    let now: @Sendable () -> Date
+    let broadcaster = StateBroadcaster()
 
-    private var records: [String: SessionRecord]
-    private var published: [String: SessionState] = [:]
-    private var inFlight: [String: [CheckedContinuation<Void, Never>]] = [:]
-    private var federating: Set<String> = []
-    private var expiryWatcher: Task<Void, Never>?
-    private var expiryWatchDue: Date?
+    var cache: LRUCache<CachedSession>
+    var locks = SessionLockTable()
+    var expirySchedule = DueSchedule()
+    var expiryTimer: Task<Void, Never>?
+    var expiryTimerDue: Date?
+    var changeFeed: Task<Void, Never>?
+    var nextGeneration: UInt64 = 0
 
-    /// Creates a client that keeps sessions in memory only.
+    /// Creates a client that federates with `configuration` and keeps sessions in
+    /// `keystore`, or in its own memory when `keystore` is `nil`.
+    ///
+    /// Nothing is read from the keystore here: sessions are read when first used.
     ///
     /// - Parameters:
-    ///   - configuration: the pool, endpoint, timeouts and margins.
+    ///   - configuration: the pool, endpoint, timeouts, margins and cache size.
+    ///   - keystore: where sessions live; share one store between clients, processes or
+    ///     hosts to share sessions. Default: this client's memory only.
     ///   - logger: where to log; nothing is logged when `nil`. No level ever shows a secret.
     /// - Throws: ``FederationError/Code/invalidConfiguration`` when the pool ID,
     ///   region or endpoint is unusable.
-    public init(configuration: FederationConfiguration, logger: Logger? = nil) throws(FederationError) {
+    public init(configuration: FederationConfiguration, keystore: (any Keystore)? = nil, logger: Logger? = nil) throws(FederationError) {
         try self.init(
             configuration: configuration,
             transport: CurlTransport.shared,
-            persistence: nil,
+            keystore: keystore ?? InMemoryKeystore(),
             environment: ProcessInfo.processInfo.environment,
             now: { Date() },
             logger: logger
         )
     }
 
-    /// Creates a client that saves every session in `keystore` and restores the
-    /// saved ones now, into ``SessionState/federated`` or ``SessionState/expired``.
+    /// Creates a client that reads, observes and clears the sessions saved in `keystore`
+    /// without a pool configuration: it never reaches the network, and its
+    /// ``federate(token:provider:options:session:)`` and ``federateAsGuest(session:)``
+    /// fail with ``FederationError/Code/invalidConfiguration``.
     ///
-    /// Each successful federation is written before it becomes the session's
-    /// (identity ID, provider, credentials; never the provider token), and
-    /// ``clear(session:)`` removes it durably.
-    ///
-    /// - Throws: ``FederationError/Code/invalidConfiguration`` for an unusable
-    ///   configuration; ``FederationError/Code/storage`` when a saved session cannot
-    ///   be read (tampered, wrong key, corrupt), with the `KeystoreError` attached.
-    public init(configuration: FederationConfiguration, keystore: any SynchronousKeystore, logger: Logger? = nil) throws(FederationError) {
-        try self.init(
-            configuration: configuration,
-            transport: CurlTransport.shared,
-            persistence: KeystoreSessionPersistence(keystore: keystore),
-            environment: ProcessInfo.processInfo.environment,
-            now: { Date() },
-            logger: logger
-        )
+    /// - Parameters:
+    ///   - keystore: where the sessions are saved.
+    ///   - expiryMargin: credentials read as expired this long before their expiration.
+    ///   - sessionCacheCapacity: how many sessions to keep in memory.
+    ///   - logger: where to log; nothing is logged when `nil`.
+    public init(
+        keystore: any Keystore,
+        expiryMargin: Duration = .seconds(120),
+        sessionCacheCapacity: Int = FederationConfiguration.defaultSessionCacheCapacity,
+        logger: Logger? = nil
+    ) {
+        self.init(
+            configuration: nil, cognito: nil, keystore: keystore, expiryMargin: expiryMargin,
+            federationTimeout: .seconds(60), sessionCacheCapacity: sessionCacheCapacity, now: { Date() }, logger: logger)
     }
 
-    /// The designated initializer, with every collaborator injectable for tests.
+    /// The designated initializer for federating clients, with every collaborator
+    /// injectable for tests.
     init(
         configuration: FederationConfiguration,
         transport: any HTTPTransport,
-        persistence: (any SessionPersistence)?,
+        keystore: any Keystore,
         environment: [String: String],
         retryRunner: RetryRunner? = nil,
         now: @escaping @Sendable () -> Date,
         logger: Logger?
     ) throws(FederationError) {
-        self.configuration = configuration
-        cognito = try CognitoIdentityClient(
+        let cognito = try CognitoIdentityClient(
             configuration: configuration, transport: transport, environment: environment, retryRunner: retryRunner)
-        self.persistence = persistence
-        self.logger = logger ?? .disabled
+        self.init(
+            configuration: configuration, cognito: cognito, keystore: keystore, expiryMargin: configuration.expiryMargin,
+            federationTimeout: configuration.federationTimeout, sessionCacheCapacity: configuration.sessionCacheCapacity,
+            now: now, logger: logger)
+    }
+
+    private init(
+        configuration: FederationConfiguration?,
+        cognito: CognitoIdentityClient?,
+        keystore: any Keystore,
+        expiryMargin: Duration,
+        federationTimeout: Duration,
+        sessionCacheCapacity: Int,
+        now: @escaping @Sendable () -> Date,
+        logger: Logger?
+    ) {
+        self.configuration = configuration
+        self.cognito = cognito
+        store = SessionStore(keystore: keystore)
+        self.expiryMargin = expiryMargin
+        self.federationTimeout = federationTimeout
+        cache = LRUCache(capacity: sessionCacheCapacity)
         self.now = now
-        let restored = try persistence?.loadAll() ?? [:]
-        if !restored.isEmpty {
-            self.logger.debug("restored sessions", metadata: ["broker.count": "\(restored.count)"])
-        }
-        records = restored
+        self.logger = logger ?? .disabled
     }
 
     deinit {
-        expiryWatcher?.cancel()
+        expiryTimer?.cancel()
+        changeFeed?.cancel()
         broadcaster.finishAll()
     }
 
     // MARK: - Federation
 
     /// Exchanges a provider token for an identity ID and temporary credentials,
-    /// and makes them `session`'s.
+    /// and makes them `session`'s, in the keystore and in this client.
     ///
     /// JWT-shaped tokens (Google, Apple, OIDC, developer) are checked locally
     /// first: a malformed one, or one expired more than 5 minutes ago, fails
@@ -121,18 +157,23 @@ public actor FederationClient {
     ///
     /// The identity ID comes from, in order: ``FederationOptions/developerProvidedIdentityId``;
     /// for ``AuthProvider/developer``, the token's `sub` claim (a developer token
-    /// never goes to `GetId`); the session's cached ID (a guest identity this way
-    /// gets the login linked to it); else `GetId`. A cached ID the service
+    /// never goes to `GetId`); the session's known ID (a guest identity this way
+    /// gets the login linked to it); else `GetId`. A known ID the service
     /// rejects is dropped and `GetId` is tried once.
+    ///
+    /// Returns only after the session is committed to the keystore. When another client
+    /// stored the session with a later expiration meanwhile, that record is kept (the
+    /// result returned here is still valid).
     ///
     /// - Parameters:
     ///   - token: the provider's token; it is sent to the service and never stored or logged.
     ///   - provider: who issued `token`.
     ///   - options: a developer-provided identity ID and a custom role ARN.
-    ///   - session: the end user's session name.
+    ///   - session: the end user's session name (see ``SessionName``).
     /// - Returns: the identity ID and credentials.
     /// - Throws: ``FederationError``; the session is then as it was before the call,
     ///   except that an answer saying the identity is gone makes it ``SessionState/terminated``.
+    ///   ``FederationError/Code/storage`` when the keystore cannot be reached.
     @discardableResult
     public func federate(
         token: String,
@@ -141,6 +182,7 @@ public actor FederationClient {
         session: String = FederationClient.defaultSession
     ) async throws(FederationError) -> FederationResult {
         try SessionName.validate(session)
+        let (cognito, configuration) = try federatingParts()
         guard !token.isEmpty else {
             throw FederationError(code: .invalidToken, message: "the provider token is empty")
         }
@@ -166,11 +208,11 @@ public actor FederationClient {
             }
             return (previous?.identityId, cached: previous?.identityId != nil)
         } credentials: { (identityId, deadline, logger) async throws(FederationError) -> FederationResult in
-            try await self.cognito.getCredentialsForIdentity(
+            try await cognito.getCredentialsForIdentity(
                 identityId: identityId, logins: logins, customRoleArn: options.customRoleArn, deadline: deadline, logger: logger)
         } identity: { (deadline, logger) async throws(FederationError) -> String in
-            try await self.cognito.getId(
-                identityPoolId: self.configuration.identityPoolId, accountId: self.configuration.accountId,
+            try await cognito.getId(
+                identityPoolId: configuration.identityPoolId, accountId: configuration.accountId,
                 logins: logins, deadline: deadline, logger: logger)
         }
     }
@@ -186,6 +228,7 @@ public actor FederationClient {
     @discardableResult
     public func federateAsGuest(session: String = FederationClient.defaultSession) async throws(FederationError) -> FederationResult {
         try SessionName.validate(session)
+        let (cognito, configuration) = try federatingParts()
         return try await exchange(session: session, operationName: "guest", provider: nil) { (previous) throws(FederationError) -> IdentityChoice in
             guard let previous else { return (nil, cached: false) }
             guard previous.provider == nil else {
@@ -197,11 +240,11 @@ public actor FederationClient {
             guard previous.isGuest, let id = previous.identityId else { return (nil, cached: false) }
             return (id, cached: true)
         } credentials: { (identityId, deadline, logger) async throws(FederationError) -> FederationResult in
-            try await self.cognito.getCredentialsForIdentity(
+            try await cognito.getCredentialsForIdentity(
                 identityId: identityId, logins: nil, customRoleArn: nil, deadline: deadline, logger: logger)
         } identity: { (deadline, logger) async throws(FederationError) -> String in
-            try await self.cognito.getId(
-                identityPoolId: self.configuration.identityPoolId, accountId: self.configuration.accountId,
+            try await cognito.getId(
+                identityPoolId: configuration.identityPoolId, accountId: configuration.accountId,
                 logins: nil, deadline: deadline, logger: logger)
         }
     }
@@ -209,27 +252,53 @@ public actor FederationClient {
     // MARK: - Reading and clearing
 
     /// The session as it stands now: its state, and its credentials only when federated.
-    public func session(_ name: String = FederationClient.defaultSession) -> SessionSnapshot {
-        let state = currentState(of: name)
-        guard let record = records[name] else { return SessionSnapshot(name: name, state: state) }
-        return SessionSnapshot(
-            name: name,
-            state: state,
-            identityId: record.identityId,
-            provider: record.provider.flatMap(AuthProvider.init(identifier:)),
-            isGuest: record.isGuest,
-            credentials: state == .federated ? record.credentials : nil,
-            expiration: record.credentials?.expiration
-        )
+    ///
+    /// Served from the cache when the session is there (never waiting for a commit in
+    /// flight), else read from the keystore once.
+    ///
+    /// - Throws: ``FederationError/Code/invalidConfiguration`` for a name that breaks
+    ///   ``SessionName``'s rule; ``FederationError/Code/storage`` when the session is not
+    ///   cached and its saved item cannot be read (damaged, wrong key: this session only)
+    ///   or the keystore cannot be reached.
+    public func session(_ name: String = FederationClient.defaultSession) async throws(FederationError) -> SessionSnapshot {
+        try SessionName.validate(name)
+        let machine = try await cachedOrLoaded(name)
+        return snapshot(name, machine)
     }
 
-    /// The names of every session this client holds.
-    public func sessionNames() -> [String] {
-        records.keys.sorted()
+    /// The session's credentials, when it has valid ones.
+    ///
+    /// Valid credentials stay readable while a new federation of the session is in flight.
+    ///
+    /// - Throws: ``FederationError/Code/noValidCredentials`` when the session has none
+    ///   or they expired (push a new token); ``FederationError/Code/identityTerminated``
+    ///   when the service said the identity is gone; otherwise as ``session(_:)``.
+    public func credentials(for session: String = FederationClient.defaultSession) async throws(FederationError) -> AWSCredentials {
+        try SessionName.validate(session)
+        let machine = try await cachedOrLoaded(session)
+        switch machine.record?.phase {
+        case .terminated:
+            throw FederationError(
+                code: .identityTerminated,
+                message: "session '\(session)' is terminated: the service said its identity is gone; clear the session, then federate again")
+        case .federated:
+            if let credentials = machine.record?.credentials, !credentials.isExpired(at: now(), margin: expiryMargin) {
+                return credentials
+            }
+            throw FederationError(code: .noValidCredentials, message: "the credentials of session '\(session)' expired; push a new provider token")
+        case nil:
+            throw FederationError(code: .noValidCredentials, message: "session '\(session)' has no credentials; federate it first")
+        }
     }
 
-    /// Forgets `session`: in memory, and in its keystore when there is one.
-    /// Waits for a federation of the session in flight to finish first.
+    /// The names of every saved session, sorted (read from the keystore).
+    public func sessionNames() async throws(FederationError) -> [String] {
+        try await store.names()
+    }
+
+    /// Forgets `session`: in the keystore (every client sharing it sees
+    /// ``SessionState/notFederated``) and here. Waits for a federation of the session in
+    /// flight in this client to finish first. A damaged saved item is removed too.
     ///
     /// - Throws: ``FederationError/Code/invalidConfiguration`` for a name that breaks
     ///   ``SessionName``'s rule; ``FederationError/Code/storage`` when the saved session
@@ -238,252 +307,33 @@ public actor FederationClient {
         try SessionName.validate(session)
         await acquire(session)
         defer { release(session) }
-        guard records[session] != nil else { return }
-        try persistence?.remove(session: session)
-        records[session] = nil
+        try await store.remove(session)
+        apply(session) { machine, now, margin in machine.stored(nil, now: now, margin: margin) }
         logger.debug("session cleared", metadata: ["broker.session": "\(session)"])
-        publish(.notFederated, session: session)
-    }
-
-    /// Removes `session`'s saved item from `keystore` without opening it.
-    ///
-    /// The way out when a saved session cannot be restored (tampered, or sealed
-    /// with another key), which makes ``init(configuration:keystore:logger:)`` fail:
-    /// remove it, then create the client again.
-    public static func removeSavedSession(_ session: String, from keystore: any SynchronousKeystore) throws(FederationError) {
-        try SessionName.validate(session)
-        try KeystoreSessionPersistence(keystore: keystore).remove(session: session)
     }
 
     // MARK: - Observing
 
-    /// A stream of `session`'s states: the current one first, then every change.
+    /// A stream of `session`'s states: the current one first, then every change, made
+    /// by this client or by any other sharing its keystore.
     ///
     /// Expiry is announced when it happens, whether or not anyone reads the
     /// session. The stream ends when the client is released.
-    public func stateUpdates(for session: String = FederationClient.defaultSession) -> AsyncStream<SessionState> {
-        let stream = broadcaster.stream(for: session, current: currentState(of: session))
-        scheduleExpiryWatch()
-        return stream
+    public func stateUpdates(for session: String = FederationClient.defaultSession) async -> AsyncStream<SessionState> {
+        startChangeFeed()
+        var current = SessionState.notFederated
+        do {
+            current = try await cachedOrLoaded(session).state(now: now(), margin: expiryMargin)
+        } catch {
+            logger.debug("observed session unreadable", metadata: ["broker.session": "\(session)", "broker.error": "\(error.code)"])
+        }
+        return broadcaster.stream(for: session, current: current)
     }
 
-    /// A stream of every session's state changes from now on.
+    /// A stream of every state change from now on: of the sessions this client holds,
+    /// and of any session another client sharing the keystore changes.
     public func allStateUpdates() -> AsyncStream<SessionEvent> {
-        let stream = broadcaster.streamForAll()
-        scheduleExpiryWatch()
-        return stream
-    }
-
-    // MARK: - The exchange
-
-    typealias IdentityChoice = (identityId: String?, cached: Bool)
-
-    /// Runs one federation of `session` under its lock, with the state machine
-    /// around it: `federating` while in flight, the new record on success, the
-    /// previous one on failure, `terminated` when the identity is gone.
-    private func exchange(
-        session: String,
-        operationName: String,
-        provider: String?,
-        choose: (SessionRecord?) throws(FederationError) -> IdentityChoice,
-        credentials: (String, ContinuousClock.Instant, Logger) async throws(FederationError) -> FederationResult,
-        identity: (ContinuousClock.Instant, Logger) async throws(FederationError) -> String
-    ) async throws(FederationError) -> FederationResult {
-        await acquire(session)
-        defer { release(session) }
-        if Task.isCancelled {
-            throw FederationError(code: .cancelled, message: "\(operationName) was cancelled before it started")
-        }
-        let previous = records[session]
-        if previous?.phase == .terminated {
-            throw FederationError(
-                code: .identityTerminated,
-                message: "session '\(session)' is terminated: the service said its identity is gone; clear the session, then federate again"
-            )
-        }
-        let choice = try choose(previous)
-        var sessionLogger = logger
-        sessionLogger[metadataKey: "broker.session"] = "\(session)"
-        sessionLogger.debug("federation started", metadata: ["broker.provider": "\(provider ?? "guest")"])
-        federating.insert(session)
-        publish(.federating, session: session)
-        defer { federating.remove(session) }
-
-        let deadline = ContinuousClock.now.advanced(by: configuration.federationTimeout)
-        let result: FederationResult
-        do {
-            result = try await resolveCredentials(
-                choice: choice, credentials: credentials, identity: identity, deadline: deadline, logger: sessionLogger)
-        } catch {
-            federating.remove(session)
-            if Self.meansIdentityGone(error) {
-                let terminated = SessionRecord(phase: .terminated, identityId: choice.identityId ?? previous?.identityId, provider: provider, credentials: nil)
-                try? persistence?.save(terminated, session: session)
-                records[session] = terminated
-                sessionLogger.debug("federation failed: identity gone", metadata: ["broker.error": "\(error.code)"])
-                publish(.terminated, session: session)
-                throw FederationError(
-                    code: .identityTerminated,
-                    message: "the identity service says the identity is gone or disabled; clear the session, then federate again",
-                    operation: error.operation,
-                    serviceErrorType: error.serviceErrorType,
-                    serviceMessage: error.serviceMessage,
-                    httpStatus: error.httpStatus
-                )
-            }
-            sessionLogger.debug("federation failed", metadata: ["broker.error": "\(error.code)"])
-            publish(currentState(of: session), session: session)
-            throw error
-        }
-
-        federating.remove(session)
-        let record = SessionRecord(phase: .federated, identityId: result.identityId, provider: provider, credentials: result.credentials)
-        do {
-            try persistence?.save(record, session: session)
-        } catch {
-            sessionLogger.debug("federation not saved", metadata: ["broker.error": "\(error.code)"])
-            publish(currentState(of: session), session: session)
-            throw error
-        }
-        records[session] = record
-        sessionLogger.debug(
-            "federation succeeded",
-            metadata: ["broker.identityId": "\(result.identityId)", "broker.expiration": "\(Int(result.credentials.expiration.timeIntervalSince1970))"]
-        )
-        publish(currentState(of: session), session: session)
-        scheduleExpiryWatch(for: session)
-        return result
-    }
-
-    /// GetId when needed, then GetCredentialsForIdentity; a cached ID the service
-    /// rejects is dropped and GetId tried once.
-    private func resolveCredentials(
-        choice: IdentityChoice,
-        credentials: (String, ContinuousClock.Instant, Logger) async throws(FederationError) -> FederationResult,
-        identity: (ContinuousClock.Instant, Logger) async throws(FederationError) -> String,
-        deadline: ContinuousClock.Instant,
-        logger: Logger
-    ) async throws(FederationError) -> FederationResult {
-        guard let known = choice.identityId else {
-            let identityId = try await identity(deadline, logger)
-            return try await credentials(identityId, deadline, logger)
-        }
-        do {
-            return try await credentials(known, deadline, logger)
-        } catch where choice.cached && (error.code == .notAuthorized || error.code == .resourceNotFound) {
-            logger.debug("cached identity ID rejected; asking GetId once", metadata: ["broker.error": "\(error.code)"])
-            let identityId = try await identity(deadline, logger)
-            return try await credentials(identityId, deadline, logger)
-        }
-    }
-
-    /// ResourceNotFound on an identity, or a disabled identity, ends the session.
-    private static func meansIdentityGone(_ error: FederationError) -> Bool {
-        guard error.operation == "GetCredentialsForIdentity" || error.operation == "GetOpenIdToken" else { return false }
-        if error.code == .resourceNotFound { return true }
-        if error.code == .notAuthorized, let message = error.serviceMessage?.lowercased() {
-            return message.contains("disabled") || message.contains("forbidden")
-        }
-        return false
-    }
-
-    // MARK: - State
-
-    private func currentState(of session: String) -> SessionState {
-        if federating.contains(session) { return .federating }
-        guard let record = records[session] else { return .notFederated }
-        return record.state(now: now(), margin: configuration.expiryMargin)
-    }
-
-    /// Publishes `state` when it differs from what observers last saw.
-    private func publish(_ state: SessionState, session: String) {
-        guard published[session] != state else { return }
-        if state == .notFederated {
-            published[session] = nil
-        } else {
-            published[session] = state
-        }
-        logger.debug("session state changed", metadata: ["broker.session": "\(session)", "broker.state": "\(state)"])
-        broadcaster.publish(state, session: session)
-    }
-
-    /// Makes sure the next expiry among federated sessions will be announced,
-    /// announcing the ones already due. Scans every session: for start-up,
-    /// subscriptions and the watcher's wake-ups, not for each federation.
-    private func scheduleExpiryWatch() {
-        var next: Date?
-        let current = now()
-        for (name, record) in records where record.phase == .federated && published[name] != .expired {
-            guard let expiration = record.credentials?.expiration else { continue }
-            let due = expiration.addingTimeInterval(-configuration.expiryMargin.timeInterval)
-            if due <= current {
-                publish(.expired, session: name)
-            } else if next.map({ due < $0 }) ?? true {
-                next = due
-            }
-        }
-        guard let next else {
-            expiryWatcher?.cancel()
-            expiryWatcher = nil
-            expiryWatchDue = nil
-            return
-        }
-        if let scheduled = expiryWatchDue, scheduled <= next, expiryWatcher != nil { return }
-        startExpiryWatcher(due: next, now: current)
-    }
-
-    /// Makes sure `session`'s expiry will be announced, in constant time: the
-    /// watcher only moves when this session is due before everything else.
-    private func scheduleExpiryWatch(for session: String) {
-        guard let expiration = records[session]?.credentials?.expiration else { return }
-        let current = now()
-        let due = expiration.addingTimeInterval(-configuration.expiryMargin.timeInterval)
-        // Already inside the margin: the caller published `expired`.
-        guard due > current else { return }
-        if let scheduled = expiryWatchDue, scheduled <= due, expiryWatcher != nil { return }
-        startExpiryWatcher(due: due, now: current)
-    }
-
-    private func startExpiryWatcher(due: Date, now current: Date) {
-        expiryWatcher?.cancel()
-        expiryWatchDue = due
-        // Clamped: a due time far away (a negative margin, say) must not overflow the conversion.
-        let delay = min(max(0, due.timeIntervalSince(current)), 1e9)
-        expiryWatcher = Task { [weak self] in
-            do {
-                try await Task.sleep(for: .milliseconds(Int64(delay * 1000) + 5))
-            } catch {
-                return
-            }
-            await self?.expiryWatchFired()
-        }
-    }
-
-    private func expiryWatchFired() {
-        expiryWatcher = nil
-        expiryWatchDue = nil
-        scheduleExpiryWatch()
-    }
-
-    // MARK: - Per-session serialisation
-
-    private func acquire(_ session: String) async {
-        if inFlight[session] == nil {
-            inFlight[session] = []
-            return
-        }
-        await withCheckedContinuation { continuation in
-            inFlight[session, default: []].append(continuation)
-        }
-    }
-
-    private func release(_ session: String) {
-        guard var waiters = inFlight[session], !waiters.isEmpty else {
-            inFlight[session] = nil
-            return
-        }
-        let next = waiters.removeFirst()
-        inFlight[session] = waiters
-        next.resume()
+        startChangeFeed()
+        return broadcaster.streamForAll()
     }
 }

@@ -34,6 +34,10 @@ public struct FederationConfiguration: Sendable, Hashable {
     public var maxResponseBytes: Int
     /// How transient failures and throttling are retried. Default ``RetryPolicy/standard``.
     public var retry: RetryPolicy
+    /// How many sessions a ``FederationClient`` keeps in memory; the least recently used
+    /// beyond that are read from the keystore again when next used (sessions being
+    /// federated or observed are always kept). Default ``defaultSessionCacheCapacity``.
+    public var sessionCacheCapacity: Int
     /// Lets ``endpoint`` (or an `AWS_ENDPOINT_URL*` variable) be plaintext `http://` to a
     /// host that is not loopback. Default `false`: provider tokens then only travel over
     /// https, or over http to 127.0.0.0/8, `::1` and `localhost`. Set it only for a local
@@ -52,6 +56,7 @@ public struct FederationConfiguration: Sendable, Hashable {
         federationTimeout: Duration = .seconds(60),
         maxResponseBytes: Int = 1 << 20,
         retry: RetryPolicy = .standard,
+        sessionCacheCapacity: Int = FederationConfiguration.defaultSessionCacheCapacity,
         allowInsecureEndpoint: Bool = false
     ) {
         self.identityPoolId = identityPoolId
@@ -64,8 +69,12 @@ public struct FederationConfiguration: Sendable, Hashable {
         self.federationTimeout = federationTimeout
         self.maxResponseBytes = maxResponseBytes
         self.retry = retry
+        self.sessionCacheCapacity = sessionCacheCapacity
         self.allowInsecureEndpoint = allowInsecureEndpoint
     }
+
+    /// The default ``sessionCacheCapacity``: 10,000 sessions (a few MB).
+    public static let defaultSessionCacheCapacity = 10_000
 }
 
 extension FederationConfiguration {

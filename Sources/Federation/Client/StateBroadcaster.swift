@@ -54,6 +54,21 @@ final class StateBroadcaster: Sendable {
         for observer in allObservers { observer.yield(event) }
     }
 
+    /// Whether `session` has an observer of its own.
+    func isObserved(_ session: String) -> Bool {
+        observers.withLock { $0.perSession[session] != nil }
+    }
+
+    /// Every session with an observer of its own.
+    func observedSessions() -> Set<String> {
+        observers.withLock { Set($0.perSession.keys) }
+    }
+
+    /// Whether anyone observes every session.
+    var hasObserversOfAll: Bool {
+        observers.withLock { !$0.all.isEmpty }
+    }
+
     /// Ends every stream.
     func finishAll() {
         let (sessionObservers, allObservers) = observers.withLock { observers in

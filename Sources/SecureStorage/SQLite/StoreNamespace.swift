@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
 /// One (root, service, access group) namespace of the SQLite engine, resolved: its checked
 /// database, its key and its item binding. Opening one creates what is missing when asked.
 struct StoreNamespace: Sendable {
@@ -20,10 +26,29 @@ struct StoreNamespace: Sendable {
     }
 
     /// Opens a writer connection with the schema installed and checked.
+    ///
+    /// Several processes opening a new database at once race on switching it to WAL, and
+    /// SQLite answers that race with SQLITE_BUSY at once, without its busy handler: so the
+    /// install is retried, with a growing pause, until the busy timeout has passed.
     func connect(service: String, busyTimeout: Duration) throws(KeystoreError) -> SQLiteConnection {
         let connection = try SQLiteConnection(path: databasePath, busyTimeout: busyTimeout)
-        try StoreSchema.install(on: connection, service: service, group: group)
-        return connection
+        let deadline = ContinuousClock.now.advanced(by: busyTimeout)
+        var pause: Duration = .milliseconds(2)
+        while true {
+            do {
+                try StoreSchema.install(on: connection, service: service, group: group)
+                return connection
+            } catch where error.code == .storeUnavailable && ContinuousClock.now < deadline {
+                connection.rollback()
+                Self.sleep(pause)
+                pause = min(pause * 2, .milliseconds(100))
+            }
+        }
+    }
+
+    private static func sleep(_ duration: Duration) {
+        let microseconds = duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000
+        usleep(UInt32(clamping: microseconds))
     }
 
     func seal(_ value: [UInt8], forKey key: String) throws(KeystoreError) -> [UInt8] {

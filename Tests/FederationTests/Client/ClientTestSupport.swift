@@ -1,6 +1,7 @@
 import BrokerTestSupport
 @testable import Federation
 import Foundation
+import SecureStorage
 import Logging
 import Synchronization
 import XCTest
@@ -51,7 +52,7 @@ struct Harness {
         client = try FederationClient(
             configuration: configuration,
             transport: fake.transport,
-            persistence: nil,
+            keystore: InMemoryKeystore(),
             environment: environment,
             retryRunner: noSleepRunner(retry),
             now: clock.function,

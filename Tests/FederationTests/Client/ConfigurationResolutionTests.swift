@@ -1,6 +1,7 @@
 import BrokerTestSupport
 @testable import Federation
 import Foundation
+import SecureStorage
 import XCTest
 
 /// Region and endpoint resolution.
@@ -37,7 +38,7 @@ final class ConfigurationResolutionTests: XCTestCase {
             let configuration = FederationConfiguration(identityPoolId: poolId)
             let error = await expectFederationError(.invalidConfiguration) {
                 try FederationClient(
-                    configuration: configuration, transport: FakeCognito().transport, persistence: nil, environment: [:],
+                    configuration: configuration, transport: FakeCognito().transport, keystore: InMemoryKeystore(), environment: [:],
                     now: { testEpoch }, logger: nil)
             }
             XCTAssertNotNil(error, poolId)
@@ -53,7 +54,7 @@ final class ConfigurationResolutionTests: XCTestCase {
         let configuration = FederationConfiguration(identityPoolId: "nonsense", endpoint: "http://127.0.0.1:5000/")
         await expectFederationError(.invalidConfiguration) {
             try FederationClient(
-                configuration: configuration, transport: FakeCognito().transport, persistence: nil, environment: [:],
+                configuration: configuration, transport: FakeCognito().transport, keystore: InMemoryKeystore(), environment: [:],
                 now: { testEpoch }, logger: nil)
         }
     }
@@ -132,7 +133,7 @@ final class ConfigurationResolutionTests: XCTestCase {
         await expectFederationError(.invalidConfiguration) {
             try FederationClient(
                 configuration: FederationConfiguration(identityPoolId: testPoolId, endpoint: "http://cognito.example/"),
-                transport: fake.transport, persistence: nil, environment: [:], now: { testEpoch }, logger: nil)
+                transport: fake.transport, keystore: InMemoryKeystore(), environment: [:], now: { testEpoch }, logger: nil)
         }
         XCTAssertTrue(fake.calls.isEmpty)
     }

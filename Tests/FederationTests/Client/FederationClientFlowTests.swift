@@ -38,7 +38,7 @@ final class FederationClientFlowTests: XCTestCase {
     func testSnapshotAfterFederationIsFederatedWithTheCredentials() async throws {
         let harness = try Harness()
         let result = try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
-        let snapshot = await harness.client.session("alice")
+        let snapshot = try await harness.client.session("alice")
         XCTAssertEqual(snapshot.name, "alice")
         XCTAssertEqual(snapshot.state, .federated)
         XCTAssertEqual(snapshot.identityId, FakeCognito.defaultIdentityId)
@@ -48,9 +48,9 @@ final class FederationClientFlowTests: XCTestCase {
         XCTAssertEqual(snapshot.credentials?.secretAccessKey, FakeCognito.secretKey)
         XCTAssertEqual(snapshot.credentials?.sessionToken, FakeCognito.sessionToken)
         XCTAssertEqual(snapshot.expiration, testEpoch.addingTimeInterval(3600))
-        let names = await harness.client.sessionNames()
+        let names = try await harness.client.sessionNames()
         XCTAssertEqual(names, ["alice"])
-        let other = await harness.client.session("bob")
+        let other = try await harness.client.session("bob")
         XCTAssertEqual(other.state, .notFederated)
         XCTAssertNil(other.credentials)
         XCTAssertNil(other.identityId)
@@ -59,7 +59,7 @@ final class FederationClientFlowTests: XCTestCase {
     func testDefaultSessionIsNamedDefault() async throws {
         let harness = try Harness()
         try await harness.client.federate(token: googleToken(), provider: .google)
-        let snapshot = await harness.client.session()
+        let snapshot = try await harness.client.session()
         XCTAssertEqual(snapshot.name, "default")
         XCTAssertEqual(snapshot.state, .federated)
     }
@@ -111,7 +111,7 @@ final class FederationClientFlowTests: XCTestCase {
             } else {
                 XCTAssertEqual(harness.fake.calls(.getId).first?.logins, [key: token], "\(provider)")
             }
-            let snapshot = await harness.client.session(session)
+            let snapshot = try await harness.client.session(session)
             XCTAssertEqual(snapshot.provider, provider, "the provider survives the session record")
         }
     }
@@ -181,7 +181,7 @@ final class FederationClientFlowTests: XCTestCase {
             try await harness.client.federate(token: token, provider: .developer, session: "dev")
         }
         XCTAssertEqual(harness.fake.calls.count, 0)
-        let snapshot = await harness.client.session("dev")
+        let snapshot = try await harness.client.session("dev")
         XCTAssertEqual(snapshot.state, .notFederated)
     }
 
@@ -214,7 +214,7 @@ final class FederationClientFlowTests: XCTestCase {
         XCTAssertFalse(harness.fake.calls[1].has("Logins"))
         XCTAssertEqual(harness.fake.calls[1].string("IdentityId"), "us-east-1:guest")
         XCTAssertEqual(result.identityId, "us-east-1:guest")
-        let snapshot = await harness.client.session("visitor")
+        let snapshot = try await harness.client.session("visitor")
         XCTAssertEqual(snapshot.state, .federated)
         XCTAssertTrue(snapshot.isGuest)
         XCTAssertNil(snapshot.provider)
@@ -245,7 +245,7 @@ final class FederationClientFlowTests: XCTestCase {
         XCTAssertEqual(call.string("IdentityId"), "us-east-1:guest")
         XCTAssertEqual(call.logins, ["accounts.google.com": token])
         XCTAssertEqual(result.identityId, "us-east-1:guest")
-        let snapshot = await harness.client.session("visitor")
+        let snapshot = try await harness.client.session("visitor")
         XCTAssertEqual(snapshot.identityId, "us-east-1:guest")
         XCTAssertFalse(snapshot.isGuest)
         XCTAssertEqual(snapshot.provider, .google)

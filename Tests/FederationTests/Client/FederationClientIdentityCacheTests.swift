@@ -36,7 +36,7 @@ final class FederationClientIdentityCacheTests: XCTestCase {
     func testExpiredSessionStillUsesItsCachedIdentity() async throws {
         let harness = try await federatedHarness()
         harness.clock.advance(by: 7200)
-        let expired = await harness.client.session("alice")
+        let expired = try await harness.client.session("alice")
         XCTAssertEqual(expired.state, .expired)
         let fresh = TestJWT.make(sub: "x", exp: harness.clock.now.addingTimeInterval(600))
         try await harness.client.federate(token: fresh, provider: .google, session: "alice")
@@ -65,7 +65,7 @@ final class FederationClientIdentityCacheTests: XCTestCase {
         XCTAssertEqual(harness.fake.calls[1].logins, ["accounts.google.com": token], line: line)
         XCTAssertEqual(harness.fake.calls[2].string("IdentityId"), "us-east-1:replacement", line: line)
         XCTAssertEqual(result.identityId, "us-east-1:replacement", line: line)
-        let snapshot = await harness.client.session("alice")
+        let snapshot = try await harness.client.session("alice")
         XCTAssertEqual(snapshot.state, .federated, line: line)
         XCTAssertEqual(snapshot.identityId, "us-east-1:replacement", line: line)
 
@@ -78,7 +78,7 @@ final class FederationClientIdentityCacheTests: XCTestCase {
 
     func testASecondNotAuthorizedAfterTheRetryFailsAndKeepsThePreviousSession() async throws {
         let harness = try await federatedHarness()
-        let before = await harness.client.session("alice")
+        let before = try await harness.client.session("alice")
         harness.fake.enqueue(.error("NotAuthorizedException", message: "Logins don't match."), for: .getCredentialsForIdentity)
         harness.fake.enqueue(.identityId("us-east-1:replacement"), for: .getId)
         harness.fake.enqueue(.error("NotAuthorizedException", message: "Invalid login token."), for: .getCredentialsForIdentity)
@@ -89,7 +89,7 @@ final class FederationClientIdentityCacheTests: XCTestCase {
         XCTAssertEqual(error?.operation, "GetCredentialsForIdentity")
         XCTAssertEqual(error?.httpStatus, 400)
         XCTAssertEqual(harness.fake.operations, ["GetCredentialsForIdentity", "GetId", "GetCredentialsForIdentity"], "exactly one retry")
-        let after = await harness.client.session("alice")
+        let after = try await harness.client.session("alice")
         XCTAssertEqual(after, before)
         XCTAssertEqual(after.identityId, cached, "the rejected retry does not replace the cached ID")
         XCTAssertEqual(after.state, .federated)

@@ -9,7 +9,7 @@ final class FederationClientLifecycleTests: XCTestCase {
     func testFederationTimeoutBoundsTheWholeExchangeAndKeepsThePreviousSession() async throws {
         let harness = try Harness(configure: { $0.federationTimeout = .milliseconds(50) })
         try await harness.client.federate(token: "EAAG-first", provider: .facebook, session: "alice")
-        let before = await harness.client.session("alice")
+        let before = try await harness.client.session("alice")
         harness.fake.resetRecording()
         // The cached-ID call answers 503 after the whole budget is gone: no retry fits.
         harness.fake.enqueue(FakeCognito.Reply.error(nil, status: 503).delayed(by: .milliseconds(120)), for: .getCredentialsForIdentity)
@@ -17,7 +17,7 @@ final class FederationClientLifecycleTests: XCTestCase {
             try await harness.client.federate(token: "EAAG-second", provider: .facebook, session: "alice")
         }
         XCTAssertEqual(harness.fake.calls.count, 1, "no retry past the federation deadline")
-        let after = await harness.client.session("alice")
+        let after = try await harness.client.session("alice")
         XCTAssertEqual(after, before)
     }
 
@@ -27,14 +27,14 @@ final class FederationClientLifecycleTests: XCTestCase {
         let error = await expectFederationError(.timedOut) { try await harness.client.federate(token: "EAAG", provider: .facebook) }
         XCTAssertEqual(error?.operation, "GetCredentialsForIdentity")
         XCTAssertEqual(harness.fake.operations, ["GetId"], "GetCredentialsForIdentity is not sent once the deadline passed")
-        let snapshot = await harness.client.session()
+        let snapshot = try await harness.client.session()
         XCTAssertEqual(snapshot.state, .notFederated)
     }
 
     func testCancellationEndsTheFederationWithCancelledAndRestoresTheState() async throws {
         let harness = try Harness()
         try await harness.client.federate(token: "EAAG-first", provider: .facebook, session: "alice")
-        let before = await harness.client.session("alice")
+        let before = try await harness.client.session("alice")
         harness.fake.responseDelay = .seconds(30)
         let client = harness.client
         let task = Task { try await client.federate(token: "EAAG-second", provider: .facebook, session: "alice") }
@@ -46,7 +46,7 @@ final class FederationClientLifecycleTests: XCTestCase {
         XCTAssertLessThan(ContinuousClock.now - start, .seconds(10))
         XCTAssertNotNil(error)
         XCTAssertEqual(harness.fake.calls.count, 3, "a cancelled call is not retried")
-        let after = await harness.client.session("alice")
+        let after = try await harness.client.session("alice")
         XCTAssertEqual(after, before)
     }
 

@@ -23,7 +23,7 @@ final class FederationClientSessionNameTests: XCTestCase {
         for name in valid {
             try await harness.client.federate(token: "opaque", provider: .facebook, session: name)
         }
-        let names = await harness.client.sessionNames()
+        let names = try await harness.client.sessionNames()
         XCTAssertEqual(names, valid.sorted())
     }
 }

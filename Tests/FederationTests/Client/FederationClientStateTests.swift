@@ -11,7 +11,7 @@ final class FederationClientStateTests: XCTestCase {
         let harness = try Harness()
         harness.fake.enqueue(.identityId("us-east-1:alice"), for: .getId)
         try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
-        let before = await harness.client.session("alice")
+        let before = try await harness.client.session("alice")
         XCTAssertEqual(before.state, .federated)
         let updates = await harness.client.stateUpdates(for: "alice")
 
@@ -21,7 +21,7 @@ final class FederationClientStateTests: XCTestCase {
             try await harness.client.federate(token: googleToken(sub: "2"), provider: .google, session: "alice")
         }
 
-        let after = await harness.client.session("alice")
+        let after = try await harness.client.session("alice")
         XCTAssertEqual(after, before)
         XCTAssertEqual(after.state, .federated)
         XCTAssertEqual(after.identityId, "us-east-1:alice")
@@ -37,7 +37,7 @@ final class FederationClientStateTests: XCTestCase {
         await expectFederationError(.externalService) {
             try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
         }
-        let snapshot = await harness.client.session("alice")
+        let snapshot = try await harness.client.session("alice")
         XCTAssertEqual(snapshot.provider, .facebook)
         XCTAssertEqual(snapshot.state, .federated)
     }
@@ -50,10 +50,10 @@ final class FederationClientStateTests: XCTestCase {
             try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
         }
         XCTAssertEqual(harness.fake.operations, ["GetId"])
-        let snapshot = await harness.client.session("alice")
+        let snapshot = try await harness.client.session("alice")
         XCTAssertEqual(snapshot.state, .notFederated)
         XCTAssertNil(snapshot.identityId)
-        let names = await harness.client.sessionNames()
+        let names = try await harness.client.sessionNames()
         XCTAssertEqual(names, [])
         let states = await collect(3, from: updates)
         XCTAssertEqual(states, [.notFederated, .federating, .notFederated])
@@ -76,7 +76,7 @@ final class FederationClientStateTests: XCTestCase {
         XCTAssertEqual(error?.operation, "GetCredentialsForIdentity")
         XCTAssertEqual(error?.httpStatus, 400)
         XCTAssertEqual(harness.fake.count(.getId), 0)
-        var snapshot = await harness.client.session("dev")
+        var snapshot = try await harness.client.session("dev")
         XCTAssertEqual(snapshot.state, .terminated)
         XCTAssertNil(snapshot.credentials)
         let states = await collect(3, from: updates)
@@ -92,17 +92,17 @@ final class FederationClientStateTests: XCTestCase {
         }
         await expectFederationError(.identityTerminated) { try await harness.client.federateAsGuest(session: "dev") }
         XCTAssertEqual(harness.fake.calls.count, 0)
-        snapshot = await harness.client.session("dev")
+        snapshot = try await harness.client.session("dev")
         XCTAssertEqual(snapshot.state, .terminated)
 
         // Clear, then federate from scratch.
         try await harness.client.clear(session: "dev")
-        snapshot = await harness.client.session("dev")
+        snapshot = try await harness.client.session("dev")
         XCTAssertEqual(snapshot.state, .notFederated)
         try await harness.client.federate(
             token: "opaque-dev-token", provider: .developer, options: FederationOptions(developerProvidedIdentityId: "us-east-1:new"),
             session: "dev")
-        snapshot = await harness.client.session("dev")
+        snapshot = try await harness.client.session("dev")
         XCTAssertEqual(snapshot.state, .federated)
         XCTAssertEqual(snapshot.identityId, "us-east-1:new")
     }
@@ -115,7 +115,7 @@ final class FederationClientStateTests: XCTestCase {
             try await harness.client.federate(
                 token: "t", provider: .developer, options: FederationOptions(developerProvidedIdentityId: "us-east-1:x"), session: "dev")
         }
-        let snapshot = await harness.client.session("dev")
+        let snapshot = try await harness.client.session("dev")
         XCTAssertEqual(snapshot.state, .terminated)
     }
 
@@ -125,7 +125,7 @@ final class FederationClientStateTests: XCTestCase {
         await expectFederationError(.resourceNotFound) {
             try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
         }
-        let snapshot = await harness.client.session("alice")
+        let snapshot = try await harness.client.session("alice")
         XCTAssertEqual(snapshot.state, .notFederated)
     }
 
@@ -148,7 +148,7 @@ final class FederationClientStateTests: XCTestCase {
         // The first one fetched the identity; the others reused it.
         XCTAssertEqual(harness.fake.count(.getId), 1)
         XCTAssertEqual(harness.fake.count(.getCredentialsForIdentity), 4)
-        let snapshot = await client.session("alice")
+        let snapshot = try await client.session("alice")
         XCTAssertEqual(snapshot.state, .federated)
     }
 
@@ -167,8 +167,8 @@ final class FederationClientStateTests: XCTestCase {
         }
         XCTAssertGreaterThanOrEqual(harness.fake.maxInFlight, 2)
         XCTAssertLessThan(ContinuousClock.now - start, .seconds(4), "neither waited for the barrier to time out")
-        let alice = await client.session("alice")
-        let bob = await client.session("bob")
+        let alice = try await client.session("alice")
+        let bob = try await client.session("bob")
         XCTAssertEqual(alice.state, .federated)
         XCTAssertEqual(bob.state, .federated)
     }
@@ -182,7 +182,7 @@ final class FederationClientStateTests: XCTestCase {
         XCTAssertTrue(started)
         try await client.clear(session: "alice")
         _ = try await federation.value
-        let snapshot = await client.session("alice")
+        let snapshot = try await client.session("alice")
         XCTAssertEqual(snapshot.state, .notFederated, "clear ran after the federation, not before it")
     }
 
@@ -190,17 +190,17 @@ final class FederationClientStateTests: XCTestCase {
 
     func testSessionExpiresAtExpirationMinusTheDefaultMargin() async throws {
         let harness = try Harness()
-        XCTAssertEqual(harness.client.configuration.expiryMargin, .seconds(120))
+        XCTAssertEqual(harness.client.configuration!.expiryMargin, .seconds(120))
         try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
         let expiration = testEpoch.addingTimeInterval(3600)
 
         harness.clock.set(expiration.addingTimeInterval(-121))
-        var snapshot = await harness.client.session("alice")
+        var snapshot = try await harness.client.session("alice")
         XCTAssertEqual(snapshot.state, .federated)
         XCTAssertNotNil(snapshot.credentials)
 
         harness.clock.set(expiration.addingTimeInterval(-119))
-        snapshot = await harness.client.session("alice")
+        snapshot = try await harness.client.session("alice")
         XCTAssertEqual(snapshot.state, .expired)
         XCTAssertNil(snapshot.credentials, "credentials are returned only when federated")
         XCTAssertEqual(snapshot.expiration, expiration, "the expiration is kept")
@@ -214,7 +214,7 @@ final class FederationClientStateTests: XCTestCase {
             let harness = try Harness(configure: { $0.expiryMargin = margin })
             try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
             harness.clock.set(expiration.addingTimeInterval(-200))
-            let snapshot = await harness.client.session("alice")
+            let snapshot = try await harness.client.session("alice")
             XCTAssertEqual(snapshot.state, expected, "margin \(margin)")
             XCTAssertEqual(snapshot.credentials != nil, expected == .federated)
         }
@@ -226,12 +226,12 @@ final class FederationClientStateTests: XCTestCase {
         try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
         let callsAfterFederation = harness.fake.calls.count
         harness.clock.advance(by: 7200)
-        let snapshot = await harness.client.session("alice")
+        let snapshot = try await harness.client.session("alice")
         XCTAssertEqual(snapshot.state, .expired)
         _ = await harness.client.allStateUpdates()  // subscribing announces the expiry
         try await Task.sleep(for: .milliseconds(300))
         XCTAssertEqual(harness.fake.calls.count, callsAfterFederation, "the library never re-exchanges on its own")
-        let again = await harness.client.session("alice")
+        let again = try await harness.client.session("alice")
         XCTAssertEqual(again.state, .expired)
         XCTAssertNil(again.credentials)
         let states = await collect(5, from: updates, timeout: .milliseconds(300))
@@ -266,7 +266,7 @@ final class FederationClientStateTests: XCTestCase {
         harness.fake.expiration = harness.clock.now.addingTimeInterval(3600)
         try await harness.client.federate(
             token: TestJWT.make(sub: "x", exp: harness.clock.now.addingTimeInterval(600)), provider: .google, session: "alice")
-        let snapshot = await harness.client.session("alice")
+        let snapshot = try await harness.client.session("alice")
         XCTAssertEqual(snapshot.state, .federated)
         XCTAssertEqual(snapshot.expiration, harness.clock.now.addingTimeInterval(3600))
     }
@@ -274,7 +274,7 @@ final class FederationClientStateTests: XCTestCase {
     func testCredentialsAlreadyWithinTheMarginReadAsExpired() async throws {
         let harness = try Harness(fake: FakeCognito(expiration: testEpoch.addingTimeInterval(60)))
         try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
-        let snapshot = await harness.client.session("alice")
+        let snapshot = try await harness.client.session("alice")
         XCTAssertEqual(snapshot.state, .expired)
         XCTAssertNil(snapshot.credentials)
     }
@@ -321,9 +321,9 @@ final class FederationClientStateTests: XCTestCase {
         try await harness.client.clear(session: "alice")
         let states = await collect(2, from: updates)
         XCTAssertEqual(states, [.federated, .notFederated])
-        let snapshot = await harness.client.session("alice")
+        let snapshot = try await harness.client.session("alice")
         XCTAssertEqual(snapshot, SessionSnapshot(name: "alice", state: .notFederated))
-        let names = await harness.client.sessionNames()
+        let names = try await harness.client.sessionNames()
         XCTAssertEqual(names, [])
 
         // The cached identity went with it: the next federation asks GetId.
@@ -335,7 +335,7 @@ final class FederationClientStateTests: XCTestCase {
     func testClearingAMissingSessionSucceedsQuietly() async throws {
         let harness = try Harness()
         try await harness.client.clear(session: "nobody")
-        let snapshot = await harness.client.session("nobody")
+        let snapshot = try await harness.client.session("nobody")
         XCTAssertEqual(snapshot.state, .notFederated)
     }
 

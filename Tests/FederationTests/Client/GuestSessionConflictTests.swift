@@ -12,7 +12,7 @@ final class GuestSessionConflictTests: XCTestCase {
         await expectFederationError(.sessionConflict) { try await harness.client.federateAsGuest(session: "alice") }
 
         XCTAssertEqual(harness.fake.calls.count, callsBefore, "refused before any request")
-        let snapshot = await harness.client.session("alice")
+        let snapshot = try await harness.client.session("alice")
         XCTAssertEqual(snapshot.provider, .google)
         XCTAssertEqual(snapshot.identityId, first.identityId)
         XCTAssertEqual(snapshot.state, .federated)
@@ -23,7 +23,7 @@ final class GuestSessionConflictTests: XCTestCase {
         try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
         try await harness.client.clear(session: "alice")
         try await harness.client.federateAsGuest(session: "alice")
-        let snapshot = await harness.client.session("alice")
+        let snapshot = try await harness.client.session("alice")
         XCTAssertTrue(snapshot.isGuest)
         XCTAssertEqual(harness.fake.calls(.getId).last?.logins, nil, "a guest GetId carries no logins")
     }

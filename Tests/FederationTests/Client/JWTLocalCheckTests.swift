@@ -15,7 +15,7 @@ final class JWTLocalCheckTests: XCTestCase {
             }
             XCTAssertEqual(harness.fake.calls.count, 0, "\(what) for \(provider): no network call", line: line)
             XCTAssertFalse(error?.message.contains(token) ?? false, "the error never echoes the token", line: line)
-            let snapshot = await harness.client.session("s")
+            let snapshot = try await harness.client.session("s")
             XCTAssertEqual(snapshot.state, .notFederated, line: line)
         }
     }

@@ -90,8 +90,8 @@ final class SecretRedactionTests: XCTestCase {
         let opaque = try await harness.client.federate(token: opaqueToken, provider: .facebook, session: "bob")
         assertClean(result)
         assertClean(opaque)
-        assertClean(await harness.client.session("alice"))
-        assertClean(await harness.client.session("bob"))
+        assertClean(try await harness.client.session("alice"))
+        assertClean(try await harness.client.session("bob"))
         assertClean(logs)
         XCTAssertTrue(logs.entries.contains { $0.level == .trace }, "trace-level lines were captured too")
         XCTAssertTrue(logs.entries.contains { $0.level == .debug })
@@ -123,7 +123,7 @@ final class SecretRedactionTests: XCTestCase {
             try await harness.client.federate(token: token, provider: .google, session: "alice")
         }
         assertClean(error)
-        assertClean(await harness.client.session("alice"))
+        assertClean(try await harness.client.session("alice"))
         assertClean(logs)
     }
 
@@ -156,7 +156,7 @@ final class SecretRedactionTests: XCTestCase {
         let (harness, logs) = try makeHarness()
         let result = try await harness.client.federateAsGuest(session: "visitor")
         assertClean(result)
-        assertClean(await harness.client.session("visitor"))
+        assertClean(try await harness.client.session("visitor"))
         assertClean(logs)
     }
 

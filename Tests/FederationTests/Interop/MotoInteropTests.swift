@@ -45,7 +45,7 @@ final class MotoInteropTests: XCTestCase {
         let first = try await client.federateAsGuest(session: "visitor")
         XCTAssertTrue(first.identityId.hasPrefix("us-east-1:"), first.identityId)
         XCTAssertFalse(first.credentials.accessKeyId.isEmpty)
-        let snapshot = await client.session("visitor")
+        let snapshot = try await client.session("visitor")
         XCTAssertEqual(snapshot.state, .federated)
         XCTAssertTrue(snapshot.isGuest)
         XCTAssertEqual(snapshot.credentials, first.credentials)
@@ -60,7 +60,7 @@ final class MotoInteropTests: XCTestCase {
         let token = Self.jwt(sub: "google-user-1", issuer: "https://accounts.google.com")
         let result = try await client.federate(token: token, provider: .google, session: "alice")
         XCTAssertTrue(result.identityId.hasPrefix("us-east-1:"))
-        let snapshot = await client.session("alice")
+        let snapshot = try await client.session("alice")
         XCTAssertEqual(snapshot.state, .federated)
         XCTAssertEqual(snapshot.provider, .google)
         XCTAssertEqual(snapshot.identityId, result.identityId)
@@ -78,7 +78,7 @@ final class MotoInteropTests: XCTestCase {
             session: "bob"
         )
         XCTAssertFalse(result.credentials.sessionToken.isEmpty)
-        let snapshot = await client.session("bob")
+        let snapshot = try await client.session("bob")
         XCTAssertEqual(snapshot.provider, .oidc(issuer: "login.example.com"))
         XCTAssertEqual(snapshot.state, .federated)
     }
@@ -97,7 +97,7 @@ final class MotoInteropTests: XCTestCase {
             session: "carol"
         )
         XCTAssertEqual(result.identityId, minted.identityId)
-        let snapshot = await client.session("carol")
+        let snapshot = try await client.session("carol")
         XCTAssertEqual(snapshot.provider, .developer)
         XCTAssertEqual(snapshot.state, .federated)
     }
@@ -109,7 +109,7 @@ final class MotoInteropTests: XCTestCase {
         let linked = try await client.federate(
             token: Self.jwt(sub: "dave", issuer: "https://accounts.google.com"), provider: .google, session: "dave")
         XCTAssertEqual(linked.identityId, guest.identityId)
-        let snapshot = await client.session("dave")
+        let snapshot = try await client.session("dave")
         XCTAssertFalse(snapshot.isGuest)
         XCTAssertEqual(snapshot.provider, .google)
     }
@@ -119,14 +119,14 @@ final class MotoInteropTests: XCTestCase {
         let pool = try await server().createIdentityPool()
         let strict = try client(pool: pool, margin: .seconds(120))
         try await strict.federateAsGuest(session: "s")
-        let expired = await strict.session("s")
+        let expired = try await strict.session("s")
         XCTAssertEqual(expired.state, .expired, "90 s credentials are already inside a 120 s margin")
         XCTAssertNil(expired.credentials, "credentials are given out only when federated")
         XCTAssertNotNil(expired.expiration)
 
         let lenient = try client(pool: pool, margin: .seconds(5))
         try await lenient.federateAsGuest(session: "s")
-        let federated = await lenient.session("s")
+        let federated = try await lenient.session("s")
         XCTAssertEqual(federated.state, .federated)
     }
 
@@ -146,7 +146,7 @@ final class MotoInteropTests: XCTestCase {
         let all = await client.allStateUpdates()
         try await client.federateAsGuest(session: "frank")
         try await client.clear(session: "frank")
-        let cleared = await client.session("frank")
+        let cleared = try await client.session("frank")
         XCTAssertEqual(cleared.state, .notFederated)
         XCTAssertNil(cleared.identityId)
         var events: [SessionEvent] = []
@@ -171,7 +171,7 @@ final class MotoInteropTests: XCTestCase {
             return try await group.reduce(into: [String]()) { $0.append($1) }
         }
         XCTAssertEqual(Set(ids).count, 16)
-        let names = await client.sessionNames()
+        let names = try await client.sessionNames()
         XCTAssertEqual(names.count, 16)
     }
 
@@ -188,9 +188,9 @@ final class MotoInteropTests: XCTestCase {
             XCTAssertEqual(error.code, .serviceUnavailable)
             XCTAssertEqual(error.httpStatus, 500)
         }
-        let brokenSnapshot = await broken.session("gina")
+        let brokenSnapshot = try await broken.session("gina")
         XCTAssertEqual(brokenSnapshot.state, .notFederated)
-        let snapshot = await good.session("gina")
+        let snapshot = try await good.session("gina")
         XCTAssertEqual(snapshot.identityId, first.identityId)
     }
 

@@ -2,11 +2,11 @@ import BrokerTestSupport
 @testable import Federation
 import Foundation
 import SecureStorage
-import Synchronization
 import XCTest
 
-/// Sessions saved through a keystore: restored at start-up, cleared durably,
-/// never half-written.
+/// Sessions over a shared `SQLiteKeystore`: read on first use, cleared durably, never
+/// half-written, shared by every client of the store, and damaged items confined to
+/// their own session.
 final class PersistedSessionTests: XCTestCase {
     private var root: String!
     private let key = [UInt8](repeating: 7, count: 32)
@@ -21,19 +21,24 @@ final class PersistedSessionTests: XCTestCase {
         try? FileManager.default.removeItem(atPath: root)
     }
 
-    private func keystore(_ group: AccessGroup = .none) throws -> FileKeystore {
-        try FileKeystore(root: root, service: "broker-tests", accessGroup: group, keySource: .raw(key))
+    private func keystore(_ group: AccessGroup = .none, move: Bool = false) throws -> SQLiteKeystore {
+        try SQLiteKeystore(
+            root: root, service: "broker-tests", accessGroup: group, keySource: .raw(key),
+            configuration: SQLiteKeystore.Configuration(changePollInterval: .milliseconds(20), moveItemsFromPreviousGroup: move))
     }
 
     private func client(
-        keystore: any SynchronousKeystore,
+        keystore: any Keystore,
         fake: FakeCognito = FakeCognito(expiration: testEpoch.addingTimeInterval(3600)),
-        clock: TestClock = TestClock()
+        clock: TestClock = TestClock(),
+        cacheCapacity: Int = FederationConfiguration.defaultSessionCacheCapacity
     ) throws -> FederationClient {
-        try FederationClient(
-            configuration: FederationConfiguration(identityPoolId: testPoolId, endpoint: testEndpoint),
+        var configuration = FederationConfiguration(identityPoolId: testPoolId, endpoint: testEndpoint)
+        configuration.sessionCacheCapacity = cacheCapacity
+        return try FederationClient(
+            configuration: configuration,
             transport: fake.transport,
-            persistence: KeystoreSessionPersistence(keystore: keystore),
+            keystore: keystore,
             environment: [:],
             retryRunner: noSleepRunner(),
             now: clock.function,
@@ -41,40 +46,77 @@ final class PersistedSessionTests: XCTestCase {
         )
     }
 
-    func testSessionIsRestoredAtStartUp() async throws {
+    // MARK: Persistence
+
+    func testSessionIsReadAfterARestart() async throws {
         let token = googleToken(sub: "alice")
         let first = try client(keystore: keystore())
         let result = try await first.federate(token: token, provider: .google, session: "alice")
         try await first.federateAsGuest(session: "visitor")
 
         let restarted = try client(keystore: keystore())
-        let alice = await restarted.session("alice")
+        let alice = try await restarted.session("alice")
         XCTAssertEqual(alice.state, .federated)
         XCTAssertEqual(alice.identityId, result.identityId)
         XCTAssertEqual(alice.provider, .google)
         XCTAssertEqual(alice.credentials, result.credentials)
-        let visitor = await restarted.session("visitor")
+        let visitor = try await restarted.session("visitor")
         XCTAssertTrue(visitor.isGuest)
         XCTAssertEqual(visitor.state, .federated)
-        let names = await restarted.sessionNames()
+        let names = try await restarted.sessionNames()
         XCTAssertEqual(names, ["alice", "visitor"])
 
-        // What is saved never includes the provider token.
-        let saved = try XCTUnwrap(try keystore().data(forKey: "session.alice"))
+        // What is saved never includes the provider token, and the file holds only ciphertext.
+        let value = try await keystore().value(forKey: "session.alice")
+        let saved = try XCTUnwrap(value)
         XCTAssertFalse(String(decoding: saved, as: UTF8.self).contains(token))
         XCTAssertFalse(String(decoding: saved, as: UTF8.self).contains("eyJ"), "no JWT fragment is saved")
+        for file in try FileManager.default.subpathsOfDirectory(atPath: root) {
+            guard let data = FileManager.default.contents(atPath: root + "/" + file) else { continue }
+            XCTAssertNil(leakedRun(in: String(decoding: data, as: UTF8.self), of: [FakeCognito.secretKey, FakeCognito.sessionToken]), file)
+        }
     }
 
-    func testRestoredSessionPastItsExpirationIsExpired() async throws {
+    func testCreatingAClientReadsNothingAndAReadLoadsOnlyThatSession() async throws {
+        let writer = try client(keystore: keystore())
+        for index in 0..<50 {
+            try await writer.federate(token: googleToken(sub: "u\(index)"), provider: .google, session: "u\(index)")
+        }
+        let spy = ScriptableKeystore(wrapping: try keystore())
+        let reader = try client(keystore: spy)
+        XCTAssertEqual(spy.counts, ScriptableKeystore.Counts(), "start-up reads no saved session")
+        let snapshot = try await reader.session("u7")
+        XCTAssertEqual(snapshot.state, .federated)
+        XCTAssertEqual(spy.counts.reads, 1)
+        _ = try await reader.session("u7")
+        XCTAssertEqual(spy.counts.reads, 1, "the second read is served from the cache")
+    }
+
+    func testTheCacheIsBoundedAndEvictedSessionsAreReadAgain() async throws {
+        let spy = ScriptableKeystore(wrapping: try keystore())
+        let client = try client(keystore: spy, cacheCapacity: 4)
+        for index in 0..<10 {
+            try await client.federate(token: googleToken(sub: "u\(index)"), provider: .google, session: "u\(index)")
+        }
+        let readsBefore = spy.counts.reads
+        let oldest = try await client.session("u0")
+        XCTAssertEqual(oldest.state, .federated)
+        XCTAssertEqual(spy.counts.reads, readsBefore + 1, "u0 was evicted and read again")
+        _ = try await client.session("u9")
+        XCTAssertEqual(spy.counts.reads, readsBefore + 1, "u9 is among the 4 most recent")
+    }
+
+    func testAnExpiredSavedSessionReadsExpired() async throws {
         let first = try client(keystore: keystore())
         try await first.federate(token: googleToken(), provider: .google, session: "alice")
 
         let later = TestClock(testEpoch.addingTimeInterval(3600 - 60))
         let restarted = try client(keystore: keystore(), clock: later)
-        let snapshot = await restarted.session("alice")
+        let snapshot = try await restarted.session("alice")
         XCTAssertEqual(snapshot.state, .expired, "inside the 120 s margin")
         XCTAssertNil(snapshot.credentials)
         XCTAssertNotNil(snapshot.identityId)
+        await expectFederationError(.noValidCredentials) { try await restarted.credentials(for: "alice") }
     }
 
     func testClearRemovesTheSavedSession() async throws {
@@ -83,66 +125,124 @@ final class PersistedSessionTests: XCTestCase {
         try await first.federate(token: googleToken(sub: "bob"), provider: .google, session: "bob")
         try await first.clear(session: "alice")
 
-        XCTAssertEqual(try keystore().keys(), ["session.bob"])
+        let keys = try await keystore().keys()
+        XCTAssertEqual(keys, ["session.bob"])
         let restarted = try client(keystore: keystore())
-        let alice = await restarted.session("alice")
+        let alice = try await restarted.session("alice")
         XCTAssertEqual(alice.state, .notFederated)
-        let bob = await restarted.session("bob")
+        let bob = try await restarted.session("bob")
         XCTAssertEqual(bob.state, .federated)
     }
 
-    func testFailedWriteLeavesMemoryAndDiskAsTheyWere() async throws {
-        let store = FailingKeystore(wrapping: try keystore())
+    func testCredentialsForASession() async throws {
+        let harness = try client(keystore: keystore())
+        await expectFederationError(.noValidCredentials) { try await harness.credentials(for: "alice") }
+        let result = try await harness.federate(token: googleToken(), provider: .google, session: "alice")
+        let credentials = try await harness.credentials(for: "alice")
+        XCTAssertEqual(credentials, result.credentials)
+    }
+
+    func testAClientWithoutAConfigurationReadsAndClearsButNeverFederates() async throws {
+        // The reader runs on the real clock: so do the writer's credentials.
+        let writer = try client(keystore: keystore(), fake: FakeCognito(expiration: Date().addingTimeInterval(3600)), clock: TestClock(Date()))
+        let jwt = TestJWT.make(sub: "alice", exp: Date().addingTimeInterval(3600), iss: "https://accounts.google.com")
+        let result = try await writer.federate(token: jwt, provider: .google, session: "alice")
+        let reader = FederationClient(keystore: try keystore())
+        XCTAssertNil(reader.configuration)
+        let snapshot = try await reader.session("alice")
+        XCTAssertEqual(snapshot.credentials, result.credentials)
+        await expectFederationError(.invalidConfiguration) {
+            try await reader.federate(token: googleToken(), provider: .google, session: "alice")
+        }
+        await expectFederationError(.invalidConfiguration) { try await reader.federateAsGuest(session: "g") }
+        try await reader.clear(session: "alice")
+        let cleared = await eventually { (try? await writer.session("alice").state) == .notFederated }
+        XCTAssertTrue(cleared, "the writer sees the reader's clear through the change feed")
+    }
+
+    // MARK: Failures
+
+    func testFailedWriteLeavesTheSessionAsItWas() async throws {
+        let store = ScriptableKeystore(wrapping: try keystore())
         let fake = FakeCognito(expiration: testEpoch.addingTimeInterval(3600))
         let client = try client(keystore: store, fake: fake)
         let first = try await client.federate(token: googleToken(), provider: .google, session: "alice")
 
-        store.failWrites(true)
+        store.setFailWrites(true)
         let updates = await client.stateUpdates(for: "alice")
         fake.expiration = testEpoch.addingTimeInterval(7200)
-        await expectFederationError(.storage) {
+        let error = await expectFederationError(.storage) {
             try await client.federate(token: googleToken(), provider: .google, session: "alice")
         }
-        let snapshot = await client.session("alice")
+        XCTAssertEqual(error?.keystoreError?.code, .storeUnavailable)
+        let snapshot = try await client.session("alice")
         XCTAssertEqual(snapshot.state, .federated)
-        XCTAssertEqual(snapshot.credentials, first.credentials, "memory keeps the credentials that are on disk")
+        XCTAssertEqual(snapshot.credentials, first.credentials, "the cache keeps the credentials that are stored")
         let states = await collect(3, from: updates)
         XCTAssertEqual(states, [.federated, .federating, .federated])
 
-        store.failWrites(false)
+        store.setFailWrites(false)
         let restarted = try self.client(keystore: keystore())
-        let restored = await restarted.session("alice")
-        XCTAssertEqual(restored.credentials, first.credentials, "disk keeps the last good session")
+        let restored = try await restarted.session("alice")
+        XCTAssertEqual(restored.credentials, first.credentials, "the store keeps the last good session")
     }
 
-    func testTamperedSessionFailsStartUpWithAStorageError() async throws {
-        let first = try client(keystore: keystore())
-        try await first.federate(token: googleToken(), provider: .google, session: "alice")
+    /// Store unreachable: federate fails with a storage error and the session stays;
+    /// cached valid credentials are still served; recovery needs no restart.
+    func testAnUnreachableStoreFailsFederationsButServesCachedCredentialsAndRecovers() async throws {
+        let store = ScriptableKeystore(wrapping: try keystore())
+        let fake = FakeCognito(expiration: testEpoch.addingTimeInterval(3600))
+        let client = try client(keystore: store, fake: fake)
+        let first = try await client.federate(token: googleToken(), provider: .google, session: "alice")
 
-        let items = try FileManager.default.subpathsOfDirectory(atPath: root).filter { $0.hasSuffix(".item") }
-        let item = try XCTUnwrap(items.first, "one sealed item on disk")
-        let path = root + "/" + item
-        var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
-        bytes[bytes.count - 1] ^= 0x01
-        try bytes.write(to: URL(fileURLWithPath: path))
-
-        let reopened = try keystore()
-        do {
-            _ = try client(keystore: reopened)
-            XCTFail("a tampered session must not be restored")
-        } catch let error as FederationError {
-            XCTAssertEqual(error.code, .storage)
-            XCTAssertEqual(error.keystoreError?.code, .authenticationFailed)
+        store.setUnreachable(true)
+        await expectFederationError(.storage) {
+            try await client.federate(token: googleToken(), provider: .google, session: "alice")
         }
+        await expectFederationError(.storage) {
+            try await client.federate(token: googleToken(sub: "bob"), provider: .google, session: "bob")
+        }
+        let cached = try await client.credentials(for: "alice")
+        XCTAssertEqual(cached, first.credentials, "cached valid credentials are served while the store is down")
+        await expectFederationError(.storage) { try await client.session("carol") }
+
+        store.setUnreachable(false)
+        fake.expiration = testEpoch.addingTimeInterval(7200)
+        let second = try await client.federate(token: googleToken(sub: "bob"), provider: .google, session: "bob")
+        let bob = try await client.credentials(for: "bob")
+        XCTAssertEqual(bob, second.credentials, "the same client works again once the store is back")
     }
+
+    /// One damaged item (tampered, or sealed with another key) fails its own session
+    /// only; a new federation or a clear replaces it.
+    func testADamagedItemAffectsOnlyItsSession() async throws {
+        let writer = try client(keystore: keystore())
+        try await writer.federate(token: googleToken(), provider: .google, session: "alice")
+        try await writer.federate(token: googleToken(sub: "bob"), provider: .google, session: "bob")
+        // Alice's item sealed under another key stands in for a tampered one.
+        let foreign = try SQLiteKeystore(root: root, service: "broker-tests", keySource: .raw([UInt8](repeating: 9, count: 32)))
+        try await foreign.set(Array("garbage".utf8), forKey: "session.alice")
+        foreign.close()
+
+        let reader = try client(keystore: keystore())
+        let error = await expectFederationError(.storage) { try await reader.session("alice") }
+        XCTAssertEqual(error?.keystoreError?.code, .authenticationFailed)
+        let bob = try await reader.session("bob")
+        XCTAssertEqual(bob.state, .federated, "other sessions keep working")
+
+        try await reader.federate(token: googleToken(), provider: .google, session: "alice")
+        let alice = try await reader.session("alice")
+        XCTAssertEqual(alice.state, .federated, "a new federation replaces the damaged item")
+    }
+
+    // MARK: Access groups
 
     func testSessionFollowsAnAccessGroupMigration() async throws {
         let first = try client(keystore: keystore(.none))
         let result = try await first.federate(token: googleToken(), provider: .google, session: "alice")
 
-        let migrated = try keystore(AccessGroup(name: "team", migrateItemsOfUserSession: true))
-        let restarted = try client(keystore: migrated)
-        let snapshot = await restarted.session("alice")
+        let restarted = try client(keystore: keystore(AccessGroup(name: "team"), move: true))
+        let snapshot = try await restarted.session("alice")
         XCTAssertEqual(snapshot.identityId, result.identityId)
         XCTAssertEqual(snapshot.state, .federated)
     }
@@ -152,29 +252,10 @@ final class PersistedSessionTests: XCTestCase {
         try await first.federate(token: googleToken(), provider: .google, session: "alice")
 
         let other = try client(keystore: keystore(AccessGroup(name: "team")))
-        let names = await other.sessionNames()
+        let names = try await other.sessionNames()
         XCTAssertEqual(names, [])
         let back = try client(keystore: keystore(.none))
-        let alice = await back.session("alice")
+        let alice = try await back.session("alice")
         XCTAssertEqual(alice.state, .federated, "the old group's session was not wiped")
     }
-}
-
-/// A keystore whose writes can be made to fail, to test that nothing half-lands.
-final class FailingKeystore: SynchronousKeystore {
-    private let base: any SynchronousKeystore
-    private let failing = Mutex(false)
-
-    init(wrapping base: any SynchronousKeystore) { self.base = base }
-
-    func failWrites(_ value: Bool) { failing.withLock { $0 = value } }
-
-    func data(forKey key: String) throws -> [UInt8]? { try base.data(forKey: key) }
-    func set(_ value: [UInt8], forKey key: String) throws {
-        if failing.withLock({ $0 }) { throw POSIXError(.ENOSPC) }
-        try base.set(value, forKey: key)
-    }
-    func remove(forKey key: String) throws { try base.remove(forKey: key) }
-    func removeAll() throws { try base.removeAll() }
-    func keys() throws -> [String] { try base.keys() }
 }

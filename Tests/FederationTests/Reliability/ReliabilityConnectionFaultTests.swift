@@ -28,7 +28,7 @@ final class ReliabilityConnectionFaultTests: ReliabilityTestCase {
         XCTAssertEqual(error?.operation, "GetCredentialsForIdentity")
         XCTAssertEqual(retriesLogged(handler), 2, "3 attempts in all")
         XCTAssertEqual(cognito.count(.getCredentialsForIdentity), 0)
-        await assertIntact(client, previous)
+        try await assertIntact(client, previous)
     }
 
     // MARK: Dropped, reset, truncated
@@ -41,7 +41,7 @@ final class ReliabilityConnectionFaultTests: ReliabilityTestCase {
         try await client.federate(token: freshToken(), provider: .google, session: "bob")
         XCTAssertEqual(retriesLogged(handler), 1, "a retry of the retry mode, not a libcurl resend")
         XCTAssertEqual(cognito.operations, ["GetId", "GetId", "GetCredentialsForIdentity"])
-        let snapshot = await client.session("bob")
+        let snapshot = try await client.session("bob")
         XCTAssertEqual(snapshot.state, .federated)
     }
 
@@ -80,7 +80,7 @@ final class ReliabilityConnectionFaultTests: ReliabilityTestCase {
         XCTAssertEqual(retriesLogged(handler), 1, "a retry of the retry mode, not a libcurl resend")
         XCTAssertEqual(cognito.operations, ["GetCredentialsForIdentity", "GetCredentialsForIdentity"])
         XCTAssertNotEqual(result.credentials, previous.credentials)
-        let snapshot = await client.session("alice")
+        let snapshot = try await client.session("alice")
         XCTAssertEqual(snapshot.credentials, result.credentials)
     }
 
@@ -97,7 +97,7 @@ final class ReliabilityConnectionFaultTests: ReliabilityTestCase {
         try await client.federate(token: freshToken(), provider: .google, session: "bob")
         XCTAssertEqual(retriesLogged(handler), 1, "a retry of the retry mode, not a libcurl resend")
         XCTAssertEqual(cognito.operations, ["GetId", "GetCredentialsForIdentity", "GetCredentialsForIdentity"])
-        let snapshot = await client.session("bob")
+        let snapshot = try await client.session("bob")
         XCTAssertEqual(snapshot.state, .federated)
     }
 
@@ -175,6 +175,6 @@ final class ReliabilityConnectionFaultTests: ReliabilityTestCase {
         XCTAssertEqual(error?.operation, "GetCredentialsForIdentity", file: file, line: line)
         XCTAssertEqual(cognito.count(.getCredentialsForIdentity), 3, "attempts: \(cognito.operations)", file: file, line: line)
         XCTAssertEqual(cognito.count(.getId), 0, file: file, line: line)
-        await assertIntact(client, previous, file: file, line: line)
+        try await assertIntact(client, previous, file: file, line: line)
     }
 }

@@ -22,7 +22,7 @@ final class ReliabilityDeadlineTests: ReliabilityTestCase {
         XCTAssertLessThan(start.duration(to: .now), .seconds(10), "bounded by the 1 s federation timeout, not the 30 s attempt timeout")
         XCTAssertEqual(cognito.count(.getCredentialsForIdentity), 1, "no retry once the deadline has passed")
         XCTAssertEqual(error?.curlCode, 28)
-        await assertIntact(client, previous)
+        try await assertIntact(client, previous)
     }
 
     func testFederationTimeoutBoundsRetriesOfSlowAttempts() async throws {
@@ -38,7 +38,7 @@ final class ReliabilityDeadlineTests: ReliabilityTestCase {
         XCTAssertLessThan(start.duration(to: .now), .seconds(10))
         XCTAssertLessThanOrEqual(cognito.count(.getId), 3, "1 s holds at most 3 attempts of 400 ms")
         XCTAssertGreaterThanOrEqual(cognito.count(.getId), 2, "timeouts are retried while time is left")
-        await assertNotFederated(client, session: "bob")
+        try await assertNotFederated(client, session: "bob")
     }
 
     func testRetryAfterBeyondTheFederationTimeoutEndsTheCallAtOnce() async throws {
@@ -54,7 +54,7 @@ final class ReliabilityDeadlineTests: ReliabilityTestCase {
         XCTAssertLessThan(start.duration(to: .now), .seconds(10), "did not wait out the 15 s hint")
         XCTAssertEqual(error?.httpStatus, 503)
         XCTAssertEqual(cognito.count(.getCredentialsForIdentity), 1)
-        await assertIntact(client, previous)
+        try await assertIntact(client, previous)
     }
 
     // MARK: Cancellation
@@ -70,7 +70,7 @@ final class ReliabilityDeadlineTests: ReliabilityTestCase {
         let task = Task { try await client.federate(token: token, provider: .google, session: "alice") }
         let arrived = await eventually { cognito.count(.getCredentialsForIdentity) == 1 }
         XCTAssertTrue(arrived, "the request reached the server")
-        let during = await client.session("alice")
+        let during = try await client.session("alice")
         XCTAssertEqual(during.state, .federating)
 
         let start = ContinuousClock.now
@@ -81,13 +81,13 @@ final class ReliabilityDeadlineTests: ReliabilityTestCase {
             XCTAssertEqual((error as? FederationError)?.code, .cancelled, "\(error)")
         }
         XCTAssertEqual(cognito.count(.getCredentialsForIdentity), 1, "no retry after cancellation")
-        await assertIntact(client, previous)
+        try await assertIntact(client, previous)
         let seen = await collect(3, from: states, timeout: .seconds(5))
         XCTAssertEqual(seen, [.federated, .federating, .federated])
 
         // The client and its transport keep working.
         let next = try await client.federate(token: freshToken(), provider: .google, session: "alice")
-        let after = await client.session("alice")
+        let after = try await client.session("alice")
         XCTAssertEqual(after.credentials, next.credentials)
     }
 
@@ -111,7 +111,7 @@ final class ReliabilityDeadlineTests: ReliabilityTestCase {
             XCTAssertEqual((error as? FederationError)?.code, .cancelled, "\(error)")
         }
         XCTAssertEqual(cognito.count(.getCredentialsForIdentity), 1)
-        await assertIntact(client, previous)
+        try await assertIntact(client, previous)
     }
 
     func testCancellationOfAFreshSessionLeavesItNotFederated() async throws {
@@ -125,6 +125,6 @@ final class ReliabilityDeadlineTests: ReliabilityTestCase {
         task.cancel()
         let result = await task.result
         XCTAssertThrowsError(try result.get())
-        await assertNotFederated(client, session: "bob")
+        try await assertNotFederated(client, session: "bob")
     }
 }

@@ -85,7 +85,7 @@ final class ReliabilityHostileResponseTests: ReliabilityTestCase {
         let error = await federateExpectingError(client, session: "bob", .invalidResponse)
         XCTAssertTrue(error?.message.contains("bad value in the field 'IdentityId'") == true, error?.message ?? "")
         XCTAssertEqual(cognito.operations, ["GetId"])
-        await assertNotFederated(client, session: "bob")
+        try await assertNotFederated(client, session: "bob")
     }
 
     func testInvalidResponseOnGetIdForAFreshSession() async throws {
@@ -95,7 +95,7 @@ final class ReliabilityHostileResponseTests: ReliabilityTestCase {
         let error = await federateExpectingError(client, session: "bob", .invalidResponse)
         XCTAssertTrue(error?.message.contains("'IdentityId'") == true, error?.message ?? "")
         XCTAssertEqual(cognito.operations, ["GetId"])
-        await assertNotFederated(client, session: "bob")
+        try await assertNotFederated(client, session: "bob")
     }
 
     // MARK: Content type
@@ -111,7 +111,7 @@ final class ReliabilityHostileResponseTests: ReliabilityTestCase {
             let result = try await client.federate(token: freshToken(), provider: .google, session: "alice")
             XCTAssertEqual(result.credentials.accessKeyId, "ASIAHTML", contentType)
             XCTAssertEqual(cognito.count(.getCredentialsForIdentity), 1, contentType)
-            let snapshot = await client.session("alice")
+            let snapshot = try await client.session("alice")
             XCTAssertEqual(snapshot.credentials?.accessKeyId, "ASIAHTML", contentType)
             XCTAssertNotEqual(snapshot.credentials, previous.credentials)
         }
@@ -122,7 +122,7 @@ final class ReliabilityHostileResponseTests: ReliabilityTestCase {
         let client = try makeClient(cognito)
         cognito.enqueue(.respond(text: #"{"IdentityId":"\#(FaultyCognito.identityId)"}"#), for: .getId)
         try await client.federate(token: freshToken(), provider: .google, session: "bob")
-        let snapshot = await client.session("bob")
+        let snapshot = try await client.session("bob")
         XCTAssertEqual(snapshot.state, .federated)
     }
 
@@ -144,7 +144,7 @@ final class ReliabilityHostileResponseTests: ReliabilityTestCase {
         XCTAssertTrue(error?.message.contains(fragment) == true, "\(error?.message ?? "nil") lacks \(fragment)", file: file, line: line)
         XCTAssertEqual(error?.operation, "GetCredentialsForIdentity", file: file, line: line)
         XCTAssertEqual(cognito.operations, ["GetCredentialsForIdentity"], file: file, line: line)
-        await assertIntact(client, previous, file: file, line: line)
+        try await assertIntact(client, previous, file: file, line: line)
     }
 
     /// `response` (bigger than the 4 KiB cap) to GetCredentialsForIdentity:
@@ -160,6 +160,6 @@ final class ReliabilityHostileResponseTests: ReliabilityTestCase {
         XCTAssertTrue(error?.message.contains("response cap") == true, error?.message ?? "", file: file, line: line)
         XCTAssertNotNil(error?.curlCode, file: file, line: line)
         XCTAssertEqual(cognito.operations, ["GetCredentialsForIdentity"], file: file, line: line)
-        await assertIntact(client, previous, file: file, line: line)
+        try await assertIntact(client, previous, file: file, line: line)
     }
 }

@@ -23,7 +23,7 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
             let result = try await client.federate(token: freshToken(), provider: .google, session: "s\(status)")
             XCTAssertEqual(result.identityId, FaultyCognito.identityId, "\(status)")
             XCTAssertEqual(cognito.operations, ["GetId", "GetId", "GetId", "GetCredentialsForIdentity"], "\(status)")
-            let snapshot = await client.session("s\(status)")
+            let snapshot = try await client.session("s\(status)")
             XCTAssertEqual(snapshot.state, .federated, "\(status)")
             XCTAssertEqual(snapshot.credentials, result.credentials, "\(status)")
         }
@@ -37,7 +37,7 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
         let result = try await client.federate(token: freshToken(), provider: .google, session: "alice")
         XCTAssertEqual(cognito.count(.getCredentialsForIdentity), 2)
         XCTAssertEqual(cognito.count(.getId), 0, "the cached identity ID is used")
-        let now = await client.session("alice")
+        let now = try await client.session("alice")
         XCTAssertEqual(now.state, .federated)
         XCTAssertEqual(now.credentials, result.credentials)
         XCTAssertNotEqual(now.credentials?.accessKeyId, previous.credentials?.accessKeyId)
@@ -53,7 +53,7 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
         XCTAssertEqual(error?.operation, "GetCredentialsForIdentity")
         XCTAssertEqual(cognito.count(.getCredentialsForIdentity), 3)
         XCTAssertEqual(cognito.count(.getId), 0)
-        await assertIntact(client, previous)
+        try await assertIntact(client, previous)
     }
 
     func testServiceUnavailableOnAFreshSessionLeavesItNotFederated() async throws {
@@ -62,7 +62,7 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
         cognito.always(.json(status: 500, FaultyCognito.errorBody("InternalErrorException")), for: .getId)
         await federateExpectingError(client, session: "bob", .serviceUnavailable)
         XCTAssertEqual(cognito.operations, ["GetId", "GetId", "GetId"])
-        await assertNotFederated(client, session: "bob")
+        try await assertNotFederated(client, session: "bob")
     }
 
     // MARK: Throttling
@@ -75,7 +75,7 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
         let error = await federateExpectingError(client, .throttled)
         XCTAssertEqual(error?.httpStatus, 429)
         XCTAssertEqual(cognito.count(.getCredentialsForIdentity), 3)
-        await assertIntact(client, previous)
+        try await assertIntact(client, previous)
     }
 
     func testTooManyRequestsExceptionIsRetriedThenThrottled() async throws {
@@ -89,7 +89,7 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
         XCTAssertEqual(error?.serviceErrorType, "TooManyRequestsException")
         XCTAssertEqual(error?.serviceMessage, "Rate exceeded")
         XCTAssertEqual(cognito.count(.getCredentialsForIdentity), 3)
-        await assertIntact(client, previous)
+        try await assertIntact(client, previous)
     }
 
     func testThrottlingThenSuccessSucceeds() async throws {
@@ -101,7 +101,7 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
             for: .getId)
         try await client.federate(token: freshToken(), provider: .google, session: "bob")
         XCTAssertEqual(cognito.count(.getId), 3)
-        let snapshot = await client.session("bob")
+        let snapshot = try await client.session("bob")
         XCTAssertEqual(snapshot.state, .federated)
     }
 
@@ -115,7 +115,7 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
         let error = await federateExpectingError(client, session: "bob", .throttled)
         XCTAssertEqual(error?.serviceErrorType, "ThrottlingException")
         XCTAssertEqual(cognito.count(.getId), 3)
-        await assertNotFederated(client, session: "bob")
+        try await assertNotFederated(client, session: "bob")
     }
 
     // MARK: Never retried
@@ -137,7 +137,7 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
             XCTAssertEqual(error?.serviceErrorType, type)
             XCTAssertEqual(error?.httpStatus, 400)
             XCTAssertEqual(cognito.operations, ["GetId"], type)
-            await assertNotFederated(client, session: "bob")
+            try await assertNotFederated(client, session: "bob")
         }
     }
 
@@ -149,7 +149,7 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
             let error = await federateExpectingError(client, session: "bob", status >= 500 ? .serviceUnavailable : .serviceError)
             XCTAssertEqual(error?.httpStatus, status)
             XCTAssertEqual(cognito.count(.getId), 1, "HTTP \(status)")
-            await assertNotFederated(client, session: "bob")
+            try await assertNotFederated(client, session: "bob")
         }
     }
 
@@ -160,7 +160,7 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
         cognito.always(.json(status: 400, FaultyCognito.errorBody("InvalidParameterException")), for: .getCredentialsForIdentity)
         await federateExpectingError(client, .invalidParameter)
         XCTAssertEqual(cognito.operations, ["GetCredentialsForIdentity"])
-        await assertIntact(client, previous)
+        try await assertIntact(client, previous)
     }
 
     func testNotAuthorizedWithACachedIdentityAsksGetIdOnceAndNeverRetries() async throws {
@@ -173,7 +173,7 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
         await federateExpectingError(client, .notAuthorized)
         // The identity cache's single fallback through GetId, each call made once.
         XCTAssertEqual(cognito.operations, ["GetCredentialsForIdentity", "GetId", "GetCredentialsForIdentity"])
-        await assertIntact(client, previous)
+        try await assertIntact(client, previous)
     }
 
     func testResourceNotFoundOnCredentialsTerminatesTheSession() async throws {
@@ -186,7 +186,7 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
             for: .getCredentialsForIdentity)
         await federateExpectingError(client, .identityTerminated)
         XCTAssertEqual(cognito.operations, ["GetCredentialsForIdentity", "GetId", "GetCredentialsForIdentity"])
-        let snapshot = await client.session("alice")
+        let snapshot = try await client.session("alice")
         XCTAssertEqual(snapshot.state, .terminated)
         XCTAssertNil(snapshot.credentials)
     }

@@ -65,7 +65,7 @@ class ReliabilityTestCase: XCTestCase {
         line: UInt = #line
     ) async throws -> SessionSnapshot {
         try await client.federate(token: freshToken(), provider: .google, session: session)
-        let snapshot = await client.session(session)
+        let snapshot = try await client.session(session)
         XCTAssertEqual(snapshot.state, .federated, file: file, line: line)
         XCTAssertEqual(snapshot.identityId, FaultyCognito.identityId, file: file, line: line)
         XCTAssertNotNil(snapshot.credentials, file: file, line: line)
@@ -99,8 +99,8 @@ class ReliabilityTestCase: XCTestCase {
         _ previous: SessionSnapshot,
         file: StaticString = #filePath,
         line: UInt = #line
-    ) async {
-        let now = await client.session(session)
+    ) async throws {
+        let now = try await client.session(session)
         XCTAssertEqual(now.state, previous.state, "state", file: file, line: line)
         XCTAssertEqual(now.identityId, previous.identityId, "identity ID", file: file, line: line)
         XCTAssertEqual(now.credentials, previous.credentials, "credentials", file: file, line: line)
@@ -113,8 +113,8 @@ class ReliabilityTestCase: XCTestCase {
         session: String,
         file: StaticString = #filePath,
         line: UInt = #line
-    ) async {
-        let now = await client.session(session)
+    ) async throws {
+        let now = try await client.session(session)
         XCTAssertEqual(now.state, .notFederated, file: file, line: line)
         XCTAssertNil(now.identityId, file: file, line: line)
         XCTAssertNil(now.credentials, file: file, line: line)

@@ -1,0 +1,161 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import Logging
+import SecureStorage
+
+/// One federation of a session: under the session's lock, with the state machine
+/// around the network calls and the versioned commit after them.
+extension FederationClient {
+    typealias IdentityChoice = (identityId: String?, cached: Bool)
+
+    /// The Cognito client and configuration, or `invalidConfiguration` for a client made
+    /// without a pool configuration.
+    func federatingParts() throws(FederationError) -> (CognitoIdentityClient, FederationConfiguration) {
+        guard let cognito, let configuration else {
+            throw FederationError(
+                code: .invalidConfiguration,
+                message: "this client was created without a pool configuration and can only read, observe and clear sessions")
+        }
+        return (cognito, configuration)
+    }
+
+    /// Runs one federation of `session`: `federating` while in flight, the new record
+    /// once committed, the previous one on failure, `terminated` when the identity is gone.
+    func exchange(
+        session: String,
+        operationName: String,
+        provider: String?,
+        choose: (SessionRecord?) throws(FederationError) -> IdentityChoice,
+        credentials: (String, ContinuousClock.Instant, Logger) async throws(FederationError) -> FederationResult,
+        identity: (ContinuousClock.Instant, Logger) async throws(FederationError) -> String
+    ) async throws(FederationError) -> FederationResult {
+        await acquire(session)
+        defer { release(session) }
+        if Task.isCancelled {
+            throw FederationError(code: .cancelled, message: "\(operationName) was cancelled before it started")
+        }
+        let previous = try await recordBeforeFederating(session)
+        if previous?.phase == .terminated {
+            throw FederationError(
+                code: .identityTerminated,
+                message: "session '\(session)' is terminated: the service said its identity is gone; clear the session, then federate again"
+            )
+        }
+        let choice = try choose(previous)
+        var sessionLogger = logger
+        sessionLogger[metadataKey: "broker.session"] = "\(session)"
+        sessionLogger.debug("federation started", metadata: ["broker.provider": "\(provider ?? "guest")"])
+        apply(session) { machine, now, margin in machine.federationStarted(now: now, margin: margin) }
+
+        let deadline = ContinuousClock.now.advanced(by: federationTimeout)
+        let result: FederationResult
+        do {
+            result = try await resolveCredentials(
+                choice: choice, credentials: credentials, identity: identity, deadline: deadline, logger: sessionLogger)
+        } catch {
+            guard error.meansIdentityGone else {
+                sessionLogger.debug("federation failed", metadata: ["broker.error": "\(error.code)"])
+                apply(session) { machine, now, margin in machine.federationEnded(holding: nil, now: now, margin: margin) }
+                throw error
+            }
+            let terminated = SessionRecord(
+                phase: .terminated, identityId: choice.identityId ?? previous?.identityId, provider: provider, credentials: nil)
+            do {
+                _ = try await store.save(terminated, session: session)
+            } catch {
+                sessionLogger.debug("terminated session not saved", metadata: ["broker.error": "\(error.code)"])
+            }
+            sessionLogger.debug("federation failed: identity gone", metadata: ["broker.error": "\(error.code)"])
+            apply(session) { machine, now, margin in machine.federationEnded(holding: .some(terminated), now: now, margin: margin) }
+            throw FederationError(
+                code: .identityTerminated,
+                message: "the identity service says the identity is gone or disabled; clear the session, then federate again",
+                operation: error.operation,
+                serviceErrorType: error.serviceErrorType,
+                serviceMessage: error.serviceMessage,
+                httpStatus: error.httpStatus
+            )
+        }
+
+        let record = SessionRecord(phase: .federated, identityId: result.identityId, provider: provider, credentials: result.credentials)
+        let stored: Bool
+        do {
+            stored = try await store.save(record, session: session)
+        } catch {
+            sessionLogger.debug("federation not saved", metadata: ["broker.error": "\(error.code)"])
+            apply(session) { machine, now, margin in machine.federationEnded(holding: nil, now: now, margin: margin) }
+            throw error
+        }
+        var holding = record
+        if !stored {
+            // Another client stored this session with a later expiration meanwhile: keep theirs.
+            sessionLogger.debug("a newer federation of the session is stored; keeping it")
+            if case .some(.some(let newer)) = try? await store.load(session) { holding = newer }
+        }
+        sessionLogger.debug(
+            "federation succeeded",
+            metadata: ["broker.identityId": "\(result.identityId)", "broker.expiration": "\(Int64(result.credentials.expiration.timeIntervalSince1970))"]
+        )
+        apply(session) { machine, now, margin in machine.federationEnded(holding: .some(holding), now: now, margin: margin) }
+        return result
+    }
+
+    /// What the session holds before a federation: from the cache or the store. A saved
+    /// item that cannot be opened (damaged, sealed with another key) is replaced by the
+    /// new federation rather than blocking it; a store that cannot be reached fails it.
+    private func recordBeforeFederating(_ session: String) async throws(FederationError) -> SessionRecord? {
+        do {
+            return try await cachedOrLoaded(session).record
+        } catch where error.isUnreadableItem {
+            logger.debug(
+                "saved session unreadable; the federation replaces it",
+                metadata: ["broker.session": "\(session)", "broker.error": "\(error.keystoreError?.code.description ?? error.code.description)"])
+            return nil
+        }
+    }
+
+    /// GetId when needed, then GetCredentialsForIdentity; a cached ID the service
+    /// rejects is dropped and GetId tried once.
+    private func resolveCredentials(
+        choice: IdentityChoice,
+        credentials: (String, ContinuousClock.Instant, Logger) async throws(FederationError) -> FederationResult,
+        identity: (ContinuousClock.Instant, Logger) async throws(FederationError) -> String,
+        deadline: ContinuousClock.Instant,
+        logger: Logger
+    ) async throws(FederationError) -> FederationResult {
+        guard let known = choice.identityId else {
+            let identityId = try await identity(deadline, logger)
+            return try await credentials(identityId, deadline, logger)
+        }
+        do {
+            return try await credentials(known, deadline, logger)
+        } catch where choice.cached && (error.code == .notAuthorized || error.code == .resourceNotFound) {
+            logger.debug("cached identity ID rejected; asking GetId once", metadata: ["broker.error": "\(error.code)"])
+            let identityId = try await identity(deadline, logger)
+            return try await credentials(identityId, deadline, logger)
+        }
+    }
+}
+
+extension FederationError {
+    /// ResourceNotFound on an identity, or a disabled identity, ends the session.
+    var meansIdentityGone: Bool {
+        guard operation == "GetCredentialsForIdentity" || operation == "GetOpenIdToken" else { return false }
+        if code == .resourceNotFound { return true }
+        if code == .notAuthorized, let message = serviceMessage?.lowercased() {
+            return message.contains("disabled") || message.contains("forbidden")
+        }
+        return false
+    }
+
+    /// A saved item that exists but cannot be opened or understood: an error for that
+    /// session alone, which a new federation or a clear replaces.
+    var isUnreadableItem: Bool {
+        guard code == .storage else { return false }
+        guard let keystoreError else { return true }  // an item in a format this version does not read
+        return keystoreError.code == .authenticationFailed || keystoreError.code == .corruptFormat
+    }
+}

@@ -1,0 +1,110 @@
+/// A bounded map that forgets the least recently used entries first, in O(1) per
+/// operation (a dictionary of slots threaded on a doubly linked list).
+///
+/// Entries the caller pins (a federation in flight, an observed session) are skipped
+/// by eviction, so the cache may hold more than ``capacity`` while they are pinned.
+struct LRUCache<Value> {
+    private struct Slot {
+        var key: String
+        var value: Value
+        var previous: Int?
+        var next: Int?
+    }
+
+    /// The number of entries kept before the least recently used are dropped.
+    let capacity: Int
+    private var slots: [Slot?] = []
+    private var free: [Int] = []
+    private var index: [String: Int] = [:]
+    /// Most recently used.
+    private var head: Int?
+    /// Least recently used.
+    private var tail: Int?
+
+    init(capacity: Int) {
+        self.capacity = max(1, capacity)
+    }
+
+    var count: Int { index.count }
+    var keys: Dictionary<String, Int>.Keys { index.keys }
+
+    /// The value for `key`, marking it most recently used.
+    mutating func get(_ key: String) -> Value? {
+        guard let position = index[key] else { return nil }
+        moveToFront(position)
+        return slots[position]?.value
+    }
+
+    /// The value for `key` without touching its recency.
+    func peek(_ key: String) -> Value? {
+        index[key].flatMap { slots[$0]?.value }
+    }
+
+    /// Changes the value of `key` in place, if present; returns what `body` returns.
+    mutating func update<Result>(_ key: String, _ body: (inout Value) -> Result) -> Result? {
+        guard let position = index[key], var slot = slots[position] else { return nil }
+        let result = body(&slot.value)
+        slots[position] = slot
+        moveToFront(position)
+        return result
+    }
+
+    /// Inserts or replaces `key`, then evicts unpinned entries beyond ``capacity``.
+    mutating func set(_ key: String, _ value: Value, isPinned: (String, Value) -> Bool) {
+        if let position = index[key] {
+            slots[position]?.value = value
+            moveToFront(position)
+        } else {
+            let slot = Slot(key: key, value: value, previous: nil, next: head)
+            let position: Int
+            if let reused = free.popLast() {
+                slots[reused] = slot
+                position = reused
+            } else {
+                slots.append(slot)
+                position = slots.count - 1
+            }
+            if let head { slots[head]?.previous = position }
+            head = position
+            if tail == nil { tail = position }
+            index[key] = position
+        }
+        evict(isPinned: isPinned)
+    }
+
+    /// Removes `key`; returns its value.
+    @discardableResult
+    mutating func remove(_ key: String) -> Value? {
+        guard let position = index.removeValue(forKey: key), let slot = slots[position] else { return nil }
+        unlink(position)
+        slots[position] = nil
+        free.append(position)
+        return slot.value
+    }
+
+    private mutating func evict(isPinned: (String, Value) -> Bool) {
+        var candidate = tail
+        while index.count > capacity, let position = candidate, let slot = slots[position] {
+            candidate = slot.previous
+            if !isPinned(slot.key, slot.value) { remove(slot.key) }
+        }
+    }
+
+    private mutating func moveToFront(_ position: Int) {
+        guard head != position else { return }
+        unlink(position)
+        slots[position]?.previous = nil
+        slots[position]?.next = head
+        if let head { slots[head]?.previous = position }
+        head = position
+        if tail == nil { tail = position }
+    }
+
+    private mutating func unlink(_ position: Int) {
+        guard let slot = slots[position] else { return }
+        if let previous = slot.previous { slots[previous]?.next = slot.next } else { head = slot.next }
+        if let next = slot.next { slots[next]?.previous = slot.previous } else { tail = slot.previous }
+        slots[position]?.previous = nil
+        slots[position]?.next = nil
+    }
+}

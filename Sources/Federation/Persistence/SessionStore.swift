@@ -1,0 +1,65 @@
+import SecureStorage
+
+/// Sessions in a ``Keystore``: one sealed item per session under `session.NAME`, written
+/// with a version so that clients racing on one session converge (see
+/// ``SessionRecord/storeVersion``). The provider token is never part of what is stored.
+///
+/// Every keystore failure becomes ``FederationError/Code/storage`` with the
+/// `KeystoreError` attached and the session named.
+struct SessionStore: Sendable {
+    static let keyPrefix = "session."
+
+    let keystore: any Keystore
+
+    /// The session named by a keystore key, or `nil` for keys that are not sessions.
+    static func session(forKey key: String) -> String? {
+        key.hasPrefix(keyPrefix) ? String(key.dropFirst(keyPrefix.count)) : nil
+    }
+
+    /// The stored record of `session`, or `nil` when none is stored.
+    func load(_ session: String) async throws(FederationError) -> SessionRecord? {
+        let bytes: [UInt8]?
+        do {
+            bytes = try await keystore.value(forKey: Self.keyPrefix + session)
+        } catch {
+            throw Self.failure("read saved session '\(session)'", error)
+        }
+        guard var bytes else { return nil }
+        defer { ProviderTokenText.wipe(&bytes) }
+        return try SessionRecord(stored: bytes, session: session)
+    }
+
+    /// Stores `record` as `session` unless the store holds a newer version; returns
+    /// whether it was stored.
+    func save(_ record: SessionRecord, session: String) async throws(FederationError) -> Bool {
+        var bytes = try record.storedBytes(session: session)
+        defer { ProviderTokenText.wipe(&bytes) }
+        do {
+            return try await keystore.set(bytes, forKey: Self.keyPrefix + session, version: record.storeVersion)
+        } catch {
+            throw Self.failure("save session '\(session)'", error)
+        }
+    }
+
+    /// Removes `session`, opened or not (a damaged item goes too); missing is fine.
+    func remove(_ session: String) async throws(FederationError) {
+        do {
+            try await keystore.remove(forKey: Self.keyPrefix + session)
+        } catch {
+            throw Self.failure("remove saved session '\(session)'", error)
+        }
+    }
+
+    /// The names of every stored session, sorted.
+    func names() async throws(FederationError) -> [String] {
+        do {
+            return try await keystore.keys().compactMap(Self.session(forKey:))
+        } catch {
+            throw Self.failure("list the saved sessions", error)
+        }
+    }
+
+    private static func failure(_ what: String, _ error: KeystoreError) -> FederationError {
+        FederationError(code: .storage, message: "could not \(what): \(error.code)", keystoreError: error)
+    }
+}

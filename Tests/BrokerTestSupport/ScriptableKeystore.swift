@@ -1,0 +1,64 @@
+import SecureStorage
+import Synchronization
+
+/// A ``Keystore`` wrapper for tests: counts reads and writes, and can make the store
+/// unreachable (every call fails with `storeUnavailable`) or fail only writes.
+package final class ScriptableKeystore: Keystore {
+    package struct Counts: Sendable, Equatable {
+        package var reads = 0
+        package var lists = 0
+        package var commits = 0
+
+        package init() {}
+    }
+
+    private struct State {
+        var counts = Counts()
+        var unreachable = false
+        var failWrites = false
+    }
+
+    private let base: any Keystore
+    private let state = Mutex(State())
+
+    package init(wrapping base: any Keystore) { self.base = base }
+
+    package var service: String { base.service }
+    package var accessGroup: AccessGroup { base.accessGroup }
+
+    /// What was asked of the store so far.
+    package var counts: Counts { state.withLock { $0.counts } }
+
+    /// Makes every call fail (`true`) or pass through (`false`).
+    package func setUnreachable(_ value: Bool) { state.withLock { $0.unreachable = value } }
+
+    /// Makes commits fail while reads pass.
+    package func setFailWrites(_ value: Bool) { state.withLock { $0.failWrites = value } }
+
+    private func check(write: Bool) throws(KeystoreError) {
+        let (unreachable, failWrites) = state.withLock { ($0.unreachable, $0.failWrites) }
+        if unreachable || (write && failWrites) {
+            throw KeystoreError(.storeUnavailable, "the test made the store unreachable")
+        }
+    }
+
+    package func value(forKey key: String) async throws(KeystoreError) -> [UInt8]? {
+        state.withLock { $0.counts.reads += 1 }
+        try check(write: false)
+        return try await base.value(forKey: key)
+    }
+
+    package func keys() async throws(KeystoreError) -> [String] {
+        state.withLock { $0.counts.lists += 1 }
+        try check(write: false)
+        return try await base.keys()
+    }
+
+    package func commit(_ batch: KeystoreBatch) async throws(KeystoreError) -> [Bool] {
+        state.withLock { $0.counts.commits += 1 }
+        try check(write: true)
+        return try await base.commit(batch)
+    }
+
+    package func changes() -> AsyncStream<KeystoreChange> { base.changes() }
+}

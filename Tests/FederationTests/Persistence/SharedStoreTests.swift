@@ -1,0 +1,126 @@
+import BrokerTestSupport
+@testable import Federation
+import Foundation
+import SecureStorage
+import XCTest
+
+/// Several clients over one SQLite store, as several server instances would be: each
+/// sees the others' federations and clears, reports them on its state streams, and
+/// concurrent federations of one session converge on the later expiration.
+final class SharedStoreTests: XCTestCase {
+    private var root: String!
+    private let key = [UInt8](repeating: 3, count: 32)
+
+    override func setUpWithError() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("broker-shared-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        root = dir.path
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(atPath: root)
+    }
+
+    /// A client on its own `SQLiteKeystore` instance, as another process would have.
+    private func instance(fake: FakeCognito = FakeCognito(expiration: Date().addingTimeInterval(3600))) throws -> FederationClient {
+        let keystore = try SQLiteKeystore(
+            root: root, service: "shared-tests", keySource: .raw(key),
+            configuration: SQLiteKeystore.Configuration(changePollInterval: .milliseconds(20)))
+        return try FederationClient(
+            configuration: FederationConfiguration(identityPoolId: testPoolId, endpoint: testEndpoint),
+            transport: fake.transport, keystore: keystore, environment: [:], retryRunner: noSleepRunner(),
+            now: { Date() }, logger: nil)
+    }
+
+    private func token(_ sub: String = "alice") -> String {
+        TestJWT.make(sub: sub, exp: Date().addingTimeInterval(3600), iss: "https://accounts.google.com")
+    }
+
+    func testAFederationOnOneIsReadableOnTheOtherAndAClearOnTheOtherReachesTheFirst() async throws {
+        let a = try instance()
+        let b = try instance()
+        let before = try await b.session("alice")
+        XCTAssertEqual(before.state, .notFederated)
+
+        let result = try await a.federate(token: token(), provider: .google, session: "alice")
+        let seen = await eventually { (try? await b.session("alice").credentials) == result.credentials }
+        XCTAssertTrue(seen, "B reads A's federation (B had alice cached as notFederated: the feed updated it)")
+
+        try await b.clear(session: "alice")
+        let cleared = await eventually { (try? await a.session("alice").state) == .notFederated }
+        XCTAssertTrue(cleared, "A reads notFederated after B's clear")
+    }
+
+    func testStateStreamsReportChangesMadeByOtherClients() async throws {
+        let a = try instance()
+        let b = try instance()
+        let perSession = await b.stateUpdates(for: "alice")
+        let all = await b.allStateUpdates()
+        var sessionStates = perSession.makeAsyncIterator()
+        var events = all.makeAsyncIterator()
+        let initial = await sessionStates.next()
+        XCTAssertEqual(initial, .notFederated)
+
+        // A feed reports the state when it reads it, so each change is awaited before the
+        // next (changes made faster than the poll interval may be seen as the last one only).
+        try await a.federate(token: token(), provider: .google, session: "alice")
+        let federated = await sessionStates.next()
+        XCTAssertEqual(federated, .federated, "B's stream for alice saw A's federation")
+        let firstEvent = await events.next()
+        XCTAssertEqual(firstEvent, SessionEvent(session: "alice", state: .federated))
+
+        try await a.federate(token: token("bob"), provider: .google, session: "bob")
+        let bobEvent = await events.next()
+        XCTAssertEqual(bobEvent, SessionEvent(session: "bob", state: .federated), "a session B never read is reported to B's all-sessions stream")
+
+        try await a.clear(session: "alice")
+        let cleared = await sessionStates.next()
+        XCTAssertEqual(cleared, .notFederated, "B's stream for alice saw A's clear")
+        let clearEvent = await events.next()
+        XCTAssertEqual(clearEvent, SessionEvent(session: "alice", state: .notFederated))
+    }
+
+    /// Two clients federate one session at once; both succeed, and both (and the store)
+    /// end on the record with the later expiration, whichever committed last.
+    func testConcurrentFederationsConvergeOnTheLaterExpiration() async throws {
+        let later = Date().addingTimeInterval(7200)
+        let earlier = Date().addingTimeInterval(3600)
+        for laterCommitsFirst in [true, false] {
+            let session = laterCommitsFirst ? "first" : "second"
+            let slow = FakeCognito(expiration: laterCommitsFirst ? earlier : later)
+            slow.responseDelay = .milliseconds(300)
+            let fast = FakeCognito(expiration: laterCommitsFirst ? later : earlier)
+            let a = try instance(fake: slow)
+            let b = try instance(fake: fast)
+            let jwt = token()
+            async let one = a.federate(token: jwt, provider: .google, session: session)
+            async let two = b.federate(token: jwt, provider: .google, session: session)
+            _ = try await (one, two)
+            for client in [a, b] {
+                let converged = await eventually {
+                    let expiration = try? await client.session(session).expiration
+                    return expiration.map { abs($0.timeIntervalSince(later)) < 1 } ?? false
+                }
+                XCTAssertTrue(converged, "\(session): every client holds the later expiration")
+            }
+            let fresh = try instance()
+            let stored = try await fresh.session(session)
+            XCTAssertEqual(stored.expiration.map { abs($0.timeIntervalSince(later)) < 1 }, true, "the store holds the later one")
+        }
+    }
+
+    /// Federations of different sessions run concurrently and share commits.
+    func testManyConcurrentFederationsAllLand() async throws {
+        let a = try instance()
+        let tokens = (0..<64).map { token("u\($0)") }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, jwt) in tokens.enumerated() {
+                group.addTask { try await a.federate(token: jwt, provider: .google, session: "u\(index)") }
+            }
+            try await group.waitForAll()
+        }
+        let b = try instance()
+        let names = try await b.sessionNames()
+        XCTAssertEqual(names.count, 64)
+    }
+}
