@@ -21,12 +21,15 @@ extension KeySource {
                 throw KeystoreError(.invalidKey, "environment variable \(variable) is not set")
             }
             let length = strlen(value)
-            guard var decoded = Base64.decode(UnsafeBufferPointer(start: UnsafeRawPointer(value).assumingMemoryBound(to: UInt8.self), count: length)) else {
-                throw KeystoreError(.invalidKey, "environment variable \(variable) is not valid base64")
+            let text = UnsafeBufferPointer(start: UnsafeRawPointer(value).assumingMemoryBound(to: UInt8.self), count: length)
+            // Canonical standard base64 only (44 characters ending in one `=`), so one key has
+            // one spelling; never echo the value.
+            guard var decoded = Base64.decodeCanonical(text) else {
+                throw KeystoreError(.invalidKey, "environment variable \(variable) is not canonical base64: it must hold 32 bytes as 44 characters of standard base64 ending in one '='")
             }
             guard decoded.count == Sealing.keySize else {
                 CryptoRuntime.cleanse(&decoded)
-                throw KeystoreError(.invalidKey, "environment variable \(variable) must hold 32 bytes in base64")
+                throw KeystoreError(.invalidKey, "environment variable \(variable) must hold 32 bytes in base64 (44 characters ending in one '=')")
             }
             return SecretBytes(consuming: &decoded)
         case .keyFile:

@@ -45,6 +45,79 @@ final class KeySourceTests: XCTestCase {
         XCTAssertFalse(error?.description.contains("XYZZY") ?? true)
     }
 
+    // MARK: Canonical base64 in the environment
+
+    /// A per-test variable, unset when the test ends.
+    private func environmentVariable() -> String {
+        let variable = "IB_TEST_KEY_\(getpid())_\(UInt32.random(in: 0...UInt32.max))"
+        addTeardownBlock { unsetenv(variable) }
+        return variable
+    }
+
+    /// A key whose canonical base64 holds both `+` and `/` and a last symbol with spare bits.
+    private let canonicalKey: [UInt8] = [0xFB, 0xFF, 0xBF] + (3..<31).map { UInt8($0 * 7 & 0xFF) } + [0x10]
+
+    private func openWithEnvironment(_ value: String, variable: String, root: String) throws -> FileKeystore {
+        setenv(variable, value, 1)
+        return try FileKeystore(root: root, service: "tool", keySource: .environment(variable: variable))
+    }
+
+    func testEnvironmentKeyAcceptsCanonicalBase64WithSurroundingWhitespace() throws {
+        let temporary = try TemporaryRoot()
+        let variable = environmentVariable()
+        let canonical = Data(canonicalKey).base64EncodedString()
+        XCTAssertEqual(canonical.count, 44)
+        try FileKeystore(root: temporary.root, service: "tool", keySource: .raw(canonicalKey)).set(bytes("value"), forKey: "k")
+        for value in [canonical, " \(canonical)", "\(canonical)\n", "\t \(canonical) \r\n", "\n\n\(canonical)\t"] {
+            let keystore = try openWithEnvironment(value, variable: variable, root: temporary.root)
+            XCTAssertEqual(string(try keystore.data(forKey: "k")), "value", value.debugDescription)
+        }
+    }
+
+    func testEnvironmentKeyRejectsNonCanonicalBase64WithoutEchoingIt() throws {
+        let temporary = try TemporaryRoot()
+        let variable = environmentVariable()
+        let canonical = Data(canonicalKey).base64EncodedString()
+        let symbols = Array(canonical)
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+        // The last symbol before `=` carries 2 unused bits; setting one gives another text for
+        // the same 32 bytes, which a lenient decoder would accept.
+        let lastValue = try XCTUnwrap(alphabet.firstIndex(of: symbols[42]))
+        XCTAssertEqual(lastValue & 3, 0)
+        let spareBits = String(symbols[..<42]) + String(alphabet[lastValue | 1]) + "="
+        let middle = canonical.index(canonical.startIndex, offsetBy: 20)
+        let invalid: [(String, String)] = [
+            ("space inside", String(canonical[..<middle]) + " " + String(canonical[middle...])),
+            ("newline inside", String(canonical[..<middle]) + "\n" + String(canonical[middle...])),
+            ("tab inside", String(canonical[..<middle]) + "\t" + String(canonical[middle...])),
+            ("extra padding", canonical + "="),
+            ("extra padding after whitespace", canonical + " ="),
+            ("no padding", String(canonical.dropLast())),
+            ("url-safe alphabet", canonical.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")),
+            ("non-zero unused bits", spareBits),
+            ("padding in the middle", String(canonical.dropLast(4)) + "=" + String(canonical.suffix(3))),
+            ("33 bytes", Data(canonicalKey + [1]).base64EncodedString()),
+            ("31 bytes", Data(canonicalKey.dropLast()).base64EncodedString()),
+            ("only whitespace", " \t\n"),
+            ("empty", ""),
+            ("not base64", "not base64 !!"),
+        ]
+        for (what, value) in invalid {
+            let error = assertKeystoreError(.invalidKey) { try openWithEnvironment(value, variable: variable, root: temporary.root) }
+            let description = error?.description ?? ""
+            XCTAssertTrue(description.contains(variable), "\(what): the error names the variable")
+            let trimmed = value.trimmingCharacters(in: .whitespacesAndNewlines)
+            if !trimmed.isEmpty {
+                XCTAssertFalse(description.contains(trimmed), "\(what): the error echoes the value")
+            }
+            // Nor any 16-character run of the key.
+            for start in stride(from: 0, through: canonical.count - 16, by: 4) {
+                let run = String(Array(canonical)[start..<start + 16])
+                XCTAssertFalse(description.contains(run), "\(what): the error holds part of the key")
+            }
+        }
+    }
+
     func testScryptMatchesRFC7914() throws {
         // RFC 7914 §12: scrypt("password", "NaCl", N=1024, r=8, p=16, dkLen=64).
         let output = try Array("password".utf8).withUnsafeBytes {
