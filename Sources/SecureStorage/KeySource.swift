@@ -5,8 +5,8 @@
 ///   ``KeystoreError/Code/insecurePermissions`` when the file is looser than that.
 /// - ``environment(variable:)``: a 32-byte key in canonical base64 from an environment variable
 ///   (`IDENTITY_BROKER_KEY` by default), the same for every access group.
-/// - ``passphrase(_:)``: a key derived with scrypt from a passphrase and a random salt stored
-///   per access group next to where its key file would be.
+/// - ``passphrase(_:)``: a key derived with scrypt from a passphrase and a random salt stored,
+///   with the scrypt parameters, per access group next to where its key file would be.
 /// - ``raw(_:)``: 32 bytes given directly, for tests and for callers with their own key
 ///   management.
 ///
@@ -43,8 +43,16 @@ public struct KeySource: Sendable, CustomStringConvertible {
         KeySource(.environment(variable))
     }
 
-    /// A key derived from `passphrase` with scrypt (N = 2^15, r = 8, p = 1) and a random
-    /// 16-byte salt stored per access group.
+    /// A key derived from `passphrase` with scrypt and a random 16-byte salt stored per access
+    /// group.
+    ///
+    /// A new salt file records the scrypt parameters with the salt: N = 2^17, r = 8, p = 1
+    /// (128 MiB of memory and a few hundred milliseconds per open), so later releases can raise
+    /// them without making existing items unreadable. A salt file written before the parameters
+    /// were stored (16 bytes, no header) keeps being read with N = 2^15, r = 8, p = 1, the cost
+    /// its items were sealed under. A truncated salt file, one of an unknown version, or one
+    /// asking for parameters below N = 2^17 or above 1 GiB of memory gives
+    /// ``KeystoreError/Code/corruptFormat``.
     public static func passphrase(_ passphrase: String) -> KeySource {
         KeySource(.passphrase(SecretBytes(copying: passphrase.utf8)))
     }

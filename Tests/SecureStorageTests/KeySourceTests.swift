@@ -36,7 +36,7 @@ final class KeySourceTests: XCTestCase {
         try keystore.set(bytes("value"), forKey: "k")
         let saltPath = keystore.namespace.layout.saltPath(.none)
         XCTAssertEqual(mode(of: saltPath), 0o600)
-        XCTAssertEqual(try FileManager.default.attributesOfItem(atPath: saltPath)[.size] as? Int, 16)
+        XCTAssertEqual(try FileManager.default.attributesOfItem(atPath: saltPath)[.size] as? Int, KeyDerivation.SaltFile.size)
 
         let again = try FileKeystore(root: temporary.root, service: "tool", keySource: .passphrase(passphrase))
         XCTAssertEqual(string(try again.data(forKey: "k")), "value")
@@ -115,6 +115,88 @@ final class KeySourceTests: XCTestCase {
                 let run = String(Array(canonical)[start..<start + 16])
                 XCTAssertFalse(description.contains(run), "\(what): the error holds part of the key")
             }
+        }
+    }
+
+    // MARK: scrypt parameters stored with the salt
+
+    private func derivedKey(_ keystore: FileKeystore) -> [UInt8] {
+        keystore.key.withUnsafeBytes { Array($0) }
+    }
+
+    private func scrypt(_ passphrase: String, salt: [UInt8], log2N: Int, r: UInt64 = 8, p: UInt64 = 1) throws -> [UInt8] {
+        try Array(passphrase.utf8).withUnsafeBytes {
+            try KeyDerivation.scrypt(password: $0, salt: salt, n: 1 << UInt64(log2N), r: r, p: p, length: 32)
+        }
+    }
+
+    func testNewSaltFileRecordsScryptParametersWithTheSalt() throws {
+        let temporary = try TemporaryRoot()
+        let passphrase = "new salt file"
+        let keystore = try FileKeystore(root: temporary.root, service: "tool", keySource: .passphrase(passphrase))
+        let salt = try XCTUnwrap(FileManager.default.contents(atPath: keystore.namespace.layout.saltPath(.none))).map { $0 }
+        XCTAssertEqual(salt.count, 5 + 16, "header and 16-byte salt")
+        XCTAssertEqual(Array(salt[1...4]), [1, 17, 8, 1], "version 1, N = 2^17, r = 8, p = 1")
+        // The key is scrypt with exactly those parameters over the stored salt.
+        XCTAssertEqual(derivedKey(keystore), try scrypt(passphrase, salt: Array(salt[5...]), log2N: 17))
+        XCTAssertNotEqual(derivedKey(keystore), try scrypt(passphrase, salt: Array(salt[5...]), log2N: 15))
+    }
+
+    func testLegacySaltFileKeepsOpeningItemsSealedUnderTheOldDerivation() throws {
+        let temporary = try TemporaryRoot()
+        let passphrase = "legacy salt file"
+        // A keystore as an earlier release left it: a bare 16-byte salt, items sealed with
+        // scrypt(N = 2^15, r = 8, p = 1).
+        let legacySalt = (0..<16).map { _ in UInt8.random(in: 0...255) }
+        let legacyKey = try scrypt(passphrase, salt: legacySalt, log2N: 15)
+        let old = try FileKeystore(root: temporary.root, service: "tool", keySource: .raw(legacyKey))
+        let saltPath = old.namespace.layout.saltPath(.none)
+        XCTAssertTrue(FileManager.default.createFile(atPath: saltPath, contents: Data(legacySalt), attributes: [.posixPermissions: 0o600]))
+        try old.set(bytes("sealed long ago"), forKey: "k")
+
+        let keystore = try FileKeystore(root: temporary.root, service: "tool", keySource: .passphrase(passphrase))
+        XCTAssertEqual(derivedKey(keystore), legacyKey)
+        XCTAssertEqual(string(try keystore.data(forKey: "k")), "sealed long ago")
+        try keystore.set(bytes("sealed now"), forKey: "k2")
+        XCTAssertEqual(string(try FileKeystore(root: temporary.root, service: "tool", keySource: .passphrase(passphrase)).data(forKey: "k2")), "sealed now")
+        // The legacy file is read, never rewritten.
+        XCTAssertEqual(FileManager.default.contents(atPath: saltPath).map(Array.init), legacySalt)
+    }
+
+    func testDamagedSaltFileIsRefused() throws {
+        let passphrase = "damaged salt file"
+        func open(_ root: String) throws -> FileKeystore {
+            try FileKeystore(root: root, service: "tool", keySource: .passphrase(passphrase))
+        }
+        let reference = try TemporaryRoot()
+        let good = try XCTUnwrap(FileManager.default.contents(atPath: open(reference.root).namespace.layout.saltPath(.none))).map { $0 }
+
+        var unknownVersion = good
+        unknownVersion[1] &+= 1
+        var badMagic = good
+        badMagic[0] ^= 0xFF
+        var tooCheap = good
+        tooCheap[2] = 10
+        var tooExpensive = good
+        tooExpensive[2] = 40
+        let cases: [(String, [UInt8])] = [
+            ("truncated header", Array(good.prefix(3))),
+            ("truncated salt", Array(good.dropLast())),
+            ("trailing bytes", good + [0]),
+            ("empty", []),
+            ("unknown version", unknownVersion),
+            ("not a salt file", badMagic),
+            ("downgraded cost", tooCheap),
+            ("excessive cost", tooExpensive),
+        ]
+        for (what, contents) in cases {
+            let temporary = try TemporaryRoot()
+            let saltPath = try open(temporary.root).namespace.layout.saltPath(.none)
+            XCTAssertTrue(FileManager.default.createFile(atPath: saltPath, contents: Data(contents), attributes: [.posixPermissions: 0o600]))
+            let error = assertKeystoreError(.corruptFormat) { try open(temporary.root) }
+            XCTAssertEqual(error?.path, saltPath, what)
+            XCTAssertTrue(error?.reason.contains("salt file") ?? false, "\(what): \(error?.reason ?? "")")
+            XCTAssertFalse(error?.description.contains(passphrase) ?? true, what)
         }
     }
 
