@@ -8,7 +8,8 @@ struct Migrate: AsyncParsableCommand {
         abstract: "Move every saved session from one keystore access group to another.",
         discussion: """
             'none' is the keystore private to you. Items are copied, verified, then deleted from the source; \
-            an interrupted migration finishes on the next run. Items that cannot be opened stay where they are.
+            an interrupted migration finishes on the next run. When any item cannot be opened (wrong key, \
+            tampered or corrupt), nothing is moved and the command exits 6 saying how many.
             """
     )
 
@@ -34,7 +35,9 @@ struct Migrate: AsyncParsableCommand {
                 root: access.root, service: KeystoreAccess.service, from: source, to: target,
                 keySource: access.keySource, logger: access.logger)
         } catch {
-            throw CLIFailure.keystore(error, root: access.root)
+            // Source items that do not open stop the migration before anything moves; the
+            // error's reason says how many and why.
+            throw CLIFailure.keystore(error, root: access.root, context: "cannot migrate from access group \(source) to \(target)")
         }
         Terminal.note("moved \(moved) item\(moved == 1 ? "" : "s") from access group \(source) to \(target)")
     }
