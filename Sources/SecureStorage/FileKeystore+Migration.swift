@@ -8,11 +8,18 @@ extension FileKeystore {
     /// and only then deleted from the source, under a journal kept in the keystore root: if the
     /// process dies at any point, the next open or migration of the service finishes the job
     /// without losing or duplicating an item. An item already present in the target is
-    /// replaced by the source's. A source item that fails to open (tampered or wrong key) is
-    /// left where it is. Afterwards the service's remembered group is `to`.
+    /// replaced by the source's. Afterwards the service's remembered group is `to`.
+    ///
+    /// Every source item is opened before anything is copied. When some do not open (wrong
+    /// key, tampered, corrupt), the migration throws and nothing is moved or deleted: the
+    /// target is left as it was and the remembered group does not change. Use the right key,
+    /// or remove the damaged items from the source group, and migrate again.
     ///
     /// - Returns: The number of items moved.
-    /// - Throws: ``KeystoreError``.
+    /// - Throws: ``KeystoreError``: ``KeystoreError/Code/authenticationFailed`` (or
+    ///   ``KeystoreError/Code/corruptFormat`` when every failing item is malformed) when
+    ///   source items do not open, its reason saying how many, for example
+    ///   "3 of 5 items could not be opened: wrong key or tampered; nothing was moved".
     @discardableResult
     public static func migrate(
         root: String,

@@ -17,7 +17,10 @@ public import Logging
 /// Opening a keystore creates and checks its directories (refusing looser permissions than
 /// 0700 for a private namespace or 0770 for a shared group), resumes any interrupted migration,
 /// and, when the service last used another access group and ``AccessGroup/migrateItemsOfUserSession``
-/// is on, moves its items into the configured group. The key is resolved once, at open.
+/// is on, moves its items into the configured group; when any of them does not open (wrong
+/// key, tampered, corrupt), the initializer throws and nothing is moved (see
+/// ``migrate(root:service:from:to:keySource:lockTimeout:logger:)``). The key is resolved
+/// once, at open.
 ///
 /// Reads take no lock and always see a whole item, old or new. Writes are atomic and durable
 /// (temporary file, fsync, rename, directory fsync) and serialised across threads and

@@ -21,43 +21,55 @@ extension KeySource {
                 throw KeystoreError(.invalidKey, "environment variable \(variable) is not set")
             }
             let length = strlen(value)
-            guard var decoded = Base64.decode(UnsafeBufferPointer(start: UnsafeRawPointer(value).assumingMemoryBound(to: UInt8.self), count: length)) else {
-                throw KeystoreError(.invalidKey, "environment variable \(variable) is not valid base64")
+            let text = UnsafeBufferPointer(start: UnsafeRawPointer(value).assumingMemoryBound(to: UInt8.self), count: length)
+            // Canonical standard base64 only (44 characters ending in one `=`), so one key has
+            // one spelling; never echo the value.
+            guard var decoded = Base64.decodeCanonical(text) else {
+                throw KeystoreError(.invalidKey, "environment variable \(variable) is not canonical base64: it must hold 32 bytes as 44 characters of standard base64 ending in one '='")
             }
             guard decoded.count == Sealing.keySize else {
                 CryptoRuntime.cleanse(&decoded)
-                throw KeystoreError(.invalidKey, "environment variable \(variable) must hold 32 bytes in base64")
+                throw KeystoreError(.invalidKey, "environment variable \(variable) must hold 32 bytes in base64 (44 characters ending in one '=')")
             }
             return SecretBytes(consuming: &decoded)
         case .keyFile:
-            guard var bytes = try loadOrCreate(layout.keyFilePath(group), size: Sealing.keySize, group: group, layout: layout, create: create) else {
+            let path = layout.keyFilePath(group)
+            let fresh = { try CryptoRuntime.randomBytes(Sealing.keySize) }
+            guard var bytes = try loadOrCreate(path, group: group, layout: layout, create: create, fresh: fresh) else {
                 return nil
+            }
+            guard bytes.count == Sealing.keySize else {
+                CryptoRuntime.cleanse(&bytes)
+                throw KeystoreError(.invalidKey, "key file has the wrong size", path: path)
             }
             return SecretBytes(consuming: &bytes)
         case .passphrase(let passphrase):
-            guard let salt = try loadOrCreate(layout.saltPath(group), size: KeyDerivation.saltSize, group: group, layout: layout, create: create) else {
+            // New salt files record the current scrypt parameters; a legacy 16-byte salt file
+            // keeps the parameters its items were sealed under.
+            let path = layout.saltPath(group)
+            let fresh = { KeyDerivation.SaltFile.encode(salt: try CryptoRuntime.randomBytes(KeyDerivation.saltSize)) }
+            guard let bytes = try loadOrCreate(path, group: group, layout: layout, create: create, fresh: fresh) else {
                 return nil
             }
-            return try KeyDerivation.scrypt(passphrase: passphrase, salt: salt)
+            let stored = try KeyDerivation.SaltFile.decode(bytes, path: path)
+            return try KeyDerivation.scrypt(passphrase: passphrase, salt: stored.salt, parameters: stored.parameters)
         }
     }
 
-    /// Reads a key or salt file after checking its permissions, or creates it from random
-    /// bytes through `layout`, which makes concurrent first opens agree on one file.
-    private func loadOrCreate(_ path: String, size: Int, group: AccessGroup, layout: some KeyFileLocation, create: Bool) throws -> [UInt8]? {
+    /// Reads a key or salt file after checking its permissions, or creates it with the bytes
+    /// `fresh` makes, through `layout`, which makes concurrent first opens agree on one file.
+    private func loadOrCreate(
+        _ path: String, group: AccessGroup, layout: some KeyFileLocation, create: Bool, fresh makeFresh: () throws -> [UInt8]
+    ) throws -> [UInt8]? {
         let shared = group.isShared
         for _ in 0..<3 {
             if let info = try POSIX.status(path) {
                 try layout.checkKeyFile(info, path: path, shared: shared)
-                guard var bytes = try POSIX.readFile(path) else { continue }
-                guard bytes.count == size else {
-                    CryptoRuntime.cleanse(&bytes)
-                    throw KeystoreError(.invalidKey, "key file has the wrong size", path: path)
-                }
+                guard let bytes = try POSIX.readFile(path) else { continue }
                 return bytes
             }
             guard create else { return nil }
-            var fresh = try CryptoRuntime.randomBytes(size)
+            var fresh = try makeFresh()
             let created: Bool
             do {
                 created = try layout.createKeyFile(fresh, at: path, group: group)

@@ -3,10 +3,10 @@
 /// - ``keyFile``: a random key per access group, kept in a file in the keystore root and
 ///   created atomically on first use (0600, or 0640 for a shared group). Opening fails with
 ///   ``KeystoreError/Code/insecurePermissions`` when the file is looser than that.
-/// - ``environment(variable:)``: a base64-encoded 32-byte key from an environment variable
+/// - ``environment(variable:)``: a 32-byte key in canonical base64 from an environment variable
 ///   (`IDENTITY_BROKER_KEY` by default), the same for every access group.
-/// - ``passphrase(_:)``: a key derived with scrypt from a passphrase and a random salt stored
-///   per access group next to where its key file would be.
+/// - ``passphrase(_:)``: a key derived with scrypt from a passphrase and a random salt stored,
+///   with the scrypt parameters, per access group next to where its key file would be.
 /// - ``raw(_:)``: 32 bytes given directly, for tests and for callers with their own key
 ///   management.
 ///
@@ -30,14 +30,29 @@ public struct KeySource: Sendable, CustomStringConvertible {
     /// A key file per access group in the keystore root, created on first use.
     public static let keyFile = KeySource(.keyFile)
 
-    /// A base64-encoded 32-byte key read from the environment variable `variable` when a
-    /// keystore opens. A missing or malformed value gives ``KeystoreError/Code/invalidKey``.
+    /// A 32-byte key in canonical standard base64 read from the environment variable
+    /// `variable` when a keystore opens.
+    ///
+    /// The value must be exactly 44 characters of the standard alphabet (`A–Z a–z 0–9 + /`)
+    /// ending in one `=`, with the unused low bits of the last symbol zero, as
+    /// `openssl rand -base64 32` prints it; spaces, tabs and newlines around it are ignored.
+    /// Anything else (a missing variable, spaces inside, extra padding, the URL alphabet,
+    /// another length) gives ``KeystoreError/Code/invalidKey``, whose message never contains
+    /// the value.
     public static func environment(variable: String = defaultEnvironmentVariable) -> KeySource {
         KeySource(.environment(variable))
     }
 
-    /// A key derived from `passphrase` with scrypt (N = 2^15, r = 8, p = 1) and a random
-    /// 16-byte salt stored per access group.
+    /// A key derived from `passphrase` with scrypt and a random 16-byte salt stored per access
+    /// group.
+    ///
+    /// A new salt file records the scrypt parameters with the salt: N = 2^17, r = 8, p = 1
+    /// (128 MiB of memory and a few hundred milliseconds per open), so later releases can raise
+    /// them without making existing items unreadable. A salt file written before the parameters
+    /// were stored (16 bytes, no header) keeps being read with N = 2^15, r = 8, p = 1, the cost
+    /// its items were sealed under. A truncated salt file, one of an unknown version, or one
+    /// asking for parameters below N = 2^17 or above 1 GiB of memory gives
+    /// ``KeystoreError/Code/corruptFormat``.
     public static func passphrase(_ passphrase: String) -> KeySource {
         KeySource(.passphrase(SecretBytes(copying: passphrase.utf8)))
     }

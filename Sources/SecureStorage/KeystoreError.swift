@@ -34,7 +34,8 @@ public struct KeystoreError: Error, Sendable, Hashable, CustomStringConvertible 
         /// The requested item does not exist.
         public static let itemNotFound = Code(.itemNotFound)
         /// An item failed to open: it was tampered with, moved under another name, service
-        /// or access group, or sealed with another key.
+        /// or access group, or sealed with another key. A migration throws it, before moving
+        /// anything, when some source items fail to open; its reason says how many.
         public static let authenticationFailed = Code(.authenticationFailed)
         /// A directory or key file is more permissive than the keystore allows, or is owned
         /// by another user. The error's ``KeystoreError/path`` and ``KeystoreError/mode`` say

@@ -66,6 +66,50 @@ final class FederateKeystoreTests: XCTestCase {
         try harness.expect(6, ["credentials", "--session", "alice"], environment: ["IDENTITY_BROKER_KEY": nil])
     }
 
+    func testMigrateWithWrongKeyExitsSixAndMovesNothing() throws {
+        let key = Self.randomKey()
+        let wrong = Self.randomKey()
+        harness.neverPrinted = [key, wrong]
+        for session in ["alice", "bob", "carol"] {
+            try guest(session, environment: ["IDENTITY_BROKER_KEY": key])
+        }
+        let before = harness.sessionItemFiles()
+        XCTAssertEqual(before.count, 3)
+
+        let result = try harness.expect(6, ["migrate", "--from", "none", "--to", "team"], environment: ["IDENTITY_BROKER_KEY": wrong])
+        XCTAssertTrue(result.stderr.contains("3 of 3 items could not be opened"), "the error says how many: \(result)")
+        XCTAssertTrue(result.stderr.contains("wrong key or tampered"), "the error says why: \(result)")
+        XCTAssertTrue(result.stderr.contains("IDENTITY_BROKER_KEY"), "the error says what to check: \(result)")
+        // Nothing moved, nothing deleted, no journal left for a later command to resume.
+        XCTAssertEqual(harness.sessionItemFiles(), before)
+        let journals = (FileManager.default.subpaths(atPath: harness.keystore) ?? []).filter { $0.hasSuffix("migration.journal") }
+        XCTAssertEqual(journals, [])
+        for session in ["alice", "bob", "carol"] {
+            try harness.expect(0, ["credentials", "--session", session], environment: ["IDENTITY_BROKER_KEY": key])
+            try harness.expect(3, ["credentials", "--session", session, "--access-group", "team"], environment: ["IDENTITY_BROKER_KEY": key])
+        }
+
+        // The right key moves them all.
+        let moved = try harness.expect(0, ["migrate", "--from", "none", "--to", "team"], environment: ["IDENTITY_BROKER_KEY": key])
+        XCTAssertTrue(moved.stderr.contains("moved 3 items"), "\(moved)")
+        try harness.expect(0, ["credentials", "--session", "alice", "--access-group", "team"], environment: ["IDENTITY_BROKER_KEY": key])
+    }
+
+    func testMigrateWithTamperedItemExitsSixAndMovesNothing() throws {
+        for session in ["alice", "bob"] { try guest(session) }
+        let items = harness.sessionItemFiles()
+        XCTAssertEqual(items.count, 2)
+        let item = try XCTUnwrap(items.first)
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: item))
+        bytes[bytes.count / 2] ^= 0x01
+        try bytes.write(to: URL(fileURLWithPath: item))
+
+        let result = try harness.expect(6, ["migrate", "--from", "none", "--to", "team"])
+        XCTAssertTrue(result.stderr.contains("1 of 2 items could not be opened"), "\(result)")
+        XCTAssertEqual(harness.sessionItemFiles(), items)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: item)), bytes)
+    }
+
     func testMalformedEnvironmentKeyExitsSix() throws {
         try guest("default")
         let notBase64 = try harness.expect(6, ["credentials"], environment: ["IDENTITY_BROKER_KEY": "not base64!"])

@@ -36,13 +36,168 @@ final class KeySourceTests: XCTestCase {
         try keystore.set(bytes("value"), forKey: "k")
         let saltPath = keystore.namespace.layout.saltPath(.none)
         XCTAssertEqual(mode(of: saltPath), 0o600)
-        XCTAssertEqual(try FileManager.default.attributesOfItem(atPath: saltPath)[.size] as? Int, 16)
+        XCTAssertEqual(try FileManager.default.attributesOfItem(atPath: saltPath)[.size] as? Int, KeyDerivation.SaltFile.size)
 
         let again = try FileKeystore(root: temporary.root, service: "tool", keySource: .passphrase(passphrase))
         XCTAssertEqual(string(try again.data(forKey: "k")), "value")
         let wrong = try FileKeystore(root: temporary.root, service: "tool", keySource: .passphrase("pw-XYZZY-7"))
         let error = assertKeystoreError(.authenticationFailed) { try wrong.data(forKey: "k") }
         XCTAssertFalse(error?.description.contains("XYZZY") ?? true)
+    }
+
+    // MARK: Canonical base64 in the environment
+
+    /// A per-test variable, unset when the test ends.
+    private func environmentVariable() -> String {
+        let variable = "IB_TEST_KEY_\(getpid())_\(UInt32.random(in: 0...UInt32.max))"
+        addTeardownBlock { unsetenv(variable) }
+        return variable
+    }
+
+    /// A key whose canonical base64 holds both `+` and `/` and a last symbol with spare bits.
+    private let canonicalKey: [UInt8] = [0xFB, 0xFF, 0xBF] + (3..<31).map { UInt8($0 * 7 & 0xFF) } + [0x10]
+
+    private func openWithEnvironment(_ value: String, variable: String, root: String) throws -> FileKeystore {
+        setenv(variable, value, 1)
+        return try FileKeystore(root: root, service: "tool", keySource: .environment(variable: variable))
+    }
+
+    func testEnvironmentKeyAcceptsCanonicalBase64WithSurroundingWhitespace() throws {
+        let temporary = try TemporaryRoot()
+        let variable = environmentVariable()
+        let canonical = Data(canonicalKey).base64EncodedString()
+        XCTAssertEqual(canonical.count, 44)
+        try FileKeystore(root: temporary.root, service: "tool", keySource: .raw(canonicalKey)).set(bytes("value"), forKey: "k")
+        for value in [canonical, " \(canonical)", "\(canonical)\n", "\t \(canonical) \r\n", "\n\n\(canonical)\t"] {
+            let keystore = try openWithEnvironment(value, variable: variable, root: temporary.root)
+            XCTAssertEqual(string(try keystore.data(forKey: "k")), "value", value.debugDescription)
+        }
+    }
+
+    func testEnvironmentKeyRejectsNonCanonicalBase64WithoutEchoingIt() throws {
+        let temporary = try TemporaryRoot()
+        let variable = environmentVariable()
+        let canonical = Data(canonicalKey).base64EncodedString()
+        let symbols = Array(canonical)
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+        // The last symbol before `=` carries 2 unused bits; setting one gives another text for
+        // the same 32 bytes, which a lenient decoder would accept.
+        let lastValue = try XCTUnwrap(alphabet.firstIndex(of: symbols[42]))
+        XCTAssertEqual(lastValue & 3, 0)
+        let spareBits = String(symbols[..<42]) + String(alphabet[lastValue | 1]) + "="
+        let middle = canonical.index(canonical.startIndex, offsetBy: 20)
+        let invalid: [(String, String)] = [
+            ("space inside", String(canonical[..<middle]) + " " + String(canonical[middle...])),
+            ("newline inside", String(canonical[..<middle]) + "\n" + String(canonical[middle...])),
+            ("tab inside", String(canonical[..<middle]) + "\t" + String(canonical[middle...])),
+            ("extra padding", canonical + "="),
+            ("extra padding after whitespace", canonical + " ="),
+            ("no padding", String(canonical.dropLast())),
+            ("url-safe alphabet", canonical.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")),
+            ("non-zero unused bits", spareBits),
+            ("padding in the middle", String(canonical.dropLast(4)) + "=" + String(canonical.suffix(3))),
+            ("33 bytes", Data(canonicalKey + [1]).base64EncodedString()),
+            ("31 bytes", Data(canonicalKey.dropLast()).base64EncodedString()),
+            ("only whitespace", " \t\n"),
+            ("empty", ""),
+            ("not base64", "not base64 !!"),
+        ]
+        for (what, value) in invalid {
+            let error = assertKeystoreError(.invalidKey) { try openWithEnvironment(value, variable: variable, root: temporary.root) }
+            let description = error?.description ?? ""
+            XCTAssertTrue(description.contains(variable), "\(what): the error names the variable")
+            let trimmed = value.trimmingCharacters(in: .whitespacesAndNewlines)
+            if !trimmed.isEmpty {
+                XCTAssertFalse(description.contains(trimmed), "\(what): the error echoes the value")
+            }
+            // Nor any 16-character run of the key.
+            for start in stride(from: 0, through: canonical.count - 16, by: 4) {
+                let run = String(Array(canonical)[start..<start + 16])
+                XCTAssertFalse(description.contains(run), "\(what): the error holds part of the key")
+            }
+        }
+    }
+
+    // MARK: scrypt parameters stored with the salt
+
+    private func derivedKey(_ keystore: FileKeystore) -> [UInt8] {
+        keystore.key.withUnsafeBytes { Array($0) }
+    }
+
+    private func scrypt(_ passphrase: String, salt: [UInt8], log2N: Int, r: UInt64 = 8, p: UInt64 = 1) throws -> [UInt8] {
+        try Array(passphrase.utf8).withUnsafeBytes {
+            try KeyDerivation.scrypt(password: $0, salt: salt, n: 1 << UInt64(log2N), r: r, p: p, length: 32)
+        }
+    }
+
+    func testNewSaltFileRecordsScryptParametersWithTheSalt() throws {
+        let temporary = try TemporaryRoot()
+        let passphrase = "new salt file"
+        let keystore = try FileKeystore(root: temporary.root, service: "tool", keySource: .passphrase(passphrase))
+        let salt = try XCTUnwrap(FileManager.default.contents(atPath: keystore.namespace.layout.saltPath(.none))).map { $0 }
+        XCTAssertEqual(salt.count, 5 + 16, "header and 16-byte salt")
+        XCTAssertEqual(Array(salt[1...4]), [1, 17, 8, 1], "version 1, N = 2^17, r = 8, p = 1")
+        // The key is scrypt with exactly those parameters over the stored salt.
+        XCTAssertEqual(derivedKey(keystore), try scrypt(passphrase, salt: Array(salt[5...]), log2N: 17))
+        XCTAssertNotEqual(derivedKey(keystore), try scrypt(passphrase, salt: Array(salt[5...]), log2N: 15))
+    }
+
+    func testLegacySaltFileKeepsOpeningItemsSealedUnderTheOldDerivation() throws {
+        let temporary = try TemporaryRoot()
+        let passphrase = "legacy salt file"
+        // A keystore as an earlier release left it: a bare 16-byte salt, items sealed with
+        // scrypt(N = 2^15, r = 8, p = 1).
+        let legacySalt = (0..<16).map { _ in UInt8.random(in: 0...255) }
+        let legacyKey = try scrypt(passphrase, salt: legacySalt, log2N: 15)
+        let old = try FileKeystore(root: temporary.root, service: "tool", keySource: .raw(legacyKey))
+        let saltPath = old.namespace.layout.saltPath(.none)
+        XCTAssertTrue(FileManager.default.createFile(atPath: saltPath, contents: Data(legacySalt), attributes: [.posixPermissions: 0o600]))
+        try old.set(bytes("sealed long ago"), forKey: "k")
+
+        let keystore = try FileKeystore(root: temporary.root, service: "tool", keySource: .passphrase(passphrase))
+        XCTAssertEqual(derivedKey(keystore), legacyKey)
+        XCTAssertEqual(string(try keystore.data(forKey: "k")), "sealed long ago")
+        try keystore.set(bytes("sealed now"), forKey: "k2")
+        XCTAssertEqual(string(try FileKeystore(root: temporary.root, service: "tool", keySource: .passphrase(passphrase)).data(forKey: "k2")), "sealed now")
+        // The legacy file is read, never rewritten.
+        XCTAssertEqual(FileManager.default.contents(atPath: saltPath).map(Array.init), legacySalt)
+    }
+
+    func testDamagedSaltFileIsRefused() throws {
+        let passphrase = "damaged salt file"
+        func open(_ root: String) throws -> FileKeystore {
+            try FileKeystore(root: root, service: "tool", keySource: .passphrase(passphrase))
+        }
+        let reference = try TemporaryRoot()
+        let good = try XCTUnwrap(FileManager.default.contents(atPath: open(reference.root).namespace.layout.saltPath(.none))).map { $0 }
+
+        var unknownVersion = good
+        unknownVersion[1] &+= 1
+        var badMagic = good
+        badMagic[0] ^= 0xFF
+        var tooCheap = good
+        tooCheap[2] = 10
+        var tooExpensive = good
+        tooExpensive[2] = 40
+        let cases: [(String, [UInt8])] = [
+            ("truncated header", Array(good.prefix(3))),
+            ("truncated salt", Array(good.dropLast())),
+            ("trailing bytes", good + [0]),
+            ("empty", []),
+            ("unknown version", unknownVersion),
+            ("not a salt file", badMagic),
+            ("downgraded cost", tooCheap),
+            ("excessive cost", tooExpensive),
+        ]
+        for (what, contents) in cases {
+            let temporary = try TemporaryRoot()
+            let saltPath = try open(temporary.root).namespace.layout.saltPath(.none)
+            XCTAssertTrue(FileManager.default.createFile(atPath: saltPath, contents: Data(contents), attributes: [.posixPermissions: 0o600]))
+            let error = assertKeystoreError(.corruptFormat) { try open(temporary.root) }
+            XCTAssertEqual(error?.path, saltPath, what)
+            XCTAssertTrue(error?.reason.contains("salt file") ?? false, "\(what): \(error?.reason ?? "")")
+            XCTAssertFalse(error?.description.contains(passphrase) ?? true, what)
+        }
     }
 
     func testScryptMatchesRFC7914() throws {

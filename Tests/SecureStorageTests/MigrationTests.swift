@@ -74,17 +74,118 @@ final class MigrationTests: XCTestCase {
         XCTAssertEqual(try FileKeystore.migrate(root: temporary.root, service: "tool", from: .none, to: team, keySource: source), 0)
     }
 
-    func testUnreadableSourceItemsAreLeftInPlace() throws {
+    /// Asserts that a refused migration left everything as it was: every source item still
+    /// opens with `key`, the target holds nothing, no journal remains and the service's last
+    /// group did not move to the target.
+    private func assertNothingMoved(
+        _ temporary: TemporaryRoot, sourceItems: Int, readable: Range<Int>, key: KeySource, lastGroup: AccessGroup?,
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws {
+        let layout = try KeystoreLayout(root: temporary.root, service: "tool")
+        XCTAssertEqual(try itemCount(temporary, team), 0, "the target holds items", file: file, line: line)
+        XCTAssertEqual(try itemCount(temporary, .none), sourceItems, "source items were removed", file: file, line: line)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: layout.journalPath), "a journal was left to resume", file: file, line: line)
+        XCTAssertEqual(try layout.readLastGroup(), lastGroup, file: file, line: line)
+        let source = try FileKeystore(root: temporary.root, service: "tool", accessGroup: .none, keySource: key)
+        for index in readable {
+            XCTAssertEqual(string(try source.data(forKey: "item-\(index)")), "value-\(index)", file: file, line: line)
+        }
+    }
+
+    /// The reason names how many items failed out of how many, and a cause.
+    private func assertReason(_ error: KeystoreError?, failed: Int, of total: Int, cause: String, file: StaticString = #filePath, line: UInt = #line) {
+        let reason = error?.reason ?? ""
+        XCTAssertTrue(reason.contains("\(failed) of \(total) item"), reason, file: file, line: line)
+        XCTAssertTrue(reason.contains(cause), reason, file: file, line: line)
+    }
+
+    func testMigrationWithWrongKeyThrowsAndMovesNothing() throws {
+        let temporary = try TemporaryRoot()
+        let right = KeySource.raw((0..<32).map { UInt8($0) })
+        let wrong = KeySource.raw((0..<32).map { UInt8(255 - $0) })
+        try fill(FileKeystore(root: temporary.root, service: "tool", accessGroup: .none, keySource: right), count: 5)
+        let lastGroup = try KeystoreLayout(root: temporary.root, service: "tool").readLastGroup()
+
+        let error = assertKeystoreError(.authenticationFailed) {
+            try FileKeystore.migrate(root: temporary.root, service: "tool", from: .none, to: team, keySource: wrong)
+        }
+        assertReason(error, failed: 5, of: 5, cause: "wrong key or tampered")
+        try assertNothingMoved(temporary, sourceItems: 5, readable: 0..<5, key: right, lastGroup: lastGroup)
+
+        // Migration on open refuses the same way.
+        _ = assertKeystoreError(.authenticationFailed) {
+            try FileKeystore(root: temporary.root, service: "tool", accessGroup: teamMigrating, keySource: wrong)
+        }
+        try assertNothingMoved(temporary, sourceItems: 5, readable: 0..<5, key: right, lastGroup: lastGroup)
+
+        // With the right key, everything moves.
+        XCTAssertEqual(try FileKeystore.migrate(root: temporary.root, service: "tool", from: .none, to: team, keySource: right), 5)
+        try assertItems(FileKeystore(root: temporary.root, service: "tool", accessGroup: team, keySource: right), count: 5)
+        XCTAssertEqual(try itemCount(temporary, .none), 0)
+    }
+
+    func testTamperedSourceItemStopsMigrationUntilRemoved() throws {
         let temporary = try TemporaryRoot()
         let source = try FileKeystore(root: temporary.root, service: "tool", accessGroup: .none)
         try fill(source, count: 3)
-        let path = source.namespace.itemPath(forKey: "item-1")
+        let path = source.namespace.itemPath(forKey: "item-2")
         var sealed = try XCTUnwrap(FileManager.default.contents(atPath: path))
         sealed[20] ^= 1
         try sealed.write(to: URL(fileURLWithPath: path))
-        XCTAssertEqual(try FileKeystore.migrate(root: temporary.root, service: "tool", from: .none, to: team), 2)
+        let lastGroup = try KeystoreLayout(root: temporary.root, service: "tool").readLastGroup()
+
+        let error = assertKeystoreError(.authenticationFailed) {
+            try FileKeystore.migrate(root: temporary.root, service: "tool", from: .none, to: team)
+        }
+        assertReason(error, failed: 1, of: 3, cause: "wrong key or tampered")
         XCTAssertTrue(FileManager.default.fileExists(atPath: path))
+        try assertNothingMoved(temporary, sourceItems: 3, readable: 0..<2, key: .keyFile, lastGroup: lastGroup)
+
+        // Removing the damaged item (without opening it) lets the rest move.
+        try source.remove(forKey: "item-2")
+        XCTAssertEqual(try FileKeystore.migrate(root: temporary.root, service: "tool", from: .none, to: team), 2)
         XCTAssertEqual(try itemCount(temporary, team), 2)
+        XCTAssertEqual(try itemCount(temporary, .none), 0)
+    }
+
+    func testCorruptSourceItemsStopMigrationWithCorruptFormat() throws {
+        let temporary = try TemporaryRoot()
+        let source = try FileKeystore(root: temporary.root, service: "tool", accessGroup: .none)
+        try fill(source, count: 4)
+        for key in ["item-2", "item-3"] {
+            try Data([1, 2, 3]).write(to: URL(fileURLWithPath: source.namespace.itemPath(forKey: key)))
+        }
+        let error = assertKeystoreError(.corruptFormat) {
+            try FileKeystore.migrate(root: temporary.root, service: "tool", from: .none, to: team)
+        }
+        assertReason(error, failed: 2, of: 4, cause: "corrupt")
+        try assertNothingMoved(temporary, sourceItems: 4, readable: 0..<2, key: .keyFile, lastGroup: AccessGroup.none)
+    }
+
+    /// A migration interrupted in its copy phase and resumed with the wrong key is abandoned:
+    /// the journal goes, every source item stays, and the right key migrates later.
+    func testInterruptedMigrationResumedWithWrongKeyIsDropped() throws {
+        let temporary = try TemporaryRoot()
+        let right = KeySource.raw((0..<32).map { UInt8($0) })
+        let wrong = KeySource.raw((0..<32).map { UInt8(255 - $0) })
+        try fill(FileKeystore(root: temporary.root, service: "tool", accessGroup: .none, keySource: right), count: 6)
+        XCTAssertThrowsError(try FileKeystore._migrate(root: temporary.root, service: "tool", from: .none, to: team, keySource: right) { name, n in
+            if name == "copied" && n == 2 { throw SimulatedCrash() }
+        })
+        let layout = try KeystoreLayout(root: temporary.root, service: "tool")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: layout.journalPath))
+
+        let error = assertKeystoreError(.authenticationFailed) {
+            try FileKeystore(root: temporary.root, service: "tool", accessGroup: .none, keySource: wrong)
+        }
+        assertReason(error, failed: 6, of: 6, cause: "wrong key or tampered")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: layout.journalPath))
+        XCTAssertEqual(try itemCount(temporary, .none), 6)
+        XCTAssertNotEqual(try layout.readLastGroup(), team)
+
+        let reopened = try FileKeystore(root: temporary.root, service: "tool", accessGroup: teamMigrating, keySource: right)
+        try assertItems(reopened, count: 6)
+        XCTAssertEqual(try itemCount(temporary, .none), 0)
     }
 
     /// A crash (simulated by a throwing checkpoint) at every stage resumes on the next open,

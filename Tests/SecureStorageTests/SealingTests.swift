@@ -86,4 +86,19 @@ final class SealingTests: XCTestCase {
         XCTAssertNil(Base64.decode(bytes("Z")))
         XCTAssertNil(Base64.decode(bytes("Zm9v!")))
     }
+
+    /// Keys accept one spelling per byte string: RFC 4648 §4 with exact padding and zero
+    /// unused bits, whitespace only around the text.
+    func testCanonicalBase64() {
+        // RFC 4648 §10.
+        for (text, encoded) in [("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v"), ("foob", "Zm9vYg=="), ("fooba", "Zm9vYmE="), ("foobar", "Zm9vYmFy")] {
+            XCTAssertEqual(Base64.decodeCanonical(bytes(encoded)), bytes(text), encoded)
+            XCTAssertEqual(Base64.decodeCanonical(bytes(" \t\(encoded)\r\n")), bytes(text), encoded)
+        }
+        XCTAssertEqual(Base64.decodeCanonical(bytes("+/8=")), [0xFB, 0xFF])
+        for text in ["", "  ", "Zg", "Zg=", "Zg===", "Zh==", "Zm9=", "Zm8", "Z===", "====", "Zm=v", "Zm9vYg=a",
+                     "Zm9v Yg==", "Zm9v\nYg==", "-_8=", "Zm9v!A==", "Zg==Zg=="] {
+            XCTAssertNil(Base64.decodeCanonical(bytes(text)), text.debugDescription)
+        }
+    }
 }

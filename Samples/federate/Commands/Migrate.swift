@@ -9,7 +9,7 @@ struct Migrate: AsyncParsableCommand {
         discussion: """
             'none' is the keystore private to you. Items are copied and verified in one transaction, then deleted \
             from the source in another; running it again completes an interrupted migration. When any item cannot \
-            be opened (wrong key, tampered), nothing moves and it exits 6.
+            be opened (wrong key, tampered or corrupt), nothing moves and the command exits 6 saying how many.
             """
     )
 
@@ -35,7 +35,9 @@ struct Migrate: AsyncParsableCommand {
                 root: access.root, service: KeystoreAccess.service, from: source, to: target,
                 keySource: access.keySource, logger: access.logger)
         } catch {
-            throw CLIFailure.keystore(error, root: access.root)
+            // Source items that do not open stop the migration before anything moves; the
+            // error's reason says how many and why.
+            throw CLIFailure.keystore(error, root: access.root, context: "cannot migrate from access group \(source) to \(target)")
         }
         Terminal.note("moved \(moved) item\(moved == 1 ? "" : "s") from access group \(source) to \(target)")
     }

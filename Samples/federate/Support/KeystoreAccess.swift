@@ -14,7 +14,7 @@ import Darwin
 /// - Root: `--keystore`, else `$IDENTITY_BROKER_KEYSTORE`, else `$XDG_DATA_HOME/identity-broker`
 ///   (an absolute `XDG_DATA_HOME` only, per the XDG spec), else `$HOME/.local/share/identity-broker`
 ///   (the password database's home when `HOME` is unset).
-/// - Key: `$IDENTITY_BROKER_KEY` (base64, 32 bytes) when set and non-empty, else the key file
+/// - Key: `$IDENTITY_BROKER_KEY` (canonical base64 of 32 bytes) when set and non-empty, else the key file
 ///   the keystore keeps per access group.
 /// - Namespace: service ``service``, access group `--access-group` (private when omitted).
 struct KeystoreAccess {

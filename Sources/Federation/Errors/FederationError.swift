@@ -34,6 +34,7 @@ public struct FederationError: Error, Sendable {
             case noValidCredentials
             case storage
             case sessionConflict
+            case cryptoFailure
         }
 
         private let base: Base
@@ -83,6 +84,9 @@ public struct FederationError: Error, Sendable {
         /// The call would silently replace what the session holds (a guest identity over
         /// an authenticated one): clear the session first.
         public static let sessionConflict = Code(.sessionConflict)
+        /// libcrypto failed unexpectedly (for example while signing a request with SigV4);
+        /// ``FederationError/keystoreError`` holds the `cryptoFailure` error and its OpenSSL code.
+        public static let cryptoFailure = Code(.cryptoFailure)
 
         /// Every code, so tests can prove each one is handled (a new code cannot fall through).
         package static var allCases: [Code] { Base.allCases.map(Code.init) }
@@ -105,7 +109,8 @@ public struct FederationError: Error, Sendable {
     public var httpStatus: Int?
     /// The libcurl `CURLcode` behind a network failure.
     public var curlCode: Int32?
-    /// The keystore's error behind a ``Code/storage`` failure.
+    /// The keystore's error behind a ``Code/storage`` failure, or SecureStorage's libcrypto
+    /// error behind a ``Code/cryptoFailure``.
     public var keystoreError: KeystoreError?
 
     /// Creates an error.

@@ -17,6 +17,10 @@ struct SigV4Signer: Sendable {
 
     /// Adds `Host`, `X-Amz-Date`, `X-Amz-Security-Token` (when there is a session
     /// token) and `Authorization` to `request`, signing every header it has.
+    ///
+    /// - Throws: ``FederationError/Code/invalidConfiguration`` for a URL that is not http(s);
+    ///   ``FederationError/Code/cryptoFailure`` (with the `KeystoreError` attached) when
+    ///   libcrypto fails to compute an HMAC.
     func sign(_ request: inout HTTPRequest, at date: Date) throws(FederationError) {
         guard let target = RequestTarget(url: request.url) else {
             throw FederationError(code: .invalidConfiguration, message: "cannot sign a request to '\(request.url)': not an http(s) URL")
@@ -52,11 +56,17 @@ struct SigV4Signer: Sendable {
             Digest.hex(Digest.sha256(Array(canonicalRequest.utf8))),
         ].joined(separator: "\n")
 
-        var key = Digest.hmacSHA256(key: Array("AWS4\(credentials.secretAccessKey)".utf8), Array(day.utf8))
-        key = Digest.hmacSHA256(key: key, Array(region.utf8))
-        key = Digest.hmacSHA256(key: key, Array(service.utf8))
-        key = Digest.hmacSHA256(key: key, Array("aws4_request".utf8))
-        let signature = Digest.hex(Digest.hmacSHA256(key: key, Array(stringToSign.utf8)))
+        let signature: String
+        do throws(KeystoreError) {
+            var key = try Digest.hmacSHA256(key: Array("AWS4\(credentials.secretAccessKey)".utf8), Array(day.utf8))
+            key = try Digest.hmacSHA256(key: key, Array(region.utf8))
+            key = try Digest.hmacSHA256(key: key, Array(service.utf8))
+            key = try Digest.hmacSHA256(key: key, Array("aws4_request".utf8))
+            signature = Digest.hex(try Digest.hmacSHA256(key: key, Array(stringToSign.utf8)))
+        } catch {
+            throw FederationError(
+                code: .cryptoFailure, message: "cannot sign the request: \(error.reason) in libcrypto", keystoreError: error)
+        }
         request.headers.append((
             "Authorization",
             "AWS4-HMAC-SHA256 Credential=\(credentials.accessKeyId)/\(scope), SignedHeaders=\(signedHeaders), Signature=\(signature)"

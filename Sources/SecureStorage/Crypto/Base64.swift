@@ -77,4 +77,57 @@ enum Base64 {
     }
 
     static func urlDecode(_ text: String) -> [UInt8]? { decode(text.utf8) }
+
+    private static let standardTable: [Int8] = {
+        var table = [Int8](repeating: -1, count: 256)
+        for (index, byte) in standard.enumerated() { table[Int(byte)] = Int8(index) }
+        return table
+    }()
+
+    /// Strict decoding for keys: the canonical RFC 4648 §4 form only, so that each byte string
+    /// has exactly one accepted text. Spaces, tabs, CR and LF around the text are trimmed;
+    /// inside it, only the standard alphabet, a length that is a multiple of 4, `=` padding
+    /// exactly as long as needed and nowhere else, and zero unused bits in the last symbol.
+    /// Returns `nil` for anything else (including empty text).
+    static func decodeCanonical<Text: BidirectionalCollection<UInt8>>(_ text: Text) -> [UInt8]? {
+        func isSpace(_ byte: UInt8) -> Bool {
+            byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r")
+        }
+        var start = text.startIndex
+        var end = text.endIndex
+        while start != end, isSpace(text[start]) { start = text.index(after: start) }
+        while start != end, isSpace(text[text.index(before: end)]) { end = text.index(before: end) }
+        let body = text[start..<end]
+        let count = body.count
+        guard count > 0, count % 4 == 0 else { return nil }
+
+        var out = [UInt8]()
+        out.reserveCapacity(count / 4 * 3)
+        var group: UInt32 = 0
+        var position = 0
+        var padding = 0
+        for byte in body {
+            position += 1
+            var value: UInt32 = 0
+            if byte == UInt8(ascii: "=") {
+                // Padding: only in the last two positions.
+                guard position > count - 2 else { CryptoRuntime.cleanse(&out); return nil }
+                padding += 1
+            } else {
+                let symbol = standardTable[Int(byte)]
+                guard padding == 0, symbol >= 0 else { CryptoRuntime.cleanse(&out); return nil }
+                value = UInt32(symbol)
+            }
+            group = group << 6 | value
+            if position % 4 == 0 {
+                out.append(UInt8(group >> 16 & 0xFF)); out.append(UInt8(group >> 8 & 0xFF)); out.append(UInt8(group & 0xFF))
+                group = 0
+            }
+        }
+        // The bytes standing for padding hold the last symbol's unused bits: they must be zero.
+        let unused = out.suffix(padding)
+        guard unused.allSatisfy({ $0 == 0 }) else { CryptoRuntime.cleanse(&out); return nil }
+        out.removeLast(padding)
+        return out
+    }
 }

@@ -19,7 +19,7 @@ enum CryptoRuntime {
         return cipher
     }
 
-    static func ensureInitialised() throws {
+    static func ensureInitialised() throws(KeystoreError) {
         guard initialised else { throw failure("libcrypto failed to initialise") }
     }
 

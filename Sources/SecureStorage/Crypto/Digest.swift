@@ -15,16 +15,22 @@ package enum Digest {
     }
 
     /// The HMAC-SHA-256 of `message` under `key`.
-    package static func hmacSHA256(key: [UInt8], _ message: [UInt8]) -> [UInt8] {
-        try? CryptoRuntime.ensureInitialised()
+    ///
+    /// - Throws: ``KeystoreError/Code/cryptoFailure`` with OpenSSL's error when libcrypto
+    ///   fails (for example a provider that refuses HMAC or SHA-256).
+    package static func hmacSHA256(key: [UInt8], _ message: [UInt8]) throws(KeystoreError) -> [UInt8] {
+        try CryptoRuntime.ensureInitialised()
         var out = [UInt8](repeating: 0, count: 32)
-        var length: UInt32 = 32
-        key.withUnsafeBufferPointer { keyBytes in
+        var length: UInt32 = 0
+        let ok = key.withUnsafeBufferPointer { keyBytes in
             message.withUnsafeBufferPointer { input in
                 out.withUnsafeMutableBufferPointer { output in
-                    _ = HMAC(EVP_sha256(), keyBytes.baseAddress, Int32(keyBytes.count), input.baseAddress, input.count, output.baseAddress, &length)
+                    HMAC(EVP_sha256(), keyBytes.baseAddress, Int32(keyBytes.count), input.baseAddress, input.count, output.baseAddress, &length) != nil
                 }
             }
+        }
+        guard ok, length == 32 else {
+            throw CryptoRuntime.failure("HMAC-SHA-256 failed")
         }
         return out
     }

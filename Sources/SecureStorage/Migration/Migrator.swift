@@ -30,6 +30,10 @@ struct Migrator {
     }
 
     /// Starts and completes a migration; returns the number of items moved.
+    ///
+    /// The journal is written only once every source item has been opened: a migration that
+    /// would leave items behind (wrong key, tampered or corrupt items) throws before anything
+    /// is written.
     @discardableResult
     func migrate(from source: AccessGroup, to target: AccessGroup) throws -> Int {
         let journal = MigrationJournal(from: source, to: target, phase: .copy)
@@ -37,8 +41,14 @@ struct Migrator {
             logger?.debug("keystore migration: nothing to move", metadata: metadata(journal))
             return 0
         }
-        try journal.write(layout)
         return try run(journal)
+    }
+
+    /// What the copy phase works on: the source's item keys and its key (`nil` when the
+    /// source group has no key at all, so none of its items can be opened by anyone).
+    private struct CopyPlan {
+        var keys: [String]
+        var sourceKey: SecretBytes?
     }
 
     private func run(_ start: MigrationJournal) throws -> Int {
@@ -48,12 +58,18 @@ struct Migrator {
             try finish(start)
             return 0
         }
-        try layout.prepareNamespace(start.to, create: true)
-        let moved = try source.lock.withLock {
-            try target.lock.withLock { () throws -> Int in
+        let moved = try source.lock.withLock { () throws -> Int in
+            var plan: CopyPlan?
+            if start.phase == .copy {
+                plan = try planCopy(start, from: source)
+                // (Re)written only now that every source item is known to open.
+                try start.write(layout)
+            }
+            try layout.prepareNamespace(start.to, create: true)
+            return try target.lock.withLock { () throws -> Int in
                 var journal = start
-                if journal.phase == .copy {
-                    journal = try copy(journal, from: source, to: target)
+                if let plan {
+                    journal = try copy(journal, plan, from: source, to: target)
                 }
                 try delete(journal, from: source)
                 try finish(journal)
@@ -65,20 +81,65 @@ struct Migrator {
         return moved
     }
 
-    /// Copy phase: re-seal every readable source item for the target, make the copies durable,
-    /// read them back, then commit the journal to the delete phase.
-    private func copy(_ start: MigrationJournal, from source: Namespace, to target: Namespace) throws -> MigrationJournal {
-        var journal = start
-        journal.phase = .delete
-        journal.items = []
+    /// Opens every source item before anything is copied. When some do not open (wrong key,
+    /// tampered, corrupt), drops the journal, which in the copy phase only ever describes an
+    /// intact source, and throws: nothing is moved or deleted, and no later open resumes it.
+    private func planCopy(_ start: MigrationJournal, from source: Namespace) throws -> CopyPlan {
         let keys = try source.itemKeys().sorted()
-        guard !keys.isEmpty else {
-            try journal.write(layout)
-            return journal
-        }
+        guard !keys.isEmpty else { return CopyPlan(keys: [], sourceKey: nil) }
         guard let sourceKey = try keySource.resolveKey(for: start.from, layout: layout, create: false) else {
             logger?.warning("keystore migration: no key for the previous group; its items are left in place",
                             metadata: metadata(start))
+            return CopyPlan(keys: [], sourceKey: nil)
+        }
+        var total = 0
+        var unauthenticated = 0
+        var corrupt = 0
+        for key in keys {
+            guard let sealed = try source.readSealed(forKey: key) else { continue }
+            total += 1
+            do {
+                var plaintext = try source.open(sealed, forKey: key, with: sourceKey)
+                CryptoRuntime.cleanse(&plaintext)
+            } catch let error as KeystoreError where error.code == .authenticationFailed {
+                unauthenticated += 1
+            } catch let error as KeystoreError where error.code == .corruptFormat {
+                corrupt += 1
+            }
+        }
+        guard unauthenticated + corrupt == 0 else {
+            let error = Self.unopenedItemsError(unauthenticated: unauthenticated, corrupt: corrupt, of: total, path: source.directory)
+            logger?.warning("keystore migration refused: source items do not open; nothing was moved", metadata: metadata(start).merging(
+                ["broker.itemCount": "\(unauthenticated + corrupt)", "broker.reason": "\(error.code)"], uniquingKeysWith: { $1 }))
+            if try POSIX.removeFile(layout.journalPath) {
+                try POSIX.fsyncDirectory(layout.stateDirectory)
+            }
+            throw error
+        }
+        return CopyPlan(keys: keys, sourceKey: sourceKey)
+    }
+
+    /// ``KeystoreError/Code/authenticationFailed`` (or ``KeystoreError/Code/corruptFormat``
+    /// when every failure is a malformed item) saying how many items did not open and why.
+    static func unopenedItemsError(unauthenticated: Int, corrupt: Int, of total: Int, path: String) -> KeystoreError {
+        let failed = unauthenticated + corrupt
+        let causes: String
+        switch (unauthenticated, corrupt) {
+        case (_, 0): causes = "wrong key or tampered"
+        case (0, _): causes = "corrupt or truncated"
+        default: causes = "\(unauthenticated) wrong key or tampered, \(corrupt) corrupt or truncated"
+        }
+        let reason = "\(failed) of \(total) item\(total == 1 ? "" : "s") could not be opened: \(causes); nothing was moved"
+        return KeystoreError(unauthenticated > 0 ? .authenticationFailed : .corruptFormat, reason, path: path)
+    }
+
+    /// Copy phase: re-seal every source item for the target, make the copies durable,
+    /// read them back, then commit the journal to the delete phase.
+    private func copy(_ start: MigrationJournal, _ plan: CopyPlan, from source: Namespace, to target: Namespace) throws -> MigrationJournal {
+        var journal = start
+        journal.phase = .delete
+        journal.items = []
+        guard let sourceKey = plan.sourceKey, !plan.keys.isEmpty else {
             try journal.write(layout)
             return journal
         }
@@ -87,17 +148,12 @@ struct Migrator {
         }
 
         var pending: [(temporary: String, key: String, plainDigest: [UInt8])] = []
-        pending.reserveCapacity(keys.count)
-        var skipped = 0
-        for key in keys {
+        pending.reserveCapacity(plan.keys.count)
+        for key in plan.keys {
             guard let sealed = try source.readSealed(forKey: key) else { continue }
-            var plaintext: [UInt8]
-            do {
-                plaintext = try source.open(sealed, forKey: key, with: sourceKey)
-            } catch let error as KeystoreError where error.code == .authenticationFailed || error.code == .corruptFormat {
-                skipped += 1
-                continue
-            }
+            // Every item opened in planCopy under the same source lock; a failure here is an
+            // out-of-band change and stops the migration (the journal is still in its copy phase).
+            var plaintext = try source.open(sealed, forKey: key, with: sourceKey)
             let plainDigest = Digest.sha256(plaintext)
             let resealed = try target.seal(plaintext, forKey: key, with: targetKey)
             CryptoRuntime.cleanse(&plaintext)
@@ -105,10 +161,6 @@ struct Migrator {
             let temporary = try POSIX.writeTemporary(resealed, in: target.directory, mode: target.fileMode, sync: false)
             pending.append((temporary, key, plainDigest))
             journal.items.append(.init(key: key, sourceDigest: Digest.hex(Digest.sha256(sealed))))
-        }
-        if skipped > 0 {
-            logger?.warning("keystore migration: items that failed to open are left in place",
-                            metadata: metadata(start).merging(["broker.itemCount": "\(skipped)"], uniquingKeysWith: { $1 }))
         }
         try POSIX.syncFiles(pending.map(\.temporary))
         for (index, item) in pending.enumerated() {
