@@ -207,6 +207,8 @@ let package = Package(
             name: "FederateCLITests",
             dependencies: [
                 "federate",
+                "Federation",
+                "SecureStorage",
                 "BrokerTestSupport",
             ],
             swiftSettings: strictSettings
