@@ -31,6 +31,14 @@ extension FederationClient {
         return machine
     }
 
+    /// ``cachedOrLoaded(_:)``, after letting the clock act: a read past the expiry (or a
+    /// reminder's due time) announces it, even before the timer fires.
+    func current(_ session: String) async throws(FederationError) -> SessionStateMachine {
+        _ = try await cachedOrLoaded(session)
+        tick(session)
+        return cache.peek(session)?.machine ?? SessionStateMachine(record: nil, now: now(), margin: expiryMargin)
+    }
+
     func snapshot(_ name: String, _ machine: SessionStateMachine) -> SessionSnapshot {
         let state = machine.state(now: now(), margin: expiryMargin)
         guard let record = machine.record else { return SessionSnapshot(name: name, state: state) }
@@ -123,11 +131,14 @@ extension FederationClient {
         apply(session) { machine, now, margin in machine.stored(record, now: now, margin: margin) }
     }
 
-    // MARK: Expiry
+    // MARK: Expiry and renewal reminders
 
-    /// Makes sure `session`'s expiry is announced; one timer serves every session.
-    private func scheduleExpiry(of session: String, _ machine: SessionStateMachine) {
-        guard let due = machine.expiryDue(margin: expiryMargin), due > now() else { return }
+    /// Makes sure `session`'s next renewal reminder and expiry are announced; one timer
+    /// serves every session.
+    func scheduleExpiry(of session: String, _ machine: SessionStateMachine) {
+        guard let wakeUp = machine.nextWakeUp(margin: expiryMargin, renewalLead: renewalLead) else { return }
+        // Already due (a reminder or expiry that passed while nobody looked): as soon as possible.
+        let due = max(wakeUp, now())
         expirySchedule.schedule(session, at: due)
         if let armed = expiryTimerDue, armed <= due, expiryTimer != nil { return }
         armExpiryTimer(due: due)
@@ -153,10 +164,28 @@ extension FederationClient {
         expiryTimerDue = nil
         let current = now()
         for entry in expirySchedule.popDue(now: current) where cache.peek(entry.session) != nil {
-            apply(entry.session) { machine, now, margin in machine.clockTicked(now: now, margin: margin) }
+            tick(entry.session)
         }
         if let next = expirySchedule.next { armExpiryTimer(due: next) }
     }
+
+    /// Lets the clock act on `session`: announces an expiry and delivers a due reminder.
+    func tick(_ session: String) {
+        var reminder: Date?
+        apply(session) { machine, now, margin in
+            let (state, remind) = machine.clockTicked(now: now, margin: margin, renewalLead: renewalLead)
+            reminder = remind
+            return state
+        }
+        if let reminder {
+            logger.debug("session renewal due", metadata: ["broker.session": "\(session)"])
+            broadcaster.remind(session: session, expiresAt: reminder)
+        }
+    }
+
+    /// How many timers the client runs for expiries and reminders (one at most, whatever
+    /// the number of sessions), for tests.
+    package var timerCount: Int { expiryTimer == nil ? 0 : 1 }
 
     // MARK: Per-session lock
 

@@ -44,6 +44,8 @@ public actor FederationClient {
     let cognito: CognitoIdentityClient?
     let store: SessionStore
     let expiryMargin: Duration
+    let renewalLead: Duration
+    let renewalPostponement: Duration
     let federationTimeout: Duration
     let logger: Logger
     let now: @Sendable () -> Date
@@ -98,6 +100,8 @@ public actor FederationClient {
     ) {
         self.init(
             configuration: nil, cognito: nil, keystore: keystore, expiryMargin: expiryMargin,
+            renewalLead: FederationConfiguration.defaultRenewalLeadTime,
+            renewalPostponement: FederationConfiguration.defaultRenewalPostponement,
             federationTimeout: .seconds(60), sessionCacheCapacity: sessionCacheCapacity, now: { Date() }, logger: logger)
     }
 
@@ -116,6 +120,7 @@ public actor FederationClient {
             configuration: configuration, transport: transport, environment: environment, retryRunner: retryRunner)
         self.init(
             configuration: configuration, cognito: cognito, keystore: keystore, expiryMargin: configuration.expiryMargin,
+            renewalLead: configuration.renewalLeadTime, renewalPostponement: configuration.renewalPostponement,
             federationTimeout: configuration.federationTimeout, sessionCacheCapacity: configuration.sessionCacheCapacity,
             now: now, logger: logger)
     }
@@ -125,6 +130,8 @@ public actor FederationClient {
         cognito: CognitoIdentityClient?,
         keystore: any Keystore,
         expiryMargin: Duration,
+        renewalLead: Duration,
+        renewalPostponement: Duration,
         federationTimeout: Duration,
         sessionCacheCapacity: Int,
         now: @escaping @Sendable () -> Date,
@@ -134,6 +141,8 @@ public actor FederationClient {
         self.cognito = cognito
         store = SessionStore(keystore: keystore)
         self.expiryMargin = expiryMargin
+        self.renewalLead = renewalLead
+        self.renewalPostponement = renewalPostponement
         self.federationTimeout = federationTimeout
         cache = LRUCache(capacity: sessionCacheCapacity)
         self.now = now
@@ -262,7 +271,7 @@ public actor FederationClient {
     ///   or the keystore cannot be reached.
     public func session(_ name: String = FederationClient.defaultSession) async throws(FederationError) -> SessionSnapshot {
         try SessionName.validate(name)
-        let machine = try await cachedOrLoaded(name)
+        let machine = try await current(name)
         return snapshot(name, machine)
     }
 
@@ -275,7 +284,7 @@ public actor FederationClient {
     ///   when the service said the identity is gone; otherwise as ``session(_:)``.
     public func credentials(for session: String = FederationClient.defaultSession) async throws(FederationError) -> AWSCredentials {
         try SessionName.validate(session)
-        let machine = try await cachedOrLoaded(session)
+        let machine = try await current(session)
         switch machine.record?.phase {
         case .terminated:
             throw FederationError(
@@ -323,17 +332,54 @@ public actor FederationClient {
         startChangeFeed()
         var current = SessionState.notFederated
         do {
-            current = try await cachedOrLoaded(session).state(now: now(), margin: expiryMargin)
+            current = try await self.current(session).state(now: now(), margin: expiryMargin)
         } catch {
             logger.debug("observed session unreadable", metadata: ["broker.session": "\(session)", "broker.error": "\(error.code)"])
         }
         return broadcaster.stream(for: session, current: current)
     }
 
-    /// A stream of every state change from now on: of the sessions this client holds,
-    /// and of any session another client sharing the keystore changes.
+    /// A stream of `session`'s events: its current state first, then every state change
+    /// (by any client sharing the keystore) and every renewal reminder
+    /// (``SessionEvent/Kind/renewalDue(expiresAt:)``), which comes
+    /// ``FederationConfiguration/renewalLeadTime`` before the session would read expired.
+    public func events(for session: String = FederationClient.defaultSession) async -> AsyncStream<SessionEvent> {
+        startChangeFeed()
+        var current = SessionState.notFederated
+        do {
+            current = try await self.current(session).state(now: now(), margin: expiryMargin)
+        } catch {
+            logger.debug("observed session unreadable", metadata: ["broker.session": "\(session)", "broker.error": "\(error.code)"])
+        }
+        let stream = broadcaster.eventStream(for: session, current: current)
+        tick(session)
+        return stream
+    }
+
+    /// A stream of every event from now on: state changes of the sessions this client
+    /// holds and of any session another client sharing the keystore changes, and renewal
+    /// reminders (``SessionEvent/Kind/renewalDue(expiresAt:)``) of the sessions it holds.
     public func allStateUpdates() -> AsyncStream<SessionEvent> {
         startChangeFeed()
         return broadcaster.streamForAll()
+    }
+
+    /// "Not now": the caller cannot push a new token for `session` yet. Its next renewal
+    /// reminder comes no sooner than ``FederationConfiguration/renewalPostponement`` from
+    /// now, and never after the session expired, was cleared or was federated again (new
+    /// credentials get reminders of their own). Nothing is refreshed.
+    ///
+    /// - Returns: whether the session holds federated credentials to postpone a reminder for.
+    @discardableResult
+    public func postponeRenewalReminder(for session: String = FederationClient.defaultSession) async throws(FederationError) -> Bool {
+        try SessionName.validate(session)
+        _ = try await cachedOrLoaded(session)
+        let interval = renewalPostponement
+        var postponed = false
+        apply(session) { machine, now, _ in
+            postponed = machine.postponeRenewal(now: now, interval: interval)
+            return nil
+        }
+        return postponed
     }
 }

@@ -34,6 +34,12 @@ public struct FederationConfiguration: Sendable, Hashable {
     public var maxResponseBytes: Int
     /// How transient failures and throttling are retried. Default ``RetryPolicy/standard``.
     public var retry: RetryPolicy
+    /// How long before a session would read expired its renewal reminder
+    /// (``SessionEvent/Kind/renewalDue(expiresAt:)``) comes. Default 5 minutes.
+    public var renewalLeadTime: Duration
+    /// After ``FederationClient/postponeRenewalReminder(for:)``, the least time before the
+    /// next reminder. Default 10 minutes.
+    public var renewalPostponement: Duration
     /// How many sessions a ``FederationClient`` keeps in memory; the least recently used
     /// beyond that are read from the keystore again when next used (sessions being
     /// federated or observed are always kept). Default ``defaultSessionCacheCapacity``.
@@ -57,6 +63,8 @@ public struct FederationConfiguration: Sendable, Hashable {
         maxResponseBytes: Int = 1 << 20,
         retry: RetryPolicy = .standard,
         sessionCacheCapacity: Int = FederationConfiguration.defaultSessionCacheCapacity,
+        renewalLeadTime: Duration = FederationConfiguration.defaultRenewalLeadTime,
+        renewalPostponement: Duration = FederationConfiguration.defaultRenewalPostponement,
         allowInsecureEndpoint: Bool = false
     ) {
         self.identityPoolId = identityPoolId
@@ -70,11 +78,17 @@ public struct FederationConfiguration: Sendable, Hashable {
         self.maxResponseBytes = maxResponseBytes
         self.retry = retry
         self.sessionCacheCapacity = sessionCacheCapacity
+        self.renewalLeadTime = renewalLeadTime
+        self.renewalPostponement = renewalPostponement
         self.allowInsecureEndpoint = allowInsecureEndpoint
     }
 
     /// The default ``sessionCacheCapacity``: 10,000 sessions (a few MB).
     public static let defaultSessionCacheCapacity = 10_000
+    /// The default ``renewalLeadTime``: 5 minutes.
+    public static let defaultRenewalLeadTime: Duration = .seconds(300)
+    /// The default ``renewalPostponement``: 10 minutes.
+    public static let defaultRenewalPostponement: Duration = .seconds(600)
 }
 
 extension FederationConfiguration {

@@ -21,6 +21,10 @@ struct SessionStateMachine: Sendable {
     private(set) var inFlight = 0
     /// The state observers were last told.
     private(set) var announced: SessionState = .notFederated
+    /// The credentials' expiration a renewal reminder was delivered for (none again for them).
+    private var remindedFor: Date?
+    /// "Not now": no reminder for the credentials expiring at `expiration` before `until`.
+    private var postponed: (expiration: Date, until: Date)?
 
     /// A session first read from the store: observers are told only of later changes.
     init(record: SessionRecord?, now: Date, margin: Duration) {
@@ -55,9 +59,48 @@ struct SessionStateMachine: Sendable {
         return announce(now: now, margin: margin)
     }
 
-    /// Time passed: announces `expired` once the credentials pass their margin.
-    mutating func clockTicked(now: Date, margin: Duration) -> SessionState? {
-        announce(now: now, margin: margin)
+    /// Time passed: announces `expired` once the credentials pass their margin, and says
+    /// whether a renewal reminder is due now (at most once per credentials, unless postponed).
+    mutating func clockTicked(now: Date, margin: Duration, renewalLead: Duration) -> (state: SessionState?, remind: Date?) {
+        let state = announce(now: now, margin: margin)
+        guard inFlight == 0, self.state(now: now, margin: margin) == .federated,
+              let due = renewalDue(margin: margin, lead: renewalLead), due <= now,
+              let expiresAt = expiryDue(margin: margin)
+        else { return (state, nil) }
+        remindedFor = record?.credentials?.expiration
+        postponed = nil
+        return (state, expiresAt)
+    }
+
+    /// "Not now": the next reminder for these credentials comes no sooner than `interval`
+    /// from `now`, and never once they expired. Returns whether there was anything to postpone.
+    mutating func postponeRenewal(now: Date, interval: Duration) -> Bool {
+        guard record?.phase == .federated, let expiration = record?.credentials?.expiration else { return false }
+        postponed = (expiration, now.addingTimeInterval(interval.timeInterval))
+        remindedFor = nil
+        return true
+    }
+
+    /// When a renewal reminder is next due for the credentials held now, if ever: the lead
+    /// time before they read `expired`, or the end of a postponement, whichever is later;
+    /// `nil` when already reminded, or when that would be after they expire.
+    func renewalDue(margin: Duration, lead: Duration) -> Date? {
+        guard let expiration = record?.credentials?.expiration, let expiryDue = expiryDue(margin: margin) else { return nil }
+        var due = expiryDue.addingTimeInterval(-lead.timeInterval)
+        if let postponed, postponed.expiration == expiration {
+            due = max(due, postponed.until)
+        } else if remindedFor == expiration {
+            return nil
+        }
+        return due < expiryDue ? due : nil
+    }
+
+    /// The next time the clock matters to this session (a reminder, or the expiry not yet
+    /// announced), possibly already past; `nil` when nothing is pending, or while a
+    /// federation is in flight (its end reschedules).
+    func nextWakeUp(margin: Duration, renewalLead: Duration) -> Date? {
+        guard inFlight == 0, announced != .expired, let expiryDue = expiryDue(margin: margin) else { return nil }
+        return min(renewalDue(margin: margin, lead: renewalLead) ?? expiryDue, expiryDue)
     }
 
     /// The current state when observers have not been told it yet (and marks it told).

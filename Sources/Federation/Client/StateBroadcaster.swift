@@ -1,3 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 import Synchronization
 
 /// Fans session state changes out to `AsyncStream` observers, per session and
@@ -7,6 +12,7 @@ final class StateBroadcaster: Sendable {
     private struct Observers {
         var nextId = 0
         var perSession: [String: [Int: AsyncStream<SessionState>.Continuation]] = [:]
+        var perSessionEvents: [String: [Int: AsyncStream<SessionEvent>.Continuation]] = [:]
         var all: [Int: AsyncStream<SessionEvent>.Continuation] = [:]
     }
 
@@ -30,6 +36,24 @@ final class StateBroadcaster: Sendable {
         return stream
     }
 
+    /// A stream that first yields `current` (as a state change) and then every event of `session`.
+    func eventStream(for session: String, current: SessionState) -> AsyncStream<SessionEvent> {
+        let (stream, continuation) = AsyncStream.makeStream(of: SessionEvent.self, bufferingPolicy: .bufferingNewest(64))
+        let id = observers.withLock { state in
+            state.nextId += 1
+            state.perSessionEvents[session, default: [:]][state.nextId] = continuation
+            return state.nextId
+        }
+        continuation.yield(SessionEvent(session: session, state: current))
+        continuation.onTermination = { [weak self] _ in
+            self?.observers.withLock { state in
+                state.perSessionEvents[session]?[id] = nil
+                if state.perSessionEvents[session]?.isEmpty == true { state.perSessionEvents[session] = nil }
+            }
+        }
+        return stream
+    }
+
     /// A stream of every session's changes from now on.
     func streamForAll() -> AsyncStream<SessionEvent> {
         let (stream, continuation) = AsyncStream.makeStream(of: SessionEvent.self, bufferingPolicy: .bufferingNewest(1024))
@@ -46,22 +70,31 @@ final class StateBroadcaster: Sendable {
 
     /// Delivers `state` of `session` to its observers and the all-sessions observers.
     func publish(_ state: SessionState, session: String) {
-        let (sessionObservers, allObservers) = observers.withLock { observers in
-            (observers.perSession[session].map { Array($0.values) } ?? [], Array(observers.all.values))
+        let stateObservers = observers.withLock { $0.perSession[session].map { Array($0.values) } ?? [] }
+        for observer in stateObservers { observer.yield(state) }
+        deliver(SessionEvent(session: session, state: state))
+    }
+
+    /// Delivers a renewal reminder for `session` to its event observers and the all-sessions observers.
+    func remind(session: String, expiresAt: Date) {
+        deliver(SessionEvent(session: session, state: .federated, kind: .renewalDue(expiresAt: expiresAt)))
+    }
+
+    private func deliver(_ event: SessionEvent) {
+        let (eventObservers, allObservers) = observers.withLock { observers in
+            (observers.perSessionEvents[event.session].map { Array($0.values) } ?? [], Array(observers.all.values))
         }
-        for observer in sessionObservers { observer.yield(state) }
-        let event = SessionEvent(session: session, state: state)
-        for observer in allObservers { observer.yield(event) }
+        for observer in eventObservers + allObservers { observer.yield(event) }
     }
 
     /// Whether `session` has an observer of its own.
     func isObserved(_ session: String) -> Bool {
-        observers.withLock { $0.perSession[session] != nil }
+        observers.withLock { $0.perSession[session] != nil || $0.perSessionEvents[session] != nil }
     }
 
     /// Every session with an observer of its own.
     func observedSessions() -> Set<String> {
-        observers.withLock { Set($0.perSession.keys) }
+        observers.withLock { Set($0.perSession.keys).union($0.perSessionEvents.keys) }
     }
 
     /// Whether anyone observes every session.
@@ -72,7 +105,7 @@ final class StateBroadcaster: Sendable {
     /// Ends every stream.
     func finishAll() {
         let (sessionObservers, allObservers) = observers.withLock { observers in
-            let result = (observers.perSession.values.flatMap(\.values), Array(observers.all.values))
+            let result = (observers.perSession.values.flatMap(\.values), Array(observers.all.values) + observers.perSessionEvents.values.flatMap(\.values))
             observers = Observers(nextId: observers.nextId)
             return result
         }
