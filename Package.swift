@@ -14,11 +14,13 @@ let package = Package(
     products: [
         .library(name: "Federation", targets: ["Federation"]),
         .library(name: "SecureStorage", targets: ["SecureStorage"]),
+        .library(name: "FederationLifecycle", targets: ["FederationLifecycle"]),
         .executable(name: "federate", targets: ["federate"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         // MARK: C system libraries (internal; never in a public signature)
@@ -58,6 +60,15 @@ let package = Package(
                 "CLibCrypto",
                 "SecureStorage",
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+
+        .target(
+            name: "FederationLifecycle",
+            dependencies: [
+                "Federation",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strictSettings
         ),
@@ -190,6 +201,9 @@ let package = Package(
             name: "FederationTests",
             dependencies: [
                 "Federation",
+                "FederationLifecycle",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
                 "SecureStorage",
                 "BrokerTestSupport",
                 .product(name: "Logging", package: "swift-log"),

@@ -58,6 +58,13 @@ public actor FederationClient {
     var expiryTimerDue: Date?
     var changeFeed: Task<Void, Never>?
     var nextGeneration: UInt64 = 0
+    /// The transport this client created and stops at shutdown (none when injected).
+    let ownedTransport: CurlTransport?
+    /// Federations in flight, to finish or cancel at shutdown.
+    var federationsInFlight: [UInt64: @Sendable () -> Void] = [:]
+    var nextFederationId: UInt64 = 0
+    var isShutDown = false
+    var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
 
     /// Creates a client that federates with `configuration` and keeps sessions in
     /// `keystore`, or in its own memory when `keystore` is `nil`.
@@ -72,13 +79,17 @@ public actor FederationClient {
     /// - Throws: ``FederationError/Code/invalidConfiguration`` when the pool ID,
     ///   region or endpoint is unusable.
     public init(configuration: FederationConfiguration, keystore: (any Keystore)? = nil, logger: Logger? = nil) throws(FederationError) {
+        // A transport of its own (its thread starts on first use), so that shutting this
+        // client down stops its thread without touching any other client's requests.
+        let transport = CurlTransport()
         try self.init(
             configuration: configuration,
-            transport: CurlTransport.shared,
+            transport: transport,
             keystore: keystore ?? InMemoryKeystore(),
             environment: ProcessInfo.processInfo.environment,
             now: { Date() },
-            logger: logger
+            logger: logger,
+            ownedTransport: transport
         )
     }
 
@@ -114,7 +125,8 @@ public actor FederationClient {
         environment: [String: String],
         retryRunner: RetryRunner? = nil,
         now: @escaping @Sendable () -> Date,
-        logger: Logger?
+        logger: Logger?,
+        ownedTransport: CurlTransport? = nil
     ) throws(FederationError) {
         let cognito = try CognitoIdentityClient(
             configuration: configuration, transport: transport, environment: environment, retryRunner: retryRunner)
@@ -122,7 +134,7 @@ public actor FederationClient {
             configuration: configuration, cognito: cognito, keystore: keystore, expiryMargin: configuration.expiryMargin,
             renewalLead: configuration.renewalLeadTime, renewalPostponement: configuration.renewalPostponement,
             federationTimeout: configuration.federationTimeout, sessionCacheCapacity: configuration.sessionCacheCapacity,
-            now: now, logger: logger)
+            now: now, logger: logger, ownedTransport: ownedTransport)
     }
 
     private init(
@@ -135,8 +147,10 @@ public actor FederationClient {
         federationTimeout: Duration,
         sessionCacheCapacity: Int,
         now: @escaping @Sendable () -> Date,
-        logger: Logger?
+        logger: Logger?,
+        ownedTransport: CurlTransport? = nil
     ) {
+        self.ownedTransport = ownedTransport
         self.configuration = configuration
         self.cognito = cognito
         store = SessionStore(keystore: keystore)
@@ -202,7 +216,23 @@ public actor FederationClient {
             tokenSubject = jwt.subject
         }
         let logins = [provider.loginsKey: token]
-        return try await exchange(session: session, operationName: "federate", provider: provider.identifier) { (previous) throws(FederationError) -> IdentityChoice in
+        let subject = tokenSubject
+        return try await tracked { () async -> Result<FederationResult, FederationError> in
+            do throws(FederationError) {
+                return .success(try await self.federateExchange(
+                    session: session, provider: provider, options: options, logins: logins, tokenSubject: subject,
+                    cognito: cognito, configuration: configuration))
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
+    private func federateExchange(
+        session: String, provider: AuthProvider, options: FederationOptions, logins: [String: String], tokenSubject: String?,
+        cognito: CognitoIdentityClient, configuration: FederationConfiguration
+    ) async throws(FederationError) -> FederationResult {
+        try await exchange(session: session, operationName: "federate", provider: provider.identifier) { (previous) throws(FederationError) -> IdentityChoice in
             if let id = options.developerProvidedIdentityId {
                 return (id, cached: false)
             }
@@ -238,7 +268,19 @@ public actor FederationClient {
     public func federateAsGuest(session: String = FederationClient.defaultSession) async throws(FederationError) -> FederationResult {
         try SessionName.validate(session)
         let (cognito, configuration) = try federatingParts()
-        return try await exchange(session: session, operationName: "guest", provider: nil) { (previous) throws(FederationError) -> IdentityChoice in
+        return try await tracked { () async -> Result<FederationResult, FederationError> in
+            do throws(FederationError) {
+                return .success(try await self.guestExchange(session: session, cognito: cognito, configuration: configuration))
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
+    private func guestExchange(
+        session: String, cognito: CognitoIdentityClient, configuration: FederationConfiguration
+    ) async throws(FederationError) -> FederationResult {
+        try await exchange(session: session, operationName: "guest", provider: nil) { (previous) throws(FederationError) -> IdentityChoice in
             guard let previous else { return (nil, cached: false) }
             guard previous.provider == nil else {
                 throw FederationError(

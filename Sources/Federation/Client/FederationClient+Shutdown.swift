@@ -1,0 +1,80 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import Logging
+
+/// Graceful shutdown: no new federations, in-flight ones finish (or are cancelled at the
+/// deadline), timers and the change feed stop, the transport thread stops.
+extension FederationClient {
+    /// Shuts the client down for a process that is stopping (swift-service-lifecycle's
+    /// graceful shutdown calls this through `FederationClientService`).
+    ///
+    /// 1. New federations fail with ``FederationError/Code/cancelled``; reads keep working.
+    /// 2. Federations in flight may finish, including their commit, for up to `gracePeriod`;
+    ///    the rest are cancelled (their sessions stay as they were).
+    /// 3. The expiry and reminder timer and the change feed stop; every stream ends.
+    /// 4. The client's libcurl driver thread stops and its connections close.
+    ///
+    /// Calling it again waits for the first call to finish. The keystore is the caller's
+    /// and stays open.
+    public func shutdown(gracePeriod: Duration = .seconds(10)) async {
+        guard !isShutDown else {
+            if !federationsInFlight.isEmpty { await withCheckedContinuation { shutdownWaiters.append($0) } }
+            return
+        }
+        isShutDown = true
+        logger.debug("client shutting down", metadata: ["broker.inFlight": "\(federationsInFlight.count)"])
+        expiryTimer?.cancel()
+        expiryTimer = nil
+        changeFeed?.cancel()
+
+        if !federationsInFlight.isEmpty {
+            let deadline = Task { [weak self] in
+                try? await Task.sleep(for: gracePeriod)
+                await self?.cancelFederationsInFlight()
+            }
+            await withCheckedContinuation { shutdownWaiters.append($0) }
+            deadline.cancel()
+        }
+        ownedTransport?.shutdown()
+        broadcaster.finishAll()
+        logger.debug("client shut down")
+    }
+
+    /// Whether ``shutdown(gracePeriod:)`` was called.
+    public var isShuttingDown: Bool { isShutDown }
+
+    /// Runs one federation's network and commit work as a task the client can cancel at
+    /// shutdown; the caller's cancellation cancels it too.
+    func tracked<Output: Sendable>(
+        _ body: @escaping @Sendable () async -> Result<Output, FederationError>
+    ) async throws(FederationError) -> Output {
+        guard !isShutDown else {
+            throw FederationError(code: .cancelled, message: "the client is shutting down; no new federation starts")
+        }
+        nextFederationId += 1
+        let id = nextFederationId
+        let work = Task { await body() }
+        federationsInFlight[id] = { work.cancel() }
+        let result = await withTaskCancellationHandler {
+            await work.value
+        } onCancel: {
+            work.cancel()
+        }
+        federationsInFlight[id] = nil
+        if federationsInFlight.isEmpty {
+            let waiters = shutdownWaiters
+            shutdownWaiters = []
+            for waiter in waiters { waiter.resume() }
+        }
+        return try result.get()
+    }
+
+    private func cancelFederationsInFlight() {
+        guard !federationsInFlight.isEmpty else { return }
+        logger.debug("cancelling federations past the shutdown grace period", metadata: ["broker.inFlight": "\(federationsInFlight.count)"])
+        for cancel in federationsInFlight.values { cancel() }
+    }
+}
