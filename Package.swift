@@ -24,11 +24,20 @@ let package = Package(
     ],
     targets: [
         // MARK: C system libraries (internal; never in a public signature)
+        // Headers only, and no pkg-config: its `--libs` would link libcurl, which
+        // CCurlLoader loads on first use instead.
         .systemLibrary(
             name: "CLibCurl",
             path: "Sources/CLibCurl",
-            pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        // Resolves libcurl with dlopen on first use (see its header): processes that never
+        // reach the network never load libcurl and its dependencies.
+        .target(
+            name: "CCurlLoader",
+            dependencies: ["CLibCurl"],
+            path: "Sources/CCurlLoader",
+            linkerSettings: [.linkedLibrary("dl")]
         ),
         .systemLibrary(
             name: "CLibCrypto",
@@ -56,7 +65,7 @@ let package = Package(
         .target(
             name: "Federation",
             dependencies: [
-                "CLibCurl",
+                "CCurlLoader",
                 "CLibCrypto",
                 "SecureStorage",
                 .product(name: "Logging", package: "swift-log"),

@@ -1,4 +1,4 @@
-internal import CLibCurl
+internal import CCurlLoader
 
 /// One libcurl easy handle configured for one ``HTTPRequest``, plus everything libcurl
 /// reads or writes through raw pointers while the transfer runs (the header list, the
@@ -43,7 +43,7 @@ final class CurlEasyHandle {
     /// - Throws: ``TransportError`` with kind ``TransportError/Kind/invalidRequest`` when
     ///   the request cannot be expressed (header injection, an option libcurl refuses).
     init(id: UInt64, request: HTTPRequest) throws(TransportError) {
-        guard let handle = curl_easy_init() else {
+        guard let handle = ib_curl_easy_init() else {
             throw TransportError(kind: .other, message: "curl_easy_init failed")
         }
         self.id = id
@@ -54,8 +54,8 @@ final class CurlEasyHandle {
     }
 
     deinit {
-        curl_easy_cleanup(rawHandle)
-        if let headerList { curl_slist_free_all(headerList) }
+        ib_curl_easy_cleanup(rawHandle)
+        if let headerList { ib_curl_slist_free_all(headerList) }
         bodyBuffer?.deallocate()
     }
 
@@ -156,7 +156,7 @@ final class CurlEasyHandle {
         if !hasContentType, bodyBuffer != nil { lines.append("Content-Type:") }
 
         for line in lines {
-            guard let appended = curl_slist_append(headerList, line) else {
+            guard let appended = ib_curl_slist_append(headerList, line) else {
                 throw TransportError(kind: .other, message: "curl_slist_append failed")
             }
             headerList = appended
@@ -179,7 +179,7 @@ final class CurlEasyHandle {
             throw TransportError(
                 kind: .invalidRequest,
                 curlCode: Int32(bitPattern: code.rawValue),
-                message: String(cString: curl_easy_strerror(code)))
+                message: String(cString: ib_curl_easy_strerror(code)))
         }
     }
 

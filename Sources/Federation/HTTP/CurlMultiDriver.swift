@@ -1,4 +1,4 @@
-internal import CLibCurl
+internal import CCurlLoader
 import Synchronization
 
 #if canImport(Glibc)
@@ -60,7 +60,7 @@ final class CurlMultiDriver: Sendable {
         if let wakeFD = multi.wakeFD {
             WakeSignal.signal(wakeFD)
         } else {
-            _ = curl_multi_wakeup(multi.raw)
+            _ = ib_curl_multi_wakeup(multi.raw)
         }
     }
 
@@ -151,8 +151,10 @@ final class CurlMultiDriver: Sendable {
     /// Creates the multi handle and the driver thread; called with the lock held.
     /// Returns the error when either cannot be created.
     private func startThread(_ box: inout Mailbox) -> TransportError? {
-        LibraryBootstrap.ensure()
-        guard let multi = curl_multi_init() else {
+        if let loadError = LibraryBootstrap.ensure() {
+            return TransportError(kind: .other, message: loadError)
+        }
+        guard let multi = ib_curl_multi_init() else {
             return TransportError(kind: .other, message: "curl_multi_init failed")
         }
         _ = ib_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, maxCachedConnections)
@@ -171,13 +173,13 @@ final class CurlMultiDriver: Sendable {
             sigaddset(&signals, SIGPIPE)
             pthread_sigmask(SIG_BLOCK, &signals, nil)
             CurlMultiLoop(driver: start.driver, multi: start.multi.raw, wakeFD: start.multi.wakeFD).run()
-            curl_multi_cleanup(start.multi.raw)
+            ib_curl_multi_cleanup(start.multi.raw)
             if let wakeFD = start.multi.wakeFD { close(wakeFD) }
             return nil
         }, start.toOpaque())
         guard rc == 0 else {
             start.release()
-            curl_multi_cleanup(multi)
+            ib_curl_multi_cleanup(multi)
             if let wakeFD = handle.wakeFD { close(wakeFD) }
             return TransportError(kind: .other, message: "could not start the HTTP driver thread (errno \(rc))")
         }
@@ -296,16 +298,16 @@ private final class CurlMultiLoop {
             for id in work.cancelled { remove(id) }
 
             var running: Int32 = 0
-            _ = curl_multi_perform(multi, &running)
+            _ = ib_curl_multi_perform(multi, &running)
             completeFinishedTransfers()
             guard driver.prepareToSleep() else { continue }
             // The timeout only bounds the sleep; libcurl shortens it to its own timers.
             if let wakeFD {
                 var extra = curl_waitfd(fd: wakeFD, events: Int16(CURL_WAIT_POLLIN), revents: 0)
-                _ = curl_multi_poll(multi, &extra, 1, 1000, nil)
+                _ = ib_curl_multi_poll(multi, &extra, 1, 1000, nil)
                 if extra.revents != 0 { WakeSignal.drain(wakeFD) }
             } else {
-                _ = curl_multi_poll(multi, nil, 0, 1000, nil)
+                _ = ib_curl_multi_poll(multi, nil, 0, 1000, nil)
             }
         }
     }
@@ -315,10 +317,10 @@ private final class CurlMultiLoop {
         guard !transfer.isFinished else { return }
         do {
             let handle = try CurlEasyHandle(id: transfer.id, request: transfer.request)
-            let code = curl_multi_add_handle(multi, handle.rawHandle)
+            let code = ib_curl_multi_add_handle(multi, handle.rawHandle)
             guard code == CURLM_OK else {
                 transfer.finish(.failure(TransportError(
-                    kind: .other, message: String(cString: curl_multi_strerror(code)))))
+                    kind: .other, message: String(cString: ib_curl_multi_strerror(code)))))
                 return
             }
             active[transfer.id] = (handle, transfer)
@@ -331,24 +333,24 @@ private final class CurlMultiLoop {
     /// returned to the cache by libcurl. Unknown ids have already completed.
     private func remove(_ id: UInt64) {
         guard let entry = active.removeValue(forKey: id) else { return }
-        _ = curl_multi_remove_handle(multi, entry.handle.rawHandle)
+        _ = ib_curl_multi_remove_handle(multi, entry.handle.rawHandle)
         entry.transfer.finish(.failure(CancellationError()))
     }
 
     private func completeFinishedTransfers() {
         var remaining: Int32 = 0
-        while let message = curl_multi_info_read(multi, &remaining) {
+        while let message = ib_curl_multi_info_read(multi, &remaining) {
             guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
             let code = message.pointee.data.result
             var privateData: UnsafeMutableRawPointer?
             _ = ib_curl_easy_getinfo_pointer(easy, CURLINFO_PRIVATE, &privateData)
             let id = UInt64(UInt(bitPattern: privateData))
             guard let entry = active.removeValue(forKey: id) else {
-                _ = curl_multi_remove_handle(multi, easy)
+                _ = ib_curl_multi_remove_handle(multi, easy)
                 continue
             }
             let result = Self.result(of: entry.handle, code: code)
-            _ = curl_multi_remove_handle(multi, easy)
+            _ = ib_curl_multi_remove_handle(multi, easy)
             entry.transfer.finish(result)
         }
     }
@@ -369,7 +371,7 @@ private final class CurlMultiLoop {
         let error = TransportError(kind: .other, message: "the HTTP transport was shut down")
         for transfer in pending { transfer.finish(.failure(error)) }
         for (_, entry) in active {
-            _ = curl_multi_remove_handle(multi, entry.handle.rawHandle)
+            _ = ib_curl_multi_remove_handle(multi, entry.handle.rawHandle)
             entry.transfer.finish(.failure(error))
         }
         active.removeAll()
@@ -404,7 +406,7 @@ extension TransportError {
         default:
             kind = .other
         }
-        var message = String(cString: curl_easy_strerror(code))
+        var message = String(cString: ib_curl_easy_strerror(code))
         if kind == .responseTooLarge {
             message = "response body exceeds the \(cap)-byte limit: " + message
         }

@@ -1,4 +1,4 @@
-internal import CLibCurl
+internal import CCurlLoader
 
 /// Which endpoints a provider token may be sent to.
 ///
@@ -15,6 +15,9 @@ enum EndpointRule {
     ///   http(s), cannot be parsed, or is plaintext to a non-loopback host without
     ///   the opt-in.
     static func check(_ url: String, source: String, allowInsecure: Bool) throws(FederationError) -> String {
+        if let loadError = LibraryBootstrap.loadCurl() {
+            throw FederationError(code: .invalidConfiguration, message: "\(source) cannot be checked: \(loadError)")
+        }
         guard let parts = parse(url) else {
             throw FederationError(code: .invalidConfiguration, message: "\(source) '\(preview(url))' is not a valid URL")
         }
@@ -50,18 +53,18 @@ enum EndpointRule {
 
     /// Scheme and host as libcurl parses them, or `nil` when it cannot.
     static func parse(_ url: String) -> (scheme: String, host: String)? {
-        guard let handle = curl_url() else { return nil }
-        defer { curl_url_cleanup(handle) }
+        guard let handle = ib_curl_url() else { return nil }
+        defer { ib_curl_url_cleanup(handle) }
         // No scheme guessing: a URL without one is not an endpoint.
-        guard curl_url_set(handle, CURLUPART_URL, url, 0) == CURLUE_OK else { return nil }
+        guard ib_curl_url_set(handle, CURLUPART_URL, url, 0) == CURLUE_OK else { return nil }
         guard let scheme = part(handle, CURLUPART_SCHEME), let host = part(handle, CURLUPART_HOST) else { return nil }
         return (scheme.lowercased(), host)
     }
 
     private static func part(_ handle: OpaquePointer, _ which: CURLUPart) -> String? {
         var value: UnsafeMutablePointer<CChar>?
-        guard curl_url_get(handle, which, &value, 0) == CURLUE_OK, let value else { return nil }
-        defer { curl_free(value) }
+        guard ib_curl_url_get(handle, which, &value, 0) == CURLUE_OK, let value else { return nil }
+        defer { ib_curl_free(value) }
         return String(cString: value)
     }
 

@@ -1,7 +1,7 @@
 internal import CLibCrypto
-internal import CLibCurl
+internal import CCurlLoader
 
-/// The one process-wide initialisation of the C libraries the broker links.
+/// The one process-wide initialisation of the C libraries the broker uses.
 ///
 /// Order matters: OpenSSL is initialised first **without** its atexit handler, and only
 /// then libcurl. libcurl and the keystore share one OpenSSL; if `curl_global_init`
@@ -16,23 +16,38 @@ package enum LibraryBootstrap {
     /// The result of the one initialisation, computed on first use.
     private static let outcome: Outcome = {
         let cryptoOK = ib_crypto_init_no_atexit() == 1
-        let curlCode = curl_global_init(Int(CURL_GLOBAL_DEFAULT))
-        return Outcome(cryptoInitialised: cryptoOK, curlCode: Int32(bitPattern: curlCode.rawValue))
+        guard let loadError = loadCurl() else {
+            let curlCode = ib_curl_global_init(Int(CURL_GLOBAL_DEFAULT))
+            return Outcome(cryptoInitialised: cryptoOK, curlCode: Int32(bitPattern: curlCode.rawValue), curlLoadError: nil)
+        }
+        return Outcome(cryptoInitialised: cryptoOK, curlCode: 0, curlLoadError: loadError)
     }()
 
     /// Runs the process-wide initialisation if it has not run yet.
     ///
     /// Both libraries only fail to initialise when memory is exhausted, in which case
     /// nothing the broker could do afterwards would be sound; hence the precondition
-    /// instead of a thrown error every caller would have to handle.
-    package static func ensure() {
+    /// instead of a thrown error every caller would have to handle. libcurl missing from
+    /// the machine (it is loaded on first use, not linked) is an error to report, though.
+    ///
+    /// - Returns: why libcurl cannot be used, or `nil` when it can.
+    package static func ensure() -> String? {
         let outcome = outcome
         precondition(outcome.cryptoInitialised, "OPENSSL_init_crypto failed")
+        if let error = outcome.curlLoadError { return error }
         precondition(outcome.curlCode == 0, "curl_global_init failed with CURLcode \(outcome.curlCode)")
+        return nil
+    }
+
+    /// Loads libcurl (once) without initialising it, for its URL parser; returns why it
+    /// cannot be loaded, or `nil`.
+    package static func loadCurl() -> String? {
+        ib_curl_load() == 1 ? nil : String(cString: ib_curl_load_error())
     }
 
     private struct Outcome: Sendable {
         var cryptoInitialised: Bool
         var curlCode: Int32
+        var curlLoadError: String?
     }
 }
