@@ -65,8 +65,6 @@ extension CLIFailure {
             next = "make the keystore private to you (chmod 700 on directories, 600 on files) or choose another --keystore"
         case .invalidKey:
             next = "set $IDENTITY_BROKER_KEY to 32 random bytes in canonical base64, as 'openssl rand -base64 32' prints them (or unset it to use the key file), or fix the key file"
-        case .lockTimeout:
-            next = "another federate holds the keystore lock; try again"
         case .invalidName:
             next = "check --session, --access-group and --keystore"
         default:

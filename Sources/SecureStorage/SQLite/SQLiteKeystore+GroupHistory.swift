@@ -15,6 +15,10 @@ extension SQLiteKeystore {
         configuration: Configuration,
         logger: Logger?
     ) throws(KeystoreError) {
+        // Before anything is recorded: a name no namespace can have must not become the last group.
+        if let name = group.name {
+            try StoreLayout.validate(name: name, what: "access group name", limit: StoreLayout.maximumNameBytes)
+        }
         guard let privateStore = try StoreNamespace.open(layout: layout, group: .none, keySource: keySource, create: true) else {
             throw KeystoreError(.invalidKey, "no key available for the private namespace")
         }
