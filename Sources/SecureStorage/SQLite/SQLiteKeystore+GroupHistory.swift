@@ -29,9 +29,9 @@ extension SQLiteKeystore {
         if recorded != nil && last == nil {
             throw KeystoreError(.corruptFormat, "unreadable last access group record", path: privateStore.databasePath)
         }
-        if let last, last.sameLocation(as: group) { return }
+        if let last, last == group { return }
         if let last {
-            if configuration.moveItemsFromPreviousGroup || group.migrateItemsOfUserSession {
+            if configuration.moveItemsFromPreviousGroup {
                 let moved = try StoreMigration(layout: layout, from: last, to: group, keySource: keySource, busyTimeout: configuration.busyTimeout).run()
                 logger?.notice("keystore items moved from the previous access group", metadata: [
                     "broker.service": "\(layout.service)",
