@@ -208,6 +208,7 @@ let package = Package(
             dependencies: [
                 "federate",
                 "BrokerTestSupport",
+                "SecureStorage",
             ],
             swiftSettings: strictSettings
         ),
