@@ -206,29 +206,30 @@ func sampleValue() -> [UInt8] {
     Array(repeating: UInt8(ascii: "x"), count: 1_300)
 }
 
-func openKeystore(_ directory: String, group: AccessGroup = .none) throws -> FileKeystore {
-    try FileKeystore(root: directory, service: "bench", accessGroup: group, keySource: .raw(Array(repeating: 7, count: 32)))
+func openKeystore(_ directory: String, group: AccessGroup = .none) throws -> SQLiteKeystore {
+    try SQLiteKeystore(root: directory, service: "bench", accessGroup: group, keySource: .raw(Array(repeating: 7, count: 32)))
 }
 
 struct KeystoreBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "keystore", abstract: "FileKeystore: microseconds per get, durable sets per second.")
+        commandName: "keystore", abstract: "SQLiteKeystore: microseconds per get, durable sequential sets per second.")
 
     @Option(help: "An empty directory to use as the keystore root.") var directory: String
     @Option(help: "Items to set and then get.") var items = 1_000
     @Option(help: "Gets to time (cycling through the items).") var gets = 50_000
 
-    func run() throws {
+    func run() async throws {
         let keystore = try openKeystore(directory)
+        defer { keystore.close() }
         let value = sampleValue()
         let start = monotonicSeconds()
         for index in 0..<items {
-            try keystore.set(value, forKey: "session.u\(index)")
+            try await keystore.set(value, forKey: "session.u\(index)")
         }
         let setSeconds = monotonicSeconds() - start
         let getStart = monotonicSeconds()
         for index in 0..<gets {
-            guard try keystore.data(forKey: "session.u\(index % items)")?.count == value.count else {
+            guard try await keystore.value(forKey: "session.u\(index % items)")?.count == value.count else {
                 fatalError("keystore lost an item")
             }
         }
@@ -271,7 +272,7 @@ struct FsyncFloor: AsyncParsableCommand {
 
 struct Migrate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Seconds for FileKeystore.migrate of N items from no group to a named group.",
+        abstract: "Seconds for SQLiteKeystore.migrate of N items from no group to a named group.",
         discussion: """
             --fill-only writes the N items and stops (compare.sh runs that step with fsync \
             disabled by LD_PRELOAD, since it is set-up, not the measurement); --skip-fill \
@@ -283,25 +284,29 @@ struct Migrate: AsyncParsableCommand {
     @Flag(help: "Only write the items.") var fillOnly = false
     @Flag(help: "Do not write the items; migrate those already there.") var skipFill = false
 
-    func run() throws {
+    func run() async throws {
         if !skipFill {
             let keystore = try openKeystore(directory)
+            defer { keystore.close() }
             let value = sampleValue()
             let fillStart = monotonicSeconds()
+            var batch = KeystoreBatch()
             for index in 0..<items {
-                try keystore.set(value, forKey: "session.u\(index)")
+                batch.set(value, forKey: "session.u\(index)")
             }
+            try await keystore.commit(batch)
             print("filled \(items) items in \(fixed(2, monotonicSeconds() - fillStart)) s")
             if fillOnly { return }
         }
         let start = monotonicSeconds()
-        let moved = try FileKeystore.migrate(
+        let moved = try await SQLiteKeystore.migrate(
             root: directory, service: "bench", from: .none, to: AccessGroup(name: "bench-group"),
             keySource: .raw(Array(repeating: 7, count: 32)))
         let seconds = monotonicSeconds() - start
         precondition(moved == items, "migrated \(moved) of \(items)")
         let migrated = try openKeystore(directory, group: AccessGroup(name: "bench-group"))
-        let count = try migrated.keys().count
+        defer { migrated.close() }
+        let count = try await migrated.keys().count
         precondition(count == items)
         print(fixed(3, seconds))
     }

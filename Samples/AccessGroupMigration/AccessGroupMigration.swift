@@ -3,7 +3,7 @@
 // moves keychain items.
 //
 //   1. Group `none` (private to the tool): federate a guest session; it is saved.
-//   2. Reopen with AccessGroup(name: "team", migrateItemsOfUserSession: true): the session is
+//   2. Reopen with AccessGroup(name: "team") and moveItemsFromPreviousGroup: the session is
 //      moved and restored from the new group.
 //   3. Reopen with another group and migration off: it starts empty (nothing is moved).
 //   4. Reopen "team": the session is still there: switching without migration wipes nothing.

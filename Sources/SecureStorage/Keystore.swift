@@ -41,7 +41,8 @@ public protocol Keystore: Sendable {
     /// included.
     ///
     /// A ``KeystoreChange/all`` element means the feed lost track of individual keys (its
-    /// log was trimmed past the subscriber, or the store was reopened): reload everything
-    /// you hold. The stream ends when the keystore is closed.
+    /// log was trimmed past the subscriber, the subscriber fell so far behind that its
+    /// stream's buffer dropped changes, or the store was reopened): reload everything you
+    /// hold. The stream ends when the keystore is closed.
     func changes() -> AsyncStream<KeystoreChange>
 }

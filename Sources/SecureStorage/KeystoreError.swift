@@ -5,12 +5,13 @@
 /// `switch` on them. Compare codes with `==`:
 ///
 /// ```swift
-/// do { _ = try keystore.data(forKey: "session") }
-/// catch let error as KeystoreError where error.code == .authenticationFailed { … }
+/// do { _ = try await keystore.value(forKey: "session") }
+/// catch where error.code == .authenticationFailed { … }
 /// ```
 ///
 /// An error never carries secret material: no key bytes, no passphrase, no item value.
-/// It may carry a file-system path and the name of an item, which are not secret.
+/// It may carry a file-system path (a database, key file or directory) and the name of an
+/// item, which are not secret.
 public struct KeystoreError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What went wrong, as an extensible set of codes.
     public struct Code: Sendable, Hashable, CustomStringConvertible {
@@ -20,7 +21,6 @@ public struct KeystoreError: Error, Sendable, Hashable, CustomStringConvertible 
             case insecurePermissions
             case corruptFormat
             case io
-            case lockTimeout
             case invalidKey
             case invalidName
             case cryptoFailure
@@ -37,16 +37,16 @@ public struct KeystoreError: Error, Sendable, Hashable, CustomStringConvertible 
         /// or access group, or sealed with another key. A migration throws it, before moving
         /// anything, when some source items fail to open; its reason says how many.
         public static let authenticationFailed = Code(.authenticationFailed)
-        /// A directory or key file is more permissive than the keystore allows, or is owned
+        /// A directory, database or key file is more permissive than the keystore allows, is not
+        /// a regular file or directory (a symbolic link, a FIFO), or is owned
         /// by another user. The error's ``KeystoreError/path`` and ``KeystoreError/mode`` say
         /// which file and what was found.
         public static let insecurePermissions = Code(.insecurePermissions)
-        /// A file has an unknown format version, is truncated, or is otherwise malformed.
+        /// An item, a salt file or a database has an unknown format version, is truncated, or
+        /// is otherwise malformed (a corrupt database file, a database of another service).
         public static let corruptFormat = Code(.corruptFormat)
         /// A system call failed; ``KeystoreError/errno`` and ``KeystoreError/path`` say which.
         public static let io = Code(.io)
-        /// The namespace's writer lock could not be taken within the configured timeout.
-        public static let lockTimeout = Code(.lockTimeout)
         /// The key source gave no usable key: missing or malformed environment variable,
         /// wrong length, or a key file of the wrong size.
         public static let invalidKey = Code(.invalidKey)
@@ -54,8 +54,9 @@ public struct KeystoreError: Error, Sendable, Hashable, CustomStringConvertible 
         public static let invalidName = Code(.invalidName)
         /// libcrypto failed unexpectedly; ``KeystoreError/openSSLError`` holds `ERR_get_error()`.
         public static let cryptoFailure = Code(.cryptoFailure)
-        /// A migration copied an item but could not read it back identically; the source
-        /// items are kept and the migration is retried on the next open.
+        /// A migration copied an item but could not read it back identically; its copy
+        /// transaction is rolled back, the source keeps every item, and running the migration
+        /// again retries it.
         public static let migrationFailed = Code(.migrationFailed)
         /// The store could not be reached or opened: it stayed busy past the configured
         /// timeout, its database could not be opened, or it was closed. Retrying later may

@@ -1,8 +1,12 @@
 import BrokerTestSupport
 import Foundation
+import SecureStorage
 import XCTest
 
-/// Exit 6: tampered items, wrong keys, bad permissions; and recovering with `clear`.
+/// Exit 6 on the SQLite keystore (`<root>/users/<uid>/<b64 service>.sqlite`, key file
+/// `<root>/users/<uid>/key`): tampered rows, corrupt databases, wrong or replaced keys, bad
+/// permissions, refused migrations; and recovering with `clear`. Every failing run is one
+/// stderr line and an empty stdout, without a secret (checked by the harness).
 final class FederateKeystoreTests: XCTestCase {
     private var harness: FederateHarness!
     private var server: LoopbackHTTPServer!
@@ -18,40 +22,128 @@ final class FederateKeystoreTests: XCTestCase {
         harness?.cleanUp()
     }
 
-    private func guest(_ session: String, environment: [String: String?] = [:]) throws {
-        try harness.expect(0, ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", server.url(), "--session", session], environment: environment)
+    private func guest(_ session: String, group: String? = nil, environment: [String: String?] = [:]) throws {
+        var arguments = ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", server.url(), "--session", session]
+        if let group { arguments += ["--access-group", group] }
+        try harness.expect(0, arguments, environment: environment)
+    }
+
+    private func credentials(_ session: String, group: String? = nil) -> [String] {
+        ["credentials", "--session", session] + (group.map { ["--access-group", $0] } ?? [])
     }
 
     private static func randomKey() -> String {
         Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
     }
 
-    func testTamperedItemExitsSixAndClearRecovers() throws {
-        try guest("alice")
-        let items = harness.sessionItemFiles()
-        XCTAssertEqual(items.count, 1, "one sealed item for one session: \(items)")
-        let item = try XCTUnwrap(items.first)
-        var bytes = try Data(contentsOf: URL(fileURLWithPath: item))
-        bytes[bytes.count / 2] ^= 0x01
-        try bytes.write(to: URL(fileURLWithPath: item))
-
-        let credentials = try harness.expect(6, ["credentials", "--session", "alice"])
-        XCTAssertTrue(credentials.stderr.contains("authenticationFailed"), "\(credentials)")
-        try harness.expect(6, ["status", "--session", "alice"])
-        try harness.expect(6, ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", server.url(), "--session", "bob"])
-
-        // clear still works on the damaged session, and then everything is usable again.
-        try harness.expect(0, ["clear", "--session", "alice"])
-        try harness.expect(3, ["credentials", "--session", "alice"])
-        try guest("alice")
-        try harness.expect(0, ["credentials", "--session", "alice"])
+    private func mode(_ path: String) -> mode_t {
+        var info = stat()
+        XCTAssertEqual(lstat(path, &info), 0, path)
+        return info.st_mode & 0o7777
     }
 
-    func testTruncatedItemExitsSix() throws {
+    /// Damages the row of `session` in the private database: one byte of its `value` column
+    /// flipped with the `sqlite3` shell, or, without it, the row rewritten through a second
+    /// keystore sealing with another key. Either way the row no longer opens.
+    private func tamper(_ session: String) async throws {
+        let database = harness.database()
+        let key = "session.\(session)"
+        if let hex = try harness.sqlite3(database, "SELECT hex(value) FROM items WHERE key = '\(key)';") {
+            var bytes = Array(hex.trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+            XCTAssertGreaterThan(bytes.count, 60, "no sealed row for \(key)")
+            // Flip the low bit of a ciphertext byte (hex digits 0-9 and A-F: toggle 0/1, 2/3, … A/B, …).
+            let index = bytes.count / 2 | 1
+            bytes[index] = Array("0123456789ABCDEF".utf8)[Int(hexValue(bytes[index]) ^ 1)]
+            _ = try harness.sqlite3(database, "UPDATE items SET value = X'\(String(decoding: bytes, as: UTF8.self))' WHERE key = '\(key)';")
+            let after = try harness.sqlite3(database, "SELECT hex(value) FROM items WHERE key = '\(key)';")
+            XCTAssertNotEqual(after, hex, "the row did not change")
+        } else {
+            let other = try SQLiteKeystore(
+                root: harness.keystore, service: FederateHarness.service,
+                keySource: .raw((0..<32).map { _ in UInt8.random(in: 0...255) }))
+            try await other.set(Array("{}".utf8), forKey: key)
+            other.close()
+        }
+    }
+
+    /// The private database's rows (key and sealed value), read with the `sqlite3` shell;
+    /// `nil` without it (the tests then rely on what `federate` itself reads back).
+    private func rows(file: StaticString = #filePath, line: UInt = #line) throws -> String? {
+        let rows = try harness.sqlite3(harness.database(), "SELECT key, hex(value) FROM items ORDER BY key;", file: file, line: line)
+        if let rows { XCTAssertFalse(rows.isEmpty, "no rows", file: file, line: line) }
+        return rows
+    }
+
+    /// Removes the `-wal` and `-shm` files a process may leave (committed data still in the
+    /// WAL would otherwise stand in for the damaged pages).
+    private func dropSiblings(of database: String) {
+        for suffix in ["-wal", "-shm"] { _ = unlink(database + suffix) }
+    }
+
+    private func hexValue(_ digit: UInt8) -> UInt8 {
+        digit >= UInt8(ascii: "A") ? digit - UInt8(ascii: "A") + 10 : digit - UInt8(ascii: "0")
+    }
+
+    func testTamperedRowFailsThatSessionOnlyAndClearRecovers() async throws {
         try guest("alice")
-        let item = try XCTUnwrap(harness.sessionItemFiles().first)
-        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: item))
-        try harness.expect(6, ["credentials", "--session", "alice"])
+        try guest("bob")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: harness.database()), "the layout changed: \(harness.keystoreFiles())")
+        try await tamper("alice")
+
+        let damaged = try harness.expect(6, credentials("alice"))
+        XCTAssertTrue(damaged.stderr.contains("authenticationFailed"), "\(damaged)")
+        XCTAssertTrue(damaged.stderr.contains("clear"), "the error says how to recover: \(damaged)")
+        try harness.expect(6, ["status", "--session", "alice"])
+        // A damaged item is an error for that session alone.
+        try harness.expect(0, credentials("bob"))
+        try harness.expect(0, ["status", "--session", "bob"])
+        try guest("carol")
+
+        // clear removes the damaged row without opening it; the session is then usable again.
+        try harness.expect(0, ["clear", "--session", "alice"])
+        try harness.expect(3, credentials("alice"))
+        try guest("alice")
+        try harness.expect(0, credentials("alice"))
+        try harness.expect(0, credentials("bob"))
+    }
+
+    func testARowSealedWithAnotherKeyFailsThatSessionOnly() async throws {
+        try guest("alice")
+        try guest("bob")
+        let other = try SQLiteKeystore(
+            root: harness.keystore, service: FederateHarness.service, keySource: .raw((0..<32).map { _ in UInt8.random(in: 0...255) }))
+        try await other.set(Array(#"{"version":1}"#.utf8), forKey: "session.alice")
+        other.close()
+        let result = try harness.expect(6, credentials("alice"))
+        XCTAssertTrue(result.stderr.contains("authenticationFailed"), "\(result)")
+        try harness.expect(0, credentials("bob"))
+    }
+
+    func testTruncatedDatabaseExitsSix() throws {
+        try guest("alice")
+        let database = harness.database()
+        dropSiblings(of: database)
+        let handle = try XCTUnwrap(FileHandle(forWritingAtPath: database))
+        try handle.truncate(atOffset: 50)
+        try handle.close()
+        for arguments in [credentials("alice"), ["status", "--session", "alice"], ["clear", "--session", "alice"]] {
+            let result = try harness.expect(6, arguments)
+            XCTAssertTrue(result.stderr.contains("corruptFormat"), "\(result)")
+            XCTAssertTrue(result.stderr.contains(database), "the error names the file: \(result)")
+        }
+    }
+
+    func testCorruptDatabaseHeaderExitsSix() throws {
+        try guest("alice")
+        let database = harness.database()
+        dropSiblings(of: database)
+        let handle = try XCTUnwrap(FileHandle(forUpdatingAtPath: database))
+        try handle.write(contentsOf: Data(repeating: 0x5A, count: 100))
+        try handle.close()
+        let result = try harness.expect(6, credentials("alice"))
+        XCTAssertTrue(result.stderr.contains("corruptFormat"), "\(result)")
+        XCTAssertTrue(result.stderr.contains("move it aside"), "the error says what to do: \(result)")
+        try harness.expect(6, ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", server.url(), "--session", "bob"])
     }
 
     func testWrongEnvironmentKeyExitsSix() throws {
@@ -59,55 +151,11 @@ final class FederateKeystoreTests: XCTestCase {
         let wrong = Self.randomKey()
         harness.neverPrinted = [key, wrong]
         try guest("alice", environment: ["IDENTITY_BROKER_KEY": key])
-        try harness.expect(0, ["credentials", "--session", "alice"], environment: ["IDENTITY_BROKER_KEY": key])
-        let result = try harness.expect(6, ["credentials", "--session", "alice"], environment: ["IDENTITY_BROKER_KEY": wrong])
+        try harness.expect(0, credentials("alice"), environment: ["IDENTITY_BROKER_KEY": key])
+        let result = try harness.expect(6, credentials("alice"), environment: ["IDENTITY_BROKER_KEY": wrong])
         XCTAssertTrue(result.stderr.contains("IDENTITY_BROKER_KEY"), "the error says what to check: \(result)")
         // Without the variable the key file is used, which did not seal this item either.
-        try harness.expect(6, ["credentials", "--session", "alice"], environment: ["IDENTITY_BROKER_KEY": nil])
-    }
-
-    func testMigrateWithWrongKeyExitsSixAndMovesNothing() throws {
-        let key = Self.randomKey()
-        let wrong = Self.randomKey()
-        harness.neverPrinted = [key, wrong]
-        for session in ["alice", "bob", "carol"] {
-            try guest(session, environment: ["IDENTITY_BROKER_KEY": key])
-        }
-        let before = harness.sessionItemFiles()
-        XCTAssertEqual(before.count, 3)
-
-        let result = try harness.expect(6, ["migrate", "--from", "none", "--to", "team"], environment: ["IDENTITY_BROKER_KEY": wrong])
-        XCTAssertTrue(result.stderr.contains("3 of 3 items could not be opened"), "the error says how many: \(result)")
-        XCTAssertTrue(result.stderr.contains("wrong key or tampered"), "the error says why: \(result)")
-        XCTAssertTrue(result.stderr.contains("IDENTITY_BROKER_KEY"), "the error says what to check: \(result)")
-        // Nothing moved, nothing deleted, no journal left for a later command to resume.
-        XCTAssertEqual(harness.sessionItemFiles(), before)
-        let journals = (FileManager.default.subpaths(atPath: harness.keystore) ?? []).filter { $0.hasSuffix("migration.journal") }
-        XCTAssertEqual(journals, [])
-        for session in ["alice", "bob", "carol"] {
-            try harness.expect(0, ["credentials", "--session", session], environment: ["IDENTITY_BROKER_KEY": key])
-            try harness.expect(3, ["credentials", "--session", session, "--access-group", "team"], environment: ["IDENTITY_BROKER_KEY": key])
-        }
-
-        // The right key moves them all.
-        let moved = try harness.expect(0, ["migrate", "--from", "none", "--to", "team"], environment: ["IDENTITY_BROKER_KEY": key])
-        XCTAssertTrue(moved.stderr.contains("moved 3 items"), "\(moved)")
-        try harness.expect(0, ["credentials", "--session", "alice", "--access-group", "team"], environment: ["IDENTITY_BROKER_KEY": key])
-    }
-
-    func testMigrateWithTamperedItemExitsSixAndMovesNothing() throws {
-        for session in ["alice", "bob"] { try guest(session) }
-        let items = harness.sessionItemFiles()
-        XCTAssertEqual(items.count, 2)
-        let item = try XCTUnwrap(items.first)
-        var bytes = try Data(contentsOf: URL(fileURLWithPath: item))
-        bytes[bytes.count / 2] ^= 0x01
-        try bytes.write(to: URL(fileURLWithPath: item))
-
-        let result = try harness.expect(6, ["migrate", "--from", "none", "--to", "team"])
-        XCTAssertTrue(result.stderr.contains("1 of 2 items could not be opened"), "\(result)")
-        XCTAssertEqual(harness.sessionItemFiles(), items)
-        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: item)), bytes)
+        try harness.expect(6, credentials("alice"), environment: ["IDENTITY_BROKER_KEY": nil])
     }
 
     func testMalformedEnvironmentKeyExitsSix() throws {
@@ -120,30 +168,126 @@ final class FederateKeystoreTests: XCTestCase {
 
     func testReplacedKeyFileExitsSix() throws {
         try guest("alice")
-        let keyFile = try XCTUnwrap(
-            FileManager.default.subpaths(atPath: harness.keystore)?.first { $0.hasPrefix("private/") && $0.hasSuffix("/key") })
-        let path = harness.keystore + "/" + keyFile
-        try Data((0..<32).map { _ in UInt8.random(in: 0...255) }).write(to: URL(fileURLWithPath: path))
-        chmod(path, 0o600)
-        try harness.expect(6, ["credentials", "--session", "alice"])
+        let keyFile = harness.privateKeyFile
+        let original = try XCTUnwrap(FileManager.default.contents(atPath: keyFile), "no key file: \(harness.keystoreFiles())")
+        XCTAssertEqual(original.count, 32)
+        XCTAssertEqual(mode(keyFile), 0o600)
+        let replacement = Data((0..<32).map { _ in UInt8.random(in: 0...255) })
+        try replacement.write(to: URL(fileURLWithPath: keyFile))
+        XCTAssertEqual(chmod(keyFile, 0o600), 0)
+        let result = try harness.expect(6, credentials("alice"))
+        XCTAssertTrue(result.stderr.contains("authenticationFailed"), "\(result)")
+        // A key file of the wrong size is refused outright.
+        try Data(original.prefix(16)).write(to: URL(fileURLWithPath: keyFile))
+        let short = try harness.expect(6, credentials("alice"))
+        XCTAssertTrue(short.stderr.contains("invalidKey"), "\(short)")
+        // The original key opens the session again.
+        try original.write(to: URL(fileURLWithPath: keyFile))
+        try harness.expect(0, credentials("alice"))
     }
 
-    func testInsecurePermissionsExitSix() throws {
+    func testInsecurePermissionsExitSixWithTheFix() throws {
         try guest("alice")
-        XCTAssertEqual(chmod(harness.keystore, 0o755), 0)
-        let result = try harness.expect(6, ["credentials", "--session", "alice"])
-        XCTAssertTrue(result.stderr.contains("chmod"), "the error says how to fix it: \(result)")
+        let cases: [(path: String, looser: mode_t, fixed: mode_t, says: String)] = [
+            (harness.userDirectory, 0o755, 0o700, "chmod 700"),
+            (harness.database(), 0o644, 0o600, "chmod 600"),
+            (harness.privateKeyFile, 0o644, 0o600, "chmod 600"),
+        ]
+        for (path, looser, fixed, says) in cases {
+            XCTAssertEqual(chmod(path, looser), 0)
+            let result = try harness.expect(6, credentials("alice"))
+            XCTAssertTrue(result.stderr.contains("insecurePermissions"), "\(result)")
+            XCTAssertTrue(result.stderr.contains(path), "the error names the path: \(result)")
+            XCTAssertTrue(result.stderr.contains("0\(String(looser, radix: 8))"), "the error shows the mode found: \(result)")
+            XCTAssertTrue(result.stderr.contains(says), "the error says how to fix it: \(result)")
+            XCTAssertEqual(chmod(path, fixed), 0)
+            try harness.expect(0, credentials("alice"))
+        }
+        // A group-writable root must be sticky.
+        XCTAssertEqual(chmod(harness.keystore, 0o770), 0)
+        let root = try harness.expect(6, credentials("alice"))
+        XCTAssertTrue(root.stderr.contains("chmod +t"), "\(root)")
         XCTAssertEqual(chmod(harness.keystore, 0o700), 0)
-        try harness.expect(0, ["credentials", "--session", "alice"])
+        try harness.expect(0, credentials("alice"))
     }
 
-    func testKeystoreItemsHoldNoPlaintextSecrets() throws {
+    func testMigrateWithWrongKeyExitsSixMovesNothingAndSaysHowMany() throws {
+        let key = Self.randomKey()
+        let wrong = Self.randomKey()
+        harness.neverPrinted = [key, wrong]
+        for session in ["alice", "bob", "carol"] {
+            try guest(session, environment: ["IDENTITY_BROKER_KEY": key])
+        }
+        let before = try rows()
+
+        let result = try harness.expect(6, ["migrate", "--from", "none", "--to", "team"], environment: ["IDENTITY_BROKER_KEY": wrong])
+        XCTAssertTrue(result.stderr.contains("3 of 3 items"), "the error says how many: \(result)")
+        XCTAssertTrue(result.stderr.contains("nothing was moved"), "\(result)")
+        XCTAssertTrue(result.stderr.contains("wrong key"), "the error says why: \(result)")
+        XCTAssertTrue(result.stderr.contains("IDENTITY_BROKER_KEY"), "the error says what to check: \(result)")
+        // Nothing moved, nothing deleted: the source rows are the same and no target was created.
+        XCTAssertEqual(try rows(), before)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: harness.groupDirectory("team")), "\(harness.keystoreFiles())")
+        for session in ["alice", "bob", "carol"] {
+            try harness.expect(0, credentials(session), environment: ["IDENTITY_BROKER_KEY": key])
+            try harness.expect(3, credentials(session, group: "team"), environment: ["IDENTITY_BROKER_KEY": key])
+        }
+
+        // The right key moves them all.
+        let moved = try harness.expect(0, ["migrate", "--from", "none", "--to", "team"], environment: ["IDENTITY_BROKER_KEY": key])
+        XCTAssertTrue(moved.stderr.contains("moved 3 items"), "\(moved)")
+        XCTAssertEqual(moved.stdout, "")
+        try harness.expect(0, credentials("alice", group: "team"), environment: ["IDENTITY_BROKER_KEY": key])
+        try harness.expect(3, credentials("alice"), environment: ["IDENTITY_BROKER_KEY": key])
+    }
+
+    func testMigrateWithTamperedRowExitsSixAndMovesNothing() async throws {
+        for session in ["alice", "bob"] { try guest(session) }
+        try await tamper("bob")
+        let before = try rows()
+        let result = try harness.expect(6, ["migrate", "--from", "none", "--to", "team"])
+        XCTAssertTrue(result.stderr.contains("1 of 2 items"), "\(result)")
+        XCTAssertTrue(result.stderr.contains("session.bob"), "the error names the damaged item: \(result)")
+        XCTAssertEqual(try rows(), before)
+        try harness.expect(3, credentials("alice", group: "team"))
+        // Clearing the damaged session lets the rest move.
+        try harness.expect(0, ["clear", "--session", "bob"])
+        let moved = try harness.expect(0, ["migrate", "--from", "none", "--to", "team"])
+        XCTAssertTrue(moved.stderr.contains("moved 1 item "), "\(moved)")
+        try harness.expect(0, credentials("alice", group: "team"))
+    }
+
+    func testMigrateThenCredentialsInTheNewGroup() throws {
         try guest("alice")
-        for item in harness.sessionItemFiles() {
-            let bytes = try Data(contentsOf: URL(fileURLWithPath: item))
+        try guest("bob")
+        let moved = try harness.expect(0, ["migrate", "--from", "none", "--to", "ops-tools"])
+        XCTAssertTrue(moved.stderr.contains("moved 2 items from access group none to ops-tools"), "\(moved)")
+        let output = try harness.expect(0, credentials("alice", group: "ops-tools"))
+        try Output.assertProcessShape(output.stdout)
+        try harness.expect(0, credentials("bob", group: "ops-tools"))
+        try harness.expect(3, credentials("alice"))
+        // The shared group's layout: a setgid 2770 directory, its own key (0640), a 0660 database.
+        XCTAssertEqual(mode(harness.groupDirectory("ops-tools")), 0o2770)
+        XCTAssertEqual(mode(harness.groupDirectory("ops-tools") + "/key"), 0o640)
+        XCTAssertEqual(mode(harness.database(group: "ops-tools")), 0o660)
+        // Running it again has nothing left to move.
+        let again = try harness.expect(0, ["migrate", "--from", "none", "--to", "ops-tools"])
+        XCTAssertTrue(again.stderr.contains("moved 0 items"), "\(again)")
+    }
+
+    func testKeystoreFilesHoldNoPlaintextSecrets() throws {
+        try guest("alice")
+        let files = harness.keystoreFiles()
+        XCTAssertTrue(files.contains { $0.hasSuffix(".sqlite") }, "no database: \(files)")
+        for file in files {
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: harness.keystore + "/" + file))
             for secret in [CannedCognito.secretKey, CannedCognito.sessionToken, CannedCognito.accessKeyId] {
-                XCTAssertNil(bytes.range(of: Data(secret.utf8)), "an item holds a credential in plain text")
+                XCTAssertNil(bytes.range(of: Data(secret.utf8)), "\(file) holds a credential in plain text")
             }
         }
+        // And only the engine's files: no lock, temporary or journal files of our own.
+        let names = Set(files.map { ($0 as NSString).lastPathComponent })
+        let database = FederateHarness.base64URL(FederateHarness.service) + ".sqlite"
+        XCTAssertEqual(names.subtracting(["key", database, database + "-wal", database + "-shm"]), [], "\(files)")
     }
 }

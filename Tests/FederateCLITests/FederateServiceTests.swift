@@ -254,19 +254,31 @@ final class FederateServiceTests: XCTestCase {
         XCTAssertTrue(result.stderr.contains("stdout"), "\(result)")
     }
 
+    /// The SQLite layout under `root`: `users/<uid>/` (0700) holding the key file and the
+    /// service's database (both 0600).
+    private func assertLayout(_ root: String, file: StaticString = #filePath, line: UInt = #line) {
+        let directory = "\(root)/users/\(geteuid())"
+        let database = "\(directory)/\(FederateHarness.base64URL(FederateHarness.service)).sqlite"
+        for (path, mode) in [(root, 0o700), (directory, 0o700), (directory + "/key", 0o600), (database, 0o600)] as [(String, mode_t)] {
+            var info = stat()
+            XCTAssertEqual(lstat(path, &info), 0, "missing \(path)", file: file, line: line)
+            XCTAssertEqual(info.st_mode & 0o7777, mode, path, file: file, line: line)
+        }
+    }
+
     func testDefaultKeystoreLocations() throws {
         let server = try CannedCognito.healthy()
         defer { server.stop() }
         let guest = ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", server.url()]
         // $HOME/.local/share/identity-broker
         try harness.expect(0, guest, environment: ["IDENTITY_BROKER_KEYSTORE": nil])
-        XCTAssertTrue(FileManager.default.fileExists(atPath: harness.directory + "/.local/share/identity-broker/state"))
+        assertLayout(harness.directory + "/.local/share/identity-broker")
         try harness.expect(0, ["credentials"], environment: ["IDENTITY_BROKER_KEYSTORE": nil])
         // $XDG_DATA_HOME/identity-broker
         let xdg = harness.directory + "/xdg"
         try harness.expect(3, ["credentials"], environment: ["IDENTITY_BROKER_KEYSTORE": nil, "XDG_DATA_HOME": xdg])
         try harness.expect(0, guest, environment: ["IDENTITY_BROKER_KEYSTORE": nil, "XDG_DATA_HOME": xdg])
-        XCTAssertTrue(FileManager.default.fileExists(atPath: xdg + "/identity-broker/state"))
+        assertLayout(xdg + "/identity-broker")
         // $IDENTITY_BROKER_KEYSTORE wins over both; --keystore over all.
         try harness.expect(3, ["credentials"], environment: ["XDG_DATA_HOME": xdg])
         try harness.expect(0, ["credentials", "--keystore", xdg + "/identity-broker"])

@@ -1,21 +1,10 @@
-// keystore-stress: a helper process for SecureStorageTests.
+// keystore-stress: a helper process for SecureStorageTests (the SQLiteKeystore engine).
 //
-//   keystore-stress write ROOT SERVICE WORKER COUNT
-//       writes w<WORKER>-<i> = "value-<WORKER>-<i>" for i < COUNT, overwriting "shared" each time
-//   keystore-stress overwrite ROOT SERVICE KEYS
-//       prints "ready", then rewrites k0..k<KEYS-1> with "gen-<n>-<padding>" forever (until killed)
-//   keystore-stress migrate-crash ROOT SERVICE FROM TO STAGE N
-//       migrates FROM to TO ("none" or a group name) and SIGKILLs itself at checkpoint STAGE/N
-//       (STAGE: copied, committed, deleted)
-//   keystore-stress shared ROOT SERVICE GROUP KEY
-//       in access group GROUP: writes KEY = "from-<uid>", then prints every "key=value"
-//       (run under different uids of one Unix group to check sharing)
-//
-// The same for the SQLite engine (SQLiteKeystore):
 //   keystore-stress sqlite-write ROOT WORKER COUNT
 //       writes w<WORKER>-<i> for i < COUNT (one commit each) and "shared" (versioned by i)
 //   keystore-stress sqlite-overwrite ROOT KEYS
-//       prints "ready", then commits batches rewriting k0..k<KEYS-1> to "gen-<n>-<padding>" forever
+//       commits batches rewriting k0..k<KEYS-1> to "gen-<n>-<padding>" forever, printing "ready"
+//       once the first batch is committed
 //   keystore-stress sqlite-migrate ROOT FROM TO [FSIZE]
 //       migrates and prints the moved count, or "error CODE"; with FSIZE, first limits the file
 //       size (RLIMIT_FSIZE, SIGXFSZ ignored) so writes past it fail with EFBIG
@@ -65,13 +54,14 @@ func runSQLite(_ mode: String, _ arguments: [String]) async throws -> Bool {
     case "sqlite-overwrite":
         guard arguments.count == 4, let keys = Int(arguments[3]) else { fail("bad arguments") }
         let keystore = try SQLiteKeystore(root: arguments[2], service: "svc")
-        printLine("ready")
         let padding = String(repeating: "x", count: 300)
         var generation = 1
         while true {
             var batch = KeystoreBatch()
             for key in 0..<keys { batch.set(Array("gen-\(generation)-\(padding)".utf8), forKey: "k\(key)") }
             try await keystore.commit(batch)
+            // Only after a whole batch is durable, so a kill always finds one to check.
+            if generation == 1 { printLine("ready") }
             generation += 1
         }
     case "sqlite-migrate":
@@ -150,54 +140,10 @@ func group(_ text: String) -> AccessGroup {
 }
 
 let arguments = CommandLine.arguments
-guard arguments.count >= 2 else { fail("usage: keystore-stress write|overwrite|migrate-crash …") }
+guard arguments.count >= 2 else { fail("usage: keystore-stress sqlite-write|sqlite-overwrite|sqlite-migrate|… ARGUMENTS") }
 
 do {
-    if try await runSQLite(arguments[1], arguments) { exit(0) }
-    switch arguments[1] {
-    case "write":
-        guard arguments.count == 6, let worker = Int(arguments[4]), let count = Int(arguments[5]) else { fail("bad arguments") }
-        let keystore = try FileKeystore(root: arguments[2], service: arguments[3])
-        for index in 0..<count {
-            try keystore.set(Array("value-\(worker)-\(index)".utf8), forKey: "w\(worker)-\(index)")
-            try keystore.set(Array("worker-\(worker)-\(index)".utf8), forKey: "shared")
-        }
-    case "overwrite":
-        guard arguments.count == 5, let keys = Int(arguments[4]) else { fail("bad arguments") }
-        let keystore = try FileKeystore(root: arguments[2], service: arguments[3])
-        let ready = Array("ready\n".utf8)
-        _ = ready.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
-        let padding = String(repeating: "x", count: 300)
-        var generation = 1
-        while true {
-            for key in 0..<keys {
-                try keystore.set(Array("gen-\(generation)-\(padding)".utf8), forKey: "k\(key)")
-            }
-            generation += 1
-        }
-    case "migrate-crash":
-        guard arguments.count == 8, let target = Int(arguments[7]) else { fail("bad arguments") }
-        let stage = arguments[6]
-        try FileKeystore._migrate(
-            root: arguments[2], service: arguments[3],
-            from: group(arguments[4]), to: group(arguments[5])
-        ) { name, count in
-            if name == stage && count == target { kill(getpid(), SIGKILL) }
-        }
-        fail("checkpoint \(stage)/\(target) was never reached")
-    case "shared":
-        guard arguments.count == 6 else { fail("bad arguments") }
-        let keystore = try FileKeystore(root: arguments[2], service: arguments[3], accessGroup: AccessGroup(name: arguments[4]))
-        try keystore.set(Array("from-\(getuid())".utf8), forKey: arguments[5])
-        var lines = ""
-        for key in try keystore.keys() {
-            lines += "\(key)=\(String(decoding: try keystore.requireData(forKey: key), as: UTF8.self))\n"
-        }
-        let bytes = Array(lines.utf8)
-        _ = bytes.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
-    default:
-        fail("unknown mode \(arguments[1])")
-    }
+    guard try await runSQLite(arguments[1], arguments) else { fail("unknown mode \(arguments[1])") }
 } catch {
     fail("\(error)")
 }

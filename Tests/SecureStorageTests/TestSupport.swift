@@ -69,13 +69,3 @@ func stressExecutable() throws -> URL {
     }
     return found
 }
-
-@discardableResult
-func runStress(_ arguments: [String]) throws -> Int32 {
-    let process = Process()
-    process.executableURL = try stressExecutable()
-    process.arguments = arguments
-    try process.run()
-    process.waitUntilExit()
-    return process.terminationStatus
-}

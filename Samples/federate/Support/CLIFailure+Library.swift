@@ -60,13 +60,11 @@ extension CLIFailure {
         case .authenticationFailed:
             next = "an item was tampered with or the key is wrong: check $IDENTITY_BROKER_KEY or the key file, or clear the session and log in again"
         case .corruptFormat:
-            next = "the keystore holds a damaged item: clear the session and log in again"
+            next = "for a damaged session, 'federate clear' it and log in again; for a damaged database or salt file (the path above), move it aside or restore it from a backup, then log in again"
         case .insecurePermissions:
-            next = "make the keystore private to you (chmod 700 on directories, 600 on files) or choose another --keystore"
+            next = "fix the permissions of the path above (private: chmod 700 on directories, chmod 600 on files; a shared access group: 2770 directories, 0660 databases, 0640 key files), or choose another --keystore"
         case .invalidKey:
             next = "set $IDENTITY_BROKER_KEY to 32 random bytes in canonical base64, as 'openssl rand -base64 32' prints them (or unset it to use the key file), or fix the key file"
-        case .lockTimeout:
-            next = "another federate holds the keystore lock; try again"
         case .invalidName:
             next = "check --session, --access-group and --keystore"
         default:

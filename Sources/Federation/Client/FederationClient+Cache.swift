@@ -7,8 +7,8 @@ import Logging
 import SecureStorage
 
 /// A session as the cache holds it: its state machine, and a generation that changes
-/// with every change applied here, so a store read that raced with a local change is
-/// recognised and dropped.
+/// whenever what the session holds changes here, so a store read that raced with such a
+/// change is recognised and dropped (the change's own feed event reloads it again).
 struct CachedSession: Sendable {
     var machine: SessionStateMachine
     var generation: UInt64
@@ -60,9 +60,14 @@ extension FederationClient {
     func apply(_ session: String, _ transition: (inout SessionStateMachine, Date, Duration) -> SessionState?) {
         let current = now()
         var entry = cache.peek(session) ?? CachedSession(machine: SessionStateMachine(record: nil, now: current, margin: expiryMargin), generation: 0)
+        let before = entry.machine.record
         let announced = transition(&entry.machine, current, expiryMargin)
-        nextGeneration += 1
-        entry.generation = nextGeneration
+        // Only a change of what the session holds makes a store read in flight stale; a
+        // clock tick or a read must not, or reloads racing with reads would be dropped.
+        if entry.machine.record != before || entry.generation == 0 {
+            nextGeneration += 1
+            entry.generation = nextGeneration
+        }
         cache.set(session, entry, isPinned: isPinned)
         if let announced { publish(announced, session: session) }
         scheduleExpiry(of: session, entry.machine)

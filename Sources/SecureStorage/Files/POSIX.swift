@@ -6,8 +6,9 @@ import Musl
 import Darwin
 #endif
 
-/// Thin, `EINTR`-safe wrappers over the system calls the file keystore uses. Every failure
-/// becomes a ``KeystoreError`` naming the path and `errno`.
+/// Thin, `EINTR`-safe wrappers over the system calls the SQLite engine makes outside SQLite
+/// (directories, key and salt files). Every failure becomes a ``KeystoreError`` naming the
+/// path and `errno`.
 enum POSIX {
     static let maximumFileSize = 16 << 20
 
@@ -90,8 +91,8 @@ enum POSIX {
         try syncFile(fd, path: path)
     }
 
-    /// A fresh, unpredictable temporary name in `directory`; temporary names start with `.tmp.`
-    /// so they are never mistaken for items and are swept on open.
+    /// A fresh, unpredictable temporary name in `directory` (only where `O_TMPFILE` is
+    /// unsupported); base64url names never start with `.`, so it cannot collide with one.
     static func temporaryPath(in directory: String) throws -> String {
         let random = try CryptoRuntime.randomBytes(9)
         return directory + "/.tmp." + Base64.urlEncode(random)
@@ -117,14 +118,6 @@ enum POSIX {
         return temporary
     }
 
-    /// Replaces `path` atomically and durably: temporary file, write, fsync, rename, and (when
-    /// `syncDirectory`) fsync of the directory.
-    static func atomicWrite(_ bytes: [UInt8], to path: String, directory: String, mode: mode_t, syncDirectory: Bool = true) throws {
-        let temporary = try writeTemporary(bytes, in: directory, mode: mode, sync: true)
-        try renameFile(temporary, to: path)
-        if syncDirectory { try fsyncDirectory(directory) }
-    }
-
     /// Creates `path` with `bytes` only when it does not exist yet, atomically and durably,
     /// using `link(2)` so that concurrent creators agree on one winner. Returns `false` when
     /// another file was already there (the caller then reads it).
@@ -137,22 +130,6 @@ enum POSIX {
         }
         try fsyncDirectory(directory)
         return true
-    }
-
-    static func renameFile(_ from: String, to: String) throws {
-        guard rename(from, to) == 0 else {
-            let code = errno
-            _ = unlink(from)
-            throw KeystoreError.io("rename", path: to, errno: code)
-        }
-    }
-
-    /// Unlinks a file; returns `false` when it was already gone.
-    @discardableResult
-    static func removeFile(_ path: String) throws -> Bool {
-        if unlink(path) == 0 { return true }
-        if errno == ENOENT { return false }
-        throw KeystoreError.io("unlink", path: path)
     }
 
     /// Creates a directory with exactly `mode` (umask and setgid included); returns `false`
@@ -185,36 +162,5 @@ enum POSIX {
         guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return "." }
         if slash == 0 { return "/" }
         return String(decoding: bytes[..<slash], as: UTF8.self)
-    }
-
-    /// The names in a directory, excluding `.` and `..`; empty when it does not exist.
-    static func listDirectory(_ path: String) throws -> [String] {
-        guard let directory = opendir(path) else {
-            if errno == ENOENT { return [] }
-            throw KeystoreError.io("opendir", path: path)
-        }
-        defer { closedir(directory) }
-        var names = [String]()
-        while true {
-            errno = 0
-            guard let entry = readdir(directory) else {
-                if errno != 0 { throw KeystoreError.io("readdir", path: path) }
-                break
-            }
-            // Read the name in place: copying `d_name` would copy all 256 bytes, and a
-            // short entry at the end of readdir's buffer is smaller than that (ASan).
-            let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
-            let name = String(cString: UnsafeRawPointer(entry).advanced(by: nameOffset).assumingMemoryBound(to: CChar.self))
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names
-    }
-
-    static func sleep(microseconds: UInt32) { _ = usleep(microseconds) }
-
-    static func monotonicNanoseconds() -> UInt64 {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
     }
 }

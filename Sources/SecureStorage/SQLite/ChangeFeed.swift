@@ -9,7 +9,8 @@ import Synchronization
 /// cursor that fell behind the oldest row (the log was trimmed) or a failed poll gives
 /// ``KeystoreChange/all``. The poller's cursor starts at the newest sequence this instance has
 /// seen, so a subscriber may also receive changes committed shortly before it subscribed, but
-/// never misses one committed after.
+/// never misses one committed after. Each subscriber buffers at most ``bufferSize`` changes; one
+/// that falls further behind loses the oldest and receives ``KeystoreChange/all``.
 final class ChangeFeed: Sendable {
     private struct State: @unchecked Sendable {
         // The timer is only touched under the lock; that is why the unchecked Sendable is sound.
@@ -19,6 +20,10 @@ final class ChangeFeed: Sendable {
         var knownSequence: Int64 = 0
         var closed = false
     }
+
+    /// How many changes a subscriber's stream buffers before the oldest are dropped (and
+    /// ``KeystoreChange/all`` is delivered instead).
+    static let bufferSize = 4096
 
     private let state = Mutex(State())
     private let queue = DispatchQueue(label: "IdentityBroker.SQLiteKeystore.changes")
@@ -36,7 +41,7 @@ final class ChangeFeed: Sendable {
     }
 
     func subscribe() -> AsyncStream<KeystoreChange> {
-        let (stream, continuation) = AsyncStream<KeystoreChange>.makeStream(bufferingPolicy: .unbounded)
+        let (stream, continuation) = AsyncStream<KeystoreChange>.makeStream(bufferingPolicy: .bufferingNewest(Self.bufferSize))
         let id = state.withLock { state -> Int? in
             guard !state.closed else { return nil }
             let id = state.nextID
@@ -71,7 +76,7 @@ final class ChangeFeed: Sendable {
             return Array(state.subscribers.values)
         }
         for subscriber in subscribers {
-            for key in keys { subscriber.yield(.item(key)) }
+            for key in keys { Self.yield(.item(key), to: subscriber) }
         }
     }
 
@@ -81,7 +86,16 @@ final class ChangeFeed: Sendable {
             return Array(state.subscribers.values)
         }
         for subscriber in subscribers {
-            for change in changes { subscriber.yield(change) }
+            for change in changes { Self.yield(change, to: subscriber) }
+        }
+    }
+
+    /// Yields `change`. A subscriber that does not keep up has a full buffer, whose oldest
+    /// change `yield` then drops: so that no change is lost silently, it is also told to reload
+    /// everything with ``KeystoreChange/all``.
+    private static func yield(_ change: KeystoreChange, to subscriber: AsyncStream<KeystoreChange>.Continuation) {
+        if case .dropped = subscriber.yield(change), change != .all {
+            subscriber.yield(.all)
         }
     }
 

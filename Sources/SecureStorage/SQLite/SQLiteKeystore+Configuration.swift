@@ -12,7 +12,7 @@ extension SQLiteKeystore {
         /// Whether opening the keystore moves the service's items from the access group it
         /// used last (recorded in the user's private database) into the configured one.
         /// Default: `false`: a new group starts empty and the old items stay where they are.
-        /// ``AccessGroup/migrateItemsOfUserSession`` on the configured group also turns it on.
+        /// This is the only switch: an ``AccessGroup`` names a group and carries no policy.
         public var moveItemsFromPreviousGroup: Bool
 
         /// About how many change-log rows are kept for other processes' change feeds (trimmed

@@ -15,6 +15,10 @@ extension SQLiteKeystore {
         configuration: Configuration,
         logger: Logger?
     ) throws(KeystoreError) {
+        // Before anything is recorded: a name no namespace can have must not become the last group.
+        if let name = group.name {
+            try StoreLayout.validate(name: name, what: "access group name", limit: StoreLayout.maximumNameBytes)
+        }
         guard let privateStore = try StoreNamespace.open(layout: layout, group: .none, keySource: keySource, create: true) else {
             throw KeystoreError(.invalidKey, "no key available for the private namespace")
         }
@@ -25,9 +29,9 @@ extension SQLiteKeystore {
         if recorded != nil && last == nil {
             throw KeystoreError(.corruptFormat, "unreadable last access group record", path: privateStore.databasePath)
         }
-        if let last, last.sameLocation(as: group) { return }
+        if let last, last == group { return }
         if let last {
-            if configuration.moveItemsFromPreviousGroup || group.migrateItemsOfUserSession {
+            if configuration.moveItemsFromPreviousGroup {
                 let moved = try StoreMigration(layout: layout, from: last, to: group, keySource: keySource, busyTimeout: configuration.busyTimeout).run()
                 logger?.notice("keystore items moved from the previous access group", metadata: [
                     "broker.service": "\(layout.service)",

@@ -173,8 +173,9 @@ public final class SQLiteKeystore: Keystore {
     /// any other process or instance sharing the database (found by polling every
     /// ``Configuration/changePollInterval`` while at least one stream is iterated).
     ///
-    /// A stream may also report changes committed shortly before it was created. It ends when
-    /// the keystore is closed.
+    /// A stream may also report changes committed shortly before it was created. It buffers
+    /// up to 4,096 changes; a subscriber that falls further behind loses the oldest and
+    /// receives ``KeystoreChange/all``. It ends when the keystore is closed.
     public func changes() -> AsyncStream<KeystoreChange> {
         feed.subscribe()
     }

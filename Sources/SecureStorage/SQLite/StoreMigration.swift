@@ -24,7 +24,7 @@ struct StoreMigration {
 
     /// Returns how many items left the source.
     func run() throws(KeystoreError) -> Int {
-        guard !from.sameLocation(as: to) else { return 0 }
+        guard from != to else { return 0 }
         guard let source = try StoreNamespace.open(layout: layout, group: from, keySource: keySource, create: false) else {
             return 0
         }

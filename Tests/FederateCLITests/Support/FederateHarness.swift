@@ -185,17 +185,60 @@ final class FederateHarness {
         }
     }
 
-    /// The keystore's sealed session items (not keys, locks or state files).
-    func sessionItemFiles() -> [String] {
+    // MARK: The keystore's SQLite layout
+
+    /// The service every `federate` item lives under.
+    static let service = "identity-broker"
+
+    /// Unpadded base64url of `text`'s UTF-8, as the keystore names services and groups on disk.
+    static func base64URL(_ text: String) -> String {
+        Data(text.utf8).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    /// `<root>/users/<uid>`: the user's private namespace directory (0700).
+    var userDirectory: String { "\(keystore)/users/\(geteuid())" }
+
+    /// `<root>/groups/<b64 group>.group`: a shared group's directory (2770).
+    func groupDirectory(_ group: String) -> String { "\(keystore)/groups/\(Self.base64URL(group)).group" }
+
+    /// The database of `federate`'s items in `group` (private when `nil`): `<b64 service>.sqlite`.
+    func database(group: String? = nil) -> String {
+        "\(group.map(groupDirectory) ?? userDirectory)/\(Self.base64URL(Self.service)).sqlite"
+    }
+
+    /// The private key file, `<root>/users/<uid>/key` (0600).
+    var privateKeyFile: String { userDirectory + "/key" }
+
+    /// Runs `sql` on `database` with the `sqlite3` shell, as someone with access to the file
+    /// could; `nil` when `sqlite3` is not installed.
+    func sqlite3(_ database: String, _ sql: String, file: StaticString = #filePath, line: UInt = #line) throws -> String? {
+        let path = (environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":").map { "\($0)/sqlite3" }
+            .first { FileManager.default.isExecutableFile(atPath: $0) }
+        guard let path else { return nil }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = ["-batch", database, sql]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let text = String(decoding: data, as: UTF8.self)
+        XCTAssertEqual(process.terminationStatus, 0, "sqlite3 \(sql): \(text)", file: file, line: line)
+        return text
+    }
+
+    /// Every regular file under the keystore root, relative to it, sorted.
+    func keystoreFiles() -> [String] {
         guard let enumerator = FileManager.default.enumerator(atPath: keystore) else { return [] }
         var files: [String] = []
         for case let relative as String in enumerator {
-            let name = (relative as NSString).lastPathComponent
-            guard relative.contains(".svc/"), !relative.hasPrefix("state/"),
-                  !["key", "salt", ".lock"].contains(name), !name.hasPrefix(".tmp") else { continue }
             var isDirectory: ObjCBool = false
             if FileManager.default.fileExists(atPath: keystore + "/" + relative, isDirectory: &isDirectory), !isDirectory.boolValue {
-                files.append(keystore + "/" + relative)
+                files.append(relative)
             }
         }
         return files.sorted()

@@ -56,6 +56,37 @@ final class SQLiteChangeFeedTests: XCTestCase {
         XCTAssertTrue(seen.contains(.all), "\(seen)")
     }
 
+    func testASubscriberWhoseBufferOverflowsGetsAll() async throws {
+        let temporary = try TemporaryRoot()
+        let keystore = try SQLiteKeystore(root: temporary.root, service: "tool", configuration: .init(changePollInterval: .seconds(3600)))
+        let stream = keystore.changes()
+        // One commit of more keys than a subscriber buffers, while nobody reads.
+        var batch = KeystoreBatch()
+        let count = ChangeFeed.bufferSize + 100
+        for index in 0..<count { batch.set([1], forKey: "k\(index)") }
+        try await keystore.commit(batch)
+        keystore.close()
+        var changes: [KeystoreChange] = []
+        for await change in stream { changes.append(change) }
+        XCTAssertLessThanOrEqual(changes.count, ChangeFeed.bufferSize)
+        XCTAssertTrue(changes.contains(.all), "the oldest changes were dropped without a reload")
+        XCTAssertEqual(changes.last, .all, "after the drops, the subscriber's last instruction is to reload everything")
+        XCTAssertTrue(changes.contains(.item("k\(count - 1)")), "the newest changes are kept")
+        XCTAssertFalse(changes.contains(.item("k0")), "the oldest change was dropped")
+
+        // A subscriber that keeps up sees every key and no reload.
+        let temporary2 = try TemporaryRoot()
+        let second = try SQLiteKeystore(root: temporary2.root, service: "tool", configuration: .init(changePollInterval: .seconds(3600)))
+        let live = second.changes()
+        var small = KeystoreBatch()
+        for index in 0..<100 { small.set([1], forKey: "k\(index)") }
+        try await second.commit(small)
+        second.close()
+        var seen: [KeystoreChange] = []
+        for await change in live { seen.append(change) }
+        XCTAssertEqual(seen, (0..<100).map { .item("k\($0)") })
+    }
+
     func testStreamsEndOnClose() async throws {
         let temporary = try TemporaryRoot()
         let keystore = try SQLiteKeystore(root: temporary.root, service: "tool")

@@ -1,4 +1,6 @@
 import Foundation
+import InMemoryLogging
+import Logging
 import XCTest
 @testable import SecureStorage
 
@@ -28,6 +30,122 @@ final class SQLiteKeystoreTests: XCTestCase {
         defer { second.close() }
         let fromSecond = try await second.value(forKey: "b")
         XCTAssertEqual(string(fromSecond), "three")
+    }
+
+    func testEdgeValuesAndKeys() async throws {
+        let temporary = try TemporaryRoot()
+        let keystore = try SQLiteKeystore(root: temporary.root, service: "tool")
+        defer { keystore.close() }
+        let large = (0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        let traversal = "../../etc/passwd ✓"
+        try await keystore.set([], forKey: "empty")
+        try await keystore.set(large, forKey: "large")
+        try await keystore.set(bytes("ü"), forKey: traversal)
+        try await keystore.set(bytes("x"), forKey: String(repeating: "k", count: 180))
+        let empty = try await keystore.value(forKey: "empty")
+        XCTAssertEqual(empty, [], "an empty value is stored, not absent")
+        let readLarge = try await keystore.value(forKey: "large")
+        XCTAssertEqual(readLarge, large)
+        let readTraversal = try await keystore.value(forKey: traversal)
+        XCTAssertEqual(string(readTraversal), "ü")
+        let keys = try await keystore.keys()
+        XCTAssertEqual(keys, [traversal, "empty", String(repeating: "k", count: 180), "large"])
+        // Keys are rows, never paths: nothing appeared outside the store.
+        XCTAssertFalse(FileManager.default.fileExists(atPath: temporary.root + "/etc"))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: temporary.path + "/etc"))
+    }
+
+    func testInvalidNames() async throws {
+        let temporary = try TemporaryRoot()
+        _ = assertKeystoreError(.invalidName) { try SQLiteKeystore(root: temporary.root, service: "") }
+        _ = assertKeystoreError(.invalidName) { try SQLiteKeystore(root: "", service: "tool") }
+        _ = assertKeystoreError(.invalidName) { try SQLiteKeystore(root: temporary.root, service: String(repeating: "s", count: 151)) }
+        _ = assertKeystoreError(.invalidName) { try SQLiteKeystore(root: temporary.root, service: "tool", accessGroup: AccessGroup(name: "")) }
+        _ = assertKeystoreError(.invalidName) { try SQLiteKeystore(root: temporary.root, service: "tool", accessGroup: AccessGroup(name: String(repeating: "g", count: 151))) }
+        // A refused group name is not recorded as the service's last group: the next open works.
+        let keystore = try SQLiteKeystore(root: temporary.root, service: "tool", configuration: .init(moveItemsFromPreviousGroup: true))
+        defer { keystore.close() }
+        await assertKeystoreErrorAsync(.invalidName) { () async throws(KeystoreError) in try await keystore.value(forKey: String(repeating: "x", count: 181)) }
+        await assertKeystoreErrorAsync(.invalidName) { () async throws(KeystoreError) in try await keystore.set([1], forKey: String(repeating: "x", count: 181)) }
+        await assertKeystoreErrorAsync(.invalidName) { () async throws(KeystoreError) in try await keystore.remove(forKey: "") }
+    }
+
+    func testServicesAndGroupsAreSeparateNamespaces() async throws {
+        let temporary = try TemporaryRoot()
+        let key = testKey()
+        let a = try SQLiteKeystore(root: temporary.root, service: "a", keySource: key)
+        defer { a.close() }
+        let b = try SQLiteKeystore(root: temporary.root, service: "b", keySource: key)
+        defer { b.close() }
+        let team = try SQLiteKeystore(root: temporary.root, service: "a", accessGroup: AccessGroup(name: "team"), keySource: key)
+        defer { team.close() }
+        try await a.set(bytes("a"), forKey: "k")
+        let inB = try await b.value(forKey: "k")
+        XCTAssertNil(inB)
+        let inTeam = try await team.value(forKey: "k")
+        XCTAssertNil(inTeam)
+        try await b.set(bytes("b"), forKey: "k")
+        try await team.remove(forKey: "k")
+        let stillA = try await a.value(forKey: "k")
+        XCTAssertEqual(string(stillA), "a")
+        XCTAssertNotEqual(a.namespace.databasePath, b.namespace.databasePath)
+        XCTAssertNotEqual(a.namespace.databasePath, team.namespace.databasePath)
+    }
+
+    func testKeyFileIsCreatedOncePerGroupAndReused() async throws {
+        let temporary = try TemporaryRoot()
+        let first = try SQLiteKeystore(root: temporary.root, service: "tool")
+        try await first.set(bytes("v"), forKey: "k")
+        first.close()
+        let keyPath = try StoreLayout(root: temporary.root, service: "tool").keyFilePath(.none)
+        let original = try XCTUnwrap(FileManager.default.contents(atPath: keyPath))
+        XCTAssertEqual(original.count, 32)
+        XCTAssertEqual(mode(of: keyPath), 0o600)
+        // A second service in the same group shares the group's key file.
+        try SQLiteKeystore(root: temporary.root, service: "other").close()
+        let second = try SQLiteKeystore(root: temporary.root, service: "tool")
+        defer { second.close() }
+        let value = try await second.value(forKey: "k")
+        XCTAssertEqual(string(value), "v")
+        XCTAssertEqual(FileManager.default.contents(atPath: keyPath), original)
+    }
+
+    func testAKeyFileOfTheWrongSizeOrARawKeyOfTheWrongLengthIsInvalid() throws {
+        let temporary = try TemporaryRoot()
+        _ = assertKeystoreError(.invalidKey) { try SQLiteKeystore(root: temporary.root, service: "tool", keySource: .raw([1, 2, 3])) }
+        try SQLiteKeystore(root: temporary.root, service: "tool").close()
+        let keyPath = try StoreLayout(root: temporary.root, service: "tool").keyFilePath(.none)
+        XCTAssertTrue(FileManager.default.createFile(atPath: keyPath, contents: Data(repeating: 1, count: 31), attributes: [.posixPermissions: 0o600]))
+        let error = assertKeystoreError(.invalidKey) { try SQLiteKeystore(root: temporary.root, service: "tool") }
+        XCTAssertEqual(error?.path, keyPath)
+    }
+
+    func testLoggingNeverContainsSecrets() async throws {
+        let temporary = try TemporaryRoot()
+        let handler = InMemoryLogHandler()
+        var logger = Logger(label: "test", factory: { _ in handler })
+        logger.logLevel = .trace
+        let secret = "very-secret-token-\(UUID().uuidString)"
+        let passphrase = "passphrase-\(UUID().uuidString)"
+        let first = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: .passphrase(passphrase), logger: logger)
+        try await first.set(bytes(secret), forKey: "alice")
+        _ = try await first.value(forKey: "alice")
+        try await first.remove(forKey: "alice")
+        try await first.set(bytes(secret), forKey: "bob")
+        first.close()
+        // A group change with migration logs too.
+        let moved = try SQLiteKeystore(
+            root: temporary.root, service: "tool", accessGroup: AccessGroup(name: "team"), keySource: .passphrase(passphrase),
+            configuration: .init(moveItemsFromPreviousGroup: true), logger: logger)
+        moved.close()
+        XCTAssertFalse(handler.entries.isEmpty)
+        XCTAssertTrue(handler.entries.contains { $0.message.description.contains("moved") }, "\(handler.entries.map(\.message))")
+        for entry in handler.entries {
+            let text = "\(entry.message) \(entry.metadata)"
+            XCTAssertFalse(text.contains(secret))
+            XCTAssertFalse(text.contains(passphrase))
+            for key in entry.metadata.keys { XCTAssertTrue(key.hasPrefix("broker."), key) }
+        }
     }
 
     func testOnlyCiphertextReachesTheDatabase() async throws {

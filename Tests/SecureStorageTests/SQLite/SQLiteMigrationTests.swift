@@ -21,6 +21,183 @@ final class SQLiteMigrationTests: XCTestCase {
         return result
     }
 
+    /// The items of `group`'s database, read without opening a keystore (so without recording a
+    /// last group or migrating anything): 0 when the database does not exist.
+    private func itemCount(_ root: String, _ group: AccessGroup) throws -> Int {
+        let path = try StoreLayout(root: root, service: "tool").databasePath(group)
+        guard FileManager.default.fileExists(atPath: path) else { return 0 }
+        var count = 0
+        try tamper(path) { connection throws(KeystoreError) in
+            count = try connection.withStatement("SELECT count(*) FROM items") { statement throws(KeystoreError) -> Int in
+                _ = try statement.step()
+                return Int(statement.int64(0))
+            }
+        }
+        return count
+    }
+
+    /// The service's last access group as recorded in the user's private database.
+    private func lastGroup(_ root: String) throws -> String? {
+        var recorded: String?
+        try tamper(try StoreLayout(root: root, service: "tool").databasePath(.none)) { connection throws(KeystoreError) in
+            recorded = try StoreSchema.meta(SQLiteKeystore.lastGroupName, on: connection)
+        }
+        return recorded
+    }
+
+    /// A refused migration left everything as it was: the source holds `sourceItems` rows and
+    /// the ones in `readable` open with `key`, the target holds nothing, and the recorded last
+    /// group did not change.
+    private func assertNothingMoved(
+        _ root: String, sourceItems: Int, readable: Range<Int>, key: KeySource, lastGroup expected: String?,
+        file: StaticString = #filePath, line: UInt = #line
+    ) async throws {
+        XCTAssertEqual(try itemCount(root, team), 0, "the target holds items", file: file, line: line)
+        XCTAssertEqual(try itemCount(root, .none), sourceItems, "source items were removed", file: file, line: line)
+        XCTAssertEqual(try lastGroup(root), expected, "the last group moved", file: file, line: line)
+        let source = try SQLiteKeystore(root: root, service: "tool", keySource: key)
+        defer { source.close() }
+        for index in readable {
+            let value = try await source.value(forKey: "k\(index)")
+            XCTAssertEqual(string(value), "value-\(index)", file: file, line: line)
+        }
+    }
+
+    func testWrongKeyMovesNothingAndSaysHowMany() async throws {
+        let temporary = try TemporaryRoot()
+        let root = temporary.root
+        try await fill(root, group: .none, count: 5, keySource: testKey(1))
+        let recorded = try lastGroup(root)
+        XCTAssertEqual(recorded, "none")
+
+        let error = await assertKeystoreErrorAsync(.authenticationFailed) { () async throws(KeystoreError) in
+            try await SQLiteKeystore.migrate(root: root, service: "tool", from: .none, to: self.team, keySource: testKey(2))
+        }
+        XCTAssertTrue(error?.reason.contains("5 of 5 items") ?? false, error?.reason ?? "")
+        XCTAssertTrue(error?.reason.contains("nothing was moved") ?? false, error?.reason ?? "")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: try StoreLayout(root: root, service: "tool").namespaceDirectory(team)),
+                       "the target was created before the source was checked")
+        try await assertNothingMoved(root, sourceItems: 5, readable: 0..<5, key: testKey(1), lastGroup: recorded)
+
+        // Moving on open refuses the same way, and the open fails.
+        let onOpen = assertKeystoreError(.authenticationFailed) {
+            try SQLiteKeystore(root: root, service: "tool", accessGroup: team, keySource: testKey(2), configuration: .init(moveItemsFromPreviousGroup: true))
+        }
+        XCTAssertTrue(onOpen?.reason.contains("5 of 5 items") ?? false, onOpen?.reason ?? "")
+        try await assertNothingMoved(root, sourceItems: 5, readable: 0..<5, key: testKey(1), lastGroup: recorded)
+
+        // The right key moves everything.
+        let moved = try await SQLiteKeystore.migrate(root: root, service: "tool", from: .none, to: team, keySource: testKey(1))
+        XCTAssertEqual(moved, 5)
+        XCTAssertEqual(try itemCount(root, .none), 0)
+        let target = try await contents(root, group: team, keySource: testKey(1))
+        XCTAssertEqual(target.count, 5)
+        XCTAssertEqual(target["k4"], "value-4")
+    }
+
+    func testATamperedSourceItemStopsMigrationUntilRemoved() async throws {
+        let temporary = try TemporaryRoot()
+        let root = temporary.root
+        try await fill(root, group: .none, count: 3)
+        let path = try StoreLayout(root: root, service: "tool").databasePath(.none)
+        var tampered: [UInt8] = []
+        try tamper(path) { connection throws(KeystoreError) in
+            tampered = try sealedValue(connection, key: "k2")!
+            tampered[20] ^= 1
+            try storeSealed(connection, key: "k2", value: tampered)
+        }
+        let error = await assertKeystoreErrorAsync(.authenticationFailed) { () async throws(KeystoreError) in
+            try await SQLiteKeystore.migrate(root: root, service: "tool", from: .none, to: self.team)
+        }
+        XCTAssertTrue(error?.reason.contains("1 of 3 items") ?? false, error?.reason ?? "")
+        XCTAssertTrue(error?.reason.contains("k2") ?? false, "the first failing item is named: \(error?.reason ?? "")")
+        XCTAssertEqual(error?.path, path)
+        try await assertNothingMoved(root, sourceItems: 3, readable: 0..<2, key: .keyFile, lastGroup: "none")
+        var stored: [UInt8]?
+        try tamper(path) { connection throws(KeystoreError) in stored = try sealedValue(connection, key: "k2") }
+        XCTAssertEqual(stored, tampered, "the damaged row is left as it was")
+
+        // Removing the damaged item (removal never opens it) lets the rest move.
+        let source = try SQLiteKeystore(root: root, service: "tool")
+        try await source.remove(forKey: "k2")
+        source.close()
+        let moved = try await SQLiteKeystore.migrate(root: root, service: "tool", from: .none, to: team)
+        XCTAssertEqual(moved, 2)
+        XCTAssertEqual(try itemCount(root, team), 2)
+        XCTAssertEqual(try itemCount(root, .none), 0)
+    }
+
+    func testCorruptSourceItemsStopMigrationWithCorruptFormat() async throws {
+        let temporary = try TemporaryRoot()
+        let root = temporary.root
+        try await fill(root, group: .none, count: 4)
+        try tamper(try StoreLayout(root: root, service: "tool").databasePath(.none)) { connection throws(KeystoreError) in
+            for key in ["k2", "k3"] { try storeSealed(connection, key: key, value: [1, 2, 3]) }
+        }
+        let error = await assertKeystoreErrorAsync(.corruptFormat) { () async throws(KeystoreError) in
+            try await SQLiteKeystore.migrate(root: root, service: "tool", from: .none, to: self.team)
+        }
+        XCTAssertTrue(error?.reason.contains("2 of 4 items") ?? false, error?.reason ?? "")
+        try await assertNothingMoved(root, sourceItems: 4, readable: 0..<2, key: .keyFile, lastGroup: "none")
+    }
+
+    func testMigrationReplacesTargetItemsAndKeepsOthers() async throws {
+        let temporary = try TemporaryRoot()
+        let root = temporary.root
+        let old = try SQLiteKeystore(root: root, service: "tool", accessGroup: team)
+        try await old.set(bytes("stale"), forKey: "k0")
+        try await old.set(bytes("kept"), forKey: "only-in-target")
+        old.close()
+        let source = try SQLiteKeystore(root: root, service: "tool")
+        for index in 0..<3 { try await source.set(bytes("value-\(index)"), forKey: "k\(index)") }
+        source.close()
+        let moved = try await SQLiteKeystore.migrate(root: root, service: "tool", from: .none, to: team)
+        XCTAssertEqual(moved, 3)
+        let target = try await contents(root, group: team)
+        XCTAssertEqual(target, ["k0": "value-0", "k1": "value-1", "k2": "value-2", "only-in-target": "kept"])
+    }
+
+    func testMigrationWithPassphraseKeys() async throws {
+        let temporary = try TemporaryRoot()
+        let root = temporary.root
+        let key = KeySource.passphrase("pass")
+        try await fill(root, group: .none, count: 4, keySource: key)
+        let moved = try await SQLiteKeystore.migrate(root: root, service: "tool", from: .none, to: team, keySource: key)
+        XCTAssertEqual(moved, 4)
+        let layout = try StoreLayout(root: root, service: "tool")
+        XCTAssertEqual(mode(of: layout.saltPath(team)), 0o640, "the target got its own salt")
+        let target = try await contents(root, group: team, keySource: key)
+        XCTAssertEqual(target["k3"], "value-3")
+        let again = try await SQLiteKeystore.migrate(root: root, service: "tool", from: .none, to: team, keySource: key)
+        XCTAssertEqual(again, 0)
+    }
+
+    func testTenThousandItemsMigrate() async throws {
+        let temporary = try TemporaryRoot()
+        let root = temporary.root
+        try await fill(root, group: .none, count: 10_000, keySource: testKey())
+        let clock = ContinuousClock()
+        let start = clock.now
+        let moved = try await SQLiteKeystore.migrate(root: root, service: "tool", from: .none, to: team, keySource: testKey())
+        print("migrated 10,000 items in \(clock.now - start)")
+        XCTAssertEqual(moved, 10_000)
+        XCTAssertEqual(try itemCount(root, .none), 0)
+        let target = try SQLiteKeystore(root: root, service: "tool", accessGroup: team, keySource: testKey())
+        defer { target.close() }
+        let keys = try await target.keys()
+        XCTAssertEqual(keys.count, 10_000)
+        let last = try await target.value(forKey: "k9999")
+        XCTAssertEqual(string(last), "value-9999")
+    }
+
+    func testSameGroupOrAMissingSourceMovesNothing() async throws {
+        let temporary = try TemporaryRoot()
+        try await fill(temporary.root, group: team, count: 2)
+        let same = try await SQLiteKeystore.migrate(root: temporary.root, service: "tool", from: AccessGroup(name: "team"), to: team)
+        XCTAssertEqual(same, 0)
+        XCTAssertEqual(try itemCount(temporary.root, team), 2)
+    }
+
     func testMigrationMovesItemsAndIsIdempotent() async throws {
         let temporary = try TemporaryRoot()
         try await fill(temporary.root, group: .none, count: 6)

@@ -56,16 +56,19 @@ final class SQLiteMultiProcessTests: XCTestCase {
         for round in 0..<5 {
             let output = Pipe()
             let process = try helper(["sqlite-overwrite", temporary.root, "\(keys)"], output: output)
-            _ = output.fileHandleForReading.readData(ofLength: 6)
-            usleep(UInt32.random(in: 5_000...80_000))
+            // "ready" comes once the first batch is durable, so every round has one to find.
+            let ready = output.fileHandleForReading.readData(ofLength: 6)
+            XCTAssertEqual(String(decoding: ready, as: UTF8.self), "ready\n", "round \(round): the helper failed before its first commit")
+            usleep(UInt32.random(in: 0...80_000))
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
             XCTAssertEqual(process.terminationReason, .uncaughtSignal, "round \(round)")
             let items = try await contents(temporary.root)
-            // Each batch rewrote every key: all keys carry one generation, never a mix.
+            // Each batch rewrote every key: all keys are there and carry one generation, never a mix.
+            XCTAssertEqual(items.count, keys, "round \(round): \(items.keys.sorted())")
             let generations = Set(items.values.map { $0.split(separator: "-")[1] })
-            XCTAssertLessThanOrEqual(generations.count, 1, "round \(round): \(generations)")
-            XCTAssertTrue(items.isEmpty || items.count == keys, "round \(round): \(items.count) keys")
+            XCTAssertEqual(generations.count, 1, "round \(round): \(generations)")
+            XCTAssertTrue(items.values.allSatisfy { $0.hasPrefix("gen-") && $0.hasSuffix(String(repeating: "x", count: 300)) }, "round \(round)")
         }
     }
 
@@ -84,6 +87,19 @@ final class SQLiteMultiProcessTests: XCTestCase {
         let targetAfterCrash = try await contents(temporary.root, group: team)
         XCTAssertEqual(sourceAfterCrash.count, 20)
         XCTAssertEqual(targetAfterCrash, sourceAfterCrash)
+
+        // A rerun with the wrong source key (the private key file replaced) deletes nothing.
+        let keyPath = try StoreLayout(root: temporary.root, service: "svc").keyFilePath(.none)
+        let rightKey = try XCTUnwrap(FileManager.default.contents(atPath: keyPath))
+        try Data((0..<32).map { _ in UInt8.random(in: 0...255) }).write(to: URL(fileURLWithPath: keyPath))
+        XCTAssertEqual(chmod(keyPath, 0o600), 0)
+        let wrong = try runHelper(["sqlite-migrate", temporary.root, "none", "team"])
+        XCTAssertTrue(wrong.output.hasPrefix("error authenticationFailed"), wrong.output)
+        XCTAssertTrue(wrong.output.contains("20 of 20 items"), wrong.output)
+        try rightKey.write(to: URL(fileURLWithPath: keyPath))
+        XCTAssertEqual(chmod(keyPath, 0o600), 0)
+        let sourceAfterWrongKey = try await contents(temporary.root)
+        XCTAssertEqual(sourceAfterWrongKey.count, 20)
 
         let rerun = try runHelper(["sqlite-migrate", temporary.root, "none", "team"])
         XCTAssertEqual(rerun.output, "moved 20\n")

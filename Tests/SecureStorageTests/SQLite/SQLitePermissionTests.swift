@@ -67,6 +67,80 @@ final class SQLitePermissionTests: XCTestCase {
         XCTAssertEqual(error.path, path)
     }
 
+    func testLooserPrivateDirectoryIsRefused() throws {
+        let temporary = try TemporaryRoot()
+        try SQLiteKeystore(root: temporary.root, service: "tool").close()
+        let directory = try StoreLayout(root: temporary.root, service: "tool").userDirectory
+        for looser: mode_t in [0o750, 0o705, 0o755, 0o770] {
+            XCTAssertEqual(chmod(directory, looser), 0)
+            guard case .failure(let error) = openResult(root: temporary.root) else { return XCTFail("opened with \(String(looser, radix: 8))") }
+            XCTAssertEqual(error.code, .insecurePermissions)
+            XCTAssertEqual(error.path, directory)
+            XCTAssertEqual(error.mode.map { $0 & 0o777 }, UInt32(looser))
+            XCTAssertTrue(error.reason.contains("0700"), error.reason)
+        }
+        XCTAssertEqual(chmod(directory, 0o700), 0)
+        try SQLiteKeystore(root: temporary.root, service: "tool").close()
+    }
+
+    func testLooserPrivateKeyFileIsRefused() throws {
+        let temporary = try TemporaryRoot()
+        try SQLiteKeystore(root: temporary.root, service: "tool").close()
+        let keyPath = try StoreLayout(root: temporary.root, service: "tool").keyFilePath(.none)
+        for looser: mode_t in [0o640, 0o604, 0o644, 0o660, 0o700] {
+            XCTAssertEqual(chmod(keyPath, looser), 0)
+            guard case .failure(let error) = openResult(root: temporary.root) else { return XCTFail("opened with \(String(looser, radix: 8))") }
+            XCTAssertEqual(error.code, .insecurePermissions)
+            XCTAssertEqual(error.path, keyPath)
+            XCTAssertTrue(error.description.contains("0\(String(looser, radix: 8))"), error.description)
+        }
+        // Stricter is fine.
+        XCTAssertEqual(chmod(keyPath, 0o400), 0)
+        try SQLiteKeystore(root: temporary.root, service: "tool").close()
+    }
+
+    func testLooserPrivateDatabaseSiblingIsRefused() async throws {
+        let temporary = try TemporaryRoot()
+        // An open keystore keeps its -wal file (SQLite removes it with the last connection).
+        let keystore = try SQLiteKeystore(root: temporary.root, service: "tool")
+        defer { keystore.close() }
+        try await keystore.set([1], forKey: "k")
+        let wal = try StoreLayout(root: temporary.root, service: "tool").databasePath(.none) + "-wal"
+        XCTAssertTrue(FileManager.default.fileExists(atPath: wal))
+        XCTAssertEqual(chmod(wal, 0o644), 0)
+        guard case .failure(let error) = openResult(root: temporary.root) else { return XCTFail("opened") }
+        XCTAssertEqual(error.code, .insecurePermissions)
+        XCTAssertEqual(error.path, wal)
+    }
+
+    func testSharedGroupLimits() throws {
+        let temporary = try TemporaryRoot()
+        let team = AccessGroup(name: "team")
+        try SQLiteKeystore(root: temporary.root, service: "tool", accessGroup: team).close()
+        let layout = try StoreLayout(root: temporary.root, service: "tool")
+        func assertRefused(_ path: String, _ looser: mode_t, line: UInt = #line) {
+            XCTAssertEqual(chmod(path, looser), 0, line: line)
+            guard case .failure(let error) = openResult(root: temporary.root, group: team) else {
+                return XCTFail("opened with \(path) at 0\(String(looser, radix: 8))", line: line)
+            }
+            XCTAssertEqual(error.code, .insecurePermissions, "\(error)", line: line)
+            XCTAssertEqual(error.path, path, line: line)
+        }
+        let keyPath = layout.keyFilePath(team)
+        assertRefused(keyPath, 0o660)
+        assertRefused(keyPath, 0o644)
+        XCTAssertEqual(chmod(keyPath, 0o640), 0)
+        let database = layout.databasePath(team)
+        assertRefused(database, 0o664)
+        assertRefused(database, 0o666)
+        XCTAssertEqual(chmod(database, 0o660), 0)
+        let directory = layout.namespaceDirectory(team)
+        assertRefused(directory, 0o2775)
+        assertRefused(directory, 0o2771)
+        XCTAssertEqual(chmod(directory, 0o2770), 0)
+        try SQLiteKeystore(root: temporary.root, service: "tool", accessGroup: team).close()
+    }
+
     /// Plants `kind` at `path` (after an initial open created the store, unless `fresh`), and
     /// checks that opening is refused naming the path, without hanging.
     private func assertPlantRefused(suffix: String, group: AccessGroup = .none, fresh: Bool, plant: (String) -> Int32, file: StaticString = #filePath, line: UInt = #line) throws {

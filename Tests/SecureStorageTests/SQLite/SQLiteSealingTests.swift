@@ -31,6 +31,46 @@ final class SQLiteSealingTests: XCTestCase {
         XCTAssertEqual(string(c), "fresh")
     }
 
+    func testFlippingAnyByteOfARowFailsAuthentication() async throws {
+        let temporary = try TemporaryRoot()
+        let keystore = try SQLiteKeystore(root: temporary.root, service: "tool")
+        defer { keystore.close() }
+        let secret = "AKIA-secret-value-\(UUID().uuidString)"
+        try await keystore.set(bytes(secret), forKey: "session")
+        var original: [UInt8] = []
+        try tamper(keystore.namespace.databasePath) { connection throws(KeystoreError) in original = try sealedValue(connection, key: "session")! }
+        XCTAssertEqual(original.count, secret.utf8.count + 29, "version, nonce, ciphertext, tag")
+        for position in original.indices {
+            var flipped = original
+            flipped[position] ^= 0x01
+            try tamper(keystore.namespace.databasePath) { connection throws(KeystoreError) in try storeSealed(connection, key: "session", value: flipped) }
+            let error = await assertKeystoreErrorAsync(.authenticationFailed) { () async throws(KeystoreError) in try await keystore.value(forKey: "session") }
+            XCTAssertFalse(error?.description.contains(secret) ?? true, "byte \(position)")
+        }
+        // Shorter than a sealed item is a corrupt format; any other length fails authentication.
+        try tamper(keystore.namespace.databasePath) { connection throws(KeystoreError) in try storeSealed(connection, key: "session", value: Array(original.prefix(5))) }
+        await assertKeystoreErrorAsync(.corruptFormat) { () async throws(KeystoreError) in try await keystore.value(forKey: "session") }
+        try tamper(keystore.namespace.databasePath) { connection throws(KeystoreError) in try storeSealed(connection, key: "session", value: Array(original.dropLast())) }
+        await assertKeystoreErrorAsync(.authenticationFailed) { () async throws(KeystoreError) in try await keystore.value(forKey: "session") }
+        try tamper(keystore.namespace.databasePath) { connection throws(KeystoreError) in try storeSealed(connection, key: "session", value: original) }
+        let restored = try await keystore.value(forKey: "session")
+        XCTAssertEqual(string(restored), secret)
+    }
+
+    func testARowMovedToAnotherServiceFails() async throws {
+        let temporary = try TemporaryRoot()
+        let key = testKey()
+        let tool = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: key)
+        defer { tool.close() }
+        let other = try SQLiteKeystore(root: temporary.root, service: "other", keySource: key)
+        defer { other.close() }
+        try await tool.set(bytes("tool's"), forKey: "alice")
+        var sealed: [UInt8] = []
+        try tamper(tool.namespace.databasePath) { connection throws(KeystoreError) in sealed = try sealedValue(connection, key: "alice")! }
+        try tamper(other.namespace.databasePath) { connection throws(KeystoreError) in try storeSealed(connection, key: "alice", value: sealed) }
+        await assertKeystoreErrorAsync(.authenticationFailed) { () async throws(KeystoreError) in try await other.value(forKey: "alice") }
+    }
+
     func testWrongKeyFailsAuthentication() async throws {
         let temporary = try TemporaryRoot()
         let writer = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey(1))

@@ -2,47 +2,76 @@ import Foundation
 import XCTest
 @testable import SecureStorage
 
-final class KeySourceTests: XCTestCase {
-    func testEnvironmentKey() throws {
+/// Key sources on the SQLite engine: environment keys (canonical base64 only), passphrases
+/// through scrypt with the parameters kept in the salt file, legacy salt files.
+final class SQLiteKeySourceTests: XCTestCase {
+    private func open(_ root: String, _ keySource: KeySource) throws -> SQLiteKeystore {
+        let keystore = try SQLiteKeystore(root: root, service: "tool", keySource: keySource)
+        addTeardownBlock { keystore.close() }
+        return keystore
+    }
+
+    private func layout(_ root: String) throws -> StoreLayout {
+        try StoreLayout(root: root, service: "tool")
+    }
+
+    func testEnvironmentKey() async throws {
         let temporary = try TemporaryRoot()
-        let variable = "IB_TEST_KEY_\(getpid())"
-        defer { unsetenv(variable) }
+        let variable = environmentVariable()
         let key = (0..<32).map { UInt8($0) }
         setenv(variable, Data(key).base64EncodedString(), 1)
-        let keystore = try FileKeystore(root: temporary.root, service: "tool", keySource: .environment(variable: variable))
-        try keystore.set(bytes("value"), forKey: "k")
+        let keystore = try open(temporary.root, .environment(variable: variable))
+        try await keystore.set(bytes("value"), forKey: "k")
         // The same key given raw opens the item: the environment key is used as is.
-        let raw = try FileKeystore(root: temporary.root, service: "tool", keySource: .raw(key))
-        XCTAssertEqual(string(try raw.data(forKey: "k")), "value")
-        XCTAssertFalse(FileManager.default.fileExists(atPath: keystore.namespace.layout.keyFilePath(.none)))
+        let raw = try open(temporary.root, .raw(key))
+        let value = try await raw.value(forKey: "k")
+        XCTAssertEqual(string(value), "value")
+        // No key file is written for an environment key.
+        XCTAssertFalse(FileManager.default.fileExists(atPath: try layout(temporary.root).keyFilePath(.none)))
 
         unsetenv(variable)
-        _ = assertKeystoreError(.invalidKey) { try FileKeystore(root: temporary.root, service: "tool", keySource: .environment(variable: variable)) }
+        let missing = assertKeystoreError(.invalidKey) { try SQLiteKeystore(root: temporary.root, service: "tool", keySource: .environment(variable: variable)) }
+        XCTAssertTrue(missing?.reason.contains("not set") ?? false, missing?.reason ?? "")
         let short = Data(key.prefix(16)).base64EncodedString()
         setenv(variable, short, 1)
-        let error = assertKeystoreError(.invalidKey) { try FileKeystore(root: temporary.root, service: "tool", keySource: .environment(variable: variable)) }
+        let error = assertKeystoreError(.invalidKey) { try SQLiteKeystore(root: temporary.root, service: "tool", keySource: .environment(variable: variable)) }
         XCTAssertFalse(error?.description.contains(short) ?? true)
         setenv(variable, "not base64 !!", 1)
-        _ = assertKeystoreError(.invalidKey) { try FileKeystore(root: temporary.root, service: "tool", keySource: .environment(variable: variable)) }
+        _ = assertKeystoreError(.invalidKey) { try SQLiteKeystore(root: temporary.root, service: "tool", keySource: .environment(variable: variable)) }
         XCTAssertEqual(KeySource.environment().description, "environment(IDENTITY_BROKER_KEY)")
     }
 
-    func testPassphraseKey() throws {
+    func testPassphraseKey() async throws {
         let temporary = try TemporaryRoot()
         let passphrase = "correct horse battery staple"
         let source = KeySource.passphrase(passphrase)
         XCTAssertFalse(source.description.contains(passphrase))
-        let keystore = try FileKeystore(root: temporary.root, service: "tool", keySource: source)
-        try keystore.set(bytes("value"), forKey: "k")
-        let saltPath = keystore.namespace.layout.saltPath(.none)
+        let keystore = try open(temporary.root, source)
+        try await keystore.set(bytes("value"), forKey: "k")
+        let saltPath = try layout(temporary.root).saltPath(.none)
         XCTAssertEqual(mode(of: saltPath), 0o600)
         XCTAssertEqual(try FileManager.default.attributesOfItem(atPath: saltPath)[.size] as? Int, KeyDerivation.SaltFile.size)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: try layout(temporary.root).keyFilePath(.none)))
 
-        let again = try FileKeystore(root: temporary.root, service: "tool", keySource: .passphrase(passphrase))
-        XCTAssertEqual(string(try again.data(forKey: "k")), "value")
-        let wrong = try FileKeystore(root: temporary.root, service: "tool", keySource: .passphrase("pw-XYZZY-7"))
-        let error = assertKeystoreError(.authenticationFailed) { try wrong.data(forKey: "k") }
+        let again = try open(temporary.root, .passphrase(passphrase))
+        let value = try await again.value(forKey: "k")
+        XCTAssertEqual(string(value), "value")
+        let wrong = try open(temporary.root, .passphrase("pw-XYZZY-7"))
+        let error = await assertKeystoreErrorAsync(.authenticationFailed) { () async throws(KeystoreError) in try await wrong.value(forKey: "k") }
         XCTAssertFalse(error?.description.contains("XYZZY") ?? true)
+    }
+
+    func testASharedGroupHasItsOwnSaltAndKey() async throws {
+        let temporary = try TemporaryRoot()
+        let team = AccessGroup(name: "team")
+        let passphrase = "one passphrase, two groups"
+        let personal = try open(temporary.root, .passphrase(passphrase))
+        let shared = try SQLiteKeystore(root: temporary.root, service: "tool", accessGroup: team, keySource: .passphrase(passphrase))
+        defer { shared.close() }
+        let layout = try layout(temporary.root)
+        XCTAssertEqual(mode(of: layout.saltPath(team)), 0o640)
+        XCTAssertNotEqual(FileManager.default.contents(atPath: layout.saltPath(team)), FileManager.default.contents(atPath: layout.saltPath(.none)))
+        XCTAssertNotEqual(derivedKey(personal), derivedKey(shared), "one passphrase gives each group its own key")
     }
 
     // MARK: Canonical base64 in the environment
@@ -57,20 +86,21 @@ final class KeySourceTests: XCTestCase {
     /// A key whose canonical base64 holds both `+` and `/` and a last symbol with spare bits.
     private let canonicalKey: [UInt8] = [0xFB, 0xFF, 0xBF] + (3..<31).map { UInt8($0 * 7 & 0xFF) } + [0x10]
 
-    private func openWithEnvironment(_ value: String, variable: String, root: String) throws -> FileKeystore {
+    private func openWithEnvironment(_ value: String, variable: String, root: String) throws -> SQLiteKeystore {
         setenv(variable, value, 1)
-        return try FileKeystore(root: root, service: "tool", keySource: .environment(variable: variable))
+        return try open(root, .environment(variable: variable))
     }
 
-    func testEnvironmentKeyAcceptsCanonicalBase64WithSurroundingWhitespace() throws {
+    func testEnvironmentKeyAcceptsCanonicalBase64WithSurroundingWhitespace() async throws {
         let temporary = try TemporaryRoot()
         let variable = environmentVariable()
         let canonical = Data(canonicalKey).base64EncodedString()
         XCTAssertEqual(canonical.count, 44)
-        try FileKeystore(root: temporary.root, service: "tool", keySource: .raw(canonicalKey)).set(bytes("value"), forKey: "k")
+        try await open(temporary.root, .raw(canonicalKey)).set(bytes("value"), forKey: "k")
         for value in [canonical, " \(canonical)", "\(canonical)\n", "\t \(canonical) \r\n", "\n\n\(canonical)\t"] {
             let keystore = try openWithEnvironment(value, variable: variable, root: temporary.root)
-            XCTAssertEqual(string(try keystore.data(forKey: "k")), "value", value.debugDescription)
+            let read = try await keystore.value(forKey: "k")
+            XCTAssertEqual(string(read), "value", value.debugDescription)
         }
     }
 
@@ -120,8 +150,8 @@ final class KeySourceTests: XCTestCase {
 
     // MARK: scrypt parameters stored with the salt
 
-    private func derivedKey(_ keystore: FileKeystore) -> [UInt8] {
-        keystore.key.withUnsafeBytes { Array($0) }
+    private func derivedKey(_ keystore: SQLiteKeystore) -> [UInt8] {
+        keystore.namespace.key.withUnsafeBytes { Array($0) }
     }
 
     private func scrypt(_ passphrase: String, salt: [UInt8], log2N: Int, r: UInt64 = 8, p: UInt64 = 1) throws -> [UInt8] {
@@ -133,8 +163,8 @@ final class KeySourceTests: XCTestCase {
     func testNewSaltFileRecordsScryptParametersWithTheSalt() throws {
         let temporary = try TemporaryRoot()
         let passphrase = "new salt file"
-        let keystore = try FileKeystore(root: temporary.root, service: "tool", keySource: .passphrase(passphrase))
-        let salt = try XCTUnwrap(FileManager.default.contents(atPath: keystore.namespace.layout.saltPath(.none))).map { $0 }
+        let keystore = try open(temporary.root, .passphrase(passphrase))
+        let salt = try XCTUnwrap(FileManager.default.contents(atPath: try layout(temporary.root).saltPath(.none))).map { $0 }
         XCTAssertEqual(salt.count, 5 + 16, "header and 16-byte salt")
         XCTAssertEqual(Array(salt[1...4]), [1, 17, 8, 1], "version 1, N = 2^17, r = 8, p = 1")
         // The key is scrypt with exactly those parameters over the stored salt.
@@ -142,34 +172,38 @@ final class KeySourceTests: XCTestCase {
         XCTAssertNotEqual(derivedKey(keystore), try scrypt(passphrase, salt: Array(salt[5...]), log2N: 15))
     }
 
-    func testLegacySaltFileKeepsOpeningItemsSealedUnderTheOldDerivation() throws {
+    func testLegacySaltFileKeepsOpeningItemsSealedUnderTheOldDerivation() async throws {
         let temporary = try TemporaryRoot()
         let passphrase = "legacy salt file"
         // A keystore as an earlier release left it: a bare 16-byte salt, items sealed with
         // scrypt(N = 2^15, r = 8, p = 1).
         let legacySalt = (0..<16).map { _ in UInt8.random(in: 0...255) }
         let legacyKey = try scrypt(passphrase, salt: legacySalt, log2N: 15)
-        let old = try FileKeystore(root: temporary.root, service: "tool", keySource: .raw(legacyKey))
-        let saltPath = old.namespace.layout.saltPath(.none)
+        let old = try open(temporary.root, .raw(legacyKey))
+        let saltPath = try layout(temporary.root).saltPath(.none)
         XCTAssertTrue(FileManager.default.createFile(atPath: saltPath, contents: Data(legacySalt), attributes: [.posixPermissions: 0o600]))
-        try old.set(bytes("sealed long ago"), forKey: "k")
+        try await old.set(bytes("sealed long ago"), forKey: "k")
+        old.close()
 
-        let keystore = try FileKeystore(root: temporary.root, service: "tool", keySource: .passphrase(passphrase))
+        let keystore = try open(temporary.root, .passphrase(passphrase))
         XCTAssertEqual(derivedKey(keystore), legacyKey)
-        XCTAssertEqual(string(try keystore.data(forKey: "k")), "sealed long ago")
-        try keystore.set(bytes("sealed now"), forKey: "k2")
-        XCTAssertEqual(string(try FileKeystore(root: temporary.root, service: "tool", keySource: .passphrase(passphrase)).data(forKey: "k2")), "sealed now")
+        let oldValue = try await keystore.value(forKey: "k")
+        XCTAssertEqual(string(oldValue), "sealed long ago")
+        try await keystore.set(bytes("sealed now"), forKey: "k2")
+        let newValue = try await open(temporary.root, .passphrase(passphrase)).value(forKey: "k2")
+        XCTAssertEqual(string(newValue), "sealed now")
         // The legacy file is read, never rewritten.
         XCTAssertEqual(FileManager.default.contents(atPath: saltPath).map(Array.init), legacySalt)
     }
 
     func testDamagedSaltFileIsRefused() throws {
         let passphrase = "damaged salt file"
-        func open(_ root: String) throws -> FileKeystore {
-            try FileKeystore(root: root, service: "tool", keySource: .passphrase(passphrase))
+        func open(_ root: String) throws -> SQLiteKeystore {
+            try self.open(root, .passphrase(passphrase))
         }
         let reference = try TemporaryRoot()
-        let good = try XCTUnwrap(FileManager.default.contents(atPath: open(reference.root).namespace.layout.saltPath(.none))).map { $0 }
+        _ = try open(reference.root)
+        let good = try XCTUnwrap(FileManager.default.contents(atPath: try layout(reference.root).saltPath(.none))).map { $0 }
 
         var unknownVersion = good
         unknownVersion[1] &+= 1
@@ -191,7 +225,8 @@ final class KeySourceTests: XCTestCase {
         ]
         for (what, contents) in cases {
             let temporary = try TemporaryRoot()
-            let saltPath = try open(temporary.root).namespace.layout.saltPath(.none)
+            _ = try open(temporary.root)
+            let saltPath = try layout(temporary.root).saltPath(.none)
             XCTAssertTrue(FileManager.default.createFile(atPath: saltPath, contents: Data(contents), attributes: [.posixPermissions: 0o600]))
             let error = assertKeystoreError(.corruptFormat) { try open(temporary.root) }
             XCTAssertEqual(error?.path, saltPath, what)
