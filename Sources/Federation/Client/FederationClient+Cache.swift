@@ -61,6 +61,7 @@ extension FederationClient {
         let current = now()
         var entry = cache.peek(session) ?? CachedSession(machine: SessionStateMachine(record: nil, now: current, margin: expiryMargin), generation: 0)
         let before = entry.machine.record
+        let announcedBefore = entry.machine.announced
         let announced = transition(&entry.machine, current, expiryMargin)
         // Only a change of what the session holds makes a store read in flight stale; a
         // clock tick or a read must not, or reloads racing with reads would be dropped.
@@ -68,15 +69,38 @@ extension FederationClient {
             nextGeneration += 1
             entry.generation = nextGeneration
         }
-        cache.set(session, entry, isPinned: isPinned)
+        let isNew = cache.peek(session) == nil
+        let evicted = cache.set(session, entry, isPinned: isPinned)
         if let announced { publish(announced, session: session) }
+        if sessionGauges != nil {
+            countSessions(removing: isNew ? nil : announcedBefore, adding: entry.machine.announced, evicted: evicted)
+        }
         scheduleExpiry(of: session, entry.machine)
     }
 
     private func insert(_ session: String, _ machine: SessionStateMachine) {
         nextGeneration += 1
-        cache.set(session, CachedSession(machine: machine, generation: nextGeneration), isPinned: isPinned)
+        let evicted = cache.set(session, CachedSession(machine: machine, generation: nextGeneration), isPinned: isPinned)
+        if sessionGauges != nil { countSessions(removing: nil, adding: machine.announced, evicted: evicted) }
         scheduleExpiry(of: session, machine)
+    }
+
+    /// Keeps the `identity_broker_sessions` gauges (sessions held, by state) current.
+    private func countSessions(removing old: SessionState?, adding new: SessionState, evicted: [CachedSession]) {
+        var changed: Set<SessionState> = []
+        if let old, old != new {
+            sessionCounts[old, default: 0] -= 1
+            changed.insert(old)
+        }
+        if old != new {
+            sessionCounts[new, default: 0] += 1
+            changed.insert(new)
+        }
+        for entry in evicted {
+            sessionCounts[entry.machine.announced, default: 0] -= 1
+            changed.insert(entry.machine.announced)
+        }
+        for state in changed { sessionGauges?.record(state, sessionCounts[state, default: 0]) }
     }
 
     /// Sessions that must stay cached: one being federated or cleared, or observed.

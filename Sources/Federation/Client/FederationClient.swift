@@ -64,6 +64,11 @@ public actor FederationClient {
     var federationsInFlight: [UInt64: @Sendable () -> Void] = [:]
     var nextFederationId: UInt64 = 0
     var isShutDown = false
+    /// Opt-in metrics and tracing.
+    let instrumentation: FederationInstrumentation
+    /// Sessions held by state, for the `identity_broker_sessions` gauges (with metrics only).
+    let sessionGauges: SessionGauges?
+    var sessionCounts: [SessionState: Int] = [:]
     var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
 
     /// Creates a client that federates with `configuration` and keeps sessions in
@@ -75,10 +80,16 @@ public actor FederationClient {
     ///   - configuration: the pool, endpoint, timeouts, margins and cache size.
     ///   - keystore: where sessions live; share one store between clients, processes or
     ///     hosts to share sessions. Default: this client's memory only.
+    ///   - instrumentation: opt-in metrics and spans (``FederationInstrumentation``); none by default.
     ///   - logger: where to log; nothing is logged when `nil`. No level ever shows a secret.
     /// - Throws: ``FederationError/Code/invalidConfiguration`` when the pool ID,
     ///   region or endpoint is unusable.
-    public init(configuration: FederationConfiguration, keystore: (any Keystore)? = nil, logger: Logger? = nil) throws(FederationError) {
+    public init(
+        configuration: FederationConfiguration,
+        keystore: (any Keystore)? = nil,
+        instrumentation: FederationInstrumentation = .none,
+        logger: Logger? = nil
+    ) throws(FederationError) {
         // A transport of its own (its thread starts on first use), so that shutting this
         // client down stops its thread without touching any other client's requests.
         let transport = CurlTransport()
@@ -89,7 +100,8 @@ public actor FederationClient {
             environment: ProcessInfo.processInfo.environment,
             now: { Date() },
             logger: logger,
-            ownedTransport: transport
+            ownedTransport: transport,
+            instrumentation: instrumentation
         )
     }
 
@@ -126,15 +138,18 @@ public actor FederationClient {
         retryRunner: RetryRunner? = nil,
         now: @escaping @Sendable () -> Date,
         logger: Logger?,
-        ownedTransport: CurlTransport? = nil
+        ownedTransport: CurlTransport? = nil,
+        instrumentation: FederationInstrumentation = .none
     ) throws(FederationError) {
+        let transport: any HTTPTransport = instrumentation.isEnabled
+            ? InstrumentedTransport(base: transport, instrumentation: instrumentation) : transport
         let cognito = try CognitoIdentityClient(
             configuration: configuration, transport: transport, environment: environment, retryRunner: retryRunner)
         self.init(
             configuration: configuration, cognito: cognito, keystore: keystore, expiryMargin: configuration.expiryMargin,
             renewalLead: configuration.renewalLeadTime, renewalPostponement: configuration.renewalPostponement,
             federationTimeout: configuration.federationTimeout, sessionCacheCapacity: configuration.sessionCacheCapacity,
-            now: now, logger: logger, ownedTransport: ownedTransport)
+            now: now, logger: logger, ownedTransport: ownedTransport, instrumentation: instrumentation)
     }
 
     private init(
@@ -148,9 +163,12 @@ public actor FederationClient {
         sessionCacheCapacity: Int,
         now: @escaping @Sendable () -> Date,
         logger: Logger?,
-        ownedTransport: CurlTransport? = nil
+        ownedTransport: CurlTransport? = nil,
+        instrumentation: FederationInstrumentation = .none
     ) {
         self.ownedTransport = ownedTransport
+        self.instrumentation = instrumentation
+        sessionGauges = instrumentation.metrics.map(SessionGauges.init(factory:))
         self.configuration = configuration
         self.cognito = cognito
         store = SessionStore(keystore: keystore)
@@ -217,7 +235,8 @@ public actor FederationClient {
         }
         let logins = [provider.loginsKey: token]
         let subject = tokenSubject
-        return try await tracked { () async -> Result<FederationResult, FederationError> in
+        return try await instrumentedFederation("federate", session: session, provider: provider.identifier) { () async throws(FederationError) -> FederationResult in
+          try await tracked { () async -> Result<FederationResult, FederationError> in
             do throws(FederationError) {
                 return .success(try await self.federateExchange(
                     session: session, provider: provider, options: options, logins: logins, tokenSubject: subject,
@@ -225,6 +244,7 @@ public actor FederationClient {
             } catch {
                 return .failure(error)
             }
+          }
         }
     }
 
@@ -268,11 +288,13 @@ public actor FederationClient {
     public func federateAsGuest(session: String = FederationClient.defaultSession) async throws(FederationError) -> FederationResult {
         try SessionName.validate(session)
         let (cognito, configuration) = try federatingParts()
-        return try await tracked { () async -> Result<FederationResult, FederationError> in
-            do throws(FederationError) {
-                return .success(try await self.guestExchange(session: session, cognito: cognito, configuration: configuration))
-            } catch {
-                return .failure(error)
+        return try await instrumentedFederation("guest", session: session, provider: "guest") { () async throws(FederationError) -> FederationResult in
+            try await tracked { () async -> Result<FederationResult, FederationError> in
+                do throws(FederationError) {
+                    return .success(try await self.guestExchange(session: session, cognito: cognito, configuration: configuration))
+                } catch {
+                    return .failure(error)
+                }
             }
         }
     }

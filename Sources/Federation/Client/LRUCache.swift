@@ -49,8 +49,10 @@ struct LRUCache<Value> {
         return result
     }
 
-    /// Inserts or replaces `key`, then evicts unpinned entries beyond ``capacity``.
-    mutating func set(_ key: String, _ value: Value, isPinned: (String, Value) -> Bool) {
+    /// Inserts or replaces `key`, then evicts unpinned entries beyond ``capacity``;
+    /// returns what was evicted.
+    @discardableResult
+    mutating func set(_ key: String, _ value: Value, isPinned: (String, Value) -> Bool) -> [Value] {
         if let position = index[key] {
             slots[position]?.value = value
             moveToFront(position)
@@ -69,7 +71,7 @@ struct LRUCache<Value> {
             if tail == nil { tail = position }
             index[key] = position
         }
-        evict(isPinned: isPinned)
+        return evict(isPinned: isPinned)
     }
 
     /// Removes `key`; returns its value.
@@ -82,12 +84,14 @@ struct LRUCache<Value> {
         return slot.value
     }
 
-    private mutating func evict(isPinned: (String, Value) -> Bool) {
+    private mutating func evict(isPinned: (String, Value) -> Bool) -> [Value] {
+        var evicted: [Value] = []
         var candidate = tail
         while index.count > capacity, let position = candidate, let slot = slots[position] {
             candidate = slot.previous
-            if !isPinned(slot.key, slot.value) { remove(slot.key) }
+            if !isPinned(slot.key, slot.value), let value = remove(slot.key) { evicted.append(value) }
         }
+        return evicted
     }
 
     private mutating func moveToFront(_ position: Int) {

@@ -175,6 +175,7 @@ struct CognitoIdentityClient: Sendable {
             )
         }
         var request = baseRequest
+        request.attempt = attempt
         request.limits.requestTimeout = min(request.limits.requestTimeout, remaining)
         // Signed per attempt: the signature covers the attempt's timestamp.
         if let signer {

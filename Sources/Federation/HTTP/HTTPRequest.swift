@@ -16,6 +16,8 @@ package struct HTTPRequest: Sendable {
     package var body: [UInt8]
     /// Limits for this one attempt.
     package var limits: HTTPLimits
+    /// Which attempt of its call this is (1 for the first), for metrics and traces.
+    package var attempt = 1
 
     package init(
         method: String = "POST",

@@ -1,0 +1,50 @@
+import CoreMetrics
+import Tracing
+
+/// Opt-in metrics (swift-metrics) and tracing (swift-distributed-tracing) for a
+/// ``FederationClient``. Off by default: without it the client creates no metric and no
+/// span at all.
+///
+/// ```swift
+/// let client = try FederationClient(
+///     configuration: configuration, keystore: keystore,
+///     instrumentation: .global,      // what MetricsSystem / InstrumentationSystem were bootstrapped with
+///     logger: logger)
+/// ```
+///
+/// Metrics (every label prefixed `identity_broker_`):
+/// - `federations_total` (counter; `result`: `success` or the ``FederationError/Code``,
+///   `provider`: the provider identifier or `guest`);
+/// - `federation_duration_seconds` (timer; `result`);
+/// - `requests_total` (counter; `service`, `operation`, `status`: the HTTP status, or the
+///   transport failure kind);
+/// - `retries_total` (counter; `service`, `operation`);
+/// - `sessions` (gauge; `state`): sessions this client holds, by state.
+///
+/// Spans: one per federation (`federate` or `guest`, with `broker.session`,
+/// `broker.provider`, `broker.result`) and, inside it, one per request (`Service/Operation`,
+/// kind client, with `rpc.system` `aws-api`, `rpc.service`, `rpc.method`,
+/// `http.response.status_code`, `aws.request_id`, `broker.attempt`). No metric or span
+/// ever holds a token, key or credential.
+public struct FederationInstrumentation: Sendable {
+    /// Where metrics go; `nil` records none.
+    public var metrics: (any MetricsFactory)?
+    /// Where spans go; `nil` records none.
+    public var tracer: (any Tracer)?
+
+    /// Metrics to `metrics`, spans to `tracer`; either may be `nil`.
+    public init(metrics: (any MetricsFactory)? = nil, tracer: (any Tracer)? = nil) {
+        self.metrics = metrics
+        self.tracer = tracer
+    }
+
+    /// No metrics, no spans (the default).
+    public static let none = FederationInstrumentation()
+
+    /// The process-wide backends: `MetricsSystem.factory` and `InstrumentationSystem.tracer`.
+    public static var global: FederationInstrumentation {
+        FederationInstrumentation(metrics: MetricsSystem.factory, tracer: InstrumentationSystem.tracer)
+    }
+
+    var isEnabled: Bool { metrics != nil || tracer != nil }
+}

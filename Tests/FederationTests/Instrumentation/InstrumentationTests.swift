@@ -1,0 +1,109 @@
+import BrokerTestSupport
+import CoreMetrics
+@testable import Federation
+import Foundation
+import InMemoryTracing
+import MetricsTestKit
+import SecureStorage
+import Tracing
+import XCTest
+
+/// Opt-in metrics (swift-metrics, checked with MetricsTestKit) and spans
+/// (swift-distributed-tracing, checked with the in-memory tracer): what they count, how
+/// spans nest, and that none of it ever holds a secret.
+final class InstrumentationTests: XCTestCase {
+    private let token = TestJWT.make(sub: "alice-sub", exp: testEpoch.addingTimeInterval(3600), iss: "https://accounts.google.com")
+
+    private func client(
+        _ instrumentation: FederationInstrumentation, fake: FakeCognito = FakeCognito(expiration: testEpoch.addingTimeInterval(3600))
+    ) throws -> FederationClient {
+        try FederationClient(
+            configuration: FederationConfiguration(identityPoolId: testPoolId, endpoint: testEndpoint),
+            transport: fake.transport, keystore: InMemoryKeystore(), environment: [:], retryRunner: noSleepRunner(),
+            now: { testEpoch }, logger: nil, instrumentation: instrumentation)
+    }
+
+    func testMetricsCountFederationsRequestsRetriesAndSessions() async throws {
+        let metrics = TestMetrics()
+        let fake = FakeCognito(expiration: testEpoch.addingTimeInterval(3600))
+        let client = try client(FederationInstrumentation(metrics: metrics), fake: fake)
+        try await client.federate(token: token, provider: .google, session: "alice")
+        try await client.federateAsGuest(session: "visitor")
+        fake.enqueue(.error("InternalErrorException", message: "boom", status: 500), for: .getCredentialsForIdentity)
+        try await client.federate(token: token, provider: .google, session: "alice")
+        fake.setDefault(.error("NotAuthorizedException", message: "no"), for: .getId)
+        await expectFederationError(.notAuthorized) { try await client.federate(token: self.token, provider: .google, session: "bob") }
+
+        XCTAssertEqual(metrics.counterTotal(label: "identity_broker_federations_total", dimensions: [("result", "success"), ("provider", "google")]), 2)
+        XCTAssertEqual(metrics.counterTotal(label: "identity_broker_federations_total", dimensions: [("result", "success"), ("provider", "guest")]), 1)
+        XCTAssertEqual(metrics.counterTotal(label: "identity_broker_federations_total", dimensions: [("result", "notAuthorized"), ("provider", "google")]), 1)
+        XCTAssertEqual(
+            metrics.counterTotal(label: "identity_broker_requests_total", dimensions: [("service", "CognitoIdentity"), ("operation", "GetCredentialsForIdentity"), ("status", "500")]), 1)
+        XCTAssertEqual(
+            metrics.counterTotal(label: "identity_broker_requests_total", dimensions: [("service", "CognitoIdentity"), ("operation", "GetId"), ("status", "400")]), 1)
+        XCTAssertEqual(
+            metrics.counterTotal(label: "identity_broker_retries_total", dimensions: [("service", "CognitoIdentity"), ("operation", "GetCredentialsForIdentity")]), 1)
+        let durations = try metrics.expectTimer("identity_broker_federation_duration_seconds", [("result", "success")])
+        XCTAssertEqual(durations.values.count, 3)
+        let federated = try metrics.expectGauge("identity_broker_sessions", [("state", "federated")])
+        XCTAssertEqual(federated.lastValue, 2, "alice and visitor are federated")
+
+        try await client.clear(session: "alice")
+        XCTAssertEqual(federated.lastValue, 1)
+        assertNoSecret(in: metrics)
+    }
+
+    func testSpansNestRequestsUnderTheirFederation() async throws {
+        let tracer = InMemoryTracer()
+        let client = try client(FederationInstrumentation(tracer: tracer))
+        try await client.federate(token: token, provider: .google, session: "alice")
+        let spans = tracer.finishedSpans
+        let federation = try XCTUnwrap(spans.first { $0.operationName == "federate" })
+        XCTAssertEqual(federation.attributes["broker.session"]?.toSpanAttribute(), .string("alice"))
+        XCTAssertEqual(federation.attributes["broker.result"]?.toSpanAttribute(), .string("success"))
+        let requests = spans.filter { $0.operationName.hasPrefix("CognitoIdentity/") }
+        XCTAssertEqual(requests.map(\.operationName).sorted(), ["CognitoIdentity/GetCredentialsForIdentity", "CognitoIdentity/GetId"])
+        for request in requests {
+            XCTAssertEqual(request.parentSpanID, federation.spanID, "\(request.operationName) is a child of the federation")
+            XCTAssertEqual(request.traceID, federation.traceID)
+            XCTAssertEqual(request.kind, .client)
+            XCTAssertEqual(request.attributes["rpc.system"]?.toSpanAttribute(), .string("aws-api"))
+            XCTAssertEqual(request.attributes["rpc.service"]?.toSpanAttribute(), .string("CognitoIdentity"))
+            XCTAssertEqual(request.attributes["http.response.status_code"]?.toSpanAttribute(), .int64(200))
+        }
+        for span in spans {
+            var text = span.operationName
+            span.attributes.forEach { key, value in text += " \(key)=\(value)" }
+            XCTAssertNil(leakedRun(in: text, of: [token, FakeCognito.secretKey, FakeCognito.sessionToken]), text)
+        }
+    }
+
+    func testAFailedFederationSpanCarriesTheErrorCode() async throws {
+        let tracer = InMemoryTracer()
+        let fake = FakeCognito()
+        fake.setDefault(.error("NotAuthorizedException", message: "Invalid login token \(token)"), for: .getId)
+        let client = try client(FederationInstrumentation(tracer: tracer), fake: fake)
+        await expectFederationError(.notAuthorized) { try await client.federate(token: self.token, provider: .google, session: "alice") }
+        let federation = try XCTUnwrap(tracer.finishedSpans.first { $0.operationName == "federate" })
+        XCTAssertEqual(federation.attributes["broker.result"]?.toSpanAttribute(), .string("notAuthorized"))
+        XCTAssertEqual(federation.status?.code, .error)
+    }
+
+    /// Off by default: the transport is not even wrapped.
+    func testNothingIsRecordedByDefault() async throws {
+        let fake = FakeCognito(expiration: testEpoch.addingTimeInterval(3600))
+        let client = try FederationClient(
+            configuration: FederationConfiguration(identityPoolId: testPoolId, endpoint: testEndpoint),
+            transport: fake.transport, keystore: InMemoryKeystore(), environment: [:], now: { testEpoch }, logger: nil)
+        try await client.federate(token: token, provider: .google, session: "alice")
+        XCTAssertFalse(FederationInstrumentation.none.isEnabled)
+        let gauges = await client.sessionGauges
+        XCTAssertNil(gauges)
+    }
+
+    private func assertNoSecret(in metrics: TestMetrics, line: UInt = #line) {
+        var text = ""
+        for counter in metrics.counters { text += counter.label + " " + counter.dimensions.map { "\($0)=\($1)" }.joined(separator: " ") + "\n" }
+        XCTAssertNil(leakedRun(in: text, of: [token, FakeCognito.secretKey, FakeCognito.sessionToken]), text, line: line)
+    }
+}
