@@ -14,11 +14,16 @@ let package = Package(
     products: [
         .library(name: "Federation", targets: ["Federation"]),
         .library(name: "SecureStorage", targets: ["SecureStorage"]),
+        .library(name: "CredentialServer", targets: ["CredentialServer"]),
         .executable(name: "federate", targets: ["federate"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        // Only CredentialServer (and the CLI through it) links these; Federation and
+        // SecureStorage stay free of NIO. No traits: swift-configuration is not needed.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         // MARK: C system libraries (internal; never in a public signature)
@@ -61,6 +66,16 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        .target(
+            name: "CredentialServer",
+            dependencies: [
+                "Federation",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
 
         // MARK: Samples
         .target(
@@ -76,10 +91,13 @@ let package = Package(
         .executableTarget(
             name: "federate",
             dependencies: [
+                "CredentialServer",
                 "Federation",
                 "SecureStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             path: "Samples/federate",
             swiftSettings: strictSettings
@@ -210,6 +228,18 @@ let package = Package(
                 "Federation",
                 "SecureStorage",
                 "BrokerTestSupport",
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "CredentialServerTests",
+            dependencies: [
+                "CredentialServer",
+                "Federation",
+                "SecureStorage",
+                "BrokerTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "InMemoryLogging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
         ),
