@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "Federation", targets: ["Federation"]),
         .library(name: "SecureStorage", targets: ["SecureStorage"]),
         .library(name: "FederationLifecycle", targets: ["FederationLifecycle"]),
+        .library(name: "CredentialServer", targets: ["CredentialServer"]),
         .executable(name: "federate", targets: ["federate"]),
     ],
     dependencies: [
@@ -23,6 +24,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
+        // Only CredentialServer (and the CLI through it) links Hummingbird and NIO; Federation
+        // and SecureStorage stay free of them. No traits: swift-configuration is not needed.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
     ],
     targets: [
         // MARK: C system libraries (internal; never in a public signature)
@@ -85,6 +89,16 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        .target(
+            name: "CredentialServer",
+            dependencies: [
+                "Federation",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
 
         // MARK: Samples
         .target(
@@ -100,10 +114,13 @@ let package = Package(
         .executableTarget(
             name: "federate",
             dependencies: [
+                "CredentialServer",
                 "Federation",
                 "SecureStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             path: "Samples/federate",
             swiftSettings: strictSettings
@@ -241,6 +258,18 @@ let package = Package(
                 "Federation",
                 "SecureStorage",
                 "BrokerTestSupport",
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "CredentialServerTests",
+            dependencies: [
+                "CredentialServer",
+                "Federation",
+                "SecureStorage",
+                "BrokerTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "InMemoryLogging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
         ),

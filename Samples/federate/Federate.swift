@@ -21,9 +21,10 @@ struct Federate: AsyncParsableCommand {
         discussion: """
             Exit codes: 0 ok; 1 internal error; 2 usage or bad local input; \
             3 no valid credentials (log in again); 4 rejected by the identity service; \
-            5 identity service unavailable after retries; 6 keystore error.
+            5 identity service unavailable after retries; 6 keystore error. \
+            exec exits with its command's status.
             """,
-        subcommands: [Login.self, Guest.self, Credentials.self, Status.self, Clear.self, Migrate.self]
+        subcommands: [Login.self, Guest.self, Credentials.self, Status.self, Clear.self, Migrate.self, Exec.self, Serve.self]
     )
 
     func run() async throws {

@@ -16,4 +16,8 @@ enum ExitStatus: Int32, Sendable {
     case unavailable = 5
     /// The keystore could not be used: tampered item, wrong key, bad permissions, corruption.
     case keystore = 6
+    /// `exec`: the command was found but could not be executed (as a shell reports it).
+    case commandNotExecutable = 126
+    /// `exec`: the command was not found (as a shell reports it).
+    case commandNotFound = 127
 }

@@ -78,3 +78,16 @@ enum Terminal {
         return code
     }
 }
+
+extension Terminal {
+    /// Ends the process with a raw exit code (`federate exec` passes on its command's).
+    static func exit(code: Int32) -> Never {
+        #if canImport(Glibc)
+        Glibc.exit(code)
+        #elseif canImport(Musl)
+        Musl.exit(code)
+        #else
+        Darwin.exit(code)
+        #endif
+    }
+}

@@ -1,0 +1,98 @@
+import ArgumentParser
+import CredentialServer
+import Federation
+import UnixSignals
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `federate exec -- CMD [ARGS...]`: runs a command that gets the session's credentials
+/// from a loopback credential server (the AWS container credential provider), read from
+/// the keystore at each request; never calls the network.
+struct Exec: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run a command that gets the session's credentials from a loopback credential server.",
+        discussion: """
+            The command gets AWS_CONTAINER_CREDENTIALS_FULL_URI and AWS_CONTAINER_AUTHORIZATION_TOKEN; \
+            AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_PROFILE, \
+            AWS_CONTAINER_CREDENTIALS_RELATIVE_URI and AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE are removed \
+            from its environment. Each request reads the session as the keystore holds it then, so \
+            'federate login' in another shell is served at once. SIGINT, SIGTERM and SIGHUP are \
+            forwarded to the command. Exits with the command's status (128 + the signal that killed it); \
+            3 without running it when the session has no valid credentials; 127 when it cannot be found, \
+            126 when it cannot be executed.
+            """
+    )
+
+    @OptionGroup var common: CommonOptions
+
+    @Argument(parsing: .postTerminator, help: ArgumentHelp("The command and its arguments, after --.", valueName: "CMD"))
+    var command: [String] = []
+
+    func validate() throws {
+        guard !command.isEmpty else {
+            throw ValidationError("no command given; write it after --, e.g. 'federate exec --session alice -- aws s3 ls'")
+        }
+    }
+
+    func run() async throws(CLIFailure) {
+        let served = try await ServedSession(common, requireCredentials: true)
+        let serving = Task { try await served.server.run() }
+        let code: Int32
+        do throws(CLIFailure) {
+            let endpoint = try await served.endpoint()
+            // Trapped before the command starts, so no signal between spawn and forwarding is lost.
+            let signals = await UnixSignalsSequence(trapping: .sigint, .sigterm, .sighup)
+            let child: ChildProcess
+            do {
+                child = try ChildProcess.spawn(command, environment: Self.childEnvironment(endpoint))
+            } catch {
+                throw Self.spawnFailure(command[0], error)
+            }
+            let forwarding = Task {
+                for await signal in signals { child.send(signal.rawValue) }
+            }
+            code = await child.exitCode()
+            forwarding.cancel()
+        } catch {
+            await Self.stop(served.server, serving)
+            throw error
+        }
+        await Self.stop(served.server, serving)
+        Terminal.exit(code: code)
+    }
+
+    private static func stop(_ server: CredentialServer, _ serving: Task<Void, any Error>) async {
+        await server.shutdown()
+        _ = await serving.result
+    }
+
+    /// This process's environment, less the variables that would take precedence over the
+    /// endpoint, plus the two that name it.
+    static func childEnvironment(_ endpoint: CredentialEndpoint) -> [String] {
+        let removed = Set(CredentialEndpoint.conflictingVariables + endpoint.environment.keys)
+        var entries = [String]()
+        var cursor = environ
+        while let entry = cursor.pointee {
+            let text = String(cString: entry)
+            let name = text.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? text
+            if !removed.contains(name) { entries.append(text) }
+            cursor += 1
+        }
+        entries.append("\(CredentialEndpoint.fullURIVariable)=\(endpoint.url)")
+        entries.append("\(CredentialEndpoint.authorizationTokenVariable)=\(endpoint.authorizationToken.value)")
+        return entries
+    }
+
+    private static func spawnFailure(_ name: String, _ failure: ChildProcess.SpawnFailure) -> CLIFailure {
+        let reason = String(cString: strerror(failure.code))
+        if failure.code == ENOENT {
+            return CLIFailure(.commandNotFound, "cannot run '\(name)': \(reason); check the command name and PATH")
+        }
+        return CLIFailure(.commandNotExecutable, "cannot run '\(name)': \(reason); check that it is an executable file")
+    }
+}

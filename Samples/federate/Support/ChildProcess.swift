@@ -1,0 +1,87 @@
+import Dispatch
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A command `federate exec` runs, started with `posix_spawnp` (PATH lookup as a shell
+/// does) with a clean signal state: an empty blocked-signal mask and every catchable
+/// signal at its default disposition. Without that, a child started from a Swift
+/// concurrency thread inherits a mask that blocks SIGTERM, and signals `federate` traps
+/// or ignores (SIGINT, SIGTERM, SIGPIPE) would stay ignored in the child.
+struct ChildProcess: Sendable {
+    /// The child's process ID.
+    let pid: pid_t
+
+    /// Why a command could not be started.
+    struct SpawnFailure: Error {
+        /// `errno` from `posix_spawnp`.
+        var code: Int32
+    }
+
+    /// Starts `arguments[0]` with `arguments` and `environment` (`NAME=VALUE` entries).
+    static func spawn(_ arguments: [String], environment: [String]) throws(SpawnFailure) -> ChildProcess {
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in 1..<32 where signal != SIGKILL && signal != SIGSTOP {
+            sigaddset(&defaults, Int32(signal))
+        }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        let argv = arguments.map { strdup($0) } + [nil]
+        let envp = environment.map { strdup($0) } + [nil]
+        defer {
+            for pointer in argv { free(pointer) }
+            for pointer in envp {
+                // Entries hold the authorization token: wipe before freeing.
+                if let pointer { memset(pointer, 0, strlen(pointer)) }
+                free(pointer)
+            }
+        }
+        var pid = pid_t()
+        let code = posix_spawnp(&pid, arguments[0], nil, &attributes, argv, envp)
+        guard code == 0 else { throw SpawnFailure(code: code) }
+        return ChildProcess(pid: pid)
+    }
+
+    /// Sends `signal` to the child (ignored once it is gone).
+    func send(_ signal: Int32) {
+        _ = kill(pid, signal)
+    }
+
+    /// Waits for the child to end, on a thread of its own (never a Swift concurrency
+    /// thread), and returns the exit code the shell would report: its status, or 128 +
+    /// the signal that killed it.
+    func exitCode() async -> Int32 {
+        await withCheckedContinuation { continuation in
+            DispatchQueue(label: "federate.exec.wait").async {
+                var status: Int32 = 0
+                while waitpid(pid, &status, 0) < 0 {
+                    if errno != EINTR {
+                        continuation.resume(returning: 1)
+                        return
+                    }
+                }
+                continuation.resume(returning: Self.shellCode(waitStatus: status))
+            }
+        }
+    }
+
+    /// `WEXITSTATUS` for a normal exit, 128 + `WTERMSIG` for a signal (the macros are
+    /// not visible from Swift).
+    static func shellCode(waitStatus status: Int32) -> Int32 {
+        let signal = status & 0x7F
+        if signal == 0 { return (status >> 8) & 0xFF }
+        return 128 + signal
+    }
+}

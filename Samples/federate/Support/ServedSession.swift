@@ -1,0 +1,57 @@
+import CredentialServer
+import Federation
+import Logging
+
+/// What `exec` and `serve` share: the session read through an offline client (never the
+/// network) and a credential server for it.
+struct ServedSession {
+    let session: String
+    let server: CredentialServer
+    let client: FederationClient
+    let root: String
+
+    /// Opens the keystore and prepares a server for `common.session`.
+    ///
+    /// - Parameter requireCredentials: fail with exit 3 (or 4 for a terminated identity)
+    ///   when the session has no valid credentials now; when the keystore directory does
+    ///   not exist, this also fails with exit 3 and creates nothing.
+    init(_ common: CommonOptions, requireCredentials: Bool) async throws(CLIFailure) {
+        let access = try KeystoreAccess(common)
+        session = common.session
+        root = access.root
+        if requireCredentials, !access.rootExists {
+            throw Self.noCredentials(session, reason: "there is no keystore at \(access.root)")
+        }
+        client = try access.offlineClient(expiryMargin: common.margin)
+        if requireCredentials {
+            do {
+                _ = try await client.credentials(for: session)
+            } catch where error.code == .noValidCredentials {
+                throw Self.noCredentials(session, reason: error.message)
+            } catch {
+                throw CLIFailure.federation(error, root: access.root)
+            }
+        }
+        do {
+            server = try CredentialServer(client: client, configuration: CredentialServerConfiguration(session: session), logger: common.logger)
+        } catch {
+            throw CLIFailure(.usage, error.message)
+        }
+        Terminal.neverShow(server.authorizationToken.value)
+    }
+
+    /// The endpoint once the server listens.
+    func endpoint() async throws(CLIFailure) -> CredentialEndpoint {
+        do {
+            return try await server.endpoint(for: session)
+        } catch {
+            throw CLIFailure(.internalError, "the credential server could not listen on 127.0.0.1: \(error.message); please report it")
+        }
+    }
+
+    static func noCredentials(_ session: String, reason: String) -> CLIFailure {
+        CLIFailure(
+            .noValidCredentials,
+            "no valid credentials for session '\(session)' (\(reason)); log in first with 'federate login --session \(session) …' (or 'federate guest'); nothing was run")
+    }
+}

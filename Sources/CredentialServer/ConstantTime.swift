@@ -1,0 +1,17 @@
+/// Comparisons whose running time does not depend on where two secrets differ.
+enum ConstantTime {
+    /// Whether `presented` equals `expected`, looking at every byte of `expected` whatever
+    /// the content: the time depends only on the lengths (the expected token's length is
+    /// public: always 64 characters), never on the position of the first difference.
+    @inline(never)
+    static func equals(_ presented: [UInt8], _ expected: [UInt8]) -> Bool {
+        var difference = UInt8(truncatingIfNeeded: presented.count ^ expected.count)
+        for index in expected.indices {
+            // Past the end of a shorter `presented`, a byte that always differs: the loop
+            // still runs over all of `expected`.
+            let byte = index < presented.count ? presented[index] : expected[index] ^ 0xFF
+            difference |= byte ^ expected[index]
+        }
+        return difference == 0 && presented.count == expected.count
+    }
+}

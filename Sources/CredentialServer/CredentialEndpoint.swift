@@ -1,0 +1,60 @@
+/// Where a child process gets one session's credentials from a running
+/// ``CredentialServer``, and the environment that tells the AWS SDKs so.
+///
+/// ```swift
+/// let endpoint = try await server.endpoint(for: "alice")
+/// var environment = ProcessInfo.processInfo.environment
+/// environment.merge(endpoint.environment) { _, new in new }
+/// ```
+///
+/// `description` shows the URL, never the token.
+public struct CredentialEndpoint: Sendable {
+    /// The variable the AWS SDKs read the credential URL from.
+    public static let fullURIVariable = "AWS_CONTAINER_CREDENTIALS_FULL_URI"
+    /// The variable the AWS SDKs read the `Authorization` header value from.
+    public static let authorizationTokenVariable = "AWS_CONTAINER_AUTHORIZATION_TOKEN"
+    /// Variables a child must not inherit, because the SDKs would use them before (or
+    /// instead of) the endpoint: static credentials, a profile, and another container
+    /// endpoint or token file.
+    public static let conflictingVariables = [
+        "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+    ]
+
+    /// The session served here.
+    public let session: String
+    /// The full URL, e.g. `http://127.0.0.1:43127/credentials/alice`.
+    public let url: String
+    /// The token every request must present.
+    public let authorizationToken: CredentialServerToken
+
+    /// Creates an endpoint description.
+    public init(session: String, url: String, authorizationToken: CredentialServerToken) {
+        self.session = session
+        self.url = url
+        self.authorizationToken = authorizationToken
+    }
+
+    /// The two variables to set in a child's environment: ``fullURIVariable`` (``url``)
+    /// and ``authorizationTokenVariable`` (the token's value). Remove
+    /// ``conflictingVariables`` from it too.
+    public var environment: [String: String] {
+        [Self.fullURIVariable: url, Self.authorizationTokenVariable: authorizationToken.value]
+    }
+
+    /// `environment`-style pairs applied to `base`: ``conflictingVariables`` removed, the
+    /// two variables set.
+    public func childEnvironment(from base: [String: String]) -> [String: String] {
+        var result = base
+        for name in Self.conflictingVariables { result[name] = nil }
+        result.merge(environment) { _, new in new }
+        return result
+    }
+}
+
+extension CredentialEndpoint: CustomStringConvertible {
+    /// The session and URL; the token is redacted.
+    public var description: String {
+        "CredentialEndpoint(session: \(session), url: \(url), authorizationToken: <redacted>)"
+    }
+}

@@ -1,0 +1,90 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import Federation
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// Answers every request the server receives, in this order:
+///
+/// 1. `Authorization` missing → 401, wrong → 403 (a fixed body; the path is not even looked at);
+/// 2. a path that is not `/credentials/<served session>` → 404 `NotFound`;
+/// 3. a method other than `GET` → 405 with `Allow: GET`;
+/// 4. the session's credentials as the keystore holds them now → 200; no valid ones → 404
+///    `NoValidCredentials`, a terminated identity → 410 `IdentityTerminated`, an unreadable
+///    keystore → 503 `KeystoreUnavailable`.
+struct CredentialResponder: HTTPResponder {
+    typealias Context = BasicRequestContext
+
+    static let pathPrefix = "/credentials/"
+
+    let client: FederationClient
+    let token: CredentialServerToken
+    let sessions: Set<String>
+    let logger: Logger
+
+    func respond(to request: Request, context: Context) async throws -> Response {
+        let authorization = request.headers[.authorization]
+        guard token.isPresented(in: authorization) else {
+            let missing = authorization == nil
+            logger.debug(
+                "credential request refused",
+                metadata: ["broker.status": "\(missing ? 401 : 403)", "broker.reason": "\(missing ? "no Authorization header" : "wrong token")"])
+            return missing
+                ? Self.failure(.unauthorized, "Unauthorized", "this endpoint needs an Authorization header")
+                : Self.failure(.forbidden, "Forbidden", "the Authorization header does not match")
+        }
+        let path = request.uri.path
+        guard path.hasPrefix(Self.pathPrefix), case let session = String(path.dropFirst(Self.pathPrefix.count)), sessions.contains(session) else {
+            logger.debug("credential request for an unknown path", metadata: ["broker.status": "404"])
+            return Self.failure(.notFound, "NotFound", "no session is served at this path")
+        }
+        guard request.method == .get else {
+            var response = Self.failure(.methodNotAllowed, "MethodNotAllowed", "only GET is served")
+            response.headers[.allow] = "GET"
+            return response
+        }
+        do {
+            let credentials = try await client.credentialsReadingStore(for: session)
+            logger.debug("credentials served", metadata: ["broker.session": "\(session)", "broker.status": "200"])
+            return Self.json(.ok, ContainerCredentialsBody.Credentials(credentials))
+        } catch {
+            let (status, code, message) = Self.refusal(error, session: session)
+            logger.debug(
+                "credentials not served",
+                metadata: ["broker.session": "\(session)", "broker.status": "\(status.code)", "broker.error": "\(error.code)"])
+            return Self.failure(status, code, message)
+        }
+    }
+
+    static func refusal(_ error: FederationError, session: String) -> (HTTPTypes.HTTPResponse.Status, String, String) {
+        switch error.code {
+        case .noValidCredentials:
+            (.notFound, "NoValidCredentials", "session '\(session)' has no valid credentials (never federated, expired or cleared); push a new provider token")
+        case .identityTerminated:
+            (.gone, "IdentityTerminated", "session '\(session)' is terminated: its identity is gone; clear the session, then federate again")
+        case .storage:
+            (.serviceUnavailable, "KeystoreUnavailable", "the keystore holding session '\(session)' could not be read")
+        default:
+            (.internalServerError, "InternalError", "session '\(session)' could not be read (\(error.code))")
+        }
+    }
+
+    static func failure(_ status: HTTPTypes.HTTPResponse.Status, _ code: String, _ message: String) -> Response {
+        json(status, ContainerCredentialsBody.Failure(code: code, message: message))
+    }
+
+    static func json(_ status: HTTPTypes.HTTPResponse.Status, _ value: some Encodable) -> Response {
+        var bytes = ContainerCredentialsBody.encode(value)
+        let buffer = ByteBuffer(bytes: bytes)
+        // The array may have held credentials; the buffer is the only copy that goes on.
+        for index in bytes.indices { bytes[index] = 0 }
+        return Response(
+            status: status,
+            headers: [.contentType: "application/json", .cacheControl: "no-store"],
+            body: ResponseBody(byteBuffer: buffer))
+    }
+}

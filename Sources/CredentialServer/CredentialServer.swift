@@ -1,0 +1,135 @@
+import Federation
+import Hummingbird
+import Logging
+import ServiceLifecycle
+
+/// A loopback HTTP server that hands one or more sessions of a ``FederationClient`` to
+/// child processes, as the AWS SDKs' container credential provider expects.
+///
+/// ```swift
+/// let server = try CredentialServer(client: client, configuration: .init(session: "alice"), logger: logger)
+/// async let serving: Void = server.run()
+/// let endpoint = try await server.endpoint(for: "alice")
+/// // start the child with endpoint.childEnvironment(from: environment)
+/// …
+/// await server.shutdown()
+/// try await serving
+/// ```
+///
+/// - It listens on 127.0.0.1 only, on a port the system picks; ``endpoint(for:)`` tells
+///   the URL once it listens.
+/// - Every request must carry ``authorizationToken`` (256 random bits) in its
+///   `Authorization` header, compared in constant time; a missing header gets 401 and a
+///   wrong one 403, with a fixed body and nothing else.
+/// - `GET /credentials/<session>` answers with the session's credentials as the keystore
+///   holds them at that moment, so a token pushed by any process sharing the store is
+///   served at once, and an expired, cleared, never federated or terminated session is
+///   refused (404 or 410 with a `{"code", "message"}` body), never answered with old
+///   credentials. Nothing is refreshed.
+/// - It logs through the caller's logger at debug level (session, status, error code),
+///   never the token or a credential.
+///
+/// It is a swift-service-lifecycle `Service`: run it in a `ServiceGroup` for signal
+/// handling and graceful shutdown, or call ``run()`` and ``shutdown()`` yourself. A server
+/// runs once.
+public final class CredentialServer: Service, Sendable {
+    /// The token every request must present; hand its value only to the child.
+    public let authorizationToken: CredentialServerToken
+    /// The sessions served.
+    public let sessions: [String]
+
+    private let logger: Logger
+    private let state = ListeningState()
+    private let group: ServiceGroup
+
+    /// Creates a server for `configuration`'s sessions of `client`; nothing listens
+    /// before ``run()``.
+    ///
+    /// - Parameters:
+    ///   - client: where the sessions are read, at every request. A client made with
+    ///     ``FederationClient/init(keystore:expiryMargin:sessionCacheCapacity:logger:)``
+    ///     is enough: the server never federates.
+    ///   - configuration: the sessions to serve.
+    ///   - logger: where to log (debug: each request's session and status; info: the
+    ///     listening address); nothing is logged when `nil`. Never a secret.
+    /// - Throws: ``CredentialServerError/Code/invalidConfiguration`` for no session or a
+    ///   name that breaks ``SessionName``'s rule.
+    public init(
+        client: FederationClient,
+        configuration: CredentialServerConfiguration = CredentialServerConfiguration(),
+        logger: Logger? = nil
+    ) throws(CredentialServerError) {
+        guard !configuration.sessions.isEmpty else {
+            throw CredentialServerError(code: .invalidConfiguration, message: "the credential server needs at least one session to serve")
+        }
+        for session in configuration.sessions {
+            do {
+                try SessionName.validate(session)
+            } catch {
+                throw CredentialServerError(code: .invalidConfiguration, message: error.message)
+            }
+        }
+        let logger = logger ?? Logger(label: "identity-broker.credential-server", factory: { _ in SwiftLogNoOpLogHandler() })
+        let token = CredentialServerToken.random()
+        var unique = [String]()
+        for session in configuration.sessions where !unique.contains(session) { unique.append(session) }
+        authorizationToken = token
+        sessions = unique
+        self.logger = logger
+        let responder = CredentialResponder(client: client, token: token, sessions: Set(unique), logger: logger)
+        let application = Application(
+            responder: responder,
+            configuration: ApplicationConfiguration(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { [state, logger] channel in
+                guard let port = channel.localAddress?.port else { return }
+                logger.debug("credential server listening", metadata: ["broker.address": "127.0.0.1:\(port)"])
+                state.listening(port: port)
+            },
+            logger: logger
+        )
+        group = ServiceGroup(configuration: ServiceGroupConfiguration(services: [application], logger: logger))
+    }
+
+    /// Listens and serves until ``shutdown()``, a graceful shutdown of the `ServiceGroup`
+    /// running it, or cancellation of the calling task; then stops accepting connections,
+    /// lets requests in flight finish and returns.
+    ///
+    /// - Throws: when the socket cannot be bound or the server fails;
+    ///   ``CredentialServerError/Code/alreadyRan`` on a second call.
+    public func run() async throws {
+        guard state.start() else {
+            throw CredentialServerError(code: .alreadyRan, message: "a credential server runs once; create another")
+        }
+        defer { state.stopped() }
+        try await group.run()
+        logger.debug("credential server stopped")
+    }
+
+    /// Stops the server gracefully: ``run()`` returns once requests in flight are answered.
+    /// Returns at once, without waiting for that. Before ``run()``, the server stops as
+    /// soon as it starts.
+    public func shutdown() async {
+        await group.triggerGracefulShutdown()
+    }
+
+    /// The base URL once the server listens, e.g. `http://127.0.0.1:43127`; waits for it.
+    ///
+    /// - Throws: ``CredentialServerError/Code/notRunning`` when the server stopped or could
+    ///   not listen.
+    public func baseURL() async throws(CredentialServerError) -> String {
+        "http://127.0.0.1:\(try await state.port())"
+    }
+
+    /// Where `session` is served, once the server listens; waits for it.
+    ///
+    /// - Throws: ``CredentialServerError/Code/sessionNotServed`` for a session not in the
+    ///   configuration; ``CredentialServerError/Code/notRunning`` when the server stopped
+    ///   or could not listen.
+    public func endpoint(for session: String = FederationClient.defaultSession) async throws(CredentialServerError) -> CredentialEndpoint {
+        guard sessions.contains(session) else {
+            throw CredentialServerError(code: .sessionNotServed, message: "session '\(session)' is not served by this credential server")
+        }
+        let base = try await baseURL()
+        return CredentialEndpoint(session: session, url: base + CredentialResponder.pathPrefix + session, authorizationToken: authorizationToken)
+    }
+}

@@ -1,0 +1,38 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import Logging
+
+/// Reads that go to the keystore first, for servers that must hand out what the store
+/// holds at this instant (the credential server).
+extension FederationClient {
+    /// The session's credentials as the keystore holds them now: the saved record is read
+    /// (and applied to this client's cache, so observers hear of it) before answering as
+    /// ``credentials(for:)`` does.
+    ///
+    /// ``credentials(for:)`` answers from the cache, which hears of another process's
+    /// change through the keystore's change feed (`SQLiteKeystore` polls it every 100 ms);
+    /// this read does not wait for the feed, so a token pushed or a session cleared
+    /// anywhere is seen by the very next call. When the keystore cannot be read, the cached
+    /// session answers (design: cached valid credentials are still served while the store
+    /// is unreachable).
+    ///
+    /// - Throws: as ``credentials(for:)``.
+    package func credentialsReadingStore(for session: String) async throws(FederationError) -> AWSCredentials {
+        try SessionName.validate(session)
+        startChangeFeed()
+        let generation = cache.peek(session)?.generation
+        do {
+            let record = try await store.load(session)
+            // A local federation or clear that committed while this read waited is newer.
+            if cache.peek(session)?.generation == generation {
+                apply(session) { machine, now, margin in machine.stored(record, now: now, margin: margin) }
+            }
+        } catch {
+            logger.debug("session unreadable; answering from the cache", metadata: ["broker.session": "\(session)", "broker.error": "\(error.code)"])
+        }
+        return try await credentials(for: session)
+    }
+}

@@ -1,0 +1,294 @@
+import BrokerTestSupport
+@testable import CredentialServer
+@testable import Federation
+import Foundation
+import InMemoryLogging
+import Logging
+import SecureStorage
+import XCTest
+
+/// The server against real HTTP over loopback (libcurl as the client), with sessions
+/// federated through a fake Cognito into real keystores.
+final class CredentialServerTests: XCTestCase {
+    private let fake = FakeCognito(expiration: Date().addingTimeInterval(3600))
+
+    private func start(_ client: FederationClient, sessions: [String] = ["alice"], logger: Logger? = nil) throws -> RunningServer {
+        RunningServer(try CredentialServer(client: client, configuration: CredentialServerConfiguration(sessions: sessions), logger: logger))
+    }
+
+    // MARK: Serving
+
+    func testServesTheSessionAsContainerCredentialsJSON() async throws {
+        let client = try federatingClient(fake, keystore: InMemoryKeystore())
+        try await client.federate(token: googleToken(), provider: .google, session: "alice")
+        let running = try start(client)
+        let endpoint = try await running.server.endpoint(for: "alice")
+        XCTAssertTrue(endpoint.url.hasPrefix("http://127.0.0.1:"), endpoint.url)
+        XCTAssertTrue(endpoint.url.hasSuffix("/credentials/alice"), endpoint.url)
+
+        let answer = try await running.request("/credentials/alice")
+        XCTAssertEqual(answer.status, 200, answer.body)
+        XCTAssertEqual(answer.header("Content-Type"), "application/json")
+        XCTAssertEqual(answer.header("Cache-Control"), "no-store")
+        let object = answer.json
+        XCTAssertEqual(Set(object.keys), ["AccessKeyId", "SecretAccessKey", "Token", "Expiration"])
+        XCTAssertEqual(object["AccessKeyId"] as? String, FakeCognito.accessKeyId)
+        XCTAssertEqual(object["SecretAccessKey"] as? String, FakeCognito.secretKey)
+        XCTAssertEqual(object["Token"] as? String, FakeCognito.sessionToken)
+        let expiration = try XCTUnwrap(object["Expiration"] as? String)
+        XCTAssertNotNil(expiration.range(of: #"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$"#, options: .regularExpression), expiration)
+        let stored = try await client.credentials(for: "alice").expiration
+        let formatter = ISO8601DateFormatter()
+        XCTAssertEqual(formatter.date(from: expiration)?.timeIntervalSince1970, stored.timeIntervalSince1970.rounded(.down))
+
+        // The SDKs send the token as is; `Bearer <token>` is accepted too.
+        let bearer = try await running.request("/credentials/alice", authorization: "Bearer " + running.server.authorizationToken.value)
+        XCTAssertEqual(bearer.status, 200)
+        try await running.stop()
+    }
+
+    func testServesSeveralSessionsEachAtItsPath() async throws {
+        let client = try federatingClient(fake, keystore: InMemoryKeystore())
+        try await client.federate(token: googleToken(sub: "a"), provider: .google, session: "alice")
+        fake.setDefault(.credentials(identityId: FakeCognito.defaultIdentityId, accessKeyId: "ASIABOBACCESSKEY00001", expiration: Date().addingTimeInterval(3600)), for: .getCredentialsForIdentity)
+        try await client.federate(token: googleToken(sub: "b"), provider: .google, session: "bob@example.com")
+        let running = try start(client, sessions: ["alice", "bob@example.com"])
+        let alice = try await running.request("/credentials/alice")
+        let bob = try await running.request("/credentials/bob@example.com")
+        XCTAssertEqual(alice.json["AccessKeyId"] as? String, FakeCognito.accessKeyId)
+        XCTAssertEqual(bob.json["AccessKeyId"] as? String, "ASIABOBACCESSKEY00001")
+        let bobEndpoint = try await running.server.endpoint(for: "bob@example.com")
+        XCTAssertTrue(bobEndpoint.url.hasSuffix("/credentials/bob@example.com"))
+        do {
+            _ = try await running.server.endpoint(for: "carol")
+            XCTFail("carol is not served")
+        } catch {
+            XCTAssertEqual(error.code, .sessionNotServed)
+        }
+        try await running.stop()
+    }
+
+    // MARK: Refusing
+
+    func testMissingOrWrongTokenIsRefusedWithNothingElse() async throws {
+        let client = try federatingClient(fake, keystore: InMemoryKeystore())
+        try await client.federate(token: googleToken(), provider: .google, session: "alice")
+        let running = try start(client)
+        let token = running.server.authorizationToken.value
+        var wrong = Array(token)
+        wrong[wrong.count - 1] = wrong.last == "0" ? "1" : "0"
+        let cases: [(String, String??, Int)] = [
+            ("missing", .none, 401),
+            ("empty", .some(""), 403),
+            ("wrong last character", .some(String(wrong)), 403),
+            ("prefix", .some(String(token.prefix(63))), 403),
+            ("longer", .some(token + "0"), 403),
+            ("upper case", .some(token.uppercased()), 403),
+            ("bearer of another", .some("Bearer " + String(wrong)), 403),
+        ]
+        for (name, authorization, status) in cases {
+            for path in ["/credentials/alice", "/credentials/nobody", "/"] {
+                let answer = try await running.request(path, authorization: authorization)
+                XCTAssertEqual(answer.status, status, "\(name) \(path)")
+                XCTAssertNil(leakedRun(in: answer.body, of: [FakeCognito.secretKey, FakeCognito.sessionToken, token]), "\(name): \(answer.body)")
+                XCTAssertFalse(answer.body.contains(FakeCognito.accessKeyId), name)
+                XCTAssertFalse(answer.body.contains("alice"), "no hint of what is served: \(answer.body)")
+                for (_, value) in answer.headers {
+                    XCTAssertNil(leakedRun(in: value, of: [token]), name)
+                }
+            }
+        }
+        try await running.stop()
+    }
+
+    func testNoValidCredentialsIsAnErrorNeverOldCredentials() async throws {
+        let keystore = InMemoryKeystore()
+        let client = try federatingClient(fake, keystore: keystore, margin: .seconds(120))
+        let running = try start(client, sessions: ["never", "expired", "cleared"])
+
+        // Never federated.
+        var answer = try await running.request("/credentials/never")
+        XCTAssertEqual(answer.status, 404)
+        XCTAssertEqual(answer.json["code"] as? String, "NoValidCredentials")
+        XCTAssertNotNil(answer.json["message"] as? String)
+
+        // Expired: credentials inside the expiry margin.
+        fake.setDefault(.credentials(identityId: FakeCognito.defaultIdentityId, expiration: Date().addingTimeInterval(60)), for: .getCredentialsForIdentity)
+        try await client.federate(token: googleToken(sub: "e"), provider: .google, session: "expired")
+        answer = try await running.request("/credentials/expired")
+        XCTAssertEqual(answer.status, 404, answer.body)
+        XCTAssertEqual(answer.json["code"] as? String, "NoValidCredentials")
+        XCTAssertFalse(answer.body.contains(FakeCognito.secretKey))
+
+        // Cleared after being served.
+        fake.setDefault(.credentials(identityId: FakeCognito.defaultIdentityId, expiration: Date().addingTimeInterval(3600)), for: .getCredentialsForIdentity)
+        try await client.federate(token: googleToken(sub: "c"), provider: .google, session: "cleared")
+        answer = try await running.request("/credentials/cleared")
+        XCTAssertEqual(answer.status, 200)
+        try await client.clear(session: "cleared")
+        answer = try await running.request("/credentials/cleared")
+        XCTAssertEqual(answer.status, 404)
+        XCTAssertEqual(answer.json["code"] as? String, "NoValidCredentials")
+        XCTAssertFalse(answer.body.contains(FakeCognito.secretKey))
+        try await running.stop()
+    }
+
+    func testTerminatedIdentityIsGone() async throws {
+        let client = try federatingClient(fake, keystore: InMemoryKeystore())
+        try await client.federate(token: googleToken(), provider: .google, session: "alice")
+        // Gone even after the retry through GetId.
+        fake.setDefault(.error("ResourceNotFoundException", message: "Identity not found.", status: 400), for: .getCredentialsForIdentity)
+        _ = try? await client.federate(token: googleToken(), provider: .google, session: "alice")
+        let snapshot = try await client.session("alice")
+        XCTAssertEqual(snapshot.state, .terminated)
+        let running = try start(client)
+        let answer = try await running.request("/credentials/alice")
+        XCTAssertEqual(answer.status, 410)
+        XCTAssertEqual(answer.json["code"] as? String, "IdentityTerminated")
+        XCTAssertFalse(answer.body.contains(FakeCognito.secretKey))
+        try await running.stop()
+    }
+
+    func testOnlyGetOnServedPaths() async throws {
+        let client = try federatingClient(fake, keystore: InMemoryKeystore())
+        try await client.federate(token: googleToken(), provider: .google, session: "alice")
+        let running = try start(client)
+        for path in ["/", "/credentials", "/credentials/", "/credentials/bob", "/credentials/alice/x", "/credentials/%61lice", "/CREDENTIALS/alice"] {
+            let answer = try await running.request(path)
+            XCTAssertEqual(answer.status, 404, path)
+            XCTAssertEqual(answer.json["code"] as? String, "NotFound", path)
+        }
+        for method in ["POST", "PUT", "DELETE"] {
+            let answer = try await running.request("/credentials/alice", method: method)
+            XCTAssertEqual(answer.status, 405, method)
+            XCTAssertEqual(answer.header("Allow"), "GET")
+            XCTAssertFalse(answer.body.contains(FakeCognito.secretKey), method)
+        }
+        let query = try await running.request("/credentials/alice?x=1")
+        XCTAssertEqual(query.status, 200, "a query string does not change the path")
+        try await running.stop()
+    }
+
+    // MARK: The store is the source of truth
+
+    /// Two SQLite keystore instances on one directory stand for two processes: a session
+    /// federated through the other one after the server started is served by the next
+    /// request, without waiting for this instance's change feed (polling set to an hour).
+    func testSessionFederatedElsewhereIsServedAtOnce() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("credential-server-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let slowFeed = SQLiteKeystore.Configuration(changePollInterval: .seconds(3600))
+        let here = try SQLiteKeystore(root: root, service: "cs-test", keySource: .keyFile, configuration: slowFeed)
+        let elsewhere = try SQLiteKeystore(root: root, service: "cs-test", keySource: .keyFile, configuration: slowFeed)
+
+        let reader = FederationClient(keystore: here)
+        let running = try start(reader)
+        var answer = try await running.request("/credentials/alice")
+        XCTAssertEqual(answer.status, 404, "not federated yet")
+
+        let other = try federatingClient(fake, keystore: elsewhere)
+        try await other.federate(token: googleToken(), provider: .google, session: "alice")
+        answer = try await running.request("/credentials/alice")
+        XCTAssertEqual(answer.status, 200, answer.body)
+        XCTAssertEqual(answer.json["AccessKeyId"] as? String, FakeCognito.accessKeyId)
+
+        // A new token pushed elsewhere replaces what is served, at the next request.
+        fake.setDefault(.credentials(identityId: FakeCognito.defaultIdentityId, accessKeyId: "ASIASECONDLOGIN000001", expiration: Date().addingTimeInterval(7200)), for: .getCredentialsForIdentity)
+        try await other.federate(token: googleToken(), provider: .google, session: "alice")
+        answer = try await running.request("/credentials/alice")
+        XCTAssertEqual(answer.json["AccessKeyId"] as? String, "ASIASECONDLOGIN000001")
+
+        // Cleared elsewhere: refused at the next request.
+        try await other.clear(session: "alice")
+        answer = try await running.request("/credentials/alice")
+        XCTAssertEqual(answer.status, 404)
+        XCTAssertEqual(answer.json["code"] as? String, "NoValidCredentials")
+        try await running.stop()
+    }
+
+    // MARK: Lifecycle
+
+    func testShutdownStopsListeningAndRunReturns() async throws {
+        let client = FederationClient(keystore: InMemoryKeystore())
+        let running = try start(client)
+        let base = try await running.server.baseURL()
+        try await running.stop()
+        do {
+            _ = try await CurlTransport.shared.send(Federation.HTTPRequest(method: "GET", url: base + "/credentials/alice"))
+            XCTFail("the server still answers after shutdown")
+        } catch {}
+        do {
+            _ = try await running.server.baseURL()
+            XCTFail("a stopped server has no URL")
+        } catch {
+            XCTAssertEqual(error.code, .notRunning)
+        }
+        do {
+            try await running.server.run()
+            XCTFail("a server runs once")
+        } catch let error as CredentialServerError {
+            XCTAssertEqual(error.code, .alreadyRan)
+        }
+    }
+
+    func testShutdownBeforeRunStopsAtOnce() async throws {
+        let server = try CredentialServer(client: FederationClient(keystore: InMemoryKeystore()))
+        await server.shutdown()
+        try await server.run()
+    }
+
+    func testCancellationStopsTheServer() async throws {
+        let running = try start(FederationClient(keystore: InMemoryKeystore()))
+        _ = try await running.server.baseURL()
+        running.task.cancel()
+        _ = await running.task.result
+        do {
+            _ = try await running.server.baseURL()
+            XCTFail("a cancelled server has no URL")
+        } catch {
+            XCTAssertEqual(error.code, .notRunning)
+        }
+    }
+
+    func testRejectsABadConfiguration() {
+        let client = FederationClient(keystore: InMemoryKeystore())
+        for sessions in [[], ["../etc"], [""], ["a/b"]] {
+            XCTAssertThrowsError(try CredentialServer(client: client, configuration: CredentialServerConfiguration(sessions: sessions)), "\(sessions)") { error in
+                XCTAssertEqual((error as? CredentialServerError)?.code, .invalidConfiguration)
+            }
+        }
+    }
+
+    // MARK: Secrets
+
+    func testLogsNeverShowTheTokenOrACredential() async throws {
+        let logging = InMemoryLogHandler()
+        var logger = Logger(label: "test", factory: { _ in logging })
+        logger.logLevel = .trace
+        let client = try federatingClient(fake, keystore: InMemoryKeystore())
+        try await client.federate(token: googleToken(), provider: .google, session: "alice")
+        let running = try start(client, logger: logger)
+        let token = running.server.authorizationToken.value
+        _ = try await running.request("/credentials/alice")
+        _ = try await running.request("/credentials/alice", authorization: "wrong")
+        _ = try await running.request("/credentials/alice", authorization: .none)
+        _ = try await running.request("/nothing")
+        try await running.stop()
+        let text = logging.entries.map { "\($0.message) \($0.metadata)" }.joined(separator: "\n")
+        XCTAssertFalse(logging.entries.isEmpty)
+        XCTAssertTrue(text.contains("credentials served"), text)
+        XCTAssertNil(leakedRun(in: text, of: [token, FakeCognito.secretKey, FakeCognito.sessionToken]), text)
+        XCTAssertFalse(text.contains(FakeCognito.accessKeyId))
+
+        let endpoint = CredentialEndpoint(session: "alice", url: "http://127.0.0.1:1/credentials/alice", authorizationToken: running.server.authorizationToken)
+        for shown in ["\(running.server.authorizationToken)", String(reflecting: running.server.authorizationToken), "\(endpoint)", dumped(endpoint)] {
+            XCTAssertNil(leakedRun(in: shown, of: [token]), shown)
+        }
+    }
+
+    private func dumped(_ value: some Any) -> String {
+        var text = ""
+        dump(value, to: &text)
+        return text
+    }
+}

@@ -1,0 +1,85 @@
+@testable import CredentialServer
+import XCTest
+
+/// The bearer token: 256 random bits, hex, compared in constant time, never shown.
+final class CredentialServerTokenTests: XCTestCase {
+    func testTokensAre256RandomBitsInHex() {
+        var seen = Set<String>()
+        for _ in 0..<64 {
+            let token = CredentialServerToken.random()
+            XCTAssertEqual(token.value.count, 64)
+            XCTAssertTrue(token.value.allSatisfy { "0123456789abcdef".contains($0) }, token.value)
+            seen.insert(token.value)
+        }
+        XCTAssertEqual(seen.count, 64, "every token differs")
+        XCTAssertEqual(CredentialServerToken.byteCount * 8, 256)
+    }
+
+    func testGeneratorBytesBecomeHexDigits() {
+        var generator = CountingGenerator()
+        let token = CredentialServerToken.random(using: &generator)
+        XCTAssertEqual(token.value.count, 64)
+        XCTAssertNotEqual(token.value, String(repeating: "0", count: 64))
+    }
+
+    func testPresentedTokenMatchesOnlyExactly() {
+        let token = CredentialServerToken.random()
+        let value = token.value
+        XCTAssertTrue(token.isPresented(in: value))
+        XCTAssertTrue(token.isPresented(in: "Bearer " + value))
+        XCTAssertTrue(token.isPresented(in: "bearer " + value))
+        XCTAssertFalse(token.isPresented(in: nil))
+        XCTAssertFalse(token.isPresented(in: ""))
+        XCTAssertFalse(token.isPresented(in: "Bearer "))
+        XCTAssertFalse(token.isPresented(in: " " + value))
+        XCTAssertFalse(token.isPresented(in: value + " "))
+        XCTAssertFalse(token.isPresented(in: value.uppercased() == value ? "x" : value.uppercased()))
+        XCTAssertFalse(token.isPresented(in: "Bearer Bearer " + value))
+        // A difference at any position, and any other length, is refused.
+        let bytes = Array(value.utf8)
+        for index in bytes.indices {
+            var changed = bytes
+            changed[index] = changed[index] == UInt8(ascii: "0") ? UInt8(ascii: "1") : UInt8(ascii: "0")
+            XCTAssertFalse(token.isPresented(in: String(decoding: changed, as: UTF8.self)), "difference at \(index)")
+            XCTAssertFalse(token.isPresented(in: String(decoding: bytes[..<index], as: UTF8.self)), "prefix of \(index)")
+        }
+        XCTAssertFalse(token.isPresented(in: value + value))
+    }
+
+    /// The comparison the server uses (``CredentialServerToken/isPresented(in:)`` calls
+    /// ``ConstantTime/equals(_:_:)``): no early exit on the first difference or on a length
+    /// mismatch, and lengths that differ by a multiple of 256 still differ.
+    func testConstantTimeEquality() {
+        let expected = Array("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef".utf8)
+        XCTAssertTrue(ConstantTime.equals(expected, expected))
+        XCTAssertFalse(ConstantTime.equals([], expected))
+        XCTAssertFalse(ConstantTime.equals(expected + [0x30], expected))
+        XCTAssertFalse(ConstantTime.equals(Array(expected.prefix(63)), expected))
+        let long = Array(repeating: UInt8(ascii: "0"), count: 256 + expected.count)
+        XCTAssertFalse(ConstantTime.equals(long, expected))
+        XCTAssertTrue(ConstantTime.equals([], []))
+        for index in expected.indices {
+            var changed = expected
+            changed[index] ^= 0x01
+            XCTAssertFalse(ConstantTime.equals(changed, expected), "\(index)")
+        }
+    }
+
+    func testTheTokenIsNeverShown() {
+        let token = CredentialServerToken.random()
+        var dumped = ""
+        dump(token, to: &dumped)
+        for shown in [token.description, token.debugDescription, "\(token)", String(reflecting: token), dumped] {
+            XCTAssertFalse(shown.contains(token.value.prefix(16)), shown)
+        }
+    }
+}
+
+/// A deterministic generator for the hex conversion test.
+private struct CountingGenerator: RandomNumberGenerator {
+    var state: UInt64 = 0x0123_4567_89AB_CDEF
+    mutating func next() -> UInt64 {
+        state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        return state
+    }
+}

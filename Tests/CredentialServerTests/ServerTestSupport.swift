@@ -1,0 +1,73 @@
+import BrokerTestSupport
+@testable import CredentialServer
+@testable import Federation
+import Foundation
+import Logging
+import SecureStorage
+import XCTest
+
+/// A pool ID in `us-east-1`.
+let testPoolId = "us-east-1:11111111-2222-3333-4444-555555555555"
+/// An endpoint no test reaches: the transport is the fake.
+let testEndpoint = "https://cognito-identity.test.invalid/"
+
+/// A Google-shaped JWT valid for an hour.
+func googleToken(sub: String = "google-user-1") -> String {
+    TestJWT.make(sub: sub, exp: Date().addingTimeInterval(3600), iss: "https://accounts.google.com")
+}
+
+/// A federating client over `keystore`, talking to `fake`, on the real clock.
+func federatingClient(_ fake: FakeCognito, keystore: any Keystore, margin: Duration = .seconds(120)) throws -> FederationClient {
+    var configuration = FederationConfiguration(identityPoolId: testPoolId, endpoint: testEndpoint)
+    configuration.expiryMargin = margin
+    return try FederationClient(
+        configuration: configuration, transport: fake.transport, keystore: keystore, environment: [:],
+        now: { Date() }, logger: nil)
+}
+
+/// One answer from the credential server.
+struct Answer {
+    var status: Int
+    var headers: [(name: String, value: String)]
+    var body: String
+
+    var json: [String: Any] {
+        (try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any]) ?? [:]
+    }
+
+    func header(_ name: String) -> String? {
+        headers.first { $0.name.lowercased() == name.lowercased() }?.value
+    }
+}
+
+/// A running server and the task that runs it.
+final class RunningServer: Sendable {
+    let server: CredentialServer
+    let task: Task<Void, any Error>
+
+    init(_ server: CredentialServer) {
+        self.server = server
+        task = Task { try await server.run() }
+    }
+
+    /// GET (or `method`) `path` with `authorization` (the server's token by default; `nil` for none).
+    func request(
+        _ path: String, method: String = "GET", authorization: String?? = .some(nil)
+    ) async throws -> Answer {
+        let base = try await server.baseURL()
+        var headers: [(name: String, value: String)] = []
+        switch authorization {
+        case .some(.some(let value)): headers.append(("Authorization", value))
+        case .some(.none): headers.append(("Authorization", server.authorizationToken.value))
+        case .none: break
+        }
+        let response = try await CurlTransport.shared.send(
+            Federation.HTTPRequest(method: method, url: base + path, headers: headers, body: []))
+        return Answer(status: response.status, headers: response.headers, body: String(decoding: response.body, as: UTF8.self))
+    }
+
+    func stop() async throws {
+        await server.shutdown()
+        try await task.value
+    }
+}

@@ -1,0 +1,307 @@
+import BrokerTestSupport
+import Federation
+import Foundation
+import Synchronization
+import XCTest
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `federate exec` and `federate serve` with real consumers: a Python child reading the
+/// endpoint with urllib, shells, and (in ``FederateExecMotoTests``) boto3 and the AWS CLI.
+final class FederateExecTests: XCTestCase {
+    private var harness: FederateHarness!
+
+    override func setUpWithError() throws {
+        harness = try FederateHarness()
+        harness.notOnStderr = [CannedCognito.secretKey, CannedCognito.sessionToken, "LoginSecret", "LoginToken"]
+    }
+
+    override func tearDown() {
+        harness?.cleanUp()
+    }
+
+    /// A Cognito stand-in whose every GetCredentialsForIdentity answers new credentials:
+    /// access key `ASIALOGIN000000000N`, secret `LoginSecretN…`, token `LoginTokenN…`.
+    private func countingCognito(lifetime: TimeInterval = 3600) throws -> LoopbackHTTPServer {
+        let counter = Mutex(0)
+        return try LoopbackHTTPServer { request in
+            switch request.header("X-Amz-Target") {
+            case "AWSCognitoIdentityService.GetId":
+                return .json(#"{"IdentityId":"\#(CannedCognito.identityId)"}"#)
+            default:
+                let number = counter.withLock { value -> Int in
+                    value += 1
+                    return value
+                }
+                let expiration = Date().timeIntervalSince1970 + lifetime
+                return .json(
+                    #"{"IdentityId":"\#(CannedCognito.identityId)","Credentials":{"AccessKeyId":"\#(Self.accessKey(number))","SecretKey":"LoginSecret\#(number)/abcdefghijklmnop","SessionToken":"LoginToken\#(number)+abcdefghijklmnop","Expiration":\#(expiration)}}"#)
+            }
+        }
+    }
+
+    static func accessKey(_ number: Int) -> String {
+        "ASIALOGIN" + String(repeating: "0", count: 10 - String(number).count) + String(number)
+    }
+
+    @discardableResult
+    private func login(_ cognito: LoopbackHTTPServer, session: String = "alice", extra: [String] = []) throws -> FederateRun {
+        let token = CannedCognito.jwt(sub: "user-\(session)")
+        harness.neverPrinted.append(token)
+        return try harness.expect(0, [
+            "login", "--pool-id", CannedCognito.poolId, "--provider", "google", "--token-stdin", "--endpoint", cognito.url(), "--session", session,
+        ] + extra, stdin: token)
+    }
+
+    // MARK: - The child's fetches follow the store
+
+    /// The child fetches the endpoint with urllib (the Authorization header from its
+    /// environment) before and after a `federate login` and a `federate clear` in another
+    /// process; without the token, and with a wrong one, it is refused.
+    func testChildFetchSeesPushedTokenThenClearedSession() throws {
+        let cognito = try countingCognito()
+        try login(cognito)
+        let script = try harness.write("""
+            import json, os, sys, time, urllib.request, urllib.error
+
+            def fetch(authorization):
+                request = urllib.request.Request(os.environ["AWS_CONTAINER_CREDENTIALS_FULL_URI"])
+                if authorization is not None:
+                    request.add_header("Authorization", authorization)
+                try:
+                    with urllib.request.urlopen(request, timeout=30) as response:
+                        return {"status": response.status, "body": json.load(response)}
+                except urllib.error.HTTPError as error:
+                    return {"status": error.code, "body": json.load(error)}
+
+            def wait_for(path):
+                while not os.path.exists(path):
+                    time.sleep(0.01)
+
+            token = os.environ["AWS_CONTAINER_AUTHORIZATION_TOKEN"]
+            print(json.dumps(fetch(token)), flush=True)
+            print(json.dumps(fetch(None)), flush=True)
+            print(json.dumps(fetch("0" * 64)), flush=True)
+            wait_for(sys.argv[1])
+            print(json.dumps(fetch(token)), flush=True)
+            wait_for(sys.argv[2])
+            print(json.dumps(fetch(token)), flush=True)
+
+            """, to: "fetch_twice.py")
+        let afterLogin = harness.directory + "/after-login"
+        let afterClear = harness.directory + "/after-clear"
+        let exec = try BackgroundFederate(harness, ["exec", "--session", "alice", "--", "python3", script, afterLogin, afterClear])
+
+        var lines = exec.waitForLines(3)
+        guard lines.count >= 3 else { return }
+        let first = try Self.json(lines[0])
+        XCTAssertEqual(first["status"] as? Int, 200)
+        let firstBody = first["body"] as? [String: Any] ?? [:]
+        XCTAssertEqual(firstBody["AccessKeyId"] as? String, Self.accessKey(1))
+        XCTAssertEqual(firstBody["SecretAccessKey"] as? String, "LoginSecret1/abcdefghijklmnop")
+        XCTAssertEqual(firstBody["Token"] as? String, "LoginToken1+abcdefghijklmnop")
+        XCTAssertNotNil(Output.parseISO8601(firstBody["Expiration"] as? String ?? ""))
+        for (index, status) in [(1, 401), (2, 403)] {
+            let refused = try Self.json(lines[index])
+            XCTAssertEqual(refused["status"] as? Int, status, lines[index])
+            XCTAssertFalse(lines[index].contains("LoginSecret"), lines[index])
+            XCTAssertFalse(lines[index].contains("ASIALOGIN"), lines[index])
+        }
+
+        // Pushed from another process while the child runs: its next fetch gets it.
+        try login(cognito)
+        _ = FileManager.default.createFile(atPath: afterLogin, contents: nil)
+        lines = exec.waitForLines(4)
+        guard lines.count >= 4 else { return }
+        let second = try Self.json(lines[3])
+        XCTAssertEqual(second["status"] as? Int, 200)
+        XCTAssertEqual((second["body"] as? [String: Any])?["AccessKeyId"] as? String, Self.accessKey(2))
+
+        // Cleared from another process: the next fetch fails, with no credentials.
+        try harness.expect(0, ["clear", "--session", "alice"])
+        _ = FileManager.default.createFile(atPath: afterClear, contents: nil)
+        lines = exec.waitForLines(5)
+        guard lines.count >= 5 else { return }
+        let third = try Self.json(lines[4])
+        XCTAssertEqual(third["status"] as? Int, 404, lines[4])
+        XCTAssertEqual((third["body"] as? [String: Any])?["code"] as? String, "NoValidCredentials")
+        XCTAssertFalse(lines[4].contains("LoginSecret"))
+
+        XCTAssertEqual(exec.waitForExit(), 0, exec.stderr)
+        XCTAssertEqual(exec.stderr, "", "exec is quiet")
+    }
+
+    // MARK: - The child's environment and signals
+
+    func testChildEnvironmentHasTheEndpointAndNoOtherCredentials() throws {
+        let cognito = try countingCognito()
+        try login(cognito, session: "bob")
+        let script = try harness.write("""
+            import json, os
+            names = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+                     "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+                     "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_REGION", "KEEP_ME"]
+            print(json.dumps({
+                "env": {name: os.environ.get(name) for name in names},
+                "token_length": len(os.environ.get("AWS_CONTAINER_AUTHORIZATION_TOKEN", "")),
+            }))
+
+            """, to: "env.py")
+        let run = try harness.run(["exec", "--session", "bob", "--", "python3", script], environment: [
+            "AWS_ACCESS_KEY_ID": "AKIASTATICKEY", "AWS_SECRET_ACCESS_KEY": "static-secret", "AWS_SESSION_TOKEN": "static-token",
+            "AWS_PROFILE": "other", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "/v2/credentials/x",
+            "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE": "/nonexistent", "AWS_CONTAINER_CREDENTIALS_FULL_URI": "http://169.254.170.2/x",
+            "AWS_REGION": "eu-west-1", "KEEP_ME": "yes",
+        ])
+        XCTAssertEqual(run.status, 0, "\(run)")
+        let object = try Self.json(run.stdout.trimmingCharacters(in: .newlines))
+        let env = object["env"] as? [String: Any] ?? [:]
+        for name in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"] {
+            XCTAssertTrue(env[name] is NSNull, "\(name) reached the child")
+        }
+        let url = env["AWS_CONTAINER_CREDENTIALS_FULL_URI"] as? String ?? ""
+        XCTAssertNotNil(url.range(of: #"^http://127\.0\.0\.1:\d+/credentials/bob$"#, options: .regularExpression), url)
+        XCTAssertEqual(object["token_length"] as? Int, 64)
+        XCTAssertEqual(env["AWS_REGION"] as? String, "eu-west-1")
+        XCTAssertEqual(env["KEEP_ME"] as? String, "yes")
+
+        // The command itself (grep, which changes no disposition) reads its signal state:
+        // nothing blocked or ignored, although federate runs it from a Swift concurrency
+        // thread and ignores or traps SIGPIPE, SIGINT, SIGTERM and SIGHUP itself.
+        let signals = try harness.run(["exec", "--session", "bob", "--", "grep", "-E", "^Sig(Blk|Ign):", "/proc/self/status"])
+        XCTAssertEqual(signals.status, 0, "\(signals)")
+        var masks: [String: UInt64] = [:]
+        for line in signals.stdout.split(separator: "\n") {
+            let parts = line.split(separator: ":", maxSplits: 1)
+            masks[String(parts[0])] = UInt64(parts[1].trimmingCharacters(in: .whitespaces), radix: 16)
+        }
+        XCTAssertEqual(masks["SigBlk"], 0, signals.stdout)
+        // Signals 1 to 31; glibc's posix_spawn leaves its two internal real-time signals
+        // (32, 33) ignored in every child it starts from a threaded process.
+        XCTAssertEqual(masks["SigIgn"].map { $0 & 0x7FFF_FFFF }, 0, signals.stdout)
+    }
+
+    func testExitStatusOfTheCommandPropagates() throws {
+        let cognito = try countingCognito()
+        try login(cognito, session: "default")
+        XCTAssertEqual(try harness.run(["exec", "--", "sh", "-c", "exit 0"]).status, 0)
+        XCTAssertEqual(try harness.run(["exec", "--", "sh", "-c", "exit 7"]).status, 7)
+        XCTAssertEqual(try harness.run(["exec", "--", "sh", "-c", "exit 255"]).status, 255)
+        XCTAssertEqual(try harness.run(["exec", "--", "sh", "-c", "kill -TERM $$"]).status, 128 + SIGTERM)
+        XCTAssertEqual(try harness.run(["exec", "--", "sh", "-c", "kill -KILL $$"]).status, 128 + SIGKILL)
+        let missing = try harness.run(["exec", "--", "no-such-command-\(UUID().uuidString.prefix(6))"])
+        XCTAssertEqual(missing.status, 127, "\(missing)")
+        harness.assertOneErrorLine(missing)
+        let notExecutable = try harness.write("echo hi\n", to: "not-executable.sh")
+        let denied = try harness.run(["exec", "--", notExecutable])
+        XCTAssertEqual(denied.status, 126, "\(denied)")
+        let stdin = try harness.run(["exec", "--", "sh", "-c", "echo out; echo err >&2; exit 3"])
+        XCTAssertEqual(stdin.status, 3)
+        XCTAssertEqual(stdin.stdout, "out\n", "the command's output passes through")
+        XCTAssertEqual(stdin.stderr, "err\n")
+    }
+
+    func testSignalsAreForwardedToTheCommand() throws {
+        let cognito = try countingCognito()
+        try login(cognito, session: "default")
+        let script = #"trap 'exit 42' TERM; trap 'exit 43' INT; trap 'exit 44' HUP; echo ready; while :; do sleep 1 & wait $!; done"#
+        for (signal, expected) in [(SIGTERM, Int32(42)), (SIGINT, 43), (SIGHUP, 44)] {
+            let exec = try BackgroundFederate(harness, ["exec", "--", "sh", "-c", script])
+            XCTAssertEqual(exec.waitForLines(1).first, "ready")
+            exec.signal(signal)
+            XCTAssertEqual(exec.waitForExit(), expected, "signal \(signal): \(exec.stderr)")
+        }
+        // A command that does not catch the signal dies of it: 128 + signal.
+        let exec = try BackgroundFederate(harness, ["exec", "--", "sh", "-c", "echo ready; while :; do sleep 1; done"])
+        XCTAssertEqual(exec.waitForLines(1).first, "ready")
+        exec.signal(SIGTERM)
+        XCTAssertEqual(exec.waitForExit(), 128 + SIGTERM, exec.stderr)
+    }
+
+    // MARK: - No valid credentials at start
+
+    func testNoValidCredentialsExitsThreeWithoutRunningTheCommand() throws {
+        let marker = harness.directory + "/ran"
+        let command = ["--", "sh", "-c", "touch '\(marker)'"]
+        // No keystore at all: nothing created either.
+        var run = try harness.expect(3, ["exec"] + command)
+        XCTAssertTrue(run.stderr.contains("log in"), run.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: harness.keystore), "exec created the keystore")
+
+        // Never federated in an existing keystore.
+        let cognito = try countingCognito(lifetime: 60)
+        try login(cognito, session: "short")
+        run = try harness.expect(3, ["exec", "--session", "never"] + command)
+        XCTAssertTrue(run.stderr.contains("federate login --session never"), run.stderr)
+
+        // Expired: 60-second credentials under the default 120-second margin.
+        run = try harness.expect(3, ["exec", "--session", "short"] + command)
+        XCTAssertTrue(run.stderr.contains("log in"), run.stderr)
+
+        // Cleared.
+        try login(try countingCognito(), session: "gone")
+        try harness.expect(0, ["clear", "--session", "gone"])
+        try harness.expect(3, ["exec", "--session", "gone"] + command)
+
+        XCTAssertFalse(FileManager.default.fileExists(atPath: marker), "the command ran")
+        // A usage error: no command.
+        try harness.expect(2, ["exec", "--session", "short"])
+    }
+
+    // MARK: - serve
+
+    func testServePrintsExportsServesAndStopsOnSIGTERM() async throws {
+        let cognito = try countingCognito()
+        try login(cognito, session: "carol")
+        for signal in [SIGTERM, SIGINT] {
+            let serve = try BackgroundFederate(harness, ["serve", "--session", "carol"])
+            let lines = serve.waitForLines(2)
+            guard lines.count == 2 else { return }
+            let pattern = #"^export (AWS_CONTAINER_CREDENTIALS_FULL_URI|AWS_CONTAINER_AUTHORIZATION_TOKEN)='([^']+)'$"#
+            var values: [String: String] = [:]
+            for line in lines {
+                let regex = try NSRegularExpression(pattern: pattern)
+                let match = try XCTUnwrap(regex.firstMatch(in: line, range: NSRange(line.startIndex..., in: line)), line)
+                let name = String(line[Range(match.range(at: 1), in: line)!])
+                values[name] = String(line[Range(match.range(at: 2), in: line)!])
+            }
+            let url = try XCTUnwrap(values["AWS_CONTAINER_CREDENTIALS_FULL_URI"])
+            let token = try XCTUnwrap(values["AWS_CONTAINER_AUTHORIZATION_TOKEN"])
+            XCTAssertTrue(url.hasPrefix("http://127.0.0.1:") && url.hasSuffix("/credentials/carol"), url)
+            XCTAssertEqual(token.count, 64)
+
+            let served = try await CurlTransport.shared.send(HTTPRequest(method: "GET", url: url, headers: [("Authorization", token)]))
+            XCTAssertEqual(served.status, 200)
+            XCTAssertTrue(String(decoding: served.body, as: UTF8.self).contains(Self.accessKey(1)))
+            let refused = try await CurlTransport.shared.send(HTTPRequest(method: "GET", url: url))
+            XCTAssertEqual(refused.status, 401)
+            XCTAssertFalse(String(decoding: refused.body, as: UTF8.self).contains("LoginSecret"))
+
+            serve.signal(signal)
+            XCTAssertEqual(serve.waitForExit(), 0, "serve after signal \(signal): \(serve.stderr)")
+            XCTAssertEqual(serve.stderr, "")
+            XCTAssertNil(leakedRun(in: serve.stderr, of: [token]))
+            do {
+                _ = try await CurlTransport.shared.send(HTTPRequest(method: "GET", url: url, headers: [("Authorization", token)]))
+                XCTFail("serve still answers after it exited")
+            } catch {}
+        }
+    }
+
+    func testServeWithoutCredentialsStillServesWithANote() async throws {
+        let serve = try BackgroundFederate(harness, ["serve", "--session", "later"])
+        let lines = serve.waitForLines(2)
+        XCTAssertEqual(lines.count, 2)
+        XCTAssertTrue(serve.stderr.contains("no valid credentials"), serve.stderr)
+        serve.signal(SIGTERM)
+        XCTAssertEqual(serve.waitForExit(), 0, serve.stderr)
+    }
+
+    // MARK: - Helpers
+
+    static func json(_ line: String) throws -> [String: Any] {
+        try XCTUnwrap(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], line)
+    }
+}

@@ -1,0 +1,93 @@
+import Foundation
+import XCTest
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A `federate` run that goes on while the test works: `exec` with a long-lived command,
+/// or `serve`. Its stdout and stderr go to files the test reads as they grow.
+final class BackgroundFederate {
+    let arguments: [String]
+    private let process = Process()
+    private let outPath: String
+    private let errPath: String
+    private var handles: [FileHandle] = []
+
+    init(_ harness: FederateHarness, _ arguments: [String], environment overrides: [String: String?] = [:]) throws {
+        self.arguments = arguments
+        let tag = UUID().uuidString
+        outPath = harness.directory + "/.bg-out-\(tag)"
+        errPath = harness.directory + "/.bg-err-\(tag)"
+        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
+        process.executableURL = URL(fileURLWithPath: harness.binary)
+        process.arguments = arguments
+        var environment = harness.environment
+        for (name, value) in overrides { environment[name] = value }
+        process.environment = environment
+        process.currentDirectoryURL = URL(fileURLWithPath: harness.directory)
+        let out = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
+        let err = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
+        handles = [out, err]
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        for handle in handles { try? handle.close() }
+        try? FileManager.default.removeItem(atPath: outPath)
+        try? FileManager.default.removeItem(atPath: errPath)
+    }
+
+    var pid: Int32 { process.processIdentifier }
+    var stdout: String { (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "" }
+    var stderr: String { (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "" }
+
+    /// The complete lines on stdout so far.
+    var stdoutLines: [String] {
+        let text = stdout
+        guard let end = text.lastIndex(of: "\n") else { return [] }
+        return text[..<end].split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+    }
+
+    /// Waits until stdout holds `count` complete lines (or the process ended, or `timeout`).
+    @discardableResult
+    func waitForLines(_ count: Int, timeout: TimeInterval = 60, file: StaticString = #filePath, line: UInt = #line) -> [String] {
+        let deadline = Date().addingTimeInterval(timeout)
+        while stdoutLines.count < count && Date() < deadline {
+            if !process.isRunning {
+                // Read once more: the last lines may have landed as it exited.
+                break
+            }
+            usleep(10_000)
+        }
+        let lines = stdoutLines
+        if lines.count < count {
+            XCTFail("expected \(count) lines on stdout of federate \(arguments.joined(separator: " ")), got \(lines.count); stderr: \(stderr.suffix(600))", file: file, line: line)
+        }
+        return lines
+    }
+
+    func signal(_ signal: Int32) {
+        kill(process.processIdentifier, signal)
+    }
+
+    /// Waits for the exit and returns the status as a shell reports it (128 + signal).
+    func waitForExit(timeout: TimeInterval = 60, file: StaticString = #filePath, line: UInt = #line) -> Int32 {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(5_000) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            XCTFail("federate \(arguments.joined(separator: " ")) did not exit within \(timeout) s; stderr: \(stderr.suffix(600))", file: file, line: line)
+        }
+        process.waitUntilExit()
+        return process.terminationReason == .exit ? process.terminationStatus : 128 + process.terminationStatus
+    }
+}
