@@ -12,6 +12,8 @@ enum XMLTreeReader {
     static let maxDepth = 16
     static let maxElements = 1_024
     static let maxTextBytes = 64 * 1_024
+    /// libxml2's error codes for input that stops early.
+    static let endOfDataCodes: Set<Int> = [5, 73, 77]
 
     /// The document's root element.
     static func read(_ body: [UInt8]) throws(XMLReadError) -> XMLElementNode {
@@ -28,13 +30,22 @@ enum XMLTreeReader {
         parser.delegate = collector
         let finished = parser.parse()
         if let limit = collector.limit { throw limit }
-        // XMLParser reports a body that ends early as a success with an error set, so the
-        // open elements decide: anything still open means the body was cut.
+        // XMLParser reports a body that ends early as a success with an error set, and
+        // recovers from some errors, so the first error decides: one that means "the data
+        // ended" (libxml2's XML_ERR_DOCUMENT_END 5, XML_ERR_GT_REQUIRED 73,
+        // XML_ERR_TAG_NOT_FINISHED 77) while elements were open is a truncated body;
+        // anything else (a mismatched closing tag is 76) is malformed.
+        if let first = collector.firstError {
+            if Self.endOfDataCodes.contains(first.code), !first.path.isEmpty {
+                throw XMLReadError(kind: .truncated, path: first.path)
+            }
+            throw XMLReadError(kind: .malformed, path: first.path)
+        }
         if !collector.open.isEmpty {
             throw XMLReadError(kind: .truncated, path: collector.path(collector.open))
         }
         if !finished || parser.parserError != nil || collector.roots.count != 1 {
-            throw XMLReadError(kind: .malformed, path: collector.errorPath ?? "")
+            throw XMLReadError(kind: .malformed, path: "")
         }
         return collector.roots[0]
     }
@@ -63,7 +74,7 @@ enum XMLTreeReader {
         var roots: [XMLElementNode] = []
         var elements = 0
         var limit: XMLReadError?
-        var errorPath: String?
+        var firstError: (code: Int, path: String)?
 
         func path(_ nodes: [XMLElementNode]) -> String {
             nodes.map { String($0.name.prefix(64)) }.joined(separator: "/")
@@ -105,7 +116,7 @@ enum XMLTreeReader {
         }
 
         func parser(_ parser: XMLParser, parseErrorOccurred parseError: any Error) {
-            if errorPath == nil { errorPath = path(open) }
+            if firstError == nil { firstError = ((parseError as NSError).code, path(open)) }
         }
 
         private func stop(_ parser: XMLParser) {
