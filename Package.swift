@@ -174,6 +174,18 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .executableTarget(
+            name: "sample-classic",
+            dependencies: [
+                "Federation",
+                "SecureStorage",
+                "SampleSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Samples/ClassicFlow",
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
             name: "sample-observe",
             dependencies: [
                 "Federation",

@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD_DIR=${IDENTITY_BROKER_BUILD_DIR:-.build}
-PRODUCTS=(sample-oidc sample-guest sample-developer sample-migration sample-observe federate)
+PRODUCTS=(sample-oidc sample-guest sample-classic sample-developer sample-migration sample-observe federate)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/identity-broker-demo.XXXXXX")
 MOTO_PID=""
 STEP=0
@@ -165,6 +165,11 @@ run "$BIN/sample-oidc" "${COMMON[@]}" --provider google --demo-token --session b
 step "guest identity, then linking a Google login to it (sample-guest)"
 run "$BIN/sample-guest" "${COMMON[@]}" --demo-token
 
+step "classic flow: GetOpenIdToken, then STS AssumeRoleWithWebIdentity (sample-classic)"
+# moto answers STS on the same endpoint; it needs no IAM role to exist.
+run "$BIN/sample-classic" "${COMMON[@]}" --sts-endpoint "$ENDPOINT" \
+    --role-arn arn:aws:iam::123456789012:role/ClassicDemo --demo-token
+
 step "developer-authenticated flow: backend mints a token, client completes (sample-developer)"
 # The backend half signs with developer credentials; moto accepts any.
 AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
@@ -182,6 +187,10 @@ demo_jwt "https://accounts.google.com" "google-user-dana" >"$WORK/google.jwt"
 CLI=(--session dana --endpoint "$ENDPOINT" --expiry-margin 30)
 echo "\$ federate login --provider google --token-file google.jwt --format json | redact"
 "$BIN/federate" login --pool-id "$POOL_ID" --provider google --token-file "$WORK/google.jwt" --format json "${CLI[@]}" \
+    | redact | tee -a "$WORK/output.log"
+echo "\$ federate login --flow classic --role-arn ... --duration 900 --format json | redact"
+"$BIN/federate" login --pool-id "$POOL_ID" --provider google --token-file "$WORK/google.jwt" --format json "${CLI[@]}" \
+    --flow classic --role-arn arn:aws:iam::123456789012:role/ClassicDemo --duration 900 --sts-endpoint "$ENDPOINT" \
     | redact | tee -a "$WORK/output.log"
 echo "\$ federate status"
 run "$BIN/federate" status "${CLI[@]}"

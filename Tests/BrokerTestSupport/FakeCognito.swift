@@ -2,9 +2,10 @@ import Federation
 import Foundation
 import Synchronization
 
-/// A scripted Cognito Identity service behind a ``ClosureTransport``.
+/// A scripted Cognito Identity service, and STS for the classic flow, behind a ``ClosureTransport``.
 ///
-/// Requests are routed by `X-Amz-Target` (`AWSCognitoIdentityService.GetId`, …).
+/// Requests are routed by `X-Amz-Target` (`AWSCognitoIdentityService.GetId`, …), and
+/// STS's form-encoded Query requests by their `Action` (`AssumeRoleWithWebIdentity`).
 /// Each operation answers from its queue of scripted replies first, then from
 /// its default (GetId: ``defaultIdentityId``; GetCredentialsForIdentity: the
 /// requested identity with ``accessKeyId``/``secretKey``/``sessionToken`` and
@@ -17,6 +18,8 @@ package final class FakeCognito: Sendable {
         case getCredentialsForIdentity = "GetCredentialsForIdentity"
         case getOpenIdToken = "GetOpenIdToken"
         case getOpenIdTokenForDeveloperIdentity = "GetOpenIdTokenForDeveloperIdentity"
+        /// STS, through the Query protocol (no `X-Amz-Target`).
+        case assumeRoleWithWebIdentity = "AssumeRoleWithWebIdentity"
 
         /// The `X-Amz-Target` header value.
         package var target: String { "AWSCognitoIdentityService.\(rawValue)" }
@@ -75,6 +78,25 @@ package final class FakeCognito: Sendable {
             Reply(status: status, headers: headers, body: FakeCognito.errorBody(type: type, message: message, messageKey: messageKey))
         }
 
+        /// An STS `AssumeRoleWithWebIdentity` success (XML); `expiration` as ISO 8601 with a fraction.
+        package static func assumedRole(
+            roleArn: String = FakeCognito.assumedRoleArn,
+            subject: String? = FakeCognito.defaultIdentityId,
+            accessKeyId: String = FakeCognito.stsAccessKeyId,
+            secretAccessKey: String = FakeCognito.stsSecretKey,
+            sessionToken: String = FakeCognito.stsSessionToken,
+            expiration: Date
+        ) -> Reply {
+            Reply(status: 200, headers: FakeCognito.xmlHeaders, body: Array(FakeCognito.assumedRoleBody(
+                roleArn: roleArn, subject: subject, accessKeyId: accessKeyId, secretAccessKey: secretAccessKey,
+                sessionToken: sessionToken, expirationLiteral: FakeCognito.iso8601(expiration)).utf8))
+        }
+
+        /// An STS error: `ErrorResponse/Error/{Type,Code,Message}` with `status`.
+        package static func stsError(_ code: String, message: String? = "scripted", type: String = "Sender", status: Int = 400) -> Reply {
+            Reply(status: status, headers: FakeCognito.xmlHeaders, body: Array(FakeCognito.stsErrorBody(code: code, message: message, type: type).utf8))
+        }
+
         /// The transport fails with `error` instead of answering.
         package static func transportFailure(_ error: TransportError) -> Reply {
             var reply = Reply(status: 0, body: [])
@@ -120,6 +142,18 @@ package final class FakeCognito: Sendable {
 
         /// The body as text.
         package var bodyText: String { String(decoding: body, as: UTF8.self) }
+
+        /// A form-encoded (Query protocol) body's parameters, decoded, in order.
+        package var form: [(name: String, value: String)] {
+            bodyText.split(separator: "&").map { pair in
+                let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                let decode = { (text: Substring) in String(text).removingPercentEncoding ?? String(text) }
+                return (decode(parts[0]), parts.count > 1 ? decode(parts[1]) : "")
+            }
+        }
+
+        /// The first form parameter named `name`.
+        package func formValue(_ name: String) -> String? { form.first { $0.name == name }?.value }
     }
 
     /// Builds a reply from the call it answers.
@@ -135,6 +169,16 @@ package final class FakeCognito: Sendable {
     package static let accessKeyId = "ASIAFAKEACCESSKEY0001"
     package static let secretKey = "fAkEsEcReTkEy/wJalrXUtnFEMI/K7MDENG/bPxRfiCY"
     package static let sessionToken = "FaKeSeSsIoNtOkEn//////////wEaCXVzLWVhc3QtMSJHMEUCIQD"
+    /// The Cognito OpenID token the fake's GetOpenIdToken hands out by default (the classic flow's web identity token).
+    package static let openIdToken = "eyJraWQiOiJmYWtlIn0.eyJzdWIiOiJmYWtlLW9wZW5pZC1zdWJqZWN0In0.ZmFrZU9wZW5JZFNpZ25hdHVyZTAwMDE"
+    package static let assumedRoleArn = "arn:aws:sts::123456789012:assumed-role/ClassicRole/broker-session"
+    package static let stsAccessKeyId = "ASIASTSFAKEACCESS001"
+    package static let stsSecretKey = "sTsFaKeSeCrEtKeY/wJalrXUtnFEMI/K7MDENG/bPxRfiCZ"
+    package static let stsSessionToken = "StSfAkEsEsSiOnToKeN//////////wEaCXVzLWVhc3QtMSJIMEYCIQE"
+    package static let xmlHeaders: [(name: String, value: String)] = [
+        ("Content-Type", "text/xml"),
+        ("x-amzn-RequestId", "00000000-0000-0000-0000-000000000000"),
+    ]
 
     // MARK: State
 
@@ -269,6 +313,56 @@ package final class FakeCognito: Sendable {
         return jsonBytes(object)
     }
 
+    /// An `AssumeRoleWithWebIdentityResponse`, `expirationLiteral` put in verbatim.
+    package static func assumedRoleBody(
+        roleArn: String = FakeCognito.assumedRoleArn,
+        subject: String? = FakeCognito.defaultIdentityId,
+        accessKeyId: String = FakeCognito.stsAccessKeyId,
+        secretAccessKey: String = FakeCognito.stsSecretKey,
+        sessionToken: String = FakeCognito.stsSessionToken,
+        expirationLiteral: String
+    ) -> String {
+        let subjectElement = subject.map { "<SubjectFromWebIdentityToken>\($0)</SubjectFromWebIdentityToken>" } ?? ""
+        return """
+            <AssumeRoleWithWebIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">
+              <AssumeRoleWithWebIdentityResult>
+                \(subjectElement)
+                <Audience>us-east-1:11111111-2222-3333-4444-555555555555</Audience>
+                <AssumedRoleUser><Arn>\(roleArn)</Arn><AssumedRoleId>AROACLKWSDQRAOEXAMPLE:broker-session</AssumedRoleId></AssumedRoleUser>
+                <Credentials>
+                  <SessionToken>\(sessionToken)</SessionToken>
+                  <SecretAccessKey>\(secretAccessKey)</SecretAccessKey>
+                  <Expiration>\(expirationLiteral)</Expiration>
+                  <AccessKeyId>\(accessKeyId)</AccessKeyId>
+                </Credentials>
+                <Provider>cognito-identity.amazonaws.com</Provider>
+              </AssumeRoleWithWebIdentityResult>
+              <ResponseMetadata><RequestId>ad4156e9-bce1-11e2-82e6-6b6efEXAMPLE</RequestId></ResponseMetadata>
+            </AssumeRoleWithWebIdentityResponse>
+            """
+    }
+
+    /// An STS `ErrorResponse`; `message` is XML-escaped.
+    package static func stsErrorBody(code: String, message: String?, type: String = "Sender") -> String {
+        let escaped = message.map {
+            $0.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
+        }
+        let messageElement = escaped.map { "<Message>\($0)</Message>" } ?? ""
+        return """
+            <ErrorResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">
+              <Error><Type>\(type)</Type><Code>\(code)</Code>\(messageElement)</Error>
+              <RequestId>c6104cbe-af31-11e0-8154-cbc7ccf896c7</RequestId>
+            </ErrorResponse>
+            """
+    }
+
+    /// `date` as ISO 8601 UTC with milliseconds, as STS writes it.
+    package static func iso8601(_ date: Date) -> String {
+        var style = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+        style.timeZone = TimeZone(identifier: "UTC")!
+        return date.formatted(style)
+    }
+
     /// `date` as a JSON number of epoch seconds.
     package static func epochLiteral(_ date: Date) -> String {
         let seconds = date.timeIntervalSince1970
@@ -291,7 +385,12 @@ package final class FakeCognito: Sendable {
     private func handle(_ request: HTTPRequest) async throws -> HTTPResponse {
         let target = request.header("X-Amz-Target") ?? ""
         let prefix = "AWSCognitoIdentityService."
-        let operation = target.hasPrefix(prefix) ? String(target.dropFirst(prefix.count)) : target
+        var operation = target.hasPrefix(prefix) ? String(target.dropFirst(prefix.count)) : target
+        if target.isEmpty, request.header("Content-Type")?.hasPrefix("application/x-www-form-urlencoded") == true {
+            let form = String(decoding: request.body, as: UTF8.self)
+            let action = form.split(separator: "&").first { $0.hasPrefix("Action=") }
+            operation = action.map { String($0.dropFirst("Action=".count)) } ?? ""
+        }
         let call = Call(operation: operation, method: request.method, url: request.url, headers: request.headers, body: request.body)
 
         let (responder, delay, barrier) = state.withLock { state -> (Responder, Duration, (count: Int, timeout: Duration)?) in
@@ -337,7 +436,14 @@ package final class FakeCognito: Sendable {
             return { call in .credentials(identityId: call.string("IdentityId") ?? defaultIdentityId, expiration: expiration) }
         case Operation.getOpenIdToken.rawValue:
             return { call in
-                Reply(status: 200, body: jsonBytes(["IdentityId": call.string("IdentityId") ?? defaultIdentityId, "Token": "fake.openid.token"]))
+                Reply(status: 200, body: jsonBytes(["IdentityId": call.string("IdentityId") ?? defaultIdentityId, "Token": openIdToken]))
+            }
+        case Operation.assumeRoleWithWebIdentity.rawValue:
+            return { call in
+                let role = call.formValue("RoleArn")?.split(separator: "/").last.map(String.init) ?? "ClassicRole"
+                let sessionName = call.formValue("RoleSessionName") ?? "session"
+                return .assumedRole(
+                    roleArn: "arn:aws:sts::123456789012:assumed-role/\(role)/\(sessionName)", expiration: expiration)
             }
         default:
             return { _ in .error("UnknownOperationException", message: "unknown target") }

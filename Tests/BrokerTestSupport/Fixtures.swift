@@ -1,6 +1,6 @@
 import Foundation
 
-/// Reads the JSON fixtures of real Cognito response shapes in `Tests/Fixtures/`.
+/// Reads the fixtures of real Cognito (JSON) and STS (XML) response shapes in `Tests/Fixtures/`.
 package enum Fixtures {
     /// `Tests/Fixtures`, found from this file's path so it works from any working directory.
     package static let directory: URL = URL(fileURLWithPath: #filePath)
@@ -8,9 +8,14 @@ package enum Fixtures {
         .deletingLastPathComponent()  // Tests
         .appendingPathComponent("Fixtures", isDirectory: true)
 
-    /// The fixture file `name` (with or without `.json`).
+    /// The fixture file `name` (with or without `.json`; XML fixtures with `.xml`).
     package static func url(_ name: String) -> URL {
-        directory.appendingPathComponent(name.hasSuffix(".json") ? name : "\(name).json")
+        directory.appendingPathComponent(name.hasSuffix(".json") || name.hasSuffix(".xml") ? name : "\(name).json")
+    }
+
+    /// Fixture `name` as UTF-8 text.
+    package static func text(_ name: String) throws -> String {
+        String(decoding: try data(name), as: UTF8.self)
     }
 
     /// The bytes of fixture `name`.

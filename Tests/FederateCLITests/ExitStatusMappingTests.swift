@@ -31,6 +31,7 @@ final class ExitStatusMappingTests: XCTestCase {
         .storage: .keystore,
         .cancelled: .internalError,
         .cryptoFailure: .internalError,
+        .regionDisabled: .rejected,
     ]
 
     func testEveryCodeHasItsDocumentedExitStatus() {

@@ -197,6 +197,62 @@ final class FederateMotoTests: XCTestCase {
         XCTAssertNotNil(result["account"] as? String, "STS GetCallerIdentity answered")
     }
 
+    func testBoto3UsesClassicFlowCredentials() async throws {
+        try Self.requireBoto3()
+        let pool = try await pool()
+        let login = try googleLogin(pool: pool, extra: [
+            "--flow", "classic", "--role-arn", "arn:aws:iam::123456789012:role/CliClassicInterop", "--duration", "900",
+            "--sts-endpoint", moto.endpoint,
+        ])
+        XCTAssertEqual(login.status, 0, "\(login)")
+        let printed = try Output.assertProcessShape(login.stdout)
+        let accessKey = try XCTUnwrap(printed["AccessKeyId"] as? String)
+        let secret = try XCTUnwrap(printed["SecretAccessKey"] as? String)
+        let token = try XCTUnwrap(printed["SessionToken"] as? String)
+        XCTAssertNotEqual(accessKey, Self.motoAccessKey, "STS's credentials, not Cognito's")
+        harness.notOnStderr += [secret, token]
+        let expiration = try XCTUnwrap(Output.parseISO8601(printed["Expiration"] as? String ?? ""))
+        XCTAssertEqual(expiration.timeIntervalSinceNow, 900, accuracy: 60, "--duration reached STS")
+
+        let command = [harness.binary, "credentials", "--session", "alice", "--keystore", harness.keystore]
+            .map(Self.shellQuoted).joined(separator: " ")
+        let config = try harness.write("""
+            [profile alice]
+            credential_process = \(command)
+            region = us-east-1
+
+            """, to: "aws-config-classic")
+        let script = try harness.write("""
+            import json, sys
+            import boto3
+            session = boto3.Session(profile_name="alice")
+            frozen = session.get_credentials().get_frozen_credentials()
+            sts = session.client("sts", endpoint_url=sys.argv[1], region_name="us-east-1")
+            identity = sts.get_caller_identity()
+            print(json.dumps({
+                "access_key": frozen.access_key,
+                "secret_matches": frozen.secret_key == sys.argv[2],
+                "token_matches": frozen.token == sys.argv[3],
+                "arn": identity.get("Arn"),
+            }))
+
+            """, to: "check_boto3_classic.py")
+        let output = try Self.python([script, moto.endpoint, secret, token], environment: [
+            "AWS_CONFIG_FILE": config,
+            "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+            "AWS_EC2_METADATA_DISABLED": "true",
+            "HOME": harness.directory,
+            "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
+        ])
+        XCTAssertEqual(output.status, 0, "boto3 failed: \(output.stderr.suffix(800))")
+        let result = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [String: Any], output.stdout)
+        XCTAssertEqual(result["access_key"] as? String, accessKey)
+        XCTAssertEqual(result["secret_matches"] as? Bool, true)
+        XCTAssertEqual(result["token_matches"] as? Bool, true)
+        XCTAssertEqual(result["arn"] as? String, "arn:aws:sts::123456789012:assumed-role/CliClassicInterop/alice",
+                       "moto's STS knows the caller as the assumed role")
+    }
+
     func testBoto3ReportsAnExpiredSession() async throws {
         try Self.requireBoto3()
         let pool = try await pool()

@@ -1,14 +1,16 @@
 import ArgumentParser
 import Federation
 
-/// `federate login --pool-id ID --provider P (--token-file PATH | --token-stdin) [--identity-id ID] [--role-arn ARN]`
+/// `federate login --pool-id ID --provider P (--token-file PATH | --token-stdin) [--identity-id ID] [--role-arn ARN]
+/// [--flow enhanced|classic] [--role-session-name NAME] [--duration SECONDS] [--policy-file PATH] [--sts-endpoint URL]`
 struct Login: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Exchange a provider token for credentials and save them as the session.",
         discussion: """
             P is one of facebook, google, amazon, apple, twitter, oidc:ISSUER, saml:ARN, custom:KEY, developer. \
             JWT tokens (google, apple, oidc, developer without --identity-id) are checked locally first. \
-            The token itself is never stored or printed.
+            The token itself is never stored or printed. \
+            --flow classic gets the identity's Cognito OpenID token and has STS assume --role-arn with it.
             """
     )
 
@@ -27,9 +29,7 @@ struct Login: AsyncParsableCommand {
     @Option(name: .customLong("identity-id"), help: ArgumentHelp("The identity ID your backend got (developer-authenticated flow).", valueName: "ID"))
     var identityId: String?
 
-    @Option(name: .customLong("role-arn"), help: ArgumentHelp("The IAM role to assume, when the pool lets the token choose.", valueName: "ARN"))
-    var roleArn: String?
-
+    @OptionGroup var flow: FlowOptions
     @OptionGroup var common: CommonOptions
     @OptionGroup var output: FormatOptions
 
@@ -44,7 +44,6 @@ struct Login: AsyncParsableCommand {
         default: break
         }
         if let identityId, identityId.isEmpty { throw ValidationError("--identity-id must not be empty") }
-        if let roleArn, roleArn.isEmpty { throw ValidationError("--role-arn must not be empty") }
     }
 
     func run() async throws(CLIFailure) {
@@ -57,8 +56,12 @@ struct Login: AsyncParsableCommand {
         }
         Terminal.neverShow(token)
         let access = try KeystoreAccess(common)
-        let client = try access.client(configuration: Exchange.configuration(common, poolId: poolId))
-        let options = FederationOptions(developerProvidedIdentityId: identityId, customRoleArn: roleArn)
+        let federationFlow = try flow.federationFlow()
+        let client = try access.client(configuration: Exchange.configuration(common, poolId: poolId, flow: flow))
+        let options = FederationOptions(
+            developerProvidedIdentityId: identityId,
+            customRoleArn: flow.flow == .enhanced ? flow.roleArn : nil,
+            flow: federationFlow)
         let session = common.session
         let result = try await Exchange.run(root: access.root) { () async throws(FederationError) -> FederationResult in
             try await client.federate(token: token, provider: provider, options: options, session: session)

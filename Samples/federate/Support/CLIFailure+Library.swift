@@ -8,7 +8,8 @@ extension CLIFailure {
     ///   ``FederationError/Code/sessionConflict`` (clear the session first)
     /// - 3: ``FederationError/Code/noValidCredentials``
     /// - 4: the service said no (not authorized, terminated identity, resource not found,
-    ///   invalid pool configuration, invalid parameter, conflicts and limits, an unknown 4xx type)
+    ///   invalid pool configuration, invalid parameter, conflicts and limits, an unknown 4xx type;
+    ///   STS refusing the classic flow's role, STS disabled in the region)
     /// - 5: network, timeout, throttling, 5xx, an answer that could not be read, a failing
     ///   provider behind the service
     /// - 6: ``FederationError/Code/storage``
@@ -27,8 +28,9 @@ extension CLIFailure {
         case .identityTerminated:
             return CLIFailure(.rejected, "\(error.message)\(detail)")
         case .notAuthorized, .resourceNotFound, .invalidIdentityPoolConfiguration, .invalidParameter,
-            .resourceConflict, .limitExceeded, .developerUserAlreadyRegistered:
-            return CLIFailure(.rejected, "the identity service rejected the request: \(error.message)\(detail)")
+            .resourceConflict, .limitExceeded, .developerUserAlreadyRegistered, .regionDisabled:
+            let who = error.operation == "AssumeRoleWithWebIdentity" ? "STS" : "the identity service"
+            return CLIFailure(.rejected, "\(who) rejected the request: \(error.message)\(detail)")
         case .serviceError:
             if let status = error.httpStatus, status >= 500 {
                 return CLIFailure(.unavailable, "the identity service failed: \(error.message)\(detail); try again later, and if it persists check --endpoint and --region")

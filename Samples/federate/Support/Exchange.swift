@@ -3,11 +3,12 @@ import Federation
 /// What `login` and `guest` share: the configuration from the options, and the output.
 enum Exchange {
     /// The configuration for a command that talks to the identity service.
-    static func configuration(_ common: CommonOptions, poolId: String) -> FederationConfiguration {
+    static func configuration(_ common: CommonOptions, poolId: String, flow: FlowOptions) -> FederationConfiguration {
         FederationConfiguration(
             identityPoolId: poolId,
             region: common.region,
             endpoint: common.endpoint,
+            stsEndpoint: flow.stsEndpoint,
             expiryMargin: common.margin,
             allowInsecureEndpoint: common.allowInsecureEndpoint
         )

@@ -117,7 +117,8 @@ extension FederationClient {
         }
     }
 
-    /// GetId when needed, then GetCredentialsForIdentity; a cached ID the service
+    /// GetId when needed, then the credentials step (GetCredentialsForIdentity, or the
+    /// classic flow's GetOpenIdToken and AssumeRoleWithWebIdentity); a cached ID Cognito
     /// rejects is dropped and GetId tried once.
     private func resolveCredentials(
         choice: IdentityChoice,
@@ -132,7 +133,10 @@ extension FederationClient {
         }
         do {
             return try await credentials(known, deadline, logger)
-        } catch where choice.cached && (error.code == .notAuthorized || error.code == .resourceNotFound) {
+        } catch where choice.cached && error.operation != STSClient.operation
+            && (error.code == .notAuthorized || error.code == .resourceNotFound)
+        {
+            // Only Cognito's rejection says the cached ID is wrong; STS refusing the role does not.
             logger.debug("cached identity ID rejected; asking GetId once", metadata: ["broker.error": "\(error.code)"])
             let identityId = try await identity(deadline, logger)
             return try await credentials(identityId, deadline, logger)

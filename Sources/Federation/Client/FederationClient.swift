@@ -42,6 +42,9 @@ public actor FederationClient {
     public nonisolated let configuration: FederationConfiguration?
 
     let cognito: CognitoIdentityClient?
+    /// The classic flow's STS client, or why its endpoint is unusable (reported only when
+    /// the classic flow is asked for, so a bad `AWS_ENDPOINT_URL_STS` cannot break the enhanced flow).
+    let sts: Result<STSClient, FederationError>?
     let store: SessionStore
     let expiryMargin: Duration
     let renewalLead: Duration
@@ -107,7 +110,7 @@ public actor FederationClient {
 
     /// Creates a client that reads, observes and clears the sessions saved in `keystore`
     /// without a pool configuration: it never reaches the network, and its
-    /// ``federate(token:provider:options:session:)`` and ``federateAsGuest(session:)``
+    /// ``federate(token:provider:options:session:)`` and ``federateAsGuest(options:session:)``
     /// fail with ``FederationError/Code/invalidConfiguration``.
     ///
     /// - Parameters:
@@ -122,7 +125,7 @@ public actor FederationClient {
         logger: Logger? = nil
     ) {
         self.init(
-            configuration: nil, cognito: nil, keystore: keystore, expiryMargin: expiryMargin,
+            configuration: nil, cognito: nil, sts: nil, keystore: keystore, expiryMargin: expiryMargin,
             renewalLead: FederationConfiguration.defaultRenewalLeadTime,
             renewalPostponement: FederationConfiguration.defaultRenewalPostponement,
             federationTimeout: .seconds(60), sessionCacheCapacity: sessionCacheCapacity, now: { Date() }, logger: logger)
@@ -143,10 +146,20 @@ public actor FederationClient {
     ) throws(FederationError) {
         let transport: any HTTPTransport = instrumentation.isEnabled
             ? InstrumentedTransport(base: transport, instrumentation: instrumentation) : transport
+        // One retry quota for the client's Cognito and STS calls alike.
+        let runner = retryRunner ?? RetryRunner(policy: configuration.retry, quota: RetryQuota(policy: configuration.retry))
         let cognito = try CognitoIdentityClient(
-            configuration: configuration, transport: transport, environment: environment, retryRunner: retryRunner)
+            configuration: configuration, transport: transport, environment: environment, retryRunner: runner)
+        let sts: Result<STSClient, FederationError>
+        do {
+            sts = .success(STSClient(
+                endpoint: try configuration.resolvedSTSEndpoint(environment: environment),
+                transport: transport, limits: cognito.limits, retry: runner))
+        } catch {
+            sts = .failure(error)
+        }
         self.init(
-            configuration: configuration, cognito: cognito, keystore: keystore, expiryMargin: configuration.expiryMargin,
+            configuration: configuration, cognito: cognito, sts: sts, keystore: keystore, expiryMargin: configuration.expiryMargin,
             renewalLead: configuration.renewalLeadTime, renewalPostponement: configuration.renewalPostponement,
             federationTimeout: configuration.federationTimeout, sessionCacheCapacity: configuration.sessionCacheCapacity,
             now: now, logger: logger, ownedTransport: ownedTransport, instrumentation: instrumentation)
@@ -155,6 +168,7 @@ public actor FederationClient {
     private init(
         configuration: FederationConfiguration?,
         cognito: CognitoIdentityClient?,
+        sts: Result<STSClient, FederationError>?,
         keystore: any Keystore,
         expiryMargin: Duration,
         renewalLead: Duration,
@@ -171,6 +185,7 @@ public actor FederationClient {
         sessionGauges = instrumentation.metrics.map(SessionGauges.init(factory:))
         self.configuration = configuration
         self.cognito = cognito
+        self.sts = sts
         store = SessionStore(keystore: keystore)
         self.expiryMargin = expiryMargin
         self.renewalLead = renewalLead
@@ -202,6 +217,11 @@ public actor FederationClient {
     /// gets the login linked to it); else `GetId`. A known ID the service
     /// rejects is dropped and `GetId` is tried once.
     ///
+    /// With ``FederationOptions/flow`` set to ``FederationFlow/classic(_:)`` the credentials
+    /// come from `GetOpenIdToken` and STS `AssumeRoleWithWebIdentity` instead of
+    /// `GetCredentialsForIdentity` (see <doc:ChoosingAFlow>); the classic options are checked
+    /// locally first (``FederationError/Code/invalidConfiguration``, nothing sent).
+    ///
     /// Returns only after the session is committed to the keystore. When another client
     /// stored the session with a later expiration meanwhile, that record is kept (the
     /// result returned here is still valid).
@@ -209,7 +229,7 @@ public actor FederationClient {
     /// - Parameters:
     ///   - token: the provider's token; it is sent to the service and never stored or logged.
     ///   - provider: who issued `token`.
-    ///   - options: a developer-provided identity ID and a custom role ARN.
+    ///   - options: a developer-provided identity ID, a custom role ARN, the flow.
     ///   - session: the end user's session name (see ``SessionName``).
     /// - Returns: the identity ID and credentials.
     /// - Throws: ``FederationError``; the session is then as it was before the call,
@@ -224,6 +244,7 @@ public actor FederationClient {
     ) async throws(FederationError) -> FederationResult {
         try SessionName.validate(session)
         let (cognito, configuration) = try federatingParts()
+        let classic = try classicPlan(for: options, session: session)
         guard !token.isEmpty else {
             throw FederationError(code: .invalidToken, message: "the provider token is empty")
         }
@@ -239,7 +260,7 @@ public actor FederationClient {
           try await tracked { () async -> Result<FederationResult, FederationError> in
             do throws(FederationError) {
                 return .success(try await self.federateExchange(
-                    session: session, provider: provider, options: options, logins: logins, tokenSubject: subject,
+                    session: session, provider: provider, options: options, classic: classic, logins: logins, tokenSubject: subject,
                     cognito: cognito, configuration: configuration))
             } catch {
                 return .failure(error)
@@ -249,7 +270,7 @@ public actor FederationClient {
     }
 
     private func federateExchange(
-        session: String, provider: AuthProvider, options: FederationOptions, logins: [String: String], tokenSubject: String?,
+        session: String, provider: AuthProvider, options: FederationOptions, classic: ClassicPlan?, logins: [String: String], tokenSubject: String?,
         cognito: CognitoIdentityClient, configuration: FederationConfiguration
     ) async throws(FederationError) -> FederationResult {
         try await exchange(session: session, operationName: "federate", provider: provider.identifier) { (previous) throws(FederationError) -> IdentityChoice in
@@ -267,7 +288,11 @@ public actor FederationClient {
             }
             return (previous?.identityId, cached: previous?.identityId != nil)
         } credentials: { (identityId, deadline, logger) async throws(FederationError) -> FederationResult in
-            try await cognito.getCredentialsForIdentity(
+            if let classic {
+                return try await Self.classicCredentials(
+                    cognito: cognito, plan: classic, identityId: identityId, logins: logins, deadline: deadline, logger: logger)
+            }
+            return try await cognito.getCredentialsForIdentity(
                 identityId: identityId, logins: logins, customRoleArn: options.customRoleArn, deadline: deadline, logger: logger)
         } identity: { (deadline, logger) async throws(FederationError) -> String in
             try await cognito.getId(
@@ -282,16 +307,33 @@ public actor FederationClient {
     /// A later ``federate(token:provider:options:session:)`` of the same session
     /// links the login to this identity, keeping its ID.
     ///
+    /// With ``FederationOptions/flow`` set to ``FederationFlow/classic(_:)`` the guest's
+    /// credentials come from `GetOpenIdToken` and STS `AssumeRoleWithWebIdentity` (the
+    /// role must trust unauthenticated identities).
+    ///
+    /// - Parameters:
+    ///   - options: the flow; a guest has no developer-provided identity ID or custom
+    ///     role ARN (setting one is ``FederationError/Code/invalidConfiguration``).
+    ///   - session: the session name (see ``SessionName``).
     /// - Throws: ``FederationError/Code/sessionConflict`` when the session holds an
     ///   authenticated identity (clear it first); otherwise as ``federate(token:provider:options:session:)``.
     @discardableResult
-    public func federateAsGuest(session: String = FederationClient.defaultSession) async throws(FederationError) -> FederationResult {
+    public func federateAsGuest(
+        options: FederationOptions = FederationOptions(),
+        session: String = FederationClient.defaultSession
+    ) async throws(FederationError) -> FederationResult {
         try SessionName.validate(session)
         let (cognito, configuration) = try federatingParts()
+        guard options.developerProvidedIdentityId == nil, options.customRoleArn == nil else {
+            throw FederationError(
+                code: .invalidConfiguration,
+                message: "a guest federation takes no developer-provided identity ID or custom role ARN; only the flow")
+        }
+        let classic = try classicPlan(for: options, session: session)
         return try await instrumentedFederation("guest", session: session, provider: "guest") { () async throws(FederationError) -> FederationResult in
             try await tracked { () async -> Result<FederationResult, FederationError> in
                 do throws(FederationError) {
-                    return .success(try await self.guestExchange(session: session, cognito: cognito, configuration: configuration))
+                    return .success(try await self.guestExchange(session: session, classic: classic, cognito: cognito, configuration: configuration))
                 } catch {
                     return .failure(error)
                 }
@@ -300,7 +342,7 @@ public actor FederationClient {
     }
 
     private func guestExchange(
-        session: String, cognito: CognitoIdentityClient, configuration: FederationConfiguration
+        session: String, classic: ClassicPlan?, cognito: CognitoIdentityClient, configuration: FederationConfiguration
     ) async throws(FederationError) -> FederationResult {
         try await exchange(session: session, operationName: "guest", provider: nil) { (previous) throws(FederationError) -> IdentityChoice in
             guard let previous else { return (nil, cached: false) }
@@ -313,7 +355,11 @@ public actor FederationClient {
             guard previous.isGuest, let id = previous.identityId else { return (nil, cached: false) }
             return (id, cached: true)
         } credentials: { (identityId, deadline, logger) async throws(FederationError) -> FederationResult in
-            try await cognito.getCredentialsForIdentity(
+            if let classic {
+                return try await Self.classicCredentials(
+                    cognito: cognito, plan: classic, identityId: identityId, logins: nil, deadline: deadline, logger: logger)
+            }
+            return try await cognito.getCredentialsForIdentity(
                 identityId: identityId, logins: nil, customRoleArn: nil, deadline: deadline, logger: logger)
         } identity: { (deadline, logger) async throws(FederationError) -> String in
             try await cognito.getId(

@@ -22,6 +22,11 @@ public struct FederationConfiguration: Sendable, Hashable {
     /// the environment's `AWS_ENDPOINT_URL_COGNITO_IDENTITY`, then `AWS_ENDPOINT_URL`,
     /// then `https://cognito-identity.{region}.amazonaws.com/` apply.
     public var endpoint: String?
+    /// An explicit STS endpoint for the classic flow (``FederationFlow/classic(_:)``), e.g.
+    /// `http://127.0.0.1:5000/`. When `nil` (the default) the environment's
+    /// `AWS_ENDPOINT_URL_STS`, then `AWS_ENDPOINT_URL`, then
+    /// `https://sts.{region}.amazonaws.com/` apply. The same endpoint rule as ``endpoint`` holds.
+    public var stsEndpoint: String?
     /// Credentials count as expired this long before their expiration. Default 120 s.
     public var expiryMargin: Duration
     /// Time allowed to connect (TCP and TLS) in one attempt. Default 10 s.
@@ -56,6 +61,7 @@ public struct FederationConfiguration: Sendable, Hashable {
         accountId: String? = nil,
         region: String? = nil,
         endpoint: String? = nil,
+        stsEndpoint: String? = nil,
         expiryMargin: Duration = .seconds(120),
         connectTimeout: Duration = .seconds(10),
         requestTimeout: Duration = .seconds(30),
@@ -71,6 +77,7 @@ public struct FederationConfiguration: Sendable, Hashable {
         self.accountId = accountId
         self.region = region
         self.endpoint = endpoint
+        self.stsEndpoint = stsEndpoint
         self.expiryMargin = expiryMargin
         self.connectTimeout = connectTimeout
         self.requestTimeout = requestTimeout
@@ -132,6 +139,22 @@ extension FederationConfiguration {
         }
         let suffix = region.hasPrefix("cn-") ? "amazonaws.com.cn" : "amazonaws.com"
         return "https://cognito-identity.\(region).\(suffix)/"
+    }
+
+    /// The STS endpoint by precedence: explicit, `AWS_ENDPOINT_URL_STS`, `AWS_ENDPOINT_URL`, then AWS's regional one.
+    func resolvedSTSEndpoint(environment: [String: String]) throws(FederationError) -> String {
+        let region = try resolvedRegion()
+        let candidates: [(String, String?)] = [
+            ("the configured STS endpoint", stsEndpoint),
+            ("AWS_ENDPOINT_URL_STS", environment["AWS_ENDPOINT_URL_STS"]),
+            ("AWS_ENDPOINT_URL", environment["AWS_ENDPOINT_URL"]),
+        ]
+        for (source, value) in candidates {
+            guard let value, !value.isEmpty else { continue }
+            return try EndpointRule.check(value, source: source, allowInsecure: allowInsecureEndpoint)
+        }
+        let suffix = region.hasPrefix("cn-") ? "amazonaws.com.cn" : "amazonaws.com"
+        return "https://sts.\(region).\(suffix)/"
     }
 
     private static func isPlausibleRegion(_ text: String) -> Bool {

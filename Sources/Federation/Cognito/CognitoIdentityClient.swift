@@ -129,88 +129,14 @@ struct CognitoIdentityClient: Sendable {
             ("Accept", "application/json"),
         ]
         let request = HTTPRequest(method: "POST", url: endpoint, headers: headers, body: body, limits: limits)
-        var operationLogger = logger
-        operationLogger[metadataKey: "broker.operation"] = .string(operation)
-        let attemptLogger = operationLogger
-
-        do {
-            return try await retry.run(
-                deadline: deadline,
-                logger: operationLogger,
-                operation: { attempt in
-                    try await attemptOnce(
-                        request, operation: operation, secrets: secrets, deadline: deadline,
-                        signer: signer, attempt: attempt, logger: attemptLogger)
-                },
-                classify: { error in
-                    guard let failure = error as? AttemptFailure else { return (.doNotRetry, nil) }
-                    return (failure.disposition, failure.retryAfter)
-                }
-            )
-        } catch let failure as AttemptFailure {
-            throw failure.error
-        } catch is CancellationError {
-            throw FederationError(code: .cancelled, message: "\(operation) was cancelled", operation: operation)
-        } catch let error as FederationError {
-            throw error
-        } catch {
-            throw FederationError(code: .network, message: "\(operation) failed: \(type(of: error))", operation: operation)
-        }
-    }
-
-    private func attemptOnce<Output: Decodable>(
-        _ baseRequest: HTTPRequest,
-        operation: String,
-        secrets: [String],
-        deadline: ContinuousClock.Instant,
-        signer: SigV4Signer?,
-        attempt: Int,
-        logger: Logger
-    ) async throws -> Output {
-        let remaining = ContinuousClock.now.duration(to: deadline)
-        guard remaining > .zero else {
-            throw AttemptFailure(
-                error: FederationError(code: .timedOut, message: "\(operation) ran past the federation timeout", operation: operation),
-                disposition: .doNotRetry
-            )
-        }
-        var request = baseRequest
-        request.attempt = attempt
-        request.limits.requestTimeout = min(request.limits.requestTimeout, remaining)
-        // Signed per attempt: the signature covers the attempt's timestamp.
-        if let signer {
-            do {
-                try signer.sign(&request, at: Date())
-            } catch {
-                throw AttemptFailure(error: error, disposition: .doNotRetry)
+        return try await ServiceCaller(transport: transport, retry: retry).send(
+            request, operation: operation, secrets: secrets, deadline: deadline, signer: signer, logger: logger,
+            decodeError: { response in CognitoErrorDecoder.decode(response: response, operation: operation, redacting: secrets) },
+            classify: Self.disposition(for:),
+            decodeOutput: { (body) throws(FederationError) -> Output in
+                try CognitoResponseDecoder.decode(Output.self, from: body, operation: operation)
             }
-        }
-        logger.trace("sending request", metadata: ["broker.attempt": "\(attempt)"])
-
-        let response: HTTPResponse
-        do {
-            response = try await transport.send(request)
-        } catch let error as TransportError {
-            // libcurl's messages can quote what the peer sent; scrub them like service messages.
-            var failure = AttemptFailure(transportError: error, operation: operation)
-            failure.error = failure.error.redacted(by: SecretRedactor(secrets: secrets))
-            throw failure
-        }
-        logger.trace("received response", metadata: ["broker.status": "\(response.status)", "broker.attempt": "\(attempt)"])
-
-        guard (200..<300).contains(response.status) else {
-            let error = CognitoErrorDecoder.decode(response: response, operation: operation, redacting: secrets)
-            throw AttemptFailure(
-                error: error,
-                disposition: Self.disposition(for: error),
-                retryAfter: RetryRunner.retryAfterHint(headers: response.headers, now: Date())
-            )
-        }
-        do {
-            return try CognitoResponseDecoder.decode(Output.self, from: response.body, operation: operation)
-        } catch {
-            throw AttemptFailure(error: error, disposition: .doNotRetry)
-        }
+        )
     }
 
     static func disposition(for error: FederationError) -> RetryDisposition {
@@ -218,54 +144,6 @@ struct CognitoIdentityClient: Sendable {
         case .throttled: .throttling
         case .serviceUnavailable: error.httpStatus.map { [500, 502, 503, 504].contains($0) } ?? true ? .transient : .doNotRetry
         default: .doNotRetry
-        }
-    }
-}
-
-/// One failed attempt, with what the retry runner needs to decide.
-struct AttemptFailure: Error, Sendable {
-    var error: FederationError
-    var disposition: RetryDisposition
-    var retryAfter: Duration?
-
-    init(error: FederationError, disposition: RetryDisposition, retryAfter: Duration? = nil) {
-        self.error = error
-        self.disposition = disposition
-        self.retryAfter = retryAfter
-    }
-
-    init(transportError: TransportError, operation: String) {
-        switch transportError.kind {
-        case .timedOut:
-            self.init(
-                error: FederationError(code: .timedOut, message: "\(operation) timed out: \(transportError.message)", operation: operation, curlCode: transportError.curlCode),
-                disposition: .timeout
-            )
-        case .connectFailed, .connectionLost:
-            self.init(
-                error: FederationError(code: .network, message: "\(operation) could not reach the identity service: \(transportError.message)", operation: operation, curlCode: transportError.curlCode),
-                disposition: .transient
-            )
-        case .responseTooLarge:
-            self.init(
-                error: FederationError(code: .invalidResponse, message: "\(operation) returned a body larger than the response cap", operation: operation, curlCode: transportError.curlCode),
-                disposition: .doNotRetry
-            )
-        case .tlsFailed:
-            self.init(
-                error: FederationError(code: .network, message: "\(operation) failed TLS verification of the identity service: \(transportError.message)", operation: operation, curlCode: transportError.curlCode),
-                disposition: .doNotRetry
-            )
-        case .invalidRequest:
-            self.init(
-                error: FederationError(code: .invalidConfiguration, message: "\(operation) could not be sent: \(transportError.message); check the endpoint", operation: operation, curlCode: transportError.curlCode),
-                disposition: .doNotRetry
-            )
-        case .other:
-            self.init(
-                error: FederationError(code: .network, message: "\(operation) failed: \(transportError.message)", operation: operation, curlCode: transportError.curlCode),
-                disposition: .doNotRetry
-            )
         }
     }
 }

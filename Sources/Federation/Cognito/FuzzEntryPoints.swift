@@ -5,7 +5,7 @@ import Foundation
 #endif
 
 /// Entry points for the `broker-fuzz` target (`Fuzz/BrokerFuzz`), which feeds
-/// them arbitrary bytes: response decoding, error decoding, `Retry-After`
+/// them arbitrary bytes: response decoding (JSON and STS's XML), error decoding, `Retry-After`
 /// parsing, JWT parsing and the CLI's token reading, the code that reads what a hostile or broken
 /// server (or caller) hands the library.
 ///
@@ -22,6 +22,25 @@ package enum FuzzEntryPoints {
         decodeError(bytes)
         parseJWT(bytes)
         readToken(bytes)
+        decodeSTS(bytes)
+    }
+
+    /// Decodes `bytes` as an STS success and as an STS error body (the classic flow's XML).
+    ///
+    /// Invariants: a failure is `invalidResponse` naming no part of the sentinel secret;
+    /// a success has non-empty credentials; an error carries the status it was given.
+    package static func decodeSTS(_ bytes: [UInt8]) {
+        let redactor = SecretRedactor(secrets: [sentinelSecret])
+        do {
+            let output = try STSResponseDecoder.assumedRole(from: bytes, redactor: redactor)
+            precondition(!output.credentials.accessKeyId.isEmpty && !output.credentials.secretAccessKey.isEmpty, "empty STS credentials")
+        } catch {
+            precondition(error.code == .invalidResponse, "STS decoding failed with \(error.code)")
+            precondition(!redactor.matches(error.message), "an STS decoding error quotes the secret")
+        }
+        let error = STSErrorDecoder.decode(response: HTTPResponse(status: 400, body: bytes), operation: "AssumeRoleWithWebIdentity", redacting: [sentinelSecret])
+        precondition(error.httpStatus == 400, "status lost")
+        precondition(!redactor.matches(error.description), "an STS error quotes the secret")
     }
 
     /// Reads `bytes` as the CLI reads a token file, then checks the token as

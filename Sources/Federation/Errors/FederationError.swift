@@ -35,13 +35,16 @@ public struct FederationError: Error, Sendable {
             case storage
             case sessionConflict
             case cryptoFailure
+            case regionDisabled
         }
 
         private let base: Base
 
         private init(_ base: Base) { self.base = base }
 
-        /// The provider token was rejected, or the login does not match the identity (`NotAuthorizedException`).
+        /// The provider token was rejected, or the login does not match the identity (`NotAuthorizedException`);
+        /// in the classic flow, STS refused to assume the role (`AccessDenied`, `IDPRejectedClaim`,
+        /// `InvalidIdentityToken`, `ExpiredTokenException`).
         public static let notAuthorized = Code(.notAuthorized)
         /// The identity is gone or disabled; the session is now ``SessionState/terminated``.
         public static let identityTerminated = Code(.identityTerminated)
@@ -49,15 +52,17 @@ public struct FederationError: Error, Sendable {
         public static let resourceNotFound = Code(.resourceNotFound)
         /// The request conflicts with the resource's state (`ResourceConflictException`).
         public static let resourceConflict = Code(.resourceConflict)
-        /// The service throttled the caller (`TooManyRequestsException`, HTTP 429) and retries ran out.
+        /// The service throttled the caller (`TooManyRequestsException`, STS `Throttling`, HTTP 429) and retries ran out.
         public static let throttled = Code(.throttled)
         /// An account limit was reached (`LimitExceededException`).
         public static let limitExceeded = Code(.limitExceeded)
-        /// The service rejected a parameter (`InvalidParameterException`).
+        /// The service rejected a parameter (`InvalidParameterException`); in the classic flow, the
+        /// session policy (`MalformedPolicyDocument`, `PackedPolicyTooLarge`).
         public static let invalidParameter = Code(.invalidParameter)
         /// The pool's roles or providers are misconfigured (`InvalidIdentityPoolConfigurationException`).
         public static let invalidIdentityPoolConfiguration = Code(.invalidIdentityPoolConfiguration)
-        /// The identity provider behind the token failed (`ExternalServiceException`).
+        /// The identity provider behind the token failed (`ExternalServiceException`, STS
+        /// `IDPCommunicationError`, which is retried).
         public static let externalService = Code(.externalService)
         /// The developer user is already linked elsewhere (`DeveloperUserAlreadyRegisteredException`).
         public static let developerUserAlreadyRegistered = Code(.developerUserAlreadyRegistered)
@@ -88,6 +93,10 @@ public struct FederationError: Error, Sendable {
         /// ``FederationError/keystoreError`` holds the `cryptoFailure` error and its OpenSSL code.
         public static let cryptoFailure = Code(.cryptoFailure)
 
+        /// STS is not activated in the region for the account that owns the role
+        /// (`RegionDisabledException`): activate it in IAM's account settings or use another region.
+        public static let regionDisabled = Code(.regionDisabled)
+
         /// Every code, so tests can prove each one is handled (a new code cannot fall through).
         package static var allCases: [Code] { Base.allCases.map(Code.init) }
 
@@ -99,7 +108,7 @@ public struct FederationError: Error, Sendable {
     public var code: Code
     /// What went wrong and what to do, in one sentence. Never holds a secret.
     public var message: String
-    /// The Cognito operation that failed, e.g. `GetCredentialsForIdentity`.
+    /// The operation that failed, e.g. `GetCredentialsForIdentity` or `AssumeRoleWithWebIdentity`.
     public var operation: String?
     /// The service's error type as sent (e.g. `NotAuthorizedException`), kept raw for unknown types.
     public var serviceErrorType: String?

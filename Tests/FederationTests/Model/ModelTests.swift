@@ -90,7 +90,7 @@ final class ModelTests: XCTestCase {
             .notAuthorized, .identityTerminated, .resourceNotFound, .resourceConflict, .throttled, .limitExceeded, .invalidParameter,
             .invalidIdentityPoolConfiguration, .externalService, .developerUserAlreadyRegistered, .serviceError, .serviceUnavailable,
             .timedOut, .network, .invalidResponse, .invalidToken, .invalidConfiguration, .cancelled, .noValidCredentials, .storage,
-            .sessionConflict, .cryptoFailure,
+            .sessionConflict, .cryptoFailure, .regionDisabled,
         ]
         let codes = FederationError.Code.allCases
         XCTAssertEqual(Set(named), Set(codes), "every public code is listed here, and no other")

@@ -5,7 +5,8 @@ import Synchronization
 /// Cognito Identity on a ``LoopbackHTTPServer``, reached through libcurl, with a
 /// script of faults per operation.
 ///
-/// Requests are routed by `X-Amz-Target`. Each operation answers from its
+/// Requests are routed by `X-Amz-Target`, and STS's form-encoded ones (the classic
+/// flow) by their `Action`. Each operation answers from its
 /// queue of scripted responses first, then from its fallback when one is set
 /// (``always(_:for:)``), else with a success: GetId returns ``identityId``;
 /// GetCredentialsForIdentity returns the requested identity with fresh
@@ -17,6 +18,8 @@ final class FaultyCognito: Sendable {
     enum Operation: String, Sendable {
         case getId = "GetId"
         case getCredentialsForIdentity = "GetCredentialsForIdentity"
+        case getOpenIdToken = "GetOpenIdToken"
+        case assumeRoleWithWebIdentity = "AssumeRoleWithWebIdentity"
     }
 
     /// One request as the server saw it.
@@ -27,6 +30,8 @@ final class FaultyCognito: Sendable {
     }
 
     static let identityId = "us-east-1:0000aaaa-1111-2222-3333-444455556666"
+    /// The Cognito OpenID token GetOpenIdToken hands out.
+    static let openIdToken = "eyJraWQiOiJyZWxpYWJpbGl0eSJ9.eyJzdWIiOiJyZWxpYWJpbGl0eSJ9.UmVsaWFiaWxpdHlPcGVuSWRTaWduYXR1cmU"
 
     let server: LoopbackHTTPServer
     private let script: Script
@@ -90,6 +95,14 @@ final class FaultyCognito: Sendable {
         """
     }
 
+    /// An `AssumeRoleWithWebIdentity` success body.
+    static func assumedRoleBody(accessKeyId: String, expiration: Date) -> String {
+        FakeCognito.assumedRoleBody(
+            roleArn: "arn:aws:sts::123456789012:assumed-role/ClassicRole/alice", subject: identityId, accessKeyId: accessKeyId,
+            secretAccessKey: "rEliAbIlItYsTsSeCrEt/\(accessKeyId)", sessionToken: "rEliAbIlItYsTsToKeN//\(accessKeyId)",
+            expirationLiteral: FakeCognito.iso8601(expiration))
+    }
+
     /// `{"__type": type, "message": message}`.
     static func errorBody(_ type: String, message: String = "scripted") -> String {
         #"{"__type":"\#(type)","message":"\#(message)"}"#
@@ -110,7 +123,10 @@ final class FaultyCognito: Sendable {
 
         func respond(to request: RecordedRequest) -> ScriptedResponse {
             let target = request.header("X-Amz-Target") ?? ""
-            let operation = target.split(separator: ".").last.map(String.init) ?? target
+            var operation = target.split(separator: ".").last.map(String.init) ?? target
+            if target.isEmpty, let action = request.bodyText.split(separator: "&").first(where: { $0.hasPrefix("Action=") }) {
+                operation = String(action.dropFirst("Action=".count))
+            }
             let arrival = Arrival(operation: operation, time: .now, connectionID: request.connectionID)
             let (scripted, issued, closes) = state.withLock { state -> (ScriptedResponse?, Int, Bool) in
                 state.arrivals.append(arrival)
@@ -139,6 +155,11 @@ final class FaultyCognito: Sendable {
                     identityId: identityId,
                     accessKeyId: "ASIARELIABILITY\(issued)",
                     expiration: Date().addingTimeInterval(3600)))
+            case Operation.getOpenIdToken.rawValue:
+                return .json(#"{"IdentityId":"\#(FaultyCognito.identityId)","Token":"\#(FaultyCognito.openIdToken)"}"#)
+            case Operation.assumeRoleWithWebIdentity.rawValue:
+                return .respond(headers: [("Content-Type", "text/xml")], text: FaultyCognito.assumedRoleBody(
+                    accessKeyId: "ASIASTSRELIABLE\(issued)", expiration: Date().addingTimeInterval(3600)))
             default:
                 return .json(status: 400, FaultyCognito.errorBody("UnknownOperationException"))
             }

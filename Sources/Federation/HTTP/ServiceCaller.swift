@@ -1,0 +1,120 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import Logging
+
+/// Sends one AWS operation with the standard retry mode until a deadline: what the
+/// Cognito Identity and STS clients share (transport, retry quota, per-attempt timeout
+/// cut to the time left, scrubbing of libcurl's messages). Each protocol brings its
+/// own error and output decoding.
+struct ServiceCaller: Sendable {
+    let transport: any HTTPTransport
+    let retry: RetryRunner
+
+    /// Sends `request` for `operation`, retrying what `classify` allows until `deadline`.
+    ///
+    /// - Parameters:
+    ///   - secrets: everything in the request that must never come back in an error.
+    ///   - decodeError: turns a non-2xx answer into an error (already scrubbed of `secrets`).
+    ///   - classify: whether an error from `decodeError` is retried.
+    ///   - decodeOutput: reads a 2xx body.
+    func send<Output: Sendable>(
+        _ request: HTTPRequest,
+        operation: String,
+        secrets: [String],
+        deadline: ContinuousClock.Instant,
+        signer: SigV4Signer? = nil,
+        logger: Logger,
+        decodeError: @escaping @Sendable (HTTPResponse) -> FederationError,
+        classify: @escaping @Sendable (FederationError) -> RetryDisposition,
+        decodeOutput: @escaping @Sendable ([UInt8]) throws(FederationError) -> Output
+    ) async throws(FederationError) -> Output {
+        var operationLogger = logger
+        operationLogger[metadataKey: "broker.operation"] = .string(operation)
+        let attemptLogger = operationLogger
+        do {
+            return try await retry.run(
+                deadline: deadline,
+                logger: operationLogger,
+                operation: { attempt in
+                    try await attemptOnce(
+                        request, operation: operation, secrets: secrets, deadline: deadline, signer: signer,
+                        attempt: attempt, logger: attemptLogger,
+                        decodeError: decodeError, classify: classify, decodeOutput: decodeOutput)
+                },
+                classify: { error in
+                    guard let failure = error as? AttemptFailure else { return (.doNotRetry, nil) }
+                    return (failure.disposition, failure.retryAfter)
+                }
+            )
+        } catch let failure as AttemptFailure {
+            throw failure.error
+        } catch is CancellationError {
+            throw FederationError(code: .cancelled, message: "\(operation) was cancelled", operation: operation)
+        } catch let error as FederationError {
+            throw error
+        } catch {
+            throw FederationError(code: .network, message: "\(operation) failed: \(type(of: error))", operation: operation)
+        }
+    }
+
+    private func attemptOnce<Output>(
+        _ baseRequest: HTTPRequest,
+        operation: String,
+        secrets: [String],
+        deadline: ContinuousClock.Instant,
+        signer: SigV4Signer?,
+        attempt: Int,
+        logger: Logger,
+        decodeError: (HTTPResponse) -> FederationError,
+        classify: (FederationError) -> RetryDisposition,
+        decodeOutput: ([UInt8]) throws(FederationError) -> Output
+    ) async throws -> Output {
+        let remaining = ContinuousClock.now.duration(to: deadline)
+        guard remaining > .zero else {
+            throw AttemptFailure(
+                error: FederationError(code: .timedOut, message: "\(operation) ran past the federation timeout", operation: operation),
+                disposition: .doNotRetry
+            )
+        }
+        var request = baseRequest
+        request.attempt = attempt
+        request.limits.requestTimeout = min(request.limits.requestTimeout, remaining)
+        // Signed per attempt: the signature covers the attempt's timestamp.
+        if let signer {
+            do {
+                try signer.sign(&request, at: Date())
+            } catch {
+                throw AttemptFailure(error: error, disposition: .doNotRetry)
+            }
+        }
+        logger.trace("sending request", metadata: ["broker.attempt": "\(attempt)"])
+
+        let response: HTTPResponse
+        do {
+            response = try await transport.send(request)
+        } catch let error as TransportError {
+            // libcurl's messages can quote what the peer sent; scrub them like service messages.
+            var failure = AttemptFailure(transportError: error, operation: operation)
+            failure.error = failure.error.redacted(by: SecretRedactor(secrets: secrets))
+            throw failure
+        }
+        logger.trace("received response", metadata: ["broker.status": "\(response.status)", "broker.attempt": "\(attempt)"])
+
+        guard (200..<300).contains(response.status) else {
+            let error = decodeError(response)
+            throw AttemptFailure(
+                error: error,
+                disposition: classify(error),
+                retryAfter: RetryRunner.retryAfterHint(headers: response.headers, now: Date())
+            )
+        }
+        do {
+            return try decodeOutput(response.body)
+        } catch {
+            throw AttemptFailure(error: error, disposition: .doNotRetry)
+        }
+    }
+}
