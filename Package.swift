@@ -174,6 +174,17 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .executableTarget(
+            name: "sample-jobs",
+            dependencies: [
+                "Federation",
+                "CredentialServer",
+                "SampleSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Samples/JobRunner",
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
             name: "sample-classic",
             dependencies: [
                 "Federation",

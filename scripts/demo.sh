@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD_DIR=${IDENTITY_BROKER_BUILD_DIR:-.build}
-PRODUCTS=(sample-oidc sample-guest sample-classic sample-developer sample-migration sample-observe federate)
+PRODUCTS=(sample-oidc sample-guest sample-classic sample-developer sample-migration sample-observe sample-jobs federate)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/identity-broker-demo.XXXXXX")
 MOTO_PID=""
 STEP=0
@@ -180,6 +180,9 @@ run "$BIN/sample-migration" "${COMMON[@]}" --keystore "$WORK/migration-keystore"
 
 step "observing session states, expiry included (sample-observe)"
 run "$BIN/sample-observe" "${COMMON[@]}" --expiry-margin 88
+
+step "a job runner: one child per end user on credentials from a credential server (sample-jobs)"
+run "$BIN/sample-jobs" "${COMMON[@]}" --sts-endpoint "$ENDPOINT" --role-arn arn:aws:iam::123456789012:role/Jobs
 
 step "the federate CLI: login, status, credentials (secrets redacted here)"
 export IDENTITY_BROKER_KEYSTORE="$WORK/cli-keystore"
