@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what IdentityBroker needs on Debian/Ubuntu: the libcurl, OpenSSL and SQLite
-# development packages, and moto's server for the interop tests and the demo.
+# development packages, PostgreSQL (the fleet engine's tests start their own server),
+# moto's server for the interop tests and the demo, and boto3 and the AWS CLI as real
+# consumers of credential_process and the credential server.
 # Safe to run again; it only installs what is missing.
 set -euo pipefail
 
@@ -9,7 +11,7 @@ sudo_if_needed() {
 }
 
 missing=()
-for package in libcurl4-openssl-dev libssl-dev libsqlite3-dev; do
+for package in libcurl4-openssl-dev libssl-dev libsqlite3-dev postgresql; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -24,11 +26,11 @@ if ! command -v python3 >/dev/null || ! python3 -m pip --version >/dev/null 2>&1
     sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-pip >/dev/null
 fi
 
-if ! python3 -c 'import moto.server, flask, flask_cors, boto3' 2>/dev/null; then
-    echo "setup: installing moto[server]" >&2
+if ! python3 -c 'import moto.server, flask, flask_cors, boto3' 2>/dev/null || ! command -v aws >/dev/null; then
+    echo "setup: installing moto[server], boto3 and the AWS CLI" >&2
     # A Debian-managed python3 refuses plain pip installs (PEP 668); the tests and
     # the demo run `python3 -m moto.server`, so install for this user in that case.
-    python3 -m pip install --quiet --disable-pip-version-check "moto[server]" boto3 2>/dev/null \
-        || python3 -m pip install --quiet --disable-pip-version-check --user --break-system-packages "moto[server]" boto3
+    python3 -m pip install --quiet --disable-pip-version-check "moto[server]" boto3 awscli 2>/dev/null \
+        || python3 -m pip install --quiet --disable-pip-version-check --user --break-system-packages "moto[server]" boto3 awscli
 fi
-echo "setup: libcurl, OpenSSL, SQLite and moto are ready" >&2
+echo "setup: libcurl, OpenSSL, SQLite, PostgreSQL, moto, boto3 and the AWS CLI are ready" >&2
