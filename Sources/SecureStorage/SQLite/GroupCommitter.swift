@@ -22,7 +22,7 @@ final class GroupCommitter: Sendable {
 
     /// Queue-confined counters.
     private final class QueueState: @unchecked Sendable {
-        var commitsSinceTrim = 0
+        var rowsSinceTrim = 0
     }
 
     private let queue: DispatchQueue
@@ -105,7 +105,7 @@ final class GroupCommitter: Sendable {
                 return (applied, lastSequence)
             }
             onCommit(changed, lastSequence)
-            trimIfDue()
+            trimIfDue(added: changed.count)
             return applied.map { .success($0) }
         } catch {
             guard group.count > 1 else { return [.failure(error)] }
@@ -146,11 +146,13 @@ final class GroupCommitter: Sendable {
         }
     }
 
-    /// Keeps the change log near `retention` rows; a failed trim is retried at the next one.
-    private func trimIfDue() {
-        queueState.commitsSinceTrim += 1
-        guard queueState.commitsSinceTrim >= trimInterval else { return }
-        queueState.commitsSinceTrim = 0
+    /// Keeps the change log near `retention` rows: trimmed once a tenth of `retention` rows
+    /// were added (counting rows, not commits, so large batches cannot grow the log far past
+    /// it); a failed trim is retried at the next commit.
+    private func trimIfDue(added: Int) {
+        queueState.rowsSinceTrim += added
+        guard queueState.rowsSinceTrim >= trimInterval else { return }
+        queueState.rowsSinceTrim = 0
         try? connection.withStatement(StoreSchema.trimChanges) { statement throws(KeystoreError) in
             try statement.bind(1, int64: Int64(retention))
             _ = try statement.step()
