@@ -54,6 +54,13 @@ func storedSession(_ name: String, index: Int, credentials: AWSCredentials) thro
         session: name, identityId: identityId, provider: "graph.facebook.com", credentials: credentials)
 }
 
+/// User + system CPU seconds of this process so far.
+func processCPUSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+}
+
 /// Bytes of a sealed stored session: its JSON plus AES-GCM's version, nonce and tag.
 func sealedSessionSize() throws -> Int {
     try storedSession("u0", index: 0, credentials: benchCredentials()).value.count + 1 + 12 + 16
@@ -99,11 +106,14 @@ struct StorageThroughput: AsyncParsableCommand {
     @Option(help: "Rounds; medians are printed.") var repeats = 3
     @Option(help: "Appends+fdatasync of the floor per round (0: no floor).") var floorItems = 0
 
-    func timedRun(_ client: FederationClient, round: Int) async throws -> Double {
+    /// Federations per second, and this process's CPU time (user + system) per federation in µs.
+    func timedRun(_ client: FederationClient, round: Int) async throws -> (rate: Double, cpu: Double) {
         try await federateAll(client, prefix: "w\(round)-", count: warmup, concurrency: concurrency)
+        let cpuStart = processCPUSeconds()
         let start = monotonicSeconds()
         try await federateAll(client, prefix: "u\(round)-", count: federations, concurrency: concurrency)
-        return Double(federations) / (monotonicSeconds() - start)
+        let elapsed = monotonicSeconds() - start
+        return (Double(federations) / elapsed, (processCPUSeconds() - cpuStart) / Double(federations) * 1e6)
     }
 
     func run() async throws {
@@ -111,14 +121,20 @@ struct StorageThroughput: AsyncParsableCommand {
         var memoryRates: [Double] = []
         var sqliteRates: [Double] = []
         var floorRates: [Double] = []
+        var memoryCPU: [Double] = []
+        var sqliteCPU: [Double] = []
         for round in 0..<max(1, repeats) {
             let inMemory = try makeClient(endpoint: endpoint)
-            memoryRates.append(try await timedRun(inMemory, round: round))
+            let memoryRun = try await timedRun(inMemory, round: round)
+            memoryRates.append(memoryRun.rate)
+            memoryCPU.append(memoryRun.cpu)
 
             let root = "\(directory)/round\(round)"
             let keystore = try openSQLiteKeystore(root)
             let durable = try FederationClient(configuration: .init(identityPoolId: poolId, endpoint: endpoint), keystore: keystore)
-            sqliteRates.append(try await timedRun(durable, round: round))
+            let sqliteRun = try await timedRun(durable, round: round)
+            sqliteRates.append(sqliteRun.rate)
+            sqliteCPU.append(sqliteRun.cpu)
             let stored = try await keystore.keys().count
             precondition(stored == warmup + federations, "expected \(warmup + federations) stored sessions, got \(stored)")
             keystore.close()
@@ -127,11 +143,14 @@ struct StorageThroughput: AsyncParsableCommand {
                 floorRates.append(fdatasyncFloor(directory: directory, items: floorItems, recordBytes: recordBytes))
             }
             print("round \(round + 1), c = \(concurrency): in-memory \(fixed(1, memoryRates.last!)) fed/s, "
-                + "SQLite \(fixed(1, sqliteRates.last!)) fed/s"
+                + "SQLite \(fixed(1, sqliteRates.last!)) fed/s; CPU per federation in-memory \(fixed(1, memoryCPU.last!)) µs, "
+                + "SQLite \(fixed(1, sqliteCPU.last!)) µs"
                 + (floorItems > 0 ? ", floor \(fixed(1, floorRates.last!)) appends+fdatasync/s" : ""))
         }
         print("inmemory_fed_per_s \(fixed(1, median(memoryRates)))")
         print("sqlite_fed_per_s \(fixed(1, median(sqliteRates)))")
+        print("inmemory_cpu_us \(fixed(1, median(memoryCPU)))")
+        print("sqlite_cpu_us \(fixed(1, median(sqliteCPU)))")
         if floorItems > 0 { print("floor_per_s \(fixed(1, median(floorRates)))") }
         print("record_bytes \(recordBytes)")
         print(fixed(1, median(sqliteRates)))
