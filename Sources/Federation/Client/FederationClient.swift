@@ -334,6 +334,7 @@ public actor FederationClient {
     /// and of any session another client sharing the keystore changes.
     public func allStateUpdates() -> AsyncStream<SessionEvent> {
         startChangeFeed()
+        announceDueExpiries()
         return broadcaster.streamForAll()
     }
 }
