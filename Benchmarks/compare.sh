@@ -13,6 +13,17 @@
 #   MIGRATE_ITEMS=N      items to migrate (default 10000)
 #   DURABLE_ITEMS=N      durable sets per round, keystore and floor alike (default 300)
 #   SKIP_BUILD=1         use the binaries already in .build-bench
+#   STORAGE_FEDERATIONS=N  federations per durable run at concurrency 1 (default 3000; c = 64
+#                        uses FEDERATIONS); FLOOR_ITEMS=N appends+fdatasync per floor round (500)
+#   STARTUP_SESSIONS=N   saved sessions for the start-up figure (default 100000)
+#   MEMORY_SESSIONS=N    saved sessions for the resident-memory figure (default 1000000);
+#   MEMORY_TOUCH=N / MEMORY_CACHE=N  distinct sessions read through the client / its cache
+#                        capacity (default 50000 / 10000)
+#   SQLITE_MIGRATE_ITEMS=N  items for SQLiteKeystore.migrate (default 10000)
+#   SKIP_STORAGE=1       skip the SQLite keystore figures (issue 10); they are then null
+#
+# The SQLite figures (issue 10) need ~2 GB free on the project's disk for the 1,000,000
+# seeded sessions (removed afterwards).
 #
 # Floor (d): the curl tool (libcurl's own driver) with --parallel --parallel-max C over a
 # generated config of 2N requests with the same headers and bodies, output discarded, no
@@ -26,6 +37,13 @@ SESSIONS_SMALL=${SESSIONS_SMALL:-1000}
 SESSIONS_LARGE=${SESSIONS_LARGE:-10000}
 MIGRATE_ITEMS=${MIGRATE_ITEMS:-10000}
 DURABLE_ITEMS=${DURABLE_ITEMS:-300}
+STORAGE_FEDERATIONS=${STORAGE_FEDERATIONS:-3000}
+FLOOR_ITEMS=${FLOOR_ITEMS:-500}
+STARTUP_SESSIONS=${STARTUP_SESSIONS:-100000}
+MEMORY_SESSIONS=${MEMORY_SESSIONS:-1000000}
+MEMORY_TOUCH=${MEMORY_TOUCH:-50000}
+MEMORY_CACHE=${MEMORY_CACHE:-10000}
+SQLITE_MIGRATE_ITEMS=${SQLITE_MIGRATE_ITEMS:-10000}
 SCRATCH=$ROOT/.build-bench
 BIN=$SCRATCH/release
 
@@ -264,13 +282,72 @@ R[migrate]=$("$BIN/broker-bench" migrate --directory "$MIG_DIR" --items "$MIGRAT
 log "  ${R[migrate]} s"
 rm -rf "$KS_DIR"
 
+# ---------------------------------------------------------------- SQLite keystore (issue 10)
+# A FederationClient on a durable SQLiteKeystore against the same client with no keystore
+# (InMemoryKeystore), alternating in one process per concurrency (3 rounds, medians); at
+# c = 1 each round also times the durability floor: append one sealed-session-sized record
+# to a file and fdatasync it. Then start-up and resident memory over many saved sessions
+# (seeded with KeystoreBatches of 10,000 straight through SQLiteKeystore.commit: set-up, not
+# measured), and SQLiteKeystore.migrate. All on the project's disk, like a real keystore.
+if [ "${SKIP_STORAGE:-0}" != 1 ]; then
+    SQL_DIR="$ROOT/.build-bench/sqlite-bench"
+    rm -rf "$SQL_DIR"; mkdir -p "$SQL_DIR"
+    field() { awk -v k="$1" '$1 == k { print $2 }'; }
+    for c in 1 64; do
+        n=$FEDERATIONS; floor_args=()
+        if [ "$c" = 1 ]; then n=$STORAGE_FEDERATIONS; floor_args=(--floor-items "$FLOOR_ITEMS"); fi
+        log "SQLite keystore vs in-memory, concurrency $c ($n federations per run)"
+        mkdir -p "$SQL_DIR/c$c"
+        out=$("$BIN/broker-bench" storage-throughput --endpoint "$ENDPOINT" --directory "$SQL_DIR/c$c" \
+            --concurrency "$c" --federations "$n" --repeats 3 "${floor_args[@]}" | tee /dev/stderr)
+        R[sqlite_c$c]=$(echo "$out" | field sqlite_fed_per_s)
+        R[inmemory_c$c]=$(echo "$out" | field inmemory_fed_per_s)
+        if [ "$c" = 1 ]; then
+            R[fdatasync_floor]=$(echo "$out" | field floor_per_s)
+            R[record_bytes]=$(echo "$out" | field record_bytes)
+        fi
+        rm -rf "$SQL_DIR/c$c"
+    done
+
+    log "start-up: seeding $STARTUP_SESSIONS sessions"
+    "$BIN/broker-bench" seed --directory "$SQL_DIR/startup" --sessions "$STARTUP_SESSIONS" | tee /dev/stderr >/dev/null
+    startups=()
+    for _ in $(seq 11); do
+        startups+=("$("$BIN/broker-bench" startup --directory "$SQL_DIR/startup" --session "s$((STARTUP_SESSIONS / 2))" | last_line)")
+    done
+    R[startup_ms]=$(printf '%s\n' "${startups[@]}" | median)
+    log "  open keystore + client + read one session: ${startups[*]} ms; median ${R[startup_ms]}"
+    rm -rf "$SQL_DIR/startup"
+
+    log "memory: seeding $MEMORY_SESSIONS sessions"
+    "$BIN/broker-bench" seed --directory "$SQL_DIR/memory" --sessions "$MEMORY_SESSIONS" | tee /dev/stderr >/dev/null
+    rss=()
+    for _ in 1 2 3; do
+        rss+=("$("$BIN/broker-bench" store-memory --directory "$SQL_DIR/memory" --touch "$MEMORY_TOUCH" --cache "$MEMORY_CACHE" \
+            | tee /dev/stderr | last_line)")
+    done
+    R[store_rss]=$(printf '%s\n' "${rss[@]}" | median)
+    rm -rf "$SQL_DIR/memory"
+
+    migrations=()
+    for round in 1 2 3; do
+        migrations+=("$("$BIN/broker-bench" sqlite-migrate --directory "$SQL_DIR/migrate$round" --items "$SQLITE_MIGRATE_ITEMS" | last_line)")
+        rm -rf "$SQL_DIR/migrate$round"
+    done
+    R[sqlite_migrate]=$(printf '%s\n' "${migrations[@]}" | median)
+    log "SQLiteKeystore.migrate of $SQLITE_MIGRATE_ITEMS items: ${migrations[*]} s; median ${R[sqlite_migrate]}"
+    rm -rf "$SQL_DIR"
+fi
+
 # ---------------------------------------------------------------- report
 python3 - "$FEDERATIONS" "$SESSIONS_SMALL" "$SESSIONS_LARGE" "$MIGRATE_ITEMS" "$CLI_VS_NOOP" "$CLI_MS" "$NOOP_MS" \
-    "$(for k in "${!R[@]}"; do printf '%s=%s\n' "$k" "${R[$k]}"; done)" <<'EOF'
+    "$(for k in "${!R[@]}"; do printf '%s=%s\n' "$k" "${R[$k]}"; done)" \
+    "$STARTUP_SESSIONS" "$MEMORY_SESSIONS" "$MEMORY_TOUCH" "$MEMORY_CACHE" "$SQLITE_MIGRATE_ITEMS" <<'EOF'
 import json, os, sys
 federations, small, large, migrate_items = (int(x) for x in sys.argv[1:5])
 cli_vs_noop, cli_ms, noop_ms = (None if x == "null" else float(x) for x in sys.argv[5:8])
 r = {k: float(v) for k, v in (line.split("=", 1) for line in sys.argv[8].splitlines() if line)}
+startup_sessions, memory_sessions, memory_touch, memory_cache, sqlite_migrate_items = (int(x) for x in sys.argv[9:14])
 
 def ratio(a, b):
     return round(r[a] / r[b], 3)
@@ -302,6 +379,28 @@ out["durable_sets_per_s"] = round(r["durable_set"], 1)
 out["durable_floor_per_s"] = round(r["durable_floor"], 1)
 out["keystore_get_us"] = round(r["get_us"], 2)
 out[f"migrate_{migrate_items // 1000}k_seconds"] = round(r["migrate"], 3)
+# Issue 10: the SQLite keystore behind the client (null when SKIP_STORAGE=1).
+def count(n):
+    return f"{n // 1_000_000}m" if n % 1_000_000 == 0 else f"{n // 1000}k" if n % 1000 == 0 else str(n)
+storage = "sqlite_c1" in r
+def value(key, digits=1, scale=1.0):
+    return round(r[key] * scale, digits) if key in r else None
+if storage:
+    # c = 1: durable federations can at best pay the in-memory federation plus one fdatasync.
+    bound_c1 = 1 / (1 / r["inmemory_c1"] + 1 / r["fdatasync_floor"])
+    out["sqlite_vs_inmemory_c64"] = round(r["sqlite_c64"] / r["inmemory_c64"], 3)
+    out["sqlite_vs_bound_c1"] = round(r["sqlite_c1"] / bound_c1, 3)
+    out["sqlite_c1_bound_fed_per_s"] = round(bound_c1, 1)
+else:
+    out["sqlite_vs_inmemory_c64"] = out["sqlite_vs_bound_c1"] = out["sqlite_c1_bound_fed_per_s"] = None
+for c in (1, 64):
+    out[f"sqlite_fed_per_s_c{c}"] = value(f"sqlite_c{c}")
+    out[f"inmemory_fed_per_s_c{c}"] = value(f"inmemory_c{c}")
+out["fdatasync_floor_per_s"] = value("fdatasync_floor")
+out["fdatasync_floor_record_bytes"] = value("record_bytes", 0)
+out[f"startup_{count(startup_sessions)}_sessions_ms"] = value("startup_ms", 2)
+out[f"rss_mb_{count(memory_sessions)}_saved_{count(memory_touch)}_read_{count(memory_cache)}_cache"] = value("store_rss", 1, 1 / 1e6)
+out[f"sqlite_migrate_{count(sqlite_migrate_items)}_seconds"] = value("sqlite_migrate", 3)
 out["federations"] = federations
 out["cpus"] = os.cpu_count()
 print(json.dumps(out, separators=(",", ":")))

@@ -5,6 +5,7 @@
 //   broker-bench keystore --directory DIR --items N                 get µs, durable sets/s
 //   broker-bench fsync-floor --directory DIR --items N              write+fsync+rename+dir-fsync/s
 //   broker-bench migrate --directory DIR --items N                  seconds to migrate N items
+//   (and the SQLite keystore modes in StorageBench.swift)
 //
 // Every mode prints its headline figure alone on its last line.
 
@@ -31,7 +32,10 @@ struct BrokerBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "broker-bench",
         abstract: "Benchmarks IdentityBroker against a canned Cognito endpoint and its keystore.",
-        subcommands: [Throughput.self, Memory.self, KeystoreBench.self, FsyncFloor.self, Migrate.self],
+        subcommands: [
+            Throughput.self, Memory.self, KeystoreBench.self, FsyncFloor.self, Migrate.self,
+            StorageThroughput.self, FdatasyncFloor.self, Seed.self, Startup.self, StoreMemory.self, SQLiteMigrate.self,
+        ],
         defaultSubcommand: Throughput.self
     )
 }

@@ -7,7 +7,7 @@ import Synchronization
 /// store for tests. It follows the protocol's semantics exactly (versioned writes, atomic
 /// batches, a change feed), so code written against it behaves the same on
 /// ``SQLiteKeystore``. Values are kept as given: there is no file to seal them for.
-public final class InMemoryKeystore: Keystore {
+public final class InMemoryKeystore: Keystore, WriterFilteringKeystore {
     /// The service name this keystore reports.
     public let service: String
     /// The access group this keystore reports.
@@ -18,9 +18,15 @@ public final class InMemoryKeystore: Keystore {
         var version: Int64?
     }
 
+    private struct Subscriber {
+        var continuation: AsyncStream<KeystoreChange>.Continuation
+        /// Changes committed by batches of this writer are not delivered.
+        var excludedWriter: UInt64?
+    }
+
     private struct State {
         var items: [String: Item] = [:]
-        var subscribers: [Int: AsyncStream<KeystoreChange>.Continuation] = [:]
+        var subscribers: [Int: Subscriber] = [:]
         var nextSubscriber = 0
     }
 
@@ -34,7 +40,7 @@ public final class InMemoryKeystore: Keystore {
 
     deinit {
         let subscribers = state.withLock { Array($0.subscribers.values) }
-        for subscriber in subscribers { subscriber.finish() }
+        for subscriber in subscribers { subscriber.continuation.finish() }
     }
 
     /// The value under `key`, or `nil`.
@@ -51,7 +57,7 @@ public final class InMemoryKeystore: Keystore {
     /// stored item has no version or one not greater than the new one.
     @discardableResult
     public func commit(_ batch: KeystoreBatch) async throws(KeystoreError) -> [Bool] {
-        let (applied, subscribers) = state.withLock { state -> ([Bool], [AsyncStream<KeystoreChange>.Continuation]) in
+        let (applied, subscribers) = state.withLock { state -> ([Bool], [Subscriber]) in
             var applied: [Bool] = []
             for operation in batch.operations {
                 switch operation {
@@ -70,8 +76,9 @@ public final class InMemoryKeystore: Keystore {
         }
         for (operation, wasApplied) in zip(batch.operations, applied) where wasApplied {
             for subscriber in subscribers {
+                if let excluded = subscriber.excludedWriter, excluded == batch.writer { continue }
                 // A full buffer drops the oldest change: say that track was lost.
-                if case .dropped = subscriber.yield(.item(operation.key)) { subscriber.yield(.all) }
+                if case .dropped = subscriber.continuation.yield(.item(operation.key)) { subscriber.continuation.yield(.all) }
             }
         }
         return applied
@@ -79,10 +86,18 @@ public final class InMemoryKeystore: Keystore {
 
     /// The keys this instance changes from now on.
     public func changes() -> AsyncStream<KeystoreChange> {
+        subscribe(excludingWriter: nil)
+    }
+
+    package func changes(excludingWriter writer: UInt64) -> AsyncStream<KeystoreChange> {
+        subscribe(excludingWriter: writer)
+    }
+
+    private func subscribe(excludingWriter writer: UInt64?) -> AsyncStream<KeystoreChange> {
         let (stream, continuation) = AsyncStream.makeStream(of: KeystoreChange.self, bufferingPolicy: .bufferingNewest(4096))
         let id = state.withLock { state in
             state.nextSubscriber += 1
-            state.subscribers[state.nextSubscriber] = continuation
+            state.subscribers[state.nextSubscriber] = Subscriber(continuation: continuation, excludedWriter: writer)
             return state.nextSubscriber
         }
         continuation.onTermination = { [weak self] _ in

@@ -22,6 +22,9 @@ public struct KeystoreBatch: Sendable {
     /// The operations, in the order they apply; implementations of ``Keystore`` read them.
     public private(set) var operations: [Operation] = []
 
+    /// Who wrote the batch, for ``WriterFilteringKeystore`` (package-internal; `nil` by default).
+    package var writer: UInt64?
+
     /// An empty batch.
     public init() {}
 

@@ -3,7 +3,7 @@ import Synchronization
 
 /// A ``Keystore`` wrapper for tests: counts reads and writes, and can make the store
 /// unreachable (every call fails with `storeUnavailable`) or fail only writes.
-package final class ScriptableKeystore: Keystore {
+package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
     package struct Counts: Sendable, Equatable {
         package var reads = 0
         package var lists = 0
@@ -61,4 +61,7 @@ package final class ScriptableKeystore: Keystore {
     }
 
     package func changes() -> AsyncStream<KeystoreChange> { base.changes() }
+    package func changes(excludingWriter writer: UInt64) -> AsyncStream<KeystoreChange> {
+        (base as? any WriterFilteringKeystore)?.changes(excludingWriter: writer) ?? base.changes()
+    }
 }

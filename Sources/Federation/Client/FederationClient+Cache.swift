@@ -120,7 +120,8 @@ extension FederationClient {
     /// Starts following the keystore's change feed, once.
     func startChangeFeed() {
         guard changeFeed == nil else { return }
-        let changes = store.keystore.changes()
+        // Our own commits are left out: this client applied each of them itself.
+        let changes = store.changesByOthers()
         changeFeed = Task { [weak self] in
             for await change in changes {
                 guard let self else { return }
@@ -191,11 +192,20 @@ extension FederationClient {
     private func expiryTimerFired() {
         expiryTimer = nil
         expiryTimerDue = nil
+        announceDueExpiries()
+    }
+
+    /// Announces the expiry of every cached session now due, and re-arms the timer for the
+    /// next one. Run when the timer fires and when someone subscribes (the clock may have
+    /// moved past a due time before the timer's sleep ends).
+    func announceDueExpiries() {
         let current = now()
         for entry in expirySchedule.popDue(now: current) where cache.peek(entry.session) != nil {
             tick(entry.session)
         }
-        if let next = expirySchedule.next { armExpiryTimer(due: next) }
+        if let next = expirySchedule.next, expiryTimer == nil || expiryTimerDue.map({ next < $0 }) ?? true {
+            armExpiryTimer(due: next)
+        }
     }
 
     /// Lets the clock act on `session`: announces an expiry and delivers a due reminder.

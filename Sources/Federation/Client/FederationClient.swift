@@ -471,6 +471,7 @@ public actor FederationClient {
     /// reminders (``SessionEvent/Kind/renewalDue(expiresAt:)``) of the sessions it holds.
     public func allStateUpdates() -> AsyncStream<SessionEvent> {
         startChangeFeed()
+        announceDueExpiries()
         return broadcaster.streamForAll()
     }
 

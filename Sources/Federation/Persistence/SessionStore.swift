@@ -10,6 +10,18 @@ struct SessionStore: Sendable {
     static let keyPrefix = "session."
 
     let keystore: any Keystore
+    /// Tags this store's batches, so its client's change feed can leave out the commits it
+    /// made itself (it already holds what it stored) instead of reading each one back.
+    let writer = KeystoreBatch.makeWriterTag()
+
+    /// The keystore's change feed without this store's own commits, where the keystore can
+    /// tell them apart; else every change (re-reading our own is redundant, not wrong).
+    func changesByOthers() -> AsyncStream<KeystoreChange> {
+        if let filtering = keystore as? any WriterFilteringKeystore {
+            return filtering.changes(excludingWriter: writer)
+        }
+        return keystore.changes()
+    }
 
     /// The session named by a keystore key, or `nil` for keys that are not sessions.
     static func session(forKey key: String) -> String? {
@@ -35,7 +47,7 @@ struct SessionStore: Sendable {
         var bytes = try record.storedBytes(session: session)
         defer { ProviderTokenText.wipe(&bytes) }
         do {
-            return try await keystore.set(bytes, forKey: Self.keyPrefix + session, version: record.storeVersion)
+            return try await commitTagged { $0.set(bytes, forKey: Self.keyPrefix + session, version: record.storeVersion) }.first ?? false
         } catch {
             throw Self.failure("save session '\(session)'", error)
         }
@@ -44,10 +56,20 @@ struct SessionStore: Sendable {
     /// Removes `session`, opened or not (a damaged item goes too); missing is fine.
     func remove(_ session: String) async throws(FederationError) {
         do {
-            try await keystore.remove(forKey: Self.keyPrefix + session)
+            try await commitTagged { $0.remove(forKey: Self.keyPrefix + session) }
         } catch {
             throw Self.failure("remove saved session '\(session)'", error)
         }
+    }
+
+    /// Commits one batch tagged with ``writer``. The batch (and its copy of a stored value)
+    /// is gone when this returns, so the caller's wipe of its bytes is the last copy's.
+    @discardableResult
+    private func commitTagged(_ build: (inout KeystoreBatch) -> Void) async throws(KeystoreError) -> [Bool] {
+        var batch = KeystoreBatch()
+        build(&batch)
+        batch.writer = writer
+        return try await keystore.commit(batch)
     }
 
     /// The names of every stored session, sorted.

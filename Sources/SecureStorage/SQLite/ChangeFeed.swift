@@ -12,9 +12,15 @@ import Synchronization
 /// never misses one committed after. Each subscriber buffers at most ``bufferSize`` changes; one
 /// that falls further behind loses the oldest and receives ``KeystoreChange/all``.
 final class ChangeFeed: Sendable {
+    private struct Subscriber: Sendable {
+        let continuation: AsyncStream<KeystoreChange>.Continuation
+        /// This instance's commits made solely by batches of this writer are not delivered.
+        let excludedWriter: UInt64?
+    }
+
     private struct State: @unchecked Sendable {
         // The timer is only touched under the lock; that is why the unchecked Sendable is sound.
-        var subscribers: [Int: AsyncStream<KeystoreChange>.Continuation] = [:]
+        var subscribers: [Int: Subscriber] = [:]
         var nextID = 0
         var timer: (any DispatchSourceTimer)?
         var knownSequence: Int64 = 0
@@ -40,13 +46,13 @@ final class ChangeFeed: Sendable {
         state.withLock { $0.knownSequence = knownSequence }
     }
 
-    func subscribe() -> AsyncStream<KeystoreChange> {
+    func subscribe(excludingWriter writer: UInt64? = nil) -> AsyncStream<KeystoreChange> {
         let (stream, continuation) = AsyncStream<KeystoreChange>.makeStream(bufferingPolicy: .bufferingNewest(Self.bufferSize))
         let id = state.withLock { state -> Int? in
             guard !state.closed else { return nil }
             let id = state.nextID
             state.nextID += 1
-            state.subscribers[id] = continuation
+            state.subscribers[id] = Subscriber(continuation: continuation, excludedWriter: writer)
             if state.timer == nil { state.timer = startPoller(from: state.knownSequence) }
             return id
         }
@@ -70,23 +76,26 @@ final class ChangeFeed: Sendable {
 
     /// Delivers this instance's own committed keys (no polling) and advances the sequence the
     /// next poller starts from.
-    func deliverLocal(_ keys: [String], lastSequence: Int64?) {
-        let subscribers = state.withLock { state -> [AsyncStream<KeystoreChange>.Continuation] in
+    func deliverLocal(_ changes: [CommittedChange], lastSequence: Int64?) {
+        let subscribers = state.withLock { state -> [Subscriber] in
             if let lastSequence { state.knownSequence = max(state.knownSequence, lastSequence) }
             return Array(state.subscribers.values)
         }
         for subscriber in subscribers {
-            for key in keys { Self.yield(.item(key), to: subscriber) }
+            for change in changes {
+                if let excluded = subscriber.excludedWriter, excluded == change.writer { continue }
+                Self.yield(.item(change.key), to: subscriber.continuation)
+            }
         }
     }
 
     private func deliver(_ changes: [KeystoreChange], sequence: Int64) {
-        let subscribers = state.withLock { state -> [AsyncStream<KeystoreChange>.Continuation] in
+        let subscribers = state.withLock { state -> [Subscriber] in
             state.knownSequence = max(state.knownSequence, sequence)
             return Array(state.subscribers.values)
         }
         for subscriber in subscribers {
-            for change in changes { Self.yield(change, to: subscriber) }
+            for change in changes { Self.yield(change, to: subscriber.continuation) }
         }
     }
 
@@ -101,7 +110,7 @@ final class ChangeFeed: Sendable {
 
     /// Ends every stream and stops the poller (its connection closes on its queue).
     func close() {
-        let (subscribers, timer) = state.withLock { state -> ([AsyncStream<KeystoreChange>.Continuation], (any DispatchSourceTimer)?) in
+        let (subscribers, timer) = state.withLock { state -> ([Subscriber], (any DispatchSourceTimer)?) in
             state.closed = true
             defer {
                 state.subscribers.removeAll()
@@ -110,7 +119,7 @@ final class ChangeFeed: Sendable {
             return (Array(state.subscribers.values), state.timer)
         }
         timer?.cancel()
-        for subscriber in subscribers { subscriber.finish() }
+        for subscriber in subscribers { subscriber.continuation.finish() }
         queue.sync {}
     }
 

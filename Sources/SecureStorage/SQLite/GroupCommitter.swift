@@ -6,11 +6,19 @@ import Synchronization
 ///
 /// The connection is used only on `queue` (a serial queue, off Swift's cooperative pool). When
 /// a group transaction fails, its batches are retried one by one, so a bad batch fails alone.
+/// A key one commit changed, and the writer tag of the batches that changed it when they all
+/// carried the same one (`nil`: untagged, or several writers).
+struct CommittedChange: Sendable {
+    let key: String
+    var writer: UInt64?
+}
+
 final class GroupCommitter: Sendable {
     typealias Completion = @Sendable (Result<[Bool], KeystoreError>) -> Void
 
     private struct Pending: Sendable {
         let operations: [SealedOperation]
+        let writer: UInt64?
         let completion: Completion
     }
 
@@ -22,7 +30,7 @@ final class GroupCommitter: Sendable {
 
     /// Queue-confined counters.
     private final class QueueState: @unchecked Sendable {
-        var commitsSinceTrim = 0
+        var rowsSinceTrim = 0
     }
 
     private let queue: DispatchQueue
@@ -32,13 +40,13 @@ final class GroupCommitter: Sendable {
     private let origin: Int64
     private let retention: Int
     private let trimInterval: Int
-    private let onCommit: @Sendable (_ keys: [String], _ lastSequence: Int64?) -> Void
+    private let onCommit: @Sendable (_ changes: [CommittedChange], _ lastSequence: Int64?) -> Void
 
     init(
         connection: SQLiteConnection,
         origin: Int64,
         retention: Int,
-        onCommit: @escaping @Sendable (_ keys: [String], _ lastSequence: Int64?) -> Void
+        onCommit: @escaping @Sendable (_ changes: [CommittedChange], _ lastSequence: Int64?) -> Void
     ) {
         self.queue = DispatchQueue(label: "IdentityBroker.SQLiteKeystore.writer")
         self.connection = connection
@@ -49,10 +57,10 @@ final class GroupCommitter: Sendable {
     }
 
     /// Queues a batch; `completion` runs on the writer's queue after its commit.
-    func submit(_ operations: [SealedOperation], completion: @escaping Completion) {
+    func submit(_ operations: [SealedOperation], writer: UInt64? = nil, completion: @escaping Completion) {
         let start = state.withLock { state -> Bool? in
             guard !state.closed else { return nil }
-            state.pending.append(Pending(operations: operations, completion: completion))
+            state.pending.append(Pending(operations: operations, writer: writer, completion: completion))
             guard !state.draining else { return false }
             state.draining = true
             return true
@@ -90,22 +98,22 @@ final class GroupCommitter: Sendable {
 
     private func commit(_ group: [Pending]) -> [Result<[Bool], KeystoreError>] {
         do {
-            var changed: [String] = []
-            var seen: Set<String> = []
+            var changed: [CommittedChange] = []
+            var seen: [String: Int] = [:]
             let (applied, lastSequence) = try connection.immediateTransaction { () throws(KeystoreError) -> ([[Bool]], Int64?) in
                 var applied: [[Bool]] = []
                 for pending in group {
-                    applied.append(try apply(pending.operations, changed: &changed, seen: &seen))
+                    applied.append(try apply(pending.operations, writer: pending.writer, changed: &changed, seen: &seen))
                 }
                 var lastSequence: Int64?
-                for key in changed {
-                    try StoreSchema.appendChange(key, origin: origin, on: connection)
+                for change in changed {
+                    try StoreSchema.appendChange(change.key, origin: origin, on: connection)
                     lastSequence = try lastInsertedSequence()
                 }
                 return (applied, lastSequence)
             }
             onCommit(changed, lastSequence)
-            trimIfDue()
+            trimIfDue(added: changed.count)
             return applied.map { .success($0) }
         } catch {
             guard group.count > 1 else { return [.failure(error)] }
@@ -113,7 +121,9 @@ final class GroupCommitter: Sendable {
         }
     }
 
-    private func apply(_ operations: [SealedOperation], changed: inout [String], seen: inout Set<String>) throws(KeystoreError) -> [Bool] {
+    private func apply(
+        _ operations: [SealedOperation], writer: UInt64?, changed: inout [CommittedChange], seen: inout [String: Int]
+    ) throws(KeystoreError) -> [Bool] {
         var applied: [Bool] = []
         for operation in operations {
             let key: String
@@ -135,7 +145,14 @@ final class GroupCommitter: Sendable {
             }
             let didApply = connection.changes > 0
             applied.append(didApply)
-            if didApply && seen.insert(key).inserted { changed.append(key) }
+            guard didApply else { continue }
+            if let index = seen[key] {
+                // Written by several batches of this commit: by one writer only if all are its.
+                if changed[index].writer != writer { changed[index].writer = nil }
+            } else {
+                seen[key] = changed.count
+                changed.append(CommittedChange(key: key, writer: writer))
+            }
         }
         return applied
     }
@@ -146,11 +163,13 @@ final class GroupCommitter: Sendable {
         }
     }
 
-    /// Keeps the change log near `retention` rows; a failed trim is retried at the next one.
-    private func trimIfDue() {
-        queueState.commitsSinceTrim += 1
-        guard queueState.commitsSinceTrim >= trimInterval else { return }
-        queueState.commitsSinceTrim = 0
+    /// Keeps the change log near `retention` rows: trimmed once a tenth of `retention` rows
+    /// were added (counting rows, not commits, so large batches cannot grow the log far past
+    /// it); a failed trim is retried at the next commit.
+    private func trimIfDue(added: Int) {
+        queueState.rowsSinceTrim += added
+        guard queueState.rowsSinceTrim >= trimInterval else { return }
+        queueState.rowsSinceTrim = 0
         try? connection.withStatement(StoreSchema.trimChanges) { statement throws(KeystoreError) in
             try statement.bind(1, int64: Int64(retention))
             _ = try statement.step()

@@ -19,7 +19,7 @@ import Dispatch
 /// arrive while a commit runs share the next commit (one fsync for all). Reads use separate
 /// connections and never wait for a commit. Nothing blocks Swift's cooperative pool.
 /// Call ``close()`` when done (deinit does it too).
-public final class SQLiteKeystore: Keystore {
+public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
     /// The root directory all namespaces live under (without trailing slashes).
     public let root: String
     /// The service (tool) name this keystore belongs to.
@@ -85,8 +85,8 @@ public final class SQLiteKeystore: Keystore {
         self.readers = ReaderPool(path: namespace.databasePath, busyTimeout: configuration.busyTimeout)
         self.writer = GroupCommitter(
             connection: writerConnection, origin: origin, retention: configuration.changeLogRetention
-        ) { keys, lastSequence in
-            feed.deliverLocal(keys, lastSequence: lastSequence)
+        ) { changes, lastSequence in
+            feed.deliverLocal(changes, lastSequence: lastSequence)
         }
         self.logger = logger
         logger?.debug("keystore opened", metadata: [
@@ -159,7 +159,7 @@ public final class SQLiteKeystore: Keystore {
         let sealed = operations
         let writer = self.writer
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<[Bool], KeystoreError>, Never>) in
-            writer.submit(sealed) { continuation.resume(returning: $0) }
+            writer.submit(sealed, writer: batch.writer) { continuation.resume(returning: $0) }
         }
         let applied = try result.get()
         logger?.trace("keystore batch committed", metadata: [
@@ -178,5 +178,10 @@ public final class SQLiteKeystore: Keystore {
     /// receives ``KeystoreChange/all``. It ends when the keystore is closed.
     public func changes() -> AsyncStream<KeystoreChange> {
         feed.subscribe()
+    }
+
+    /// ``changes()`` without this instance's commits made solely by batches tagged `writer`.
+    package func changes(excludingWriter writer: UInt64) -> AsyncStream<KeystoreChange> {
+        feed.subscribe(excludingWriter: writer)
     }
 }

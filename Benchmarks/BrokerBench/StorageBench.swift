@@ -1,0 +1,288 @@
+// broker-bench modes for the SQLite keystore behind a FederationClient (issue 10):
+//
+//   broker-bench storage-throughput --endpoint URL --directory DIR --concurrency C
+//       in-memory vs SQLite-durable federations/s, alternating; optionally the fdatasync floor
+//   broker-bench seed --directory DIR --sessions N           N saved sessions, batches of 10,000
+//   broker-bench startup --directory DIR --session NAME      ms: open keystore + client, read one
+//   broker-bench store-memory --endpoint URL --directory DIR RSS after touching sessions
+//   broker-bench sqlite-migrate --directory DIR --items N    seconds for SQLiteKeystore.migrate
+//
+// Every mode prints its headline figure alone on its last line.
+
+import ArgumentParser
+import Federation
+import SecureStorage
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+let benchService = "bench"
+
+func openSQLiteKeystore(_ directory: String) throws -> SQLiteKeystore {
+    try SQLiteKeystore(root: directory, service: benchService)
+}
+
+func median(_ values: [Double]) -> Double {
+    let sorted = values.sorted()
+    guard !sorted.isEmpty else { return .nan }
+    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+}
+
+/// Credentials shaped like the canned Cognito's (and real ones): a 1,000-character token.
+func benchCredentials() -> AWSCredentials {
+    let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+    let token = String((0..<1_000).map { alphabet[($0 * 7) % alphabet.count] })
+    return AWSCredentials(
+        accessKeyId: "ASIAQBENCHMARK000001", secretAccessKey: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYBENCHMARKEY",
+        sessionToken: token, expiration: Date(timeIntervalSince1970: 4_102_444_800))
+}
+
+/// The item a client stores for session `name` (what the seeding writes).
+func storedSession(_ name: String, index: Int, credentials: AWSCredentials) throws -> (key: String, value: [UInt8], version: Int64) {
+    let suffix = String(index, radix: 16)
+    let identityId = "us-east-1:11111111-2222-4333-8444-" + String(repeating: "0", count: max(0, 12 - suffix.count)) + suffix
+    return try StoredSessionForBenchmarks.item(
+        session: name, identityId: identityId, provider: "graph.facebook.com", credentials: credentials)
+}
+
+/// User + system CPU seconds of this process so far.
+func processCPUSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+}
+
+/// Bytes of a sealed stored session: its JSON plus AES-GCM's version, nonce and tag.
+func sealedSessionSize() throws -> Int {
+    try storedSession("u0", index: 0, credentials: benchCredentials()).value.count + 1 + 12 + 16
+}
+
+/// The durability floor for one federation: append a sealed-session-sized record to a file
+/// and `fdatasync` it, `items` times; records per second.
+func fdatasyncFloor(directory: String, items: Int, recordBytes: Int) -> Double {
+    let path = "\(directory)/floor.log"
+    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0o600)
+    precondition(fd >= 0, "open failed: \(errno)")
+    defer {
+        close(fd)
+        unlink(path)
+    }
+    let payload = Array(repeating: UInt8(0x5A), count: recordBytes)
+    // The first append allocates the file's first block; time steady-state appends.
+    for _ in 0..<10 { precondition(payload.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == payload.count && fdatasync(fd) == 0) }
+    let start = monotonicSeconds()
+    for _ in 0..<items {
+        let written = payload.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        precondition(written == payload.count && fdatasync(fd) == 0)
+    }
+    return Double(items) / (monotonicSeconds() - start)
+}
+
+struct StorageThroughput: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "storage-throughput",
+        abstract: "Federations/s with no keystore (InMemoryKeystore) and with a durable SQLiteKeystore, alternating.",
+        discussion: """
+            Each round runs the in-memory client, then a client on a fresh SQLiteKeystore under \
+            DIR/roundN, then (with --floor-items) the fdatasync floor in DIR. Prints the medians \
+            (inmemory_fed_per_s, sqlite_fed_per_s, floor_per_s, record_bytes); the last line is the \
+            SQLite median.
+            """)
+
+    @Option(help: "The canned Cognito endpoint.") var endpoint: String
+    @Option(help: "A directory for the keystores (on the disk to measure).") var directory: String
+    @Option(help: "Federations to time per run.") var federations = 3_000
+    @Option(help: "Federations in flight at once.") var concurrency = 1
+    @Option(help: "Untimed federations first, per client.") var warmup = 200
+    @Option(help: "Rounds; medians are printed.") var repeats = 3
+    @Option(help: "Appends+fdatasync of the floor per round (0: no floor).") var floorItems = 0
+
+    /// Federations per second, and this process's CPU time (user + system) per federation in µs.
+    func timedRun(_ client: FederationClient, round: Int) async throws -> (rate: Double, cpu: Double) {
+        try await federateAll(client, prefix: "w\(round)-", count: warmup, concurrency: concurrency)
+        let cpuStart = processCPUSeconds()
+        let start = monotonicSeconds()
+        try await federateAll(client, prefix: "u\(round)-", count: federations, concurrency: concurrency)
+        let elapsed = monotonicSeconds() - start
+        return (Double(federations) / elapsed, (processCPUSeconds() - cpuStart) / Double(federations) * 1e6)
+    }
+
+    func run() async throws {
+        let recordBytes = try sealedSessionSize()
+        var memoryRates: [Double] = []
+        var sqliteRates: [Double] = []
+        var floorRates: [Double] = []
+        var memoryCPU: [Double] = []
+        var sqliteCPU: [Double] = []
+        for round in 0..<max(1, repeats) {
+            let inMemory = try makeClient(endpoint: endpoint)
+            let memoryRun = try await timedRun(inMemory, round: round)
+            memoryRates.append(memoryRun.rate)
+            memoryCPU.append(memoryRun.cpu)
+
+            let root = "\(directory)/round\(round)"
+            let keystore = try openSQLiteKeystore(root)
+            let durable = try FederationClient(configuration: .init(identityPoolId: poolId, endpoint: endpoint), keystore: keystore)
+            let sqliteRun = try await timedRun(durable, round: round)
+            sqliteRates.append(sqliteRun.rate)
+            sqliteCPU.append(sqliteRun.cpu)
+            let stored = try await keystore.keys().count
+            precondition(stored == warmup + federations, "expected \(warmup + federations) stored sessions, got \(stored)")
+            keystore.close()
+
+            if floorItems > 0 {
+                floorRates.append(fdatasyncFloor(directory: directory, items: floorItems, recordBytes: recordBytes))
+            }
+            print("round \(round + 1), c = \(concurrency): in-memory \(fixed(1, memoryRates.last!)) fed/s, "
+                + "SQLite \(fixed(1, sqliteRates.last!)) fed/s; CPU per federation in-memory \(fixed(1, memoryCPU.last!)) µs, "
+                + "SQLite \(fixed(1, sqliteCPU.last!)) µs"
+                + (floorItems > 0 ? ", floor \(fixed(1, floorRates.last!)) appends+fdatasync/s" : ""))
+        }
+        print("inmemory_fed_per_s \(fixed(1, median(memoryRates)))")
+        print("sqlite_fed_per_s \(fixed(1, median(sqliteRates)))")
+        print("inmemory_cpu_us \(fixed(1, median(memoryCPU)))")
+        print("sqlite_cpu_us \(fixed(1, median(sqliteCPU)))")
+        if floorItems > 0 { print("floor_per_s \(fixed(1, median(floorRates)))") }
+        print("record_bytes \(recordBytes)")
+        print(fixed(1, median(sqliteRates)))
+    }
+}
+
+struct FdatasyncFloor: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fdatasync-floor", abstract: "Appends of a sealed-session-sized record + fdatasync per second.")
+
+    @Option(help: "An existing directory.") var directory: String
+    @Option(help: "Appends to time.") var items = 1_000
+
+    func run() throws {
+        print(fixed(1, fdatasyncFloor(directory: directory, items: items, recordBytes: try sealedSessionSize())))
+    }
+}
+
+struct Seed: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Writes N saved sessions (s0 … sN-1) as a client stores them, in batches, straight through SQLiteKeystore.commit.")
+
+    @Option(help: "The keystore root.") var directory: String
+    @Option(help: "Sessions to write.") var sessions = 100_000
+    @Option(help: "Sessions per commit.") var batch = 10_000
+
+    func run() async throws {
+        let keystore = try openSQLiteKeystore(directory)
+        let credentials = benchCredentials()
+        let start = monotonicSeconds()
+        var written = 0
+        while written < sessions {
+            var keystoreBatch = KeystoreBatch()
+            for index in written..<min(sessions, written + batch) {
+                let item = try storedSession("s\(index)", index: index, credentials: credentials)
+                keystoreBatch.set(item.value, forKey: item.key, version: item.version)
+            }
+            written += keystoreBatch.operations.count
+            try await keystore.commit(keystoreBatch)
+        }
+        keystore.close()
+        let seconds = monotonicSeconds() - start
+        print("seeded \(sessions) sessions in \(fixed(2, seconds)) s")
+        print(fixed(3, seconds))
+    }
+}
+
+struct Startup: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Milliseconds to open an SQLiteKeystore, create a FederationClient on it and read one saved session.")
+
+    @Option(help: "A seeded keystore root.") var directory: String
+    @Option(help: "The session to read.") var session = "s12345"
+    @Option(help: "The canned Cognito endpoint (never contacted).") var endpoint = "http://127.0.0.1:9/"
+
+    func run() async throws {
+        let start = monotonicSeconds()
+        let keystore = try openSQLiteKeystore(directory)
+        let client = try FederationClient(configuration: .init(identityPoolId: poolId, endpoint: endpoint), keystore: keystore)
+        let snapshot = try await client.session(session)
+        let milliseconds = (monotonicSeconds() - start) * 1000
+        precondition(snapshot.state == .federated, "session \(session) is \(snapshot.state), not federated")
+        print(fixed(3, milliseconds))
+    }
+}
+
+struct StoreMemory: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "store-memory",
+        abstract: "Resident memory of a client over a seeded SQLiteKeystore after reading many distinct sessions through it.")
+
+    @Option(help: "A seeded keystore root.") var directory: String
+    @Option(help: "The canned Cognito endpoint (never contacted).") var endpoint = "http://127.0.0.1:9/"
+    @Option(help: "Distinct sessions to read (s0 …).") var touch = 50_000
+    @Option(help: "The client's session cache capacity.") var cache = 10_000
+    @Option(help: "Reads in flight at once.") var concurrency = 16
+
+    func run() async throws {
+        let keystore = try openSQLiteKeystore(directory)
+        let client = try FederationClient(
+            configuration: .init(identityPoolId: poolId, endpoint: endpoint, sessionCacheCapacity: cache), keystore: keystore)
+        let start = monotonicSeconds()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var next = 0
+            func add() {
+                let name = "s\(next)"
+                next += 1
+                group.addTask {
+                    let state = try await client.session(name).state
+                    precondition(state == .federated, "session \(name) is \(state)")
+                }
+            }
+            while next < min(concurrency, touch) { add() }
+            while try await group.next() != nil {
+                if next < touch { add() }
+            }
+        }
+        let seconds = monotonicSeconds() - start
+        let footprint = memoryFootprint()
+        print("read \(touch) distinct sessions in \(fixed(2, seconds)) s (cache \(cache))")
+        print("heap_bytes \(footprint.heap) rss_bytes \(footprint.rss)")
+        withExtendedLifetime(client) {}
+        print(footprint.rss)
+    }
+}
+
+struct SQLiteMigrate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sqlite-migrate",
+        abstract: "Seconds for SQLiteKeystore.migrate of N items from no group to a named group (filling them is not timed).")
+
+    @Option(help: "An empty keystore root.") var directory: String
+    @Option(help: "Items to migrate.") var items = 10_000
+
+    func run() async throws {
+        let keystore = try openSQLiteKeystore(directory)
+        let credentials = benchCredentials()
+        var batch = KeystoreBatch()
+        for index in 0..<items {
+            let item = try storedSession("s\(index)", index: index, credentials: credentials)
+            batch.set(item.value, forKey: item.key, version: item.version)
+        }
+        try await keystore.commit(batch)
+        keystore.close()
+        let start = monotonicSeconds()
+        let moved = try await SQLiteKeystore.migrate(
+            root: directory, service: benchService, from: .none, to: AccessGroup(name: "bench-group"))
+        let seconds = monotonicSeconds() - start
+        precondition(moved == items, "migrated \(moved) of \(items)")
+        let migrated = try SQLiteKeystore(root: directory, service: benchService, accessGroup: AccessGroup(name: "bench-group"))
+        let count = try await migrated.keys().count
+        precondition(count == items, "the target holds \(count) of \(items)")
+        print(fixed(3, seconds))
+    }
+}
