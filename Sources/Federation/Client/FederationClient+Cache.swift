@@ -119,7 +119,7 @@ extension FederationClient {
 
     /// Starts following the keystore's change feed, once.
     func startChangeFeed() {
-        guard changeFeed == nil else { return }
+        guard changeFeed == nil, !isShutDown else { return }
         // Our own commits are left out: this client applied each of them itself.
         let changes = store.changesByOthers()
         changeFeed = Task { [weak self] in
@@ -175,6 +175,8 @@ extension FederationClient {
     }
 
     private func armExpiryTimer(due: Date) {
+        // A client that was shut down runs no timer again; reads still compute expiry.
+        guard !isShutDown else { return }
         expiryTimer?.cancel()
         expiryTimerDue = due
         // Clamped: a due time far away (a negative margin, say) must not overflow the conversion.
