@@ -14,11 +14,13 @@ let package = Package(
     products: [
         .library(name: "Federation", targets: ["Federation"]),
         .library(name: "SecureStorage", targets: ["SecureStorage"]),
+        .library(name: "PostgresKeystore", targets: ["PostgresKeystore"]),
         .executable(name: "federate", targets: ["federate"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         // MARK: C system libraries (internal; never in a public signature)
@@ -57,6 +59,17 @@ let package = Package(
                 "CLibCurl",
                 "CLibCrypto",
                 "SecureStorage",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // The fleet engine: the only target that links postgres-nio (and so NIO), so users of
+        // Federation and SecureStorage alone never do.
+        .target(
+            name: "PostgresKeystore",
+            dependencies: [
+                "SecureStorage",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
@@ -210,6 +223,19 @@ let package = Package(
                 "Federation",
                 "SecureStorage",
                 "BrokerTestSupport",
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "PostgresKeystoreTests",
+            dependencies: [
+                "PostgresKeystore",
+                "SecureStorage",
+                "Federation",
+                "BrokerTestSupport",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "InMemoryLogging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
         ),

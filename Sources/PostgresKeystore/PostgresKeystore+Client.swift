@@ -1,0 +1,136 @@
+import Logging
+import PostgresNIO
+import SecureStorage
+
+extension PostgresKeystore {
+    /// postgres-nio's client configuration for ours: TCP, TLS as the mode asks, pool size
+    /// (at least 2: the change feed holds one connection while subscribed) and timeouts.
+    static func clientConfiguration(_ configuration: Configuration) -> PostgresClient.Configuration {
+        let tls: PostgresClient.Configuration.TLS
+        if configuration.tls == .disable {
+            tls = .disable
+        } else {
+            var settings = TLSConfiguration.makeClientConfiguration()
+            if !configuration.tls.verifiesCertificate {
+                settings.certificateVerification = .none
+            } else if !configuration.tls.verifiesHostName {
+                settings.certificateVerification = .noHostnameVerification
+            }
+            if let roots = configuration.rootCertificatePath {
+                settings.trustRoots = .file(roots)
+            }
+            tls = configuration.tls.isRequired ? .require(settings) : .prefer(settings)
+        }
+        var client = PostgresClient.Configuration(
+            host: configuration.host, port: configuration.port, username: configuration.username,
+            password: configuration.password, database: configuration.database, tls: tls)
+        client.options.connectTimeout = configuration.connectTimeout
+        client.options.minimumConnections = 0
+        client.options.maximumConnections = max(2, configuration.maximumConnections)
+        return client
+    }
+
+    /// The error of an operation that ran out of time.
+    static func timeout(_ operation: String, _ configuration: Configuration) -> KeystoreError {
+        KeystoreError(
+            .storeUnavailable,
+            "PostgreSQL at \(configuration.endpoint): \(operation) did not complete within \(configuration.operationTimeout) (the server is unreachable or overloaded)",
+            path: configuration.endpoint)
+    }
+
+    /// Runs `body` on a pooled connection within ``Configuration/operationTimeout``, mapping
+    /// every failure to a ``KeystoreError``. A connection found dead before anything was
+    /// committed is replaced and `body` runs once more.
+    func perform<T: Sendable>(
+        _ operation: String,
+        _ body: @escaping @Sendable (PostgresConnection, Logger) async throws -> T
+    ) async throws(KeystoreError) -> T {
+        guard !isClosed else {
+            throw KeystoreError(.storeUnavailable, "the keystore is closed", path: configuration.endpoint)
+        }
+        return try await Self.perform(operation, client: client, configuration: configuration, logger: logger, body)
+    }
+
+    static func perform<T: Sendable>(
+        _ operation: String,
+        client: PostgresClient,
+        configuration: Configuration,
+        logger: Logger,
+        _ body: @escaping @Sendable (PostgresConnection, Logger) async throws -> T
+    ) async throws(KeystoreError) -> T {
+        try await OperationDeadline.run(configuration.operationTimeout, onTimeout: { timeout(operation, configuration) }) {
+            () throws(KeystoreError) -> T in
+            var attempt = 0
+            while true {
+                attempt += 1
+                do {
+                    return try await client.withConnection { connection in try await body(connection, logger) }
+                } catch let error as CommitOutcomeUnknown {
+                    throw KeystoreError.postgres(
+                        error.underlying, operation: "\(operation) (the connection was lost while committing: the outcome is unknown)",
+                        configuration: configuration)
+                } catch {
+                    if attempt < 2 && !Task.isCancelled && KeystoreError.isRetryableConnectionLoss(error) { continue }
+                    throw KeystoreError.postgres(error, operation: operation, configuration: configuration)
+                }
+            }
+        }
+    }
+
+    /// Runs `body` between `BEGIN` and `COMMIT`. A failure before `COMMIT` rolls back (and
+    /// closes the connection if even that fails, so it never returns to the pool inside an
+    /// aborted transaction); a failure of `COMMIT` itself is ``CommitOutcomeUnknown``.
+    static func transaction<T>(
+        on connection: PostgresConnection, logger: Logger, _ body: () async throws -> T
+    ) async throws -> T {
+        try await connection.query("BEGIN", logger: logger)
+        let value: T
+        do {
+            value = try await body()
+        } catch {
+            do {
+                try await connection.query("ROLLBACK", logger: logger)
+            } catch {
+                try? await connection.close()
+            }
+            throw error
+        }
+        do {
+            try await connection.query("COMMIT", logger: logger)
+        } catch {
+            throw CommitOutcomeUnknown(underlying: error)
+        }
+        return value
+    }
+
+    /// Applies sealed operations in one transaction; returns per-operation results, the keys
+    /// changed (once each, in order) and the newest change sequence.
+    static func apply(
+        _ operations: [SealedOperation], namespace: PostgresNamespace, origin: Int64,
+        on connection: PostgresConnection, logger: Logger
+    ) async throws -> ([Bool], [String], Int64?) {
+        try await transaction(on: connection, logger: logger) {
+            try await PostgresSchema.lock(namespace, on: connection, logger: logger)
+            var applied: [Bool] = []
+            var changed: [String] = []
+            var seen: Set<String> = []
+            for operation in operations {
+                let key: String
+                let didApply: Bool
+                switch operation {
+                case .set(let itemKey, let sealed, let version):
+                    key = itemKey
+                    didApply = try await PostgresSchema.upsert(
+                        namespace, key: itemKey, version: version, sealed: sealed, on: connection, logger: logger)
+                case .remove(let itemKey):
+                    key = itemKey
+                    didApply = try await PostgresSchema.delete(namespace, key: itemKey, on: connection, logger: logger)
+                }
+                applied.append(didApply)
+                if didApply && seen.insert(key).inserted { changed.append(key) }
+            }
+            let last = try await PostgresSchema.appendChanges(changed, namespace: namespace, origin: origin, on: connection, logger: logger)
+            return (applied, changed, last)
+        }
+    }
+}
