@@ -3,23 +3,29 @@ import PostgresNIO
 import SecureStorage
 
 extension PostgresKeystore {
+    /// NIOSSL's settings for the TLS mode, or `nil` for ``TLSMode/disable``.
+    static func tlsSettings(_ configuration: Configuration) -> TLSConfiguration? {
+        guard configuration.tls != .disable else { return nil }
+        var settings = TLSConfiguration.makeClientConfiguration()
+        if !configuration.tls.verifiesCertificate {
+            settings.certificateVerification = .none
+        } else if !configuration.tls.verifiesHostName {
+            settings.certificateVerification = .noHostnameVerification
+        }
+        if let roots = configuration.rootCertificatePath {
+            settings.trustRoots = .file(roots)
+        }
+        return settings
+    }
+
     /// postgres-nio's client configuration for ours: TCP, TLS as the mode asks, pool size
     /// (at least 2: the change feed holds one connection while subscribed) and timeouts.
     static func clientConfiguration(_ configuration: Configuration) -> PostgresClient.Configuration {
         let tls: PostgresClient.Configuration.TLS
-        if configuration.tls == .disable {
-            tls = .disable
-        } else {
-            var settings = TLSConfiguration.makeClientConfiguration()
-            if !configuration.tls.verifiesCertificate {
-                settings.certificateVerification = .none
-            } else if !configuration.tls.verifiesHostName {
-                settings.certificateVerification = .noHostnameVerification
-            }
-            if let roots = configuration.rootCertificatePath {
-                settings.trustRoots = .file(roots)
-            }
+        if let settings = tlsSettings(configuration) {
             tls = configuration.tls.isRequired ? .require(settings) : .prefer(settings)
+        } else {
+            tls = .disable
         }
         var client = PostgresClient.Configuration(
             host: configuration.host, port: configuration.port, username: configuration.username,
@@ -28,6 +34,36 @@ extension PostgresKeystore {
         client.options.minimumConnections = 0
         client.options.maximumConnections = max(2, configuration.maximumConnections)
         return client
+    }
+
+    /// Opens and closes one connection outside the pool, so that opening a keystore reports
+    /// what is wrong (refused, TLS, a failed login with its SQLSTATE) at once: the pool
+    /// would retry such failures quietly until the operation timed out.
+    static func probe(_ configuration: Configuration, logger: Logger) async throws(KeystoreError) {
+        let tls: PostgresConnection.Configuration.TLS
+        do {
+            if let settings = tlsSettings(configuration) {
+                let context = try NIOSSLContext(configuration: settings)
+                tls = configuration.tls.isRequired ? .require(context) : .prefer(context)
+            } else {
+                tls = .disable
+            }
+        } catch {
+            throw KeystoreError(
+                .storeUnavailable, "PostgreSQL at \(configuration.endpoint): TLS could not be set up: \(error)",
+                path: configuration.endpoint)
+        }
+        var connection = PostgresConnection.Configuration(
+            host: configuration.host, port: configuration.port, username: configuration.username,
+            password: configuration.password, database: configuration.database, tls: tls)
+        let timeout = configuration.connectTimeout.components
+        connection.options.connectTimeout = .nanoseconds(timeout.seconds * 1_000_000_000 + timeout.attoseconds / 1_000_000_000)
+        do {
+            let opened = try await PostgresConnection.connect(configuration: connection, id: 0, logger: logger)
+            try? await opened.close()
+        } catch {
+            throw KeystoreError.postgres(error, operation: "connecting", configuration: configuration)
+        }
     }
 
     /// The error of an operation that ran out of time.

@@ -85,6 +85,7 @@ public final class PostgresKeystore: Keystore {
             let opened = try await OperationDeadline.run(configuration.operationTimeout, onTimeout: {
                 Self.timeout("opening the keystore", configuration)
             }) { () throws(KeystoreError) -> (SecretBytes, Int64) in
+                try await Self.probe(configuration, logger: quiet)
                 do {
                     try await client.withConnection { connection in
                         try await PostgresSchema.install(on: connection, logger: quiet)

@@ -60,15 +60,4 @@ final class PostgresKeySourceTests: PostgresTestCase, @unchecked Sendable {
         let error = await keystoreError { try await self.keystore(keySource: .environment(variable: variable)) }
         XCTAssertEqual(error?.code, .invalidKey)
     }
-
-    func testThePasswordRoleNeedsItsPassword() async throws {
-        var configuration = try configuration()
-        configuration.password = "wrong password"
-        let error = await keystoreError {
-            try await PostgresKeystore(configuration: configuration, service: "tool", keySource: .raw(self.key))
-        }
-        XCTAssertEqual(error?.code, .storeUnavailable)
-        XCTAssertTrue(error?.reason.contains("28P01") ?? false, "\(String(describing: error))")
-        XCTAssertFalse("\(String(describing: error))".contains("wrong password"))
-    }
 }
