@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what IdentityBroker needs on Debian/Ubuntu: the libcurl, OpenSSL and SQLite
-# development packages, and moto's server for the interop tests and the demo.
+# development packages, PostgreSQL (the PostgresKeystore tests start their own server), and
+# moto's server for the interop tests and the demo.
 # Safe to run again; it only installs what is missing.
 set -euo pipefail
 
@@ -9,7 +10,7 @@ sudo_if_needed() {
 }
 
 missing=()
-for package in libcurl4-openssl-dev libssl-dev libsqlite3-dev; do
+for package in libcurl4-openssl-dev libssl-dev libsqlite3-dev postgresql; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
