@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "SecureStorage", targets: ["SecureStorage"]),
         .library(name: "FederationLifecycle", targets: ["FederationLifecycle"]),
         .library(name: "CredentialServer", targets: ["CredentialServer"]),
+        .library(name: "PostgresKeystore", targets: ["PostgresKeystore"]),
         .executable(name: "federate", targets: ["federate"]),
     ],
     dependencies: [
@@ -27,6 +28,8 @@ let package = Package(
         // Only CredentialServer (and the CLI through it) links Hummingbird and NIO; Federation
         // and SecureStorage stay free of them. No traits: swift-configuration is not needed.
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
+        // Only PostgresKeystore links postgres-nio (and so NIO).
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         // MARK: C system libraries (internal; never in a public signature)
@@ -95,6 +98,17 @@ let package = Package(
                 "Federation",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // The fleet engine: the only target that links postgres-nio (and so NIO), so users of
+        // Federation and SecureStorage alone never do.
+        .target(
+            name: "PostgresKeystore",
+            dependencies: [
+                "SecureStorage",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
@@ -291,6 +305,19 @@ let package = Package(
                 "Federation",
                 "SecureStorage",
                 "BrokerTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "InMemoryLogging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "PostgresKeystoreTests",
+            dependencies: [
+                "PostgresKeystore",
+                "SecureStorage",
+                "Federation",
+                "BrokerTestSupport",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
             ],

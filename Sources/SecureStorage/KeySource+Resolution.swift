@@ -17,21 +17,7 @@ extension KeySource {
             }
             return bytes
         case .environment(let variable):
-            guard let value = getenv(variable) else {
-                throw KeystoreError(.invalidKey, "environment variable \(variable) is not set")
-            }
-            let length = strlen(value)
-            let text = UnsafeBufferPointer(start: UnsafeRawPointer(value).assumingMemoryBound(to: UInt8.self), count: length)
-            // Canonical standard base64 only (44 characters ending in one `=`), so one key has
-            // one spelling; never echo the value.
-            guard var decoded = Base64.decodeCanonical(text) else {
-                throw KeystoreError(.invalidKey, "environment variable \(variable) is not canonical base64: it must hold 32 bytes as 44 characters of standard base64 ending in one '='")
-            }
-            guard decoded.count == Sealing.keySize else {
-                CryptoRuntime.cleanse(&decoded)
-                throw KeystoreError(.invalidKey, "environment variable \(variable) must hold 32 bytes in base64 (44 characters ending in one '=')")
-            }
-            return SecretBytes(consuming: &decoded)
+            return try Self.environmentKey(variable: variable)
         case .keyFile:
             let path = layout.keyFilePath(group)
             let fresh = { try CryptoRuntime.randomBytes(Sealing.keySize) }
@@ -54,6 +40,29 @@ extension KeySource {
             let stored = try KeyDerivation.SaltFile.decode(bytes, path: path)
             return try KeyDerivation.scrypt(passphrase: passphrase, salt: stored.salt, parameters: stored.parameters)
         }
+    }
+
+    /// The 32-byte key held, in canonical standard base64, by the environment variable
+    /// `variable`; every backend reads ``environment(variable:)`` keys this way.
+    ///
+    /// - Throws: ``KeystoreError/Code/invalidKey`` when the variable is missing or not
+    ///   canonical base64 of 32 bytes; the message never contains the value.
+    package static func environmentKey(variable: String) throws(KeystoreError) -> SecretBytes {
+        guard let value = getenv(variable) else {
+            throw KeystoreError(.invalidKey, "environment variable \(variable) is not set")
+        }
+        let length = strlen(value)
+        let text = UnsafeBufferPointer(start: UnsafeRawPointer(value).assumingMemoryBound(to: UInt8.self), count: length)
+        // Canonical standard base64 only (44 characters ending in one `=`), so one key has
+        // one spelling; never echo the value.
+        guard var decoded = Base64.decodeCanonical(text) else {
+            throw KeystoreError(.invalidKey, "environment variable \(variable) is not canonical base64: it must hold 32 bytes as 44 characters of standard base64 ending in one '='")
+        }
+        guard decoded.count == Sealing.keySize else {
+            CryptoRuntime.cleanse(&decoded)
+            throw KeystoreError(.invalidKey, "environment variable \(variable) must hold 32 bytes in base64 (44 characters ending in one '=')")
+        }
+        return SecretBytes(consuming: &decoded)
     }
 
     /// Reads a key or salt file after checking its permissions, or creates it with the bytes

@@ -13,14 +13,14 @@
 /// Secret material given to a key source is copied into memory that is wiped when the last
 /// copy of the key source is released; a key source's description never shows it.
 public struct KeySource: Sendable, CustomStringConvertible {
-    enum Kind: Sendable {
+    package enum Kind: Sendable {
         case keyFile
         case environment(String)
         case passphrase(SecretBytes)
         case raw(SecretBytes)
     }
 
-    let kind: Kind
+    package let kind: Kind
 
     private init(_ kind: Kind) { self.kind = kind }
 

@@ -3,7 +3,7 @@ internal import CLibCrypto
 /// Process-wide libcrypto state: initialised once, without OpenSSL's atexit handler (it races
 /// Swift's teardown when libcurl shares the same OpenSSL), and the AES-256-GCM cipher fetched
 /// once so that each seal or open skips the provider lookup.
-enum CryptoRuntime {
+package enum CryptoRuntime {
     private static let initialised: Bool = ib_crypto_init_no_atexit() == 1
 
     /// The fetched `AES-256-GCM` implementation; never freed (process lifetime).
@@ -19,7 +19,7 @@ enum CryptoRuntime {
         return cipher
     }
 
-    static func ensureInitialised() throws(KeystoreError) {
+    package static func ensureInitialised() throws(KeystoreError) {
         guard initialised else { throw failure("libcrypto failed to initialise") }
     }
 
@@ -32,7 +32,7 @@ enum CryptoRuntime {
     }
 
     /// Fills `count` bytes from OpenSSL's CSPRNG.
-    static func randomBytes(_ count: Int) throws -> [UInt8] {
+    package static func randomBytes(_ count: Int) throws -> [UInt8] {
         try ensureInitialised()
         var bytes = [UInt8](repeating: 0, count: count)
         let ok = bytes.withUnsafeMutableBufferPointer { RAND_bytes($0.baseAddress, Int32(count)) }
@@ -47,7 +47,7 @@ enum CryptoRuntime {
     }
 
     /// Wipes an array's bytes in place (its storage is not reallocated).
-    static func cleanse(_ bytes: inout [UInt8]) {
+    package static func cleanse(_ bytes: inout [UInt8]) {
         bytes.withUnsafeMutableBytes { cleanse($0.baseAddress, $0.count) }
     }
 }

@@ -1,10 +1,10 @@
 /// The associated data that binds a sealed item to its service, access group and key, so a
 /// ciphertext moved to another name fails to open. Every backend uses it, so an item sealed
 /// by one opens in another only under the same name.
-struct ItemBinding: Sendable {
+package struct ItemBinding: Sendable {
     private let prefix: [UInt8]
 
-    init(service: String, group: AccessGroup) {
+    package init(service: String, group: AccessGroup) {
         var prefix = Array("IdentityBroker.SecureStorage\0".utf8)
         Self.appendField(Array(service.utf8), to: &prefix)
         if let name = group.name {
@@ -24,7 +24,7 @@ struct ItemBinding: Sendable {
 
     /// `"IdentityBroker.SecureStorage\0" ‖ len ‖ service ‖ kind ‖ [len ‖ group] ‖ len ‖ key`
     /// (lengths are 32-bit big-endian; kind is 0 for no group, 1 for a named group).
-    func associatedData(forKey key: String) -> [UInt8] {
+    package func associatedData(forKey key: String) -> [UInt8] {
         var data = prefix
         Self.appendField(Array(key.utf8), to: &data)
         return data

@@ -1,10 +1,10 @@
 internal import CLibCrypto
 
 /// Passphrase-based keys through scrypt (`EVP_PBE_scrypt`).
-enum KeyDerivation {
+package enum KeyDerivation {
     /// scrypt's cost parameters, stored with the salt so that a later release can raise them
     /// and still open what earlier ones sealed.
-    struct Parameters: Equatable, Sendable {
+    package struct Parameters: Equatable, Sendable {
         /// log2 of the CPU/memory cost N.
         var log2N: UInt8
         /// The block size r.
@@ -19,7 +19,7 @@ enum KeyDerivation {
 
         /// What a new salt file gets: N = 2^17, r = 8, p = 1 (128 MiB, a few hundred
         /// milliseconds).
-        static let current = Parameters(log2N: 17, r: 8, p: 1)
+        package static let current = Parameters(log2N: 17, r: 8, p: 1)
         /// What a legacy salt file (16 bytes, no header) was derived with: N = 2^15, r = 8, p = 1.
         static let legacy = Parameters(log2N: 15, r: 8, p: 1)
 
@@ -33,18 +33,18 @@ enum KeyDerivation {
 
     /// The most memory a salt file's parameters may ask scrypt for: 1 GiB (plus B).
     static let maximumMemory: UInt64 = (1 << 30) + (1 << 20)
-    static let saltSize = 16
+    package static let saltSize = 16
 
     /// The salt file: `magic ‖ version ‖ log2 N ‖ r ‖ p ‖ salt(16)`, or, from releases before
     /// the header existed, exactly the 16 salt bytes (read with ``Parameters/legacy``).
-    enum SaltFile {
+    package enum SaltFile {
         static let magic: UInt8 = 0xA7
         static let version: UInt8 = 1
         static let headerSize = 5
         static let size = headerSize + saltSize
 
         /// A new salt file's bytes for `salt`, with `parameters`.
-        static func encode(salt: [UInt8], parameters: Parameters = .current) -> [UInt8] {
+        package static func encode(salt: [UInt8], parameters: Parameters = .current) -> [UInt8] {
             [magic, version, parameters.log2N, parameters.r, parameters.p] + salt
         }
 
@@ -52,7 +52,7 @@ enum KeyDerivation {
         ///
         /// - Throws: ``KeystoreError/Code/corruptFormat`` for a truncated file, an unknown
         ///   version, or parameters outside what this release accepts.
-        static func decode(_ bytes: [UInt8], path: String) throws -> (parameters: Parameters, salt: [UInt8]) {
+        package static func decode(_ bytes: [UInt8], path: String) throws -> (parameters: Parameters, salt: [UInt8]) {
             if bytes.count == saltSize {
                 return (.legacy, bytes)
             }
@@ -76,7 +76,7 @@ enum KeyDerivation {
         }
     }
 
-    static func scrypt(passphrase: SecretBytes, salt: [UInt8], parameters: Parameters) throws -> SecretBytes {
+    package static func scrypt(passphrase: SecretBytes, salt: [UInt8], parameters: Parameters) throws -> SecretBytes {
         var output = try passphrase.withUnsafeBytes { pass in
             try scrypt(password: pass, salt: salt, n: parameters.n, r: UInt64(parameters.r), p: UInt64(parameters.p), length: Sealing.keySize)
         }

@@ -4,15 +4,15 @@ internal import CLibCrypto
 ///
 /// A sealed item is `version (1 byte) ‖ nonce (12 bytes) ‖ ciphertext ‖ tag (16 bytes)`. The
 /// version byte is also the first byte of the associated data, so it cannot be altered.
-enum Sealing {
-    static let formatVersion: UInt8 = 1
-    static let keySize = 32
+package enum Sealing {
+    package static let formatVersion: UInt8 = 1
+    package static let keySize = 32
     static let nonceSize = 12
     static let tagSize = 16
     static let overhead = 1 + nonceSize + tagSize
 
     /// Seals `plaintext` under `key` with a fresh random nonce.
-    static func seal(_ plaintext: [UInt8], key: SecretBytes, associatedData: [UInt8]) throws -> [UInt8] {
+    package static func seal(_ plaintext: [UInt8], key: SecretBytes, associatedData: [UInt8]) throws -> [UInt8] {
         let nonce = try CryptoRuntime.randomBytes(nonceSize)
         var aad = [formatVersion]
         aad += associatedData
@@ -32,7 +32,7 @@ enum Sealing {
     /// does not verify (tampering, another name or group, another key) and
     /// ``KeystoreError/Code/corruptFormat`` for an item too short to be sealed. An unknown
     /// format version also gives ``KeystoreError/Code/authenticationFailed``.
-    static func open(_ sealed: [UInt8], key: SecretBytes, associatedData: [UInt8]) throws -> [UInt8] {
+    package static func open(_ sealed: [UInt8], key: SecretBytes, associatedData: [UInt8]) throws -> [UInt8] {
         guard sealed.count >= overhead else {
             throw KeystoreError(.corruptFormat, "sealed item is too short")
         }

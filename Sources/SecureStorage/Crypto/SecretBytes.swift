@@ -3,12 +3,12 @@
 /// Swift arrays and strings may be copied by the runtime; this buffer is never copied, so
 /// wiping it on `deinit` really erases the material. Callers wipe their own temporary copies
 /// with ``CryptoRuntime/cleanse(_:)-(inout [UInt8])``.
-final class SecretBytes: @unchecked Sendable {
+package final class SecretBytes: @unchecked Sendable {
     // Immutable after init; reads only. That is why the unchecked Sendable is sound.
     private let storage: UnsafeMutableRawBufferPointer
 
     /// Copies `bytes` into a fresh buffer.
-    init(copying bytes: some Collection<UInt8>) {
+    package init(copying bytes: some Collection<UInt8>) {
         storage = .allocate(byteCount: Swift.max(bytes.count, 1), alignment: 16)
         storage.initializeMemory(as: UInt8.self, repeating: 0)
         _ = storage.initializeMemory(as: UInt8.self, from: bytes)
@@ -16,14 +16,14 @@ final class SecretBytes: @unchecked Sendable {
     }
 
     /// Moves `bytes` into a fresh buffer and wipes the array.
-    convenience init(consuming bytes: inout [UInt8]) {
+    package convenience init(consuming bytes: inout [UInt8]) {
         self.init(copying: bytes)
         CryptoRuntime.cleanse(&bytes)
     }
 
-    let count: Int
+    package let count: Int
 
-    func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    package func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try body(UnsafeRawBufferPointer(rebasing: storage[0..<count]))
     }
 

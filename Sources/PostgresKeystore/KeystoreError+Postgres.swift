@@ -1,0 +1,74 @@
+import PostgresNIO
+import SecureStorage
+
+extension KeystoreError {
+    /// Maps a failure talking to PostgreSQL to a ``KeystoreError`` whose ``path`` is the
+    /// server's `host:port`.
+    ///
+    /// Connection failures (refused, closed, reset, TLS, login, the pool giving up, a
+    /// server shutting down) give ``Code/storeUnavailable``; other server errors give
+    /// ``Code/io`` with SQLSTATE and the server's message (which names tables and
+    /// constraints, never bound values). The reason is built from error codes and server
+    /// messages only, and any occurrence of the password is removed as well.
+    static func postgres(
+        _ error: any Error, operation: String, configuration: PostgresKeystore.Configuration
+    ) -> KeystoreError {
+        let endpoint = configuration.endpoint
+        if let error = error as? KeystoreError { return error }
+        var code: Code = .storeUnavailable
+        var detail: String
+        if let error = error as? PSQLError {
+            switch error.code {
+            case .server:
+                let state = error.serverInfo?[.sqlState] ?? "?????"
+                let message = error.serverInfo?[.message] ?? "no message"
+                detail = "server error \(state): \(message)"
+                code = isUnavailable(sqlState: state) ? .storeUnavailable : .io
+            case .connectionError:
+                detail = "cannot connect" + (error.underlying.map { ": \(String(describing: $0))" } ?? "")
+            case .serverClosedConnection, .uncleanShutdown:
+                detail = "the server closed the connection"
+            case .clientClosedConnection, .poolClosed:
+                detail = "the connection was closed"
+            case .sslUnsupported:
+                detail = "the server does not support TLS, which the configuration requires"
+            case .failedToAddSSLHandler:
+                detail = "TLS could not be set up" + (error.underlying.map { ": \(String(describing: $0))" } ?? "")
+            case .unsupportedAuthMechanism, .authMechanismRequiresPassword, .saslError:
+                detail = "login failed (\(error.code))"
+            case .queryCancelled:
+                detail = "the query was cancelled"
+            default:
+                code = .io
+                detail = "\(error.code)"
+            }
+        } else if error is CancellationError {
+            detail = "the operation was cancelled"
+        } else {
+            // The pool's own errors (circuit breaker tripped, shut down) and NIO's I/O errors.
+            detail = String(describing: error)
+        }
+        if let password = configuration.password, !password.isEmpty {
+            detail = detail.replacing(password, with: "<redacted>")
+        }
+        return KeystoreError(code, "PostgreSQL at \(endpoint): \(operation) failed: \(detail)", path: endpoint)
+    }
+
+    /// Connection exceptions (class 08), insufficient resources (53), operator
+    /// intervention such as a shutdown (57P01–57P05) and failed logins (28) mean the store
+    /// is unavailable rather than broken.
+    private static func isUnavailable(sqlState: String) -> Bool {
+        sqlState.hasPrefix("08") || sqlState.hasPrefix("53") || sqlState.hasPrefix("57P") || sqlState.hasPrefix("28")
+    }
+
+    /// Whether the error is a connection that died under a statement before anything was
+    /// committed, so the operation can be tried once more on a fresh connection.
+    static func isRetryableConnectionLoss(_ error: any Error) -> Bool {
+        guard let error = error as? PSQLError else { return false }
+        switch error.code {
+        case .serverClosedConnection, .uncleanShutdown, .clientClosedConnection, .connectionError: return true
+        case .server: return error.serverInfo?[.sqlState].map { $0.hasPrefix("57P") || $0.hasPrefix("08") } ?? false
+        default: return false
+        }
+    }
+}

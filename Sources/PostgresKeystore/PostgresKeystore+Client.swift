@@ -1,0 +1,115 @@
+import Logging
+import PostgresNIO
+import SecureStorage
+
+extension PostgresKeystore {
+    /// NIOSSL's settings for the TLS mode, or `nil` for ``TLSMode/disable``.
+    static func tlsSettings(_ configuration: Configuration) -> TLSConfiguration? {
+        guard configuration.tls != .disable else { return nil }
+        var settings = TLSConfiguration.makeClientConfiguration()
+        if !configuration.tls.verifiesCertificate {
+            settings.certificateVerification = .none
+        } else if !configuration.tls.verifiesHostName {
+            settings.certificateVerification = .noHostnameVerification
+        }
+        if let roots = configuration.rootCertificatePath {
+            settings.trustRoots = .file(roots)
+        }
+        return settings
+    }
+
+    /// postgres-nio's client configuration for ours: TCP, TLS as the mode asks, pool size
+    /// (at least 2: the change feed holds one connection while subscribed) and timeouts.
+    static func clientConfiguration(_ configuration: Configuration) -> PostgresClient.Configuration {
+        let tls: PostgresClient.Configuration.TLS
+        if let settings = tlsSettings(configuration) {
+            tls = configuration.tls.isRequired ? .require(settings) : .prefer(settings)
+        } else {
+            tls = .disable
+        }
+        var client = PostgresClient.Configuration(
+            host: configuration.host, port: configuration.port, username: configuration.username,
+            password: configuration.password, database: configuration.database, tls: tls)
+        client.options.connectTimeout = configuration.connectTimeout
+        client.options.minimumConnections = 0
+        client.options.maximumConnections = max(2, configuration.maximumConnections)
+        return client
+    }
+
+    /// Opens and closes one connection outside the pool, so that opening a keystore reports
+    /// what is wrong (refused, TLS, a failed login with its SQLSTATE) at once: the pool
+    /// would retry such failures quietly until the operation timed out.
+    static func probe(_ configuration: Configuration, logger: Logger) async throws(KeystoreError) {
+        let tls: PostgresConnection.Configuration.TLS
+        do {
+            if let settings = tlsSettings(configuration) {
+                let context = try NIOSSLContext(configuration: settings)
+                tls = configuration.tls.isRequired ? .require(context) : .prefer(context)
+            } else {
+                tls = .disable
+            }
+        } catch {
+            throw KeystoreError(
+                .storeUnavailable, "PostgreSQL at \(configuration.endpoint): TLS could not be set up: \(error)",
+                path: configuration.endpoint)
+        }
+        var connection = PostgresConnection.Configuration(
+            host: configuration.host, port: configuration.port, username: configuration.username,
+            password: configuration.password, database: configuration.database, tls: tls)
+        let timeout = configuration.connectTimeout.components
+        connection.options.connectTimeout = .nanoseconds(timeout.seconds * 1_000_000_000 + timeout.attoseconds / 1_000_000_000)
+        do {
+            let opened = try await PostgresConnection.connect(configuration: connection, id: 0, logger: logger)
+            try? await opened.close()
+        } catch {
+            throw KeystoreError.postgres(error, operation: "connecting", configuration: configuration)
+        }
+    }
+
+    /// The error of an operation that ran out of time.
+    static func timeout(_ operation: String, _ configuration: Configuration) -> KeystoreError {
+        KeystoreError(
+            .storeUnavailable,
+            "PostgreSQL at \(configuration.endpoint): \(operation) did not complete within \(configuration.operationTimeout) (the server is unreachable or overloaded)",
+            path: configuration.endpoint)
+    }
+
+    /// Runs `body` on a pooled connection within ``Configuration/operationTimeout``, mapping
+    /// every failure to a ``KeystoreError``. A connection found dead before anything was
+    /// committed is replaced and `body` runs once more.
+    func perform<T: Sendable>(
+        _ operation: String,
+        _ body: @escaping @Sendable (PostgresConnection, Logger) async throws -> T
+    ) async throws(KeystoreError) -> T {
+        guard !isClosed else {
+            throw KeystoreError(.storeUnavailable, "the keystore is closed", path: configuration.endpoint)
+        }
+        return try await Self.perform(operation, client: client, configuration: configuration, logger: logger, body)
+    }
+
+    static func perform<T: Sendable>(
+        _ operation: String,
+        client: PostgresClient,
+        configuration: Configuration,
+        logger: Logger,
+        _ body: @escaping @Sendable (PostgresConnection, Logger) async throws -> T
+    ) async throws(KeystoreError) -> T {
+        try await OperationDeadline.run(configuration.operationTimeout, onTimeout: { timeout(operation, configuration) }) {
+            () throws(KeystoreError) -> T in
+            var attempt = 0
+            while true {
+                attempt += 1
+                do {
+                    return try await client.withConnection { connection in try await body(connection, logger) }
+                } catch let error as CommitOutcomeUnknown {
+                    throw KeystoreError.postgres(
+                        error.underlying, operation: "\(operation) (the connection was lost while committing: the outcome is unknown)",
+                        configuration: configuration)
+                } catch {
+                    if attempt < 2 && !Task.isCancelled && KeystoreError.isRetryableConnectionLoss(error) { continue }
+                    throw KeystoreError.postgres(error, operation: operation, configuration: configuration)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,151 @@
+extension PostgresKeystore.Configuration {
+    /// Parses `postgres://user:password@host:port/database?sslmode=…` (or `postgresql://`).
+    ///
+    /// Every part is percent-decoded, so a password holding `@`, `:` or `/` is written
+    /// `%40`, `%3A`, `%2F`. An IPv6 host is written in brackets (`[::1]`). The port defaults
+    /// to 5432 and the database to the user's name. Query parameters:
+    ///
+    /// - `sslmode`: `disable` (the default), `allow`/`prefer`, `require`, `verify-ca`,
+    ///   `verify-full`; see ``PostgresKeystore/TLSMode``.
+    /// - `sslrootcert`: a PEM file of trusted certificate authorities.
+    /// - `connect_timeout`: seconds allowed to open a connection.
+    ///
+    /// Any other parameter is refused, so a misspelt `sslmode` cannot silently turn TLS off.
+    ///
+    /// - Throws: ``PostgresURLError``, whose reason never contains the password.
+    public init(url: String) throws(PostgresURLError) {
+        var rest = Substring(url)
+        if rest.hasPrefix("postgres://") {
+            rest = rest.dropFirst("postgres://".count)
+        } else if rest.hasPrefix("postgresql://") {
+            rest = rest.dropFirst("postgresql://".count)
+        } else {
+            throw PostgresURLError("the URL must start with postgres:// or postgresql://")
+        }
+        var query: Substring = ""
+        if let mark = rest.firstIndex(of: "?") {
+            query = rest[rest.index(after: mark)...]
+            rest = rest[..<mark]
+        }
+        var path: Substring?
+        if let slash = rest.firstIndex(of: "/") {
+            path = rest[rest.index(after: slash)...]
+            rest = rest[..<slash]
+        }
+        // The user information ends at the last '@' (an unescaped '@' in a password is common).
+        var userInfo: Substring?
+        if let at = rest.lastIndex(of: "@") {
+            userInfo = rest[..<at]
+            rest = rest[rest.index(after: at)...]
+        }
+
+        var username: String?
+        var password: String?
+        if let userInfo {
+            if let colon = userInfo.firstIndex(of: ":") {
+                username = try Self.decode(userInfo[..<colon], part: "user name")
+                password = try Self.decode(userInfo[userInfo.index(after: colon)...], part: "password")
+            } else {
+                username = try Self.decode(userInfo, part: "user name")
+            }
+        }
+        guard let username, !username.isEmpty else {
+            throw PostgresURLError("the URL names no user (postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE)")
+        }
+
+        let (host, port) = try Self.hostAndPort(rest)
+        var database: String?
+        if let path, !path.isEmpty {
+            guard !path.contains("/") else {
+                throw PostgresURLError("the database name must not contain '/' (write it as %2F)")
+            }
+            database = try Self.decode(path, part: "database name")
+        }
+
+        self.init(host: host, port: port, username: username, password: password, database: database)
+        for pair in query.split(separator: "&", omittingEmptySubsequences: true) {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = try Self.decode(parts[0], part: "parameter name")
+            let value = parts.count > 1 ? try Self.decode(parts[1], part: "value of \(name)") : ""
+            switch name {
+            case "sslmode":
+                guard let mode = PostgresKeystore.TLSMode(sslmode: value) else {
+                    throw PostgresURLError("sslmode '\(value)' is not one of disable, allow, prefer, require, verify-ca, verify-full")
+                }
+                tls = mode
+            case "sslrootcert":
+                guard !value.isEmpty else { throw PostgresURLError("sslrootcert is empty") }
+                rootCertificatePath = value
+            case "connect_timeout":
+                guard let seconds = Int(value), seconds > 0, seconds <= 3600 else {
+                    throw PostgresURLError("connect_timeout must be a whole number of seconds between 1 and 3600")
+                }
+                connectTimeout = .seconds(seconds)
+            default:
+                throw PostgresURLError("unsupported URL parameter '\(name)' (supported: sslmode, sslrootcert, connect_timeout)")
+            }
+        }
+    }
+
+    private static func hostAndPort(_ text: Substring) throws(PostgresURLError) -> (String, Int) {
+        var hostPart = text
+        var portPart: Substring?
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]") else {
+                throw PostgresURLError("an IPv6 host must be closed with ']'")
+            }
+            hostPart = text[text.index(after: text.startIndex)..<close]
+            let after = text[text.index(after: close)...]
+            if after.hasPrefix(":") {
+                portPart = after.dropFirst()
+            } else if !after.isEmpty {
+                throw PostgresURLError("unexpected characters after the IPv6 host")
+            }
+        } else if let colon = text.lastIndex(of: ":") {
+            hostPart = text[..<colon]
+            portPart = text[text.index(after: colon)...]
+        }
+        let host = try decode(hostPart, part: "host")
+        guard !host.isEmpty else { throw PostgresURLError("the URL names no host") }
+        var port = 5432
+        if let portPart {
+            guard let parsed = Int(portPart), parsed > 0, parsed < 65536 else {
+                throw PostgresURLError("the port must be a number between 1 and 65535")
+            }
+            port = parsed
+        }
+        return (host, port)
+    }
+
+    /// Percent-decodes one part; the part's name, never its value, goes into an error.
+    private static func decode(_ text: Substring, part: String) throws(PostgresURLError) -> String {
+        var bytes: [UInt8] = []
+        var iterator = Array(text.utf8).makeIterator()
+        while let byte = iterator.next() {
+            guard byte == UInt8(ascii: "%") else {
+                bytes.append(byte)
+                continue
+            }
+            guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else {
+                throw PostgresURLError("the \(part) holds a malformed percent escape")
+            }
+            bytes.append(high << 4 | low)
+        }
+        guard let decoded = String(validating: bytes, as: UTF8.self) else {
+            throw PostgresURLError("the \(part) is not UTF-8 once percent-decoded")
+        }
+        guard !decoded.utf8.contains(0) else {
+            throw PostgresURLError("the \(part) contains a NUL character")
+        }
+        return decoded
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}

@@ -1,0 +1,141 @@
+extension PostgresKeystore {
+    /// Where the PostgreSQL server is and how the keystore uses it; every tuning value has a
+    /// documented default that suits a fleet of server tools.
+    ///
+    /// Build one from its parts or parse a URL with ``init(url:)``:
+    ///
+    /// ```swift
+    /// var configuration = try PostgresKeystore.Configuration(
+    ///     url: "postgres://broker:s3cret@db.internal:5432/identity?sslmode=verify-full")
+    /// configuration.maximumConnections = 8
+    /// ```
+    ///
+    /// The password is never part of the configuration's `description`, its mirror (`dump`),
+    /// any log message or any error.
+    public struct Configuration: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+        /// The server's host name or IP address.
+        public var host: String
+        /// The server's TCP port. Default: 5432.
+        public var port: Int
+        /// The role to log in as.
+        public var username: String
+        /// The role's password, or `nil` for none (trust or certificate authentication).
+        /// Never shown in any description, log or error.
+        public var password: String?
+        /// The database, or `nil` for the one named like ``username``.
+        public var database: String?
+        /// Whether and how TLS is used. Default: ``TLSMode/disable``.
+        public var tls: TLSMode
+        /// A PEM file of the certificate authorities to trust for ``TLSMode/verifyCA`` and
+        /// ``TLSMode/verifyFull`` (the URL's `sslrootcert`); the system's roots when `nil`.
+        public var rootCertificatePath: String?
+        /// The most connections the keystore opens to the server; one of them is held by the
+        /// change feed while anyone iterates ``PostgresKeystore/changes()``. At least 2.
+        /// Default: 8.
+        public var maximumConnections: Int
+        /// How long opening one connection (TCP, TLS and login) may take. Default: 5 seconds.
+        public var connectTimeout: Duration
+        /// How long one keystore call (a read, a commit, a migration) may take, waiting for a
+        /// connection included, before it fails with ``KeystoreError/Code/storeUnavailable``.
+        /// Default: 10 seconds.
+        public var operationTimeout: Duration
+        /// The longest pause between the change feed's attempts to reconnect after it lost its
+        /// connection. Default: 1 second.
+        public var reconnectDelay: Duration
+        /// How long change rows are kept for other instances' feeds; older rows are deleted
+        /// now and then by the instances that commit. A feed that is connected reads new rows
+        /// within milliseconds; one that reconnects reports ``KeystoreChange/all`` anyway.
+        /// Default: 10 minutes.
+        public var changeLogRetention: Duration
+        /// How many changes each ``PostgresKeystore/changes()`` stream buffers for a slow
+        /// reader; when it overflows, the oldest are dropped and ``KeystoreChange/all``
+        /// follows. Default: 1,024.
+        public var changeBufferSize: Int
+        /// The key file read when the key source is ``KeySource/keyFile``: exactly 32 bytes,
+        /// neither group- or world-writable nor world-readable. There is no default, because a
+        /// key created per host would differ between the instances of a fleet.
+        public var keyFilePath: String?
+
+        /// Creates a configuration from its parts; every other property has its documented
+        /// default.
+        ///
+        /// - Parameters:
+        ///   - host: The server's host name or IP address.
+        ///   - port: The server's port.
+        ///   - username: The role to log in as.
+        ///   - password: The role's password, if it has one.
+        ///   - database: The database; the one named like `username` when `nil`.
+        ///   - tls: Whether and how TLS is used.
+        public init(
+            host: String,
+            port: Int = 5432,
+            username: String,
+            password: String? = nil,
+            database: String? = nil,
+            tls: TLSMode = .disable
+        ) {
+            self.host = host
+            self.port = port
+            self.username = username
+            self.password = password
+            self.database = database
+            self.tls = tls
+            self.rootCertificatePath = nil
+            self.maximumConnections = 8
+            self.connectTimeout = .seconds(5)
+            self.operationTimeout = .seconds(10)
+            self.reconnectDelay = .seconds(1)
+            self.changeLogRetention = .seconds(600)
+            self.changeBufferSize = 1024
+            self.keyFilePath = nil
+        }
+
+        /// `host:port` (IPv6 addresses in brackets), the name errors and logs use for the
+        /// server.
+        public var endpoint: String {
+            host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        }
+
+        /// The configuration as a URL without its password, for example
+        /// `postgres://broker@db.internal:5432/identity?sslmode=verify-full`.
+        public var description: String {
+            var text = "postgres://\(Self.escape(username))@\(endpoint)"
+            if let database { text += "/\(Self.escape(database))" }
+            text += "?sslmode=\(tls)"
+            return text
+        }
+
+        /// The same as ``description``: no password.
+        public var debugDescription: String { description }
+
+        /// A mirror without the password, so `dump` and reflection cannot show it.
+        public var customMirror: Mirror {
+            Mirror(self, children: [
+                "host": host, "port": port, "username": username,
+                "password": password == nil ? "nil" : "<redacted>",
+                "database": database as Any, "tls": tls, "rootCertificatePath": rootCertificatePath as Any,
+                "maximumConnections": maximumConnections, "connectTimeout": connectTimeout,
+                "operationTimeout": operationTimeout, "reconnectDelay": reconnectDelay,
+                "changeLogRetention": changeLogRetention, "changeBufferSize": changeBufferSize,
+                "keyFilePath": keyFilePath as Any,
+            ])
+        }
+
+        /// Percent-encodes what a URL's user or path part cannot hold as is.
+        private static func escape(_ text: String) -> String {
+            var escaped = ""
+            for byte in text.utf8 {
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                     UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."),
+                     UInt8(ascii: "_"), UInt8(ascii: "~"):
+                    escaped.unicodeScalars.append(Unicode.Scalar(byte))
+                default:
+                    let hex = Array("0123456789ABCDEF".utf8)
+                    escaped += "%" + String(decoding: [hex[Int(byte >> 4)], hex[Int(byte & 0xF)]], as: UTF8.self)
+                }
+            }
+            return escaped
+        }
+    }
+}

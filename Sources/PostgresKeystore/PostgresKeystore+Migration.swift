@@ -1,0 +1,158 @@
+public import Logging
+import PostgresNIO
+public import SecureStorage
+
+extension PostgresKeystore {
+    /// Moves every item of `service` from access group `from` to `to`, in one transaction.
+    ///
+    /// Both namespaces are locked (their advisory locks, and the source rows `FOR UPDATE`),
+    /// and every source item is opened with the source key first: if any does not open
+    /// (tampered, wrong key), nothing moves and the error says how many failed. Each item is
+    /// then re-sealed for the target (its associated data names the new group), upserted with
+    /// the versioned rule (a newer target item wins), read back, and its source row deleted;
+    /// change rows and notifications go to both namespaces. The transaction commits all of it
+    /// or none, so no progress marker is needed and running it again is harmless.
+    ///
+    /// - Parameters:
+    ///   - configuration: The server.
+    ///   - service: The tool whose items move.
+    ///   - from: The access group they leave.
+    ///   - to: The access group they join.
+    ///   - keySource: The key source; for a passphrase, each group's key is derived from that
+    ///     group's salt.
+    ///   - logger: A logger for a debug message; never given a secret.
+    /// - Returns: How many items left the source (0 when it has none, or `from` and `to` name
+    ///   the same group).
+    /// - Throws: ``KeystoreError``; on any error nothing has moved.
+    public static func migrate(
+        configuration: Configuration,
+        service: String,
+        from: AccessGroup,
+        to: AccessGroup,
+        keySource: KeySource,
+        logger: Logger? = nil
+    ) async throws(KeystoreError) -> Int {
+        try PostgresNamespace.validate(service: service, group: from)
+        try PostgresNamespace.validate(service: service, group: to)
+        guard from.name != to.name else { return 0 }
+        try CryptoRuntime.ensureInitialised()
+        let client = PostgresClient(configuration: clientConfiguration(configuration))
+        let runTask = Task { await client.run() }
+        let quiet = logger ?? Logger(label: "IdentityBroker.PostgresKeystore", factory: { _ in SwiftLogNoOpLogHandler() })
+
+        let outcome: Result<Int, KeystoreError>
+        do throws(KeystoreError) { outcome = .success(try await OperationDeadline.run(configuration.operationTimeout, onTimeout: {
+            timeout("migrating items", configuration)
+        }) { () throws(KeystoreError) -> Int in
+            let sourceCount: Int
+            do {
+                sourceCount = try await client.withConnection { connection in
+                    try await PostgresSchema.install(on: connection, logger: quiet)
+                    let rows = try await connection.query("""
+                        SELECT count(*) FROM identity_broker_items
+                        WHERE service = \(service) AND access_group = \(PostgresNamespace.column(for: from))
+                        """, logger: quiet).collect()
+                    return try rows.first?.decode(Int.self) ?? 0
+                }
+            } catch {
+                throw KeystoreError.postgres(error, operation: "reading the source group", configuration: configuration)
+            }
+            guard sourceCount > 0 else { return 0 }
+            let sourceKey = try await PostgresKeyResolver.key(
+                for: from, source: keySource, configuration: configuration, client: client, logger: quiet)
+            let targetKey = try await PostgresKeyResolver.key(
+                for: to, source: keySource, configuration: configuration, client: client, logger: quiet)
+            let source = PostgresNamespace(service: service, group: from, key: sourceKey)
+            let target = PostgresNamespace(service: service, group: to, key: targetKey)
+            let origin = Int64(bitPattern: try KeystoreError.rethrowing {
+                try CryptoRuntime.randomBytes(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            })
+            do {
+                return try await client.withConnection { connection in
+                    try await transaction(on: connection, logger: quiet) {
+                        try await move(from: source, to: target, origin: origin, on: connection, logger: quiet)
+                    }
+                }
+            } catch let error as CommitOutcomeUnknown {
+                throw KeystoreError.postgres(
+                    error.underlying, operation: "migrating items (the connection was lost while committing: the outcome is unknown)",
+                    configuration: configuration)
+            } catch {
+                throw KeystoreError.postgres(error, operation: "migrating items", configuration: configuration)
+            }
+        }) } catch { outcome = .failure(error) }
+        runTask.cancel()
+        await runTask.value
+        let moved = try outcome.get()
+        logger?.debug("keystore items migrated", metadata: [
+            "broker.service": "\(service)",
+            "broker.fromGroup": "\(from)",
+            "broker.accessGroup": "\(to)",
+            "broker.itemCount": "\(moved)",
+            "broker.endpoint": "\(configuration.endpoint)",
+        ])
+        return moved
+    }
+
+    /// The body of the migration transaction; returns how many items moved.
+    private static func move(
+        from source: PostgresNamespace, to target: PostgresNamespace, origin: Int64,
+        on connection: PostgresConnection, logger: Logger
+    ) async throws -> Int {
+        // Lock both namespaces in one global order, so two opposite migrations cannot deadlock.
+        for namespace in [source, target].sorted(by: { $0.lockName < $1.lockName }) {
+            try await PostgresSchema.lock(namespace, on: connection, logger: logger)
+        }
+        let rows = try await connection.query("""
+            SELECT key, version, value FROM identity_broker_items
+            WHERE service = \(source.service) AND access_group = \(source.groupColumn)
+            ORDER BY key FOR UPDATE
+            """, logger: logger).collect()
+        var items: [(key: String, version: Int64?, plaintext: [UInt8])] = []
+        var failures: [KeystoreError] = []
+        for row in rows {
+            let (key, version, buffer) = try row.decode((String, Int64?, ByteBuffer).self)
+            do {
+                items.append((key, version, try source.open(Array(buffer.readableBytesView), forKey: key)))
+            } catch {
+                failures.append(error)
+            }
+        }
+        defer { for index in items.indices { CryptoRuntime.cleanse(&items[index].plaintext) } }
+        if let first = failures.first {
+            throw KeystoreError(
+                first.code,
+                "\(failures.count) of \(rows.count) items cannot be opened with the source key (first: \(first.reason)); nothing was moved")
+        }
+
+        var targetChanged: [String] = []
+        for item in items {
+            let sealed = try target.seal(item.plaintext, forKey: item.key)
+            let applied = try await PostgresSchema.upsert(
+                target, key: item.key, version: item.version, sealed: sealed, on: connection, logger: logger)
+            if applied { targetChanged.append(item.key) }
+            let stored = try await connection.query("""
+                SELECT value FROM identity_broker_items
+                WHERE service = \(target.service) AND access_group = \(target.groupColumn) AND key = \(item.key)
+                """, logger: logger).collect()
+            guard let buffer = try stored.first?.decode(ByteBuffer.self) else {
+                throw KeystoreError(.migrationFailed, "item '\(item.key)' is missing after the copy; nothing was moved")
+            }
+            var copy = try target.open(Array(buffer.readableBytesView), forKey: item.key)
+            defer { CryptoRuntime.cleanse(&copy) }
+            // A newer target item (higher version) legitimately differs from the source.
+            if applied && copy != item.plaintext {
+                throw KeystoreError(.migrationFailed, "item '\(item.key)' did not read back identically; nothing was moved")
+            }
+        }
+        var moved: [String] = []
+        for item in items {
+            if try await PostgresSchema.delete(source, key: item.key, on: connection, logger: logger) {
+                moved.append(item.key)
+            }
+        }
+        _ = try await PostgresSchema.appendChanges(targetChanged, namespace: target, origin: origin, on: connection, logger: logger)
+        _ = try await PostgresSchema.appendChanges(moved, namespace: source, origin: origin, on: connection, logger: logger)
+        return moved.count
+    }
+}

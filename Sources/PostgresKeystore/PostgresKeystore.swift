@@ -1,0 +1,243 @@
+public import Logging
+import PostgresNIO
+public import SecureStorage
+import Synchronization
+
+/// The fleet ``Keystore``: AES-256-GCM sealed items in PostgreSQL, shared by every instance
+/// of a tool on every host that opens the same database, service and access group.
+///
+/// ```swift
+/// let configuration = try PostgresKeystore.Configuration(url: "postgres://broker@db:5432/identity?sslmode=verify-full")
+/// let keystore = try await PostgresKeystore(
+///     configuration: configuration, service: "my-tool", keySource: .environment())
+/// try await keystore.set(Array("value".utf8), forKey: "session.alice")
+/// let value = try await keystore.value(forKey: "session.alice")
+/// await keystore.close()
+/// ```
+///
+/// Items are sealed exactly as by SecureStorage's SQLite engine (the associated data binds
+/// service, access group and key), so only ciphertext reaches the database, and a row moved
+/// to another key, service or group fails to open. The service and access group are columns:
+/// many tools and groups share one database.
+///
+/// - Writes: ``commit(_:)`` applies a batch in one transaction; a versioned set applies when
+///   there is no item, either side is unversioned, or the stored version is not newer.
+/// - Reads never wait for commits (PostgreSQL's MVCC).
+/// - ``changes()`` follows every instance's commits through `LISTEN`/`NOTIFY`.
+/// - Outages: calls fail with ``KeystoreError/Code/storeUnavailable`` naming `host:port`
+///   within ``Configuration/operationTimeout`` and succeed again once the server is back;
+///   nothing needs recreating. Change streams get ``KeystoreChange/all`` after a reconnect.
+///
+/// ## Lifecycle
+///
+/// The keystore owns a postgres-nio `PostgresClient` (a connection pool) and the task that
+/// runs it. Call ``close()`` when done: it ends every change stream and that task, closing
+/// the connections. A keystore released without ``close()`` cancels the task from `deinit`.
+public final class PostgresKeystore: Keystore {
+    /// The service (tool) whose items this keystore holds.
+    public let service: String
+    /// The access group this keystore reads and writes.
+    public let accessGroup: AccessGroup
+    /// The configuration the keystore was opened with.
+    public let configuration: Configuration
+
+    let client: PostgresClient
+    let namespace: PostgresNamespace
+    let origin: Int64
+    private let runTask: Task<Void, Never>
+    private let feed: PostgresChangeFeed
+    let logger: Logger
+    private let callerLogger: Logger?
+    private let commitCount = Atomic<Int>(0)
+    private let closed = Atomic<Bool>(false)
+
+    /// Opens the keystore for `service` in `accessGroup`, creating the schema on first use.
+    ///
+    /// - Parameters:
+    ///   - configuration: The server, TLS, pool and timeouts.
+    ///   - service: The name of the tool owning the items; non-empty, at most 150 bytes.
+    ///   - accessGroup: The namespace the items live in; ``AccessGroup/none`` by default.
+    ///     The migration flag is not acted on here: move items with
+    ///     ``migrate(configuration:service:from:to:keySource:logger:)``.
+    ///   - keySource: Where the 256-bit key comes from: ``KeySource/environment(variable:)``,
+    ///     ``KeySource/passphrase(_:)`` (its salt lives in the database, so every instance
+    ///     derives the same key), ``KeySource/raw(_:)``, or ``KeySource/keyFile`` with
+    ///     ``Configuration/keyFilePath`` set.
+    ///   - logger: A logger for debug messages; never given a secret or the password.
+    /// - Throws: ``KeystoreError``: ``KeystoreError/Code/storeUnavailable`` when the server
+    ///   cannot be reached within ``Configuration/operationTimeout``,
+    ///   ``KeystoreError/Code/invalidKey`` for an unusable key source,
+    ///   ``KeystoreError/Code/invalidName`` for a bad service or group name,
+    ///   ``KeystoreError/Code/corruptFormat`` for a schema newer than this release.
+    public init(
+        configuration: Configuration,
+        service: String,
+        accessGroup: AccessGroup = .none,
+        keySource: KeySource,
+        logger: Logger? = nil
+    ) async throws(KeystoreError) {
+        try PostgresNamespace.validate(service: service, group: accessGroup)
+        try CryptoRuntime.ensureInitialised()
+        let client = PostgresClient(configuration: Self.clientConfiguration(configuration))
+        let runTask = Task { await client.run() }
+        let quiet = logger ?? Logger(label: "IdentityBroker.PostgresKeystore", factory: { _ in SwiftLogNoOpLogHandler() })
+        do throws(KeystoreError) {
+            let opened = try await OperationDeadline.run(configuration.operationTimeout, onTimeout: {
+                Self.timeout("opening the keystore", configuration)
+            }) { () throws(KeystoreError) -> (SecretBytes, Int64) in
+                try await Self.probe(configuration, logger: quiet)
+                do {
+                    try await client.withConnection { connection in
+                        try await PostgresSchema.install(on: connection, logger: quiet)
+                    }
+                } catch {
+                    throw KeystoreError.postgres(error, operation: "creating the schema", configuration: configuration)
+                }
+                let key = try await PostgresKeyResolver.key(
+                    for: accessGroup, source: keySource, configuration: configuration, client: client, logger: quiet)
+                let probe = PostgresNamespace(service: service, group: accessGroup, key: key)
+                do {
+                    let newest = try await client.withConnection { connection in
+                        try await PostgresSchema.newestSequence(probe, on: connection, logger: quiet)
+                    }
+                    return (key, newest)
+                } catch {
+                    throw KeystoreError.postgres(error, operation: "reading the change log", configuration: configuration)
+                }
+            }
+            let (key, newest) = opened
+            let namespace = PostgresNamespace(service: service, group: accessGroup, key: key)
+            let origin = Int64(bitPattern: try KeystoreError.rethrowing {
+                try CryptoRuntime.randomBytes(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            })
+            self.service = service
+            self.accessGroup = accessGroup
+            self.configuration = configuration
+            self.client = client
+            self.namespace = namespace
+            self.origin = origin
+            self.runTask = runTask
+            self.logger = quiet
+            self.callerLogger = logger
+            self.feed = PostgresChangeFeed(
+                client: client, namespace: namespace, origin: origin, knownSequence: newest,
+                configuration: configuration, logger: quiet)
+        } catch {
+            runTask.cancel()
+            throw error
+        }
+        logger?.debug("keystore opened", metadata: [
+            "broker.service": "\(service)",
+            "broker.accessGroup": "\(accessGroup)",
+            "broker.keySource": "\(keySource)",
+            "broker.endpoint": "\(configuration.endpoint)",
+        ])
+    }
+
+    deinit {
+        feed.close()
+        runTask.cancel()
+    }
+
+    /// Ends every ``changes()`` stream, then the connection pool's task, closing its
+    /// connections; returns when they are closed. Later calls fail with
+    /// ``KeystoreError/Code/storeUnavailable``. Calling it again does nothing.
+    public func close() async {
+        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        feed.close()
+        runTask.cancel()
+        await runTask.value
+    }
+
+    /// Returns the value stored under `key`, or `nil` when there is none.
+    ///
+    /// - Throws: ``KeystoreError/Code/authenticationFailed`` or
+    ///   ``KeystoreError/Code/corruptFormat`` for this item alone when its row does not open;
+    ///   ``KeystoreError/Code/storeUnavailable`` when the server cannot be reached.
+    public func value(forKey key: String) async throws(KeystoreError) -> [UInt8]? {
+        try PostgresNamespace.validate(key: key)
+        let namespace = self.namespace
+        let sealed = try await perform("reading an item") { connection, logger in
+            let rows = try await connection.query("""
+                SELECT value FROM identity_broker_items
+                WHERE service = \(namespace.service) AND access_group = \(namespace.groupColumn) AND key = \(key)
+                """, logger: logger).collect()
+            return try rows.first.map { Array(try $0.decode(ByteBuffer.self).readableBytesView) }
+        }
+        return try sealed.map { sealed throws(KeystoreError) in try namespace.open(sealed, forKey: key) }
+    }
+
+    /// The keys of every item of this service in this access group, sorted.
+    public func keys() async throws(KeystoreError) -> [String] {
+        let namespace = self.namespace
+        return try await perform("listing keys") { connection, logger in
+            try await connection.query("""
+                SELECT key FROM identity_broker_items
+                WHERE service = \(namespace.service) AND access_group = \(namespace.groupColumn)
+                """, logger: logger).collect().map { try $0.decode(String.self) }
+        }.sorted()
+    }
+
+    /// Applies every operation of `batch` in one transaction.
+    ///
+    /// The transaction takes the namespace's advisory lock, applies each operation in order,
+    /// appends a change row per changed key and `NOTIFY`s, then commits. A connection lost
+    /// before `COMMIT` was sent is retried once on a fresh connection (PostgreSQL rolled the
+    /// transaction back); one lost after is reported, since the outcome is unknown.
+    ///
+    /// - Returns: Per operation, whether it was applied.
+    /// - Throws: ``KeystoreError/Code/invalidName`` for an empty or over-long key (nothing is
+    ///   applied); ``KeystoreError/Code/storeUnavailable`` when the server cannot be reached.
+    @discardableResult
+    public func commit(_ batch: KeystoreBatch) async throws(KeystoreError) -> [Bool] {
+        guard !batch.isEmpty else { return [] }
+        var operations: [SealedOperation] = []
+        operations.reserveCapacity(batch.operations.count)
+        for operation in batch.operations {
+            try PostgresNamespace.validate(key: operation.key)
+            switch operation {
+            case .set(let key, let value, let version):
+                operations.append(.set(key: key, sealed: try namespace.seal(value, forKey: key), version: version))
+            case .remove(let key):
+                operations.append(.remove(key: key))
+            }
+        }
+        let sealed = operations
+        let namespace = self.namespace
+        let origin = self.origin
+        let trim = commitCount.wrappingAdd(1, ordering: .relaxed).newValue % 100 == 0
+        let retention = configuration.changeLogRetention
+        let (applied, changed, lastSequence) = try await perform("committing a batch") { connection, logger in
+            try await Self.apply(sealed, namespace: namespace, origin: origin, on: connection, logger: logger)
+        }
+        feed.deliverLocal(changed, lastSequence: lastSequence)
+        if trim {
+            _ = try? await perform("trimming the change log") { connection, logger in
+                try await PostgresSchema.trimChanges(olderThan: retention, on: connection, logger: logger)
+            }
+        }
+        callerLogger?.trace("keystore batch committed", metadata: [
+            "broker.service": "\(service)",
+            "broker.operations": "\(applied.count)",
+        ])
+        return applied
+    }
+
+    /// Keys changed from now on by this instance (delivered right after each commit) and by
+    /// any other instance sharing the database (through `LISTEN`/`NOTIFY`, while at least one
+    /// stream is iterated).
+    ///
+    /// A stream may also report changes committed shortly before it was created. It gets
+    /// ``KeystoreChange/all`` after the feed reconnects (server restart, network failure)
+    /// and when its buffer (``Configuration/changeBufferSize``) overflows. It ends when the
+    /// keystore is closed.
+    public func changes() -> AsyncStream<KeystoreChange> {
+        feed.subscribe()
+    }
+
+    /// Whether ``close()`` was called.
+    var isClosed: Bool { closed.load(ordering: .acquiring) }
+
+    /// Whether the change feed currently listens on a live connection (for tests).
+    package var isListeningForChanges: Bool { feed.isListening }
+}

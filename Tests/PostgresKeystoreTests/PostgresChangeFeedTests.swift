@@ -1,0 +1,60 @@
+import BrokerTestSupport
+import Foundation
+import PostgresKeystore
+import SecureStorage
+import XCTest
+
+/// The change feed over LISTEN/NOTIFY between instances sharing a database.
+final class PostgresChangeFeedTests: PostgresTestCase, @unchecked Sendable {
+    func testOwnCommitsAreDeliveredAtOnce() async throws {
+        let keystore = try await keystore()
+        let stream = keystore.changes()
+        try await keystore.set([1], forKey: "a")
+        var batch = KeystoreBatch()
+        batch.set([2], forKey: "b")
+        batch.remove(forKey: "a")
+        try await keystore.commit(batch)
+        let seen = await collectChanges(stream, within: 1) { $0.isSuperset(of: [.item("a"), .item("b")]) }
+        XCTAssertEqual(seen, [.item("a"), .item("b")])
+    }
+
+    func testTwoInstancesSeeEachOthersChangesWithinASecond() async throws {
+        let first = try await keystore()
+        let second = try await keystore()
+        let other = try await keystore(group: AccessGroup(name: "elsewhere"))
+        let firstStream = first.changes()
+        let secondStream = second.changes()
+        let listening = await eventually { first.isListeningForChanges && second.isListeningForChanges }
+        XCTAssertTrue(listening)
+        try await other.set([0], forKey: "other-namespace")
+        try await first.set([1], forKey: "from-first")
+        try await second.set([2], forKey: "from-second")
+        let both: Set<KeystoreChange> = [.item("from-first"), .item("from-second")]
+        async let firstSaw = collectChanges(firstStream, within: 1) { $0.isSuperset(of: both) }
+        async let secondSaw = collectChanges(secondStream, within: 1) { $0.isSuperset(of: both) }
+        let (a, b) = await (firstSaw, secondSaw)
+        XCTAssertEqual(a, both)
+        XCTAssertEqual(b, both, "another namespace's commits are not reported")
+    }
+
+    func testAFullBufferYieldsAll() async throws {
+        let keystore = try await keystore { $0.changeBufferSize = 4 }
+        let stream = keystore.changes()
+        for index in 0..<10 { try await keystore.set([UInt8(index)], forKey: "k\(index)") }
+        var seen: [KeystoreChange] = []
+        var iterator = stream.makeAsyncIterator()
+        while seen.count < 4, let change = await iterator.next() { seen.append(change) }
+        XCTAssertEqual(seen.last, .all, "an overflowing buffer ends with .all: \(seen)")
+    }
+
+    func testStreamsEndOnClose() async throws {
+        let keystore = try await keystore()
+        let stream = keystore.changes()
+        await keystore.close()
+        var iterator = stream.makeAsyncIterator()
+        let next = await iterator.next()
+        XCTAssertNil(next)
+        let error = await keystoreError { try await keystore.value(forKey: "k") }
+        XCTAssertEqual(error?.code, .storeUnavailable)
+    }
+}

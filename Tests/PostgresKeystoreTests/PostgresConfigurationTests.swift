@@ -1,0 +1,80 @@
+import Foundation
+import PostgresKeystore
+import SecureStorage
+import XCTest
+
+/// URL parsing and the password's absence from every description (no server needed).
+final class PostgresConfigurationTests: XCTestCase {
+    func testParsesEveryPartWithPercentDecoding() throws {
+        let configuration = try PostgresKeystore.Configuration(
+            url: "postgres://broker%2Badmin:p%40ss%3Aw%2Frd@db.example.com:6543/identity%20db?sslmode=verify-full&sslrootcert=/etc/ca.pem&connect_timeout=7")
+        XCTAssertEqual(configuration.username, "broker+admin")
+        XCTAssertEqual(configuration.password, "p@ss:w/rd")
+        XCTAssertEqual(configuration.host, "db.example.com")
+        XCTAssertEqual(configuration.port, 6543)
+        XCTAssertEqual(configuration.database, "identity db")
+        XCTAssertEqual(configuration.tls, .verifyFull)
+        XCTAssertEqual(configuration.rootCertificatePath, "/etc/ca.pem")
+        XCTAssertEqual(configuration.connectTimeout, .seconds(7))
+        XCTAssertEqual(configuration.endpoint, "db.example.com:6543")
+    }
+
+    func testDefaultsAndVariants() throws {
+        let minimal = try PostgresKeystore.Configuration(url: "postgresql://broker@localhost")
+        XCTAssertEqual(minimal.port, 5432)
+        XCTAssertNil(minimal.password)
+        XCTAssertNil(minimal.database)
+        XCTAssertEqual(minimal.tls, .disable)
+        XCTAssertEqual(minimal.maximumConnections, 8)
+        XCTAssertEqual(minimal.operationTimeout, .seconds(10))
+
+        let ipv6 = try PostgresKeystore.Configuration(url: "postgres://u:pw@[::1]:5433/db?sslmode=require")
+        XCTAssertEqual(ipv6.host, "::1")
+        XCTAssertEqual(ipv6.port, 5433)
+        XCTAssertEqual(ipv6.endpoint, "[::1]:5433")
+        XCTAssertEqual(ipv6.tls, .require)
+
+        // An unescaped '@' in the password: the host starts after the last '@'.
+        let at = try PostgresKeystore.Configuration(url: "postgres://u:a@b@host/db")
+        XCTAssertEqual(at.password, "a@b")
+        XCTAssertEqual(at.host, "host")
+
+        for (mode, expected) in [("disable", PostgresKeystore.TLSMode.disable), ("allow", .prefer), ("prefer", .prefer), ("verify-ca", .verifyCA)] {
+            XCTAssertEqual(try PostgresKeystore.Configuration(url: "postgres://u@h/d?sslmode=\(mode)").tls, expected)
+        }
+    }
+
+    func testRejectsMalformedURLsWithoutEchoingThePassword() {
+        let secret = "hunter2-very-secret"
+        let bad = [
+            "mysql://u:\(secret)@h/d",
+            "postgres://:\(secret)@h/d",
+            "postgres://u:\(secret)@h:99999/d",
+            "postgres://u:\(secret)@h:port/d",
+            "postgres://u:\(secret)@/d",
+            "postgres://u:\(secret)@h/d?sslmode=requir",
+            "postgres://u:\(secret)@h/d?sslcert=x",
+            "postgres://u:\(secret)%zz@h/d",
+            "postgres://u:\(secret)@[::1/d",
+            "postgres://u:\(secret)@h/d/extra",
+        ]
+        for url in bad {
+            do {
+                _ = try PostgresKeystore.Configuration(url: url)
+                XCTFail("accepted \(url)")
+            } catch {
+                XCTAssertFalse("\(error)".contains("hunter2"), "\(error)")
+            }
+        }
+    }
+
+    func testThePasswordIsInNoDescriptionNorMirror() throws {
+        let configuration = try PostgresKeystore.Configuration(url: "postgres://broker:Sup3rS3cretPassw0rd@db:5432/identity?sslmode=verify-full")
+        XCTAssertEqual(configuration.description, "postgres://broker@db:5432/identity?sslmode=verify-full")
+        var dumped = ""
+        dump(configuration, to: &dumped)
+        for text in [configuration.description, configuration.debugDescription, "\(configuration)", String(reflecting: configuration), dumped] {
+            XCTAssertFalse(text.contains("Sup3rS3cret"), text)
+        }
+    }
+}

@@ -1,0 +1,209 @@
+import BrokerTestSupport
+import Foundation
+import PostgresKeystore
+import SecureStorage
+import XCTest
+
+/// The engine's contract against a real PostgreSQL: the same semantics as the SQLite engine.
+final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
+    func testRoundTripKeysSortedAndRemove() async throws {
+        let keystore = try await keystore()
+        let missing = try await keystore.value(forKey: "absent")
+        XCTAssertNil(missing, "absence is not an error")
+        try await keystore.set(Array("bravo value".utf8), forKey: "b")
+        try await keystore.set(Array("alpha value".utf8), forKey: "a")
+        try await keystore.set([], forKey: "empty")
+        let a = try await keystore.value(forKey: "a")
+        XCTAssertEqual(a, Array("alpha value".utf8))
+        let empty = try await keystore.value(forKey: "empty")
+        XCTAssertEqual(empty, [])
+        let keys = try await keystore.keys()
+        XCTAssertEqual(keys, ["a", "b", "empty"])
+        try await keystore.remove(forKey: "a")
+        try await keystore.remove(forKey: "never-there")
+        let afterRemove = try await keystore.keys()
+        XCTAssertEqual(afterRemove, ["b", "empty"])
+
+        // Another instance (another host) reads the same items.
+        let other = try await self.keystore()
+        let b = try await other.value(forKey: "b")
+        XCTAssertEqual(b, Array("bravo value".utf8))
+    }
+
+    func testNamespacesAreSeparateColumns() async throws {
+        let plain = try await keystore(service: "tool")
+        let grouped = try await keystore(service: "tool", group: AccessGroup(name: "team"))
+        let otherService = try await keystore(service: "other")
+        try await plain.set([1], forKey: "k")
+        try await grouped.set([2], forKey: "k")
+        let fromGroup = try await grouped.value(forKey: "k")
+        XCTAssertEqual(fromGroup, [2])
+        let fromOther = try await otherService.value(forKey: "k")
+        XCTAssertNil(fromOther)
+        let rows = try server.psql("SELECT service || '/' || access_group || '/' || key FROM identity_broker_items ORDER BY 1", database: database)
+        XCTAssertEqual(rows.split(separator: "\n").map(String.init), ["tool//k", "tool/team/k"])
+    }
+
+    func testVersionedSetsConvergeOnTheHighestVersionWhateverTheOrder() async throws {
+        let first = try await keystore()
+        let second = try await keystore()
+        let appliedHigh = try await first.set([2], forKey: "v", version: 2)
+        let appliedLow = try await second.set([1], forKey: "v", version: 1)
+        XCTAssertTrue(appliedHigh)
+        XCTAssertFalse(appliedLow, "a lower version loses")
+        let equal = try await second.set([3], forKey: "v", version: 2)
+        XCTAssertTrue(equal, "an equal version applies")
+
+        // Racing writers on two instances: the highest version wins whatever the order.
+        for round in 0..<5 {
+            let key = "race\(round)"
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for version in (1...20).shuffled() {
+                    let writer = version % 2 == 0 ? first : second
+                    group.addTask { try await writer.set([UInt8(version)], forKey: key, version: Int64(version)) }
+                }
+                try await group.waitForAll()
+            }
+            let stored = try await first.value(forKey: key)
+            XCTAssertEqual(stored, [20], "round \(round)")
+        }
+        // An unversioned set always applies; a versioned one then applies over it.
+        try await first.set([9], forKey: "v")
+        let overUnversioned = try await second.set([10], forKey: "v", version: 1)
+        XCTAssertTrue(overUnversioned)
+    }
+
+    func testABatchIsAtomic() async throws {
+        let keystore = try await keystore()
+        try await keystore.set([0], forKey: "existing")
+        // A trigger refuses one key inside the transaction, after earlier operations ran.
+        try server.psql("""
+            CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN IF NEW.key = 'poison' THEN RAISE EXCEPTION 'poisoned'; END IF; RETURN NEW; END $$;
+            CREATE TRIGGER refuse_poison BEFORE INSERT OR UPDATE ON identity_broker_items
+            FOR EACH ROW EXECUTE FUNCTION refuse_poison();
+            """, database: database)
+        var batch = KeystoreBatch()
+        batch.set([1], forKey: "a")
+        batch.remove(forKey: "existing")
+        batch.set([2], forKey: "poison")
+        let error = await keystoreError { try await keystore.commit(batch) }
+        XCTAssertEqual(error?.code, .io, "\(String(describing: error))")
+        XCTAssertTrue(error?.reason.contains("poisoned") ?? false, "\(String(describing: error))")
+        let keys = try await keystore.keys()
+        XCTAssertEqual(keys, ["existing"], "nothing of the failed batch was applied")
+
+        var good = KeystoreBatch()
+        good.set([1], forKey: "a")
+        good.set([2], forKey: "a", version: 5)
+        good.remove(forKey: "existing")
+        good.remove(forKey: "missing")
+        let applied = try await keystore.commit(good)
+        XCTAssertEqual(applied, [true, true, true, false])
+        let a = try await keystore.value(forKey: "a")
+        XCTAssertEqual(a, [2], "later operations see earlier ones")
+
+        var invalid = KeystoreBatch()
+        invalid.set([1], forKey: "fine")
+        invalid.set([1], forKey: "")
+        let invalidError = await keystoreError { try await keystore.commit(invalid) }
+        XCTAssertEqual(invalidError?.code, .invalidName)
+        let fine = try await keystore.value(forKey: "fine")
+        XCTAssertNil(fine)
+    }
+
+    func testADamagedRowIsAnErrorForThatKeyAlone() async throws {
+        let keystore = try await keystore()
+        try await keystore.set(Array("good".utf8), forKey: "good")
+        try await keystore.set(Array("to be damaged".utf8), forKey: "bad")
+        try await keystore.set(Array("short".utf8), forKey: "short")
+        // Flip one ciphertext byte; truncate another row below the sealed overhead.
+        try server.psql("""
+            UPDATE identity_broker_items SET value = set_byte(value, 20, get_byte(value, 20) # 1) WHERE key = 'bad';
+            UPDATE identity_broker_items SET value = '\\x0102'::bytea WHERE key = 'short';
+            """, database: database)
+        let bad = await keystoreError { try await keystore.value(forKey: "bad") }
+        XCTAssertEqual(bad?.code, .authenticationFailed)
+        XCTAssertTrue(bad?.reason.contains("'bad'") ?? false, "the error names the key: \(String(describing: bad))")
+        let short = await keystoreError { try await keystore.value(forKey: "short") }
+        XCTAssertEqual(short?.code, .corruptFormat)
+        let good = try await keystore.value(forKey: "good")
+        XCTAssertEqual(good, Array("good".utf8))
+        let keys = try await keystore.keys()
+        XCTAssertEqual(keys, ["bad", "good", "short"])
+        try await keystore.remove(forKey: "bad")
+        let afterRemove = try await keystore.keys()
+        XCTAssertEqual(afterRemove, ["good", "short"], "a damaged item can still be removed")
+    }
+
+    func testAWrongKeyFailsToOpenEveryItem() async throws {
+        let writer = try await keystore()
+        try await writer.set(Array("secret".utf8), forKey: "k")
+        let wrong = try await keystore(keySource: .raw([UInt8](repeating: 8, count: 32)))
+        let error = await keystoreError { try await wrong.value(forKey: "k") }
+        XCTAssertEqual(error?.code, .authenticationFailed)
+        let keys = try await wrong.keys()
+        XCTAssertEqual(keys, ["k"], "listing needs no key")
+    }
+
+    func testCiphertextMovedToAnotherKeyServiceOrGroupFailsToOpen() async throws {
+        let plain = try await keystore(service: "tool")
+        let grouped = try await keystore(service: "tool", group: AccessGroup(name: "team"))
+        let otherService = try await keystore(service: "other")
+        try await plain.set(Array("alice's session".utf8), forKey: "alice")
+        try await plain.set(Array("bob's session".utf8), forKey: "bob")
+        try await grouped.set([0], forKey: "alice")
+        try await otherService.set([0], forKey: "alice")
+        let source = "(SELECT value FROM identity_broker_items WHERE service = 'tool' AND access_group = '' AND key = 'alice')"
+        try server.psql("""
+            UPDATE identity_broker_items SET value = \(source) WHERE service = 'tool' AND access_group = '' AND key = 'bob';
+            UPDATE identity_broker_items SET value = \(source) WHERE service = 'tool' AND access_group = 'team' AND key = 'alice';
+            UPDATE identity_broker_items SET value = \(source) WHERE service = 'other' AND key = 'alice';
+            """, database: database)
+        for (keystore, key) in [(plain, "bob"), (grouped, "alice"), (otherService, "alice")] {
+            let error = await keystoreError { try await keystore.value(forKey: key) }
+            XCTAssertEqual(error?.code, .authenticationFailed, "\(keystore.service)/\(keystore.accessGroup)/\(key)")
+        }
+        let original = try await plain.value(forKey: "alice")
+        XCTAssertEqual(original, Array("alice's session".utf8))
+    }
+
+    func testNamesAreValidated() async throws {
+        let error = await keystoreError { try await self.keystore(service: "") }
+        XCTAssertEqual(error?.code, .invalidName)
+        let keystore = try await keystore()
+        let long = await keystoreError { try await keystore.value(forKey: String(repeating: "k", count: 181)) }
+        XCTAssertEqual(long?.code, .invalidName)
+        let nul = await keystoreError { try await keystore.set([1], forKey: "a\u{0}b") }
+        XCTAssertEqual(nul?.code, .invalidName)
+    }
+
+    func testSchemaIsCreatedOnceByConcurrentFirstStartsAndVersioned() async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<6 {
+                group.addTask { try await self.keystore(service: "tool\(index)").set([1], forKey: "k") }
+            }
+            try await group.waitForAll()
+        }
+        let version = try server.psql("SELECT version FROM identity_broker_schema", database: database)
+        XCTAssertEqual(version.trimmingCharacters(in: .whitespacesAndNewlines), "1")
+        try server.psql("UPDATE identity_broker_schema SET version = 99", database: database)
+        let error = await keystoreError { try await self.keystore() }
+        XCTAssertEqual(error?.code, .corruptFormat)
+        XCTAssertTrue(error?.reason.contains("99") ?? false)
+    }
+
+    func testDumpHoldsNoPlaintext() async throws {
+        let keystore = try await keystore(group: AccessGroup(name: "team"))
+        let secrets = (0..<8).map { "SECRET-\($0)-" + UUID().uuidString + "-ASIAEXAMPLEKEY\($0)" }
+        for (index, secret) in secrets.enumerated() {
+            try await keystore.set(Array(secret.utf8), forKey: "session.user\(index)", version: Int64(index))
+        }
+        let dump = try server.dump(database)
+        XCTAssertTrue(dump.contains("identity_broker_items"), "the dump holds the table")
+        XCTAssertNil(leakedRun(in: dump, of: secrets), "no 16-character run of a value in the dump")
+        // bytea dumps as hex: check the hex spelling of each value too.
+        let hexSecrets = secrets.map { $0.utf8.map { String(format: "%02x", $0) }.joined() }
+        XCTAssertNil(leakedRun(in: dump, of: hexSecrets), "no value in hex either")
+    }
+}

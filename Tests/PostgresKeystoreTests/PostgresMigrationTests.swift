@@ -1,0 +1,73 @@
+import BrokerTestSupport
+import Foundation
+import PostgresKeystore
+import SecureStorage
+import XCTest
+
+/// `PostgresKeystore.migrate` moves a service's items between access groups in one
+/// transaction, or nothing at all.
+final class PostgresMigrationTests: PostgresTestCase, @unchecked Sendable {
+    func testMigrationMovesEveryItemResealedForTheTarget() async throws {
+        let source = try await keystore(group: .none)
+        try await source.set(Array("alice".utf8), forKey: "session.alice", version: 3)
+        try await source.set(Array("bob".utf8), forKey: "session.bob")
+        let target = try await keystore(group: AccessGroup(name: "team"))
+        let watcher = target.changes()
+
+        let moved = try await PostgresKeystore.migrate(
+            configuration: configuration(), service: "tool", from: .none, to: AccessGroup(name: "team"), keySource: .raw(key))
+        XCTAssertEqual(moved, 2)
+        let alice = try await target.value(forKey: "session.alice")
+        XCTAssertEqual(alice, Array("alice".utf8))
+        let sourceKeys = try await source.keys()
+        XCTAssertEqual(sourceKeys, [])
+        let targetKeys = try await target.keys()
+        XCTAssertEqual(targetKeys, ["session.alice", "session.bob"])
+        let version = try server.psql("SELECT version FROM identity_broker_items WHERE access_group = 'team' AND key = 'session.alice'", database: database)
+        XCTAssertEqual(version.trimmingCharacters(in: .whitespacesAndNewlines), "3", "versions are kept")
+        let seen = await collectChanges(watcher, within: 2) { $0.isSuperset(of: [.item("session.alice"), .item("session.bob")]) }
+        XCTAssertTrue(seen.isSuperset(of: [.item("session.alice"), .item("session.bob")]), "the target's feed reports the moved items: \(seen)")
+
+        let again = try await PostgresKeystore.migrate(
+            configuration: configuration(), service: "tool", from: .none, to: AccessGroup(name: "team"), keySource: .raw(key))
+        XCTAssertEqual(again, 0, "rerunning it is harmless")
+    }
+
+    func testAWrongKeyOrADamagedItemMovesNothing() async throws {
+        let source = try await keystore(group: .none)
+        for index in 0..<3 { try await source.set([UInt8(index)], forKey: "k\(index)") }
+
+        let wrongKey = await keystoreError {
+            try await PostgresKeystore.migrate(
+                configuration: self.configuration(), service: "tool", from: .none, to: AccessGroup(name: "team"),
+                keySource: .raw([UInt8](repeating: 1, count: 32)))
+        }
+        XCTAssertEqual(wrongKey?.code, .authenticationFailed)
+        XCTAssertTrue(wrongKey?.reason.contains("3 of 3") ?? false, "\(String(describing: wrongKey))")
+
+        try server.psql("UPDATE identity_broker_items SET value = set_byte(value, 15, get_byte(value, 15) # 1) WHERE key = 'k1'", database: database)
+        let damaged = await keystoreError {
+            try await PostgresKeystore.migrate(
+                configuration: self.configuration(), service: "tool", from: .none, to: AccessGroup(name: "team"), keySource: .raw(self.key))
+        }
+        XCTAssertEqual(damaged?.code, .authenticationFailed)
+        XCTAssertTrue(damaged?.reason.contains("1 of 3") ?? false, "\(String(describing: damaged))")
+
+        let remaining = try await source.keys()
+        XCTAssertEqual(remaining, ["k0", "k1", "k2"], "the source keeps every item")
+        let target = try server.psql("SELECT count(*) FROM identity_broker_items WHERE access_group = 'team'", database: database)
+        XCTAssertEqual(target.trimmingCharacters(in: .whitespacesAndNewlines), "0", "nothing reached the target")
+    }
+
+    func testANewerTargetItemWins() async throws {
+        let source = try await keystore(group: .none)
+        let target = try await keystore(group: AccessGroup(name: "team"))
+        try await source.set(Array("old".utf8), forKey: "k", version: 1)
+        try await target.set(Array("new".utf8), forKey: "k", version: 2)
+        let moved = try await PostgresKeystore.migrate(
+            configuration: configuration(), service: "tool", from: .none, to: AccessGroup(name: "team"), keySource: .raw(key))
+        XCTAssertEqual(moved, 1, "the source item leaves")
+        let value = try await target.value(forKey: "k")
+        XCTAssertEqual(value, Array("new".utf8))
+    }
+}

@@ -1,0 +1,101 @@
+import BrokerTestSupport
+import Foundation
+import PostgresKeystore
+import SecureStorage
+import Synchronization
+import XCTest
+
+/// The server stops, restarts or drops connections while keystores are open: calls fail with
+/// `storeUnavailable` naming host:port, then succeed again on the same instances; change
+/// streams get `.all` after the reconnect; nothing acknowledged is lost.
+final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
+    override func tearDown() async throws {
+        // Leave the class's server running for the next test, whatever happened.
+        try? server.startServer()
+        try await super.tearDown()
+    }
+
+    func testStoreUnavailableWhileStoppedThenRecoveryWithoutRecreating() async throws {
+        let keystore = try await keystore()
+        try await keystore.set(Array("before".utf8), forKey: "k")
+        try server.stopServer()
+
+        let started = ContinuousClock.now
+        let readError = await keystoreError { try await keystore.value(forKey: "k") }
+        XCTAssertLessThan(ContinuousClock.now - started, .seconds(8), "bounded by the operation timeout")
+        XCTAssertEqual(readError?.code, .storeUnavailable)
+        XCTAssertEqual(readError?.path, "127.0.0.1:\(server.port)")
+        XCTAssertTrue(readError?.description.contains("127.0.0.1:\(server.port)") ?? false, "\(String(describing: readError))")
+        let writeError = await keystoreError { try await keystore.set([2], forKey: "k") }
+        XCTAssertEqual(writeError?.code, .storeUnavailable)
+        for error in [readError, writeError].compactMap({ $0 }) {
+            XCTAssertFalse(error.description.contains(server.password), "never the password: \(error)")
+            XCTAssertFalse(error.description.contains("p@ss"), "never the password: \(error)")
+        }
+        let openError = await keystoreError { try await self.keystore() }
+        XCTAssertEqual(openError?.code, .storeUnavailable)
+
+        try server.startServer()
+        let recovered = await eventually(timeout: .seconds(20)) { (try? await keystore.value(forKey: "k")) == Array("before".utf8) }
+        XCTAssertTrue(recovered, "the same instance reads again once the server is back")
+        try await keystore.set(Array("after".utf8), forKey: "k")
+        let value = try await keystore.value(forKey: "k")
+        XCTAssertEqual(value, Array("after".utf8))
+    }
+
+    func testStreamsGetAllAfterARestartAndFollowOtherInstancesAgain() async throws {
+        let writer = try await keystore()
+        let watcher = try await keystore()
+        let recorder = ChangeRecorder(watcher.changes())
+        defer { recorder.stop() }
+        let listening = await eventually { watcher.isListeningForChanges }
+        XCTAssertTrue(listening)
+
+        try server.restart()
+        let all = await eventually(timeout: .seconds(15)) { recorder.contains(.all) }
+        XCTAssertTrue(all, "a reconnected feed reports .all: \(recorder.changes)")
+        let relistening = await eventually(timeout: .seconds(10)) { watcher.isListeningForChanges }
+        XCTAssertTrue(relistening)
+
+        let written = await eventually(timeout: .seconds(20)) { (try? await writer.set([1], forKey: "after-restart")) != nil }
+        XCTAssertTrue(written, "the writer recovered")
+        let item = await eventually(timeout: .seconds(1)) { recorder.contains(.item("after-restart")) }
+        XCTAssertTrue(item, "the feed follows the other instance again within a second: \(recorder.changes)")
+    }
+
+    func testNothingAcknowledgedIsLostAcrossARestart() async throws {
+        let keystore = try await keystore()
+        let acknowledged = Locked<[Int]>([])
+        let stop = Locked<Bool>(false)
+        let writer = Task {
+            var index = 0
+            while !stop.withLock({ $0 }) {
+                if (try? await keystore.set(Array("value-\(index)".utf8), forKey: "k\(index)")) != nil {
+                    acknowledged.withLock { $0.append(index) }
+                }
+                index += 1
+            }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        try server.restart()
+        try await Task.sleep(for: .milliseconds(500))
+        let failedBefore = await eventually(timeout: .seconds(20)) { acknowledged.withLock { $0.count } > 0 }
+        XCTAssertTrue(failedBefore)
+        // Keep writing until some writes land after the restart too.
+        let countAtRestart = acknowledged.withLock { $0.count }
+        let more = await eventually(timeout: .seconds(20)) { acknowledged.withLock { $0.count } > countAtRestart + 20 }
+        XCTAssertTrue(more, "writes succeed again after the restart")
+        stop.withLock { $0 = true }
+        await writer.value
+
+        let reader = try await self.keystore()
+        let keys = Set(try await reader.keys())
+        for index in acknowledged.withLock({ $0 }) {
+            XCTAssertTrue(keys.contains("k\(index)"), "acknowledged k\(index) survived")
+        }
+        for index in acknowledged.withLock({ $0 }).prefix(50) {
+            let value = try await reader.value(forKey: "k\(index)")
+            XCTAssertEqual(value, Array("value-\(index)".utf8))
+        }
+    }
+}

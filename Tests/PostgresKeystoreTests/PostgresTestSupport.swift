@@ -1,0 +1,156 @@
+import BrokerTestSupport
+import Foundation
+import PostgresKeystore
+import SecureStorage
+import Synchronization
+import XCTest
+
+/// One PostgreSQL server per test class (started on first use, stopped in the class's
+/// `tearDown`), a fresh database per test, and helpers to open keystores on it.
+class PostgresTestCase: XCTestCase, @unchecked Sendable {
+    private static let servers = Mutex<[ObjectIdentifier: PostgresServer]>([:])
+
+    /// This class's server, started on first use.
+    var server: PostgresServer!
+    /// This test's database, owned by the password role.
+    var database: String!
+    /// Keystores opened through ``keystore(_:)``, closed in `tearDown`.
+    private let opened = Mutex<[PostgresKeystore]>([])
+
+    /// A fixed 32-byte key, as every instance of a fleet would share.
+    let key = [UInt8](repeating: 7, count: 32)
+
+    override func setUpWithError() throws {
+        let id = ObjectIdentifier(type(of: self))
+        if let running = Self.servers.withLock({ $0[id] }) {
+            server = running
+        } else {
+            let started = try PostgresServer.start()
+            Self.servers.withLock { $0[id] = started }
+            server = started
+        }
+        database = try server.createDatabase()
+    }
+
+    override func tearDown() async throws {
+        for keystore in opened.withLock({ $0 }) { await keystore.close() }
+        opened.withLock { $0.removeAll() }
+    }
+
+    override class func tearDown() {
+        let server = servers.withLock { $0.removeValue(forKey: ObjectIdentifier(self)) }
+        server?.stop()
+        super.tearDown()
+    }
+
+    /// A configuration for this test's database: the password role with its password
+    /// (through a URL, percent-encoded), or the trusted superuser.
+    func configuration(withPassword: Bool = true) throws -> PostgresKeystore.Configuration {
+        var configuration: PostgresKeystore.Configuration
+        if withPassword {
+            let encoded = server.password.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+            configuration = try PostgresKeystore.Configuration(
+                url: "postgres://\(server.passwordRole):\(encoded)@127.0.0.1:\(server.port)/\(database!)?sslmode=disable")
+        } else {
+            configuration = PostgresKeystore.Configuration(host: "127.0.0.1", port: server.port, username: server.superuser, database: database)
+        }
+        configuration.operationTimeout = .seconds(3)
+        configuration.connectTimeout = .seconds(2)
+        configuration.reconnectDelay = .milliseconds(200)
+        return configuration
+    }
+
+    /// Opens a keystore on this test's database, closed in `tearDown`.
+    func keystore(
+        service: String = "tool",
+        group: AccessGroup = .none,
+        keySource: KeySource? = nil,
+        configure: (inout PostgresKeystore.Configuration) -> Void = { _ in }
+    ) async throws -> PostgresKeystore {
+        var configuration = try configuration()
+        configure(&configuration)
+        let keystore = try await PostgresKeystore(
+            configuration: configuration, service: service, accessGroup: group, keySource: keySource ?? .raw(key))
+        opened.withLock { $0.append(keystore) }
+        return keystore
+    }
+}
+
+/// Collects a stream's changes until `predicate` holds or `seconds` pass; returns what it saw.
+func collectChanges(
+    _ stream: AsyncStream<KeystoreChange>,
+    within seconds: Double,
+    until predicate: @escaping @Sendable (Set<KeystoreChange>) -> Bool
+) async -> Set<KeystoreChange> {
+    let seen = Locked<Set<KeystoreChange>>([])
+    await withTaskGroup(of: Void.self) { group in
+        group.addTask {
+            for await change in stream {
+                let done = seen.withLock { seen -> Bool in
+                    seen.insert(change)
+                    return predicate(seen)
+                }
+                if done { return }
+            }
+        }
+        group.addTask { try? await Task.sleep(for: .seconds(seconds)) }
+        await group.next()
+        group.cancelAll()
+    }
+    return seen.withLock { $0 }
+}
+
+/// Waits until `condition` holds or `timeout` passes; returns whether it held.
+func eventually(timeout: Duration = .seconds(5), _ condition: @Sendable () async -> Bool) async -> Bool {
+    let start = ContinuousClock.now
+    while ContinuousClock.now - start < timeout {
+        if await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return await condition()
+}
+
+/// Runs `body` and returns the ``KeystoreError`` it throws, failing the test if it throws none.
+func keystoreError<T>(
+    _ body: () async throws -> T, file: StaticString = #filePath, line: UInt = #line
+) async -> KeystoreError? {
+    do {
+        _ = try await body()
+        XCTFail("expected a KeystoreError", file: file, line: line)
+        return nil
+    } catch let error as KeystoreError {
+        return error
+    } catch {
+        XCTFail("expected a KeystoreError, got \(error)", file: file, line: line)
+        return nil
+    }
+}
+
+/// Records everything a change stream yields, from a task of its own, so tests can poll.
+final class ChangeRecorder: Sendable {
+    private let recorded = Locked<[KeystoreChange]>([])
+    private let task = Locked<Task<Void, Never>?>(nil)
+
+    init(_ stream: AsyncStream<KeystoreChange>) {
+        let recorded = self.recorded
+        let task = Task {
+            for await change in stream { recorded.withLock { $0.append(change) } }
+        }
+        self.task.withLock { $0 = task }
+    }
+
+    /// Everything recorded so far, in order.
+    var changes: [KeystoreChange] { recorded.withLock { $0 } }
+
+    func contains(_ change: KeystoreChange) -> Bool { recorded.withLock { $0.contains(change) } }
+
+    /// Stops recording (ending the stream).
+    func stop() { task.withLock { $0 }?.cancel() }
+}
+
+/// A value behind a lock, in a class so that escaping closures can share it.
+final class Locked<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+    init(_ value: Value) { mutex = Mutex(value) }
+    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R { try mutex.withLock { try body(&$0) } }
+}
