@@ -13,7 +13,7 @@ final class FederationClientLifecycleTests: XCTestCase {
         harness.fake.resetRecording()
         // The cached-ID call answers 503 after the whole budget is gone: no retry fits.
         harness.fake.enqueue(FakeCognito.Reply.error(nil, status: 503).delayed(by: .milliseconds(120)), for: .getCredentialsForIdentity)
-        await expectFederationError(.serviceUnavailable) {
+        await assertThrows(FederationError.self, code: .serviceUnavailable) {
             try await harness.client.federate(token: "EAAG-second", provider: .facebook, session: "alice")
         }
         XCTAssertEqual(harness.fake.calls.count, 1, "no retry past the federation deadline")
@@ -24,7 +24,7 @@ final class FederationClientLifecycleTests: XCTestCase {
     func testAnAttemptStartingPastTheDeadlineTimesOut() async throws {
         let harness = try Harness(configure: { $0.federationTimeout = .milliseconds(50) })
         harness.fake.enqueue(FakeCognito.Reply.identityId("us-east-1:slow").delayed(by: .milliseconds(120)), for: .getId)
-        let error = await expectFederationError(.timedOut) { try await harness.client.federate(token: "EAAG", provider: .facebook) }
+        let error = await assertThrows(FederationError.self, code: .timedOut) { try await harness.client.federate(token: "EAAG", provider: .facebook) }
         XCTAssertEqual(error?.operation, "GetCredentialsForIdentity")
         XCTAssertEqual(harness.fake.operations, ["GetId"], "GetCredentialsForIdentity is not sent once the deadline passed")
         let snapshot = try await harness.client.session()
@@ -42,7 +42,7 @@ final class FederationClientLifecycleTests: XCTestCase {
         XCTAssertTrue(sent)
         task.cancel()
         let start = ContinuousClock.now
-        let error = await expectFederationError(.cancelled) { try await task.value }
+        let error = await assertThrows(FederationError.self, code: .cancelled) { try await task.value }
         XCTAssertLessThan(ContinuousClock.now - start, .seconds(10))
         XCTAssertNotNil(error)
         XCTAssertEqual(harness.fake.calls.count, 3, "a cancelled call is not retried")
