@@ -217,24 +217,25 @@ final class CredentialServerTests: XCTestCase {
             _ = try await CurlTransport.shared.send(Federation.HTTPRequest(method: "GET", url: base + "/credentials/alice"))
             XCTFail("the server still answers after shutdown")
         } catch {}
-        do {
-            _ = try await running.server.baseURL()
-            XCTFail("a stopped server has no URL")
-        } catch {
-            XCTAssertEqual(error.code, .notRunning)
-        }
-        do {
-            try await running.server.run()
-            XCTFail("a server runs once")
-        } catch let error as CredentialServerError {
-            XCTAssertEqual(error.code, .alreadyRan)
-        }
+        await assertThrows(CredentialServerError.self, code: .notRunning) { try await running.server.baseURL() }
+        await assertThrows(CredentialServerError.self, code: .alreadyRan) { try await running.server.run() }
     }
 
     func testShutdownBeforeRunStopsAtOnce() async throws {
         let server = try CredentialServer(client: FederationClient(keystore: InMemoryKeystore()))
         await server.shutdown()
-        try await server.run()
+        // run() must return at once without serving; a deadline turns a hang into a failure.
+        let returned = LockedBox(false)
+        let run = Task {
+            defer { returned.withLock { $0 = true } }
+            try await server.run()
+        }
+        let deadline = ContinuousClock.now + .seconds(5)
+        while !returned.current, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        XCTAssertTrue(returned.current, "run() after shutdown() returned within 5 s")
+        run.cancel()
+        try await run.value
+        await assertThrows(CredentialServerError.self, code: .notRunning) { try await server.baseURL() }
     }
 
     func testCancellationStopsTheServer() async throws {
@@ -242,19 +243,14 @@ final class CredentialServerTests: XCTestCase {
         _ = try await running.server.baseURL()
         running.task.cancel()
         _ = await running.task.result
-        do {
-            _ = try await running.server.baseURL()
-            XCTFail("a cancelled server has no URL")
-        } catch {
-            XCTAssertEqual(error.code, .notRunning)
-        }
+        await assertThrows(CredentialServerError.self, code: .notRunning) { try await running.server.baseURL() }
     }
 
     func testRejectsABadConfiguration() {
         let client = FederationClient(keystore: InMemoryKeystore())
         for sessions in [[], ["../etc"], [""], ["a/b"]] {
-            XCTAssertThrowsError(try CredentialServer(client: client, configuration: CredentialServerConfiguration(sessions: sessions)), "\(sessions)") { error in
-                XCTAssertEqual((error as? CredentialServerError)?.code, .invalidConfiguration)
+            assertThrows(CredentialServerError.self, code: .invalidConfiguration) {
+                try CredentialServer(client: client, configuration: CredentialServerConfiguration(sessions: sessions))
             }
         }
     }

@@ -55,21 +55,29 @@ final class FederationClientLifecycleTests: XCTestCase {
         let perSession = await harness!.client.stateUpdates(for: "alice")
         let all = await harness!.client.allStateUpdates()
         harness = nil
-        let ended = LockedBox(0)
-        await withTaskGroup(of: Void.self) { group in
+        // Each stream task reports its own end; a deadline task reports `nil`. Waiting stops
+        // at the deadline (then the streams are cancelled), so a stream that never ends fails
+        // the test instead of hanging it.
+        let ended = await withTaskGroup(of: String?.self) { group -> Set<String> in
             group.addTask {
                 for await _ in perSession {}
-                ended.value.withLock { $0 += 1 }
+                return Task.isCancelled ? nil : "perSession"
             }
             group.addTask {
                 for await _ in all {}
-                ended.value.withLock { $0 += 1 }
+                return Task.isCancelled ? nil : "all"
             }
-            group.addTask { try? await Task.sleep(for: .seconds(5)) }
-            _ = await group.next()
-            _ = await group.next()
+            group.addTask {
+                try? await Task.sleep(for: .seconds(5))
+                return nil
+            }
+            var ended: Set<String> = []
+            while ended.count < 2, let next = await group.next(), let stream = next {
+                ended.insert(stream)
+            }
             group.cancelAll()
+            return ended
         }
-        XCTAssertEqual(ended.current, 2, "both streams finished when the client went away")
+        XCTAssertEqual(ended, ["perSession", "all"], "every stream finished within 5 s of the client going away")
     }
 }

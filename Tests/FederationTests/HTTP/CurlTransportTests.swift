@@ -373,7 +373,9 @@ final class CurlTransportTests: XCTestCase {
         // Other tests in this process may hold descriptors of their own, so look
         // only for sockets to this test's server.
         XCTAssertEqual(try Self.socketsTouching(port: server.port), [], "sockets to the server left open after shutdown")
-        _ = before
+        // Nor any other descriptor (libcurl's multi handle, wake-up pipes, …): no more are
+        // open than before the transport existed.
+        XCTAssertLessThanOrEqual(try Self.openFileDescriptorCount(), before, "descriptors left open after shutdown")
     }
 
     /// The inodes of this process's TCP sockets whose local or remote port is `port`.
