@@ -1,15 +1,28 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 import Federation
 import Foundation
 import Synchronization
 
-/// A scripted Cognito Identity service, and STS for the classic flow, behind a ``ClosureTransport``.
+/// A scripted Cognito Identity service, and STS for the classic flow: the one fake of the
+/// service for every test target.
+///
+/// It answers either through the injected transport (``transport``, a ``ClosureTransport``),
+/// or over real HTTP on a ``LoopbackHTTPServer`` (``serve()``, then ``endpoint``) for tests
+/// that must cross libcurl or run the `federate` binary. On the loopback server a reply can
+/// also be a fault below HTTP (``Reply/wire(_:)``: drops, resets, truncation, slow drips,
+/// oversize bodies), and ``closesConnections`` ends each connection after its answer.
 ///
 /// Requests are routed by `X-Amz-Target` (`AWSCognitoIdentityService.GetId`, …), and
 /// STS's form-encoded Query requests by their `Action` (`AssumeRoleWithWebIdentity`).
 /// Each operation answers from its queue of scripted replies first, then from
 /// its default (GetId: ``defaultIdentityId``; GetCredentialsForIdentity: the
-/// requested identity with ``accessKeyId``/``secretKey``/``sessionToken`` and
-/// ``expiration``). Every call is recorded, and the number of requests in flight
+/// requested identity with ``accessKeyId``/``secretKey``/``sessionToken`` expiring at
+/// ``expiration``, or ``credentialLifetime`` after the request when that is set; with
+/// ``numbersCredentials`` each default answer has a new access key ID). Every call is recorded, and the number of requests in flight
 /// at once is tracked so tests can tell serialised work from concurrent work.
 package final class FakeCognito: Sendable {
     /// The operations IdentityBroker calls.
@@ -32,8 +45,13 @@ package final class FakeCognito: Sendable {
         package var body: [UInt8]
         /// Waited before answering (in addition to the fake's ``responseDelay``).
         package var delay: Duration = .zero
-        /// When set, the transport throws this instead of answering.
+        /// When set, the transport throws this instead of answering (on the loopback
+        /// server: the connection is reset).
         package var failure: TransportError?
+        /// A fault below HTTP for the loopback server (see ``wire(_:)``).
+        var wireFault: ScriptedResponse.Action?
+        /// Whether the loopback server closes the connection after this answer.
+        package var closesConnection = false
 
         package init(status: Int, headers: [(name: String, value: String)] = FakeCognito.jsonHeaders, body: [UInt8]) {
             self.status = status
@@ -104,6 +122,24 @@ package final class FakeCognito: Sendable {
             return reply
         }
 
+        /// The loopback server's `response` as the reply, faults below HTTP included (drop,
+        /// reset, truncation, slow drip, oversize body). Through the transport a complete
+        /// answer (plain or dripped) is returned whole, an oversize one fails as
+        /// `responseTooLarge`, and a dropped, reset or truncated one as `connectionLost`.
+        package static func wire(_ response: ScriptedResponse) -> Reply {
+            var reply: Reply
+            switch response.action {
+            case .respond(let status, let headers, let body):
+                reply = Reply(status: status, headers: headers, body: body)
+            default:
+                reply = Reply(status: 0, headers: [], body: [])
+                reply.wireFault = response.action
+            }
+            reply.delay = response.delay
+            reply.closesConnection = response.closesConnection
+            return reply
+        }
+
         /// The same reply, answered after `delay`.
         package func delayed(by delay: Duration) -> Reply {
             var copy = self
@@ -120,6 +156,10 @@ package final class FakeCognito: Sendable {
         package let url: String
         package let headers: [(name: String, value: String)]
         package let body: [UInt8]
+        /// When the fake received it.
+        package let time: ContinuousClock.Instant
+        /// The loopback server's connection that carried it (1 for the first); `nil` through the transport.
+        package let connectionID: Int?
 
         /// The value of the first header named `name` (case-insensitive).
         package func header(_ name: String) -> String? {
@@ -165,6 +205,8 @@ package final class FakeCognito: Sendable {
         ("Content-Type", "application/x-amz-json-1.1"),
         ("x-amzn-RequestId", "00000000-0000-0000-0000-000000000000"),
     ]
+    /// An identity pool ID for tests to configure (the fake answers any).
+    package static let poolId = "us-east-1:99999999-8888-7777-6666-555555555555"
     package static let defaultIdentityId = "us-east-1:aaaaaaaa-0000-0000-0000-000000000001"
     package static let accessKeyId = "ASIAFAKEACCESSKEY0001"
     package static let secretKey = "fAkEsEcReTkEy/wJalrXUtnFEMI/K7MDENG/bPxRfiCY"
@@ -192,6 +234,11 @@ package final class FakeCognito: Sendable {
         var barrier: (count: Int, timeout: Duration)?
         var barrierOpen = false
         var expiration: Date
+        var credentialLifetime: TimeInterval?
+        var numbersCredentials = false
+        var issued: [String: Int] = [:]
+        var closesConnections = false
+        var server: LoopbackHTTPServer?
     }
 
     private let state: Mutex<State>
@@ -201,16 +248,76 @@ package final class FakeCognito: Sendable {
         state = Mutex(State(expiration: expiration))
     }
 
+    /// Creates a fake on the real clock: default credentials expire `credentialLifetime`
+    /// seconds after the request, and with `numbersCredentials` each default answer has a
+    /// new access key ID (``accessKeyId(_:)``), so a test can tell which answer a session holds.
+    package init(credentialLifetime: TimeInterval, numbersCredentials: Bool = false) {
+        var initial = State(expiration: Date(timeIntervalSince1970: 0))
+        initial.credentialLifetime = credentialLifetime
+        initial.numbersCredentials = numbersCredentials
+        state = Mutex(initial)
+    }
+
     /// A transport that sends every request to this fake.
     package var transport: ClosureTransport {
         ClosureTransport { [self] request in try await self.handle(request) }
     }
 
+    // MARK: Serving over loopback HTTP
+
+    /// Starts serving this fake on a ``LoopbackHTTPServer`` (once; later calls return the
+    /// same server). The server lives as long as the fake, or until ``stopServing()``.
+    @discardableResult
+    package func serve() throws -> LoopbackHTTPServer {
+        try state.withLock { state in
+            if let server = state.server { return server }
+            // Weak: the fake owns the server, and dropping the fake stops it.
+            let server = try LoopbackHTTPServer { [weak self] request in
+                self?.answer(request) ?? .respond(status: 503, text: "FakeCognito: gone")
+            }
+            state.server = server
+            return server
+        }
+    }
+
+    /// The server started by ``serve()``, if any.
+    package var server: LoopbackHTTPServer? { state.withLock { $0.server } }
+
+    /// A fake on the real clock (see ``init(credentialLifetime:numbersCredentials:)``),
+    /// already served on a loopback server.
+    package static func served(credentialLifetime: TimeInterval = 3600, numbersCredentials: Bool = false) throws -> FakeCognito {
+        let fake = FakeCognito(credentialLifetime: credentialLifetime, numbersCredentials: numbersCredentials)
+        try fake.serve()
+        return fake
+    }
+
+    /// The served endpoint, `http://127.0.0.1:<port>/`; ``serve()`` must have been called.
+    package var endpoint: String {
+        guard let server else { preconditionFailure("FakeCognito.endpoint before serve()") }
+        return server.url("/")
+    }
+
+    /// Stops the loopback server: from then on connecting to ``endpoint`` is refused.
+    package func stopServing() { server?.stop() }
+
+    /// Whether the loopback server closes each connection after its answer, so every
+    /// request starts on a fresh connection (`false`, the default, keeps them alive).
+    package var closesConnections: Bool {
+        get { state.withLock { $0.closesConnections } }
+        set { state.withLock { $0.closesConnections = newValue } }
+    }
+
     // MARK: Scripting
 
-    /// Answers the next unanswered call of `operation` with `reply` (FIFO).
-    package func enqueue(_ reply: Reply, for operation: Operation) {
-        enqueue(for: operation) { _ in reply }
+    /// Answers the next unanswered calls of `operation` with `replies`, in order (FIFO).
+    package func enqueue(_ replies: Reply..., for operation: Operation) {
+        for reply in replies { enqueue(for: operation) { _ in reply } }
+    }
+
+    /// Answers the next unanswered calls of `operation` with the loopback server's
+    /// `responses` (see ``Reply/wire(_:)``), in order.
+    package func enqueue(_ responses: ScriptedResponse..., for operation: Operation) {
+        for response in responses { enqueue(.wire(response), for: operation) }
     }
 
     /// Answers the next unanswered call of `operation` with `responder`'s reply (FIFO).
@@ -218,9 +325,25 @@ package final class FakeCognito: Sendable {
         state.withLock { $0.queues[operation.rawValue, default: []].append(responder) }
     }
 
-    /// Answers every call of `operation` with no queued reply with `reply`.
-    package func setDefault(_ reply: Reply, for operation: Operation) {
+    /// Answers every call of `operation` with no queued reply with `reply`; `nil`
+    /// restores the built-in default.
+    package func setDefault(_ reply: Reply?, for operation: Operation) {
+        guard let reply else {
+            state.withLock { _ = $0.defaults.removeValue(forKey: operation.rawValue) }
+            return
+        }
         setDefault(for: operation) { _ in reply }
+    }
+
+    /// Answers every call of `operation` with no queued reply with the loopback server's
+    /// `response` (see ``Reply/wire(_:)``).
+    package func setDefault(_ response: ScriptedResponse, for operation: Operation) {
+        setDefault(.wire(response), for: operation)
+    }
+
+    /// Answers every call of every operation with no queued reply with `reply`.
+    package func setDefaultForAll(_ reply: Reply) {
+        for operation in Operation.allCases { setDefault(reply, for: operation) }
     }
 
     /// Answers every call of `operation` with no queued reply with `responder`'s reply.
@@ -278,6 +401,18 @@ package final class FakeCognito: Sendable {
         }
     }
 
+    /// The access key ID of the `number`th default answer when ``numbersCredentials`` is set
+    /// (the first is ``accessKeyId``).
+    package static func accessKeyId(_ number: Int) -> String {
+        "ASIAFAKEACCESSKEY" + String(repeating: "0", count: max(0, 4 - String(number).count)) + String(number)
+    }
+
+    /// The STS access key ID of the `number`th default answer when ``numbersCredentials`` is
+    /// set (the first is ``stsAccessKeyId``).
+    package static func stsAccessKeyId(_ number: Int) -> String {
+        "ASIASTSFAKEACCESS" + String(repeating: "0", count: max(0, 3 - String(number).count)) + String(number)
+    }
+
     // MARK: Bodies
 
     /// `{"IdentityId": …}`.
@@ -303,6 +438,19 @@ package final class FakeCognito: Sendable {
         var top = ["\"Credentials\":{\(fields.joined(separator: ","))}"]
         if let identityId { top.append("\"IdentityId\":\(quoted(identityId))") }
         return Array("{\(top.joined(separator: ","))}".utf8)
+    }
+
+    /// A complete GetCredentialsForIdentity body as text, expiring at `expiration`.
+    package static func credentialsJSON(
+        identityId: String = FakeCognito.defaultIdentityId,
+        accessKeyId: String = FakeCognito.accessKeyId,
+        secretKey: String = FakeCognito.secretKey,
+        sessionToken: String = FakeCognito.sessionToken,
+        expiration: Date
+    ) -> String {
+        String(decoding: credentialsBody(
+            identityId: identityId, accessKeyId: accessKeyId, secretKey: secretKey, sessionToken: sessionToken,
+            expirationLiteral: epochLiteral(expiration)), as: UTF8.self)
     }
 
     /// `{"__type": type, messageKey: message}`, leaving out what is `nil`.
@@ -382,58 +530,130 @@ package final class FakeCognito: Sendable {
 
     // MARK: Handling
 
-    private func handle(_ request: HTTPRequest) async throws -> HTTPResponse {
-        let target = request.header("X-Amz-Target") ?? ""
-        let prefix = "AWSCognitoIdentityService."
-        var operation = target.hasPrefix(prefix) ? String(target.dropFirst(prefix.count)) : target
-        if target.isEmpty, request.header("Content-Type")?.hasPrefix("application/x-www-form-urlencoded") == true {
-            let form = String(decoding: request.body, as: UTF8.self)
-            let action = form.split(separator: "&").first { $0.hasPrefix("Action=") }
-            operation = action.map { String($0.dropFirst("Action=".count)) } ?? ""
-        }
-        let call = Call(operation: operation, method: request.method, url: request.url, headers: request.headers, body: request.body)
+    /// What to answer a call with, and how long to wait first.
+    private struct Plan {
+        var reply: Reply
+        var wait: Duration
+        var barrier: (count: Int, timeout: Duration)?
+        var closesConnection: Bool
+    }
 
-        let (responder, delay, barrier) = state.withLock { state -> (Responder, Duration, (count: Int, timeout: Duration)?) in
+    /// The operation a request names: its `X-Amz-Target` without the service name, or for
+    /// a form-encoded (STS Query) request its `Action`.
+    private static func operation(target: String?, contentType: String?, body: [UInt8]) -> String {
+        let target = target ?? ""
+        let prefix = "AWSCognitoIdentityService."
+        if target.isEmpty, contentType?.hasPrefix("application/x-www-form-urlencoded") == true {
+            let form = String(decoding: body, as: UTF8.self)
+            let action = form.split(separator: "&").first { $0.hasPrefix("Action=") }
+            return action.map { String($0.dropFirst("Action=".count)) } ?? ""
+        }
+        return target.hasPrefix(prefix) ? String(target.dropFirst(prefix.count)) : target
+    }
+
+    /// Records `call`, counts it in flight and picks its reply.
+    private func receive(_ call: Call) -> Plan {
+        let (responder, delay, barrier, closes) = state.withLock {
+            state -> (Responder, Duration, (count: Int, timeout: Duration)?, Bool) in
             state.calls.append(call)
             state.inFlight += 1
             state.maxInFlight = max(state.maxInFlight, state.inFlight)
             if let barrier = state.barrier, state.inFlight >= barrier.count { state.barrierOpen = true }
+            var number: Int?
             let responder: Responder
-            if var queue = state.queues[operation], !queue.isEmpty {
+            if var queue = state.queues[call.operation], !queue.isEmpty {
                 responder = queue.removeFirst()
-                state.queues[operation] = queue
-            } else if let configured = state.defaults[operation] {
+                state.queues[call.operation] = queue
+            } else if let configured = state.defaults[call.operation] {
                 responder = configured
             } else {
-                responder = Self.builtInDefault(operation: operation, expiration: state.expiration)
+                state.issued[call.operation, default: 0] += 1
+                if state.numbersCredentials { number = state.issued[call.operation] }
+                let expiration = state.credentialLifetime.map { Date().addingTimeInterval($0) } ?? state.expiration
+                responder = Self.builtInDefault(operation: call.operation, expiration: expiration, number: number)
             }
-            return (responder, state.responseDelay, state.barrier)
+            return (responder, state.responseDelay, state.barrier, state.closesConnections)
         }
         let reply = responder(call)
+        return Plan(reply: reply, wait: delay + reply.delay, barrier: barrier, closesConnection: closes || reply.closesConnection)
+    }
+
+    private func finish() {
+        state.withLock { $0.inFlight -= 1 }
+    }
+
+    private func barrierIsOpen() -> Bool { state.withLock { $0.barrierOpen } }
+
+    private func handle(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let operation = Self.operation(
+            target: request.header("X-Amz-Target"), contentType: request.header("Content-Type"), body: request.body)
+        let call = Call(
+            operation: operation, method: request.method, url: request.url, headers: request.headers, body: request.body,
+            time: .now, connectionID: nil)
+        let plan = receive(call)
         do {
-            if let barrier {
+            if let barrier = plan.barrier {
                 let start = ContinuousClock.now
-                while !state.withLock({ $0.barrierOpen }), ContinuousClock.now - start < barrier.timeout {
+                while !barrierIsOpen(), ContinuousClock.now - start < barrier.timeout {
                     try await Task.sleep(for: .milliseconds(2))
                 }
             }
-            let wait = delay + reply.delay
-            if wait > .zero { try await Task.sleep(for: wait) }
+            if plan.wait > .zero { try await Task.sleep(for: plan.wait) }
         } catch {
-            state.withLock { $0.inFlight -= 1 }
+            finish()
             throw error
         }
-        state.withLock { $0.inFlight -= 1 }
+        finish()
+        let reply = plan.reply
         if let failure = reply.failure { throw failure }
-        return HTTPResponse(status: reply.status, headers: reply.headers, body: reply.body)
+        switch reply.wireFault {
+        case nil:
+            return HTTPResponse(status: reply.status, headers: reply.headers, body: reply.body)
+        case .respond(let status, let headers, let body), .drip(let status, let headers, let body, _, _):
+            return HTTPResponse(status: status, headers: headers, body: body)
+        case .stream:
+            throw TransportError(kind: .responseTooLarge, message: "FakeCognito: scripted oversize body")
+        case .truncate, .drop, .reset:
+            throw TransportError(kind: .connectionLost, message: "FakeCognito: scripted connection fault")
+        }
     }
 
-    private static func builtInDefault(operation: String, expiration: Date) -> Responder {
+    /// Answers one request of the loopback server (on its connection thread).
+    private func answer(_ request: RecordedRequest) -> ScriptedResponse {
+        let operation = Self.operation(
+            target: request.header("X-Amz-Target"), contentType: request.header("Content-Type"), body: request.body)
+        let call = Call(
+            operation: operation, method: request.method, url: request.target, headers: request.headers, body: request.body,
+            time: .now, connectionID: request.connectionID)
+        let plan = receive(call)
+        defer { finish() }
+        if let barrier = plan.barrier {
+            let start = ContinuousClock.now
+            while !barrierIsOpen(), ContinuousClock.now - start < barrier.timeout { usleep(2_000) }
+        }
+        let reply = plan.reply
+        var response: ScriptedResponse
+        if reply.failure != nil {
+            response = .reset
+        } else if let fault = reply.wireFault {
+            response = ScriptedResponse(fault)
+        } else {
+            response = .respond(status: reply.status, headers: reply.headers, body: reply.body)
+        }
+        if plan.wait > .zero { response = response.delayed(by: plan.wait) }
+        return plan.closesConnection ? response.closingConnection() : response
+    }
+
+    private static func builtInDefault(operation: String, expiration: Date, number: Int?) -> Responder {
         switch operation {
         case Operation.getId.rawValue:
             return { _ in .identityId(defaultIdentityId) }
         case Operation.getCredentialsForIdentity.rawValue:
-            return { call in .credentials(identityId: call.string("IdentityId") ?? defaultIdentityId, expiration: expiration) }
+            return { call in
+                .credentials(
+                    identityId: call.string("IdentityId") ?? defaultIdentityId,
+                    accessKeyId: number.map(accessKeyId(_:)) ?? accessKeyId, expiration: expiration)
+            }
         case Operation.getOpenIdToken.rawValue:
             return { call in
                 Reply(status: 200, body: jsonBytes(["IdentityId": call.string("IdentityId") ?? defaultIdentityId, "Token": openIdToken]))
@@ -443,7 +663,8 @@ package final class FakeCognito: Sendable {
                 let role = call.formValue("RoleArn")?.split(separator: "/").last.map(String.init) ?? "ClassicRole"
                 let sessionName = call.formValue("RoleSessionName") ?? "session"
                 return .assumedRole(
-                    roleArn: "arn:aws:sts::123456789012:assumed-role/\(role)/\(sessionName)", expiration: expiration)
+                    roleArn: "arn:aws:sts::123456789012:assumed-role/\(role)/\(sessionName)",
+                    accessKeyId: number.map(stsAccessKeyId(_:)) ?? stsAccessKeyId, expiration: expiration)
             }
         default:
             return { _ in .error("UnknownOperationException", message: "unknown target") }

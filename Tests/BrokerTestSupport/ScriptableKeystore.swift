@@ -1,15 +1,20 @@
 import SecureStorage
 import Synchronization
 
-/// A ``Keystore`` wrapper for tests: counts reads and writes, and can make the store
+/// A ``Keystore`` wrapper for tests: counts reads (in all and per key) and writes, and can make the store
 /// unreachable (every call fails with `storeUnavailable`) or fail only writes.
 package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
     package struct Counts: Sendable, Equatable {
         package var reads = 0
         package var lists = 0
         package var commits = 0
+        /// Reads of each key.
+        package var readsByKey: [String: Int] = [:]
 
         package init() {}
+
+        /// How often `key` was read.
+        package func reads(of key: String) -> Int { readsByKey[key, default: 0] }
     }
 
     private struct State {
@@ -43,7 +48,10 @@ package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
     }
 
     package func value(forKey key: String) async throws(KeystoreError) -> [UInt8]? {
-        state.withLock { $0.counts.reads += 1 }
+        state.withLock {
+            $0.counts.reads += 1
+            $0.counts.readsByKey[key, default: 0] += 1
+        }
         try check(write: false)
         return try await base.value(forKey: key)
     }

@@ -21,6 +21,17 @@ package enum TestJWT {
         return make(headerJSON: #"{"alg":"RS256","kid":"test-key","typ":"JWT"}"#, payloadJSON: json(claims))
     }
 
+    /// A Google-shaped token (by default) that the local check accepts: it expires
+    /// `lifetime` seconds from now on the real clock, hence also at any fake clock's earlier time.
+    package static func valid(
+        sub: String = "google-user-1",
+        issuer: String = "https://accounts.google.com",
+        audience: String = "test-client-id",
+        lifetime: TimeInterval = 3600
+    ) -> String {
+        make(sub: sub, exp: Date().addingTimeInterval(lifetime), iss: issuer, audience: audience)
+    }
+
     /// A token from raw JSON texts for the header and payload, each base64url-encoded.
     package static func make(headerJSON: String, payloadJSON: String, signature: String = fakeSignature) -> String {
         "\(base64URL(Data(headerJSON.utf8))).\(base64URL(Data(payloadJSON.utf8))).\(signature)"

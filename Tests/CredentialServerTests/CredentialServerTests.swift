@@ -20,7 +20,7 @@ final class CredentialServerTests: XCTestCase {
 
     func testServesTheSessionAsContainerCredentialsJSON() async throws {
         let client = try federatingClient(fake, keystore: InMemoryKeystore())
-        try await client.federate(token: googleToken(), provider: .google, session: "alice")
+        try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         let running = try start(client)
         let endpoint = try await running.server.endpoint(for: "alice")
         XCTAssertTrue(endpoint.url.hasPrefix("http://127.0.0.1:"), endpoint.url)
@@ -49,9 +49,9 @@ final class CredentialServerTests: XCTestCase {
 
     func testServesSeveralSessionsEachAtItsPath() async throws {
         let client = try federatingClient(fake, keystore: InMemoryKeystore())
-        try await client.federate(token: googleToken(sub: "a"), provider: .google, session: "alice")
+        try await client.federate(token: TestJWT.valid(sub: "a"), provider: .google, session: "alice")
         fake.setDefault(.credentials(identityId: FakeCognito.defaultIdentityId, accessKeyId: "ASIABOBACCESSKEY00001", expiration: Date().addingTimeInterval(3600)), for: .getCredentialsForIdentity)
-        try await client.federate(token: googleToken(sub: "b"), provider: .google, session: "bob@example.com")
+        try await client.federate(token: TestJWT.valid(sub: "b"), provider: .google, session: "bob@example.com")
         let running = try start(client, sessions: ["alice", "bob@example.com"])
         let alice = try await running.request("/credentials/alice")
         let bob = try await running.request("/credentials/bob@example.com")
@@ -72,7 +72,7 @@ final class CredentialServerTests: XCTestCase {
 
     func testMissingOrWrongTokenIsRefusedWithNothingElse() async throws {
         let client = try federatingClient(fake, keystore: InMemoryKeystore())
-        try await client.federate(token: googleToken(), provider: .google, session: "alice")
+        try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         let running = try start(client)
         let token = running.server.authorizationToken.value
         var wrong = Array(token)
@@ -114,7 +114,7 @@ final class CredentialServerTests: XCTestCase {
 
         // Expired: credentials inside the expiry margin.
         fake.setDefault(.credentials(identityId: FakeCognito.defaultIdentityId, expiration: Date().addingTimeInterval(60)), for: .getCredentialsForIdentity)
-        try await client.federate(token: googleToken(sub: "e"), provider: .google, session: "expired")
+        try await client.federate(token: TestJWT.valid(sub: "e"), provider: .google, session: "expired")
         answer = try await running.request("/credentials/expired")
         XCTAssertEqual(answer.status, 404, answer.body)
         XCTAssertEqual(answer.json["code"] as? String, "NoValidCredentials")
@@ -122,7 +122,7 @@ final class CredentialServerTests: XCTestCase {
 
         // Cleared after being served.
         fake.setDefault(.credentials(identityId: FakeCognito.defaultIdentityId, expiration: Date().addingTimeInterval(3600)), for: .getCredentialsForIdentity)
-        try await client.federate(token: googleToken(sub: "c"), provider: .google, session: "cleared")
+        try await client.federate(token: TestJWT.valid(sub: "c"), provider: .google, session: "cleared")
         answer = try await running.request("/credentials/cleared")
         XCTAssertEqual(answer.status, 200)
         try await client.clear(session: "cleared")
@@ -135,10 +135,10 @@ final class CredentialServerTests: XCTestCase {
 
     func testTerminatedIdentityIsGone() async throws {
         let client = try federatingClient(fake, keystore: InMemoryKeystore())
-        try await client.federate(token: googleToken(), provider: .google, session: "alice")
+        try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         // Gone even after the retry through GetId.
         fake.setDefault(.error("ResourceNotFoundException", message: "Identity not found.", status: 400), for: .getCredentialsForIdentity)
-        _ = try? await client.federate(token: googleToken(), provider: .google, session: "alice")
+        _ = try? await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         let snapshot = try await client.session("alice")
         XCTAssertEqual(snapshot.state, .terminated)
         let running = try start(client)
@@ -151,7 +151,7 @@ final class CredentialServerTests: XCTestCase {
 
     func testOnlyGetOnServedPaths() async throws {
         let client = try federatingClient(fake, keystore: InMemoryKeystore())
-        try await client.federate(token: googleToken(), provider: .google, session: "alice")
+        try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         let running = try start(client)
         for path in ["/", "/credentials", "/credentials/", "/credentials/bob", "/credentials/alice/x", "/credentials/%61lice", "/CREDENTIALS/alice"] {
             let answer = try await running.request(path)
@@ -187,14 +187,14 @@ final class CredentialServerTests: XCTestCase {
         XCTAssertEqual(answer.status, 404, "not federated yet")
 
         let other = try federatingClient(fake, keystore: elsewhere)
-        try await other.federate(token: googleToken(), provider: .google, session: "alice")
+        try await other.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         answer = try await running.request("/credentials/alice")
         XCTAssertEqual(answer.status, 200, answer.body)
         XCTAssertEqual(answer.json["AccessKeyId"] as? String, FakeCognito.accessKeyId)
 
         // A new token pushed elsewhere replaces what is served, at the next request.
         fake.setDefault(.credentials(identityId: FakeCognito.defaultIdentityId, accessKeyId: "ASIASECONDLOGIN000001", expiration: Date().addingTimeInterval(7200)), for: .getCredentialsForIdentity)
-        try await other.federate(token: googleToken(), provider: .google, session: "alice")
+        try await other.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         answer = try await running.request("/credentials/alice")
         XCTAssertEqual(answer.json["AccessKeyId"] as? String, "ASIASECONDLOGIN000001")
 
@@ -217,24 +217,25 @@ final class CredentialServerTests: XCTestCase {
             _ = try await CurlTransport.shared.send(Federation.HTTPRequest(method: "GET", url: base + "/credentials/alice"))
             XCTFail("the server still answers after shutdown")
         } catch {}
-        do {
-            _ = try await running.server.baseURL()
-            XCTFail("a stopped server has no URL")
-        } catch {
-            XCTAssertEqual(error.code, .notRunning)
-        }
-        do {
-            try await running.server.run()
-            XCTFail("a server runs once")
-        } catch let error as CredentialServerError {
-            XCTAssertEqual(error.code, .alreadyRan)
-        }
+        await assertThrows(CredentialServerError.self, code: .notRunning) { try await running.server.baseURL() }
+        await assertThrows(CredentialServerError.self, code: .alreadyRan) { try await running.server.run() }
     }
 
     func testShutdownBeforeRunStopsAtOnce() async throws {
         let server = try CredentialServer(client: FederationClient(keystore: InMemoryKeystore()))
         await server.shutdown()
-        try await server.run()
+        // run() must return at once without serving; a deadline turns a hang into a failure.
+        let returned = LockedBox(false)
+        let run = Task {
+            defer { returned.withLock { $0 = true } }
+            try await server.run()
+        }
+        let deadline = ContinuousClock.now + .seconds(5)
+        while !returned.current, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        XCTAssertTrue(returned.current, "run() after shutdown() returned within 5 s")
+        run.cancel()
+        try await run.value
+        await assertThrows(CredentialServerError.self, code: .notRunning) { try await server.baseURL() }
     }
 
     func testCancellationStopsTheServer() async throws {
@@ -242,19 +243,14 @@ final class CredentialServerTests: XCTestCase {
         _ = try await running.server.baseURL()
         running.task.cancel()
         _ = await running.task.result
-        do {
-            _ = try await running.server.baseURL()
-            XCTFail("a cancelled server has no URL")
-        } catch {
-            XCTAssertEqual(error.code, .notRunning)
-        }
+        await assertThrows(CredentialServerError.self, code: .notRunning) { try await running.server.baseURL() }
     }
 
     func testRejectsABadConfiguration() {
         let client = FederationClient(keystore: InMemoryKeystore())
         for sessions in [[], ["../etc"], [""], ["a/b"]] {
-            XCTAssertThrowsError(try CredentialServer(client: client, configuration: CredentialServerConfiguration(sessions: sessions)), "\(sessions)") { error in
-                XCTAssertEqual((error as? CredentialServerError)?.code, .invalidConfiguration)
+            assertThrows(CredentialServerError.self, code: .invalidConfiguration) {
+                try CredentialServer(client: client, configuration: CredentialServerConfiguration(sessions: sessions))
             }
         }
     }
@@ -266,7 +262,7 @@ final class CredentialServerTests: XCTestCase {
         var logger = Logger(label: "test", factory: { _ in logging })
         logger.logLevel = .trace
         let client = try federatingClient(fake, keystore: InMemoryKeystore())
-        try await client.federate(token: googleToken(), provider: .google, session: "alice")
+        try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         let running = try start(client, logger: logger)
         let token = running.server.authorizationToken.value
         _ = try await running.request("/credentials/alice")

@@ -11,10 +11,7 @@ let testPoolId = "us-east-1:11111111-2222-3333-4444-555555555555"
 /// An endpoint no test reaches: the transport is the fake.
 let testEndpoint = "https://cognito-identity.test.invalid/"
 
-/// A Google-shaped JWT valid for an hour.
-func googleToken(sub: String = "google-user-1") -> String {
-    TestJWT.make(sub: sub, exp: Date().addingTimeInterval(3600), iss: "https://accounts.google.com")
-}
+extension CredentialServerError: CodedError {}
 
 /// A federating client over `keystore`, talking to `fake`, on the real clock.
 func federatingClient(_ fake: FakeCognito, keystore: any Keystore, margin: Duration = .seconds(120)) throws -> FederationClient {

@@ -11,91 +11,88 @@ final class FederateClassicFlowTests: XCTestCase {
 
     override func setUpWithError() throws {
         harness = try FederateHarness()
-        harness.neverPrinted = [CannedClassicFlow.openIdToken]
-        harness.notOnStderr = [CannedClassicFlow.secretKey, CannedClassicFlow.sessionToken]
+        harness.neverPrinted = [FakeCognito.openIdToken]
+        harness.notOnStderr = [FakeCognito.stsSecretKey, FakeCognito.stsSessionToken]
     }
 
     override func tearDown() {
         harness?.cleanUp()
     }
 
-    private func login(_ server: LoopbackHTTPServer, session: String = "alice", extra: [String]) throws -> FederateRun {
-        let token = CannedCognito.jwt(sub: "classic-\(session)")
+    private func login(_ cognito: FakeCognito, session: String = "alice", extra: [String]) throws -> FederateRun {
+        let token = TestJWT.valid(sub: "classic-\(session)")
         harness.neverPrinted.append(token)
         return try harness.run(
-            ["login", "--pool-id", CannedCognito.poolId, "--provider", "google", "--token-stdin", "--endpoint", server.url(),
-             "--sts-endpoint", server.url(), "--session", session] + extra,
+            ["login", "--pool-id", FakeCognito.poolId, "--provider", "google", "--token-stdin", "--endpoint", cognito.endpoint,
+             "--sts-endpoint", cognito.endpoint, "--session", session] + extra,
             stdin: token + "\n")
     }
 
-    private func stsRequests(_ server: LoopbackHTTPServer) -> [RecordedRequest] {
-        server.requests.filter { $0.header("X-Amz-Target") == nil }
-    }
-
     func testClassicLoginSendsEveryOptionAndPrintsSTSCredentials() throws {
-        let server = try CannedClassicFlow.server()
-        defer { server.stop() }
+        let cognito = try FakeCognito.served()
+        defer { cognito.stopServing() }
         let policy = #"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"s3:GetObject","Resource":"*"}]}"#
         let policyFile = try harness.write(policy + "\n", to: "policy.json")
-        let run = try login(server, session: "tenant:alice", extra: [
+        let run = try login(cognito, session: "tenant:alice", extra: [
             "--flow", "classic", "--role-arn", Self.roleArn, "--duration", "900", "--policy-file", policyFile, "--format", "json",
         ])
         XCTAssertEqual(run.status, 0, "\(run)")
         XCTAssertEqual(run.stderr, "")
         let object = try Output.assertProcessShape(run.stdout, extraKeys: ["IdentityId", "Provider", "Session"])
-        XCTAssertEqual(object["AccessKeyId"] as? String, CannedClassicFlow.accessKeyId)
-        XCTAssertEqual(object["IdentityId"] as? String, CannedCognito.identityId)
+        XCTAssertEqual(object["AccessKeyId"] as? String, FakeCognito.stsAccessKeyId)
+        XCTAssertEqual(object["IdentityId"] as? String, FakeCognito.defaultIdentityId)
 
-        XCTAssertEqual(server.requests.map { $0.header("X-Amz-Target") ?? "STS" },
+        XCTAssertEqual(cognito.calls.map { $0.header("X-Amz-Target") ?? "STS" },
                        ["AWSCognitoIdentityService.GetId", "AWSCognitoIdentityService.GetOpenIdToken", "STS"])
-        let form = CannedClassicFlow.form(try XCTUnwrap(stsRequests(server).first))
-        XCTAssertEqual(form["Action"], "AssumeRoleWithWebIdentity")
-        XCTAssertEqual(form["RoleArn"], Self.roleArn)
-        XCTAssertEqual(form["RoleSessionName"], "tenant_alice")
-        XCTAssertEqual(form["DurationSeconds"], "900")
-        XCTAssertEqual(form["Policy"], policy + "\n")
-        XCTAssertEqual(form["WebIdentityToken"], CannedClassicFlow.openIdToken)
+        let form = try XCTUnwrap(cognito.calls(.assumeRoleWithWebIdentity).first)
+        XCTAssertEqual(form.formValue("Action"), "AssumeRoleWithWebIdentity")
+        XCTAssertEqual(form.formValue("RoleArn"), Self.roleArn)
+        XCTAssertEqual(form.formValue("RoleSessionName"), "tenant_alice")
+        XCTAssertEqual(form.formValue("DurationSeconds"), "900")
+        XCTAssertEqual(form.formValue("Policy"), policy + "\n")
+        XCTAssertEqual(form.formValue("WebIdentityToken"), FakeCognito.openIdToken)
 
         let credentials = try harness.expect(0, ["credentials", "--session", "tenant:alice"])
-        XCTAssertEqual(try Output.assertProcessShape(credentials.stdout)["SecretAccessKey"] as? String, CannedClassicFlow.secretKey)
+        XCTAssertEqual(try Output.assertProcessShape(credentials.stdout)["SecretAccessKey"] as? String, FakeCognito.stsSecretKey)
     }
 
     func testExplicitRoleSessionNameAndGuest() throws {
-        let server = try CannedClassicFlow.server()
-        defer { server.stop() }
-        try harness.expect(0, ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", server.url(), "--sts-endpoint", server.url(),
+        let cognito = try FakeCognito.served()
+        defer { cognito.stopServing() }
+        try harness.expect(0, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint, "--sts-endpoint", cognito.endpoint,
                                "--flow", "classic", "--role-arn", Self.roleArn, "--role-session-name", "kiosk-7", "--session", "g"])
-        let form = CannedClassicFlow.form(try XCTUnwrap(stsRequests(server).first))
-        XCTAssertEqual(form["RoleSessionName"], "kiosk-7")
-        XCTAssertNil(form["DurationSeconds"])
-        XCTAssertNil(form["Policy"])
+        let form = try XCTUnwrap(cognito.calls(.assumeRoleWithWebIdentity).first)
+        XCTAssertEqual(form.formValue("RoleSessionName"), "kiosk-7")
+        XCTAssertNil(form.formValue("DurationSeconds"))
+        XCTAssertNil(form.formValue("Policy"))
         let status = try Output.jsonObject(try harness.expect(0, ["status", "--session", "g"]).stdout)
         XCTAssertEqual(status["provider"] as? String, "guest")
         XCTAssertEqual(status["state"] as? String, "federated")
     }
 
     func testEnhancedStaysTheDefault() throws {
-        let server = try CannedCognito.healthy()
-        defer { server.stop() }
-        let token = CannedCognito.jwt()
+        let cognito = try FakeCognito.served()
+        defer { cognito.stopServing() }
+        let token = TestJWT.valid()
         harness.neverPrinted.append(token)
-        try harness.expect(0, ["login", "--pool-id", CannedCognito.poolId, "--provider", "google", "--token-stdin", "--endpoint", server.url(),
+        try harness.expect(0, ["login", "--pool-id", FakeCognito.poolId, "--provider", "google", "--token-stdin", "--endpoint", cognito.endpoint,
                                "--role-arn", Self.roleArn], stdin: token)
-        let body = try XCTUnwrap(server.requests.last).bodyText
+        let body = try XCTUnwrap(cognito.calls.last).bodyText
         XCTAssertTrue(body.contains(#""CustomRoleArn":"arn:aws:iam::123456789012:role\/CliClassic""#) || body.contains(#""CustomRoleArn":"arn:aws:iam::123456789012:role/CliClassic""#), body)
     }
 
     func testRefusedRoleExitsFourAndKeepsThePreviousSession() throws {
-        let good = try CannedClassicFlow.server()
-        defer { good.stop() }
+        let good = try FakeCognito.served()
+        defer { good.stopServing() }
         XCTAssertEqual(try login(good, extra: ["--flow", "classic", "--role-arn", Self.roleArn]).status, 0)
         let before = try harness.expect(0, ["credentials", "--session", "alice"]).stdout
 
         for (code, status) in [("AccessDenied", 403), ("IDPRejectedClaim", 403), ("InvalidIdentityToken", 400), ("ExpiredTokenException", 400),
                                ("MalformedPolicyDocument", 400), ("PackedPolicyTooLarge", 400), ("RegionDisabledException", 403)] {
             // The service echoes the OpenID token; the CLI must not print it.
-            let refusing = try CannedClassicFlow.server(stsFailure: (code, status, "rejected \(CannedClassicFlow.openIdToken)"))
-            defer { refusing.stop() }
+            let refusing = try FakeCognito.served()
+            refusing.setDefault(.stsError(code, message: "rejected \(FakeCognito.openIdToken)", status: status), for: .assumeRoleWithWebIdentity)
+            defer { refusing.stopServing() }
             let run = try login(refusing, extra: ["--flow", "classic", "--role-arn", Self.roleArn])
             XCTAssertEqual(run.status, 4, "\(code): \(run)")
             XCTAssertTrue(run.stderr.contains("STS rejected the request"), run.stderr)
@@ -107,17 +104,18 @@ final class FederateClassicFlowTests: XCTestCase {
 
     func testUnavailableSTSExitsFive() throws {
         for (code, status) in [("Throttling", 400), ("IDPCommunicationError", 400), ("InternalFailure", 500)] {
-            let server = try CannedClassicFlow.server(stsFailure: (code, status, "later"))
-            defer { server.stop() }
-            let run = try login(server, extra: ["--flow", "classic", "--role-arn", Self.roleArn])
+            let cognito = try FakeCognito.served()
+            cognito.setDefault(.stsError(code, message: "later", status: status), for: .assumeRoleWithWebIdentity)
+            defer { cognito.stopServing() }
+            let run = try login(cognito, extra: ["--flow", "classic", "--role-arn", Self.roleArn])
             XCTAssertEqual(run.status, 5, "\(code): \(run)")
-            XCTAssertEqual(stsRequests(server).count, 3, "\(code) is retried")
+            XCTAssertEqual(cognito.calls(.assumeRoleWithWebIdentity).count, 3, "\(code) is retried")
         }
     }
 
     func testBadClassicOptionsExitTwoWithoutARequest() throws {
-        let server = try CannedClassicFlow.server()
-        defer { server.stop() }
+        let cognito = try FakeCognito.served()
+        defer { cognito.stopServing() }
         let cases: [[String]] = [
             ["--flow", "classic"],
             ["--flow", "classic", "--role-arn", Self.roleArn, "--duration", "899"],
@@ -131,13 +129,13 @@ final class FederateClassicFlowTests: XCTestCase {
             ["--flow", "basic", "--role-arn", Self.roleArn],
         ]
         for extra in cases {
-            let run = try login(server, extra: extra)
+            let run = try login(cognito, extra: extra)
             XCTAssertEqual(run.status, 2, "\(extra): \(run)")
             XCTAssertEqual(run.stderr.split(separator: "\n").count, 1, "\(extra): one line: \(run.stderr)")
         }
-        try harness.expect(2, ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", server.url(), "--role-arn", Self.roleArn])
-        try harness.expect(2, ["login", "--pool-id", CannedCognito.poolId, "--provider", "google", "--token-stdin", "--endpoint", server.url(),
-                               "--flow", "classic", "--role-arn", Self.roleArn, "--sts-endpoint", "http://sts.example.com/"], stdin: CannedCognito.jwt())
-        XCTAssertEqual(server.requestCount, 0, "nothing was sent")
+        try harness.expect(2, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint, "--role-arn", Self.roleArn])
+        try harness.expect(2, ["login", "--pool-id", FakeCognito.poolId, "--provider", "google", "--token-stdin", "--endpoint", cognito.endpoint,
+                               "--flow", "classic", "--role-arn", Self.roleArn, "--sts-endpoint", "http://sts.example.com/"], stdin: TestJWT.valid())
+        XCTAssertEqual(cognito.calls.count, 0, "nothing was sent")
     }
 }

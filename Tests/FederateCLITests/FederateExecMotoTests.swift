@@ -20,7 +20,7 @@ final class FederateExecMotoTests: XCTestCase {
             name: "exec-\(UUID().uuidString.prefix(8))",
             developerProviderName: FederateMotoTests.developerProvider,
             supportedLoginProviders: ["accounts.google.com": "test-client-id"])
-        let token = CannedCognito.jwt(sub: "google-user-exec")
+        let token = TestJWT.valid(sub: "google-user-exec")
         harness.neverPrinted.append(token)
         try harness.expect(0, [
             "login", "--pool-id", pool, "--provider", "google", "--token-stdin", "--endpoint", moto.endpoint, "--session", "alice",

@@ -1,7 +1,6 @@
 import BrokerTestSupport
 import Federation
 import Foundation
-import Synchronization
 import XCTest
 
 #if canImport(Glibc)
@@ -15,43 +14,25 @@ final class FederateExecTests: XCTestCase {
 
     override func setUpWithError() throws {
         harness = try FederateHarness()
-        harness.notOnStderr = [CannedCognito.secretKey, CannedCognito.sessionToken, "LoginSecret", "LoginToken"]
+        harness.notOnStderr = [FakeCognito.secretKey, FakeCognito.sessionToken]
     }
 
     override func tearDown() {
         harness?.cleanUp()
     }
 
-    /// A Cognito stand-in whose every GetCredentialsForIdentity answers new credentials:
-    /// access key `ASIALOGIN000000000N`, secret `LoginSecretN…`, token `LoginTokenN…`.
-    private func countingCognito(lifetime: TimeInterval = 3600) throws -> LoopbackHTTPServer {
-        let counter = Mutex(0)
-        return try LoopbackHTTPServer { request in
-            switch request.header("X-Amz-Target") {
-            case "AWSCognitoIdentityService.GetId":
-                return .json(#"{"IdentityId":"\#(CannedCognito.identityId)"}"#)
-            default:
-                let number = counter.withLock { value -> Int in
-                    value += 1
-                    return value
-                }
-                let expiration = Date().timeIntervalSince1970 + lifetime
-                return .json(
-                    #"{"IdentityId":"\#(CannedCognito.identityId)","Credentials":{"AccessKeyId":"\#(Self.accessKey(number))","SecretKey":"LoginSecret\#(number)/abcdefghijklmnop","SessionToken":"LoginToken\#(number)+abcdefghijklmnop","Expiration":\#(expiration)}}"#)
-            }
-        }
-    }
-
-    static func accessKey(_ number: Int) -> String {
-        "ASIALOGIN" + String(repeating: "0", count: 10 - String(number).count) + String(number)
+    /// A Cognito stand-in whose every GetCredentialsForIdentity answers new credentials
+    /// (access key ``FakeCognito/accessKeyId(_:)`` N), expiring `lifetime` seconds later.
+    private func countingCognito(lifetime: TimeInterval = 3600) throws -> FakeCognito {
+        try FakeCognito.served(credentialLifetime: lifetime, numbersCredentials: true)
     }
 
     @discardableResult
-    private func login(_ cognito: LoopbackHTTPServer, session: String = "alice", extra: [String] = []) throws -> FederateRun {
-        let token = CannedCognito.jwt(sub: "user-\(session)")
+    private func login(_ cognito: FakeCognito, session: String = "alice", extra: [String] = []) throws -> FederateRun {
+        let token = TestJWT.valid(sub: "user-\(session)")
         harness.neverPrinted.append(token)
         return try harness.expect(0, [
-            "login", "--pool-id", CannedCognito.poolId, "--provider", "google", "--token-stdin", "--endpoint", cognito.url(), "--session", session,
+            "login", "--pool-id", FakeCognito.poolId, "--provider", "google", "--token-stdin", "--endpoint", cognito.endpoint, "--session", session,
         ] + extra, stdin: token)
     }
 
@@ -99,14 +80,14 @@ final class FederateExecTests: XCTestCase {
         let first = try Self.json(lines[0])
         XCTAssertEqual(first["status"] as? Int, 200)
         let firstBody = first["body"] as? [String: Any] ?? [:]
-        XCTAssertEqual(firstBody["AccessKeyId"] as? String, Self.accessKey(1))
-        XCTAssertEqual(firstBody["SecretAccessKey"] as? String, "LoginSecret1/abcdefghijklmnop")
-        XCTAssertEqual(firstBody["Token"] as? String, "LoginToken1+abcdefghijklmnop")
+        XCTAssertEqual(firstBody["AccessKeyId"] as? String, FakeCognito.accessKeyId(1))
+        XCTAssertEqual(firstBody["SecretAccessKey"] as? String, FakeCognito.secretKey)
+        XCTAssertEqual(firstBody["Token"] as? String, FakeCognito.sessionToken)
         XCTAssertNotNil(Output.parseISO8601(firstBody["Expiration"] as? String ?? ""))
         for (index, status) in [(1, 401), (2, 403)] {
             let refused = try Self.json(lines[index])
             XCTAssertEqual(refused["status"] as? Int, status, lines[index])
-            XCTAssertFalse(lines[index].contains("LoginSecret"), lines[index])
+            XCTAssertFalse(lines[index].contains(FakeCognito.secretKey), lines[index])
             XCTAssertFalse(lines[index].contains("ASIALOGIN"), lines[index])
         }
 
@@ -117,7 +98,7 @@ final class FederateExecTests: XCTestCase {
         guard lines.count >= 4 else { return }
         let second = try Self.json(lines[3])
         XCTAssertEqual(second["status"] as? Int, 200)
-        XCTAssertEqual((second["body"] as? [String: Any])?["AccessKeyId"] as? String, Self.accessKey(2))
+        XCTAssertEqual((second["body"] as? [String: Any])?["AccessKeyId"] as? String, FakeCognito.accessKeyId(2))
 
         // Cleared from another process: the next fetch fails, with no credentials.
         try harness.expect(0, ["clear", "--session", "alice"])
@@ -127,7 +108,7 @@ final class FederateExecTests: XCTestCase {
         let third = try Self.json(lines[4])
         XCTAssertEqual(third["status"] as? Int, 404, lines[4])
         XCTAssertEqual((third["body"] as? [String: Any])?["code"] as? String, "NoValidCredentials")
-        XCTAssertFalse(lines[4].contains("LoginSecret"))
+        XCTAssertFalse(lines[4].contains(FakeCognito.secretKey))
 
         XCTAssertEqual(exec.waitForExit(), 0, exec.stderr)
         XCTAssertEqual(exec.stderr, "", "exec is quiet")
@@ -274,10 +255,10 @@ final class FederateExecTests: XCTestCase {
 
             let served = try await CurlTransport.shared.send(HTTPRequest(method: "GET", url: url, headers: [("Authorization", token)]))
             XCTAssertEqual(served.status, 200)
-            XCTAssertTrue(String(decoding: served.body, as: UTF8.self).contains(Self.accessKey(1)))
+            XCTAssertTrue(String(decoding: served.body, as: UTF8.self).contains(FakeCognito.accessKeyId(1)))
             let refused = try await CurlTransport.shared.send(HTTPRequest(method: "GET", url: url))
             XCTAssertEqual(refused.status, 401)
-            XCTAssertFalse(String(decoding: refused.body, as: UTF8.self).contains("LoginSecret"))
+            XCTAssertFalse(String(decoding: refused.body, as: UTF8.self).contains(FakeCognito.secretKey))
 
             serve.signal(signal)
             XCTAssertEqual(serve.waitForExit(), 0, "serve after signal \(signal): \(serve.stderr)")

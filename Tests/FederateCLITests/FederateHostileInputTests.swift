@@ -10,7 +10,7 @@ final class FederateHostileInputTests: XCTestCase {
 
     override func setUpWithError() throws {
         harness = try FederateHarness()
-        harness.notOnStderr = [CannedCognito.secretKey, CannedCognito.sessionToken]
+        harness.notOnStderr = [FakeCognito.secretKey, FakeCognito.sessionToken]
     }
 
     override func tearDown() {
@@ -20,7 +20,7 @@ final class FederateHostileInputTests: XCTestCase {
     private func login(endpoint: String, token: String, session: String = "alice", extra: [String] = [], environment: [String: String?] = [:]) throws -> FederateRun {
         harness.neverPrinted.append(token)
         return try harness.run(
-            ["login", "--pool-id", CannedCognito.poolId, "--provider", "google", "--token-stdin", "--endpoint", endpoint, "--session", session] + extra,
+            ["login", "--pool-id", FakeCognito.poolId, "--provider", "google", "--token-stdin", "--endpoint", endpoint, "--session", session] + extra,
             stdin: token + "\n", environment: environment)
     }
 
@@ -28,10 +28,10 @@ final class FederateHostileInputTests: XCTestCase {
 
     /// `"exp": -1e19` once trapped an `Int` conversion (SIGILL, exit 132, a backtrace).
     func testAnExpClaimBeyondIntIsExitTwoInOneLine() throws {
-        let server = try CannedCognito.healthy()
+        let cognito = try FakeCognito.served()
         for exp in ["-1e19", "1e19", "-9.3e18", "1.7976931348623157e308", "-1.7976931348623157e308"] {
             let token = TestJWT.make(headerJSON: #"{"alg":"RS256"}"#, payloadJSON: #"{"sub":"s","exp":\#(exp)}"#)
-            let run = try login(endpoint: server.url(), token: token)
+            let run = try login(endpoint: cognito.endpoint, token: token)
             if exp.hasPrefix("-") {
                 XCTAssertEqual(run.status, 2, "exp \(exp): \(run)")
                 harness.assertOneErrorLine(run)
@@ -40,14 +40,14 @@ final class FederateHostileInputTests: XCTestCase {
                 XCTAssertEqual(run.status, 0, "a token valid far into the future is sent: exp \(exp): \(run)")
             }
         }
-        let exchanges = server.requests.filter { $0.header("X-Amz-Target") == "AWSCognitoIdentityService.GetCredentialsForIdentity" }
+        let exchanges = cognito.calls(.getCredentialsForIdentity)
         XCTAssertEqual(exchanges.count, 2, "only the two future tokens reached the service")
     }
 
     // MARK: 2. Echoed token fragments
 
     func testFragmentsOfTheTokenEchoedByTheServiceNeverReachStderr() throws {
-        let token = CannedCognito.jwt()
+        let token = TestJWT.valid()
         let parts = token.split(separator: ".").map(String.init)
         let echoes: [(String, [(String, String)], String)] = [
             ("first 150 characters", [], #"{"__type":"NotAuthorizedException","message":"Invalid login token \#(token.prefix(150))"}"#),
@@ -56,10 +56,9 @@ final class FederateHostileInputTests: XCTestCase {
             ("error-type header", [("x-amzn-ErrorType", "NotAuthorizedException:\(token)")], #"{"message":"no"}"#),
         ]
         for (what, headers, body) in echoes {
-            let server = try LoopbackHTTPServer { _ in
-                .respond(status: 400, headers: [("Content-Type", "application/x-amz-json-1.1")] + headers, text: body)
-            }
-            let run = try login(endpoint: server.url(), token: token)
+            let cognito = try FakeCognito.served()
+            cognito.setDefaultForAll(.raw(status: 400, headers: [("Content-Type", "application/x-amz-json-1.1")] + headers, body: body))
+            let run = try login(endpoint: cognito.endpoint, token: token)
             XCTAssertEqual(run.status, 4, "\(what): \(run)")
             harness.assertOneErrorLine(run)
             XCTAssertNil(leakedRun(in: run.stderr, of: [token] + parts), "\(what): \(run.stderr)")
@@ -72,9 +71,9 @@ final class FederateHostileInputTests: XCTestCase {
     /// The proxy variable routes any request to a loopback recorder, so "nothing sent"
     /// is observed, and the opt-in shows the same setup does send.
     func testPlaintextToANonLoopbackHostIsRefusedUnlessOptedIn() throws {
-        let recorder = try CannedCognito.healthy()
-        let proxy = ["http_proxy": recorder.url(), "HTTP_PROXY": recorder.url(), "no_proxy": "", "NO_PROXY": ""]
-        let token = CannedCognito.jwt()
+        let recorder = try FakeCognito.served()
+        let proxy = ["http_proxy": recorder.endpoint, "HTTP_PROXY": recorder.endpoint, "no_proxy": "", "NO_PROXY": ""]
+        let token = TestJWT.valid()
         let refused = try login(endpoint: "http://cognito.example/", token: token, environment: proxy)
         XCTAssertEqual(refused.status, 2, "\(refused)")
         harness.assertOneErrorLine(refused)
@@ -83,44 +82,44 @@ final class FederateHostileInputTests: XCTestCase {
             var environment = proxy
             environment[variable] = "http://cognito.example/"
             let run = try harness.run(
-                ["guest", "--pool-id", CannedCognito.poolId, "--session", "g"], environment: environment)
+                ["guest", "--pool-id", FakeCognito.poolId, "--session", "g"], environment: environment)
             XCTAssertEqual(run.status, 2, "\(variable): \(run)")
             XCTAssertTrue(run.stderr.contains(variable), run.stderr)
         }
-        XCTAssertEqual(recorder.requests.count, 0, "nothing was sent")
+        XCTAssertEqual(recorder.calls.count, 0, "nothing was sent")
 
         let allowed = try login(endpoint: "http://cognito.example/", token: token, extra: ["--allow-insecure-endpoint"], environment: proxy)
         XCTAssertEqual(allowed.status, 0, "\(allowed)")
-        XCTAssertGreaterThan(recorder.requests.count, 0, "with the opt-in the request goes out (through the proxy)")
+        XCTAssertGreaterThan(recorder.calls.count, 0, "with the opt-in the request goes out (through the proxy)")
     }
 
     // MARK: 4. Session names
 
     func testEveryCommandRejectsBadSessionNames() throws {
-        let server = try CannedCognito.healthy()
+        let cognito = try FakeCognito.served()
         let names = ["../x", "/", String(repeating: "a", count: 129), "a\nb", "..", "a b", "é"]
         for name in names {
             for arguments in [
                 ["status", "--session", name],
                 ["credentials", "--session", name],
                 ["clear", "--session", name],
-                ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", server.url(), "--session", name],
+                ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint, "--session", name],
             ] {
                 let run = try harness.run(arguments)
                 XCTAssertEqual(run.status, 2, "\(run)")
                 harness.assertOneErrorLine(run)
             }
         }
-        XCTAssertEqual(server.requests.count, 0)
+        XCTAssertEqual(cognito.calls.count, 0)
         XCTAssertFalse(FileManager.default.fileExists(atPath: harness.keystore), "nothing was created for a bad name")
     }
 
     // MARK: 5. A guest over a login
 
     func testGuestOnASessionThatHoldsALoginIsExitTwoAndSaysToClear() throws {
-        let server = try CannedCognito.healthy()
-        XCTAssertEqual(try login(endpoint: server.url(), token: CannedCognito.jwt()).status, 0)
-        let guest = try harness.expect(2, ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", server.url(), "--session", "alice"])
+        let cognito = try FakeCognito.served()
+        XCTAssertEqual(try login(endpoint: cognito.endpoint, token: TestJWT.valid()).status, 0)
+        let guest = try harness.expect(2, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint, "--session", "alice"])
         XCTAssertTrue(guest.stderr.contains("federate clear"), guest.stderr)
         XCTAssertFalse(guest.stderr.contains("please report it"), guest.stderr)
         // The login is intact.

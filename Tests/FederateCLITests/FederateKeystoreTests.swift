@@ -9,21 +9,21 @@ import XCTest
 /// stderr line and an empty stdout, without a secret (checked by the harness).
 final class FederateKeystoreTests: XCTestCase {
     private var harness: FederateHarness!
-    private var server: LoopbackHTTPServer!
+    private var cognito: FakeCognito!
 
     override func setUpWithError() throws {
         harness = try FederateHarness()
-        harness.notOnStderr = [CannedCognito.secretKey, CannedCognito.sessionToken]
-        server = try CannedCognito.healthy()
+        harness.notOnStderr = [FakeCognito.secretKey, FakeCognito.sessionToken]
+        cognito = try FakeCognito.served()
     }
 
     override func tearDown() {
-        server?.stop()
+        cognito?.stopServing()
         harness?.cleanUp()
     }
 
     private func guest(_ session: String, group: String? = nil, environment: [String: String?] = [:]) throws {
-        var arguments = ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", server.url(), "--session", session]
+        var arguments = ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint, "--session", session]
         if let group { arguments += ["--access-group", group] }
         try harness.expect(0, arguments, environment: environment)
     }
@@ -143,7 +143,7 @@ final class FederateKeystoreTests: XCTestCase {
         let result = try harness.expect(6, credentials("alice"))
         XCTAssertTrue(result.stderr.contains("corruptFormat"), "\(result)")
         XCTAssertTrue(result.stderr.contains("move it aside"), "the error says what to do: \(result)")
-        try harness.expect(6, ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", server.url(), "--session", "bob"])
+        try harness.expect(6, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint, "--session", "bob"])
     }
 
     func testWrongEnvironmentKeyExitsSix() throws {
@@ -163,7 +163,7 @@ final class FederateKeystoreTests: XCTestCase {
         let notBase64 = try harness.expect(6, ["credentials"], environment: ["IDENTITY_BROKER_KEY": "not base64!"])
         XCTAssertTrue(notBase64.stderr.contains("IDENTITY_BROKER_KEY"), "\(notBase64)")
         try harness.expect(6, ["credentials"], environment: ["IDENTITY_BROKER_KEY": Data(repeating: 7, count: 16).base64EncodedString()])
-        try harness.expect(6, ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", server.url()], environment: ["IDENTITY_BROKER_KEY": "short"])
+        try harness.expect(6, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint], environment: ["IDENTITY_BROKER_KEY": "short"])
     }
 
     func testReplacedKeyFileExitsSix() throws {
@@ -281,7 +281,7 @@ final class FederateKeystoreTests: XCTestCase {
         XCTAssertTrue(files.contains { $0.hasSuffix(".sqlite") }, "no database: \(files)")
         for file in files {
             let bytes = try Data(contentsOf: URL(fileURLWithPath: harness.keystore + "/" + file))
-            for secret in [CannedCognito.secretKey, CannedCognito.sessionToken, CannedCognito.accessKeyId] {
+            for secret in [FakeCognito.secretKey, FakeCognito.sessionToken, FakeCognito.accessKeyId] {
                 XCTAssertNil(bytes.range(of: Data(secret.utf8)), "\(file) holds a credential in plain text")
             }
         }

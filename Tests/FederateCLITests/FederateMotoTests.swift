@@ -36,7 +36,7 @@ final class FederateMotoTests: XCTestCase {
     }
 
     private func googleLogin(pool: String, session: String = "alice", extra: [String] = []) throws -> FederateRun {
-        let token = CannedCognito.jwt(sub: "google-user-\(session)")
+        let token = TestJWT.valid(sub: "google-user-\(session)")
         harness.neverPrinted.append(token)
         let path = try harness.write(token + "\n", to: "google-token-\(session)")
         return try harness.run(["login", "--pool-id", pool, "--provider", "google", "--token-file", path, "--endpoint", moto.endpoint, "--session", session] + extra)
@@ -143,7 +143,7 @@ final class FederateMotoTests: XCTestCase {
         // Every run in this class is already checked by the harness; this test adds the
         // failure paths that echo service messages.
         let pool = try await pool()
-        let token = CannedCognito.jwt(sub: "leak-check")
+        let token = TestJWT.valid(sub: "leak-check")
         harness.neverPrinted = [token]
         _ = try harness.run(["login", "--pool-id", pool, "--provider", "oidc:unknown.example.com", "--token-stdin", "--endpoint", moto.endpoint, "--verbose"], stdin: token)
         _ = try harness.run(["login", "--pool-id", pool, "--provider", "google", "--token-stdin", "--endpoint", moto.endpoint, "--verbose"], stdin: token)

@@ -8,35 +8,35 @@ final class FederateServiceTests: XCTestCase {
 
     override func setUpWithError() throws {
         harness = try FederateHarness()
-        harness.notOnStderr = [CannedCognito.secretKey, CannedCognito.sessionToken]
+        harness.notOnStderr = [FakeCognito.secretKey, FakeCognito.sessionToken]
     }
 
     override func tearDown() {
         harness?.cleanUp()
     }
 
-    private func login(_ server: LoopbackHTTPServer, session: String = "alice", extra: [String] = [], token: String = CannedCognito.jwt()) throws -> FederateRun {
+    private func login(_ cognito: FakeCognito, session: String = "alice", extra: [String] = [], token: String = TestJWT.valid()) throws -> FederateRun {
         harness.neverPrinted.append(token)
         return try harness.run(
-            ["login", "--pool-id", CannedCognito.poolId, "--provider", "google", "--token-stdin", "--endpoint", server.url(), "--session", session] + extra,
+            ["login", "--pool-id", FakeCognito.poolId, "--provider", "google", "--token-stdin", "--endpoint", cognito.endpoint, "--session", session] + extra,
             stdin: token + "\n")
     }
 
     func testLoginThenCredentialsInEveryFormat() throws {
-        let server = try CannedCognito.healthy()
-        defer { server.stop() }
-        let login = try login(server)
+        let cognito = try FakeCognito.served()
+        defer { cognito.stopServing() }
+        let login = try login(cognito)
         XCTAssertEqual(login.status, 0, "\(login)")
         XCTAssertEqual(login.stderr, "")
         let printed = try Output.assertProcessShape(login.stdout)
-        XCTAssertEqual(printed["AccessKeyId"] as? String, CannedCognito.accessKeyId)
+        XCTAssertEqual(printed["AccessKeyId"] as? String, FakeCognito.accessKeyId)
 
         let process = try harness.expect(0, ["credentials", "--session", "alice"])
         XCTAssertEqual(process.stderr, "")
         let object = try Output.assertProcessShape(process.stdout)
-        XCTAssertEqual(object["AccessKeyId"] as? String, CannedCognito.accessKeyId)
-        XCTAssertEqual(object["SecretAccessKey"] as? String, CannedCognito.secretKey)
-        XCTAssertEqual(object["SessionToken"] as? String, CannedCognito.sessionToken)
+        XCTAssertEqual(object["AccessKeyId"] as? String, FakeCognito.accessKeyId)
+        XCTAssertEqual(object["SecretAccessKey"] as? String, FakeCognito.secretKey)
+        XCTAssertEqual(object["SessionToken"] as? String, FakeCognito.sessionToken)
         XCTAssertTrue(process.stdout.hasPrefix(#"{"Version":1,"AccessKeyId":"#), process.stdout.prefix(40).description)
         let expiration = try XCTUnwrap(Output.parseISO8601(object["Expiration"] as? String ?? ""))
         XCTAssertGreaterThan(expiration.timeIntervalSinceNow, 3000)
@@ -44,15 +44,15 @@ final class FederateServiceTests: XCTestCase {
 
         let json = try harness.expect(0, ["credentials", "--session", "alice", "--format", "json"])
         let jsonObject = try Output.assertProcessShape(json.stdout, extraKeys: ["IdentityId", "Provider", "Session"])
-        XCTAssertEqual(jsonObject["IdentityId"] as? String, CannedCognito.identityId)
+        XCTAssertEqual(jsonObject["IdentityId"] as? String, FakeCognito.defaultIdentityId)
         XCTAssertEqual(jsonObject["Provider"] as? String, "google")
         XCTAssertEqual(jsonObject["Session"] as? String, "alice")
 
         let env = try harness.expect(0, ["credentials", "--session", "alice", "--format", "env"])
         XCTAssertEqual(env.stdout, """
-            export AWS_ACCESS_KEY_ID='\(CannedCognito.accessKeyId)'
-            export AWS_SECRET_ACCESS_KEY='\(CannedCognito.secretKey)'
-            export AWS_SESSION_TOKEN='\(CannedCognito.sessionToken)'
+            export AWS_ACCESS_KEY_ID='\(FakeCognito.accessKeyId)'
+            export AWS_SECRET_ACCESS_KEY='\(FakeCognito.secretKey)'
+            export AWS_SESSION_TOKEN='\(FakeCognito.sessionToken)'
 
             """)
         XCTAssertEqual(env.stderr, "")
@@ -61,22 +61,21 @@ final class FederateServiceTests: XCTestCase {
         let state = try Output.jsonObject(status.stdout)
         XCTAssertEqual(Set(state.keys), ["session", "state", "identityId", "provider", "expiration"])
         XCTAssertEqual(state["state"] as? String, "federated")
-        XCTAssertEqual(state["identityId"] as? String, CannedCognito.identityId)
+        XCTAssertEqual(state["identityId"] as? String, FakeCognito.defaultIdentityId)
         XCTAssertEqual(state["provider"] as? String, "google")
         XCTAssertEqual(state["expiration"] as? String, object["Expiration"] as? String)
     }
 
     func testEnvFormatQuotesForTheShell() throws {
         let secret = "it's $HOME `x` \"q\""
-        let server = try LoopbackHTTPServer { request in
-            if request.header("X-Amz-Target") == "AWSCognitoIdentityService.GetId" {
-                return .json(#"{"IdentityId":"\#(CannedCognito.identityId)"}"#)
-            }
-            let expiration = Date().timeIntervalSince1970 + 3600
-            return .json(#"{"IdentityId":"\#(CannedCognito.identityId)","Credentials":{"AccessKeyId":"AK","SecretKey":"it's $HOME `x` \"q\"","SessionToken":"ST","Expiration":\#(expiration)}}"#)
-        }
-        defer { server.stop() }
-        let result = try login(server, extra: ["--format", "env"])
+        let cognito = try FakeCognito.served()
+        cognito.setDefault(
+            .credentials(
+                identityId: FakeCognito.defaultIdentityId, accessKeyId: "AK", secretKey: secret, sessionToken: "ST",
+                expiration: Date().addingTimeInterval(3600)),
+            for: .getCredentialsForIdentity)
+        defer { cognito.stopServing() }
+        let result = try login(cognito, extra: ["--format", "env"])
         XCTAssertEqual(result.status, 0, "\(result)")
         let script = harness.directory + "/check.sh"
         try Data((result.stdout + "printf '%s' \"$AWS_SECRET_ACCESS_KEY\"\n").utf8).write(to: URL(fileURLWithPath: script))
@@ -92,54 +91,54 @@ final class FederateServiceTests: XCTestCase {
     }
 
     func testTokenFileWithTrailingNewlineIsSentWithoutIt() throws {
-        let server = try CannedCognito.healthy()
-        defer { server.stop() }
-        let token = CannedCognito.jwt()
+        let cognito = try FakeCognito.served()
+        defer { cognito.stopServing() }
+        let token = TestJWT.valid()
         harness.neverPrinted = [token]
         let path = try harness.write(token + "\n", to: "token")
-        try harness.expect(0, ["login", "--pool-id", CannedCognito.poolId, "--provider", "google", "--token-file", path, "--endpoint", server.url()])
-        let getId = try XCTUnwrap(server.requests.first { $0.header("X-Amz-Target") == "AWSCognitoIdentityService.GetId" })
+        try harness.expect(0, ["login", "--pool-id", FakeCognito.poolId, "--provider", "google", "--token-file", path, "--endpoint", cognito.endpoint])
+        let getId = try XCTUnwrap(cognito.calls.first { $0.header("X-Amz-Target") == "AWSCognitoIdentityService.GetId" })
         let body = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(getId.body)) as? [String: Any])
         XCTAssertEqual((body["Logins"] as? [String: String])?["accounts.google.com"], token)
-        XCTAssertEqual(body["IdentityPoolId"] as? String, CannedCognito.poolId)
+        XCTAssertEqual(body["IdentityPoolId"] as? String, FakeCognito.poolId)
     }
 
     func testDeveloperLoginWithIdentityIdSkipsGetId() throws {
-        let server = try CannedCognito.healthy()
-        defer { server.stop() }
+        let cognito = try FakeCognito.served()
+        defer { cognito.stopServing() }
         let developerId = "us-east-1:dddddddd-0000-0000-0000-000000000001"
-        let token = CannedCognito.jwt(sub: developerId)
+        let token = TestJWT.valid(sub: developerId)
         harness.neverPrinted = [token]
         let result = try harness.expect(0, [
-            "login", "--pool-id", CannedCognito.poolId, "--provider", "developer", "--identity-id", developerId,
-            "--token-stdin", "--endpoint", server.url(), "--format", "json",
+            "login", "--pool-id", FakeCognito.poolId, "--provider", "developer", "--identity-id", developerId,
+            "--token-stdin", "--endpoint", cognito.endpoint, "--format", "json",
         ], stdin: token)
         let object = try Output.assertProcessShape(result.stdout, extraKeys: ["IdentityId", "Provider", "Session"])
         XCTAssertEqual(object["IdentityId"] as? String, developerId)
         XCTAssertEqual(object["Provider"] as? String, "developer")
-        XCTAssertEqual(server.requests.map { $0.header("X-Amz-Target") }, ["AWSCognitoIdentityService.GetCredentialsForIdentity"])
+        XCTAssertEqual(cognito.calls.map { $0.header("X-Amz-Target") }, ["AWSCognitoIdentityService.GetCredentialsForIdentity"])
     }
 
     func testCredentialsNeverCallTheNetwork() throws {
-        let server = try CannedCognito.healthy()
-        _ = try login(server)
-        server.stop()
-        let requestsBefore = server.requestCount
+        let cognito = try FakeCognito.served()
+        _ = try login(cognito)
+        cognito.stopServing()
+        let requestsBefore = cognito.calls.count
         // The service is gone, and the environment points elsewhere: credentials still come from the keystore.
         let result = try harness.expect(0, ["credentials", "--session", "alice", "--endpoint", "http://127.0.0.1:1/"],
                                         environment: ["AWS_ENDPOINT_URL": "not a url", "AWS_ENDPOINT_URL_COGNITO_IDENTITY": "http://127.0.0.1:1/"])
         try Output.assertProcessShape(result.stdout)
-        XCTAssertEqual(server.requestCount, requestsBefore)
+        XCTAssertEqual(cognito.calls.count, requestsBefore)
     }
 
     func testGuestThenStatus() throws {
-        let server = try CannedCognito.healthy()
-        defer { server.stop() }
-        let guest = try harness.expect(0, ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", server.url(), "--session", "visitor", "--format", "json"])
+        let cognito = try FakeCognito.served()
+        defer { cognito.stopServing() }
+        let guest = try harness.expect(0, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint, "--session", "visitor", "--format", "json"])
         let object = try Output.assertProcessShape(guest.stdout, extraKeys: ["IdentityId", "Provider", "Session"])
         XCTAssertEqual(object["Provider"] as? String, "guest")
         XCTAssertEqual(object["Session"] as? String, "visitor")
-        let getId = try XCTUnwrap(server.requests.first)
+        let getId = try XCTUnwrap(cognito.calls.first)
         XCTAssertFalse(getId.bodyText.contains("Logins"), "a guest GetId carries no Logins")
         let status = try Output.jsonObject(try harness.expect(0, ["status", "--session", "visitor"]).stdout)
         XCTAssertEqual(status["state"] as? String, "federated")
@@ -147,10 +146,10 @@ final class FederateServiceTests: XCTestCase {
     }
 
     func testClearThenCredentialsExitsThree() throws {
-        let server = try CannedCognito.healthy()
-        defer { server.stop() }
-        XCTAssertEqual(try login(server).status, 0)
-        XCTAssertEqual(try login(server, session: "bob").status, 0)
+        let cognito = try FakeCognito.served()
+        defer { cognito.stopServing() }
+        XCTAssertEqual(try login(cognito).status, 0)
+        XCTAssertEqual(try login(cognito, session: "bob").status, 0)
         try harness.expect(0, ["credentials", "--session", "alice"])
         let clear = try harness.expect(0, ["clear", "--session", "alice"])
         XCTAssertEqual(clear.stdout, "")
@@ -162,9 +161,9 @@ final class FederateServiceTests: XCTestCase {
 
     func testExpiredSessionExitsThree() throws {
         // 90 s credentials, as moto issues, inside the default 120 s margin.
-        let server = try CannedCognito.healthy(lifetime: 90)
-        defer { server.stop() }
-        let login = try login(server)
+        let cognito = try FakeCognito.served(credentialLifetime: 90)
+        defer { cognito.stopServing() }
+        let login = try login(cognito)
         XCTAssertEqual(login.status, 0, "\(login)")
         try Output.assertProcessShape(login.stdout)
         XCTAssertTrue(login.stderr.contains("warning"), "login warns that the credentials are inside the margin: \(login)")
@@ -178,11 +177,12 @@ final class FederateServiceTests: XCTestCase {
     }
 
     func testNotAuthorizedExitsFourAndKeepsThePreviousSession() throws {
-        let healthy = try CannedCognito.healthy()
-        defer { healthy.stop() }
+        let healthy = try FakeCognito.served()
+        defer { healthy.stopServing() }
         XCTAssertEqual(try login(healthy).status, 0)
-        let rejecting = try CannedCognito.failing(status: 400, type: "NotAuthorizedException", message: "Invalid login token.")
-        defer { rejecting.stop() }
+        let rejecting = try FakeCognito.served()
+        rejecting.setDefaultForAll(.error("NotAuthorizedException", message: "Invalid login token.", status: 400))
+        defer { rejecting.stopServing() }
         let rejected = try login(rejecting)
         XCTAssertEqual(rejected.status, 4, "\(rejected)")
         harness.assertOneErrorLine(rejected)
@@ -190,30 +190,32 @@ final class FederateServiceTests: XCTestCase {
         XCTAssertTrue(rejected.stderr.contains("NotAuthorized"), "\(rejected)")
         // Not retried: GetCredentialsForIdentity with the cached identity ID, then GetId once
         // (the library drops a cached ID the service rejects), and no more.
-        XCTAssertEqual(rejecting.requestCount, 2)
+        XCTAssertEqual(rejecting.calls.count, 2)
         // A session with no cached ID: one GetId, rejected, not retried.
         let fresh = try login(rejecting, session: "fresh")
         XCTAssertEqual(fresh.status, 4, "\(fresh)")
-        XCTAssertEqual(rejecting.requestCount, 3)
+        XCTAssertEqual(rejecting.calls.count, 3)
         try harness.expect(3, ["credentials", "--session", "fresh"])
         try harness.expect(0, ["credentials", "--session", "alice"])
     }
 
     func testServiceRejectionsExitFour() throws {
         for (type, status) in [("InvalidIdentityPoolConfigurationException", 400), ("ResourceNotFoundException", 400), ("InvalidParameterException", 400)] {
-            let server = try CannedCognito.failing(status: status, type: type, message: "no")
-            defer { server.stop() }
-            try harness.expect(4, ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", server.url()])
+            let cognito = try FakeCognito.served()
+            cognito.setDefaultForAll(.error(type, message: "no", status: status))
+            defer { cognito.stopServing() }
+            try harness.expect(4, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint])
         }
     }
 
     func testTerminatedIdentityExitsFourUntilCleared() throws {
-        let server = try CannedCognito.failingCredentials(status: 400, type: "ResourceNotFoundException", message: "Identity not found")
-        defer { server.stop() }
-        let token = CannedCognito.jwt()
+        let cognito = try FakeCognito.served()
+        cognito.setDefault(.error("ResourceNotFoundException", message: "Identity not found", status: 400), for: .getCredentialsForIdentity)
+        defer { cognito.stopServing() }
+        let token = TestJWT.valid()
         harness.neverPrinted = [token]
-        try harness.expect(4, ["login", "--pool-id", CannedCognito.poolId, "--provider", "developer", "--identity-id", CannedCognito.identityId,
-                               "--token-stdin", "--endpoint", server.url(), "--session", "gone"], stdin: token)
+        try harness.expect(4, ["login", "--pool-id", FakeCognito.poolId, "--provider", "developer", "--identity-id", FakeCognito.defaultIdentityId,
+                               "--token-stdin", "--endpoint", cognito.endpoint, "--session", "gone"], stdin: token)
         let status = try Output.jsonObject(try harness.expect(0, ["status", "--session", "gone"]).stdout)
         XCTAssertEqual(status["state"] as? String, "terminated")
         let credentials = try harness.expect(4, ["credentials", "--session", "gone"])
@@ -223,30 +225,32 @@ final class FederateServiceTests: XCTestCase {
     }
 
     func testServiceUnavailableExitsFiveAfterRetries() throws {
-        let server = try CannedCognito.failing(status: 503, type: "ServiceUnavailableException", message: "down")
-        defer { server.stop() }
-        let result = try harness.expect(5, ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", server.url()])
+        let cognito = try FakeCognito.served()
+        cognito.setDefaultForAll(.error("ServiceUnavailableException", message: "down", status: 503))
+        defer { cognito.stopServing() }
+        let result = try harness.expect(5, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint])
         XCTAssertTrue(result.stderr.contains("try again"), "\(result)")
-        XCTAssertEqual(server.requestCount, 3, "the default policy makes 3 attempts")
+        XCTAssertEqual(cognito.calls.count, 3, "the default policy makes 3 attempts")
         try harness.expect(3, ["credentials"])
     }
 
     func testThrottlingExitsFive() throws {
-        let server = try CannedCognito.failing(status: 429, type: "TooManyRequestsException", message: "slow down")
-        defer { server.stop() }
-        try harness.expect(5, ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", server.url()])
+        let cognito = try FakeCognito.served()
+        cognito.setDefaultForAll(.error("TooManyRequestsException", message: "slow down", status: 429))
+        defer { cognito.stopServing() }
+        try harness.expect(5, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint])
     }
 
     func testClosedPortExitsFive() throws {
         let port = try freeLoopbackPort()
-        try harness.expect(5, ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", "http://127.0.0.1:\(port)/"])
+        try harness.expect(5, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", "http://127.0.0.1:\(port)/"])
     }
 
     func testUnwritableStdoutExitsOne() throws {
         guard FileManager.default.isWritableFile(atPath: "/dev/full") else { throw XCTSkip("no /dev/full") }
-        let server = try CannedCognito.healthy()
-        defer { server.stop() }
-        XCTAssertEqual(try login(server).status, 0)
+        let cognito = try FakeCognito.served()
+        defer { cognito.stopServing() }
+        XCTAssertEqual(try login(cognito).status, 0)
         // A credential_process whose output is lost must not exit 0.
         let result = try harness.run(["credentials", "--session", "alice"], stdoutDevice: "/dev/full")
         XCTAssertEqual(result.status, 1, "\(result)")
@@ -267,9 +271,9 @@ final class FederateServiceTests: XCTestCase {
     }
 
     func testDefaultKeystoreLocations() throws {
-        let server = try CannedCognito.healthy()
-        defer { server.stop() }
-        let guest = ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", server.url()]
+        let cognito = try FakeCognito.served()
+        defer { cognito.stopServing() }
+        let guest = ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint]
         // $HOME/.local/share/identity-broker
         try harness.expect(0, guest, environment: ["IDENTITY_BROKER_KEYSTORE": nil])
         assertLayout(harness.directory + "/.local/share/identity-broker")

@@ -11,7 +11,7 @@ final class FederateSharedStoreTests: XCTestCase {
 
     override func setUpWithError() throws {
         harness = try FederateHarness()
-        harness.notOnStderr = [CannedCognito.secretKey, CannedCognito.sessionToken]
+        harness.notOnStderr = [FakeCognito.secretKey, FakeCognito.sessionToken]
     }
 
     override func tearDown() {
@@ -25,26 +25,26 @@ final class FederateSharedStoreTests: XCTestCase {
             configuration: SQLiteKeystore.Configuration(changePollInterval: .milliseconds(25)))
     }
 
-    private func loginArguments(_ server: LoopbackHTTPServer, session: String) -> [String] {
-        ["login", "--pool-id", CannedCognito.poolId, "--provider", "google", "--token-stdin", "--endpoint", server.url(), "--session", session]
+    private func loginArguments(_ cognito: FakeCognito, session: String) -> [String] {
+        ["login", "--pool-id", FakeCognito.poolId, "--provider", "google", "--token-stdin", "--endpoint", cognito.endpoint, "--session", session]
     }
 
     /// A login and a clear in another process reach this process's reads and streams.
     func testChangesMadeByAnotherProcessReachThisProcess() async throws {
-        let server = try CannedCognito.healthy()
+        let cognito = try FakeCognito.served()
         let client = FederationClient(keystore: try sharedKeystore())
         let updates = await client.stateUpdates(for: "alice")
         var states = updates.makeAsyncIterator()
         let initial = await states.next()
         XCTAssertEqual(initial, .notFederated)
 
-        let token = CannedCognito.jwt()
+        let token = TestJWT.valid()
         harness.neverPrinted.append(token)
-        XCTAssertEqual(try harness.run(loginArguments(server, session: "alice"), stdin: token).status, 0)
+        XCTAssertEqual(try harness.run(loginArguments(cognito, session: "alice"), stdin: token).status, 0)
         let federated = await states.next()
         XCTAssertEqual(federated, .federated, "the other process's login reached this process's stream")
         let credentials = try await client.credentials(for: "alice")
-        XCTAssertEqual(credentials.accessKeyId, CannedCognito.accessKeyId)
+        XCTAssertEqual(credentials.accessKeyId, FakeCognito.accessKeyId)
 
         XCTAssertEqual(try harness.run(["clear", "--session", "alice"]).status, 0)
         let cleared = await states.next()
@@ -59,23 +59,21 @@ final class FederateSharedStoreTests: XCTestCase {
         for longerCommitsFirst in [true, false] {
             let now = Date().timeIntervalSince1970
             let long = TestJWT.make(sub: "long-lived-user", exp: Date().addingTimeInterval(3600), iss: "https://accounts.google.com")
-            let short = CannedCognito.jwt(sub: "short-user")
-            let server = try LoopbackHTTPServer { request in
-                if request.header("X-Amz-Target") == "AWSCognitoIdentityService.GetId" {
-                    return .json(#"{"IdentityId":"\#(CannedCognito.identityId)"}"#)
-                }
+            let short = TestJWT.valid(sub: "short-user")
+            let cognito = try FakeCognito.served()
+            cognito.setDefault(for: .getCredentialsForIdentity) { call in
                 // The token in Logins says which process asks: the long one gets two hours.
-                let isLong = request.bodyText.contains(long)
-                let expiration = now + (isLong ? 7200 : 3600)
+                let isLong = call.bodyText.contains(long)
                 let slow = isLong != longerCommitsFirst
-                let response = ScriptedResponse.json(
-                    #"{"IdentityId":"\#(CannedCognito.identityId)","Credentials":{"AccessKeyId":"\#(isLong ? "ASIALONG" : "ASIASHORT")","SecretKey":"\#(CannedCognito.secretKey)","SessionToken":"\#(CannedCognito.sessionToken)","Expiration":\#(expiration)}}"#)
-                return slow ? response.delayed(by: .milliseconds(600)) : response
+                let reply = FakeCognito.Reply.credentials(
+                    identityId: FakeCognito.defaultIdentityId, accessKeyId: isLong ? "ASIALONG" : "ASIASHORT",
+                    expiration: Date(timeIntervalSince1970: now + (isLong ? 7200 : 3600)))
+                return slow ? reply.delayed(by: .milliseconds(600)) : reply
             }
             let session = longerCommitsFirst ? "raced-a" : "raced-b"
             harness.neverPrinted += [long, short]
             let processes = try [long, short].map { token in
-                try startFederate(loginArguments(server, session: session), stdin: token)
+                try startFederate(loginArguments(cognito, session: session), stdin: token)
             }
             for process in processes {
                 process.waitUntilExit()

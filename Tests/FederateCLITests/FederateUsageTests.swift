@@ -43,54 +43,54 @@ final class FederateUsageTests: XCTestCase {
         try harness.expect(2, ["credentials", "--format", "yaml"])
         try harness.expect(2, ["credentials", "--expiry-margin", "soon"])
         try harness.expect(2, ["credentials", "--expiry-margin=-5"])
-        try harness.expect(2, ["login", "--pool-id", CannedCognito.poolId, "--provider", "myspace", "--token-stdin"], stdin: "x")
-        try harness.expect(2, ["login", "--pool-id", CannedCognito.poolId, "--provider", "oidc:", "--token-stdin"], stdin: "x")
+        try harness.expect(2, ["login", "--pool-id", FakeCognito.poolId, "--provider", "myspace", "--token-stdin"], stdin: "x")
+        try harness.expect(2, ["login", "--pool-id", FakeCognito.poolId, "--provider", "oidc:", "--token-stdin"], stdin: "x")
         try harness.expect(2, ["migrate", "--from", "none"])
     }
 
     func testLoginNeedsExactlyOneTokenSource() throws {
-        let path = try harness.write(CannedCognito.jwt(), to: "token")
-        try harness.expect(2, ["login", "--pool-id", CannedCognito.poolId, "--provider", "google"])
-        try harness.expect(2, ["login", "--pool-id", CannedCognito.poolId, "--provider", "google", "--token-file", path, "--token-stdin"])
+        let path = try harness.write(TestJWT.valid(), to: "token")
+        try harness.expect(2, ["login", "--pool-id", FakeCognito.poolId, "--provider", "google"])
+        try harness.expect(2, ["login", "--pool-id", FakeCognito.poolId, "--provider", "google", "--token-file", path, "--token-stdin"])
     }
 
     func testUnreadableTokenFileExitsTwoWithoutNetwork() throws {
-        let server = try CannedCognito.healthy()
-        defer { server.stop() }
-        let base = ["login", "--pool-id", CannedCognito.poolId, "--provider", "google", "--endpoint", server.url()]
+        let cognito = try FakeCognito.served()
+        defer { cognito.stopServing() }
+        let base = ["login", "--pool-id", FakeCognito.poolId, "--provider", "google", "--endpoint", cognito.endpoint]
         let missing = try harness.expect(2, base + ["--token-file", harness.directory + "/no-such-token"])
         XCTAssertTrue(missing.stderr.contains("no-such-token"), "the error names the file: \(missing)")
         try harness.expect(2, base + ["--token-file", harness.directory])  // a directory
         let empty = try harness.write("\n", to: "empty-token")
         try harness.expect(2, base + ["--token-file", empty])
         try harness.expect(2, base + ["--token-stdin"], stdin: "")
-        XCTAssertEqual(server.requestCount, 0)
+        XCTAssertEqual(cognito.calls.count, 0)
     }
 
     func testMalformedJWTForOIDCExitsTwoWithoutNetwork() throws {
-        let server = try CannedCognito.healthy()
-        defer { server.stop() }
+        let cognito = try FakeCognito.served()
+        defer { cognito.stopServing() }
         let token = "this-is-not-a-jwt-SECRETISH"
         harness.neverPrinted = [token]
         let path = try harness.write(token + "\n", to: "token")
-        try harness.expect(2, ["login", "--pool-id", CannedCognito.poolId, "--provider", "oidc:login.example.com", "--token-file", path, "--endpoint", server.url()])
+        try harness.expect(2, ["login", "--pool-id", FakeCognito.poolId, "--provider", "oidc:login.example.com", "--token-file", path, "--endpoint", cognito.endpoint])
         // Well-formed segments that do not decode to JSON.
-        try harness.expect(2, ["login", "--pool-id", CannedCognito.poolId, "--provider", "oidc:login.example.com", "--token-stdin", "--endpoint", server.url()], stdin: "aGVsbG8.d29ybGQ.c2ln\n")
+        try harness.expect(2, ["login", "--pool-id", FakeCognito.poolId, "--provider", "oidc:login.example.com", "--token-stdin", "--endpoint", cognito.endpoint], stdin: "aGVsbG8.d29ybGQ.c2ln\n")
         // A developer token without --identity-id is a JWT too.
-        try harness.expect(2, ["login", "--pool-id", CannedCognito.poolId, "--provider", "developer", "--token-stdin", "--endpoint", server.url()], stdin: token)
+        try harness.expect(2, ["login", "--pool-id", FakeCognito.poolId, "--provider", "developer", "--token-stdin", "--endpoint", cognito.endpoint], stdin: token)
         // A long-expired JWT.
         let expired = TestJWT.make(sub: "u", exp: Date().addingTimeInterval(-86_400))
         harness.neverPrinted.append(expired)
-        try harness.expect(2, ["login", "--pool-id", CannedCognito.poolId, "--provider", "google", "--token-stdin", "--endpoint", server.url()], stdin: expired)
-        XCTAssertEqual(server.requestCount, 0, "a token failing the local check must not reach the service")
+        try harness.expect(2, ["login", "--pool-id", FakeCognito.poolId, "--provider", "google", "--token-stdin", "--endpoint", cognito.endpoint], stdin: expired)
+        XCTAssertEqual(cognito.calls.count, 0, "a token failing the local check must not reach the service")
     }
 
     func testInvalidPoolIdOrEndpointExitsTwo() throws {
-        let token = CannedCognito.jwt()
+        let token = TestJWT.valid()
         harness.neverPrinted = [token]
         try harness.expect(2, ["login", "--pool-id", "not-a-pool", "--provider", "google", "--token-stdin"], stdin: token)
-        try harness.expect(2, ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", "ftp://127.0.0.1/"])
-        try harness.expect(2, ["guest", "--pool-id", CannedCognito.poolId, "--region", "Mars"])
+        try harness.expect(2, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", "ftp://127.0.0.1/"])
+        try harness.expect(2, ["guest", "--pool-id", FakeCognito.poolId, "--region", "Mars"])
     }
 
     func testCredentialsWithoutSessionExitsThree() throws {
@@ -99,9 +99,9 @@ final class FederateUsageTests: XCTestCase {
         XCTAssertTrue(none.stderr.contains("alice"), "\(none)")
         XCTAssertFalse(FileManager.default.fileExists(atPath: harness.keystore), "credentials must not create the keystore")
         // An existing keystore without that session.
-        let server = try CannedCognito.healthy()
-        defer { server.stop() }
-        try harness.expect(0, ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", server.url(), "--session", "bob"])
+        let cognito = try FakeCognito.served()
+        defer { cognito.stopServing() }
+        try harness.expect(0, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint, "--session", "bob"])
         try harness.expect(3, ["credentials", "--session", "alice"])
     }
 

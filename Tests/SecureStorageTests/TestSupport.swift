@@ -28,24 +28,6 @@ func mode(of path: String) -> UInt32 {
     return UInt32(info.st_mode) & 0o7777
 }
 
-func assertKeystoreError<T>(
-    _ code: KeystoreError.Code,
-    file: StaticString = #filePath,
-    line: UInt = #line,
-    _ body: () throws -> T
-) -> KeystoreError? {
-    do {
-        _ = try body()
-        XCTFail("expected KeystoreError.\(code), got success", file: file, line: line)
-    } catch let error as KeystoreError {
-        XCTAssertEqual(error.code, code, "\(error)", file: file, line: line)
-        return error
-    } catch {
-        XCTFail("expected KeystoreError.\(code), got \(error)", file: file, line: line)
-    }
-    return nil
-}
-
 func hexBytes(_ hex: String) -> [UInt8] {
     var out = [UInt8]()
     var chars = Array(hex.utf8).makeIterator()

@@ -61,34 +61,6 @@ struct Harness {
     }
 }
 
-/// A Google-shaped JWT valid at ``testEpoch``.
-func googleToken(sub: String = "google-user-1") -> String {
-    TestJWT.make(sub: sub, exp: testEpoch.addingTimeInterval(3600), iss: "https://accounts.google.com")
-}
-
-/// Runs `body`, expecting a ``FederationError``; fails the test otherwise.
-@discardableResult
-func expectFederationError<T>(
-    _ code: FederationError.Code? = nil,
-    file: StaticString = #filePath,
-    line: UInt = #line,
-    _ body: () async throws -> T
-) async -> FederationError? {
-    do {
-        _ = try await body()
-        XCTFail("expected a FederationError\(code.map { " with code \($0)" } ?? ""), got success", file: file, line: line)
-        return nil
-    } catch let error as FederationError {
-        if let code {
-            XCTAssertEqual(error.code, code, "error: \(error)", file: file, line: line)
-        }
-        return error
-    } catch {
-        XCTFail("expected a FederationError, got \(type(of: error)): \(error)", file: file, line: line)
-        return nil
-    }
-}
-
 /// Collects up to `count` elements of `stream`, giving up after `timeout`;
 /// returns what arrived.
 func collect<Element: Sendable>(
@@ -114,13 +86,6 @@ func collect<Element: Sendable>(
         group.cancelAll()
     }
     return box.value.withLock { $0 }
-}
-
-/// A Mutex in a class, so escaping closures can share it.
-final class LockedBox<Value: Sendable>: Sendable {
-    let value: Mutex<Value>
-    init(_ initial: Value) { value = Mutex(initial) }
-    var current: Value { value.withLock { $0 } }
 }
 
 /// Waits until `condition` holds or `timeout` passes; returns whether it held.

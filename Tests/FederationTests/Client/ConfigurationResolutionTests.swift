@@ -36,7 +36,7 @@ final class ConfigurationResolutionTests: XCTestCase {
     func testBadPoolIdIsAnInvalidConfiguration() async throws {
         for poolId in ["", "nonsense", "us-east-1", ":abc", "us-east-1:", "US-EAST-1:abc", "useast1:abc", "us-east-x:abc"] {
             let configuration = FederationConfiguration(identityPoolId: poolId)
-            let error = await expectFederationError(.invalidConfiguration) {
+            let error = assertThrows(FederationError.self, code: .invalidConfiguration) {
                 try FederationClient(
                     configuration: configuration, transport: FakeCognito().transport, keystore: InMemoryKeystore(), environment: [:],
                     now: { testEpoch }, logger: nil)
@@ -52,7 +52,7 @@ final class ConfigurationResolutionTests: XCTestCase {
     /// The initializer documents `invalidConfiguration` for an unusable pool ID, whatever the endpoint.
     func testBadPoolIdIsRejectedEvenWithAnExplicitEndpoint() async {
         let configuration = FederationConfiguration(identityPoolId: "nonsense", endpoint: "http://127.0.0.1:5000/")
-        await expectFederationError(.invalidConfiguration) {
+        assertThrows(FederationError.self, code: .invalidConfiguration) {
             try FederationClient(
                 configuration: configuration, transport: FakeCognito().transport, keystore: InMemoryKeystore(), environment: [:],
                 now: { testEpoch }, logger: nil)
@@ -104,7 +104,7 @@ final class ConfigurationResolutionTests: XCTestCase {
             "http://cognito.example/", "http://10.0.0.5/", "http://128.0.0.1/", "http://127.0.0.1.attacker.example/",
             "http://127.0.0.1@attacker.example/", "http://localhost.attacker.example/", "http://[::2]/", "http://2130706434.example/",
         ] {
-            let error = expectSyncFederationError(.invalidConfiguration) {
+            let error = assertThrows(FederationError.self, code: .invalidConfiguration) {
                 try endpoint(FederationConfiguration(identityPoolId: testPoolId, endpoint: url))
             }
             XCTAssertTrue(error?.message.contains("allowInsecureEndpoint") == true, "\(url): \(error?.message ?? "accepted")")
@@ -113,7 +113,7 @@ final class ConfigurationResolutionTests: XCTestCase {
 
     func testPlaintextFromTheEnvironmentIsCheckedToo() {
         for variable in ["AWS_ENDPOINT_URL_COGNITO_IDENTITY", "AWS_ENDPOINT_URL"] {
-            let error = expectSyncFederationError(.invalidConfiguration) {
+            let error = assertThrows(FederationError.self, code: .invalidConfiguration) {
                 try endpoint(FederationConfiguration(identityPoolId: testPoolId), [variable: "http://cognito.example/"])
             }
             XCTAssertTrue(error?.message.contains(variable) == true, error?.message ?? "accepted")
@@ -130,28 +130,11 @@ final class ConfigurationResolutionTests: XCTestCase {
     /// Nothing is sent when the endpoint is refused: the client cannot even be created.
     func testAClientWithAPlaintextRemoteEndpointSendsNothing() async throws {
         let fake = FakeCognito()
-        await expectFederationError(.invalidConfiguration) {
+        assertThrows(FederationError.self, code: .invalidConfiguration) {
             try FederationClient(
                 configuration: FederationConfiguration(identityPoolId: testPoolId, endpoint: "http://cognito.example/"),
                 transport: fake.transport, keystore: InMemoryKeystore(), environment: [:], now: { testEpoch }, logger: nil)
         }
         XCTAssertTrue(fake.calls.isEmpty)
     }
-}
-
-/// Runs `body` and returns its `FederationError` when it has `code`, failing otherwise.
-@discardableResult
-private func expectSyncFederationError<T>(
-    _ code: FederationError.Code, file: StaticString = #filePath, line: UInt = #line, _ body: () throws -> T
-) -> FederationError? {
-    do {
-        _ = try body()
-        XCTFail("expected \(code), got success", file: file, line: line)
-    } catch let error as FederationError {
-        XCTAssertEqual(error.code, code, file: file, line: line)
-        return error
-    } catch {
-        XCTFail("expected FederationError \(code), got \(error)", file: file, line: line)
-    }
-    return nil
 }

@@ -15,7 +15,7 @@ final class FederationClientClassicFlowTests: XCTestCase {
     func testEnhancedStaysTheDefaultAndNeverCallsSTS() async throws {
         let harness = try Harness()
         XCTAssertEqual(FederationOptions().flow, .enhanced)
-        let result = try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        let result = try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         XCTAssertEqual(harness.fake.operations, ["GetId", "GetCredentialsForIdentity"])
         XCTAssertNil(result.assumedRoleArn)
         XCTAssertNil(result.webIdentitySubject)
@@ -23,7 +23,7 @@ final class FederationClientClassicFlowTests: XCTestCase {
 
     func testClassicLoginCallsGetIdThenGetOpenIdTokenThenAssumeRole() async throws {
         let harness = try Harness()
-        let token = googleToken()
+        let token = TestJWT.valid()
         let result = try await harness.client.federate(token: token, provider: .google, options: classic, session: "alice")
         XCTAssertEqual(harness.fake.operations, ["GetId", "GetOpenIdToken", "AssumeRoleWithWebIdentity"])
         let openId = try XCTUnwrap(harness.fake.calls(.getOpenIdToken).first)
@@ -63,7 +63,7 @@ final class FederationClientClassicFlowTests: XCTestCase {
         let options = FederationOptions(flow: .classic(ClassicFlowOptions(
             roleArn: Self.roleArn, roleSessionName: "custom.name@x", durationSeconds: 900, sessionPolicy: policy,
             managedPolicyArns: ["arn:aws:iam::aws:policy/ReadOnlyAccess", "arn:aws:iam::123456789012:policy/Narrow"])))
-        try await harness.client.federate(token: googleToken(), provider: .google, options: options, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, options: options, session: "alice")
         let sts = try XCTUnwrap(harness.fake.calls(.assumeRoleWithWebIdentity).first)
         XCTAssertEqual(sts.form.map(\.name), [
             "Action", "Version", "RoleArn", "RoleSessionName", "WebIdentityToken", "DurationSeconds", "Policy",
@@ -92,29 +92,29 @@ final class FederationClientClassicFlowTests: XCTestCase {
 
     func testKnownIdentityIsReusedAndGetIdSkipped() async throws {
         let harness = try Harness()
-        try await harness.client.federate(token: googleToken(), provider: .google, options: classic, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, options: classic, session: "alice")
         harness.fake.resetRecording()
-        try await harness.client.federate(token: googleToken(), provider: .google, options: classic, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, options: classic, session: "alice")
         XCTAssertEqual(harness.fake.operations, ["GetOpenIdToken", "AssumeRoleWithWebIdentity"])
     }
 
     func testCachedIdentityRejectedByCognitoAsksGetIdOnce() async throws {
         let harness = try Harness()
-        try await harness.client.federate(token: googleToken(), provider: .google, options: classic, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, options: classic, session: "alice")
         harness.fake.resetRecording()
         harness.fake.enqueue(.error("NotAuthorizedException", message: "Invalid login token. Not a valid OpenId Connect identity token."), for: .getOpenIdToken)
-        try await harness.client.federate(token: googleToken(), provider: .google, options: classic, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, options: classic, session: "alice")
         XCTAssertEqual(harness.fake.operations, ["GetOpenIdToken", "GetId", "GetOpenIdToken", "AssumeRoleWithWebIdentity"])
     }
 
     func testSTSRefusalDoesNotDropTheCachedIdentity() async throws {
         let harness = try Harness()
-        try await harness.client.federate(token: googleToken(), provider: .google, options: classic, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, options: classic, session: "alice")
         let before = try await harness.client.session("alice")
         harness.fake.resetRecording()
         harness.fake.enqueue(.stsError("AccessDenied", message: "Not authorized to perform sts:AssumeRoleWithWebIdentity", status: 403), for: .assumeRoleWithWebIdentity)
-        let error = await expectFederationError(.notAuthorized) {
-            try await harness.client.federate(token: googleToken(), provider: .google, options: self.classic, session: "alice")
+        let error = await assertThrows(FederationError.self, code: .notAuthorized) {
+            try await harness.client.federate(token: TestJWT.valid(), provider: .google, options: self.classic, session: "alice")
         }
         XCTAssertEqual(error?.operation, "AssumeRoleWithWebIdentity")
         XCTAssertEqual(error?.serviceErrorType, "AccessDenied")
@@ -126,10 +126,10 @@ final class FederationClientClassicFlowTests: XCTestCase {
 
     func testGetOpenIdTokenResourceNotFoundTerminatesTheSession() async throws {
         let harness = try Harness()
-        try await harness.client.federate(token: googleToken(), provider: .google, options: classic, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, options: classic, session: "alice")
         harness.fake.setDefault(.error("ResourceNotFoundException", message: "Identity 'x' not found."), for: .getOpenIdToken)
-        await expectFederationError(.identityTerminated) {
-            try await harness.client.federate(token: googleToken(), provider: .google, options: self.classic, session: "alice")
+        await assertThrows(FederationError.self, code: .identityTerminated) {
+            try await harness.client.federate(token: TestJWT.valid(), provider: .google, options: self.classic, session: "alice")
         }
         let snapshot = try await harness.client.session("alice")
         XCTAssertEqual(snapshot.state, .terminated)
@@ -152,7 +152,7 @@ final class FederationClientClassicFlowTests: XCTestCase {
 
     func testGuestRejectsEnhancedOnlyOptions() async throws {
         let harness = try Harness()
-        await expectFederationError(.invalidConfiguration) {
+        await assertThrows(FederationError.self, code: .invalidConfiguration) {
             try await harness.client.federateAsGuest(options: FederationOptions(customRoleArn: Self.roleArn), session: "guest")
         }
         XCTAssertTrue(harness.fake.calls.isEmpty)
@@ -190,23 +190,23 @@ final class FederationClientClassicFlowTests: XCTestCase {
             ClassicFlowOptions(roleArn: Self.roleArn, managedPolicyArns: ["ReadOnlyAccess"]),
         ]
         for options in bad {
-            await expectFederationError(.invalidConfiguration) {
-                try await harness.client.federate(token: googleToken(), provider: .google, options: FederationOptions(flow: .classic(options)), session: "alice")
+            await assertThrows(FederationError.self, code: .invalidConfiguration) {
+                try await harness.client.federate(token: TestJWT.valid(), provider: .google, options: FederationOptions(flow: .classic(options)), session: "alice")
             }
-            await expectFederationError(.invalidConfiguration) {
+            await assertThrows(FederationError.self, code: .invalidConfiguration) {
                 try await harness.client.federateAsGuest(options: FederationOptions(flow: .classic(options)), session: "g")
             }
         }
-        await expectFederationError(.invalidConfiguration) {
+        await assertThrows(FederationError.self, code: .invalidConfiguration) {
             try await harness.client.federate(
-                token: googleToken(), provider: .google,
+                token: TestJWT.valid(), provider: .google,
                 options: FederationOptions(customRoleArn: Self.roleArn, flow: self.classic.flow), session: "alice")
         }
         XCTAssertTrue(harness.fake.calls.isEmpty, "nothing was sent")
         // The limits themselves are accepted.
         for duration in [900, 43_200] {
             let options = FederationOptions(flow: .classic(ClassicFlowOptions(roleArn: Self.roleArn, roleSessionName: "ab", durationSeconds: duration)))
-            try await harness.client.federate(token: googleToken(), provider: .google, options: options, session: "alice")
+            try await harness.client.federate(token: TestJWT.valid(), provider: .google, options: options, session: "alice")
         }
     }
 
@@ -228,7 +228,7 @@ final class FederationClientClassicFlowTests: XCTestCase {
 
     func testDerivedRoleSessionNameIsSent() async throws {
         let harness = try Harness()
-        try await harness.client.federate(token: googleToken(), provider: .google, options: classic, session: "tenant:b")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, options: classic, session: "tenant:b")
         XCTAssertEqual(harness.fake.calls(.assumeRoleWithWebIdentity).first?.formValue("RoleSessionName"), "tenant_b")
     }
 
@@ -256,7 +256,7 @@ final class FederationClientClassicFlowTests: XCTestCase {
         // The enhanced flow is unaffected by a bad STS endpoint.
         try await harness.client.federateAsGuest(session: "enhanced")
         harness.fake.resetRecording()
-        let error = await expectFederationError(.invalidConfiguration) {
+        let error = await assertThrows(FederationError.self, code: .invalidConfiguration) {
             try await harness.client.federateAsGuest(options: self.classic, session: "g")
         }
         XCTAssertTrue(error?.message.contains("AWS_ENDPOINT_URL_STS") == true, "\(String(describing: error))")
@@ -283,8 +283,8 @@ final class FederationClientClassicFlowTests: XCTestCase {
         for (code, status, expected) in cases {
             let harness = try Harness(retry: RetryPolicy(maxAttempts: 1))
             harness.fake.setDefault(.stsError(code, message: "scripted \(code)", status: status), for: .assumeRoleWithWebIdentity)
-            let error = await expectFederationError(expected) {
-                try await harness.client.federate(token: googleToken(), provider: .google, options: self.classic, session: "alice")
+            let error = await assertThrows(FederationError.self, code: expected) {
+                try await harness.client.federate(token: TestJWT.valid(), provider: .google, options: self.classic, session: "alice")
             }
             XCTAssertEqual(error?.serviceErrorType, code)
             XCTAssertEqual(error?.serviceMessage, "scripted \(code)")
@@ -299,14 +299,14 @@ final class FederationClientClassicFlowTests: XCTestCase {
         let harness = try Harness()
         harness.fake.enqueue(.stsError("IDPCommunicationError", message: "try again"), for: .assumeRoleWithWebIdentity)
         harness.fake.enqueue(.stsError("Throttling", message: "Rate exceeded"), for: .assumeRoleWithWebIdentity)
-        try await harness.client.federate(token: googleToken(), provider: .google, options: classic, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, options: classic, session: "alice")
         XCTAssertEqual(harness.fake.count(.assumeRoleWithWebIdentity), 3)
         XCTAssertEqual(harness.fake.count(.getOpenIdToken), 1, "only the STS call is retried")
 
         let refused = try Harness()
         refused.fake.setDefault(.stsError("AccessDenied", status: 403), for: .assumeRoleWithWebIdentity)
-        await expectFederationError(.notAuthorized) {
-            try await refused.client.federate(token: googleToken(), provider: .google, options: self.classic, session: "alice")
+        await assertThrows(FederationError.self, code: .notAuthorized) {
+            try await refused.client.federate(token: TestJWT.valid(), provider: .google, options: self.classic, session: "alice")
         }
         XCTAssertEqual(refused.fake.count(.assumeRoleWithWebIdentity), 1, "a refusal is not retried")
     }
@@ -314,7 +314,7 @@ final class FederationClientClassicFlowTests: XCTestCase {
     func testEventsAndStatesAreTheEnhancedFlows() async throws {
         let harness = try Harness()
         let stream = await harness.client.stateUpdates(for: "alice")
-        try await harness.client.federate(token: googleToken(), provider: .google, options: classic, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, options: classic, session: "alice")
         let states = await collect(3, from: stream)
         XCTAssertEqual(states, [.notFederated, .federating, .federated])
         harness.clock.advance(by: 3600)
@@ -330,7 +330,7 @@ final class FederationClientClassicFlowTests: XCTestCase {
             configuration: FederationConfiguration(identityPoolId: testPoolId, endpoint: testEndpoint),
             transport: fake.transport, keystore: keystore, environment: [:], retryRunner: noSleepRunner(),
             now: { testEpoch }, logger: nil)
-        try await client.federate(token: googleToken(), provider: .google, options: classic, session: "alice")
+        try await client.federate(token: TestJWT.valid(), provider: .google, options: classic, session: "alice")
         let reader = FederationClient(keystore: keystore)
         let credentials = try await reader.credentials(for: "alice")
         XCTAssertEqual(credentials.accessKeyId, "ASIASTSFAKEACCESS001")
@@ -345,7 +345,7 @@ final class FederationClientClassicFlowTests: XCTestCase {
         var logger = Logger(label: "classic", factory: { _ in handler })
         logger.logLevel = .trace
         let harness = try Harness(retry: RetryPolicy(maxAttempts: 1), logger: logger)
-        let token = googleToken(sub: "classic-secret-subject")
+        let token = TestJWT.valid(sub: "classic-secret-subject")
         var secrets: [String] = [token, FakeCognito.openIdToken, FakeCognito.stsSecretKey, FakeCognito.stsSessionToken]
         secrets += token.split(separator: ".").map(String.init)
         let result = try await harness.client.federate(token: token, provider: .google, options: classic, session: "alice")
@@ -355,7 +355,7 @@ final class FederationClientClassicFlowTests: XCTestCase {
             .stsError("InvalidIdentityToken\(FakeCognito.openIdToken.prefix(20))",
                       message: "token \(FakeCognito.openIdToken.uppercased()) from \(token.prefix(40)) rejected"),
             for: .assumeRoleWithWebIdentity)
-        let error = await expectFederationError {
+        let error = await assertThrows(FederationError.self) {
             try await harness.client.federate(token: token, provider: .google, options: self.classic, session: "alice")
         }
         var dumped = ""

@@ -7,7 +7,7 @@ import XCTest
 final class FederationClientFlowTests: XCTestCase {
     func testGoogleFederationCallsGetIdThenGetCredentialsAndReturnsTheCredentials() async throws {
         let harness = try Harness()
-        let token = googleToken()
+        let token = TestJWT.valid()
         harness.fake.enqueue(.identityId("us-east-1:google-identity"), for: .getId)
         harness.fake.enqueue(
             .credentials(
@@ -37,7 +37,7 @@ final class FederationClientFlowTests: XCTestCase {
 
     func testSnapshotAfterFederationIsFederatedWithTheCredentials() async throws {
         let harness = try Harness()
-        let result = try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        let result = try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         let snapshot = try await harness.client.session("alice")
         XCTAssertEqual(snapshot.name, "alice")
         XCTAssertEqual(snapshot.state, .federated)
@@ -58,7 +58,7 @@ final class FederationClientFlowTests: XCTestCase {
 
     func testDefaultSessionIsNamedDefault() async throws {
         let harness = try Harness()
-        try await harness.client.federate(token: googleToken(), provider: .google)
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google)
         let snapshot = try await harness.client.session()
         XCTAssertEqual(snapshot.name, "default")
         XCTAssertEqual(snapshot.state, .federated)
@@ -66,7 +66,7 @@ final class FederationClientFlowTests: XCTestCase {
 
     func testRequestsArePostsToTheEndpointWithJSON11HeadersAndALibraryUserAgent() async throws {
         let harness = try Harness()
-        try await harness.client.federate(token: googleToken(), provider: .google)
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google)
         XCTAssertEqual(harness.fake.calls.count, 2)
         for call in harness.fake.calls {
             XCTAssertEqual(call.method, "POST")
@@ -82,12 +82,12 @@ final class FederationClientFlowTests: XCTestCase {
 
     func testAccountIdIsSentWithGetIdWhenConfigured() async throws {
         let harness = try Harness(configure: { $0.accountId = "123456789012" })
-        try await harness.client.federate(token: googleToken(), provider: .google)
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google)
         XCTAssertEqual(harness.fake.calls(.getId).first?.string("AccountId"), "123456789012")
     }
 
     func testEveryProviderSendsItsTokenUnderItsLoginsKey() async throws {
-        let jwt = googleToken(sub: "us-east-1:dev-identity-from-sub")
+        let jwt = TestJWT.valid(sub: "us-east-1:dev-identity-from-sub")
         let cases: [(AuthProvider, String, String)] = [
             (.facebook, "graph.facebook.com", "EAAGfacebookOpaqueAccessToken"),
             (.google, "accounts.google.com", jwt),
@@ -126,7 +126,7 @@ final class FederationClientFlowTests: XCTestCase {
 
     func testEmptyTokenFailsWithoutNetwork() async throws {
         let harness = try Harness()
-        await expectFederationError(.invalidToken) { try await harness.client.federate(token: "", provider: .facebook) }
+        await assertThrows(FederationError.self, code: .invalidToken) { try await harness.client.federate(token: "", provider: .facebook) }
         XCTAssertEqual(harness.fake.calls.count, 0)
     }
 
@@ -151,7 +151,7 @@ final class FederationClientFlowTests: XCTestCase {
     func testDeveloperProvidedIdentityIdAlsoSkipsGetIdForOtherProviders() async throws {
         let harness = try Harness()
         try await harness.client.federate(
-            token: googleToken(), provider: .google, options: FederationOptions(developerProvidedIdentityId: "us-east-1:given"))
+            token: TestJWT.valid(), provider: .google, options: FederationOptions(developerProvidedIdentityId: "us-east-1:given"))
         XCTAssertEqual(harness.fake.operations, ["GetCredentialsForIdentity"])
         XCTAssertEqual(harness.fake.calls.first?.string("IdentityId"), "us-east-1:given")
     }
@@ -159,7 +159,7 @@ final class FederationClientFlowTests: XCTestCase {
     func testCustomRoleArnIsSentForProviderTokensToo() async throws {
         let harness = try Harness()
         try await harness.client.federate(
-            token: googleToken(), provider: .google, options: FederationOptions(customRoleArn: "arn:aws:iam::1:role/R"))
+            token: TestJWT.valid(), provider: .google, options: FederationOptions(customRoleArn: "arn:aws:iam::1:role/R"))
         XCTAssertEqual(harness.fake.calls(.getCredentialsForIdentity).first?.string("CustomRoleArn"), "arn:aws:iam::1:role/R")
         XCTAssertFalse(harness.fake.calls(.getId).first?.has("CustomRoleArn") ?? true)
     }
@@ -177,7 +177,7 @@ final class FederationClientFlowTests: XCTestCase {
     func testDeveloperTokenWithoutSubFailsWithInvalidTokenAndNoCalls() async throws {
         let harness = try Harness()
         let token = TestJWT.make(sub: nil, exp: testEpoch.addingTimeInterval(600))
-        await expectFederationError(.invalidToken) {
+        await assertThrows(FederationError.self, code: .invalidToken) {
             try await harness.client.federate(token: token, provider: .developer, session: "dev")
         }
         XCTAssertEqual(harness.fake.calls.count, 0)
@@ -188,7 +188,7 @@ final class FederationClientFlowTests: XCTestCase {
     func testDeveloperTokenWithEmptySubFailsWithInvalidToken() async throws {
         let harness = try Harness()
         let token = TestJWT.make(sub: "", exp: testEpoch.addingTimeInterval(600))
-        await expectFederationError(.invalidToken) { try await harness.client.federate(token: token, provider: .developer) }
+        await assertThrows(FederationError.self, code: .invalidToken) { try await harness.client.federate(token: token, provider: .developer) }
         XCTAssertEqual(harness.fake.calls.count, 0)
     }
 
@@ -237,7 +237,7 @@ final class FederationClientFlowTests: XCTestCase {
         try await harness.client.federateAsGuest(session: "visitor")
         harness.fake.resetRecording()
 
-        let token = googleToken()
+        let token = TestJWT.valid()
         let result = try await harness.client.federate(token: token, provider: .google, session: "visitor")
 
         XCTAssertEqual(harness.fake.operations, ["GetCredentialsForIdentity"], "no GetId: the guest identity is reused")
@@ -255,7 +255,7 @@ final class FederationClientFlowTests: XCTestCase {
     func testGuestOfAClearedAuthenticatedSessionGetsAFreshGuestIdentity() async throws {
         let harness = try Harness()
         harness.fake.enqueue(.identityId("us-east-1:authenticated"), for: .getId)
-        try await harness.client.federate(token: googleToken(), provider: .google, session: "s")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "s")
         try await harness.client.clear(session: "s")
         harness.fake.resetRecording()
         harness.fake.enqueue(.identityId("us-east-1:new-guest"), for: .getId)
@@ -269,7 +269,7 @@ final class FederationClientFlowTests: XCTestCase {
         let harness = try Harness()
         harness.fake.enqueue(.identityId("us-east-1:asked"), for: .getId)
         harness.fake.enqueue(.credentials(identityId: "us-east-1:answered", expiration: testEpoch.addingTimeInterval(3600)), for: .getCredentialsForIdentity)
-        let result = try await harness.client.federate(token: googleToken(), provider: .google)
+        let result = try await harness.client.federate(token: TestJWT.valid(), provider: .google)
         XCTAssertEqual(result.identityId, "us-east-1:answered")
     }
 }

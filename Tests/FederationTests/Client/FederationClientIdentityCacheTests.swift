@@ -10,14 +10,14 @@ final class FederationClientIdentityCacheTests: XCTestCase {
     private func federatedHarness() async throws -> Harness {
         let harness = try Harness()
         harness.fake.enqueue(.identityId(cached), for: .getId)
-        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         harness.fake.resetRecording()
         return harness
     }
 
     func testSecondFederationOfTheSameSessionSkipsGetId() async throws {
         let harness = try await federatedHarness()
-        let token = googleToken(sub: "fresh")
+        let token = TestJWT.valid(sub: "fresh")
         let result = try await harness.client.federate(token: token, provider: .google, session: "alice")
         XCTAssertEqual(harness.fake.operations, ["GetCredentialsForIdentity"])
         XCTAssertEqual(harness.fake.calls.first?.string("IdentityId"), cached)
@@ -28,7 +28,7 @@ final class FederationClientIdentityCacheTests: XCTestCase {
     func testTheCacheIsPerSession() async throws {
         let harness = try await federatedHarness()
         harness.fake.enqueue(.identityId("us-east-1:bob"), for: .getId)
-        try await harness.client.federate(token: googleToken(sub: "bob"), provider: .google, session: "bob")
+        try await harness.client.federate(token: TestJWT.valid(sub: "bob"), provider: .google, session: "bob")
         XCTAssertEqual(harness.fake.operations, ["GetId", "GetCredentialsForIdentity"])
         XCTAssertEqual(harness.fake.calls.last?.string("IdentityId"), "us-east-1:bob")
     }
@@ -56,7 +56,7 @@ final class FederationClientIdentityCacheTests: XCTestCase {
         let harness = try await federatedHarness()
         harness.fake.enqueue(rejection, for: .getCredentialsForIdentity)
         harness.fake.enqueue(.identityId("us-east-1:replacement"), for: .getId)
-        let token = googleToken(sub: "again")
+        let token = TestJWT.valid(sub: "again")
 
         let result = try await harness.client.federate(token: token, provider: .google, session: "alice")
 
@@ -83,8 +83,8 @@ final class FederationClientIdentityCacheTests: XCTestCase {
         harness.fake.enqueue(.identityId("us-east-1:replacement"), for: .getId)
         harness.fake.enqueue(.error("NotAuthorizedException", message: "Invalid login token."), for: .getCredentialsForIdentity)
 
-        let error = await expectFederationError(.notAuthorized) {
-            try await harness.client.federate(token: googleToken(sub: "x"), provider: .google, session: "alice")
+        let error = await assertThrows(FederationError.self, code: .notAuthorized) {
+            try await harness.client.federate(token: TestJWT.valid(sub: "x"), provider: .google, session: "alice")
         }
         XCTAssertEqual(error?.operation, "GetCredentialsForIdentity")
         XCTAssertEqual(error?.httpStatus, 400)
@@ -98,8 +98,8 @@ final class FederationClientIdentityCacheTests: XCTestCase {
     func testNotAuthorizedWithoutACachedIdIsNotRetried() async throws {
         let harness = try Harness()
         harness.fake.enqueue(.error("NotAuthorizedException", message: "Invalid login token."), for: .getCredentialsForIdentity)
-        await expectFederationError(.notAuthorized) {
-            try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        await assertThrows(FederationError.self, code: .notAuthorized) {
+            try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         }
         XCTAssertEqual(harness.fake.operations, ["GetId", "GetCredentialsForIdentity"])
     }
@@ -107,7 +107,7 @@ final class FederationClientIdentityCacheTests: XCTestCase {
     func testNotAuthorizedForADeveloperProvidedIdIsNotRetriedThroughGetId() async throws {
         let harness = try Harness()
         harness.fake.enqueue(.error("NotAuthorizedException", message: "Invalid login token."), for: .getCredentialsForIdentity)
-        await expectFederationError(.notAuthorized) {
+        await assertThrows(FederationError.self, code: .notAuthorized) {
             try await harness.client.federate(
                 token: "opaque", provider: .developer, options: FederationOptions(developerProvidedIdentityId: "us-east-1:d"))
         }
@@ -117,8 +117,8 @@ final class FederationClientIdentityCacheTests: XCTestCase {
     func testOtherErrorsOnTheCachedIdAreNotRetriedThroughGetId() async throws {
         let harness = try await federatedHarness()
         harness.fake.enqueue(.error("InvalidParameterException", message: "bad"), for: .getCredentialsForIdentity)
-        await expectFederationError(.invalidParameter) {
-            try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        await assertThrows(FederationError.self, code: .invalidParameter) {
+            try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         }
         XCTAssertEqual(harness.fake.operations, ["GetCredentialsForIdentity"])
     }

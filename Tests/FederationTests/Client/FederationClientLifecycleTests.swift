@@ -13,7 +13,7 @@ final class FederationClientLifecycleTests: XCTestCase {
         harness.fake.resetRecording()
         // The cached-ID call answers 503 after the whole budget is gone: no retry fits.
         harness.fake.enqueue(FakeCognito.Reply.error(nil, status: 503).delayed(by: .milliseconds(120)), for: .getCredentialsForIdentity)
-        await expectFederationError(.serviceUnavailable) {
+        await assertThrows(FederationError.self, code: .serviceUnavailable) {
             try await harness.client.federate(token: "EAAG-second", provider: .facebook, session: "alice")
         }
         XCTAssertEqual(harness.fake.calls.count, 1, "no retry past the federation deadline")
@@ -24,7 +24,7 @@ final class FederationClientLifecycleTests: XCTestCase {
     func testAnAttemptStartingPastTheDeadlineTimesOut() async throws {
         let harness = try Harness(configure: { $0.federationTimeout = .milliseconds(50) })
         harness.fake.enqueue(FakeCognito.Reply.identityId("us-east-1:slow").delayed(by: .milliseconds(120)), for: .getId)
-        let error = await expectFederationError(.timedOut) { try await harness.client.federate(token: "EAAG", provider: .facebook) }
+        let error = await assertThrows(FederationError.self, code: .timedOut) { try await harness.client.federate(token: "EAAG", provider: .facebook) }
         XCTAssertEqual(error?.operation, "GetCredentialsForIdentity")
         XCTAssertEqual(harness.fake.operations, ["GetId"], "GetCredentialsForIdentity is not sent once the deadline passed")
         let snapshot = try await harness.client.session()
@@ -42,7 +42,7 @@ final class FederationClientLifecycleTests: XCTestCase {
         XCTAssertTrue(sent)
         task.cancel()
         let start = ContinuousClock.now
-        let error = await expectFederationError(.cancelled) { try await task.value }
+        let error = await assertThrows(FederationError.self, code: .cancelled) { try await task.value }
         XCTAssertLessThan(ContinuousClock.now - start, .seconds(10))
         XCTAssertNotNil(error)
         XCTAssertEqual(harness.fake.calls.count, 3, "a cancelled call is not retried")
@@ -55,21 +55,29 @@ final class FederationClientLifecycleTests: XCTestCase {
         let perSession = await harness!.client.stateUpdates(for: "alice")
         let all = await harness!.client.allStateUpdates()
         harness = nil
-        let ended = LockedBox(0)
-        await withTaskGroup(of: Void.self) { group in
+        // Each stream task reports its own end; a deadline task reports `nil`. Waiting stops
+        // at the deadline (then the streams are cancelled), so a stream that never ends fails
+        // the test instead of hanging it.
+        let ended = await withTaskGroup(of: String?.self) { group -> Set<String> in
             group.addTask {
                 for await _ in perSession {}
-                ended.value.withLock { $0 += 1 }
+                return Task.isCancelled ? nil : "perSession"
             }
             group.addTask {
                 for await _ in all {}
-                ended.value.withLock { $0 += 1 }
+                return Task.isCancelled ? nil : "all"
             }
-            group.addTask { try? await Task.sleep(for: .seconds(5)) }
-            _ = await group.next()
-            _ = await group.next()
+            group.addTask {
+                try? await Task.sleep(for: .seconds(5))
+                return nil
+            }
+            var ended: Set<String> = []
+            while ended.count < 2, let next = await group.next(), let stream = next {
+                ended.insert(stream)
+            }
             group.cancelAll()
+            return ended
         }
-        XCTAssertEqual(ended.current, 2, "both streams finished when the client went away")
+        XCTAssertEqual(ended, ["perSession", "all"], "every stream finished within 5 s of the client going away")
     }
 }

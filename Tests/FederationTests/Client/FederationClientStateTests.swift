@@ -10,15 +10,15 @@ final class FederationClientStateTests: XCTestCase {
     func testFailedFederationLeavesThePreviousSessionIntactAndObserversSeeItBack() async throws {
         let harness = try Harness()
         harness.fake.enqueue(.identityId("us-east-1:alice"), for: .getId)
-        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         let before = try await harness.client.session("alice")
         XCTAssertEqual(before.state, .federated)
         let updates = await harness.client.stateUpdates(for: "alice")
 
         // A malformed answer, with no cached-ID retry to rescue it.
         harness.fake.enqueue(.raw(body: #"{"IdentityId":"us-east-1:alice","Credentials":{"AccessKeyId":"#), for: .getCredentialsForIdentity)
-        await expectFederationError(.invalidResponse) {
-            try await harness.client.federate(token: googleToken(sub: "2"), provider: .google, session: "alice")
+        await assertThrows(FederationError.self, code: .invalidResponse) {
+            try await harness.client.federate(token: TestJWT.valid(sub: "2"), provider: .google, session: "alice")
         }
 
         let after = try await harness.client.session("alice")
@@ -34,8 +34,8 @@ final class FederationClientStateTests: XCTestCase {
         let harness = try Harness()
         try await harness.client.federate(token: "EAAG-facebook", provider: .facebook, session: "alice")
         harness.fake.enqueue(.error("ExternalServiceException", message: "provider down", status: 400), for: .getCredentialsForIdentity)
-        await expectFederationError(.externalService) {
-            try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        await assertThrows(FederationError.self, code: .externalService) {
+            try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         }
         let snapshot = try await harness.client.session("alice")
         XCTAssertEqual(snapshot.provider, .facebook)
@@ -46,8 +46,8 @@ final class FederationClientStateTests: XCTestCase {
         let harness = try Harness()
         let updates = await harness.client.stateUpdates(for: "alice")
         harness.fake.enqueue(.error("NotAuthorizedException", message: "Invalid login token."), for: .getId)
-        await expectFederationError(.notAuthorized) {
-            try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        await assertThrows(FederationError.self, code: .notAuthorized) {
+            try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         }
         XCTAssertEqual(harness.fake.operations, ["GetId"])
         let snapshot = try await harness.client.session("alice")
@@ -69,7 +69,7 @@ final class FederationClientStateTests: XCTestCase {
         harness.fake.enqueue(
             .error("ResourceNotFoundException", message: "Identity 'us-east-1:gone' not found."), for: .getCredentialsForIdentity)
 
-        let error = await expectFederationError(.identityTerminated) {
+        let error = await assertThrows(FederationError.self, code: .identityTerminated) {
             try await harness.client.federate(token: "opaque-dev-token", provider: .developer, options: options, session: "dev")
         }
         XCTAssertEqual(error?.serviceErrorType, "ResourceNotFoundException")
@@ -84,13 +84,13 @@ final class FederationClientStateTests: XCTestCase {
 
         // Federating or going guest again fails without the network.
         harness.fake.resetRecording()
-        await expectFederationError(.identityTerminated) {
+        await assertThrows(FederationError.self, code: .identityTerminated) {
             try await harness.client.federate(token: "opaque-dev-token", provider: .developer, options: options, session: "dev")
         }
-        await expectFederationError(.identityTerminated) {
-            try await harness.client.federate(token: googleToken(), provider: .google, session: "dev")
+        await assertThrows(FederationError.self, code: .identityTerminated) {
+            try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "dev")
         }
-        await expectFederationError(.identityTerminated) { try await harness.client.federateAsGuest(session: "dev") }
+        await assertThrows(FederationError.self, code: .identityTerminated) { try await harness.client.federateAsGuest(session: "dev") }
         XCTAssertEqual(harness.fake.calls.count, 0)
         snapshot = try await harness.client.session("dev")
         XCTAssertEqual(snapshot.state, .terminated)
@@ -111,7 +111,7 @@ final class FederationClientStateTests: XCTestCase {
         let harness = try Harness()
         harness.fake.enqueue(
             .init(status: 400, body: try Fixtures.bytes("error.NotAuthorized.forbidden")), for: .getCredentialsForIdentity)
-        await expectFederationError(.identityTerminated) {
+        await assertThrows(FederationError.self, code: .identityTerminated) {
             try await harness.client.federate(
                 token: "t", provider: .developer, options: FederationOptions(developerProvidedIdentityId: "us-east-1:x"), session: "dev")
         }
@@ -122,8 +122,8 @@ final class FederationClientStateTests: XCTestCase {
     func testResourceNotFoundFromGetIdDoesNotTerminate() async throws {
         let harness = try Harness()
         harness.fake.enqueue(.error("ResourceNotFoundException", message: "IdentityPool 'x' not found."), for: .getId)
-        await expectFederationError(.resourceNotFound) {
-            try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        await assertThrows(FederationError.self, code: .resourceNotFound) {
+            try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         }
         let snapshot = try await harness.client.session("alice")
         XCTAssertEqual(snapshot.state, .notFederated)
@@ -139,7 +139,7 @@ final class FederationClientStateTests: XCTestCase {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for index in 0..<4 {
                 group.addTask {
-                    try await client.federate(token: googleToken(sub: "u\(index)"), provider: .google, session: "alice")
+                    try await client.federate(token: TestJWT.valid(sub: "u\(index)"), provider: .google, session: "alice")
                 }
             }
             try await group.waitForAll()
@@ -160,7 +160,7 @@ final class FederationClientStateTests: XCTestCase {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for session in ["alice", "bob"] {
                 group.addTask {
-                    try await client.federate(token: googleToken(sub: session), provider: .google, session: session)
+                    try await client.federate(token: TestJWT.valid(sub: session), provider: .google, session: session)
                 }
             }
             try await group.waitForAll()
@@ -177,7 +177,7 @@ final class FederationClientStateTests: XCTestCase {
         let harness = try Harness()
         harness.fake.responseDelay = .milliseconds(50)
         let client = harness.client
-        let federation = Task { try await client.federate(token: googleToken(), provider: .google, session: "alice") }
+        let federation = Task { try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice") }
         let started = await eventually { harness.fake.calls.count > 0 }
         XCTAssertTrue(started)
         try await client.clear(session: "alice")
@@ -191,7 +191,7 @@ final class FederationClientStateTests: XCTestCase {
     func testSessionExpiresAtExpirationMinusTheDefaultMargin() async throws {
         let harness = try Harness()
         XCTAssertEqual(harness.client.configuration!.expiryMargin, .seconds(120))
-        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         let expiration = testEpoch.addingTimeInterval(3600)
 
         harness.clock.set(expiration.addingTimeInterval(-121))
@@ -212,7 +212,7 @@ final class FederationClientStateTests: XCTestCase {
         let expiration = testEpoch.addingTimeInterval(3600)
         for (margin, expected) in [(Duration.seconds(10), SessionState.federated), (.seconds(300), .expired)] {
             let harness = try Harness(configure: { $0.expiryMargin = margin })
-            try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+            try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
             harness.clock.set(expiration.addingTimeInterval(-200))
             let snapshot = try await harness.client.session("alice")
             XCTAssertEqual(snapshot.state, expected, "margin \(margin)")
@@ -223,7 +223,7 @@ final class FederationClientStateTests: XCTestCase {
     func testNoAutomaticRefreshAfterExpiry() async throws {
         let harness = try Harness(configure: { $0.expiryMargin = .seconds(10) })
         let updates = await harness.client.stateUpdates(for: "alice")
-        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         let callsAfterFederation = harness.fake.calls.count
         harness.clock.advance(by: 7200)
         let snapshot = try await harness.client.session("alice")
@@ -244,7 +244,7 @@ final class FederationClientStateTests: XCTestCase {
             configure: { $0.expiryMargin = .seconds(10) },
             fake: FakeCognito(expiration: testEpoch.addingTimeInterval(10.05)))
         let updates = await harness.client.stateUpdates(for: "alice")
-        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         harness.clock.advance(by: 60)
         let states = await collect(4, from: updates)
         XCTAssertEqual(states, [.notFederated, .federating, .federated, .expired])
@@ -252,7 +252,7 @@ final class FederationClientStateTests: XCTestCase {
 
     func testSubscribingAfterExpiryYieldsExpired() async throws {
         let harness = try Harness()
-        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         harness.clock.advance(by: 7200)
         let updates = await harness.client.stateUpdates(for: "alice")
         let states = await collect(1, from: updates)
@@ -261,7 +261,7 @@ final class FederationClientStateTests: XCTestCase {
 
     func testFederatingAgainAfterExpiryMakesTheSessionFederated() async throws {
         let harness = try Harness()
-        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         harness.clock.advance(by: 7200)
         harness.fake.expiration = harness.clock.now.addingTimeInterval(3600)
         try await harness.client.federate(
@@ -273,7 +273,7 @@ final class FederationClientStateTests: XCTestCase {
 
     func testCredentialsAlreadyWithinTheMarginReadAsExpired() async throws {
         let harness = try Harness(fake: FakeCognito(expiration: testEpoch.addingTimeInterval(60)))
-        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         let snapshot = try await harness.client.session("alice")
         XCTAssertEqual(snapshot.state, .expired)
         XCTAssertNil(snapshot.credentials)
@@ -284,7 +284,7 @@ final class FederationClientStateTests: XCTestCase {
     func testStateUpdatesYieldNotFederatedFederatingFederatedInOrder() async throws {
         let harness = try Harness()
         let updates = await harness.client.stateUpdates(for: "alice")
-        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         let states = await collect(3, from: updates)
         XCTAssertEqual(states, [.notFederated, .federating, .federated])
     }
@@ -292,8 +292,8 @@ final class FederationClientStateTests: XCTestCase {
     func testStateUpdatesOfOneSessionIgnoreOthers() async throws {
         let harness = try Harness()
         let updates = await harness.client.stateUpdates(for: "alice")
-        try await harness.client.federate(token: googleToken(), provider: .google, session: "bob")
-        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "bob")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         let states = await collect(3, from: updates)
         XCTAssertEqual(states, [.notFederated, .federating, .federated])
     }
@@ -301,7 +301,7 @@ final class FederationClientStateTests: XCTestCase {
     func testAllStateUpdatesCarryEventsOfEverySession() async throws {
         let harness = try Harness()
         let events = await harness.client.allStateUpdates()
-        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         try await harness.client.federateAsGuest(session: "bob")
         try await harness.client.clear(session: "alice")
         let received = await collect(5, from: events)
@@ -316,7 +316,7 @@ final class FederationClientStateTests: XCTestCase {
 
     func testClearYieldsNotFederatedAndForgetsTheSession() async throws {
         let harness = try Harness()
-        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         let updates = await harness.client.stateUpdates(for: "alice")
         try await harness.client.clear(session: "alice")
         let states = await collect(2, from: updates)
@@ -328,7 +328,7 @@ final class FederationClientStateTests: XCTestCase {
 
         // The cached identity went with it: the next federation asks GetId.
         harness.fake.resetRecording()
-        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         XCTAssertEqual(harness.fake.operations, ["GetId", "GetCredentialsForIdentity"])
     }
 
@@ -342,8 +342,8 @@ final class FederationClientStateTests: XCTestCase {
     func testALocalTokenFailurePublishesNothing() async throws {
         let harness = try Harness()
         let events = await harness.client.allStateUpdates()
-        await expectFederationError(.invalidToken) { try await harness.client.federate(token: "x", provider: .google) }
-        try await harness.client.federate(token: googleToken(), provider: .google, session: "marker")
+        await assertThrows(FederationError.self, code: .invalidToken) { try await harness.client.federate(token: "x", provider: .google) }
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "marker")
         let received = await collect(1, from: events)
         XCTAssertEqual(received, [SessionEvent(session: "marker", state: .federating)])
     }

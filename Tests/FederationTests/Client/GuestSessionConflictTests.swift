@@ -6,10 +6,10 @@ import XCTest
 final class GuestSessionConflictTests: XCTestCase {
     func testGuestOnAnAuthenticatedSessionIsRefusedWithoutNetwork() async throws {
         let harness = try Harness()
-        let first = try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        let first = try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         let callsBefore = harness.fake.calls.count
 
-        await expectFederationError(.sessionConflict) { try await harness.client.federateAsGuest(session: "alice") }
+        await assertThrows(FederationError.self, code: .sessionConflict) { try await harness.client.federateAsGuest(session: "alice") }
 
         XCTAssertEqual(harness.fake.calls.count, callsBefore, "refused before any request")
         let snapshot = try await harness.client.session("alice")
@@ -20,7 +20,7 @@ final class GuestSessionConflictTests: XCTestCase {
 
     func testGuestAfterClearStartsANewGuestIdentity() async throws {
         let harness = try Harness()
-        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         try await harness.client.clear(session: "alice")
         try await harness.client.federateAsGuest(session: "alice")
         let snapshot = try await harness.client.session("alice")

@@ -23,7 +23,7 @@ final class RenewalReminderTests: XCTestCase {
     func testAReminderComesAtTheLeadTimeWhileTheSessionStaysFederated() async throws {
         let harness = try harness()
         let events = await harness.client.events(for: "alice")
-        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         let callsAfterFederation = harness.fake.calls.count
         harness.clock.advance(by: 1)
         let received = await collect(4, from: events)
@@ -38,7 +38,7 @@ final class RenewalReminderTests: XCTestCase {
         let harness = try harness()
         let all = await harness.client.allStateUpdates()
         let states = await harness.client.stateUpdates(for: "alice")
-        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         harness.clock.advance(by: 1)
         let events = await collect(3, from: all)
         XCTAssertEqual(reminders(events).map(\.session), ["alice"])
@@ -49,7 +49,7 @@ final class RenewalReminderTests: XCTestCase {
     func testOneReminderPerCredentialsUntilPostponedThenNoSoonerThanTheInterval() async throws {
         let harness = try harness(slack: 100)
         let events = await harness.client.events(for: "alice")
-        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         harness.clock.advance(by: 101)
         _ = try await harness.client.session("alice")  // a read lets the clock act at once
         harness.clock.advance(by: 5)
@@ -69,7 +69,7 @@ final class RenewalReminderTests: XCTestCase {
         // A postponement reaching past the expiry: no reminder again, the expiry comes instead.
         let harness = try harness(slack: 100, postponement: .seconds(600))
         let events = await harness.client.events(for: "alice")
-        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         harness.clock.advance(by: 101)
         _ = try await harness.client.session("alice")
         try await harness.client.postponeRenewalReminder(for: "alice")
@@ -89,13 +89,13 @@ final class RenewalReminderTests: XCTestCase {
     func testANewFederationGetsRemindersOfItsOwn() async throws {
         let harness = try harness(slack: 100)
         let events = await harness.client.events(for: "alice")
-        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         harness.clock.advance(by: 101)
         _ = try await harness.client.session("alice")
         try await harness.client.postponeRenewalReminder(for: "alice")
         // The caller pushes a new token: new credentials, a new lead time.
         harness.fake.expiration = harness.clock.now.addingTimeInterval(400)
-        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         harness.clock.advance(by: 50)
         _ = try await harness.client.session("alice")
         harness.clock.advance(by: 50)

@@ -29,11 +29,11 @@ final class SessionNameTests: XCTestCase {
     func testEveryCallThatTakesASessionChecksIt() async throws {
         let harness = try Harness()
         for name in bad {
-            await expectFederationError(.invalidConfiguration) {
+            await assertThrows(FederationError.self, code: .invalidConfiguration) {
                 try await harness.client.federate(token: "opaque-token", provider: .facebook, session: name)
             }
-            await expectFederationError(.invalidConfiguration) { try await harness.client.federateAsGuest(session: name) }
-            await expectFederationError(.invalidConfiguration) { try await harness.client.clear(session: name) }
+            await assertThrows(FederationError.self, code: .invalidConfiguration) { try await harness.client.federateAsGuest(session: name) }
+            await assertThrows(FederationError.self, code: .invalidConfiguration) { try await harness.client.clear(session: name) }
         }
         XCTAssertTrue(harness.fake.calls.isEmpty)
     }

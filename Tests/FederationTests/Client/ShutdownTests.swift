@@ -13,7 +13,7 @@ final class ShutdownTests: XCTestCase {
         let harness = try Harness()
         harness.fake.responseDelay = .milliseconds(300)
         let client = harness.client
-        let federation = Task { try await client.federate(token: googleToken(), provider: .google, session: "alice") }
+        let federation = Task { try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice") }
         try await Task.sleep(for: .milliseconds(50))
         await client.shutdown(gracePeriod: .seconds(5))
         let result = try await federation.value
@@ -21,8 +21,8 @@ final class ShutdownTests: XCTestCase {
         XCTAssertEqual(stored, result.credentials, "the federation finished and committed before shutdown returned")
         let shuttingDown = await client.isShuttingDown
         XCTAssertTrue(shuttingDown)
-        await expectFederationError(.cancelled) {
-            try await client.federate(token: googleToken(), provider: .google, session: "bob")
+        await assertThrows(FederationError.self, code: .cancelled) {
+            try await client.federate(token: TestJWT.valid(), provider: .google, session: "bob")
         }
         XCTAssertEqual(harness.fake.count(.getId), 1, "nothing new was sent after shutdown")
     }
@@ -30,19 +30,14 @@ final class ShutdownTests: XCTestCase {
     func testFederationsPastTheGracePeriodAreCancelledAndLeaveTheSessionAsItWas() async throws {
         let harness = try Harness()
         let client = harness.client
-        let first = try await client.federate(token: googleToken(), provider: .google, session: "alice")
+        let first = try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         harness.fake.responseDelay = .seconds(30)
-        let federation = Task { try await client.federate(token: googleToken(), provider: .google, session: "alice") }
+        let federation = Task { try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice") }
         try await Task.sleep(for: .milliseconds(50))
         let start = ContinuousClock.now
         await client.shutdown(gracePeriod: .milliseconds(200))
         XCTAssertLessThan(ContinuousClock.now - start, .seconds(10), "shutdown did not wait for the 30 s answer")
-        do {
-            _ = try await federation.value
-            XCTFail("the federation should have been cancelled")
-        } catch let error as FederationError {
-            XCTAssertEqual(error.code, .cancelled)
-        }
+        await assertThrows(FederationError.self, code: .cancelled) { try await federation.value }
         let snapshot = try await client.session("alice")
         XCTAssertEqual(snapshot.credentials, first.credentials, "the previous session is intact")
     }
@@ -50,7 +45,7 @@ final class ShutdownTests: XCTestCase {
     func testShutdownStopsTheTimerAndEndsStreams() async throws {
         let harness = try Harness()
         let updates = await harness.client.stateUpdates(for: "alice")
-        try await harness.client.federate(token: googleToken(), provider: .google, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         let timersBefore = await harness.client.timerCount
         XCTAssertEqual(timersBefore, 1)
         await harness.client.shutdown()
@@ -67,14 +62,14 @@ final class ShutdownTests: XCTestCase {
         let client = harness.client
         try await testGracefulShutdown { trigger in
             let running = Task { try await client.run() }
-            try await client.federate(token: googleToken(), provider: .google, session: "alice")
+            try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
             trigger.triggerGracefulShutdown()
             try await running.value
         }
         let shuttingDown = await client.isShuttingDown
         XCTAssertTrue(shuttingDown)
-        await expectFederationError(.cancelled) {
-            try await client.federate(token: googleToken(), provider: .google, session: "alice")
+        await assertThrows(FederationError.self, code: .cancelled) {
+            try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         }
     }
 }

@@ -41,8 +41,8 @@ final class CognitoErrorDecodingTests: XCTestCase {
         for (type, status, code) in documented {
             let harness = try Harness(retry: .none)
             harness.fake.enqueue(.init(status: status, body: try Fixtures.bytes("error.\(type)")), for: .getId)
-            let error = await expectFederationError(code) {
-                try await harness.client.federate(token: googleToken(), provider: .google, session: "s")
+            let error = await assertThrows(FederationError.self, code: code) {
+                try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "s")
             }
             XCTAssertEqual(error?.serviceErrorType, "\(type)Exception", type)
             XCTAssertEqual(error?.httpStatus, status, type)
@@ -87,7 +87,7 @@ final class CognitoErrorDecodingTests: XCTestCase {
     func testCapitalisedMessageThroughTheClient() async throws {
         let harness = try Harness(retry: .none)
         harness.fake.enqueue(.error("InvalidParameterException", message: "Capital M", messageKey: "Message"), for: .getId)
-        let error = await expectFederationError(.invalidParameter) { try await harness.client.federate(token: googleToken(), provider: .google) }
+        let error = await assertThrows(FederationError.self, code: .invalidParameter) { try await harness.client.federate(token: TestJWT.valid(), provider: .google) }
         XCTAssertEqual(error?.serviceMessage, "Capital M")
     }
 
@@ -98,7 +98,7 @@ final class CognitoErrorDecodingTests: XCTestCase {
                 status: 400, headers: [("x-amzn-ErrorType", "aws.cognito#ExternalServiceException:http://internal.amazon.com/")],
                 body: Array(#"{"message":"provider down"}"#.utf8)),
             for: .getId)
-        let error = await expectFederationError(.externalService) { try await harness.client.federate(token: googleToken(), provider: .google) }
+        let error = await assertThrows(FederationError.self, code: .externalService) { try await harness.client.federate(token: TestJWT.valid(), provider: .google) }
         XCTAssertEqual(error?.serviceErrorType, "ExternalServiceException")
         XCTAssertEqual(error?.serviceMessage, "provider down")
     }
@@ -114,7 +114,7 @@ final class CognitoErrorDecodingTests: XCTestCase {
     func testUnknownTypeThroughTheClient() async throws {
         let harness = try Harness(retry: .none)
         harness.fake.enqueue(.error("com.example#FutureException", message: "later"), for: .getCredentialsForIdentity)
-        let error = await expectFederationError(.serviceError) { try await harness.client.federate(token: googleToken(), provider: .google) }
+        let error = await assertThrows(FederationError.self, code: .serviceError) { try await harness.client.federate(token: TestJWT.valid(), provider: .google) }
         XCTAssertEqual(error?.serviceErrorType, "FutureException")
         XCTAssertEqual(error?.operation, "GetCredentialsForIdentity")
     }
@@ -135,7 +135,7 @@ final class CognitoErrorDecodingTests: XCTestCase {
     func test429WithoutTypeThroughTheClientIsThrottled() async throws {
         let harness = try Harness(retry: .none)
         harness.fake.enqueue(.init(status: 429, body: []), for: .getId)
-        let error = await expectFederationError(.throttled) { try await harness.client.federate(token: googleToken(), provider: .google) }
+        let error = await assertThrows(FederationError.self, code: .throttled) { try await harness.client.federate(token: TestJWT.valid(), provider: .google) }
         XCTAssertEqual(error?.httpStatus, 429)
     }
 

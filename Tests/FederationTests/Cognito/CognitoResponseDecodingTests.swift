@@ -11,7 +11,7 @@ final class CognitoResponseDecodingTests: XCTestCase {
         harness.fake.enqueue(.identityId("us-east-1:asked"), for: .getId)
         harness.fake.enqueue(reply, for: .getCredentialsForIdentity)
         do {
-            return .success(try await harness.client.federate(token: googleToken(), provider: .google))
+            return .success(try await harness.client.federate(token: TestJWT.valid(), provider: .google))
         } catch {
             return .failure(error)
         }
@@ -103,7 +103,7 @@ final class CognitoResponseDecodingTests: XCTestCase {
     func testGetIdWithoutIdentityIdIsAnInvalidResponse() async throws {
         let harness = try Harness(retry: .none)
         harness.fake.enqueue(.raw(body: "{}"), for: .getId)
-        let error = await expectFederationError(.invalidResponse) { try await harness.client.federate(token: googleToken(), provider: .google) }
+        let error = await assertThrows(FederationError.self, code: .invalidResponse) { try await harness.client.federate(token: TestJWT.valid(), provider: .google) }
         XCTAssertTrue(error?.message.contains("IdentityId") ?? false, error?.message ?? "")
         XCTAssertEqual(error?.operation, "GetId")
         XCTAssertEqual(harness.fake.operations, ["GetId"])
@@ -112,7 +112,7 @@ final class CognitoResponseDecodingTests: XCTestCase {
     func testGetIdFixture() async throws {
         let harness = try Harness()
         harness.fake.enqueue(.init(status: 200, body: try Fixtures.bytes("GetId.success")), for: .getId)
-        try await harness.client.federate(token: googleToken(), provider: .google)
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google)
         XCTAssertEqual(harness.fake.calls(.getCredentialsForIdentity).first?.string("IdentityId"), "us-east-1:e5a2c3b1-7d4f-4a9e-8c21-3f6b9d0a1e55")
     }
 

@@ -346,13 +346,26 @@ final class CurlTransportTests: XCTestCase {
     }
 
     func testShutdownLeavesNoSocketsOpen() async throws {
-        // Warm up: global initialisation may open files once per process.
-        let warmUp = try LoopbackHTTPServer { _ in .respond() }
-        _ = try await transport.send(HTTPRequest(url: warmUp.url("/")))
-        warmUp.stop()
+        // Warm up with the same work once: global initialisation (libcurl, the resolver,
+        // OpenSSL) may open descriptors once per process and keep them.
         transport.shutdown()
+        _ = try await Self.sendConcurrentlyAndShutDownWithOneInFlight()
         let before = try Self.openFileDescriptorCount()
 
+        let port = try await Self.sendConcurrentlyAndShutDownWithOneInFlight()
+        // Other tests in this process may hold descriptors of their own, so look
+        // only for sockets to this test's server.
+        XCTAssertEqual(try Self.socketsTouching(port: port), [], "sockets to the server left open after shutdown")
+        // Nor any other descriptor (libcurl's multi handle, wake-up pipes, …): no more are
+        // open than before the transport existed.
+        XCTAssertLessThanOrEqual(try Self.openFileDescriptorCount(), before, "descriptors left open after shutdown")
+    }
+
+    /// A fresh transport sends 16 requests at once to a fresh server, then is shut down (and
+    /// the server stopped) with one more request in flight; returns the server's port.
+    private static func sendConcurrentlyAndShutDownWithOneInFlight(
+        file: StaticString = #filePath, line: UInt = #line
+    ) async throws -> Int {
         let transport = CurlTransport()
         let server = try LoopbackHTTPServer { request in
             request.path == "/slow" ? .respond().delayed(by: .seconds(30)) : .respond(text: "ok")
@@ -363,17 +376,13 @@ final class CurlTransportTests: XCTestCase {
             }
             try await group.waitForAll()
         }
-        // One request still in flight when everything stops.
         let inFlight = Task { try await transport.send(HTTPRequest(url: server.url("/slow"))) }
         while server.requestCount < 17 { try await Task.sleep(for: .milliseconds(10)) }
         transport.shutdown()
         server.stop()
         let outcome = await inFlight.result
-        XCTAssertEqual((try? outcome.get())?.status, nil)
-        // Other tests in this process may hold descriptors of their own, so look
-        // only for sockets to this test's server.
-        XCTAssertEqual(try Self.socketsTouching(port: server.port), [], "sockets to the server left open after shutdown")
-        _ = before
+        XCTAssertEqual((try? outcome.get())?.status, nil, "the request in flight failed", file: file, line: line)
+        return server.port
     }
 
     /// The inodes of this process's TCP sockets whose local or remote port is `port`.

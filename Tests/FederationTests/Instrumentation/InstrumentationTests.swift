@@ -32,7 +32,7 @@ final class InstrumentationTests: XCTestCase {
         fake.enqueue(.error("InternalErrorException", message: "boom", status: 500), for: .getCredentialsForIdentity)
         try await client.federate(token: token, provider: .google, session: "alice")
         fake.setDefault(.error("NotAuthorizedException", message: "no"), for: .getId)
-        await expectFederationError(.notAuthorized) { try await client.federate(token: self.token, provider: .google, session: "bob") }
+        await assertThrows(FederationError.self, code: .notAuthorized) { try await client.federate(token: self.token, provider: .google, session: "bob") }
 
         XCTAssertEqual(metrics.counterTotal(label: "identity_broker_federations_total", dimensions: [("result", "success"), ("provider", "google")]), 2)
         XCTAssertEqual(metrics.counterTotal(label: "identity_broker_federations_total", dimensions: [("result", "success"), ("provider", "guest")]), 1)
@@ -83,7 +83,7 @@ final class InstrumentationTests: XCTestCase {
         let fake = FakeCognito()
         fake.setDefault(.error("NotAuthorizedException", message: "Invalid login token \(token)"), for: .getId)
         let client = try client(FederationInstrumentation(tracer: tracer), fake: fake)
-        await expectFederationError(.notAuthorized) { try await client.federate(token: self.token, provider: .google, session: "alice") }
+        await assertThrows(FederationError.self, code: .notAuthorized) { try await client.federate(token: self.token, provider: .google, session: "alice") }
         let federation = try XCTUnwrap(tracer.finishedSpans.first { $0.operationName == "federate" })
         XCTAssertEqual(federation.attributes["broker.result"]?.toSpanAttribute(), .string("notAuthorized"))
         XCTAssertEqual(federation.status?.code, .error)

@@ -32,23 +32,12 @@ final class MotoClassicFlowTests: XCTestCase {
         FederationOptions(flow: .classic(ClassicFlowOptions(roleArn: Self.roleArn, roleSessionName: sessionName, durationSeconds: duration, sessionPolicy: policy)))
     }
 
-    private static func jwt(sub: String, issuer: String) -> String {
-        func segment(_ object: [String: Any]) -> String {
-            let data = try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
-            return data.base64EncodedString().replacingOccurrences(of: "+", with: "-")
-                .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
-        }
-        let header = segment(["alg": "RS256", "typ": "JWT", "kid": "test"])
-        let payload = segment(["sub": sub, "iss": issuer, "aud": "client", "exp": Int(Date().timeIntervalSince1970 + 3600)])
-        return "\(header).\(payload).c2lnbmF0dXJl"
-    }
-
     func testGoogleLoginThroughTheClassicFlow() async throws {
         let pool = try await server().createIdentityPool(supportedLoginProviders: ["accounts.google.com": "client"])
         let client = try client(pool: pool)
         let policy = #"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"s3:GetObject","Resource":"*"}]}"#
         let result = try await client.federate(
-            token: Self.jwt(sub: "classic-google", issuer: "https://accounts.google.com"), provider: .google,
+            token: TestJWT.valid(sub: "classic-google", issuer: "https://accounts.google.com", audience: "client"), provider: .google,
             options: classic(duration: 900, policy: policy), session: "tenant:alice")
         XCTAssertTrue(result.identityId.hasPrefix("us-east-1:"), result.identityId)
         XCTAssertEqual(result.assumedRoleArn, "arn:aws:sts::123456789012:assumed-role/ClassicInterop/tenant_alice")
@@ -62,7 +51,7 @@ final class MotoClassicFlowTests: XCTestCase {
 
         // Again: the identity is known, so GetId is skipped and the same identity assumes the role.
         let again = try await client.federate(
-            token: Self.jwt(sub: "classic-google", issuer: "https://accounts.google.com"), provider: .google,
+            token: TestJWT.valid(sub: "classic-google", issuer: "https://accounts.google.com", audience: "client"), provider: .google,
             options: classic(sessionName: "explicit-name"), session: "tenant:alice")
         XCTAssertEqual(again.identityId, result.identityId)
         XCTAssertEqual(again.assumedRoleArn, "arn:aws:sts::123456789012:assumed-role/ClassicInterop/explicit-name")
@@ -77,7 +66,7 @@ final class MotoClassicFlowTests: XCTestCase {
         let snapshot = try await client.session("visitor")
         XCTAssertTrue(snapshot.isGuest)
         let login = try await client.federate(
-            token: Self.jwt(sub: "linked", issuer: "https://accounts.google.com"), provider: .google, options: classic(), session: "visitor")
+            token: TestJWT.valid(sub: "linked", issuer: "https://accounts.google.com", audience: "client"), provider: .google, options: classic(), session: "visitor")
         XCTAssertEqual(login.identityId, guest.identityId, "the login is linked to the guest identity")
     }
 

@@ -28,17 +28,6 @@ final class MotoInteropTests: XCTestCase {
         )
     }
 
-    private static func jwt(sub: String, issuer: String, expiresIn: TimeInterval = 3600) -> String {
-        func segment(_ object: [String: Any]) -> String {
-            let data = try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
-            return data.base64EncodedString().replacingOccurrences(of: "+", with: "-")
-                .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
-        }
-        let header = segment(["alg": "RS256", "typ": "JWT", "kid": "test"])
-        let payload = segment(["sub": sub, "iss": issuer, "aud": "client", "exp": Int(Date().timeIntervalSince1970 + expiresIn)])
-        return "\(header).\(payload).c2lnbmF0dXJl"
-    }
-
     func testGuestIdentityIsCreatedAndReused() async throws {
         let pool = try await server().createIdentityPool(allowUnauthenticated: true)
         let client = try client(pool: pool)
@@ -57,7 +46,7 @@ final class MotoInteropTests: XCTestCase {
     func testGoogleFederation() async throws {
         let pool = try await server().createIdentityPool(supportedLoginProviders: ["accounts.google.com": "client"])
         let client = try client(pool: pool)
-        let token = Self.jwt(sub: "google-user-1", issuer: "https://accounts.google.com")
+        let token = TestJWT.valid(sub: "google-user-1", issuer: "https://accounts.google.com", audience: "client")
         let result = try await client.federate(token: token, provider: .google, session: "alice")
         XCTAssertTrue(result.identityId.hasPrefix("us-east-1:"))
         let snapshot = try await client.session("alice")
@@ -70,7 +59,7 @@ final class MotoInteropTests: XCTestCase {
     func testOIDCFederationWithCustomRole() async throws {
         let pool = try await server().createIdentityPool(openIdConnectProviderARNs: ["arn:aws:iam::123456789012:oidc-provider/login.example.com"])
         let client = try client(pool: pool)
-        let token = Self.jwt(sub: "oidc-user", issuer: "https://login.example.com")
+        let token = TestJWT.valid(sub: "oidc-user", issuer: "https://login.example.com", audience: "client")
         let result = try await client.federate(
             token: token,
             provider: .oidc(issuer: "login.example.com"),
@@ -107,7 +96,7 @@ final class MotoInteropTests: XCTestCase {
         let client = try client(pool: pool)
         let guest = try await client.federateAsGuest(session: "dave")
         let linked = try await client.federate(
-            token: Self.jwt(sub: "dave", issuer: "https://accounts.google.com"), provider: .google, session: "dave")
+            token: TestJWT.valid(sub: "dave", issuer: "https://accounts.google.com", audience: "client"), provider: .google, session: "dave")
         XCTAssertEqual(linked.identityId, guest.identityId)
         let snapshot = try await client.session("dave")
         XCTAssertFalse(snapshot.isGuest)
@@ -164,7 +153,7 @@ final class MotoInteropTests: XCTestCase {
         let ids = try await withThrowingTaskGroup(of: String.self) { group in
             for user in 0..<16 {
                 group.addTask {
-                    let token = Self.jwt(sub: "user-\(user)", issuer: "https://accounts.google.com")
+                    let token = TestJWT.valid(sub: "user-\(user)", issuer: "https://accounts.google.com", audience: "client")
                     return try await client.federate(token: token, provider: .google, session: "user-\(user)").identityId
                 }
             }

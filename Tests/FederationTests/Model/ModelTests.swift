@@ -44,7 +44,7 @@ final class ModelTests: XCTestCase {
         XCTAssertEqual(decoded, credentials)
     }
 
-    // MARK: SessionSnapshot, FederationResult, FederationError
+    // MARK: SessionSnapshot, FederationResult
 
     func testSnapshotDescriptionShowsStateAndRedactsCredentials() {
         let snapshot = SessionSnapshot(
@@ -73,30 +73,6 @@ final class ModelTests: XCTestCase {
             XCTAssertFalse(text.contains("model-secret-key"), text)
             XCTAssertFalse(text.contains("model-session-token"), text)
         }
-    }
-
-    func testErrorDescriptionCarriesTheServiceContext() {
-        let error = FederationError(
-            code: .notAuthorized, message: "rejected", operation: "GetId", serviceErrorType: "NotAuthorizedException",
-            serviceMessage: "Invalid login token.", httpStatus: 400)
-        XCTAssertEqual(
-            error.description,
-            "notAuthorized: rejected; operation: GetId; service error: NotAuthorizedException; service message: Invalid login token.; HTTP 400")
-        XCTAssertTrue(error.debugDescription.contains(error.description))
-    }
-
-    func testErrorCodesAreDistinctAndNamed() {
-        let named: [FederationError.Code] = [
-            .notAuthorized, .identityTerminated, .resourceNotFound, .resourceConflict, .throttled, .limitExceeded, .invalidParameter,
-            .invalidIdentityPoolConfiguration, .externalService, .developerUserAlreadyRegistered, .serviceError, .serviceUnavailable,
-            .timedOut, .network, .invalidResponse, .invalidToken, .invalidConfiguration, .cancelled, .noValidCredentials, .storage,
-            .sessionConflict, .cryptoFailure, .regionDisabled,
-        ]
-        let codes = FederationError.Code.allCases
-        XCTAssertEqual(Set(named), Set(codes), "every public code is listed here, and no other")
-        XCTAssertEqual(Set(codes).count, codes.count)
-        XCTAssertEqual(Set(codes.map(\.description)).count, codes.count)
-        XCTAssertEqual(FederationError.Code.identityTerminated.description, "identityTerminated")
     }
 
     // MARK: AuthProvider

@@ -49,7 +49,7 @@ final class PersistedSessionTests: XCTestCase {
     // MARK: Persistence
 
     func testSessionIsReadAfterARestart() async throws {
-        let token = googleToken(sub: "alice")
+        let token = TestJWT.valid(sub: "alice")
         let first = try client(keystore: keystore())
         let result = try await first.federate(token: token, provider: .google, session: "alice")
         try await first.federateAsGuest(session: "visitor")
@@ -80,7 +80,7 @@ final class PersistedSessionTests: XCTestCase {
     func testCreatingAClientReadsNothingAndAReadLoadsOnlyThatSession() async throws {
         let writer = try client(keystore: keystore())
         for index in 0..<50 {
-            try await writer.federate(token: googleToken(sub: "u\(index)"), provider: .google, session: "u\(index)")
+            try await writer.federate(token: TestJWT.valid(sub: "u\(index)"), provider: .google, session: "u\(index)")
         }
         let spy = ScriptableKeystore(wrapping: try keystore())
         let reader = try client(keystore: spy)
@@ -96,19 +96,31 @@ final class PersistedSessionTests: XCTestCase {
         let spy = ScriptableKeystore(wrapping: try keystore())
         let client = try client(keystore: spy, cacheCapacity: 4)
         for index in 0..<10 {
-            try await client.federate(token: googleToken(sub: "u\(index)"), provider: .google, session: "u\(index)")
+            try await client.federate(token: TestJWT.valid(sub: "u\(index)"), provider: .google, session: "u\(index)")
         }
-        let readsBefore = spy.counts.reads
+        // Only reads of the session's own key count: the change feed reloads cached sessions
+        // this client just wrote, concurrently. Those reloads are let settle first, so none
+        // of u9's can land between the two counts below.
+        var counts = spy.counts
+        let start = ContinuousClock.now
+        while ContinuousClock.now - start < .seconds(5) {
+            try await Task.sleep(for: .milliseconds(200))
+            let now = spy.counts
+            if now == counts { break }
+            counts = now
+        }
+        let u0Before = spy.counts.reads(of: "session.u0")
         let oldest = try await client.session("u0")
         XCTAssertEqual(oldest.state, .federated)
-        XCTAssertEqual(spy.counts.reads, readsBefore + 1, "u0 was evicted and read again")
+        XCTAssertEqual(spy.counts.reads(of: "session.u0"), u0Before + 1, "u0 was evicted and read again")
+        let u9Before = spy.counts.reads(of: "session.u9")
         _ = try await client.session("u9")
-        XCTAssertEqual(spy.counts.reads, readsBefore + 1, "u9 is among the 4 most recent")
+        XCTAssertEqual(spy.counts.reads(of: "session.u9"), u9Before, "u9 is among the 4 most recent")
     }
 
     func testAnExpiredSavedSessionReadsExpired() async throws {
         let first = try client(keystore: keystore())
-        try await first.federate(token: googleToken(), provider: .google, session: "alice")
+        try await first.federate(token: TestJWT.valid(), provider: .google, session: "alice")
 
         let later = TestClock(testEpoch.addingTimeInterval(3600 - 60))
         let restarted = try client(keystore: keystore(), clock: later)
@@ -116,13 +128,13 @@ final class PersistedSessionTests: XCTestCase {
         XCTAssertEqual(snapshot.state, .expired, "inside the 120 s margin")
         XCTAssertNil(snapshot.credentials)
         XCTAssertNotNil(snapshot.identityId)
-        await expectFederationError(.noValidCredentials) { try await restarted.credentials(for: "alice") }
+        await assertThrows(FederationError.self, code: .noValidCredentials) { try await restarted.credentials(for: "alice") }
     }
 
     func testClearRemovesTheSavedSession() async throws {
         let first = try client(keystore: keystore())
-        try await first.federate(token: googleToken(), provider: .google, session: "alice")
-        try await first.federate(token: googleToken(sub: "bob"), provider: .google, session: "bob")
+        try await first.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        try await first.federate(token: TestJWT.valid(sub: "bob"), provider: .google, session: "bob")
         try await first.clear(session: "alice")
 
         let keys = try await keystore().keys()
@@ -136,8 +148,8 @@ final class PersistedSessionTests: XCTestCase {
 
     func testCredentialsForASession() async throws {
         let harness = try client(keystore: keystore())
-        await expectFederationError(.noValidCredentials) { try await harness.credentials(for: "alice") }
-        let result = try await harness.federate(token: googleToken(), provider: .google, session: "alice")
+        await assertThrows(FederationError.self, code: .noValidCredentials) { try await harness.credentials(for: "alice") }
+        let result = try await harness.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         let credentials = try await harness.credentials(for: "alice")
         XCTAssertEqual(credentials, result.credentials)
     }
@@ -151,10 +163,10 @@ final class PersistedSessionTests: XCTestCase {
         XCTAssertNil(reader.configuration)
         let snapshot = try await reader.session("alice")
         XCTAssertEqual(snapshot.credentials, result.credentials)
-        await expectFederationError(.invalidConfiguration) {
-            try await reader.federate(token: googleToken(), provider: .google, session: "alice")
+        await assertThrows(FederationError.self, code: .invalidConfiguration) {
+            try await reader.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         }
-        await expectFederationError(.invalidConfiguration) { try await reader.federateAsGuest(session: "g") }
+        await assertThrows(FederationError.self, code: .invalidConfiguration) { try await reader.federateAsGuest(session: "g") }
         try await reader.clear(session: "alice")
         let cleared = await eventually { (try? await writer.session("alice").state) == .notFederated }
         XCTAssertTrue(cleared, "the writer sees the reader's clear through the change feed")
@@ -166,13 +178,13 @@ final class PersistedSessionTests: XCTestCase {
         let store = ScriptableKeystore(wrapping: try keystore())
         let fake = FakeCognito(expiration: testEpoch.addingTimeInterval(3600))
         let client = try client(keystore: store, fake: fake)
-        let first = try await client.federate(token: googleToken(), provider: .google, session: "alice")
+        let first = try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
 
         store.setFailWrites(true)
         let updates = await client.stateUpdates(for: "alice")
         fake.expiration = testEpoch.addingTimeInterval(7200)
-        let error = await expectFederationError(.storage) {
-            try await client.federate(token: googleToken(), provider: .google, session: "alice")
+        let error = await assertThrows(FederationError.self, code: .storage) {
+            try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         }
         XCTAssertEqual(error?.keystoreError?.code, .storeUnavailable)
         let snapshot = try await client.session("alice")
@@ -193,22 +205,22 @@ final class PersistedSessionTests: XCTestCase {
         let store = ScriptableKeystore(wrapping: try keystore())
         let fake = FakeCognito(expiration: testEpoch.addingTimeInterval(3600))
         let client = try client(keystore: store, fake: fake)
-        let first = try await client.federate(token: googleToken(), provider: .google, session: "alice")
+        let first = try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
 
         store.setUnreachable(true)
-        await expectFederationError(.storage) {
-            try await client.federate(token: googleToken(), provider: .google, session: "alice")
+        await assertThrows(FederationError.self, code: .storage) {
+            try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         }
-        await expectFederationError(.storage) {
-            try await client.federate(token: googleToken(sub: "bob"), provider: .google, session: "bob")
+        await assertThrows(FederationError.self, code: .storage) {
+            try await client.federate(token: TestJWT.valid(sub: "bob"), provider: .google, session: "bob")
         }
         let cached = try await client.credentials(for: "alice")
         XCTAssertEqual(cached, first.credentials, "cached valid credentials are served while the store is down")
-        await expectFederationError(.storage) { try await client.session("carol") }
+        await assertThrows(FederationError.self, code: .storage) { try await client.session("carol") }
 
         store.setUnreachable(false)
         fake.expiration = testEpoch.addingTimeInterval(7200)
-        let second = try await client.federate(token: googleToken(sub: "bob"), provider: .google, session: "bob")
+        let second = try await client.federate(token: TestJWT.valid(sub: "bob"), provider: .google, session: "bob")
         let bob = try await client.credentials(for: "bob")
         XCTAssertEqual(bob, second.credentials, "the same client works again once the store is back")
     }
@@ -217,20 +229,20 @@ final class PersistedSessionTests: XCTestCase {
     /// only; a new federation or a clear replaces it.
     func testADamagedItemAffectsOnlyItsSession() async throws {
         let writer = try client(keystore: keystore())
-        try await writer.federate(token: googleToken(), provider: .google, session: "alice")
-        try await writer.federate(token: googleToken(sub: "bob"), provider: .google, session: "bob")
+        try await writer.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        try await writer.federate(token: TestJWT.valid(sub: "bob"), provider: .google, session: "bob")
         // Alice's item sealed under another key stands in for a tampered one.
         let foreign = try SQLiteKeystore(root: root, service: "broker-tests", keySource: .raw([UInt8](repeating: 9, count: 32)))
         try await foreign.set(Array("garbage".utf8), forKey: "session.alice")
         foreign.close()
 
         let reader = try client(keystore: keystore())
-        let error = await expectFederationError(.storage) { try await reader.session("alice") }
+        let error = await assertThrows(FederationError.self, code: .storage) { try await reader.session("alice") }
         XCTAssertEqual(error?.keystoreError?.code, .authenticationFailed)
         let bob = try await reader.session("bob")
         XCTAssertEqual(bob.state, .federated, "other sessions keep working")
 
-        try await reader.federate(token: googleToken(), provider: .google, session: "alice")
+        try await reader.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         let alice = try await reader.session("alice")
         XCTAssertEqual(alice.state, .federated, "a new federation replaces the damaged item")
     }
@@ -239,7 +251,7 @@ final class PersistedSessionTests: XCTestCase {
 
     func testSessionFollowsAnAccessGroupMigration() async throws {
         let first = try client(keystore: keystore(.none))
-        let result = try await first.federate(token: googleToken(), provider: .google, session: "alice")
+        let result = try await first.federate(token: TestJWT.valid(), provider: .google, session: "alice")
 
         let restarted = try client(keystore: keystore(AccessGroup(name: "team"), move: true))
         let snapshot = try await restarted.session("alice")
@@ -249,7 +261,7 @@ final class PersistedSessionTests: XCTestCase {
 
     func testWithoutMigrationANewGroupStartsEmptyAndTheOldOneIsKept() async throws {
         let first = try client(keystore: keystore(.none))
-        try await first.federate(token: googleToken(), provider: .google, session: "alice")
+        try await first.federate(token: TestJWT.valid(), provider: .google, session: "alice")
 
         let other = try client(keystore: keystore(AccessGroup(name: "team")))
         let names = try await other.sessionNames()

@@ -32,17 +32,13 @@ final class SharedStoreTests: XCTestCase {
             now: { Date() }, logger: nil)
     }
 
-    private func token(_ sub: String = "alice") -> String {
-        TestJWT.make(sub: sub, exp: Date().addingTimeInterval(3600), iss: "https://accounts.google.com")
-    }
-
     func testAFederationOnOneIsReadableOnTheOtherAndAClearOnTheOtherReachesTheFirst() async throws {
         let a = try instance()
         let b = try instance()
         let before = try await b.session("alice")
         XCTAssertEqual(before.state, .notFederated)
 
-        let result = try await a.federate(token: token(), provider: .google, session: "alice")
+        let result = try await a.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
         let seen = await eventually { (try? await b.session("alice").credentials) == result.credentials }
         XCTAssertTrue(seen, "B reads A's federation (B had alice cached as notFederated: the feed updated it)")
 
@@ -63,13 +59,13 @@ final class SharedStoreTests: XCTestCase {
 
         // A feed reports the state when it reads it, so each change is awaited before the
         // next (changes made faster than the poll interval may be seen as the last one only).
-        try await a.federate(token: token(), provider: .google, session: "alice")
+        try await a.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
         let federated = await sessionStates.next()
         XCTAssertEqual(federated, .federated, "B's stream for alice saw A's federation")
         let firstEvent = await events.next()
         XCTAssertEqual(firstEvent, SessionEvent(session: "alice", state: .federated))
 
-        try await a.federate(token: token("bob"), provider: .google, session: "bob")
+        try await a.federate(token: TestJWT.valid(sub: "bob"), provider: .google, session: "bob")
         let bobEvent = await events.next()
         XCTAssertEqual(bobEvent, SessionEvent(session: "bob", state: .federated), "a session B never read is reported to B's all-sessions stream")
 
@@ -92,7 +88,7 @@ final class SharedStoreTests: XCTestCase {
             let fast = FakeCognito(expiration: laterCommitsFirst ? later : earlier)
             let a = try instance(fake: slow)
             let b = try instance(fake: fast)
-            let jwt = token()
+            let jwt = TestJWT.valid(sub: "alice")
             async let one = a.federate(token: jwt, provider: .google, session: session)
             async let two = b.federate(token: jwt, provider: .google, session: session)
             _ = try await (one, two)
@@ -112,7 +108,7 @@ final class SharedStoreTests: XCTestCase {
     /// Federations of different sessions run concurrently and share commits.
     func testManyConcurrentFederationsAllLand() async throws {
         let a = try instance()
-        let tokens = (0..<64).map { token("u\($0)") }
+        let tokens = (0..<64).map { TestJWT.valid(sub: "u\($0)") }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for (index, jwt) in tokens.enumerated() {
                 group.addTask { try await a.federate(token: jwt, provider: .google, session: "u\(index)") }

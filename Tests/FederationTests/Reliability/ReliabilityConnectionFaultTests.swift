@@ -8,8 +8,8 @@ import XCTest
 /// slow drips and late answers. Each is retried (as a transient error or a
 /// timeout) and, when retries run out, leaves an earlier good session as it was.
 final class ReliabilityConnectionFaultTests: ReliabilityTestCase {
-    private static let successBody = FaultyCognito.credentialsBody(
-        identityId: FaultyCognito.identityId, accessKeyId: "ASIALATE", expiration: Date().addingTimeInterval(3600))
+    private static let successBody = FakeCognito.credentialsJSON(
+        identityId: FakeCognito.defaultIdentityId, accessKeyId: "ASIALATE", expiration: Date().addingTimeInterval(3600))
 
     // MARK: Refused
 
@@ -18,7 +18,7 @@ final class ReliabilityConnectionFaultTests: ReliabilityTestCase {
         let (logger, handler) = memoryLogger()
         let client = try makeClient(cognito, logger: logger)
         let previous = try await establishGoodSession(client, cognito)
-        cognito.stop()  // nothing listens on the port any more
+        cognito.stopServing()  // nothing listens on the port any more
         handler.clear()
 
         let start = ContinuousClock.now
@@ -38,7 +38,7 @@ final class ReliabilityConnectionFaultTests: ReliabilityTestCase {
         let (logger, handler) = memoryLogger()
         let client = try makeClient(cognito, logger: logger)
         cognito.enqueue(.drop, for: .getId)
-        try await client.federate(token: freshToken(), provider: .google, session: "bob")
+        try await client.federate(token: TestJWT.valid(), provider: .google, session: "bob")
         XCTAssertEqual(retriesLogged(handler), 1, "a retry of the retry mode, not a libcurl resend")
         XCTAssertEqual(cognito.operations, ["GetId", "GetId", "GetCredentialsForIdentity"])
         let snapshot = try await client.session("bob")
@@ -61,8 +61,8 @@ final class ReliabilityConnectionFaultTests: ReliabilityTestCase {
             _ = try await establishGoodSession(client, cognito)
             cognito.enqueue(fault, for: .getCredentialsForIdentity)
             handler.clear()
-            try await client.federate(token: freshToken(), provider: .google, session: "alice")
-            let arrivals = cognito.arrivals(.getCredentialsForIdentity)
+            try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+            let arrivals = cognito.calls(.getCredentialsForIdentity)
             XCTAssertEqual(arrivals.count, 2)
             XCTAssertEqual(retriesLogged(handler), 0, "one attempt of the retry mode")
             XCTAssertNotEqual(arrivals.first?.connectionID, arrivals.last?.connectionID)
@@ -73,10 +73,10 @@ final class ReliabilityConnectionFaultTests: ReliabilityTestCase {
         let cognito = try makeCognito()
         let (logger, handler) = memoryLogger()
         let client = try makeClient(cognito, logger: logger)
-        cognito.keepConnectionsAlive(false)
+        cognito.closesConnections = true
         let previous = try await establishGoodSession(client, cognito)
         cognito.enqueue(.reset, for: .getCredentialsForIdentity)
-        let result = try await client.federate(token: freshToken(), provider: .google, session: "alice")
+        let result = try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         XCTAssertEqual(retriesLogged(handler), 1, "a retry of the retry mode, not a libcurl resend")
         XCTAssertEqual(cognito.operations, ["GetCredentialsForIdentity", "GetCredentialsForIdentity"])
         XCTAssertNotEqual(result.credentials, previous.credentials)
@@ -94,7 +94,7 @@ final class ReliabilityConnectionFaultTests: ReliabilityTestCase {
         let client = try makeClient(cognito, logger: logger)
         let body = Array(Self.successBody.utf8)
         cognito.enqueue(.truncated(declaredLength: body.count, body: Array(body.prefix(40))), for: .getCredentialsForIdentity)
-        try await client.federate(token: freshToken(), provider: .google, session: "bob")
+        try await client.federate(token: TestJWT.valid(), provider: .google, session: "bob")
         XCTAssertEqual(retriesLogged(handler), 1, "a retry of the retry mode, not a libcurl resend")
         XCTAssertEqual(cognito.operations, ["GetId", "GetCredentialsForIdentity", "GetCredentialsForIdentity"])
         let snapshot = try await client.session("bob")
@@ -122,9 +122,9 @@ final class ReliabilityConnectionFaultTests: ReliabilityTestCase {
         let client = try makeClient(cognito) { $0.requestTimeout = .seconds(10) }
         cognito.enqueue(
             .slowDrip(headers: [("Content-Type", "application/x-amz-json-1.1")],
-                      body: Array(#"{"IdentityId":"\#(FaultyCognito.identityId)"}"#.utf8), chunkSize: 8, interval: .milliseconds(5)),
+                      body: Array(#"{"IdentityId":"\#(FakeCognito.defaultIdentityId)"}"#.utf8), chunkSize: 8, interval: .milliseconds(5)),
             for: .getId)
-        try await client.federate(token: freshToken(), provider: .google, session: "bob")
+        try await client.federate(token: TestJWT.valid(), provider: .google, session: "bob")
         XCTAssertEqual(cognito.operations, ["GetId", "GetCredentialsForIdentity"])
     }
 
@@ -138,7 +138,7 @@ final class ReliabilityConnectionFaultTests: ReliabilityTestCase {
         let client = try makeClient(cognito)
         let previous = try await establishGoodSession(client, cognito)
         cognito.enqueue(.json(Self.successBody).delayed(by: .seconds(30)), for: .getCredentialsForIdentity)
-        let result = try await client.federate(token: freshToken(), provider: .google, session: "alice")
+        let result = try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         XCTAssertEqual(cognito.count(.getCredentialsForIdentity), 2)
         XCTAssertNotEqual(result.credentials.accessKeyId, "ASIALATE", "the late answer was not used")
         XCTAssertNotEqual(result.credentials, previous.credentials)
@@ -160,9 +160,9 @@ final class ReliabilityConnectionFaultTests: ReliabilityTestCase {
         let client = try makeClient(cognito)
         // The first faulty attempt starts on a fresh connection, as the later
         // ones do after a fault: see testDropOnAReusedConnectionIsResentOnceByLibcurl.
-        cognito.keepConnectionsAlive(false)
+        cognito.closesConnections = true
         let previous = try await establishGoodSession(client, cognito, file: file, line: line)
-        cognito.always(fault, for: .getCredentialsForIdentity)
+        cognito.setDefault(fault, for: .getCredentialsForIdentity)
 
         let start = ContinuousClock.now
         let error = await federateExpectingError(client, code, file: file, line: line)

@@ -15,7 +15,7 @@ final class ReliabilityDeadlineTests: ReliabilityTestCase {
             $0.federationTimeout = .seconds(1)
         }
         let previous = try await establishGoodSession(client, cognito)
-        cognito.always(.json("{}").delayed(by: .seconds(60)), for: .getCredentialsForIdentity)
+        cognito.setDefault(.json("{}").delayed(by: .seconds(60)), for: .getCredentialsForIdentity)
 
         let start = ContinuousClock.now
         let error = await federateExpectingError(client, .timedOut)
@@ -32,7 +32,7 @@ final class ReliabilityDeadlineTests: ReliabilityTestCase {
             $0.federationTimeout = .seconds(1)
             $0.retry.maxAttempts = 50
         }
-        cognito.always(.json("{}").delayed(by: .seconds(60)), for: .getId)
+        cognito.setDefault(.json("{}").delayed(by: .seconds(60)), for: .getId)
         let start = ContinuousClock.now
         await federateExpectingError(client, session: "bob", .timedOut)
         XCTAssertLessThan(start.duration(to: .now), .seconds(10))
@@ -48,7 +48,7 @@ final class ReliabilityDeadlineTests: ReliabilityTestCase {
             $0.retry.retryAfterCap = .seconds(20)
         }
         let previous = try await establishGoodSession(client, cognito)
-        cognito.always(.respond(status: 503, headers: [("Retry-After", "15")], text: ""), for: .getCredentialsForIdentity)
+        cognito.setDefault(.respond(status: 503, headers: [("Retry-After", "15")], text: ""), for: .getCredentialsForIdentity)
         let start = ContinuousClock.now
         let error = await federateExpectingError(client, .serviceUnavailable)
         XCTAssertLessThan(start.duration(to: .now), .seconds(10), "did not wait out the 15 s hint")
@@ -66,7 +66,7 @@ final class ReliabilityDeadlineTests: ReliabilityTestCase {
         let states = await client.stateUpdates(for: "alice")
         cognito.enqueue(.json("{}").delayed(by: .seconds(60)), for: .getCredentialsForIdentity)
 
-        let token = freshToken()
+        let token = TestJWT.valid()
         let task = Task { try await client.federate(token: token, provider: .google, session: "alice") }
         let arrived = await eventually { cognito.count(.getCredentialsForIdentity) == 1 }
         XCTAssertTrue(arrived, "the request reached the server")
@@ -86,7 +86,7 @@ final class ReliabilityDeadlineTests: ReliabilityTestCase {
         XCTAssertEqual(seen, [.federated, .federating, .federated])
 
         // The client and its transport keep working.
-        let next = try await client.federate(token: freshToken(), provider: .google, session: "alice")
+        let next = try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         let after = try await client.session("alice")
         XCTAssertEqual(after.credentials, next.credentials)
     }
@@ -97,7 +97,7 @@ final class ReliabilityDeadlineTests: ReliabilityTestCase {
         let previous = try await establishGoodSession(client, cognito)
         // The first answer asks for a 15 s wait before the retry.
         cognito.enqueue(.respond(status: 503, headers: [("Retry-After", "15")], text: ""), for: .getCredentialsForIdentity)
-        let token = freshToken()
+        let token = TestJWT.valid()
         let task = Task { try await client.federate(token: token, provider: .google, session: "alice") }
         let arrived = await eventually { cognito.count(.getCredentialsForIdentity) == 1 }
         XCTAssertTrue(arrived)
@@ -118,7 +118,7 @@ final class ReliabilityDeadlineTests: ReliabilityTestCase {
         let cognito = try makeCognito()
         let client = try makeClient(cognito) { $0.requestTimeout = .seconds(30) }
         cognito.enqueue(.json("{}").delayed(by: .seconds(60)), for: .getId)
-        let token = freshToken()
+        let token = TestJWT.valid()
         let task = Task { try await client.federate(token: token, provider: .google, session: "bob") }
         let arrived = await eventually { cognito.count(.getId) == 1 }
         XCTAssertTrue(arrived)

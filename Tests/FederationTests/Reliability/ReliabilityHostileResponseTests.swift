@@ -24,11 +24,11 @@ final class ReliabilityHostileResponseTests: ReliabilityTestCase {
     func testBodyAtTheCapIsAccepted() async throws {
         let cognito = try makeCognito()
         let client = try makeClient(cognito) { $0.maxResponseBytes = 4096 }
-        let json = #"{"IdentityId":"\#(FaultyCognito.identityId)","Padding":""#
+        let json = #"{"IdentityId":"\#(FakeCognito.defaultIdentityId)","Padding":""#
         let padded = json + String(repeating: "x", count: 4096 - json.utf8.count - 2) + #""}"#
         XCTAssertEqual(padded.utf8.count, 4096)
         cognito.enqueue(.json(padded), for: .getId)
-        try await client.federate(token: freshToken(), provider: .google, session: "bob")
+        try await client.federate(token: TestJWT.valid(), provider: .google, session: "bob")
         XCTAssertEqual(cognito.operations, ["GetId", "GetCredentialsForIdentity"])
     }
 
@@ -42,8 +42,8 @@ final class ReliabilityHostileResponseTests: ReliabilityTestCase {
     }
 
     func testIncompleteJSONIsInvalidResponse() async throws {
-        let complete = FaultyCognito.credentialsBody(
-            identityId: FaultyCognito.identityId, accessKeyId: "ASIACUT", expiration: Date().addingTimeInterval(3600))
+        let complete = FakeCognito.credentialsJSON(
+            identityId: FakeCognito.defaultIdentityId, accessKeyId: "ASIACUT", expiration: Date().addingTimeInterval(3600))
         // A complete HTTP response whose JSON stops half-way.
         try await assertInvalid(.json(String(complete.prefix(complete.count / 2))), naming: "malformed or truncated JSON")
     }
@@ -81,7 +81,7 @@ final class ReliabilityHostileResponseTests: ReliabilityTestCase {
             naming: "bad value in the field 'IdentityId'")
         let cognito = try makeCognito()
         let client = try makeClient(cognito)
-        cognito.always(.json(#"{"IdentityId":""}"#), for: .getId)
+        cognito.setDefault(.json(#"{"IdentityId":""}"#), for: .getId)
         let error = await federateExpectingError(client, session: "bob", .invalidResponse)
         XCTAssertTrue(error?.message.contains("bad value in the field 'IdentityId'") == true, error?.message ?? "")
         XCTAssertEqual(cognito.operations, ["GetId"])
@@ -91,7 +91,7 @@ final class ReliabilityHostileResponseTests: ReliabilityTestCase {
     func testInvalidResponseOnGetIdForAFreshSession() async throws {
         let cognito = try makeCognito()
         let client = try makeClient(cognito)
-        cognito.always(.json(#"{"IdentityID":"wrong-case"}"#), for: .getId)
+        cognito.setDefault(.json(#"{"IdentityID":"wrong-case"}"#), for: .getId)
         let error = await federateExpectingError(client, session: "bob", .invalidResponse)
         XCTAssertTrue(error?.message.contains("'IdentityId'") == true, error?.message ?? "")
         XCTAssertEqual(cognito.operations, ["GetId"])
@@ -105,10 +105,10 @@ final class ReliabilityHostileResponseTests: ReliabilityTestCase {
             let cognito = try makeCognito()
             let client = try makeClient(cognito)
             let previous = try await establishGoodSession(client, cognito)
-            let body = FaultyCognito.credentialsBody(
-                identityId: FaultyCognito.identityId, accessKeyId: "ASIAHTML", expiration: Date().addingTimeInterval(3600))
+            let body = FakeCognito.credentialsJSON(
+                identityId: FakeCognito.defaultIdentityId, accessKeyId: "ASIAHTML", expiration: Date().addingTimeInterval(3600))
             cognito.enqueue(.json(body, contentType: contentType), for: .getCredentialsForIdentity)
-            let result = try await client.federate(token: freshToken(), provider: .google, session: "alice")
+            let result = try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
             XCTAssertEqual(result.credentials.accessKeyId, "ASIAHTML", contentType)
             XCTAssertEqual(cognito.count(.getCredentialsForIdentity), 1, contentType)
             let snapshot = try await client.session("alice")
@@ -120,8 +120,8 @@ final class ReliabilityHostileResponseTests: ReliabilityTestCase {
     func testNoContentTypeWithAJSONBodyIsAccepted() async throws {
         let cognito = try makeCognito()
         let client = try makeClient(cognito)
-        cognito.enqueue(.respond(text: #"{"IdentityId":"\#(FaultyCognito.identityId)"}"#), for: .getId)
-        try await client.federate(token: freshToken(), provider: .google, session: "bob")
+        cognito.enqueue(.respond(text: #"{"IdentityId":"\#(FakeCognito.defaultIdentityId)"}"#), for: .getId)
+        try await client.federate(token: TestJWT.valid(), provider: .google, session: "bob")
         let snapshot = try await client.session("bob")
         XCTAssertEqual(snapshot.state, .federated)
     }
@@ -139,7 +139,7 @@ final class ReliabilityHostileResponseTests: ReliabilityTestCase {
         let cognito = try makeCognito()
         let client = try makeClient(cognito)
         let previous = try await establishGoodSession(client, cognito, file: file, line: line)
-        cognito.always(response, for: .getCredentialsForIdentity)
+        cognito.setDefault(response, for: .getCredentialsForIdentity)
         let error = await federateExpectingError(client, .invalidResponse, file: file, line: line)
         XCTAssertTrue(error?.message.contains(fragment) == true, "\(error?.message ?? "nil") lacks \(fragment)", file: file, line: line)
         XCTAssertEqual(error?.operation, "GetCredentialsForIdentity", file: file, line: line)
@@ -153,7 +153,7 @@ final class ReliabilityHostileResponseTests: ReliabilityTestCase {
         let cognito = try makeCognito()
         let client = try makeClient(cognito) { $0.maxResponseBytes = 4096 }
         let previous = try await establishGoodSession(client, cognito, file: file, line: line)
-        cognito.always(response, for: .getCredentialsForIdentity)
+        cognito.setDefault(response, for: .getCredentialsForIdentity)
         let start = ContinuousClock.now
         let error = await federateExpectingError(client, .invalidResponse, file: file, line: line)
         XCTAssertLessThan(start.duration(to: .now), .seconds(10), "returns promptly", file: file, line: line)

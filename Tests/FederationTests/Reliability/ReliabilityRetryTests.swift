@@ -10,18 +10,18 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
     // MARK: Transient statuses
 
     func testTransientStatusesThenSuccessSucceedAfterThreeAttempts() async throws {
-        let bodies: [Int: ScriptedResponse] = [
-            500: .json(status: 500, FaultyCognito.errorBody("InternalErrorException")),
-            502: .respond(status: 502, headers: [("Content-Type", "text/html")], text: "<html>Bad Gateway</html>"),
-            503: .respond(status: 503, text: ""),
-            504: .respond(status: 504, headers: [("Content-Type", "text/html")], text: "<html>Gateway Timeout</html>"),
+        let bodies: [Int: FakeCognito.Reply] = [
+            500: .error("InternalErrorException", message: "scripted", status: 500),
+            502: .wire(.respond(status: 502, headers: [("Content-Type", "text/html")], text: "<html>Bad Gateway</html>")),
+            503: .wire(.respond(status: 503, text: "")),
+            504: .wire(.respond(status: 504, headers: [("Content-Type", "text/html")], text: "<html>Gateway Timeout</html>")),
         ]
         for (status, failure) in bodies.sorted(by: { $0.key < $1.key }) {
             let cognito = try makeCognito()
             let client = try makeClient(cognito)
             cognito.enqueue(failure, failure, for: .getId)
-            let result = try await client.federate(token: freshToken(), provider: .google, session: "s\(status)")
-            XCTAssertEqual(result.identityId, FaultyCognito.identityId, "\(status)")
+            let result = try await client.federate(token: TestJWT.valid(), provider: .google, session: "s\(status)")
+            XCTAssertEqual(result.identityId, FakeCognito.defaultIdentityId, "\(status)")
             XCTAssertEqual(cognito.operations, ["GetId", "GetId", "GetId", "GetCredentialsForIdentity"], "\(status)")
             let snapshot = try await client.session("s\(status)")
             XCTAssertEqual(snapshot.state, .federated, "\(status)")
@@ -34,7 +34,7 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
         let client = try makeClient(cognito)
         let previous = try await establishGoodSession(client, cognito)
         cognito.enqueue(.respond(status: 502, text: "bad gateway"), for: .getCredentialsForIdentity)
-        let result = try await client.federate(token: freshToken(), provider: .google, session: "alice")
+        let result = try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         XCTAssertEqual(cognito.count(.getCredentialsForIdentity), 2)
         XCTAssertEqual(cognito.count(.getId), 0, "the cached identity ID is used")
         let now = try await client.session("alice")
@@ -47,7 +47,7 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
         let cognito = try makeCognito()
         let client = try makeClient(cognito)
         let previous = try await establishGoodSession(client, cognito)
-        cognito.always(.respond(status: 503, text: "Service Unavailable"), for: .getCredentialsForIdentity)
+        cognito.setDefault(.respond(status: 503, text: "Service Unavailable"), for: .getCredentialsForIdentity)
         let error = await federateExpectingError(client, .serviceUnavailable)
         XCTAssertEqual(error?.httpStatus, 503)
         XCTAssertEqual(error?.operation, "GetCredentialsForIdentity")
@@ -59,7 +59,7 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
     func testServiceUnavailableOnAFreshSessionLeavesItNotFederated() async throws {
         let cognito = try makeCognito()
         let client = try makeClient(cognito)
-        cognito.always(.json(status: 500, FaultyCognito.errorBody("InternalErrorException")), for: .getId)
+        cognito.setDefault(.error("InternalErrorException", message: "scripted", status: 500), for: .getId)
         await federateExpectingError(client, session: "bob", .serviceUnavailable)
         XCTAssertEqual(cognito.operations, ["GetId", "GetId", "GetId"])
         try await assertNotFederated(client, session: "bob")
@@ -71,7 +71,7 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
         let cognito = try makeCognito()
         let client = try makeClient(cognito)
         let previous = try await establishGoodSession(client, cognito)
-        cognito.always(.respond(status: 429, text: ""), for: .getCredentialsForIdentity)
+        cognito.setDefault(.respond(status: 429, text: ""), for: .getCredentialsForIdentity)
         let error = await federateExpectingError(client, .throttled)
         XCTAssertEqual(error?.httpStatus, 429)
         XCTAssertEqual(cognito.count(.getCredentialsForIdentity), 3)
@@ -82,8 +82,8 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
         let cognito = try makeCognito()
         let client = try makeClient(cognito)
         let previous = try await establishGoodSession(client, cognito)
-        cognito.always(
-            .json(status: 400, FaultyCognito.errorBody("TooManyRequestsException", message: "Rate exceeded")),
+        cognito.setDefault(
+            .error("TooManyRequestsException", message: "Rate exceeded", status: 400),
             for: .getCredentialsForIdentity)
         let error = await federateExpectingError(client, .throttled)
         XCTAssertEqual(error?.serviceErrorType, "TooManyRequestsException")
@@ -96,10 +96,10 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
         let cognito = try makeCognito()
         let client = try makeClient(cognito)
         cognito.enqueue(
-            .respond(status: 429, text: ""),
-            .json(status: 400, FaultyCognito.errorBody("TooManyRequestsException")),
+            .wire(.respond(status: 429, text: "")),
+            .error("TooManyRequestsException", message: "scripted", status: 400),
             for: .getId)
-        try await client.federate(token: freshToken(), provider: .google, session: "bob")
+        try await client.federate(token: TestJWT.valid(), provider: .google, session: "bob")
         XCTAssertEqual(cognito.count(.getId), 3)
         let snapshot = try await client.session("bob")
         XCTAssertEqual(snapshot.state, .federated)
@@ -108,7 +108,7 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
     func testErrorTypeInHeaderWithHTMLBodyIsThrottling() async throws {
         let cognito = try makeCognito()
         let client = try makeClient(cognito)
-        cognito.always(
+        cognito.setDefault(
             .respond(status: 400, headers: [("x-amzn-ErrorType", "ThrottlingException:http://internal.amazon.com/coral/")],
                      text: "<html>slow down</html>"),
             for: .getId)
@@ -132,7 +132,7 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
         for (type, code) in cases {
             let cognito = try makeCognito()
             let client = try makeClient(cognito)
-            cognito.always(.json(status: 400, FaultyCognito.errorBody(type)), for: .getId)
+            cognito.setDefault(.error(type, message: "scripted", status: 400), for: .getId)
             let error = await federateExpectingError(client, session: "bob", code)
             XCTAssertEqual(error?.serviceErrorType, type)
             XCTAssertEqual(error?.httpStatus, 400)
@@ -145,7 +145,7 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
         for status in [400, 403, 404, 501] {
             let cognito = try makeCognito()
             let client = try makeClient(cognito)
-            cognito.always(.respond(status: status, headers: [("Content-Type", "text/html")], text: "<html>no</html>"), for: .getId)
+            cognito.setDefault(.respond(status: status, headers: [("Content-Type", "text/html")], text: "<html>no</html>"), for: .getId)
             let error = await federateExpectingError(client, session: "bob", status >= 500 ? .serviceUnavailable : .serviceError)
             XCTAssertEqual(error?.httpStatus, status)
             XCTAssertEqual(cognito.count(.getId), 1, "HTTP \(status)")
@@ -157,7 +157,7 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
         let cognito = try makeCognito()
         let client = try makeClient(cognito)
         let previous = try await establishGoodSession(client, cognito)
-        cognito.always(.json(status: 400, FaultyCognito.errorBody("InvalidParameterException")), for: .getCredentialsForIdentity)
+        cognito.setDefault(.error("InvalidParameterException", message: "scripted", status: 400), for: .getCredentialsForIdentity)
         await federateExpectingError(client, .invalidParameter)
         XCTAssertEqual(cognito.operations, ["GetCredentialsForIdentity"])
         try await assertIntact(client, previous)
@@ -167,8 +167,8 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
         let cognito = try makeCognito()
         let client = try makeClient(cognito)
         let previous = try await establishGoodSession(client, cognito)
-        cognito.always(
-            .json(status: 400, FaultyCognito.errorBody("NotAuthorizedException", message: "Invalid login token.")),
+        cognito.setDefault(
+            .error("NotAuthorizedException", message: "Invalid login token.", status: 400),
             for: .getCredentialsForIdentity)
         await federateExpectingError(client, .notAuthorized)
         // The identity cache's single fallback through GetId, each call made once.
@@ -181,8 +181,8 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
         let cognito = try makeCognito()
         let client = try makeClient(cognito)
         _ = try await establishGoodSession(client, cognito)
-        cognito.always(
-            .json(status: 400, FaultyCognito.errorBody("ResourceNotFoundException", message: "Identity not found.")),
+        cognito.setDefault(
+            .error("ResourceNotFoundException", message: "Identity not found.", status: 400),
             for: .getCredentialsForIdentity)
         await federateExpectingError(client, .identityTerminated)
         XCTAssertEqual(cognito.operations, ["GetCredentialsForIdentity", "GetId", "GetCredentialsForIdentity"])
@@ -198,8 +198,8 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
         let client = try makeClient(cognito) { $0.retry.retryAfterCap = .milliseconds(400) }
         // Asks for 30 s; the cap makes it 400 ms, far above the 20 ms backoff.
         cognito.enqueue(.respond(status: 503, headers: [("Retry-After", "30")], text: ""), for: .getId)
-        try await client.federate(token: freshToken(), provider: .google, session: "bob")
-        let arrivals = cognito.arrivals(.getId)
+        try await client.federate(token: TestJWT.valid(), provider: .google, session: "bob")
+        let arrivals = cognito.calls(.getId)
         XCTAssertEqual(arrivals.count, 2)
         guard arrivals.count == 2 else { return }
         let gap = arrivals[0].time.duration(to: arrivals[1].time)
@@ -214,8 +214,8 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
         cognito.enqueue(
             .respond(status: 429, headers: [("Retry-After", "30"), ("x-amz-retry-after", "350")], text: ""),
             for: .getId)
-        try await client.federate(token: freshToken(), provider: .google, session: "bob")
-        let arrivals = cognito.arrivals(.getId)
+        try await client.federate(token: TestJWT.valid(), provider: .google, session: "bob")
+        let arrivals = cognito.calls(.getId)
         XCTAssertEqual(arrivals.count, 2)
         guard arrivals.count == 2 else { return }
         let gap = arrivals[0].time.duration(to: arrivals[1].time)
@@ -232,8 +232,8 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
         formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
         let later = formatter.string(from: Date().addingTimeInterval(60))
         cognito.enqueue(.respond(status: 503, headers: [("Retry-After", later)], text: ""), for: .getId)
-        try await client.federate(token: freshToken(), provider: .google, session: "bob")
-        let arrivals = cognito.arrivals(.getId)
+        try await client.federate(token: TestJWT.valid(), provider: .google, session: "bob")
+        let arrivals = cognito.calls(.getId)
         XCTAssertEqual(arrivals.count, 2)
         guard arrivals.count == 2 else { return }
         XCTAssertGreaterThanOrEqual(arrivals[0].time.duration(to: arrivals[1].time), .milliseconds(300))
@@ -242,9 +242,8 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
     func testRetryAfterOnANonRetryableErrorDoesNotCauseARetry() async throws {
         let cognito = try makeCognito()
         let client = try makeClient(cognito)
-        cognito.always(
-            .respond(status: 400, headers: [("Retry-After", "1"), ("Content-Type", "application/x-amz-json-1.1")],
-                     text: FaultyCognito.errorBody("NotAuthorizedException")),
+        cognito.setDefault(
+            .error("NotAuthorizedException", message: "scripted", headers: [("Retry-After", "1"), ("Content-Type", "application/x-amz-json-1.1")]),
             for: .getId)
         await federateExpectingError(client, session: "bob", .notAuthorized)
         XCTAssertEqual(cognito.count(.getId), 1)

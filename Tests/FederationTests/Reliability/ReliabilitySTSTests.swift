@@ -9,7 +9,7 @@ import XCTest
 final class ReliabilitySTSTests: ReliabilityTestCase {
     private let classic = FederationOptions(flow: .classic(ClassicFlowOptions(roleArn: "arn:aws:iam::123456789012:role/ClassicRole")))
 
-    private func classicClient(_ cognito: FaultyCognito, configure: (inout FederationConfiguration) -> Void = { _ in }) throws -> FederationClient {
+    private func classicClient(_ cognito: FakeCognito, configure: (inout FederationConfiguration) -> Void = { _ in }) throws -> FederationClient {
         try makeClient(cognito) { configuration in
             configuration.stsEndpoint = cognito.endpoint
             configure(&configuration)
@@ -29,24 +29,19 @@ final class ReliabilitySTSTests: ReliabilityTestCase {
     private func classicExpectingError(
         _ client: FederationClient, _ code: FederationError.Code, token: String? = nil, file: StaticString = #filePath, line: UInt = #line
     ) async -> FederationError? {
-        do {
-            try await client.federate(token: token ?? freshToken(), provider: .google, options: classic, session: "alice")
-            XCTFail("expected \(code)", file: file, line: line)
-            return nil
-        } catch {
-            XCTAssertEqual(error.code, code, "\(error)", file: file, line: line)
-            return error
+        await assertThrows(FederationError.self, code: code, file: file, line: line) {
+            try await client.federate(token: token ?? TestJWT.valid(), provider: .google, options: classic, session: "alice")
         }
     }
 
     func testClassicFlowOverLibcurl() async throws {
         let cognito = try makeCognito()
         let client = try classicClient(cognito)
-        let result = try await client.federate(token: freshToken(), provider: .google, options: classic, session: "alice")
+        let result = try await client.federate(token: TestJWT.valid(), provider: .google, options: classic, session: "alice")
         XCTAssertEqual(cognito.operations, ["GetId", "GetOpenIdToken", "AssumeRoleWithWebIdentity"])
-        XCTAssertTrue(result.credentials.accessKeyId.hasPrefix("ASIASTSRELIABLE"))
+        XCTAssertTrue(result.credentials.accessKeyId.hasPrefix("ASIASTSFAKEACCESS"))
         XCTAssertEqual(result.assumedRoleArn, "arn:aws:sts::123456789012:assumed-role/ClassicRole/alice")
-        XCTAssertEqual(result.webIdentitySubject, FaultyCognito.identityId)
+        XCTAssertEqual(result.webIdentitySubject, FakeCognito.defaultIdentityId)
         let snapshot = try await client.session("alice")
         XCTAssertEqual(snapshot.state, .federated)
         XCTAssertEqual(snapshot.credentials, result.credentials)
@@ -65,10 +60,10 @@ final class ReliabilitySTSTests: ReliabilityTestCase {
         ]
         let cognito = try makeCognito()
         let client = try classicClient(cognito)
-        try await client.federate(token: freshToken(), provider: .google, options: classic, session: "alice")
+        try await client.federate(token: TestJWT.valid(), provider: .google, options: classic, session: "alice")
         let previous = try await client.session("alice")
         for (type, status, code) in cases {
-            cognito.resetArrivals()
+            cognito.resetRecording()
             cognito.enqueue(stsError(type, status: status, message: "scripted \(type)"), for: .assumeRoleWithWebIdentity)
             let error = await classicExpectingError(client, code)
             XCTAssertEqual(error?.serviceErrorType, type)
@@ -83,11 +78,11 @@ final class ReliabilitySTSTests: ReliabilityTestCase {
         let cognito = try makeCognito()
         let client = try classicClient(cognito)
         cognito.enqueue(stsError("IDPCommunicationError"), stsError("IDPCommunicationError"), for: .assumeRoleWithWebIdentity)
-        try await client.federate(token: freshToken(), provider: .google, options: classic, session: "alice")
+        try await client.federate(token: TestJWT.valid(), provider: .google, options: classic, session: "alice")
         XCTAssertEqual(cognito.count(.assumeRoleWithWebIdentity), 3)
 
-        cognito.resetArrivals()
-        cognito.always(stsError("IDPCommunicationError"), for: .assumeRoleWithWebIdentity)
+        cognito.resetRecording()
+        cognito.setDefault(stsError("IDPCommunicationError"), for: .assumeRoleWithWebIdentity)
         await classicExpectingError(client, .externalService)
         XCTAssertEqual(cognito.count(.assumeRoleWithWebIdentity), 3, "retried until the attempts ran out")
     }
@@ -96,11 +91,11 @@ final class ReliabilitySTSTests: ReliabilityTestCase {
         let cognito = try makeCognito()
         let client = try classicClient(cognito)
         cognito.enqueue(stsError("Throttling", message: "Rate exceeded"), stsError("InternalFailure", status: 500), for: .assumeRoleWithWebIdentity)
-        try await client.federate(token: freshToken(), provider: .google, options: classic, session: "alice")
+        try await client.federate(token: TestJWT.valid(), provider: .google, options: classic, session: "alice")
         XCTAssertEqual(cognito.count(.assumeRoleWithWebIdentity), 3)
 
-        cognito.resetArrivals()
-        cognito.always(stsError("Throttling", message: "Rate exceeded"), for: .assumeRoleWithWebIdentity)
+        cognito.resetRecording()
+        cognito.setDefault(stsError("Throttling", message: "Rate exceeded"), for: .assumeRoleWithWebIdentity)
         await classicExpectingError(client, .throttled)
         XCTAssertEqual(cognito.count(.assumeRoleWithWebIdentity), 3)
     }
@@ -108,7 +103,7 @@ final class ReliabilitySTSTests: ReliabilityTestCase {
     func testMalformedTruncatedAndOversizeBodiesAreInvalidResponses() async throws {
         let cognito = try makeCognito()
         let client = try classicClient(cognito) { $0.maxResponseBytes = 64 * 1024 }
-        let complete = FaultyCognito.assumedRoleBody(accessKeyId: "ASIACUT", expiration: Date().addingTimeInterval(3600))
+        let complete = FakeCognito.assumedRoleBody(accessKeyId: "ASIACUT", expirationLiteral: FakeCognito.iso8601(Date().addingTimeInterval(3600)))
         let cases: [(ScriptedResponse, String)] = [
             (xml("<AssumeRoleWithWebIdentityResponse><Oops></AssumeRoleWithWebIdentityResponse>"), "malformed XML"),
             (xml(String(complete.prefix(complete.utf8.count * 2 / 3))), "truncated XML inside 'AssumeRoleWithWebIdentityResponse/AssumeRoleWithWebIdentityResult"),
@@ -118,7 +113,7 @@ final class ReliabilitySTSTests: ReliabilityTestCase {
             (.oversize(byteCount: 1 << 20, chunked: true), "larger than the response cap"),
         ]
         for (response, phrase) in cases {
-            cognito.resetArrivals()
+            cognito.resetRecording()
             cognito.enqueue(response, for: .assumeRoleWithWebIdentity)
             let error = await classicExpectingError(client, .invalidResponse)
             XCTAssertTrue(error?.message.contains(phrase) == true, "\(phrase): \(String(describing: error))")
@@ -127,22 +122,22 @@ final class ReliabilitySTSTests: ReliabilityTestCase {
             try await assertNotFederated(client, session: "alice")
         }
         // A body cut by the connection (declared longer than sent) is a network failure, retried.
-        cognito.resetArrivals()
+        cognito.resetRecording()
         let bytes = Array(complete.utf8)
         cognito.enqueue(.truncated(headers: [("Content-Type", "text/xml")], declaredLength: bytes.count, body: Array(bytes.prefix(100))), for: .assumeRoleWithWebIdentity)
-        try await client.federate(token: freshToken(), provider: .google, options: classic, session: "alice")
+        try await client.federate(token: TestJWT.valid(), provider: .google, options: classic, session: "alice")
         XCTAssertEqual(cognito.count(.assumeRoleWithWebIdentity), 2)
     }
 
     func testEchoedTokensNeverReachAnError() async throws {
         let cognito = try makeCognito()
         let client = try classicClient(cognito)
-        let token = freshToken(sub: "echo-subject")
-        var secrets: [String] = [token, FaultyCognito.openIdToken]
+        let token = TestJWT.valid(sub: "echo-subject")
+        var secrets: [String] = [token, FakeCognito.openIdToken]
         secrets += token.split(separator: ".").map(String.init)
-        secrets += FaultyCognito.openIdToken.split(separator: ".").map(String.init).filter { $0.count >= 16 }
+        secrets += FakeCognito.openIdToken.split(separator: ".").map(String.init).filter { $0.count >= 16 }
         cognito.enqueue(
-            stsError("InvalidIdentityToken", message: "token \(FaultyCognito.openIdToken.lowercased()) for \(token.suffix(60)) is invalid"),
+            stsError("InvalidIdentityToken", message: "token \(FakeCognito.openIdToken.lowercased()) for \(token.suffix(60)) is invalid"),
             for: .assumeRoleWithWebIdentity)
         let error = await classicExpectingError(client, .notAuthorized, token: token)
         var dumped = ""

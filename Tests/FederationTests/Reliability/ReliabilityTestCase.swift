@@ -5,7 +5,7 @@ import InMemoryLogging
 import Logging
 import XCTest
 
-/// The shared setup of the reliability tests: a ``FaultyCognito`` on the
+/// The shared setup of the reliability tests: a ``FakeCognito`` served on the
 /// loopback server and a ``FederationClient`` built with its public initializer,
 /// so every request crosses libcurl and a real socket.
 ///
@@ -17,24 +17,25 @@ class ReliabilityTestCase: XCTestCase {
     /// 3 attempts, backoff ≤ 20 ms, server hints ≤ 50 ms.
     static let fastRetry = RetryPolicy(maxAttempts: 3, maxBackoff: .milliseconds(20), retryAfterCap: .milliseconds(50))
 
-    private var cognitos: [FaultyCognito] = []
+    private var cognitos: [FakeCognito] = []
 
     override func tearDown() {
-        for cognito in cognitos { cognito.stop() }
+        for cognito in cognitos { cognito.stopServing() }
         cognitos = []
         super.tearDown()
     }
 
-    /// A fresh fake service, stopped at tear-down.
-    func makeCognito() throws -> FaultyCognito {
-        let cognito = try FaultyCognito()
+    /// A fresh fake service on the loopback server, stopped at tear-down. Default
+    /// credentials expire an hour after each request, each with a new access key ID.
+    func makeCognito() throws -> FakeCognito {
+        let cognito = try FakeCognito.served(credentialLifetime: 3600, numbersCredentials: true)
         cognitos.append(cognito)
         return cognito
     }
 
     /// A client of `cognito` with the fast settings, adjusted by `configure`.
     func makeClient(
-        _ cognito: FaultyCognito,
+        _ cognito: FakeCognito,
         logger: Logger? = nil,
         configure: (inout FederationConfiguration) -> Void = { _ in }
     ) throws -> FederationClient {
@@ -50,26 +51,21 @@ class ReliabilityTestCase: XCTestCase {
         return try FederationClient(configuration: configuration, logger: logger)
     }
 
-    /// A Google-shaped JWT valid for the next hour (checked locally against the real clock).
-    func freshToken(sub: String = "reliability-user") -> String {
-        TestJWT.make(sub: sub, exp: Date().addingTimeInterval(3600), iss: "https://accounts.google.com")
-    }
-
     /// Federates `session` successfully, checks it is federated, then forgets
     /// the requests that took; returns the session as it stands.
     func establishGoodSession(
         _ client: FederationClient,
-        _ cognito: FaultyCognito,
+        _ cognito: FakeCognito,
         session: String = "alice",
         file: StaticString = #filePath,
         line: UInt = #line
     ) async throws -> SessionSnapshot {
-        try await client.federate(token: freshToken(), provider: .google, session: session)
+        try await client.federate(token: TestJWT.valid(), provider: .google, session: session)
         let snapshot = try await client.session(session)
         XCTAssertEqual(snapshot.state, .federated, file: file, line: line)
-        XCTAssertEqual(snapshot.identityId, FaultyCognito.identityId, file: file, line: line)
+        XCTAssertEqual(snapshot.identityId, FakeCognito.defaultIdentityId, file: file, line: line)
         XCTAssertNotNil(snapshot.credentials, file: file, line: line)
-        cognito.resetArrivals()
+        cognito.resetRecording()
         return snapshot
     }
 
@@ -82,13 +78,8 @@ class ReliabilityTestCase: XCTestCase {
         file: StaticString = #filePath,
         line: UInt = #line
     ) async -> FederationError? {
-        do {
-            let result = try await client.federate(token: freshToken(), provider: .google, session: session)
-            XCTFail("expected \(code), got a success for \(result.identityId)", file: file, line: line)
-            return nil
-        } catch {
-            XCTAssertEqual(error.code, code, "\(error)", file: file, line: line)
-            return error
+        await assertThrows(FederationError.self, code: code, file: file, line: line) {
+            try await client.federate(token: TestJWT.valid(), provider: .google, session: session)
         }
     }
 

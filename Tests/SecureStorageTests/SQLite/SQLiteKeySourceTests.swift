@@ -1,3 +1,4 @@
+import BrokerTestSupport
 import Foundation
 import XCTest
 @testable import SecureStorage
@@ -30,14 +31,14 @@ final class SQLiteKeySourceTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: try layout(temporary.root).keyFilePath(.none)))
 
         unsetenv(variable)
-        let missing = assertKeystoreError(.invalidKey) { try SQLiteKeystore(root: temporary.root, service: "tool", keySource: .environment(variable: variable)) }
+        let missing = assertThrows(KeystoreError.self, code: .invalidKey) { try SQLiteKeystore(root: temporary.root, service: "tool", keySource: .environment(variable: variable)) }
         XCTAssertTrue(missing?.reason.contains("not set") ?? false, missing?.reason ?? "")
         let short = Data(key.prefix(16)).base64EncodedString()
         setenv(variable, short, 1)
-        let error = assertKeystoreError(.invalidKey) { try SQLiteKeystore(root: temporary.root, service: "tool", keySource: .environment(variable: variable)) }
+        let error = assertThrows(KeystoreError.self, code: .invalidKey) { try SQLiteKeystore(root: temporary.root, service: "tool", keySource: .environment(variable: variable)) }
         XCTAssertFalse(error?.description.contains(short) ?? true)
         setenv(variable, "not base64 !!", 1)
-        _ = assertKeystoreError(.invalidKey) { try SQLiteKeystore(root: temporary.root, service: "tool", keySource: .environment(variable: variable)) }
+        _ = assertThrows(KeystoreError.self, code: .invalidKey) { try SQLiteKeystore(root: temporary.root, service: "tool", keySource: .environment(variable: variable)) }
         XCTAssertEqual(KeySource.environment().description, "environment(IDENTITY_BROKER_KEY)")
     }
 
@@ -57,7 +58,7 @@ final class SQLiteKeySourceTests: XCTestCase {
         let value = try await again.value(forKey: "k")
         XCTAssertEqual(string(value), "value")
         let wrong = try open(temporary.root, .passphrase("pw-XYZZY-7"))
-        let error = await assertKeystoreErrorAsync(.authenticationFailed) { () async throws(KeystoreError) in try await wrong.value(forKey: "k") }
+        let error = await assertThrows(KeystoreError.self, code: .authenticationFailed) { try await wrong.value(forKey: "k") }
         XCTAssertFalse(error?.description.contains("XYZZY") ?? true)
     }
 
@@ -133,7 +134,7 @@ final class SQLiteKeySourceTests: XCTestCase {
             ("not base64", "not base64 !!"),
         ]
         for (what, value) in invalid {
-            let error = assertKeystoreError(.invalidKey) { try openWithEnvironment(value, variable: variable, root: temporary.root) }
+            let error = assertThrows(KeystoreError.self, code: .invalidKey) { try openWithEnvironment(value, variable: variable, root: temporary.root) }
             let description = error?.description ?? ""
             XCTAssertTrue(description.contains(variable), "\(what): the error names the variable")
             let trimmed = value.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -228,7 +229,7 @@ final class SQLiteKeySourceTests: XCTestCase {
             _ = try open(temporary.root)
             let saltPath = try layout(temporary.root).saltPath(.none)
             XCTAssertTrue(FileManager.default.createFile(atPath: saltPath, contents: Data(contents), attributes: [.posixPermissions: 0o600]))
-            let error = assertKeystoreError(.corruptFormat) { try open(temporary.root) }
+            let error = assertThrows(KeystoreError.self, code: .corruptFormat) { try open(temporary.root) }
             XCTAssertEqual(error?.path, saltPath, what)
             XCTAssertTrue(error?.reason.contains("salt file") ?? false, "\(what): \(error?.reason ?? "")")
             XCTAssertFalse(error?.description.contains(passphrase) ?? true, what)

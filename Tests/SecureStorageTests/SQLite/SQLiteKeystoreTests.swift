@@ -1,3 +1,4 @@
+import BrokerTestSupport
 import Foundation
 import InMemoryLogging
 import Logging
@@ -22,8 +23,8 @@ final class SQLiteKeystoreTests: XCTestCase {
         try await keystore.remove(forKey: "a")
         let keysAfter = try await keystore.keys()
         XCTAssertEqual(keysAfter, ["b"])
-        await assertKeystoreErrorAsync(.itemNotFound) { () async throws(KeystoreError) in try await keystore.requireValue(forKey: "a") }
-        await assertKeystoreErrorAsync(.invalidName) { () async throws(KeystoreError) in try await keystore.set([1], forKey: "") }
+        await assertThrows(KeystoreError.self, code: .itemNotFound) { try await keystore.requireValue(forKey: "a") }
+        await assertThrows(KeystoreError.self, code: .invalidName) { try await keystore.set([1], forKey: "") }
 
         // A second instance on the same files reads what the first wrote.
         let second = try SQLiteKeystore(root: temporary.root, service: "tool")
@@ -57,17 +58,17 @@ final class SQLiteKeystoreTests: XCTestCase {
 
     func testInvalidNames() async throws {
         let temporary = try TemporaryRoot()
-        _ = assertKeystoreError(.invalidName) { try SQLiteKeystore(root: temporary.root, service: "") }
-        _ = assertKeystoreError(.invalidName) { try SQLiteKeystore(root: "", service: "tool") }
-        _ = assertKeystoreError(.invalidName) { try SQLiteKeystore(root: temporary.root, service: String(repeating: "s", count: 151)) }
-        _ = assertKeystoreError(.invalidName) { try SQLiteKeystore(root: temporary.root, service: "tool", accessGroup: AccessGroup(name: "")) }
-        _ = assertKeystoreError(.invalidName) { try SQLiteKeystore(root: temporary.root, service: "tool", accessGroup: AccessGroup(name: String(repeating: "g", count: 151))) }
+        _ = assertThrows(KeystoreError.self, code: .invalidName) { try SQLiteKeystore(root: temporary.root, service: "") }
+        _ = assertThrows(KeystoreError.self, code: .invalidName) { try SQLiteKeystore(root: "", service: "tool") }
+        _ = assertThrows(KeystoreError.self, code: .invalidName) { try SQLiteKeystore(root: temporary.root, service: String(repeating: "s", count: 151)) }
+        _ = assertThrows(KeystoreError.self, code: .invalidName) { try SQLiteKeystore(root: temporary.root, service: "tool", accessGroup: AccessGroup(name: "")) }
+        _ = assertThrows(KeystoreError.self, code: .invalidName) { try SQLiteKeystore(root: temporary.root, service: "tool", accessGroup: AccessGroup(name: String(repeating: "g", count: 151))) }
         // A refused group name is not recorded as the service's last group: the next open works.
         let keystore = try SQLiteKeystore(root: temporary.root, service: "tool", configuration: .init(moveItemsFromPreviousGroup: true))
         defer { keystore.close() }
-        await assertKeystoreErrorAsync(.invalidName) { () async throws(KeystoreError) in try await keystore.value(forKey: String(repeating: "x", count: 181)) }
-        await assertKeystoreErrorAsync(.invalidName) { () async throws(KeystoreError) in try await keystore.set([1], forKey: String(repeating: "x", count: 181)) }
-        await assertKeystoreErrorAsync(.invalidName) { () async throws(KeystoreError) in try await keystore.remove(forKey: "") }
+        await assertThrows(KeystoreError.self, code: .invalidName) { try await keystore.value(forKey: String(repeating: "x", count: 181)) }
+        await assertThrows(KeystoreError.self, code: .invalidName) { try await keystore.set([1], forKey: String(repeating: "x", count: 181)) }
+        await assertThrows(KeystoreError.self, code: .invalidName) { try await keystore.remove(forKey: "") }
     }
 
     func testServicesAndGroupsAreSeparateNamespaces() async throws {
@@ -112,11 +113,11 @@ final class SQLiteKeystoreTests: XCTestCase {
 
     func testAKeyFileOfTheWrongSizeOrARawKeyOfTheWrongLengthIsInvalid() throws {
         let temporary = try TemporaryRoot()
-        _ = assertKeystoreError(.invalidKey) { try SQLiteKeystore(root: temporary.root, service: "tool", keySource: .raw([1, 2, 3])) }
+        _ = assertThrows(KeystoreError.self, code: .invalidKey) { try SQLiteKeystore(root: temporary.root, service: "tool", keySource: .raw([1, 2, 3])) }
         try SQLiteKeystore(root: temporary.root, service: "tool").close()
         let keyPath = try StoreLayout(root: temporary.root, service: "tool").keyFilePath(.none)
         XCTAssertTrue(FileManager.default.createFile(atPath: keyPath, contents: Data(repeating: 1, count: 31), attributes: [.posixPermissions: 0o600]))
-        let error = assertKeystoreError(.invalidKey) { try SQLiteKeystore(root: temporary.root, service: "tool") }
+        let error = assertThrows(KeystoreError.self, code: .invalidKey) { try SQLiteKeystore(root: temporary.root, service: "tool") }
         XCTAssertEqual(error?.path, keyPath)
     }
 
@@ -201,7 +202,7 @@ final class SQLiteKeystoreTests: XCTestCase {
         var bad = KeystoreBatch()
         bad.set(bytes("new"), forKey: "a")
         bad.set(bytes("x"), forKey: String(repeating: "k", count: 500))
-        await assertKeystoreErrorAsync(.invalidName) { () async throws(KeystoreError) in try await keystore.commit(bad) }
+        await assertThrows(KeystoreError.self, code: .invalidName) { try await keystore.commit(bad) }
         let a = try await keystore.value(forKey: "a")
         XCTAssertEqual(string(a), "old", "nothing of a failed batch applies")
 
@@ -263,8 +264,8 @@ final class SQLiteKeystoreTests: XCTestCase {
         let keystore = try SQLiteKeystore(root: temporary.root, service: "tool")
         keystore.close()
         keystore.close()
-        await assertKeystoreErrorAsync(.storeUnavailable) { () async throws(KeystoreError) in try await keystore.set([1], forKey: "k") }
-        await assertKeystoreErrorAsync(.storeUnavailable) { () async throws(KeystoreError) in try await keystore.value(forKey: "k") }
+        await assertThrows(KeystoreError.self, code: .storeUnavailable) { try await keystore.set([1], forKey: "k") }
+        await assertThrows(KeystoreError.self, code: .storeUnavailable) { try await keystore.value(forKey: "k") }
     }
 
     func testBusyPastTheTimeoutIsStoreUnavailable() async throws {
@@ -276,7 +277,7 @@ final class SQLiteKeystoreTests: XCTestCase {
         let blocker = try SQLiteConnection(path: keystore.namespace.databasePath, busyTimeout: .seconds(1))
         defer { blocker.close() }
         try blocker.run("BEGIN IMMEDIATE")
-        await assertKeystoreErrorAsync(.storeUnavailable) { () async throws(KeystoreError) in try await keystore.set([1], forKey: "k") }
+        await assertThrows(KeystoreError.self, code: .storeUnavailable) { try await keystore.set([1], forKey: "k") }
         // Reads never wait for the writer.
         let value = try await keystore.value(forKey: "k")
         XCTAssertNil(value)

@@ -1,3 +1,4 @@
+import BrokerTestSupport
 import Foundation
 import XCTest
 @_spi(Testing) @testable import SecureStorage
@@ -70,7 +71,7 @@ final class SQLiteMigrationTests: XCTestCase {
         let recorded = try lastGroup(root)
         XCTAssertEqual(recorded, "none")
 
-        let error = await assertKeystoreErrorAsync(.authenticationFailed) { () async throws(KeystoreError) in
+        let error = await assertThrows(KeystoreError.self, code: .authenticationFailed) {
             try await SQLiteKeystore.migrate(root: root, service: "tool", from: .none, to: self.team, keySource: testKey(2))
         }
         XCTAssertTrue(error?.reason.contains("5 of 5 items") ?? false, error?.reason ?? "")
@@ -80,7 +81,7 @@ final class SQLiteMigrationTests: XCTestCase {
         try await assertNothingMoved(root, sourceItems: 5, readable: 0..<5, key: testKey(1), lastGroup: recorded)
 
         // Moving on open refuses the same way, and the open fails.
-        let onOpen = assertKeystoreError(.authenticationFailed) {
+        let onOpen = assertThrows(KeystoreError.self, code: .authenticationFailed) {
             try SQLiteKeystore(root: root, service: "tool", accessGroup: team, keySource: testKey(2), configuration: .init(moveItemsFromPreviousGroup: true))
         }
         XCTAssertTrue(onOpen?.reason.contains("5 of 5 items") ?? false, onOpen?.reason ?? "")
@@ -106,7 +107,7 @@ final class SQLiteMigrationTests: XCTestCase {
             tampered[20] ^= 1
             try storeSealed(connection, key: "k2", value: tampered)
         }
-        let error = await assertKeystoreErrorAsync(.authenticationFailed) { () async throws(KeystoreError) in
+        let error = await assertThrows(KeystoreError.self, code: .authenticationFailed) {
             try await SQLiteKeystore.migrate(root: root, service: "tool", from: .none, to: self.team)
         }
         XCTAssertTrue(error?.reason.contains("1 of 3 items") ?? false, error?.reason ?? "")
@@ -134,7 +135,7 @@ final class SQLiteMigrationTests: XCTestCase {
         try tamper(try StoreLayout(root: root, service: "tool").databasePath(.none)) { connection throws(KeystoreError) in
             for key in ["k2", "k3"] { try storeSealed(connection, key: key, value: [1, 2, 3]) }
         }
-        let error = await assertKeystoreErrorAsync(.corruptFormat) { () async throws(KeystoreError) in
+        let error = await assertThrows(KeystoreError.self, code: .corruptFormat) {
             try await SQLiteKeystore.migrate(root: root, service: "tool", from: .none, to: self.team)
         }
         XCTAssertTrue(error?.reason.contains("2 of 4 items") ?? false, error?.reason ?? "")
@@ -219,22 +220,23 @@ final class SQLiteMigrationTests: XCTestCase {
         try await fill(temporary.root, group: .none, count: 5)
         // Between the two transactions (where a crash leaves both copies; the kill -9 test in
         // SQLiteMultiProcessTests reruns from there) the target already holds every item.
-        let copiedState = ResultBox<Int>()
+        let copiedState = LockedBox<Int?>(nil)
         let root = temporary.root
         _ = try await SQLiteKeystore._migrate(root: root, service: "tool", from: .none, to: team) { name in
             if name == "copied" {
                 // Both copies exist at this point: the target holds everything already.
                 let layout = try? StoreLayout(root: root, service: "tool")
                 if let path = layout?.databasePath(AccessGroup(name: "team")), let connection = try? SQLiteConnection(path: path, busyTimeout: .seconds(5)) {
-                    copiedState.value = (try? connection.withStatement("SELECT count(*) FROM items") { statement throws(KeystoreError) -> Int in
+                    let count = (try? connection.withStatement("SELECT count(*) FROM items") { statement throws(KeystoreError) -> Int in
                         _ = try statement.step()
                         return Int(statement.int64(0))
                     }) ?? -1
+                    copiedState.withLock { $0 = count }
                     connection.close()
                 }
             }
         }
-        XCTAssertEqual(copiedState.value, 5)
+        XCTAssertEqual(copiedState.current, 5)
     }
 
     func testWrongKeyMovesNothing() async throws {
@@ -244,7 +246,7 @@ final class SQLiteMigrationTests: XCTestCase {
         let stray = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey(2))
         try await stray.set(bytes("stray"), forKey: "stray")
         stray.close()
-        let error = await assertKeystoreErrorAsync(.authenticationFailed) { () async throws(KeystoreError) in
+        let error = await assertThrows(KeystoreError.self, code: .authenticationFailed) {
             try await SQLiteKeystore.migrate(root: temporary.root, service: "tool", from: .none, to: self.team, keySource: testKey(1))
         }
         XCTAssertTrue(error?.reason.contains("1 of 5") ?? false, error?.reason ?? "")

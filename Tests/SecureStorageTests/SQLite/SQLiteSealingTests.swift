@@ -1,3 +1,4 @@
+import BrokerTestSupport
 import Foundation
 import XCTest
 @testable import SecureStorage
@@ -15,9 +16,9 @@ final class SQLiteSealingTests: XCTestCase {
             try storeSealed(connection, key: "b", value: sealed)
             try storeSealed(connection, key: "c", value: [1, 2, 3])
         }
-        let error = await assertKeystoreErrorAsync(.authenticationFailed) { () async throws(KeystoreError) in try await keystore.value(forKey: "b") }
+        let error = await assertThrows(KeystoreError.self, code: .authenticationFailed) { try await keystore.value(forKey: "b") }
         XCTAssertEqual(error?.path, keystore.namespace.databasePath)
-        await assertKeystoreErrorAsync(.corruptFormat) { () async throws(KeystoreError) in try await keystore.value(forKey: "c") }
+        await assertThrows(KeystoreError.self, code: .corruptFormat) { try await keystore.value(forKey: "c") }
         let a = try await keystore.value(forKey: "a")
         let d = try await keystore.value(forKey: "d")
         XCTAssertEqual(string(a), "value-a")
@@ -44,14 +45,14 @@ final class SQLiteSealingTests: XCTestCase {
             var flipped = original
             flipped[position] ^= 0x01
             try tamper(keystore.namespace.databasePath) { connection throws(KeystoreError) in try storeSealed(connection, key: "session", value: flipped) }
-            let error = await assertKeystoreErrorAsync(.authenticationFailed) { () async throws(KeystoreError) in try await keystore.value(forKey: "session") }
+            let error = await assertThrows(KeystoreError.self, code: .authenticationFailed) { try await keystore.value(forKey: "session") }
             XCTAssertFalse(error?.description.contains(secret) ?? true, "byte \(position)")
         }
         // Shorter than a sealed item is a corrupt format; any other length fails authentication.
         try tamper(keystore.namespace.databasePath) { connection throws(KeystoreError) in try storeSealed(connection, key: "session", value: Array(original.prefix(5))) }
-        await assertKeystoreErrorAsync(.corruptFormat) { () async throws(KeystoreError) in try await keystore.value(forKey: "session") }
+        await assertThrows(KeystoreError.self, code: .corruptFormat) { try await keystore.value(forKey: "session") }
         try tamper(keystore.namespace.databasePath) { connection throws(KeystoreError) in try storeSealed(connection, key: "session", value: Array(original.dropLast())) }
-        await assertKeystoreErrorAsync(.authenticationFailed) { () async throws(KeystoreError) in try await keystore.value(forKey: "session") }
+        await assertThrows(KeystoreError.self, code: .authenticationFailed) { try await keystore.value(forKey: "session") }
         try tamper(keystore.namespace.databasePath) { connection throws(KeystoreError) in try storeSealed(connection, key: "session", value: original) }
         let restored = try await keystore.value(forKey: "session")
         XCTAssertEqual(string(restored), secret)
@@ -68,7 +69,7 @@ final class SQLiteSealingTests: XCTestCase {
         var sealed: [UInt8] = []
         try tamper(tool.namespace.databasePath) { connection throws(KeystoreError) in sealed = try sealedValue(connection, key: "alice")! }
         try tamper(other.namespace.databasePath) { connection throws(KeystoreError) in try storeSealed(connection, key: "alice", value: sealed) }
-        await assertKeystoreErrorAsync(.authenticationFailed) { () async throws(KeystoreError) in try await other.value(forKey: "alice") }
+        await assertThrows(KeystoreError.self, code: .authenticationFailed) { try await other.value(forKey: "alice") }
     }
 
     func testWrongKeyFailsAuthentication() async throws {
@@ -78,7 +79,7 @@ final class SQLiteSealingTests: XCTestCase {
         writer.close()
         let reader = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey(2))
         defer { reader.close() }
-        await assertKeystoreErrorAsync(.authenticationFailed) { () async throws(KeystoreError) in try await reader.value(forKey: "k") }
+        await assertThrows(KeystoreError.self, code: .authenticationFailed) { try await reader.value(forKey: "k") }
     }
 
     func testCiphertextMovedToAnotherKeyOrGroupFails() async throws {
@@ -95,11 +96,11 @@ final class SQLiteSealingTests: XCTestCase {
             moved = try sealedValue(connection, key: "alice")!
             try storeSealed(connection, key: "bob", value: moved)
         }
-        await assertKeystoreErrorAsync(.authenticationFailed) { () async throws(KeystoreError) in try await personal.value(forKey: "bob") }
+        await assertThrows(KeystoreError.self, code: .authenticationFailed) { try await personal.value(forKey: "bob") }
         try tamper(team.namespace.databasePath) { connection throws(KeystoreError) in
             try storeSealed(connection, key: "alice", value: moved)
         }
-        await assertKeystoreErrorAsync(.authenticationFailed) { () async throws(KeystoreError) in try await team.value(forKey: "alice") }
+        await assertThrows(KeystoreError.self, code: .authenticationFailed) { try await team.value(forKey: "alice") }
         let original = try await personal.value(forKey: "alice")
         XCTAssertEqual(string(original), "alice's")
     }

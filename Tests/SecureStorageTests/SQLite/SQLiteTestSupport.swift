@@ -1,24 +1,7 @@
+import BrokerTestSupport
 import Foundation
 import XCTest
 @testable import SecureStorage
-
-/// Awaits `body` and checks that it throws a ``KeystoreError`` with `code`.
-@discardableResult
-func assertKeystoreErrorAsync<T>(
-    _ code: KeystoreError.Code,
-    file: StaticString = #filePath,
-    line: UInt = #line,
-    _ body: () async throws(KeystoreError) -> T
-) async -> KeystoreError? {
-    do {
-        _ = try await body()
-        XCTFail("expected KeystoreError.\(code), got success", file: file, line: line)
-    } catch {
-        XCTAssertEqual(error.code, code, "\(error)", file: file, line: line)
-        return error
-    }
-    return nil
-}
 
 /// A fixed raw key, so tests can open one store from several instances and processes.
 func testKey(_ byte: UInt8 = 7) -> KeySource { .raw([UInt8](repeating: byte, count: 32)) }
@@ -27,25 +10,17 @@ func testKey(_ byte: UInt8 = 7) -> KeySource { .raw([UInt8](repeating: byte, cou
 /// a planted FIFO that blocked an open would fail rather than hang the suite.
 func withinTimeout<T: Sendable>(_ seconds: Double, file: StaticString = #filePath, line: UInt = #line, _ body: @escaping @Sendable () -> T) -> T? {
     let done = DispatchSemaphore(value: 0)
-    let box = ResultBox<T>()
+    let box = LockedBox<T?>(nil)
     Thread.detachNewThread {
-        box.value = body()
+        let value = body()
+        box.withLock { $0 = value }
         done.signal()
     }
     guard done.wait(timeout: .now() + seconds) == .success else {
         XCTFail("timed out after \(seconds) s (blocked?)", file: file, line: line)
         return nil
     }
-    return box.value
-}
-
-final class ResultBox<T>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: T?
-    var value: T? {
-        get { lock.lock(); defer { lock.unlock() }; return stored }
-        set { lock.lock(); stored = newValue; lock.unlock() }
-    }
+    return box.current
 }
 
 /// Opens a store synchronously, returning the error code on failure (for the timeout helper).

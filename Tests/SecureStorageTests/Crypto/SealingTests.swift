@@ -1,3 +1,4 @@
+import BrokerTestSupport
 import XCTest
 @testable import SecureStorage
 
@@ -53,7 +54,7 @@ final class SealingTests: XCTestCase {
             XCTAssertEqual(plaintext, hexBytes(vector.plaintext), "vector \(index)")
             var badTag = hexBytes(vector.tag)
             badTag[15] ^= 0x80
-            _ = assertKeystoreError(.authenticationFailed) {
+            _ = assertThrows(KeystoreError.self, code: .authenticationFailed) {
                 try key.withUnsafeBytes {
                     try Sealing.decrypt(key: $0, nonce: hexBytes(vector.nonce), associatedData: hexBytes(vector.aad),
                                         ciphertext: hexBytes(vector.ciphertext), tag: badTag)
@@ -70,8 +71,8 @@ final class SealingTests: XCTestCase {
         XCTAssertEqual(first.count, Sealing.overhead + 4)
         XCTAssertNotEqual(Array(first[1..<13]), Array(second[1..<13]), "nonces must differ")
         XCTAssertEqual(try Sealing.open(first, key: key, associatedData: bytes("ad")), bytes("same"))
-        _ = assertKeystoreError(.authenticationFailed) { try Sealing.open(first, key: key, associatedData: bytes("other")) }
-        _ = assertKeystoreError(.corruptFormat) { try Sealing.open(Array(first.prefix(10)), key: key, associatedData: bytes("ad")) }
+        _ = assertThrows(KeystoreError.self, code: .authenticationFailed) { try Sealing.open(first, key: key, associatedData: bytes("other")) }
+        _ = assertThrows(KeystoreError.self, code: .corruptFormat) { try Sealing.open(Array(first.prefix(10)), key: key, associatedData: bytes("ad")) }
     }
 
     func testBase64() {

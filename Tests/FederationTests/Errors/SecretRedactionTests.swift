@@ -102,10 +102,10 @@ final class SecretRedactionTests: XCTestCase {
         harness.fake.enqueue(.error("NotAuthorizedException", message: "Invalid login token. Token '\(token)' is not valid."), for: .getId)
         harness.fake.enqueue(
             .error("NotAuthorizedException", message: "Bad token \(opaqueToken)", status: 400, messageKey: "Message"), for: .getId)
-        let jwtError = await expectFederationError(.notAuthorized) {
+        let jwtError = await assertThrows(FederationError.self, code: .notAuthorized) {
             try await harness.client.federate(token: token, provider: .google, session: "alice")
         }
-        let opaqueError = await expectFederationError(.notAuthorized) {
+        let opaqueError = await assertThrows(FederationError.self, code: .notAuthorized) {
             try await harness.client.federate(token: opaqueToken, provider: .facebook, session: "alice")
         }
         assertClean(jwtError)
@@ -119,7 +119,7 @@ final class SecretRedactionTests: XCTestCase {
         try await harness.client.federate(token: token, provider: .google, session: "alice")
         harness.fake.enqueue(.error("NotAuthorizedException", message: "Logins don't match: \(token)"), for: .getCredentialsForIdentity)
         harness.fake.enqueue(.error("NotAuthorizedException", message: "Invalid login token \(token)"), for: .getCredentialsForIdentity)
-        let error = await expectFederationError(.notAuthorized) {
+        let error = await assertThrows(FederationError.self, code: .notAuthorized) {
             try await harness.client.federate(token: token, provider: .google, session: "alice")
         }
         assertClean(error)
@@ -133,7 +133,7 @@ final class SecretRedactionTests: XCTestCase {
         harness.fake.enqueue(
             .raw(body: #"{"IdentityId":"us-east-1:x","Credentials":{"AccessKeyId":"ASIA","SecretKey":"\#(FakeCognito.secretKey)","SessionToken":42,"Expiration":1700003600}}"#),
             for: .getCredentialsForIdentity)
-        let error = await expectFederationError(.invalidResponse) {
+        let error = await assertThrows(FederationError.self, code: .invalidResponse) {
             try await harness.client.federate(token: token, provider: .google, session: "alice")
         }
         XCTAssertEqual(error?.message.contains("SessionToken"), true, error?.message ?? "")
@@ -144,7 +144,7 @@ final class SecretRedactionTests: XCTestCase {
     func testTerminationLeaksNothing() async throws {
         let (harness, logs) = try makeHarness()
         harness.fake.enqueue(.error("ResourceNotFoundException", message: "Identity not found for \(opaqueToken)"), for: .getCredentialsForIdentity)
-        let error = await expectFederationError(.identityTerminated) {
+        let error = await assertThrows(FederationError.self, code: .identityTerminated) {
             try await harness.client.federate(
                 token: opaqueToken, provider: .developer, options: FederationOptions(developerProvidedIdentityId: "us-east-1:d"))
         }
@@ -163,7 +163,7 @@ final class SecretRedactionTests: XCTestCase {
     func testLocalTokenFailureLeaksNothing() async throws {
         let (harness, logs) = try makeHarness()
         let stale = TestJWT.make(sub: "s", exp: testEpoch.addingTimeInterval(-3600))
-        let error = await expectFederationError(.invalidToken) { try await harness.client.federate(token: stale, provider: .google) }
+        let error = await assertThrows(FederationError.self, code: .invalidToken) { try await harness.client.federate(token: stale, provider: .google) }
         XCTAssertFalse(error?.description.contains(stale) ?? true)
         assertClean(error)
         for entry in logs.entries {
@@ -193,7 +193,7 @@ final class SecretRedactionTests: XCTestCase {
         for (what, reply) in echoes {
             let (harness, logs) = try makeHarness()
             harness.fake.enqueue(reply, for: .getId)
-            let error = await expectFederationError {
+            let error = await assertThrows(FederationError.self) {
                 try await harness.client.federate(token: token, provider: .google, session: "alice")
             }
             XCTAssertNotNil(error, what)
@@ -212,7 +212,7 @@ final class SecretRedactionTests: XCTestCase {
             developerProviderName: "login.example",
             credentials: SigningCredentials(accessKeyId: "AKIDEXAMPLE", secretAccessKey: secret),
             transport: fake.transport, environment: [:], retryRunner: noSleepRunner(), logger: nil)
-        let error = await expectFederationError(.notAuthorized) { try await issuer.openIdToken(forUser: "user-1") }
+        let error = await assertThrows(FederationError.self, code: .notAuthorized) { try await issuer.openIdToken(forUser: "user-1") }
         XCTAssertNotNil(error)
         XCTAssertNil(leakedRun(in: error?.description ?? "", of: [secret]), error?.description ?? "")
     }

@@ -10,7 +10,7 @@ final class JWTLocalCheckTests: XCTestCase {
     private func assertRejectedLocally(_ token: String, _ what: String, line: UInt = #line) async throws {
         for provider in jwtProviders {
             let harness = try Harness()
-            let error = await expectFederationError(.invalidToken, line: line) {
+            let error = await assertThrows(FederationError.self, code: .invalidToken, line: line) {
                 try await harness.client.federate(token: token, provider: provider, session: "s")
             }
             XCTAssertEqual(harness.fake.calls.count, 0, "\(what) for \(provider): no network call", line: line)
@@ -34,14 +34,14 @@ final class JWTLocalCheckTests: XCTestCase {
 
     func testTokenWithoutThreePartsIsRejected() async throws {
         try await assertRejectedLocally("opaque-access-token", "one part")
-        let valid = googleToken()
+        let valid = TestJWT.valid()
         let parts = valid.split(separator: ".")
         try await assertRejectedLocally("\(parts[0]).\(parts[1])", "two parts")
         try await assertRejectedLocally("\(valid).extra", "four parts")
     }
 
     func testTokenWithBadBase64IsRejected() async throws {
-        let valid = googleToken().split(separator: ".").map(String.init)
+        let valid = TestJWT.valid().split(separator: ".").map(String.init)
         try await assertRejectedLocally("\(valid[0]).\(valid[1])!!*.\(valid[2])", "payload with non-base64url bytes")
         try await assertRejectedLocally("@@@@.\(valid[1]).\(valid[2])", "header with non-base64url bytes")
         try await assertRejectedLocally("\(valid[0]).a.\(valid[2])", "payload of impossible length")
@@ -87,7 +87,7 @@ final class JWTLocalCheckTests: XCTestCase {
         try await harness.client.federate(token: token, provider: .google, session: "s")
         harness.clock.advance(by: 600)
         harness.fake.resetRecording()
-        await expectFederationError(.invalidToken) { try await harness.client.federate(token: token, provider: .google, session: "s") }
+        await assertThrows(FederationError.self, code: .invalidToken) { try await harness.client.federate(token: token, provider: .google, session: "s") }
         XCTAssertEqual(harness.fake.calls.count, 0)
     }
 
