@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import SecureStorage
 
 /// Turns a Cognito Identity error response into a ``FederationError``.
 ///
@@ -39,8 +40,8 @@ enum CognitoErrorDecoder {
         var type = Substring(raw)
         if let colon = type.firstIndex(of: ":") { type = type[..<colon] }
         if let hash = type.lastIndex(of: "#") { type = type[type.index(after: hash)...] }
-        let trimmed = type.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed()
-        return trimmed.isEmpty ? nil : String(String(trimmed).prefix(128))
+        let trimmed = type.trimmingWhitespace
+        return trimmed.isEmpty ? nil : String(trimmed.prefix(128))
     }
 
     static func code(forType type: String, status: Int) -> FederationError.Code {
