@@ -56,4 +56,16 @@ CURLcode ib_curl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value);
 CURLcode ib_curl_easy_getinfo_pointer(CURL *handle, CURLINFO info, void **value);
 CURLMcode ib_curl_multi_setopt_long(CURLM *handle, CURLMoption option, long value);
 
+// The driver loop's wake-up descriptor. Not libcurl, but the transport's only other C need:
+// the Glibc module does not import <sys/eventfd.h>, so it is included here (as swift-nio's
+// CNIOLinux does) behind a prefixed wrapper (EventFD.c). The flags are literals, which Swift
+// imports, and EventFD.c checks they equal EFD_CLOEXEC and EFD_NONBLOCK. Without eventfd
+// (not Linux) the wrapper returns -1 (ENOSYS) and the driver uses curl_multi_wakeup.
+#ifdef __linux__
+#include <sys/eventfd.h>
+#endif
+#define IB_EFD_CLOEXEC 02000000
+#define IB_EFD_NONBLOCK 04000
+int ib_eventfd(unsigned int initval, int flags);
+
 #endif

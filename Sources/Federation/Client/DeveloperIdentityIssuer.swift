@@ -83,25 +83,20 @@ public struct DeveloperIdentityIssuer: Sendable {
         guard !userId.isEmpty else {
             throw FederationError(code: .invalidParameter, message: "the developer user ID is empty")
         }
-        let input = GetOpenIdTokenForDeveloperIdentityInput(
-            IdentityPoolId: configuration.identityPoolId,
-            IdentityId: identityId,
-            Logins: [developerProviderName: userId],
-            TokenDuration: tokenDuration.map { Int($0.components.seconds) }
-        )
-        let output: GetOpenIdTokenOutput = try await cognito.call(
-            "GetOpenIdTokenForDeveloperIdentity",
-            input,
-            secrets: [signer.credentials.secretAccessKey] + (signer.credentials.sessionToken.map { [$0] } ?? []),
-            deadline: ContinuousClock.now.advanced(by: configuration.federationTimeout),
+        let output = try await cognito.getOpenIdTokenForDeveloperIdentity(
+            identityPoolId: configuration.identityPoolId,
+            identityId: identityId,
+            logins: [developerProviderName: userId],
+            tokenDuration: tokenDuration,
             signer: signer,
+            deadline: ContinuousClock.now.advanced(by: configuration.federationTimeout),
             logger: logger
         )
-        guard let id = output.IdentityId ?? identityId else {
+        guard let id = output.identityId else {
             throw FederationError(
                 code: .invalidResponse, message: "GetOpenIdTokenForDeveloperIdentity returned a response without the field 'IdentityId'",
                 operation: "GetOpenIdTokenForDeveloperIdentity")
         }
-        return DeveloperToken(identityId: id, token: output.Token)
+        return DeveloperToken(identityId: id, token: output.token)
     }
 }

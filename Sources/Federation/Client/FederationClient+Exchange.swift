@@ -56,7 +56,7 @@ extension FederationClient {
             result = try await resolveCredentials(
                 choice: choice, credentials: credentials, identity: identity, deadline: deadline, logger: sessionLogger)
         } catch {
-            guard error.meansIdentityGone else {
+            guard error.identityGone else {
                 sessionLogger.debug("federation failed", metadata: ["broker.error": "\(error.code)"])
                 apply(session) { machine, now, margin in machine.federationEnded(holding: nil, now: now, margin: margin) }
                 throw error
@@ -145,16 +145,6 @@ extension FederationClient {
 }
 
 extension FederationError {
-    /// ResourceNotFound on an identity, or a disabled identity, ends the session.
-    var meansIdentityGone: Bool {
-        guard operation == "GetCredentialsForIdentity" || operation == "GetOpenIdToken" else { return false }
-        if code == .resourceNotFound { return true }
-        if code == .notAuthorized, let message = serviceMessage?.lowercased() {
-            return message.contains("disabled") || message.contains("forbidden")
-        }
-        return false
-    }
-
     /// A saved item that exists but cannot be opened or understood: an error for that
     /// session alone, which a new federation or a clear replaces.
     var isUnreadableItem: Bool {

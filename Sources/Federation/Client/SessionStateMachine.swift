@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import SecureStorage
 
 /// One session's state as a pure value: what it holds, whether a federation is in
 /// flight, and what observers were last told. Every transition returns the state to

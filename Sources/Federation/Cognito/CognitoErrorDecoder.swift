@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import SecureStorage
 
 /// Turns a Cognito Identity error response into a ``FederationError``.
 ///
@@ -13,9 +14,14 @@ enum CognitoErrorDecoder {
     /// Longest service message kept; longer ones are cut, since they end up in logs.
     static let maxMessageLength = 512
 
+    ///
+    /// - Parameter namesIdentity: whether `operation` acts on an existing identity ID
+    ///   (`GetCredentialsForIdentity`, `GetOpenIdToken`): only then can the answer say that
+    ///   identity is gone (``FederationError/identityGone``).
     static func decode(
         response: HTTPResponse,
         operation: String,
+        namesIdentity: Bool = false,
         redacting secrets: [String]
     ) -> FederationError {
         let body = try? JSONCoders.decoder.decode(WireErrorBody.self, from: Data(response.body))
@@ -23,8 +29,9 @@ enum CognitoErrorDecoder {
         // Everything the service says is scrubbed before it is kept: it may echo the token.
         let redactor = SecretRedactor(secrets: secrets)
         let message = body?.message.map { scrub($0, with: redactor) }
-        let errorCode = rawType.map { code(forType: $0, status: response.status) } ?? code(forStatus: response.status)
-        return FederationError(
+        let errorCode = rawType.map { RetryClassification.code(forType: $0, status: response.status, service: .cognitoIdentity) }
+            ?? RetryClassification.code(forStatus: response.status)
+        var error = FederationError(
             code: errorCode,
             message: summary(for: errorCode, operation: operation),
             operation: operation,
@@ -32,6 +39,8 @@ enum CognitoErrorDecoder {
             serviceMessage: message,
             httpStatus: response.status
         )
+        error.identityGone = namesIdentity && saysIdentityGone(code: errorCode, message: message)
+        return error
     }
 
     /// `aws.cognito#NotAuthorizedException:http://…` → `NotAuthorizedException`.
@@ -39,37 +48,18 @@ enum CognitoErrorDecoder {
         var type = Substring(raw)
         if let colon = type.firstIndex(of: ":") { type = type[..<colon] }
         if let hash = type.lastIndex(of: "#") { type = type[type.index(after: hash)...] }
-        let trimmed = type.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed()
-        return trimmed.isEmpty ? nil : String(String(trimmed).prefix(128))
+        let trimmed = type.trimmingWhitespace
+        return trimmed.isEmpty ? nil : String(trimmed.prefix(128))
     }
 
-    static func code(forType type: String, status: Int) -> FederationError.Code {
-        switch type {
-        case "NotAuthorizedException": .notAuthorized
-        case "ResourceNotFoundException": .resourceNotFound
-        case "ResourceConflictException": .resourceConflict
-        case "TooManyRequestsException": .throttled
-        case "LimitExceededException": .limitExceeded
-        case "InvalidParameterException": .invalidParameter
-        case "InvalidIdentityPoolConfigurationException": .invalidIdentityPoolConfiguration
-        case "ExternalServiceException": .externalService
-        case "InternalErrorException", "InternalFailure", "ServiceUnavailable", "ServiceUnavailableException": .serviceUnavailable
-        case "DeveloperUserAlreadyRegisteredException": .developerUserAlreadyRegistered
-        // The throttling codes the AWS SDKs' standard retry mode recognises.
-        case "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
-            "SlowDown", "ProvisionedThroughputExceededException", "RequestLimitExceeded",
-            "BandwidthLimitExceeded", "RequestThrottled", "PriorRequestNotComplete", "EC2ThrottledException":
-            .throttled
-        default: status >= 500 ? .serviceUnavailable : .serviceError
-        }
-    }
-
-    static func code(forStatus status: Int) -> FederationError.Code {
-        switch status {
-        case 429: .throttled
-        case 500...: .serviceUnavailable
-        default: .serviceError
-        }
+    /// Whether Cognito's answer to an operation on one identity says that identity is gone:
+    /// `ResourceNotFoundException`, or `NotAuthorizedException` saying the identity is
+    /// disabled or forbidden ("Identity '…' is disabled.", "Access to Identity '…' is
+    /// forbidden."). Read from the scrubbed message, so a secret can never decide it.
+    static func saysIdentityGone(code: FederationError.Code, message: String?) -> Bool {
+        if code == .resourceNotFound { return true }
+        guard code == .notAuthorized, let message = message?.lowercased() else { return false }
+        return message.contains("disabled") || message.contains("forbidden")
     }
 
     static func summary(for code: FederationError.Code, operation: String) -> String {

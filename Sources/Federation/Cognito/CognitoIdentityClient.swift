@@ -72,6 +72,7 @@ struct CognitoIdentityClient: Sendable {
             "GetCredentialsForIdentity",
             GetCredentialsForIdentityInput(IdentityId: identityId, Logins: logins, CustomRoleArn: customRoleArn),
             secrets: logins.map { Array($0.values) } ?? [],
+            namesIdentity: true,
             deadline: deadline,
             logger: logger
         )
@@ -98,7 +99,38 @@ struct CognitoIdentityClient: Sendable {
             "GetOpenIdToken",
             GetOpenIdTokenInput(IdentityId: identityId, Logins: logins),
             secrets: logins.map { Array($0.values) } ?? [],
+            namesIdentity: true,
             deadline: deadline,
+            logger: logger
+        )
+        return (output.IdentityId ?? identityId, output.Token)
+    }
+
+    /// `GetOpenIdTokenForDeveloperIdentity`, signed by `signer` (the backend's AWS
+    /// credentials): an OpenID token for the developer user in `logins`, linked to
+    /// `identityId` when given. The identity ID is the service's, else `identityId`;
+    /// `nil` when neither is known.
+    func getOpenIdTokenForDeveloperIdentity(
+        identityPoolId: String,
+        identityId: String?,
+        logins: [String: String],
+        tokenDuration: Duration?,
+        signer: SigV4Signer,
+        deadline: ContinuousClock.Instant,
+        logger: Logger
+    ) async throws(FederationError) -> (identityId: String?, token: String) {
+        let output: GetOpenIdTokenOutput = try await call(
+            "GetOpenIdTokenForDeveloperIdentity",
+            GetOpenIdTokenForDeveloperIdentityInput(
+                IdentityPoolId: identityPoolId,
+                IdentityId: identityId,
+                Logins: logins,
+                TokenDuration: tokenDuration.map { Int($0.components.seconds) }
+            ),
+            // The signing secrets: an error must never echo them.
+            secrets: [signer.credentials.secretAccessKey] + (signer.credentials.sessionToken.map { [$0] } ?? []),
+            deadline: deadline,
+            signer: signer,
             logger: logger
         )
         return (output.IdentityId ?? identityId, output.Token)
@@ -108,10 +140,14 @@ struct CognitoIdentityClient: Sendable {
 
     /// Sends `operation` with `input` and decodes its output, retrying what the
     /// standard retry mode allows until `deadline`.
-    func call<Input: Encodable & Sendable, Output: Decodable & Sendable>(
+    ///
+    /// - Parameter namesIdentity: whether the operation acts on an existing identity ID, so
+    ///   its error can say that identity is gone.
+    private func call<Input: Encodable & Sendable, Output: Decodable & Sendable>(
         _ operation: String,
         _ input: Input,
         secrets: [String],
+        namesIdentity: Bool = false,
         deadline: ContinuousClock.Instant,
         signer: SigV4Signer? = nil,
         logger: Logger
@@ -131,20 +167,14 @@ struct CognitoIdentityClient: Sendable {
         let request = HTTPRequest(method: "POST", url: endpoint, headers: headers, body: body, limits: limits)
         return try await ServiceCaller(transport: transport, retry: retry).send(
             request, operation: operation, secrets: secrets, deadline: deadline, signer: signer, logger: logger,
-            decodeError: { response in CognitoErrorDecoder.decode(response: response, operation: operation, redacting: secrets) },
-            classify: Self.disposition(for:),
+            service: .cognitoIdentity,
+            decodeError: { response in
+                CognitoErrorDecoder.decode(response: response, operation: operation, namesIdentity: namesIdentity, redacting: secrets)
+            },
             decodeOutput: { (body) throws(FederationError) -> Output in
                 try CognitoResponseDecoder.decode(Output.self, from: body, operation: operation)
             }
         )
-    }
-
-    static func disposition(for error: FederationError) -> RetryDisposition {
-        switch error.code {
-        case .throttled: .throttling
-        case .serviceUnavailable: error.httpStatus.map { [500, 502, 503, 504].contains($0) } ?? true ? .transient : .doNotRetry
-        default: .doNotRetry
-        }
     }
 }
 

@@ -116,7 +116,7 @@ package enum FuzzEntryPoints {
             precondition(message.count <= CognitoErrorDecoder.maxMessageLength + 1, "service message not bounded")
             precondition(!message.contains(sentinelSecret), "a secret survived redaction")
         }
-        _ = CognitoIdentityClient.disposition(for: error)
+        _ = RetryClassification.disposition(for: error, service: .cognitoIdentity)
         if let hint = RetryRunner.retryAfterHint(headers: response.headers, now: Date(timeIntervalSince1970: 1_700_000_000)) {
             precondition(hint >= .zero, "negative Retry-After hint")
             let runner = RetryRunner(policy: .standard, quota: RetryQuota(policy: .standard), random: { 0.5 })

@@ -122,6 +122,12 @@ public struct FederationError: Error, Sendable {
     /// error behind a ``Code/cryptoFailure``.
     public var keystoreError: KeystoreError?
 
+    /// Whether the service said the identity itself is gone (not found, disabled or
+    /// forbidden), decided where Cognito's answer is decoded (``CognitoErrorDecoder``) and
+    /// read by the federation, which then makes the session `terminated`. Internal: users
+    /// see the result as ``Code/identityTerminated``.
+    var identityGone = false
+
     /// Creates an error.
     public init(
         code: Code,

@@ -10,38 +10,27 @@ struct AttemptFailure: Error, Sendable {
         self.retryAfter = retryAfter
     }
 
+    /// A transport failure: code and disposition from ``RetryClassification``, with a
+    /// message saying what happened to `operation`.
     init(transportError: TransportError, operation: String) {
+        let (code, disposition) = RetryClassification.transport(transportError.kind)
+        let message: String
         switch transportError.kind {
         case .timedOut:
-            self.init(
-                error: FederationError(code: .timedOut, message: "\(operation) timed out: \(transportError.message)", operation: operation, curlCode: transportError.curlCode),
-                disposition: .timeout
-            )
+            message = "\(operation) timed out: \(transportError.message)"
         case .connectFailed, .connectionLost:
-            self.init(
-                error: FederationError(code: .network, message: "\(operation) could not reach the identity service: \(transportError.message)", operation: operation, curlCode: transportError.curlCode),
-                disposition: .transient
-            )
+            message = "\(operation) could not reach the identity service: \(transportError.message)"
         case .responseTooLarge:
-            self.init(
-                error: FederationError(code: .invalidResponse, message: "\(operation) returned a body larger than the response cap", operation: operation, curlCode: transportError.curlCode),
-                disposition: .doNotRetry
-            )
+            message = "\(operation) returned a body larger than the response cap"
         case .tlsFailed:
-            self.init(
-                error: FederationError(code: .network, message: "\(operation) failed TLS verification of the identity service: \(transportError.message)", operation: operation, curlCode: transportError.curlCode),
-                disposition: .doNotRetry
-            )
+            message = "\(operation) failed TLS verification of the identity service: \(transportError.message)"
         case .invalidRequest:
-            self.init(
-                error: FederationError(code: .invalidConfiguration, message: "\(operation) could not be sent: \(transportError.message); check the endpoint", operation: operation, curlCode: transportError.curlCode),
-                disposition: .doNotRetry
-            )
+            message = "\(operation) could not be sent: \(transportError.message); check the endpoint"
         case .other:
-            self.init(
-                error: FederationError(code: .network, message: "\(operation) failed: \(transportError.message)", operation: operation, curlCode: transportError.curlCode),
-                disposition: .doNotRetry
-            )
+            message = "\(operation) failed: \(transportError.message)"
         }
+        self.init(
+            error: FederationError(code: code, message: message, operation: operation, curlCode: transportError.curlCode),
+            disposition: disposition)
     }
 }

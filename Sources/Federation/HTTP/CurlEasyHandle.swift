@@ -1,4 +1,5 @@
 internal import CCurlLoader
+import SecureStorage
 
 /// One libcurl easy handle configured for one ``HTTPRequest``, plus everything libcurl
 /// reads or writes through raw pointers while the transfer runs (the header list, the
@@ -146,7 +147,9 @@ final class CurlEasyHandle {
             hasContentType = hasContentType || lowered == "content-type"
             hasExpect = hasExpect || lowered == "expect"
             // `Name:` alone would remove a header in libcurl; `Name;` sends it empty.
-            let trimmed = value.trimmingSpaces
+            // Trimmed on UTF-8 bytes: as Characters every value would go through grapheme
+            // breaking, a measurable part of a request's CPU (see docs/performance.md).
+            let trimmed = Substring(value.utf8.trimmingSpacesAndTabs)
             lines.append(trimmed.isEmpty ? "\(name);" : "\(name): \(trimmed)")
         }
         // No `Expect: 100-continue` round trip for larger bodies: it costs a wait.
@@ -183,12 +186,10 @@ final class CurlEasyHandle {
         }
     }
 
-    /// Whole milliseconds, at least 1 (libcurl reads 0 as "no timeout").
+    /// Whole milliseconds, at least 1 (libcurl reads 0 as "no timeout") and at most half of
+    /// `Int.max` (libcurl adds it to the current time).
     private static func milliseconds(_ duration: Duration) -> Int {
-        let (seconds, attoseconds) = duration.components
-        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1000)
-        if overflow || scaled > Int64(Int.max / 2) { return Int.max / 2 }
-        return Int(max(1, scaled + attoseconds / 1_000_000_000_000_000))
+        Int(min(max(1, duration.wholeMilliseconds), Int64(Int.max / 2)))
     }
 
     /// RFC 9110 `tchar`: the bytes allowed in a method or header name.
@@ -217,80 +218,60 @@ final class CurlEasyHandle {
 
     /// Collects one header line. A status line starts a new response (after `100
     /// Continue` or a proxy's reply), so it resets what was collected.
+    ///
+    /// One parser, on bytes: the framing (line break, colon, spaces, tabs, folding) is
+    /// ASCII, and UTF-8 never uses those bytes inside a multi-byte character, so a line
+    /// with non-ASCII bytes splits the same way; its text is decoded as UTF-8 (invalid
+    /// bytes become U+FFFD) only for the name and the value.
     fileprivate func receiveHeaderLine(_ bytes: UnsafeRawBufferPointer) {
         // Strip the line break as bytes: in Swift "\r\n" is one Character.
         var end = bytes.count
         while end > 0, bytes[end - 1] == 0x0D || bytes[end - 1] == 0x0A { end -= 1 }
-        let line = UnsafeRawBufferPointer(rebasing: bytes[..<end])
+        let line = bytes[..<end]
 
-        // Plain ASCII (every well-formed header line) is parsed on bytes, with no
-        // Character-level work; anything else takes the String path, same result.
-        guard line.allSatisfy({ $0 < 0x80 }) else {
-            receiveHeaderLine(Substring(decoding: line, as: UTF8.self))
-            return
-        }
         if line.starts(with: Self.statusPrefix) {
-            startResponse(Substring(decoding: line, as: UTF8.self))
-            return
-        }
-        guard !headerBlockEnded else { return }
-        if line.isEmpty {
-            headerBlockEnded = true
-        } else if line[0] == 0x20 || line[0] == 0x09, !responseHeaders.isEmpty {
-            // Obsolete line folding: continue the previous value.
-            responseHeaders[responseHeaders.count - 1].value += " " + Self.trimmedASCII(line[...])
-        } else if let colon = line.firstIndex(of: UInt8(ascii: ":")) {
-            let name = Self.trimmedASCII(line[..<colon], lowercase: true)
-            let value = Self.trimmedASCII(line[(colon + 1)...])
-            responseHeaders.append((name: name, value: value))
-        }
-    }
-
-    private static let statusPrefix = Array("HTTP/".utf8)
-
-    /// `bytes` (ASCII) without leading and trailing spaces and tabs, optionally lowercased.
-    private static func trimmedASCII(_ bytes: Slice<UnsafeRawBufferPointer>, lowercase: Bool = false) -> String {
-        var start = bytes.startIndex
-        var end = bytes.endIndex
-        while start < end, bytes[start] == 0x20 || bytes[start] == 0x09 { start += 1 }
-        while end > start, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 { end -= 1 }
-        let trimmed = UnsafeRawBufferPointer(rebasing: bytes[start..<end])
-        guard lowercase, trimmed.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) else {
-            return String(decoding: trimmed, as: UTF8.self)
-        }
-        return String(unsafeUninitializedCapacity: trimmed.count) { buffer in
-            for (index, byte) in trimmed.enumerated() {
-                buffer[index] = byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte
-            }
-            return trimmed.count
-        }
-    }
-
-    /// A status line: a new response begins.
-    private func startResponse(_ line: Substring) {
-        responseHeaders.removeAll(keepingCapacity: true)
-        headerBlockEnded = false
-        let fields = line.split(separator: " ", maxSplits: 2)
-        statusFromHeaders = fields.count > 1 ? Int(fields[1]) : nil
-    }
-
-    /// The general (non-ASCII) form of the header-line parser.
-    private func receiveHeaderLine(_ line: Substring) {
-        if line.hasPrefix("HTTP/") {
             startResponse(line)
             return
         }
         guard !headerBlockEnded else { return }
         if line.isEmpty {
             headerBlockEnded = true
-        } else if let first = line.first, first == " " || first == "\t", !responseHeaders.isEmpty {
+        } else if line.first == 0x20 || line.first == 0x09, !responseHeaders.isEmpty {
             // Obsolete line folding: continue the previous value.
-            responseHeaders[responseHeaders.count - 1].value += " " + String(line).trimmingSpaces
-        } else if let colon = line.firstIndex(of: ":") {
-            let name = String(line[..<colon]).trimmingSpaces.lowercased()
-            let value = String(line[line.index(after: colon)...]).trimmingSpaces
+            responseHeaders[responseHeaders.count - 1].value += " " + Self.text(line.trimmingSpacesAndTabs)
+        } else if let colon = line.firstIndex(of: UInt8(ascii: ":")) {
+            let name = Self.text(line[..<colon].trimmingSpacesAndTabs, lowercasingASCII: true)
+            let value = Self.text(line[(colon + 1)...].trimmingSpacesAndTabs)
             responseHeaders.append((name: name, value: value))
         }
+    }
+
+    private static let statusPrefix = Array("HTTP/".utf8)
+
+    /// `bytes` as UTF-8 text, optionally with ASCII letters lowercased (header names are
+    /// ASCII tokens; a non-ASCII byte is left as it is).
+    private static func text(_ bytes: Slice<UnsafeRawBufferPointer>, lowercasingASCII lowercase: Bool = false) -> String {
+        let bytes = UnsafeRawBufferPointer(rebasing: bytes)
+        guard lowercase, bytes.contains(where: { $0 >= 0x41 && $0 <= 0x5A }) else {
+            return String(decoding: bytes, as: UTF8.self)
+        }
+        // Lowercased in place into the new string's storage; nginx and AWS send `Content-Type`.
+        let lowered = String(unsafeUninitializedCapacity: bytes.count) { buffer in
+            for (index, byte) in bytes.enumerated() {
+                buffer[index] = byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte
+            }
+            return bytes.count
+        }
+        // Validated like `String(decoding:)`: bytes that are not UTF-8 become U+FFFD.
+        return lowered
+    }
+
+    /// A status line (`HTTP/1.1 200 OK`): a new response begins.
+    private func startResponse(_ line: Slice<UnsafeRawBufferPointer>) {
+        responseHeaders.removeAll(keepingCapacity: true)
+        headerBlockEnded = false
+        let fields = line.split(separator: 0x20, maxSplits: 2)
+        statusFromHeaders = fields.count > 1 ? Int(Self.text(fields[1])) : nil
     }
 }
 
@@ -314,15 +295,4 @@ private func curlHeaderCallback(
     let handle = Unmanaged<CurlEasyHandle>.fromOpaque(userdata).takeUnretainedValue()
     handle.receiveHeaderLine(UnsafeRawBufferPointer(start: buffer, count: size * count))
     return size * count
-}
-
-extension String {
-    /// The string without leading and trailing spaces and tabs (no Foundation needed).
-    fileprivate var trimmingSpaces: String {
-        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" }
-        guard let start = firstIndex(where: { !isSpace($0) }),
-              let end = lastIndex(where: { !isSpace($0) })
-        else { return "" }
-        return String(self[start...end])
-    }
 }

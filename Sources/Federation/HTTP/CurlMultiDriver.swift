@@ -120,13 +120,13 @@ final class CurlMultiDriver: Sendable {
     /// Takes everything other threads queued since the last call. When a stop was
     /// requested, the lifecycle becomes `.stopped` here, under the lock, so no other
     /// thread calls `curl_multi_wakeup` on a multi handle that is about to be freed.
-    fileprivate func takeWork() -> Work {
+    func takeWork() -> DriverWork {
         mailbox.withLock { box in
             box.loopSleeping = false
             if box.pending.isEmpty && box.cancelled.isEmpty && !box.stopRequested {
-                return Work(pending: [], cancelled: [], stop: false)
+                return DriverWork(pending: [], cancelled: [], stop: false)
             }
-            let work = Work(pending: box.pending, cancelled: box.cancelled, stop: box.stopRequested)
+            let work = DriverWork(pending: box.pending, cancelled: box.cancelled, stop: box.stopRequested)
             box.pending.removeAll(keepingCapacity: true)
             box.cancelled.removeAll()
             if box.stopRequested {
@@ -140,7 +140,7 @@ final class CurlMultiDriver: Sendable {
     /// Called by the loop just before it sleeps in `curl_multi_poll`: returns `false` (do not
     /// sleep) when work arrived since ``takeWork()``; otherwise records that the loop sleeps,
     /// so the next submission wakes it.
-    fileprivate func prepareToSleep() -> Bool {
+    func prepareToSleep() -> Bool {
         mailbox.withLock { box in
             guard box.pending.isEmpty && box.cancelled.isEmpty && !box.stopRequested else { return false }
             box.loopSleeping = true
@@ -189,40 +189,8 @@ final class CurlMultiDriver: Sendable {
     }
 }
 
-/// The wake-up `eventfd` (Linux). `eventfd(2)` is looked up at run time because the Glibc
-/// module does not import `<sys/eventfd.h>`; without it the driver uses `curl_multi_wakeup`.
-enum WakeSignal {
-    private typealias EventFD = @convention(c) (UInt32, Int32) -> Int32
-
-    /// A non-blocking, close-on-exec `eventfd`, or `nil`.
-    static func make() -> Int32? {
-        #if os(Linux)
-        guard let symbol = dlsym(nil, "eventfd") else { return nil }
-        let eventfd = unsafeBitCast(symbol, to: EventFD.self)
-        // EFD_CLOEXEC and EFD_NONBLOCK equal O_CLOEXEC and O_NONBLOCK.
-        let fd = eventfd(0, Int32(O_CLOEXEC | O_NONBLOCK))
-        return fd >= 0 ? fd : nil
-        #else
-        return nil
-        #endif
-    }
-
-    /// Adds 1 to the counter, making the descriptor readable. A full counter (EAGAIN) is
-    /// readable already.
-    static func signal(_ fd: Int32) {
-        var one: UInt64 = 1
-        while write(fd, &one, 8) < 0 && errno == EINTR {}
-    }
-
-    /// Resets the counter to 0.
-    static func drain(_ fd: Int32) {
-        var value: UInt64 = 0
-        while read(fd, &value, 8) < 0 && errno == EINTR {}
-    }
-}
-
 /// What the driver thread picks up from the mailbox in one go.
-private struct Work {
+struct DriverWork {
     var pending: [CurlTransfer]
     var cancelled: [UInt64]
     var stop: Bool
@@ -267,227 +235,5 @@ private final class ThreadStart: Sendable {
     init(driver: CurlMultiDriver, multi: MultiHandle) {
         self.driver = driver
         self.multi = multi
-    }
-}
-
-/// The loop on the driver thread: add new transfers, drop cancelled ones, let libcurl
-/// work, complete finished transfers, then sleep in `curl_multi_poll` until a socket is
-/// ready, a libcurl timer fires or another thread calls `curl_multi_wakeup`.
-///
-/// Not `Sendable`: it owns the easy handles and lives and dies on the driver thread.
-private final class CurlMultiLoop {
-    private let driver: CurlMultiDriver
-    private let multi: UnsafeMutableRawPointer
-    private let wakeFD: Int32?
-    private var active: [UInt64: (handle: CurlEasyHandle, transfer: CurlTransfer)] = [:]
-
-    init(driver: CurlMultiDriver, multi: UnsafeMutableRawPointer, wakeFD: Int32?) {
-        self.driver = driver
-        self.multi = multi
-        self.wakeFD = wakeFD
-    }
-
-    func run() {
-        while true {
-            let work = driver.takeWork()
-            if work.stop {
-                stop(failing: work.pending)
-                return
-            }
-            for transfer in work.pending { add(transfer) }
-            for id in work.cancelled { remove(id) }
-
-            var running: Int32 = 0
-            _ = ib_curl_multi_perform(multi, &running)
-            completeFinishedTransfers()
-            guard driver.prepareToSleep() else { continue }
-            // The timeout only bounds the sleep; libcurl shortens it to its own timers.
-            if let wakeFD {
-                var extra = curl_waitfd(fd: wakeFD, events: Int16(CURL_WAIT_POLLIN), revents: 0)
-                _ = ib_curl_multi_poll(multi, &extra, 1, 1000, nil)
-                if extra.revents != 0 { WakeSignal.drain(wakeFD) }
-            } else {
-                _ = ib_curl_multi_poll(multi, nil, 0, 1000, nil)
-            }
-        }
-    }
-
-    private func add(_ transfer: CurlTransfer) {
-        // Cancelled between submission and now: the task has already been resumed.
-        guard !transfer.isFinished else { return }
-        do {
-            let handle = try CurlEasyHandle(id: transfer.id, request: transfer.request)
-            let code = ib_curl_multi_add_handle(multi, handle.rawHandle)
-            guard code == CURLM_OK else {
-                transfer.finish(.failure(TransportError(
-                    kind: .other, message: String(cString: ib_curl_multi_strerror(code)))))
-                return
-            }
-            active[transfer.id] = (handle, transfer)
-        } catch {
-            transfer.finish(.failure(error))
-        }
-    }
-
-    /// Takes a cancelled transfer out of the multi handle; its connection is closed or
-    /// returned to the cache by libcurl. Unknown ids have already completed.
-    private func remove(_ id: UInt64) {
-        guard let entry = active.removeValue(forKey: id) else { return }
-        _ = ib_curl_multi_remove_handle(multi, entry.handle.rawHandle)
-        entry.transfer.finish(.failure(CancellationError()))
-    }
-
-    private func completeFinishedTransfers() {
-        var remaining: Int32 = 0
-        while let message = ib_curl_multi_info_read(multi, &remaining) {
-            guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
-            let code = message.pointee.data.result
-            var privateData: UnsafeMutableRawPointer?
-            _ = ib_curl_easy_getinfo_pointer(easy, CURLINFO_PRIVATE, &privateData)
-            let id = UInt64(UInt(bitPattern: privateData))
-            guard let entry = active.removeValue(forKey: id) else {
-                _ = ib_curl_multi_remove_handle(multi, easy)
-                continue
-            }
-            let result = Self.result(of: entry.handle, code: code)
-            _ = ib_curl_multi_remove_handle(multi, easy)
-            entry.transfer.finish(result)
-        }
-    }
-
-    private static func result(of handle: CurlEasyHandle, code: CURLcode) -> Result<HTTPResponse, any Error> {
-        guard code == CURLE_OK else {
-            return .failure(TransportError(
-                curlCode: code, exceededCap: handle.exceededCap, cap: handle.maxResponseBytes))
-        }
-        let status = handle.responseCode
-        return .success(HTTPResponse(
-            status: status != 0 ? status : (handle.statusFromHeaders ?? 0),
-            headers: handle.responseHeaders,
-            body: handle.responseBody))
-    }
-
-    private func stop(failing pending: [CurlTransfer]) {
-        let error = TransportError(kind: .other, message: "the HTTP transport was shut down")
-        for transfer in pending { transfer.finish(.failure(error)) }
-        for (_, entry) in active {
-            _ = ib_curl_multi_remove_handle(multi, entry.handle.rawHandle)
-            entry.transfer.finish(.failure(error))
-        }
-        active.removeAll()
-    }
-}
-
-extension TransportError {
-    /// Maps a failed transfer's `CURLcode` to a kind, keeping the code and libcurl's
-    /// generic text for it. Never the error buffer: its text may quote the URL.
-    init(curlCode code: CURLcode, exceededCap: Bool, cap: Int) {
-        let kind: Kind
-        switch code {
-        case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY, CURLE_PROXY:
-            kind = .connectFailed
-        case CURLE_OPERATION_TIMEDOUT:
-            kind = .timedOut
-        case CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_GOT_NOTHING, CURLE_PARTIAL_FILE,
-             CURLE_HTTP2, CURLE_HTTP2_STREAM:
-            kind = .connectionLost
-        case CURLE_FILESIZE_EXCEEDED:
-            kind = .responseTooLarge
-        case CURLE_WRITE_ERROR where exceededCap:
-            kind = .responseTooLarge
-        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM,
-             CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ENGINE_NOTFOUND,
-             CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_ENGINE_INITFAILED, CURLE_SSL_SHUTDOWN_FAILED,
-             CURLE_SSL_CRL_BADFILE, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH,
-             CURLE_SSL_INVALIDCERTSTATUS, CURLE_USE_SSL_FAILED:
-            kind = .tlsFailed
-        case CURLE_URL_MALFORMAT, CURLE_UNSUPPORTED_PROTOCOL, CURLE_BAD_FUNCTION_ARGUMENT:
-            kind = .invalidRequest
-        default:
-            kind = .other
-        }
-        var message = String(cString: ib_curl_easy_strerror(code))
-        if kind == .responseTooLarge {
-            message = "response body exceeds the \(cap)-byte limit: " + message
-        }
-        self.init(kind: kind, curlCode: Int32(bitPattern: code.rawValue), message: message)
-    }
-}
-
-/// One request on its way through the driver, shared by the calling task, its
-/// cancellation handler and the driver thread.
-///
-/// Whoever gets here first decides the outcome: completion by the driver, or
-/// cancellation, which resumes the caller at once with `CancellationError` instead of
-/// waiting for the driver to notice. The continuation is therefore resumed exactly once
-/// even when cancellation races submission or completion.
-final class CurlTransfer: Sendable {
-    let id: UInt64
-    let request: HTTPRequest
-    private let phase = Mutex(Phase.created)
-
-    private enum Phase {
-        /// The continuation has not been installed yet.
-        case created
-        /// The caller is suspended on this continuation.
-        case waiting(CheckedContinuation<HTTPResponse, any Error>)
-        /// Completed or cancelled; later outcomes are dropped.
-        case finished
-    }
-
-    init(id: UInt64, request: HTTPRequest) {
-        self.id = id
-        self.request = request
-    }
-
-    /// Whether the outcome is already decided (the driver then skips or drops it).
-    var isFinished: Bool {
-        phase.withLock { if case .finished = $0 { true } else { false } }
-    }
-
-    /// Installs the caller's continuation. Returns `false` (after resuming it with
-    /// `CancellationError`) when the task was cancelled before it got here, in which
-    /// case the transfer must not be submitted.
-    func install(_ continuation: CheckedContinuation<HTTPResponse, any Error>) -> Bool {
-        let cancelledEarly: Bool = phase.withLock { phase in
-            guard case .created = phase else { return true }
-            phase = .waiting(continuation)
-            return false
-        }
-        if cancelledEarly { continuation.resume(throwing: CancellationError()) }
-        return !cancelledEarly
-    }
-
-    /// Resumes the caller with `CancellationError` now. Returns `true` when the transfer
-    /// may be inside the multi handle and the driver should remove it.
-    func cancel() -> Bool {
-        let continuation: CheckedContinuation<HTTPResponse, any Error>?? = phase.withLock { phase in
-            switch phase {
-            case .created:
-                phase = .finished
-                return .some(nil)
-            case .waiting(let continuation):
-                phase = .finished
-                return .some(continuation)
-            case .finished:
-                return nil
-            }
-        }
-        guard let continuation else { return false }
-        continuation?.resume(throwing: CancellationError())
-        return continuation != nil
-    }
-
-    /// Resumes the caller with `result` unless the outcome was already decided.
-    func finish(_ result: Result<HTTPResponse, any Error>) {
-        let continuation: CheckedContinuation<HTTPResponse, any Error>? = phase.withLock { phase in
-            guard case .waiting(let continuation) = phase else {
-                phase = .finished
-                return nil
-            }
-            phase = .finished
-            return continuation
-        }
-        continuation?.resume(with: result)
     }
 }

@@ -13,12 +13,13 @@ struct ServiceCaller: Sendable {
     let transport: any HTTPTransport
     let retry: RetryRunner
 
-    /// Sends `request` for `operation`, retrying what `classify` allows until `deadline`.
+    /// Sends `request` for `operation`, retrying what ``RetryClassification`` allows for
+    /// `service` until `deadline`.
     ///
     /// - Parameters:
     ///   - secrets: everything in the request that must never come back in an error.
     ///   - decodeError: turns a non-2xx answer into an error (already scrubbed of `secrets`).
-    ///   - classify: whether an error from `decodeError` is retried.
+    ///   - service: whose retry rules apply to an error from `decodeError`.
     ///   - decodeOutput: reads a 2xx body.
     func send<Output: Sendable>(
         _ request: HTTPRequest,
@@ -27,8 +28,8 @@ struct ServiceCaller: Sendable {
         deadline: ContinuousClock.Instant,
         signer: SigV4Signer? = nil,
         logger: Logger,
+        service: RetryClassification.Service,
         decodeError: @escaping @Sendable (HTTPResponse) -> FederationError,
-        classify: @escaping @Sendable (FederationError) -> RetryDisposition,
         decodeOutput: @escaping @Sendable ([UInt8]) throws(FederationError) -> Output
     ) async throws(FederationError) -> Output {
         var operationLogger = logger
@@ -42,7 +43,7 @@ struct ServiceCaller: Sendable {
                     try await attemptOnce(
                         request, operation: operation, secrets: secrets, deadline: deadline, signer: signer,
                         attempt: attempt, logger: attemptLogger,
-                        decodeError: decodeError, classify: classify, decodeOutput: decodeOutput)
+                        service: service, decodeError: decodeError, decodeOutput: decodeOutput)
                 },
                 classify: { error in
                     guard let failure = error as? AttemptFailure else { return (.doNotRetry, nil) }
@@ -68,8 +69,8 @@ struct ServiceCaller: Sendable {
         signer: SigV4Signer?,
         attempt: Int,
         logger: Logger,
+        service: RetryClassification.Service,
         decodeError: (HTTPResponse) -> FederationError,
-        classify: (FederationError) -> RetryDisposition,
         decodeOutput: ([UInt8]) throws(FederationError) -> Output
     ) async throws -> Output {
         let remaining = ContinuousClock.now.duration(to: deadline)
@@ -107,7 +108,7 @@ struct ServiceCaller: Sendable {
             let error = decodeError(response)
             throw AttemptFailure(
                 error: error,
-                disposition: classify(error),
+                disposition: RetryClassification.disposition(for: error, service: service),
                 retryAfter: RetryRunner.retryAfterHint(headers: response.headers, now: Date())
             )
         }

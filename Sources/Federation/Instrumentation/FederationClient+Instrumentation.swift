@@ -5,6 +5,7 @@ import Foundation
 #endif
 import CoreMetrics
 import Tracing
+import SecureStorage
 
 /// The `identity_broker_sessions` gauges, one per state.
 struct SessionGauges: Sendable {
@@ -54,13 +55,8 @@ extension FederationClient {
             Counter(label: "identity_broker_federations_total", dimensions: [("result", outcome), ("provider", provider)], factory: metrics)
                 .increment()
             Timer(label: "identity_broker_federation_duration_seconds", dimensions: [("result", outcome)], factory: metrics)
-                .recordNanoseconds(Self.nanoseconds(ContinuousClock.now - start))
+                .recordNanoseconds((ContinuousClock.now - start).wholeNanoseconds)
         }
         return try result.get()
-    }
-
-    private static func nanoseconds(_ duration: Duration) -> Int64 {
-        let (seconds, attoseconds) = duration.components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 }

@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import SecureStorage
 
 /// Temporary AWS credentials for one Cognito identity.
 ///
@@ -47,13 +48,5 @@ extension AWSCredentials: CustomReflectable {
     /// Keeps `dump` and debugger views from showing the secrets.
     public var customMirror: Mirror {
         Mirror(self, children: ["accessKeyId": accessKeyId, "expiration": expiration], displayStyle: .struct)
-    }
-}
-
-extension Duration {
-    /// The duration in seconds as a floating-point number.
-    var timeInterval: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
     }
 }

@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import SecureStorage
 
 extension RetryRunner {
     /// The wait a response asks for before the next attempt, if it names one.
@@ -21,7 +22,7 @@ extension RetryRunner {
     /// - Returns: The wait, or `nil` when neither header holds a valid value.
     package static func retryAfterHint(headers: [(name: String, value: String)], now: Date) -> Duration? {
         func first(_ name: String) -> Substring? {
-            headers.first { $0.name.lowercased() == name }.map { Self.trimmed($0.value) }
+            headers.first { $0.name.lowercased() == name }.map(\.value.trimmingSpacesAndTabs)
         }
         if let value = first("x-amz-retry-after"), let milliseconds = Self.nonNegativeInteger(value) {
             return .milliseconds(milliseconds)
@@ -47,12 +48,5 @@ extension RetryRunner {
             value = min(value * 10 + Int64(byte - UInt8(ascii: "0")), integerLimit)
         }
         return value
-    }
-
-    private static func trimmed(_ text: String) -> Substring {
-        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" }
-        let start = text.firstIndex { !isSpace($0) } ?? text.endIndex
-        let end = text.lastIndex { !isSpace($0) }.map { text.index(after: $0) } ?? start
-        return text[start..<end]
     }
 }

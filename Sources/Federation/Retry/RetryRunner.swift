@@ -1,4 +1,5 @@
 import Logging
+import SecureStorage
 
 /// Runs an operation under a ``RetryPolicy``: the AWS SDKs' standard retry mode
 /// as pure logic, with the sleep, the random source and the clock injectable.
@@ -135,17 +136,12 @@ package struct RetryRunner: Sendable {
         let unit = sample.isFinite ? min(max(sample, 0), 1) : 0
         let exponent = min(max(attempt - 1, 0), 62)
         let seconds = unit * Double(UInt64(1) << UInt64(exponent))
-        var delay = seconds >= Self.seconds(of: maxBackoff) ? maxBackoff : .seconds(seconds)
+        var delay = seconds >= maxBackoff.timeInterval ? maxBackoff : .seconds(seconds)
         if let hint {
             let honoured = min(max(hint, .zero), max(policy.retryAfterCap, .zero))
             delay = max(delay, honoured)
         }
         return delay
-    }
-
-    private static func seconds(of duration: Duration) -> Double {
-        let (seconds, attoseconds) = duration.components
-        return Double(seconds) + Double(attoseconds) / 1e18
     }
 
     private func metadata(

@@ -58,8 +58,8 @@ struct STSClient: Sendable {
         let redactor = SecretRedactor(secrets: secrets)
         return try await caller.send(
             request, operation: operation, secrets: secrets, deadline: deadline, logger: logger,
+            service: .sts,
             decodeError: { response in STSErrorDecoder.decode(response: response, operation: operation, redacting: secrets) },
-            classify: STSErrorDecoder.disposition(for:),
             decodeOutput: { (body) throws(FederationError) -> AssumedRoleOutput in
                 try STSResponseDecoder.assumedRole(from: body, redactor: redactor)
             }

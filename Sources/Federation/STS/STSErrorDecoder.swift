@@ -1,6 +1,6 @@
 /// Turns an STS error response (`ErrorResponse/Error/{Type,Code,Message}`) into a
 /// ``FederationError``. Every documented `AssumeRoleWithWebIdentity` code maps to a
-/// ``FederationError/Code``; unknown codes keep the raw code as
+/// ``FederationError/Code`` (``RetryClassification``'s table); unknown codes keep the raw code as
 /// ``FederationError/serviceErrorType``. The code and message are scrubbed of the
 /// request's secrets (the provider token and the Cognito OpenID token).
 enum STSErrorDecoder {
@@ -9,7 +9,8 @@ enum STSErrorDecoder {
         let redactor = SecretRedactor(secrets: secrets)
         let rawCode = fields?.code.map { String($0.prefix(128)) }
         let message = fields?.message.map { CognitoErrorDecoder.scrub($0, with: redactor) }
-        let errorCode = rawCode.map { code(forType: $0, status: response.status) } ?? CognitoErrorDecoder.code(forStatus: response.status)
+        let errorCode = rawCode.map { RetryClassification.code(forType: $0, status: response.status, service: .sts) }
+            ?? RetryClassification.code(forStatus: response.status)
         return FederationError(
             code: errorCode,
             message: summary(for: errorCode, type: rawCode, operation: operation),
@@ -18,27 +19,6 @@ enum STSErrorDecoder {
             serviceMessage: message,
             httpStatus: response.status
         )
-    }
-
-    static func code(forType type: String, status: Int) -> FederationError.Code {
-        switch type {
-        case "AccessDenied", "AccessDeniedException", "IDPRejectedClaim", "InvalidIdentityToken", "ExpiredTokenException",
-            "ExpiredToken":
-            .notAuthorized
-        case "IDPCommunicationError": .externalService
-        case "MalformedPolicyDocument", "PackedPolicyTooLarge", "InvalidParameterValue", "ValidationError":
-            .invalidParameter
-        case "RegionDisabledException": .regionDisabled
-        case "InternalFailure", "ServiceUnavailable", "InternalError": .serviceUnavailable
-        default: CognitoErrorDecoder.code(forType: type, status: status)
-        }
-    }
-
-    /// Whether a failed `AssumeRoleWithWebIdentity` is retried: throttling and 5xx as for
-    /// Cognito, plus `IDPCommunicationError` (the identity provider could not be reached).
-    static func disposition(for error: FederationError) -> RetryDisposition {
-        if error.code == .externalService { return .transient }
-        return CognitoIdentityClient.disposition(for: error)
     }
 
     static func summary(for code: FederationError.Code, type: String?, operation: String) -> String {

@@ -1,3 +1,4 @@
+import SecureStorage
 /// One element of a small XML document (an STS response): its local name, its own
 /// character data and its child elements. Attributes and namespaces are not kept;
 /// AWS's Query responses carry everything in element text.
@@ -22,7 +23,7 @@ struct XMLElementNode: Sendable, Hashable {
 
     /// The text with surrounding white space removed.
     var trimmedText: String {
-        String(text.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
+        String(text.trimmingWhitespace)
     }
 }
 

@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import SecureStorage
 
 /// The claims IdentityBroker reads from a JWT-shaped provider token.
 ///
@@ -85,23 +86,12 @@ struct JSONWebToken: Sendable {
         }
     }
 
+    /// One JWT part (RFC 7515 base64url, no padding) decoded; `=` padding is tolerated
+    /// and dropped, whitespace is not, and an empty part is not a part.
     static func base64URLDecode(_ segment: Substring.UTF8View) -> Data? {
-        base64URLDecode(Array(segment))
-    }
-
-    static func base64URLDecode(_ bytes: [UInt8]) -> Data? {
-        guard !bytes.isEmpty, bytes.count % 4 != 1 else { return nil }
-        var text = [UInt8]()
-        text.reserveCapacity(bytes.count + 3)
-        for byte in bytes {
-            switch byte {
-            case UInt8(ascii: "-"): text.append(UInt8(ascii: "+"))
-            case UInt8(ascii: "_"): text.append(UInt8(ascii: "/"))
-            case UInt8(ascii: "="): continue
-            default: text.append(byte)
-            }
-        }
-        while text.count % 4 != 0 { text.append(UInt8(ascii: "=")) }
-        return Data(base64Encoded: Data(text))
+        guard !segment.isEmpty, segment.count % 4 != 1,
+              !segment.contains(where: { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D })
+        else { return nil }
+        return Base64.decode(segment.lazy.filter { $0 != UInt8(ascii: "=") }).map { Data($0) }
     }
 }

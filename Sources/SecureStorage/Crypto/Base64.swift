@@ -1,6 +1,7 @@
-/// Base64 (RFC 4648 §4) decoding for keys, and unpadded base64url (§5) for file names.
-/// Kept here so the module needs no Foundation.
-enum Base64 {
+/// Base64 (RFC 4648 §4) decoding for keys, unpadded base64url (§5) for file names, and
+/// base64url decoding for Federation's JWT parts: the package's one base64, kept here so
+/// neither module needs Foundation for it.
+package enum Base64 {
     private static let standard = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
     private static let url = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
@@ -38,7 +39,7 @@ enum Base64 {
 
     /// Decodes standard or url alphabet, padded or not; ignores surrounding whitespace.
     /// Returns `nil` on any other character or an impossible length.
-    static func decode(_ text: some Collection<UInt8>) -> [UInt8]? {
+    package static func decode(_ text: some Collection<UInt8>) -> [UInt8]? {
         var symbols = [UInt8]()
         symbols.reserveCapacity(text.count)
         var sawPadding = false
@@ -93,11 +94,7 @@ enum Base64 {
         func isSpace(_ byte: UInt8) -> Bool {
             byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r")
         }
-        var start = text.startIndex
-        var end = text.endIndex
-        while start != end, isSpace(text[start]) { start = text.index(after: start) }
-        while start != end, isSpace(text[text.index(before: end)]) { end = text.index(before: end) }
-        let body = text[start..<end]
+        let body = text.trimming(while: isSpace)
         let count = body.count
         guard count > 0, count % 4 == 0 else { return nil }
 

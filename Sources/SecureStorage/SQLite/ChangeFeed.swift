@@ -137,7 +137,7 @@ final class ChangeFeed: Sendable {
     private func startPoller(from cursor: Int64) -> any DispatchSourceTimer {
         let poller = Poller(cursor: cursor)
         let timer = DispatchSource.makeTimerSource(queue: queue)
-        let nanoseconds = interval.components.seconds * 1_000_000_000 + interval.components.attoseconds / 1_000_000_000
+        let nanoseconds = interval.wholeNanoseconds
         timer.schedule(deadline: .now(), repeating: .nanoseconds(Int(max(1_000_000, nanoseconds))))
         timer.setEventHandler { [weak self] in self?.poll(poller) }
         timer.setCancelHandler {

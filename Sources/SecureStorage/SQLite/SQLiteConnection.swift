@@ -23,7 +23,7 @@ final class SQLiteConnection: @unchecked Sendable {
             throw error
         }
         handle = connection
-        let milliseconds = busyTimeout.components.seconds * 1000 + busyTimeout.components.attoseconds / 1_000_000_000_000_000
+        let milliseconds = busyTimeout.wholeMilliseconds
         sqlite3_busy_timeout(connection, Int32(clamping: milliseconds))
     }
 

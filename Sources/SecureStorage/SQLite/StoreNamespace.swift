@@ -47,7 +47,7 @@ struct StoreNamespace: Sendable {
     }
 
     private static func sleep(_ duration: Duration) {
-        let microseconds = duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000
+        let microseconds = duration.wholeMicroseconds
         usleep(UInt32(clamping: microseconds))
     }
 

@@ -1,0 +1,109 @@
+internal import CCurlLoader
+
+/// The loop on the driver thread: add new transfers, drop cancelled ones, let libcurl
+/// work, complete finished transfers, then sleep in `curl_multi_poll` until a socket is
+/// ready, a libcurl timer fires or another thread calls `curl_multi_wakeup`.
+///
+/// Not `Sendable`: it owns the easy handles and lives and dies on the driver thread.
+final class CurlMultiLoop {
+    private let driver: CurlMultiDriver
+    private let multi: UnsafeMutableRawPointer
+    private let wakeFD: Int32?
+    private var active: [UInt64: (handle: CurlEasyHandle, transfer: CurlTransfer)] = [:]
+
+    init(driver: CurlMultiDriver, multi: UnsafeMutableRawPointer, wakeFD: Int32?) {
+        self.driver = driver
+        self.multi = multi
+        self.wakeFD = wakeFD
+    }
+
+    func run() {
+        while true {
+            let work = driver.takeWork()
+            if work.stop {
+                stop(failing: work.pending)
+                return
+            }
+            for transfer in work.pending { add(transfer) }
+            for id in work.cancelled { remove(id) }
+
+            var running: Int32 = 0
+            _ = ib_curl_multi_perform(multi, &running)
+            completeFinishedTransfers()
+            guard driver.prepareToSleep() else { continue }
+            // The timeout only bounds the sleep; libcurl shortens it to its own timers.
+            if let wakeFD {
+                var extra = curl_waitfd(fd: wakeFD, events: Int16(CURL_WAIT_POLLIN), revents: 0)
+                _ = ib_curl_multi_poll(multi, &extra, 1, 1000, nil)
+                if extra.revents != 0 { WakeSignal.drain(wakeFD) }
+            } else {
+                _ = ib_curl_multi_poll(multi, nil, 0, 1000, nil)
+            }
+        }
+    }
+
+    private func add(_ transfer: CurlTransfer) {
+        // Cancelled between submission and now: the task has already been resumed.
+        guard !transfer.isFinished else { return }
+        do {
+            let handle = try CurlEasyHandle(id: transfer.id, request: transfer.request)
+            let code = ib_curl_multi_add_handle(multi, handle.rawHandle)
+            guard code == CURLM_OK else {
+                transfer.finish(.failure(TransportError(
+                    kind: .other, message: String(cString: ib_curl_multi_strerror(code)))))
+                return
+            }
+            active[transfer.id] = (handle, transfer)
+        } catch {
+            transfer.finish(.failure(error))
+        }
+    }
+
+    /// Takes a cancelled transfer out of the multi handle; its connection is closed or
+    /// returned to the cache by libcurl. Unknown ids have already completed.
+    private func remove(_ id: UInt64) {
+        guard let entry = active.removeValue(forKey: id) else { return }
+        _ = ib_curl_multi_remove_handle(multi, entry.handle.rawHandle)
+        entry.transfer.finish(.failure(CancellationError()))
+    }
+
+    private func completeFinishedTransfers() {
+        var remaining: Int32 = 0
+        while let message = ib_curl_multi_info_read(multi, &remaining) {
+            guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
+            let code = message.pointee.data.result
+            var privateData: UnsafeMutableRawPointer?
+            _ = ib_curl_easy_getinfo_pointer(easy, CURLINFO_PRIVATE, &privateData)
+            let id = UInt64(UInt(bitPattern: privateData))
+            guard let entry = active.removeValue(forKey: id) else {
+                _ = ib_curl_multi_remove_handle(multi, easy)
+                continue
+            }
+            let result = Self.result(of: entry.handle, code: code)
+            _ = ib_curl_multi_remove_handle(multi, easy)
+            entry.transfer.finish(result)
+        }
+    }
+
+    private static func result(of handle: CurlEasyHandle, code: CURLcode) -> Result<HTTPResponse, any Error> {
+        guard code == CURLE_OK else {
+            return .failure(TransportError(
+                curlCode: code, exceededCap: handle.exceededCap, cap: handle.maxResponseBytes))
+        }
+        let status = handle.responseCode
+        return .success(HTTPResponse(
+            status: status != 0 ? status : (handle.statusFromHeaders ?? 0),
+            headers: handle.responseHeaders,
+            body: handle.responseBody))
+    }
+
+    private func stop(failing pending: [CurlTransfer]) {
+        let error = TransportError(kind: .other, message: "the HTTP transport was shut down")
+        for transfer in pending { transfer.finish(.failure(error)) }
+        for (_, entry) in active {
+            _ = ib_curl_multi_remove_handle(multi, entry.handle.rawHandle)
+            entry.transfer.finish(.failure(error))
+        }
+        active.removeAll()
+    }
+}
