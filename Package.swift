@@ -130,6 +130,7 @@ let package = Package(
             dependencies: [
                 "CredentialServer",
                 "Federation",
+                "PostgresKeystore",
                 "SecureStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -228,6 +229,7 @@ let package = Package(
             name: "broker-bench",
             dependencies: [
                 "Federation",
+                "PostgresKeystore",
                 "SecureStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],

@@ -21,6 +21,13 @@
 #                        capacity (default 50000 / 10000)
 #   SQLITE_MIGRATE_ITEMS=N  items for SQLiteKeystore.migrate (default 10000)
 #   SKIP_STORAGE=1       skip the SQLite keystore figures (issue 10); they are then null
+#   SKIP_POSTGRES=1      skip the PostgreSQL keystore figures (issue 11); they are then null
+#   PG_EVENTS=N          cross-instance events timed (default 1000); PGBENCH_SECONDS=N per
+#                        pgbench floor run (default 10)
+#
+# The PostgreSQL figures start their own server with initdb's default settings (fsync and
+# synchronous_commit on) in a temporary directory, on 127.0.0.1 and a free port, as the
+# postgres user when run as root; apt postgresql is installed when no server is found.
 #
 # The SQLite figures (issue 10) need ~2 GB free on the project's disk for the 1,000,000
 # seeded sessions (removed afterwards).
@@ -90,7 +97,14 @@ fi
 
 WORK=$(mktemp -d /tmp/identity-broker-bench.XXXXXX)
 NGINX_PID=""
+PG_DIR=""; PG_BIN=""
+# PostgreSQL refuses to run as root: its server commands run as postgres then.
+as_pg() { if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 cleanup() {
+    if [ -n "$PG_DIR" ] && [ -d "$PG_DIR/data" ]; then
+        as_pg "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -w -m immediate stop >/dev/null 2>&1 || true
+        rm -rf "$PG_DIR"
+    fi
     if [ -n "$NGINX_PID" ] && kill -0 "$NGINX_PID" 2>/dev/null; then
         kill "$NGINX_PID" 2>/dev/null || true
         wait "$NGINX_PID" 2>/dev/null || true
@@ -339,6 +353,63 @@ if [ "${SKIP_STORAGE:-0}" != 1 ]; then
     rm -rf "$SQL_DIR"
 fi
 
+# ---------------------------------------------------------------- PostgreSQL keystore (issue 11)
+# A FederationClient on a durable PostgresKeystore against the same client with no keystore,
+# alternating in one process (3 rounds, medians; fresh service per round); the single-row
+# commit floor measured with pgbench -c 1 (one INSERT of a sealed-session-sized bytea per
+# transaction) on the same database; then the cross-instance event delay.
+if [ "${SKIP_POSTGRES:-0}" != 1 ]; then
+    PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
+    if [ -z "$PG_BIN" ]; then
+        log "installing postgresql"
+        $SUDO apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq postgresql >/dev/null
+        PG_BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+    fi
+    PG_DIR=$(mktemp -d /tmp/identity-broker-pg.XXXXXX)
+    if [ "$(id -u)" -eq 0 ]; then chown postgres: "$PG_DIR"; fi
+    PG_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    log "PostgreSQL ($PG_BIN) on 127.0.0.1:$PG_PORT, default settings, in $PG_DIR"
+    as_pg "$PG_BIN/initdb" -D "$PG_DIR/data" -U postgres --auth=trust -E UTF8 >"$WORK/initdb.log" 2>&1 \
+        || { cat "$WORK/initdb.log" >&2; exit 1; }
+    # Only where it listens differs from the defaults.
+    as_pg "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w -t 60 \
+        -o "-p $PG_PORT -k $PG_DIR -c listen_addresses=127.0.0.1" start >/dev/null
+    PSQL=("$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U postgres)
+    "${PSQL[@]}" -d postgres -c 'CREATE DATABASE bench' >/dev/null
+    PG_URL="postgres://postgres@127.0.0.1:$PG_PORT/bench?sslmode=disable"
+    field() { awk -v k="$1" '$1 == k { print $2 }'; }
+    for c in 1 64; do
+        n=$FEDERATIONS
+        if [ "$c" = 1 ]; then n=$STORAGE_FEDERATIONS; fi
+        log "PostgreSQL keystore vs in-memory, concurrency $c ($n federations per run)"
+        out=$("$BIN/broker-bench" postgres-throughput --endpoint "$ENDPOINT" --url "$PG_URL" \
+            --concurrency "$c" --federations "$n" --repeats 3 | tee /dev/stderr)
+        R[postgres_c$c]=$(echo "$out" | field postgres_fed_per_s)
+        R[pg_inmemory_c$c]=$(echo "$out" | field inmemory_fed_per_s)
+    done
+
+    RECORD_BYTES=$("$BIN/broker-bench" record-bytes | last_line)
+    "${PSQL[@]}" -d bench -c 'CREATE TABLE bench_floor (id bigserial PRIMARY KEY, v bytea NOT NULL)' >/dev/null
+    printf "INSERT INTO bench_floor (v) VALUES (decode(repeat('5a', %d), 'hex'));\n" "$RECORD_BYTES" >"$WORK/floor.sql"
+    floors=()
+    for round in 1 2 3; do
+        floors+=("$("$PG_BIN/pgbench" -n -c 1 -T "${PGBENCH_SECONDS:-10}" -f "$WORK/floor.sql" \
+            -h 127.0.0.1 -p "$PG_PORT" -U postgres bench 2>/dev/null | awk '/^tps = / { print $3; exit }')")
+        log "  pgbench floor round $round: ${floors[-1]} single-row commits/s ($RECORD_BYTES-byte bytea)"
+    done
+    R[pgbench_floor]=$(printf '%s\n' "${floors[@]}" | median)
+
+    log "cross-instance event delay (${PG_EVENTS:-1000} events)"
+    out=$("$BIN/broker-bench" postgres-events --url "$PG_URL" --events "${PG_EVENTS:-1000}" | tee /dev/stderr)
+    R[pg_event_median]=$(echo "$out" | field event_ms_median)
+    R[pg_event_p99]=$(echo "$out" | field event_ms_p99)
+    R[pg_commit_median]=$(echo "$out" | field commit_ms_median)
+
+    as_pg "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -w -m fast stop >/dev/null
+    rm -rf "$PG_DIR"; PG_DIR=""
+fi
+
 # ---------------------------------------------------------------- report
 python3 - "$FEDERATIONS" "$SESSIONS_SMALL" "$SESSIONS_LARGE" "$MIGRATE_ITEMS" "$CLI_VS_NOOP" "$CLI_MS" "$NOOP_MS" \
     "$(for k in "${!R[@]}"; do printf '%s=%s\n' "$k" "${R[$k]}"; done)" \
@@ -401,6 +472,22 @@ out["fdatasync_floor_record_bytes"] = value("record_bytes", 0)
 out[f"startup_{count(startup_sessions)}_sessions_ms"] = value("startup_ms", 2)
 out[f"rss_mb_{count(memory_sessions)}_saved_{count(memory_touch)}_read_{count(memory_cache)}_cache"] = value("store_rss", 1, 1 / 1e6)
 out[f"sqlite_migrate_{count(sqlite_migrate_items)}_seconds"] = value("sqlite_migrate", 3)
+# Issue 11: the PostgreSQL keystore behind the client (null when SKIP_POSTGRES=1).
+if "postgres_c1" in r:
+    # c = 1: at best the in-memory federation plus one single-row commit (pgbench -c 1).
+    pg_bound_c1 = 1 / (1 / r["pg_inmemory_c1"] + 1 / r["pgbench_floor"])
+    out["postgres_vs_inmemory_c64"] = round(r["postgres_c64"] / r["pg_inmemory_c64"], 3)
+    out["postgres_vs_bound_c1"] = round(r["postgres_c1"] / pg_bound_c1, 3)
+    out["postgres_c1_bound_fed_per_s"] = round(pg_bound_c1, 1)
+else:
+    out["postgres_vs_inmemory_c64"] = out["postgres_vs_bound_c1"] = out["postgres_c1_bound_fed_per_s"] = None
+for c in (1, 64):
+    out[f"postgres_fed_per_s_c{c}"] = value(f"postgres_c{c}")
+    out[f"postgres_inmemory_fed_per_s_c{c}"] = value(f"pg_inmemory_c{c}")
+out["pgbench_single_row_commits_per_s"] = value("pgbench_floor")
+out["postgres_event_delay_ms_median"] = value("pg_event_median", 3)
+out["postgres_event_delay_ms_p99"] = value("pg_event_p99", 3)
+out["postgres_commit_ms_median"] = value("pg_commit_median", 3)
 out["federations"] = federations
 out["cpus"] = os.cpu_count()
 print(json.dumps(out, separators=(",", ":")))

@@ -35,6 +35,7 @@ struct BrokerBench: AsyncParsableCommand {
         subcommands: [
             Throughput.self, Memory.self, KeystoreBench.self, FsyncFloor.self, Migrate.self,
             StorageThroughput.self, FdatasyncFloor.self, Seed.self, Startup.self, StoreMemory.self, SQLiteMigrate.self,
+            PostgresThroughput.self, PostgresEvents.self, RecordBytes.self,
         ],
         defaultSubcommand: Throughput.self
     )

@@ -51,6 +51,8 @@ struct Federate: AsyncParsableCommand {
         } catch {
             status = reportParserError(error)
         }
+        // A PostgreSQL keystore's connection pool ends before the process does.
+        await OpenKeystores.closeAll()
         Terminal.exit(status)
     }
 

@@ -13,7 +13,7 @@ struct Clear: AsyncParsableCommand {
     func run() async throws(CLIFailure) {
         let access = try KeystoreAccess(common)
         guard access.rootExists else { return }
-        let client = try access.offlineClient(expiryMargin: common.margin)
+        let client = try await access.offlineClient(expiryMargin: common.margin)
         do {
             // Removing never opens the item, so a damaged one goes too.
             try await client.clear(session: common.session)

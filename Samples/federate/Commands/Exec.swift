@@ -63,6 +63,7 @@ struct Exec: AsyncParsableCommand {
             throw error
         }
         await Self.stop(served.server, serving)
+        await OpenKeystores.closeAll()
         Terminal.exit(code: code)
     }
 

@@ -57,7 +57,7 @@ struct Login: AsyncParsableCommand {
         Terminal.neverShow(token)
         let access = try KeystoreAccess(common)
         let federationFlow = try flow.federationFlow()
-        let client = try access.client(configuration: Exchange.configuration(common, poolId: poolId, flow: flow))
+        let client = try await access.client(configuration: Exchange.configuration(common, poolId: poolId, flow: flow))
         let options = FederationOptions(
             developerProvidedIdentityId: identityId,
             customRoleArn: flow.flow == .enhanced ? flow.roleArn : nil,

@@ -29,16 +29,7 @@ struct Migrate: AsyncParsableCommand {
         let access = try KeystoreAccess(common)
         let source = KeystoreAccess.group(from)
         let target = KeystoreAccess.group(to)
-        let moved: Int
-        do {
-            moved = try await SQLiteKeystore.migrate(
-                root: access.root, service: KeystoreAccess.service, from: source, to: target,
-                keySource: access.keySource, logger: access.logger)
-        } catch {
-            // Source items that do not open stop the migration before anything moves; the
-            // error's reason says how many and why.
-            throw CLIFailure.keystore(error, root: access.root, context: "cannot migrate from access group \(source) to \(target)")
-        }
+        let moved = try await access.migrate(from: source, to: target)
         Terminal.note("moved \(moved) item\(moved == 1 ? "" : "s") from access group \(source) to \(target)")
     }
 }

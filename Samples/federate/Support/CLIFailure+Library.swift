@@ -54,7 +54,7 @@ extension CLIFailure {
     /// saying what to do for each cause.
     static func keystore(_ error: any Error, root: String, context: String? = nil) -> CLIFailure {
         guard let error = error as? KeystoreError else {
-            return CLIFailure(.keystore, "keystore at \(root) failed: \(type(of: error)); check the directory")
+            return CLIFailure(.keystore, "keystore at \(root) failed: \(type(of: error)); check the keystore (directory or database)")
         }
         let what = context.map { "\($0) (\(error))" } ?? "\(error)"
         let next: String
@@ -69,6 +69,9 @@ extension CLIFailure {
             next = "set $IDENTITY_BROKER_KEY to 32 random bytes in canonical base64, as 'openssl rand -base64 32' prints them (or unset it to use the key file), or fix the key file"
         case .invalidName:
             next = "check --session, --access-group and --keystore"
+        case .storeUnavailable:
+            let server = error.path.map { " at \($0)" } ?? ""
+            next = "the database\(server) cannot be reached: check that it is running and reachable (host, port, TLS, user and password in --keystore), then try again"
         default:
             next = "check the keystore directory and its permissions"
         }

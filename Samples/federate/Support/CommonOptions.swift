@@ -11,8 +11,8 @@ struct CommonOptions: ParsableArguments {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "The keystore directory. Default: $IDENTITY_BROKER_KEYSTORE, else $XDG_DATA_HOME/identity-broker, else ~/.local/share/identity-broker.",
-            valueName: "DIR"))
+            "The keystore directory, or a PostgreSQL database as postgres://USER:PASSWORD@HOST:PORT/DB?sslmode=MODE (key: $IDENTITY_BROKER_KEY, $IDENTITY_BROKER_PASSPHRASE or $IDENTITY_BROKER_KEY_FILE). Default: $IDENTITY_BROKER_KEYSTORE, else $XDG_DATA_HOME/identity-broker, else ~/.local/share/identity-broker.",
+            valueName: "DIR|postgres://URL"))
     var keystore: String?
 
     @Option(

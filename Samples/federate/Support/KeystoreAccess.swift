@@ -9,29 +9,38 @@ import Musl
 import Darwin
 #endif
 
-/// Where the CLI keeps sessions, and how it opens them.
+/// Where the CLI keeps sessions, and how it opens them, whichever the engine.
 ///
-/// - Root: `--keystore`, else `$IDENTITY_BROKER_KEYSTORE`, else `$XDG_DATA_HOME/identity-broker`
+/// - Location: `--keystore`, else `$IDENTITY_BROKER_KEYSTORE`, else `$XDG_DATA_HOME/identity-broker`
 ///   (an absolute `XDG_DATA_HOME` only, per the XDG spec), else `$HOME/.local/share/identity-broker`
-///   (the password database's home when `HOME` is unset).
-/// - Key: `$IDENTITY_BROKER_KEY` (canonical base64 of 32 bytes) when set and non-empty, else the key file
-///   the keystore keeps per access group.
+///   (the password database's home when `HOME` is unset). A value starting with `postgres://` or
+///   `postgresql://` names a PostgreSQL database (``KeystoreLocation/postgres(_:)``); anything
+///   else is a directory for the embedded SQLite engine.
+/// - Key: see ``KeySelection``.
 /// - Namespace: service ``service``, access group `--access-group` (private when omitted).
+///
+/// Commands only see ``open()``, ``client(configuration:)``, ``offlineClient(expiryMargin:)``
+/// and ``migrate(from:to:)``; only the PostgreSQL branch touches PostgresKeystore (and so NIO),
+/// so the SQLite path starts exactly as before.
 struct KeystoreAccess {
     /// The fixed service name the CLI's items live under.
     static let service = "identity-broker"
-    /// The environment variable naming the keystore directory.
+    /// The environment variable naming the keystore directory or database URL.
     static let keystoreVariable = "IDENTITY_BROKER_KEYSTORE"
 
+    let location: KeystoreLocation
+    /// How messages name the keystore: the directory, or the database URL without its password.
     let root: String
     let accessGroup: AccessGroup
     let keySource: KeySource
     let logger: Logger?
 
     init(_ options: CommonOptions) throws(CLIFailure) {
-        root = try Self.resolveRoot(explicit: options.keystore)
+        let value = try Self.resolveRoot(explicit: options.keystore)
+        location = try KeystoreLocation(value)
+        root = location.displayName
         accessGroup = Self.group(options.accessGroup)
-        keySource = Self.keySource()
+        keySource = try KeySelection.keySource(for: location)
         logger = options.logger
     }
 
@@ -42,14 +51,6 @@ struct KeystoreAccess {
         return AccessGroup(name: name)
     }
 
-    static func keySource() -> KeySource {
-        if let value = getenv(KeySource.defaultEnvironmentVariable), value.pointee != 0 {
-            Terminal.neverShow(String(cString: value))
-            return .environment()
-        }
-        return .keyFile
-    }
-
     static func resolveRoot(explicit: String?) throws(CLIFailure) -> String {
         if let explicit { return explicit }
         if let value = environment(keystoreVariable) { return value }
@@ -58,24 +59,57 @@ struct KeystoreAccess {
         throw CLIFailure(.usage, "no keystore directory: HOME is not set; pass --keystore DIR or set \(keystoreVariable)")
     }
 
-    /// Whether the keystore root exists at all; reading commands then skip creating it.
+    /// Whether the keystore exists at all; reading commands then skip creating it. A database
+    /// always counts as existing (opening it creates nothing but the schema).
     var rootExists: Bool {
-        var info = stat()
-        return stat(root, &info) == 0
+        switch location {
+        case .directory(let path):
+            var info = stat()
+            return stat(path, &info) == 0
+        case .postgres:
+            return true
+        }
     }
 
-    /// Opens (creating on first use) the keystore.
-    func open() throws(CLIFailure) -> SQLiteKeystore {
-        do {
-            return try SQLiteKeystore(root: root, service: Self.service, accessGroup: accessGroup, keySource: keySource, logger: logger)
-        } catch {
-            throw CLIFailure.keystore(error, root: root)
+    /// Opens (creating on first use) the keystore. A PostgreSQL keystore is registered with
+    /// ``OpenKeystores`` so that the process closes it before it exits.
+    func open() async throws(CLIFailure) -> any Keystore {
+        switch location {
+        case .directory(let path):
+            do {
+                return try SQLiteKeystore(root: path, service: Self.service, accessGroup: accessGroup, keySource: keySource, logger: logger)
+            } catch {
+                throw CLIFailure.keystore(error, root: root)
+            }
+        case .postgres(let target):
+            return try await PostgresAccess.open(
+                target, service: Self.service, accessGroup: accessGroup, keySource: keySource, logger: logger, root: root)
+        }
+    }
+
+    /// Moves every saved session from access group `from` to `to`; how many moved.
+    func migrate(from source: AccessGroup, to target: AccessGroup) async throws(CLIFailure) -> Int {
+        let context = "cannot migrate from access group \(source) to \(target)"
+        switch location {
+        case .directory(let path):
+            do {
+                return try await SQLiteKeystore.migrate(
+                    root: path, service: Self.service, from: source, to: target, keySource: keySource, logger: logger)
+            } catch {
+                // Source items that do not open stop the migration before anything moves; the
+                // error's reason says how many and why.
+                throw CLIFailure.keystore(error, root: root, context: context)
+            }
+        case .postgres(let database):
+            return try await PostgresAccess.migrate(
+                database, service: Self.service, from: source, to: target, keySource: keySource, logger: logger,
+                root: root, context: context)
         }
     }
 
     /// A client that federates with `configuration` over the opened keystore.
-    func client(configuration: FederationConfiguration) throws(CLIFailure) -> FederationClient {
-        let keystore = try open()
+    func client(configuration: FederationConfiguration) async throws(CLIFailure) -> FederationClient {
+        let keystore = try await open()
         do {
             return try FederationClient(configuration: configuration, keystore: keystore, logger: logger)
         } catch {
@@ -85,15 +119,15 @@ struct KeystoreAccess {
 
     /// A client for the commands that never reach the network (`credentials`, `status`,
     /// `clear`): it reads saved sessions without any pool configuration.
-    func offlineClient(expiryMargin: Duration) throws(CLIFailure) -> FederationClient {
-        FederationClient(keystore: try open(), expiryMargin: expiryMargin, logger: logger)
+    func offlineClient(expiryMargin: Duration) async throws(CLIFailure) -> FederationClient {
+        FederationClient(keystore: try await open(), expiryMargin: expiryMargin, logger: logger)
     }
 
     /// The saved `session`; when the keystore root does not exist yet, `notFederated`,
     /// and nothing is created. A damaged item fails this session only (exit 6).
     func savedSession(_ session: String, expiryMargin: Duration) async throws(CLIFailure) -> SessionSnapshot {
         guard rootExists else { return SessionSnapshot(name: session, state: .notFederated) }
-        let client = try offlineClient(expiryMargin: expiryMargin)
+        let client = try await offlineClient(expiryMargin: expiryMargin)
         do {
             return try await client.session(session)
         } catch {
@@ -101,7 +135,7 @@ struct KeystoreAccess {
         }
     }
 
-    private static func environment(_ name: String) -> String? {
+    static func environment(_ name: String) -> String? {
         guard let value = getenv(name), value.pointee != 0 else { return nil }
         return String(cString: value)
     }
@@ -109,5 +143,65 @@ struct KeystoreAccess {
     private static func passwordHome() -> String? {
         guard let entry = getpwuid(getuid()), let directory = entry.pointee.pw_dir, directory.pointee != 0 else { return nil }
         return String(cString: directory)
+    }
+}
+
+/// Where the keystore lives: a directory (SQLite) or a PostgreSQL database.
+enum KeystoreLocation {
+    case directory(String)
+    case postgres(PostgresTarget)
+
+    /// Parses a `--keystore` value; a URL's password is registered with ``Terminal`` first,
+    /// so no stderr line can show it, and never appears in an error.
+    init(_ value: String) throws(CLIFailure) {
+        if value.hasPrefix("postgres://") || value.hasPrefix("postgresql://") {
+            self = .postgres(try PostgresTarget(url: value))
+        } else if let scheme = value.firstRange(of: "://"), !value[..<scheme.lowerBound].contains("/") {
+            throw CLIFailure(.usage, "--keystore takes a directory or a postgres:// URL; '\(value[..<scheme.lowerBound])://' is not supported")
+        } else {
+            self = .directory(value)
+        }
+    }
+
+    /// The directory, or the URL without its password.
+    var displayName: String {
+        switch self {
+        case .directory(let path): path
+        case .postgres(let target): target.displayName
+        }
+    }
+}
+
+/// Which key the CLI opens the keystore with.
+///
+/// 1. `$IDENTITY_BROKER_KEY`: 32 bytes in canonical base64, the same for every group.
+/// 2. `$IDENTITY_BROKER_PASSPHRASE`: a key derived with scrypt from the passphrase and a salt
+///    per access group (kept next to the key file for a directory, in the database for
+///    PostgreSQL, so every instance derives the same key).
+/// 3. A directory: the key file the keystore keeps per access group. A database: the key file
+///    named by `$IDENTITY_BROKER_KEY_FILE` (32 bytes, the same file on every instance); without
+///    one of the three, opening fails with exit 6: a key made up per host would differ between
+///    the instances sharing the database.
+enum KeySelection {
+    static let passphraseVariable = "IDENTITY_BROKER_PASSPHRASE"
+    static let keyFileVariable = "IDENTITY_BROKER_KEY_FILE"
+
+    static func keySource(for location: KeystoreLocation) throws(CLIFailure) -> KeySource {
+        let key = KeystoreAccess.environment(KeySource.defaultEnvironmentVariable)
+        let passphrase = KeystoreAccess.environment(passphraseVariable)
+        if let key { Terminal.neverShow(key) }
+        if let passphrase { Terminal.neverShow(passphrase) }
+        if key != nil, passphrase != nil {
+            throw CLIFailure(.usage, "both $\(KeySource.defaultEnvironmentVariable) and $\(passphraseVariable) are set; set only one of them")
+        }
+        if key != nil { return .environment() }
+        if let passphrase { return .passphrase(passphrase) }
+        guard case .postgres(let target) = location else { return .keyFile }
+        guard target.keyFilePath != nil else {
+            throw CLIFailure(
+                .keystore,
+                "keystore at \(target.displayName): no key for a PostgreSQL keystore; set $\(KeySource.defaultEnvironmentVariable) (32 random bytes in base64, as 'openssl rand -base64 32' prints them), $\(passphraseVariable) or $\(keyFileVariable), the same on every instance")
+        }
+        return .keyFile
     }
 }

@@ -22,7 +22,7 @@ struct ServedSession {
         if requireCredentials, !access.rootExists {
             throw Self.noCredentials(session, reason: "there is no keystore at \(access.root)")
         }
-        client = try access.offlineClient(expiryMargin: common.margin)
+        client = try await access.offlineClient(expiryMargin: common.margin)
         if requireCredentials {
             do {
                 _ = try await client.credentials(for: session)

@@ -1,0 +1,119 @@
+import BrokerTestSupport
+import Foundation
+import XCTest
+
+/// `federate` with `--keystore postgres://…` (issue 11): every command on a real PostgreSQL,
+/// a password with URL-special characters in the URL, two "hosts" (harnesses with their own
+/// HOME) sharing the database.
+final class FederatePostgresTests: FederatePostgresTestCase {
+    /// login, credentials, status, migrate, clear, all through the URL; another host sees
+    /// the login; nothing shows the password or the key; the dump holds no secret.
+    func testEveryCommandThroughAPostgresURL() throws {
+        let cognito = try CannedCognito.healthy()
+        let token = CannedCognito.jwt(sub: "alice-postgres")
+        harness.neverPrinted.append(token)
+
+        let login = try harness.expect(0, loginArguments(cognito, session: "alice"), stdin: token)
+        let issued = try Output.assertProcessShape(login.stdout)
+        XCTAssertEqual(issued["AccessKeyId"] as? String, CannedCognito.accessKeyId)
+
+        // Another process on another host (its own HOME, no keystore directory), postgresql:// scheme.
+        let other = try makeHarness(url: postgresURL(database: database, scheme: "postgresql"))
+        defer { other.cleanUp() }
+        other.neverPrinted.append(token)
+        let seen = try other.expect(0, ["credentials", "--session", "alice", "--format", "json"])
+        let object = try Output.assertProcessShape(seen.stdout, extraKeys: ["IdentityId", "Provider", "Session"])
+        XCTAssertEqual(object["SecretAccessKey"] as? String, CannedCognito.secretKey)
+        XCTAssertEqual(object["IdentityId"] as? String, CannedCognito.identityId)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: other.keystore), "a postgres keystore creates no directory")
+
+        let status = try Output.jsonObject(try other.expect(0, ["status", "--session", "alice"]).stdout)
+        XCTAssertEqual(status["state"] as? String, "federated")
+        XCTAssertEqual(try Output.jsonObject(try harness.expect(0, ["status", "--session", "nobody"]).stdout)["state"] as? String, "notFederated")
+        let missing = try harness.expect(3, ["credentials", "--session", "nobody"])
+        XCTAssertTrue(missing.stderr.contains("postgres://\(server.passwordRole)@127.0.0.1:\(server.port)/\(database!)"), missing.stderr)
+
+        // migrate to a shared group: the private group no longer has it, the team sees it.
+        let migrated = try harness.expect(0, ["migrate", "--from", "none", "--to", "team"])
+        XCTAssertTrue(migrated.stderr.contains("moved 1 item"), migrated.stderr)
+        try harness.expect(3, ["credentials", "--session", "alice"])
+        try other.expect(0, ["credentials", "--session", "alice", "--access-group", "team"])
+        try harness.expect(0, ["migrate", "--from", "team", "--to", "none"])
+        try other.expect(0, ["credentials", "--session", "alice"])
+
+        try harness.expect(0, ["clear", "--session", "alice"])
+        XCTAssertEqual(try Output.jsonObject(try other.expect(0, ["status", "--session", "alice"]).stdout)["state"] as? String, "notFederated")
+        try other.expect(3, ["credentials", "--session", "alice"])
+
+        // The guest flow too, then the dump.
+        let guest = try harness.expect(0, ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", cognito.url(), "--session", "visitor"])
+        try Output.assertProcessShape(guest.stdout)
+        try harness.expect(0, ["credentials", "--session", "visitor"])
+        try assertDumpHoldsNoSecret([CannedCognito.secretKey, CannedCognito.sessionToken, token, key, server.password])
+    }
+
+    /// `exec` and `serve` read the session from the database (and close it before exiting).
+    func testExecRunsACommandWithCredentialsFromTheDatabase() throws {
+        let cognito = try CannedCognito.healthy()
+        let token = CannedCognito.jwt(sub: "exec-user")
+        harness.neverPrinted.append(token)
+        try harness.expect(0, loginArguments(cognito, session: "runner"), stdin: token)
+        let run = try harness.run(["exec", "--session", "runner", "--", "/bin/sh", "-c", "test -n \"$AWS_CONTAINER_CREDENTIALS_FULL_URI\" && exit 7"])
+        XCTAssertEqual(run.status, 7, "\(run)")
+        try harness.expect(3, ["exec", "--session", "nobody", "--", "/bin/true"])
+    }
+
+    /// Wrong key: exit 6; no key at all: exit 6 saying which variables; a malformed URL: exit 2;
+    /// none of them shows the password.
+    func testKeysAndURLMistakes() throws {
+        let cognito = try CannedCognito.healthy()
+        let token = CannedCognito.jwt(sub: "key-user")
+        harness.neverPrinted.append(token)
+        try harness.expect(0, loginArguments(cognito, session: "bob"), stdin: token)
+
+        let wrongKey = Self.randomKey()
+        harness.neverPrinted.append(wrongKey)
+        let wrong = try harness.expect(6, ["credentials", "--session", "bob"], environment: ["IDENTITY_BROKER_KEY": wrongKey])
+        XCTAssertTrue(wrong.stderr.contains("key"), wrong.stderr)
+
+        let none = try harness.expect(6, ["credentials", "--session", "bob"], environment: ["IDENTITY_BROKER_KEY": nil])
+        XCTAssertTrue(none.stderr.contains("IDENTITY_BROKER_PASSPHRASE"), none.stderr)
+
+        let both = try harness.expect(2, ["credentials", "--session", "bob"], environment: ["IDENTITY_BROKER_PASSPHRASE": "a passphrase long enough"])
+        XCTAssertTrue(both.stderr.contains("only one"), both.stderr)
+
+        let badURL = "postgres://\(server.passwordRole):\(encodedPassword)@127.0.0.1:\(server.port)/\(database!)?sslmode=sometimes"
+        let bad = try harness.expect(2, ["status", "--keystore", badURL])
+        XCTAssertTrue(bad.stderr.contains("sslmode"), bad.stderr)
+
+        // TLS asked for, on a server without TLS: exit 6, one line.
+        let tls = try harness.expect(6, ["status", "--keystore", postgresURL(database: database).replacingOccurrences(of: "sslmode=disable", with: "sslmode=require")])
+        XCTAssertTrue(tls.stderr.contains("127.0.0.1:\(server.port)"), tls.stderr)
+
+        // A wrong password: exit 6 naming the server, not the password.
+        let wrongPassword = try harness.expect(6, ["status", "--keystore", "postgres://\(server.passwordRole):not-the-password@127.0.0.1:\(server.port)/\(database!)"])
+        XCTAssertTrue(wrongPassword.stderr.contains("127.0.0.1:\(server.port)"), wrongPassword.stderr)
+    }
+
+    /// A passphrase, the same on two hosts, derives the same key from the salt in the database.
+    func testPassphraseIsSharedThroughTheDatabase() throws {
+        let cognito = try CannedCognito.healthy()
+        let token = CannedCognito.jwt(sub: "passphrase-user")
+        let passphrase = "correct horse battery staple, fleet-wide"
+        let first = try makeHarness()
+        let second = try makeHarness()
+        defer {
+            first.cleanUp()
+            second.cleanUp()
+        }
+        for harness in [first, second] {
+            harness.environment["IDENTITY_BROKER_KEY"] = nil
+            harness.environment["IDENTITY_BROKER_PASSPHRASE"] = passphrase
+            harness.neverPrinted += [passphrase, token]
+        }
+        try first.expect(0, loginArguments(cognito, session: "carol"), stdin: token)
+        try second.expect(0, ["credentials", "--session", "carol"])
+        try second.expect(6, ["credentials", "--session", "carol"], environment: ["IDENTITY_BROKER_PASSPHRASE": "another passphrase entirely"])
+        try assertDumpHoldsNoSecret([CannedCognito.secretKey, CannedCognito.sessionToken, token, passphrase])
+    }
+}
