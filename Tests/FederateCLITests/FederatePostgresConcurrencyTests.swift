@@ -18,12 +18,12 @@ final class FederatePostgresConcurrencyTests: FederatePostgresTestCase {
         return try LoopbackHTTPServer { request in
             switch request.header("X-Amz-Target") {
             case "AWSCognitoIdentityService.GetId":
-                return .json(#"{"IdentityId":"\#(CannedCognito.identityId)"}"#).delayed(by: delay())
+                return .json(#"{"IdentityId":"\#(FakeCognito.defaultIdentityId)"}"#).delayed(by: delay())
             default:
                 let n = counter.value.wrappingAdd(1, ordering: .relaxed).newValue
                 let expiration = Date().timeIntervalSince1970 + 3600
                 return .json(
-                    #"{"IdentityId":"\#(CannedCognito.identityId)","Credentials":{"AccessKeyId":"ASIAGEN\#(n)","SecretKey":"\#(Self.secret(n))","SessionToken":"\#(Self.token(n))","Expiration":\#(expiration)}}"#
+                    #"{"IdentityId":"\#(FakeCognito.defaultIdentityId)","Credentials":{"AccessKeyId":"ASIAGEN\#(n)","SecretKey":"\#(Self.secret(n))","SessionToken":"\#(Self.token(n))","Expiration":\#(expiration)}}"#
                 ).delayed(by: delay())
             }
         }
@@ -61,7 +61,7 @@ final class FederatePostgresConcurrencyTests: FederatePostgresTestCase {
     func testEightProcessesWritingAtOnce() throws {
         let cognito = try numberedCognito { .milliseconds(Int.random(in: 50...250)) }
         let sessions = ["s0", "s1", "s2", "s3", "s4", "s0", "s1", "s2"]
-        let tokens = sessions.indices.map { CannedCognito.jwt(sub: "writer-\($0)") }
+        let tokens = sessions.indices.map { TestJWT.valid(sub: "writer-\($0)") }
         harness.neverPrinted += tokens
         harness.notOnStderr += (0..<100).flatMap { [Self.secret($0), Self.token($0)] }
         for round in 0..<3 {
@@ -96,7 +96,7 @@ final class FederatePostgresConcurrencyTests: FederatePostgresTestCase {
     func testKillNineDuringWrites() throws {
         let cognito = try numberedCognito { .milliseconds(Int.random(in: 0...150)) }
         let sessions = (0..<4).map { "k\($0)" }
-        let token = CannedCognito.jwt(sub: "killed-writer")
+        let token = TestJWT.valid(sub: "killed-writer")
         harness.neverPrinted.append(token)
         harness.notOnStderr += (0..<400).flatMap { [Self.secret($0), Self.token($0)] }
         // Every session starts with a good record.
@@ -145,8 +145,8 @@ final class FederatePostgresConcurrencyTests: FederatePostgresTestCase {
 /// The database stopped and started again under `federate` (its own server: the test stops it).
 final class FederatePostgresOutageTests: FederatePostgresTestCase {
     func testUnreachableDatabaseExitsSixWithOneLineThenRecovers() throws {
-        let cognito = try CannedCognito.healthy()
-        let token = CannedCognito.jwt(sub: "outage-user")
+        let cognito = try FakeCognito.served()
+        let token = TestJWT.valid(sub: "outage-user")
         harness.neverPrinted.append(token)
         try harness.expect(0, loginArguments(cognito, session: "dora"), stdin: token)
 

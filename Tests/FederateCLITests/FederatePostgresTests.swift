@@ -9,13 +9,13 @@ final class FederatePostgresTests: FederatePostgresTestCase {
     /// login, credentials, status, migrate, clear, all through the URL; another host sees
     /// the login; nothing shows the password or the key; the dump holds no secret.
     func testEveryCommandThroughAPostgresURL() throws {
-        let cognito = try CannedCognito.healthy()
-        let token = CannedCognito.jwt(sub: "alice-postgres")
+        let cognito = try FakeCognito.served()
+        let token = TestJWT.valid(sub: "alice-postgres")
         harness.neverPrinted.append(token)
 
         let login = try harness.expect(0, loginArguments(cognito, session: "alice"), stdin: token)
         let issued = try Output.assertProcessShape(login.stdout)
-        XCTAssertEqual(issued["AccessKeyId"] as? String, CannedCognito.accessKeyId)
+        XCTAssertEqual(issued["AccessKeyId"] as? String, FakeCognito.accessKeyId)
 
         // Another process on another host (its own HOME, no keystore directory), postgresql:// scheme.
         let other = try makeHarness(url: postgresURL(database: database, scheme: "postgresql"))
@@ -23,8 +23,8 @@ final class FederatePostgresTests: FederatePostgresTestCase {
         other.neverPrinted.append(token)
         let seen = try other.expect(0, ["credentials", "--session", "alice", "--format", "json"])
         let object = try Output.assertProcessShape(seen.stdout, extraKeys: ["IdentityId", "Provider", "Session"])
-        XCTAssertEqual(object["SecretAccessKey"] as? String, CannedCognito.secretKey)
-        XCTAssertEqual(object["IdentityId"] as? String, CannedCognito.identityId)
+        XCTAssertEqual(object["SecretAccessKey"] as? String, FakeCognito.secretKey)
+        XCTAssertEqual(object["IdentityId"] as? String, FakeCognito.defaultIdentityId)
         XCTAssertFalse(FileManager.default.fileExists(atPath: other.keystore), "a postgres keystore creates no directory")
 
         let status = try Output.jsonObject(try other.expect(0, ["status", "--session", "alice"]).stdout)
@@ -46,16 +46,16 @@ final class FederatePostgresTests: FederatePostgresTestCase {
         try other.expect(3, ["credentials", "--session", "alice"])
 
         // The guest flow too, then the dump.
-        let guest = try harness.expect(0, ["guest", "--pool-id", CannedCognito.poolId, "--endpoint", cognito.url(), "--session", "visitor"])
+        let guest = try harness.expect(0, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint, "--session", "visitor"])
         try Output.assertProcessShape(guest.stdout)
         try harness.expect(0, ["credentials", "--session", "visitor"])
-        try assertDumpHoldsNoSecret([CannedCognito.secretKey, CannedCognito.sessionToken, token, key, server.password])
+        try assertDumpHoldsNoSecret([FakeCognito.secretKey, FakeCognito.sessionToken, token, key, server.password])
     }
 
     /// `exec` and `serve` read the session from the database (and close it before exiting).
     func testExecRunsACommandWithCredentialsFromTheDatabase() throws {
-        let cognito = try CannedCognito.healthy()
-        let token = CannedCognito.jwt(sub: "exec-user")
+        let cognito = try FakeCognito.served()
+        let token = TestJWT.valid(sub: "exec-user")
         harness.neverPrinted.append(token)
         try harness.expect(0, loginArguments(cognito, session: "runner"), stdin: token)
         let run = try harness.run(["exec", "--session", "runner", "--", "/bin/sh", "-c", "test -n \"$AWS_CONTAINER_CREDENTIALS_FULL_URI\" && exit 7"])
@@ -66,8 +66,8 @@ final class FederatePostgresTests: FederatePostgresTestCase {
     /// Wrong key: exit 6; no key at all: exit 6 saying which variables; a malformed URL: exit 2;
     /// none of them shows the password.
     func testKeysAndURLMistakes() throws {
-        let cognito = try CannedCognito.healthy()
-        let token = CannedCognito.jwt(sub: "key-user")
+        let cognito = try FakeCognito.served()
+        let token = TestJWT.valid(sub: "key-user")
         harness.neverPrinted.append(token)
         try harness.expect(0, loginArguments(cognito, session: "bob"), stdin: token)
 
@@ -97,8 +97,8 @@ final class FederatePostgresTests: FederatePostgresTestCase {
 
     /// A passphrase, the same on two hosts, derives the same key from the salt in the database.
     func testPassphraseIsSharedThroughTheDatabase() throws {
-        let cognito = try CannedCognito.healthy()
-        let token = CannedCognito.jwt(sub: "passphrase-user")
+        let cognito = try FakeCognito.served()
+        let token = TestJWT.valid(sub: "passphrase-user")
         let passphrase = "correct horse battery staple, fleet-wide"
         let first = try makeHarness()
         let second = try makeHarness()
@@ -114,6 +114,6 @@ final class FederatePostgresTests: FederatePostgresTestCase {
         try first.expect(0, loginArguments(cognito, session: "carol"), stdin: token)
         try second.expect(0, ["credentials", "--session", "carol"])
         try second.expect(6, ["credentials", "--session", "carol"], environment: ["IDENTITY_BROKER_PASSPHRASE": "another passphrase entirely"])
-        try assertDumpHoldsNoSecret([CannedCognito.secretKey, CannedCognito.sessionToken, token, passphrase])
+        try assertDumpHoldsNoSecret([FakeCognito.secretKey, FakeCognito.sessionToken, token, passphrase])
     }
 }

@@ -63,7 +63,7 @@ class FederatePostgresTestCase: XCTestCase {
         harness.environment["IDENTITY_BROKER_KEYSTORE"] = url ?? self.url
         harness.environment["IDENTITY_BROKER_KEY"] = key ?? self.key
         harness.neverPrinted = [server.password, encodedPassword, key ?? self.key]
-        harness.notOnStderr = [CannedCognito.secretKey, CannedCognito.sessionToken]
+        harness.notOnStderr = [FakeCognito.secretKey, FakeCognito.sessionToken]
         return harness
     }
 
@@ -72,7 +72,15 @@ class FederatePostgresTestCase: XCTestCase {
     }
 
     func loginArguments(_ cognito: LoopbackHTTPServer, session: String) -> [String] {
-        ["login", "--pool-id", CannedCognito.poolId, "--provider", "google", "--token-stdin", "--endpoint", cognito.url(), "--session", session]
+        loginArguments(endpoint: cognito.url(), session: session)
+    }
+
+    func loginArguments(_ cognito: FakeCognito, session: String) -> [String] {
+        loginArguments(endpoint: cognito.endpoint, session: session)
+    }
+
+    func loginArguments(endpoint: String, session: String) -> [String] {
+        ["login", "--pool-id", FakeCognito.poolId, "--provider", "google", "--token-stdin", "--endpoint", endpoint, "--session", session]
     }
 
     /// Runs SQL on this test's database as the superuser.
