@@ -1,8 +1,9 @@
 // swift-tools-version:6.1
 import PackageDescription
 
-/// Settings every Swift target shares: Swift 6 language mode is set package-wide;
-/// `ExistentialAny` keeps existential types explicit.
+/// Settings every Swift target shares, applied in one loop at the end (swift-log's way):
+/// Swift 6 language mode is set package-wide; `ExistentialAny` keeps existential types
+/// explicit; `MemberImportVisibility` makes every file import what it uses.
 let strictSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("MemberImportVisibility"),
@@ -68,8 +69,7 @@ let package = Package(
                 "CLibCrypto",
                 "CSQLite",
                 .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: strictSettings
+            ]
         ),
         .target(
             name: "Federation",
@@ -80,8 +80,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
-            ],
-            swiftSettings: strictSettings
+            ]
         ),
 
         .target(
@@ -89,8 +88,7 @@ let package = Package(
             dependencies: [
                 "Federation",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ],
-            swiftSettings: strictSettings
+            ]
         ),
         .target(
             name: "CredentialServer",
@@ -99,8 +97,7 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: strictSettings
+            ]
         ),
         // The fleet engine: the only target that links postgres-nio (and so NIO), so users of
         // Federation and SecureStorage alone never do.
@@ -110,8 +107,7 @@ let package = Package(
                 "SecureStorage",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: strictSettings
+            ]
         ),
 
         // MARK: Samples
@@ -122,8 +118,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            path: "Samples/SampleSupport",
-            swiftSettings: strictSettings
+            path: "Samples/SampleSupport"
         ),
         .executableTarget(
             name: "federate",
@@ -137,8 +132,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
-            path: "Samples/federate",
-            swiftSettings: strictSettings
+            path: "Samples/federate"
         ),
         .executableTarget(
             name: "sample-oidc",
@@ -149,8 +143,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            path: "Samples/OIDCFederation",
-            swiftSettings: strictSettings
+            path: "Samples/OIDCFederation"
         ),
         .executableTarget(
             name: "sample-guest",
@@ -161,8 +154,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            path: "Samples/GuestThenLogin",
-            swiftSettings: strictSettings
+            path: "Samples/GuestThenLogin"
         ),
         .executableTarget(
             name: "sample-developer",
@@ -173,8 +165,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            path: "Samples/DeveloperAuthenticated",
-            swiftSettings: strictSettings
+            path: "Samples/DeveloperAuthenticated"
         ),
         .executableTarget(
             name: "sample-migration",
@@ -185,8 +176,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            path: "Samples/AccessGroupMigration",
-            swiftSettings: strictSettings
+            path: "Samples/AccessGroupMigration"
         ),
         .executableTarget(
             name: "sample-jobs",
@@ -196,8 +186,7 @@ let package = Package(
                 "SampleSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
-            path: "Samples/JobRunner",
-            swiftSettings: strictSettings
+            path: "Samples/JobRunner"
         ),
         .executableTarget(
             name: "sample-classic",
@@ -208,8 +197,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            path: "Samples/ClassicFlow",
-            swiftSettings: strictSettings
+            path: "Samples/ClassicFlow"
         ),
         .executableTarget(
             name: "sample-observe",
@@ -220,8 +208,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            path: "Samples/ObserveSessions",
-            swiftSettings: strictSettings
+            path: "Samples/ObserveSessions"
         ),
 
         // MARK: Benchmarks and fuzzing (not part of the test run)
@@ -233,25 +220,21 @@ let package = Package(
                 "SecureStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
-            path: "Benchmarks/BrokerBench",
-            swiftSettings: strictSettings
+            path: "Benchmarks/BrokerBench"
         ),
         .executableTarget(
             name: "urlsession-bench",
             dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")],
-            path: "Benchmarks/URLSessionBench",
-            swiftSettings: strictSettings
+            path: "Benchmarks/URLSessionBench"
         ),
         .executableTarget(
             name: "noop",
-            path: "Benchmarks/Noop",
-            swiftSettings: strictSettings
+            path: "Benchmarks/Noop"
         ),
         .executableTarget(
             name: "broker-fuzz",
             dependencies: ["Federation"],
-            path: "Fuzz/BrokerFuzz",
-            swiftSettings: strictSettings
+            path: "Fuzz/BrokerFuzz"
         ),
 
         // MARK: Tests
@@ -263,8 +246,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
             ],
-            path: "Tests/BrokerTestSupport",
-            swiftSettings: strictSettings
+            path: "Tests/BrokerTestSupport"
         ),
         .testTarget(
             name: "FederationTests",
@@ -281,14 +263,12 @@ let package = Package(
                 "BrokerTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
-            ],
-            swiftSettings: strictSettings
+            ]
         ),
         .executableTarget(
             name: "keystore-stress",
             dependencies: ["SecureStorage"],
-            path: "Tests/KeystoreStress",
-            swiftSettings: strictSettings
+            path: "Tests/KeystoreStress"
         ),
         .testTarget(
             name: "FederateCLITests",
@@ -297,8 +277,7 @@ let package = Package(
                 "Federation",
                 "SecureStorage",
                 "BrokerTestSupport",
-            ],
-            swiftSettings: strictSettings
+            ]
         ),
         .testTarget(
             name: "CredentialServerTests",
@@ -309,8 +288,7 @@ let package = Package(
                 "BrokerTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
-            ],
-            swiftSettings: strictSettings
+            ]
         ),
         .testTarget(
             name: "PostgresKeystoreTests",
@@ -322,8 +300,7 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
-            ],
-            swiftSettings: strictSettings
+            ]
         ),
         .testTarget(
             name: "SecureStorageTests",
@@ -333,9 +310,12 @@ let package = Package(
                 "BrokerTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
-            ],
-            swiftSettings: strictSettings
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]
 )
+
+for target in package.targets where target.type != .system && target.type != .binary {
+    target.swiftSettings = (target.swiftSettings ?? []) + strictSettings
+}
