@@ -1,4 +1,5 @@
 import Logging
+import SecureStorage
 import PostgresNIO
 
 extension PostgresKeystore {

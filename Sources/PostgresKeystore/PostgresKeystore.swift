@@ -191,19 +191,10 @@ public final class PostgresKeystore: Keystore {
     @discardableResult
     public func commit(_ batch: KeystoreBatch) async throws(KeystoreError) -> [Bool] {
         guard !batch.isEmpty else { return [] }
-        var operations: [SealedOperation] = []
-        operations.reserveCapacity(batch.operations.count)
-        for operation in batch.operations {
-            try PostgresNamespace.validate(key: operation.key)
-            switch operation {
-            case .set(let key, let value, let version):
-                operations.append(.set(key: key, sealed: try namespace.seal(value, forKey: key), version: version))
-            case .remove(let key):
-                operations.append(.remove(key: key))
-            }
-        }
-        let sealed = operations
         let namespace = self.namespace
+        let sealed = try batch.sealed(
+            validate: { (key) throws(KeystoreError) in try PostgresNamespace.validate(key: key) },
+            seal: { (value, key) throws(KeystoreError) in try namespace.seal(value, forKey: key) })
         let origin = self.origin
         let trim = commitCount.wrappingAdd(1, ordering: .relaxed).newValue % 100 == 0
         let retention = configuration.changeLogRetention

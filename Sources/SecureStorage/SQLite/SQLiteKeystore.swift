@@ -145,18 +145,10 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
     @discardableResult
     public func commit(_ batch: KeystoreBatch) async throws(KeystoreError) -> [Bool] {
         guard !batch.isEmpty else { return [] }
-        var operations: [SealedOperation] = []
-        operations.reserveCapacity(batch.operations.count)
-        for operation in batch.operations {
-            try StoreNamespace.validate(key: operation.key)
-            switch operation {
-            case .set(let key, let value, let version):
-                operations.append(.set(key: key, sealed: try namespace.seal(value, forKey: key), version: version))
-            case .remove(let key):
-                operations.append(.remove(key: key))
-            }
-        }
-        let sealed = operations
+        let namespace = self.namespace
+        let sealed = try batch.sealed(
+            validate: { (key) throws(KeystoreError) in try StoreNamespace.validate(key: key) },
+            seal: { (value, key) throws(KeystoreError) in try namespace.seal(value, forKey: key) })
         let writer = self.writer
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<[Bool], KeystoreError>, Never>) in
             writer.submit(sealed, writer: batch.writer) { continuation.resume(returning: $0) }
