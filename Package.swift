@@ -49,6 +49,13 @@ let package = Package(
             path: "Sources/CCurlLoader",
             linkerSettings: [.linkedLibrary("dl")]
         ),
+        // Resolves libxml2's reader with dlopen on first use (see its header): only the classic
+        // flow's STS answers are XML, so no other process loads libxml2 and ICU behind it.
+        .target(
+            name: "CXMLLoader",
+            path: "Sources/CXMLLoader",
+            linkerSettings: [.linkedLibrary("dl")]
+        ),
         .systemLibrary(
             name: "CLibCrypto",
             path: "Sources/CLibCrypto",
@@ -76,6 +83,7 @@ let package = Package(
             dependencies: [
                 "CCurlLoader",
                 "CLibCrypto",
+                "CXMLLoader",
                 "SecureStorage",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
