@@ -90,11 +90,11 @@ fi
 
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
     log "building release binaries in .build-bench"
-    products=(broker-bench urlsession-bench noop federate)
-    if [ "${ONLY_STARTUP:-0}" = 1 ]; then products=(noop federate); fi
+    products=(broker-bench urlsession-bench noop federate federate-server)
+    if [ "${ONLY_STARTUP:-0}" = 1 ]; then products=(noop federate federate-server); fi
     for product in "${products[@]}"; do
         if ! swift build -c release --scratch-path "$SCRATCH" --product "$product" >"$SCRATCH.$product.log" 2>&1; then
-            if [ "$product" = federate ]; then
+            if [ "$product" = federate ] || [ "$product" = federate-server ]; then
                 log "the federate CLI does not build yet; its figure will be null (see $SCRATCH.$product.log)"
             else
                 cat "$SCRATCH.$product.log" >&2
