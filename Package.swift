@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "CredentialServer", targets: ["CredentialServer"]),
         .library(name: "PostgresKeystore", targets: ["PostgresKeystore"]),
         .executable(name: "federate", targets: ["federate"]),
+        .executable(name: "federate-server", targets: ["federate-server"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -49,6 +50,13 @@ let package = Package(
             path: "Sources/CCurlLoader",
             linkerSettings: [.linkedLibrary("dl")]
         ),
+        // Resolves libxml2's reader with dlopen on first use (see its header): only the classic
+        // flow's STS answers are XML, so no other process loads libxml2 and ICU behind it.
+        .target(
+            name: "CXMLLoader",
+            path: "Sources/CXMLLoader",
+            linkerSettings: [.linkedLibrary("dl")]
+        ),
         .systemLibrary(
             name: "CLibCrypto",
             path: "Sources/CLibCrypto",
@@ -76,6 +84,7 @@ let package = Package(
             dependencies: [
                 "CCurlLoader",
                 "CLibCrypto",
+                "CXMLLoader",
                 "SecureStorage",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -120,19 +129,39 @@ let package = Package(
             ],
             path: "Samples/SampleSupport"
         ),
+        // The CLI's commands, shared by its two executables. Links the core only: what needs
+        // NIO is reached through its `ServerSide` protocol (docs/architecture.md).
+        .target(
+            name: "FederateCLI",
+            dependencies: [
+                "Federation",
+                "SecureStorage",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Samples/FederateCLI"
+        ),
+        // `federate`, the front door AWS SDKs start before every call: no NIO, no postgres-nio.
         .executableTarget(
             name: "federate",
+            dependencies: ["FederateCLI"],
+            path: "Samples/federate"
+        ),
+        // `federate-server`: the same CLI with the credential server and the PostgreSQL
+        // engine; `federate` replaces itself with it for `exec`, `serve` and postgres://.
+        .executableTarget(
+            name: "federate-server",
             dependencies: [
+                "FederateCLI",
                 "CredentialServer",
                 "Federation",
                 "PostgresKeystore",
                 "SecureStorage",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
-            path: "Samples/federate"
+            path: "Samples/federate-server"
         ),
         .executableTarget(
             name: "sample-oidc",
@@ -273,7 +302,9 @@ let package = Package(
         .testTarget(
             name: "FederateCLITests",
             dependencies: [
+                "FederateCLI",
                 "federate",
+                "federate-server",
                 "Federation",
                 "SecureStorage",
                 "BrokerTestSupport",

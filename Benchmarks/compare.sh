@@ -15,7 +15,12 @@
 #   SKIP_BUILD=1         use the binaries already in .build-bench
 #   STORAGE_FEDERATIONS=N  federations per durable run at concurrency 1 (default 3000; c = 64
 #                        uses FEDERATIONS); FLOOR_ITEMS=N appends+fdatasync per floor round (500)
-#   STARTUP_SESSIONS=N   saved sessions for the start-up figure (default 100000)
+#   STARTUP_SESSIONS=N   saved sessions for the keystore start-up figure (default 100000)
+#   ONLY_STARTUP=1       only the CLI start-up figure (`federate credentials` on a cache hit
+#                        against `noop`): builds noop and federate, starts nginx for the one
+#                        login, skips everything else; the JSON then holds only its fields
+#   STARTUP_ROUNDS=N     alternating noop / CLI rounds for that figure (default 5; medians)
+#   STARTUP_RUNS=N       runs per command and round (default 100, after 20 warm-up runs)
 #   MEMORY_SESSIONS=N    saved sessions for the resident-memory figure (default 1000000);
 #   MEMORY_TOUCH=N / MEMORY_CACHE=N  distinct sessions read through the client / its cache
 #                        capacity (default 50000 / 10000)
@@ -47,6 +52,8 @@ DURABLE_ITEMS=${DURABLE_ITEMS:-300}
 STORAGE_FEDERATIONS=${STORAGE_FEDERATIONS:-3000}
 FLOOR_ITEMS=${FLOOR_ITEMS:-500}
 STARTUP_SESSIONS=${STARTUP_SESSIONS:-100000}
+STARTUP_ROUNDS=${STARTUP_ROUNDS:-5}
+STARTUP_RUNS=${STARTUP_RUNS:-100}
 MEMORY_SESSIONS=${MEMORY_SESSIONS:-1000000}
 MEMORY_TOUCH=${MEMORY_TOUCH:-50000}
 MEMORY_CACHE=${MEMORY_CACHE:-10000}
@@ -74,7 +81,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
-if ! python3 -c 'import boto3' 2>/dev/null; then
+if [ "${ONLY_STARTUP:-0}" != 1 ] && ! python3 -c 'import boto3' 2>/dev/null; then
     log "installing boto3"
     python3 -m pip install -q boto3 2>/dev/null \
         || python3 -m pip install -q --user boto3 2>/dev/null \
@@ -83,9 +90,11 @@ fi
 
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
     log "building release binaries in .build-bench"
-    for product in broker-bench urlsession-bench noop federate; do
+    products=(broker-bench urlsession-bench noop federate federate-server)
+    if [ "${ONLY_STARTUP:-0}" = 1 ]; then products=(noop federate federate-server); fi
+    for product in "${products[@]}"; do
         if ! swift build -c release --scratch-path "$SCRATCH" --product "$product" >"$SCRATCH.$product.log" 2>&1; then
-            if [ "$product" = federate ]; then
+            if [ "$product" = federate ] || [ "$product" = federate-server ]; then
                 log "the federate CLI does not build yet; its figure will be null (see $SCRATCH.$product.log)"
             else
                 cat "$SCRATCH.$product.log" >&2
@@ -171,6 +180,64 @@ last_line() { tail -n 1; }
 # median of the numbers on stdin
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
+# ---------------------------------------------------------------- CLI cache hit vs noop
+# The one source of the CLI start-up figure. Rounds alternate noop and the cache hit, so
+# both see the same load; each round's figure is hyperfine's median (a loop's mean without
+# hyperfine), and the result is the median over rounds (cli_vs_noop: of the per-round ratios).
+CLI_VS_NOOP=null; CLI_MS=null; NOOP_MS=null
+time_command() { # milliseconds of one run of "$@": hyperfine's median when present, else a loop's mean
+    if command -v hyperfine >/dev/null 2>&1; then
+        hyperfine -N --warmup 20 --runs "$STARTUP_RUNS" --export-json "$WORK/hf.json" "$(printf '%q ' "$@")" >/dev/null 2>&1
+        python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["results"][0]["median"] * 1000, 3))' "$WORK/hf.json"
+    else
+        for _ in $(seq 20); do "$@" >/dev/null 2>&1; done
+        local start end
+        start=$(date +%s%N)
+        for _ in $(seq "$STARTUP_RUNS"); do "$@" >/dev/null 2>&1; done
+        end=$(date +%s%N)
+        awk -v ns="$((end - start))" -v n="$STARTUP_RUNS" 'BEGIN { printf "%.3f\n", ns / n / 1e6 }'
+    fi
+}
+cli_startup() {
+    if [ ! -x "$BIN/federate" ]; then
+        log "no federate binary; cli_vs_noop is null"
+        return
+    fi
+    # The cache hit an SDK sees: one saved session, the key from $IDENTITY_BROKER_KEY (no
+    # key file, no scrypt), `federate credentials` printing it.
+    local key
+    key=$(python3 -c 'import base64, os; print(base64.b64encode(os.urandom(32)).decode())')
+    printf '%s' "EAAGm0PX4ZCpsBAKZCZBbench0token0opaque0value0ZD" >"$WORK/token"
+    if IDENTITY_BROKER_KEYSTORE="$WORK/cli-keystore" IDENTITY_BROKER_KEY="$key" "$BIN/federate" login \
+            --pool-id us-east-1:00000000-0000-4000-8000-000000000000 --provider facebook \
+            --token-file "$WORK/token" --endpoint "$ENDPOINT" --session bench >/dev/null 2>"$WORK/cli.err" \
+        && IDENTITY_BROKER_KEYSTORE="$WORK/cli-keystore" IDENTITY_BROKER_KEY="$key" \
+            "$BIN/federate" credentials --session bench >/dev/null 2>>"$WORK/cli.err"; then
+        local noops=() clis=() ratios=() noop cli round
+        for round in $(seq "$STARTUP_ROUNDS"); do
+            noop=$(time_command "$BIN/noop")
+            cli=$(IDENTITY_BROKER_KEYSTORE="$WORK/cli-keystore" IDENTITY_BROKER_KEY="$key" \
+                time_command "$BIN/federate" credentials --session bench)
+            noops+=("$noop"); clis+=("$cli")
+            ratios+=("$(awk -v a="$cli" -v b="$noop" 'BEGIN { printf "%.3f", a / b }')")
+            log "  round $round: noop $noop ms, federate credentials $cli ms"
+        done
+        NOOP_MS=$(printf '%s\n' "${noops[@]}" | median)
+        CLI_MS=$(printf '%s\n' "${clis[@]}" | median)
+        CLI_VS_NOOP=$(printf '%s\n' "${ratios[@]}" | median)
+        log "federate credentials (cache hit): $CLI_MS ms, noop $NOOP_MS ms, $CLI_VS_NOOP x noop (medians of $STARTUP_ROUNDS rounds)"
+    else
+        log "federate login/credentials not usable yet ($(head -c 300 "$WORK/cli.err")); cli_vs_noop is null"
+    fi
+}
+if [ "${ONLY_STARTUP:-0}" = 1 ]; then
+    cli_startup
+    printf '{"cli_vs_noop":%s,"cli_ms":%s,"noop_ms":%s,"startup_rounds":%s,"startup_runs":%s,"cpus":%s}\n' \
+        "$CLI_VS_NOOP" "$CLI_MS" "$NOOP_MS" "$STARTUP_ROUNDS" "$STARTUP_RUNS" "$(nproc)"
+    exit 0
+fi
+
+
 # The floor's curl config: 2N requests, each with its own headers and body (`next`).
 GET_ID_REQUEST="{\"IdentityPoolId\":\"us-east-1:00000000-0000-4000-8000-000000000000\",\"Logins\":{\"graph.facebook.com\":\"EAAGm0PX4ZCpsBAKZCZBbench0token0opaque0value0ZD\"}}"
 GET_CREDS_REQUEST="{\"IdentityId\":\"$IDENTITY_ID\",\"Logins\":{\"graph.facebook.com\":\"EAAGm0PX4ZCpsBAKZCZBbench0token0opaque0value0ZD\"}}"
@@ -227,39 +294,7 @@ for n in "$SESSIONS_SMALL" "$SESSIONS_LARGE"; do
 done
 
 # ---------------------------------------------------------------- CLI cache hit vs noop
-CLI_VS_NOOP=null; CLI_MS=null; NOOP_MS=null
-time_command() { # mean milliseconds of running "$@" (hyperfine when present, else a loop)
-    if command -v hyperfine >/dev/null 2>&1; then
-        hyperfine -N --warmup 20 --runs 300 --export-json "$WORK/hf.json" "$(printf '%q ' "$@")" >/dev/null 2>&1
-        python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["results"][0]["mean"] * 1000)' "$WORK/hf.json"
-    else
-        for _ in $(seq 20); do "$@" >/dev/null 2>&1; done
-        local start end
-        start=$(date +%s%N)
-        for _ in $(seq 300); do "$@" >/dev/null 2>&1; done
-        end=$(date +%s%N)
-        awk -v ns="$((end - start))" 'BEGIN { printf "%.4f\n", ns / 300 / 1e6 }'
-    fi
-}
-NOOP_MS=$(time_command "$BIN/noop")
-log "noop: $NOOP_MS ms"
-# Hook: the cache hit is `federate credentials` after one `federate login` against nginx.
-if [ -x "$BIN/federate" ]; then
-    export IDENTITY_BROKER_KEYSTORE="$WORK/cli-keystore"
-    printf '%s' "EAAGm0PX4ZCpsBAKZCZBbench0token0opaque0value0ZD" >"$WORK/token"
-    if "$BIN/federate" login --pool-id us-east-1:00000000-0000-4000-8000-000000000000 --provider facebook \
-            --token-file "$WORK/token" --endpoint "$ENDPOINT" --session bench >/dev/null 2>"$WORK/cli.err" \
-        && "$BIN/federate" credentials --session bench >/dev/null 2>>"$WORK/cli.err"; then
-        CLI_MS=$(time_command "$BIN/federate" credentials --session bench)
-        CLI_VS_NOOP=$(awk -v a="$CLI_MS" -v b="$NOOP_MS" 'BEGIN { printf "%.3f", a / b }')
-        log "federate credentials (cache hit): $CLI_MS ms, $CLI_VS_NOOP x noop"
-    else
-        log "federate login/credentials not usable yet ($(head -c 300 "$WORK/cli.err")); cli_vs_noop is null"
-    fi
-    unset IDENTITY_BROKER_KEYSTORE
-else
-    log "no federate binary; cli_vs_noop is null"
-fi
+cli_startup
 
 # ---------------------------------------------------------------- keystore
 # Durable sets and the write+fsync+rename+dir-fsync floor alternate, 3 rounds each, on the

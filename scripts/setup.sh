@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what IdentityBroker needs on Debian/Ubuntu: the libcurl, OpenSSL and SQLite
-# development packages, PostgreSQL (the fleet engine's tests start their own server),
+# Installs what IdentityBroker needs on Debian/Ubuntu: the libcurl, OpenSSL, SQLite and
+# libxml2 development packages, PostgreSQL (the fleet engine's tests start their own server),
 # moto's server for the interop tests and the demo, and boto3 and the AWS CLI as real
 # consumers of credential_process and the credential server.
 # Safe to run again; it only installs what is missing.
@@ -11,7 +11,7 @@ sudo_if_needed() {
 }
 
 missing=()
-for package in libcurl4-openssl-dev libssl-dev libsqlite3-dev postgresql; do
+for package in libcurl4-openssl-dev libssl-dev libsqlite3-dev libxml2-dev postgresql; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -33,4 +33,4 @@ if ! python3 -c 'import moto.server, flask, flask_cors, boto3' 2>/dev/null || ! 
     python3 -m pip install --quiet --disable-pip-version-check "moto[server]" boto3 awscli 2>/dev/null \
         || python3 -m pip install --quiet --disable-pip-version-check --user --break-system-packages "moto[server]" boto3 awscli
 fi
-echo "setup: libcurl, OpenSSL, SQLite, PostgreSQL, moto, boto3 and the AWS CLI are ready" >&2
+echo "setup: libcurl, OpenSSL, SQLite, libxml2, PostgreSQL, moto, boto3 and the AWS CLI are ready" >&2

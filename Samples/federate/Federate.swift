@@ -1,88 +1,10 @@
-import ArgumentParser
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import FederateCLI
 
-/// `federate`: swaps identity-provider tokens for temporary AWS credentials and
-/// keeps them, per named session, in an encrypted keystore.
-///
-/// The command line, output formats and exit codes are a contract (design.md,
-/// section 6; reference in docs/cli.md). Every failure ends here, in ``main()``,
-/// as one line on stderr and an exit code from ``ExitStatus``.
+/// `federate`: the CLI's front door (FederateCLI), linking the core only. `exec`, `serve`
+/// and `postgres://` keystores are handed to `federate-server`, installed next to it.
 @main
-struct Federate: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "federate",
-        abstract: "Swap identity-provider tokens for temporary AWS credentials.",
-        discussion: """
-            Exit codes: 0 ok; 1 internal error; 2 usage or bad local input; \
-            3 no valid credentials (log in again); 4 rejected by the identity service; \
-            5 identity service unavailable after retries; 6 keystore error. \
-            exec exits with its command's status.
-            """,
-        subcommands: [Login.self, Guest.self, Credentials.self, Status.self, Clear.self, Migrate.self, Exec.self, Serve.self]
-    )
-
-    func run() async throws {
-        throw CLIFailure(.usage, "no subcommand given; run 'federate --help' for the list")
-    }
-
-    /// Parses, runs, and turns every error into one stderr line and a contract exit code.
-    ///
-    /// argument-parser's own `main` exits 64 (EX_USAGE) on a usage error; the
-    /// contract says 2, so parsing errors are caught here.
+enum FederateFrontDoor {
     static func main() async {
-        let status: ExitStatus
-        do {
-            var command = try await asyncParseAsRoot(nil)
-            if var asyncCommand = command as? any AsyncParsableCommand {
-                try await asyncCommand.run()
-            } else {
-                try command.run()
-            }
-            status = .ok
-        } catch let failure as CLIFailure {
-            Terminal.fail(failure.message)
-            status = failure.status
-        } catch {
-            status = reportParserError(error)
-        }
-        // A PostgreSQL keystore's connection pool ends before the process does.
-        await OpenKeystores.closeAll()
-        Terminal.exit(status)
-    }
-
-    /// Help and version requests print to stdout and exit 0; anything else
-    /// argument-parser raises is a usage error, exit 2, in one line.
-    private static func reportParserError(_ error: any Error) -> ExitStatus {
-        let code = exitCode(for: error)
-        if code == .success {
-            let text = fullMessage(for: error)
-            if !text.isEmpty { try? Terminal.out(text + "\n") }
-            return .ok
-        }
-        let message = message(for: error)
-            .split(whereSeparator: \.isNewline)
-            .map { $0.trimmingCharacters(in: " ") }
-            .first { !$0.isEmpty }
-            .map { $0.hasPrefix("Error: ") ? String($0.dropFirst(7)) : $0 } ?? "invalid command line"
-        if code == .validationFailure {
-            Terminal.fail("\(message); run 'federate --help' for usage")
-            return .usage
-        }
-        Terminal.fail("internal error: \(message); please report it")
-        return .internalError
-    }
-}
-
-extension Substring {
-    /// The text without leading and trailing `characters`.
-    fileprivate func trimmingCharacters(in characters: String) -> String {
-        let set = Set(characters)
-        return String(drop { set.contains($0) }.reversed().drop { set.contains($0) }.reversed())
+        await Federate.main(serverSide: SiblingServer())
     }
 }

@@ -1,4 +1,4 @@
-@testable import federate
+@testable import FederateCLI
 import Federation
 import SecureStorage
 import XCTest

@@ -40,6 +40,8 @@ struct XMLReadError: Error, Sendable, Hashable {
         case documentTypeDeclaration
         /// Deeper, larger or longer than a response can be.
         case tooLarge
+        /// libxml2 could not be loaded; the reason names the library, never the body.
+        case parserUnavailable(String)
     }
 
     var kind: Kind
@@ -55,6 +57,7 @@ struct XMLReadError: Error, Sendable, Hashable {
         case .truncated: return "truncated XML\(location)"
         case .documentTypeDeclaration: return "XML with a document type declaration"
         case .tooLarge: return "XML nested too deep or with too many elements\(location)"
+        case .parserUnavailable(let reason): return "XML that cannot be read here: \(reason)"
         }
     }
 }

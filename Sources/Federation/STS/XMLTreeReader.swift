@@ -1,19 +1,19 @@
-import Foundation
-import FoundationXML
+import CXMLLoader
 
-/// Reads a small XML body into an ``XMLElementNode`` tree with Foundation's `XMLParser`
-/// (libxml2). The only file of the library that imports FoundationXML (and so full
-/// Foundation): the classic flow's STS responses are XML.
+/// Reads a small XML body into an ``XMLElementNode`` tree with libxml2's SAX2 parser,
+/// loaded on first use (CXMLLoader), so that no process links Foundation's XML stack, or
+/// libxml2 and ICU, for a parser only the classic flow needs.
 ///
 /// Bounded: the transport already caps the body; here depth, element count and text per
 /// element are capped too, and a document type declaration is refused before parsing, so
-/// no entity can expand. External entities are never resolved.
+/// no entity can expand. Nothing is fetched (`XML_PARSE_NONET`, no DTD loading) and
+/// libxml2 reports nothing on stderr.
 enum XMLTreeReader {
     static let maxDepth = 16
     static let maxElements = 1_024
     static let maxTextBytes = 64 * 1_024
     /// libxml2's error codes for input that stops early.
-    static let endOfDataCodes: Set<Int> = [5, 73, 77]
+    static let endOfDataCodes: Set<Int32> = [5, 73, 77]
 
     /// The document's root element.
     static func read(_ body: [UInt8]) throws(XMLReadError) -> XMLElementNode {
@@ -23,16 +23,34 @@ enum XMLTreeReader {
         if containsDeclaration(body) {
             throw XMLReadError(kind: .documentTypeDeclaration, path: "")
         }
+        guard ib_xml_load() == 1 else {
+            throw XMLReadError(kind: .parserUnavailable(String(cString: ib_xml_load_error())), path: "")
+        }
+        guard body.count <= Int(Int32.max) else { throw XMLReadError(kind: .tooLarge, path: "") }
         let collector = TreeCollector()
-        let parser = XMLParser(data: Data(body))
-        parser.shouldResolveExternalEntities = false
-        parser.shouldProcessNamespaces = false
-        parser.delegate = collector
-        let finished = parser.parse()
+        let ran = withExtendedLifetime(collector) {
+            body.withUnsafeBufferPointer { bytes in
+                var events = ib_xml_events(
+                    context: Unmanaged.passUnretained(collector).toOpaque(),
+                    start_element: { context, name in
+                        TreeCollector.from(context).start(name.map { String(cString: $0) } ?? "")
+                    },
+                    end_element: { context in TreeCollector.from(context).end() },
+                    characters: { context, bytes, length in
+                        guard let bytes, length > 0 else { return 0 }
+                        let text = UnsafeRawBufferPointer(start: bytes, count: Int(length))
+                        return TreeCollector.from(context).characters(String(decoding: text, as: UTF8.self))
+                    },
+                    error: { context, code in TreeCollector.from(context).error(code) }
+                )
+                let start = UnsafeRawPointer(bytes.baseAddress!).assumingMemoryBound(to: CChar.self)
+                return ib_xml_parse(start, Int32(bytes.count), &events)
+            }
+        }
         if let limit = collector.limit { throw limit }
-        // XMLParser reports a body that ends early as a success with an error set, and
-        // recovers from some errors, so the first error decides: one that means "the data
-        // ended" (libxml2's XML_ERR_DOCUMENT_END 5, XML_ERR_GT_REQUIRED 73,
+        guard ran == 0 else { throw XMLReadError(kind: .malformed, path: "") }
+        // libxml2 recovers from some errors and goes on, so the first error decides: one
+        // that means "the data ended" (XML_ERR_DOCUMENT_END 5, XML_ERR_GT_REQUIRED 73,
         // XML_ERR_TAG_NOT_FINISHED 77) while elements were open is a truncated body;
         // anything else (a mismatched closing tag is 76) is malformed.
         if let first = collector.firstError {
@@ -44,7 +62,7 @@ enum XMLTreeReader {
         if !collector.open.isEmpty {
             throw XMLReadError(kind: .truncated, path: collector.path(collector.open))
         }
-        if !finished || parser.parserError != nil || collector.roots.count != 1 {
+        if collector.roots.count != 1 {
             throw XMLReadError(kind: .malformed, path: "")
         }
         return collector.roots[0]
@@ -68,45 +86,38 @@ enum XMLTreeReader {
         return false
     }
 
-    /// Builds the tree as the parser reports elements. Used on one thread, during `parse()`.
-    private final class TreeCollector: NSObject, XMLParserDelegate {
+    /// Builds the tree as the parser reports elements. Used on one thread, during one
+    /// `ib_xml_parse` call; a limit stops the parse (a non-zero return).
+    private final class TreeCollector {
         var open: [XMLElementNode] = []
         var roots: [XMLElementNode] = []
         var elements = 0
         var limit: XMLReadError?
-        var firstError: (code: Int, path: String)?
+        var firstError: (code: Int32, path: String)?
+
+        static func from(_ context: UnsafeMutableRawPointer?) -> TreeCollector {
+            Unmanaged<TreeCollector>.fromOpaque(context!).takeUnretainedValue()
+        }
 
         func path(_ nodes: [XMLElementNode]) -> String {
             nodes.map { String($0.name.prefix(64)) }.joined(separator: "/")
         }
 
-        func parser(
-            _ parser: XMLParser, didStartElement elementName: String, namespaceURI: String?,
-            qualifiedName qName: String?, attributes attributeDict: [String: String] = [:]
-        ) {
+        func start(_ name: String) -> Int32 {
             elements += 1
-            guard open.count < XMLTreeReader.maxDepth, elements <= XMLTreeReader.maxElements else {
-                stop(parser)
-                return
-            }
-            let local = elementName.split(separator: ":").last.map(String.init) ?? elementName
-            open.append(XMLElementNode(name: local))
+            guard open.count < XMLTreeReader.maxDepth, elements <= XMLTreeReader.maxElements else { return stop() }
+            open.append(XMLElementNode(name: name))
+            return 0
         }
 
-        func parser(_ parser: XMLParser, foundCharacters string: String) {
-            guard !open.isEmpty else { return }
-            guard open[open.count - 1].text.utf8.count + string.utf8.count <= XMLTreeReader.maxTextBytes else {
-                stop(parser)
-                return
-            }
+        func characters(_ string: String) -> Int32 {
+            guard !open.isEmpty else { return 0 }
+            guard open[open.count - 1].text.utf8.count + string.utf8.count <= XMLTreeReader.maxTextBytes else { return stop() }
             open[open.count - 1].text += string
+            return 0
         }
 
-        func parser(_ parser: XMLParser, foundCDATA CDATABlock: Data) {
-            self.parser(parser, foundCharacters: String(decoding: CDATABlock, as: UTF8.self))
-        }
-
-        func parser(_ parser: XMLParser, didEndElement elementName: String, namespaceURI: String?, qualifiedName qName: String?) {
+        func end() {
             guard let node = open.popLast() else { return }
             if open.isEmpty {
                 roots.append(node)
@@ -115,13 +126,13 @@ enum XMLTreeReader {
             }
         }
 
-        func parser(_ parser: XMLParser, parseErrorOccurred parseError: any Error) {
-            if firstError == nil { firstError = ((parseError as NSError).code, path(open)) }
+        func error(_ code: Int32) {
+            if firstError == nil { firstError = (code, path(open)) }
         }
 
-        private func stop(_ parser: XMLParser) {
+        private func stop() -> Int32 {
             if limit == nil { limit = XMLReadError(kind: .tooLarge, path: path(open)) }
-            parser.abortParsing()
+            return 1
         }
     }
 }

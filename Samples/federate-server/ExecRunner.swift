@@ -1,5 +1,5 @@
-import ArgumentParser
 import CredentialServer
+import FederateCLI
 import Federation
 import UnixSignals
 #if canImport(Glibc)
@@ -10,36 +10,11 @@ import Musl
 import Darwin
 #endif
 
-/// `federate exec -- CMD [ARGS...]`: runs a command that gets the session's credentials
-/// from a loopback credential server (the AWS container credential provider), read from
-/// the keystore at each request; never calls the network.
-struct Exec: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Run a command that gets the session's credentials from a loopback credential server.",
-        discussion: """
-            The command gets AWS_CONTAINER_CREDENTIALS_FULL_URI and AWS_CONTAINER_AUTHORIZATION_TOKEN; \
-            AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_PROFILE, \
-            AWS_CONTAINER_CREDENTIALS_RELATIVE_URI and AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE are removed \
-            from its environment. Each request reads the session as the keystore holds it then, so \
-            'federate login' in another shell is served at once. SIGINT, SIGTERM and SIGHUP are \
-            forwarded to the command. Exits with the command's status (128 + the signal that killed it); \
-            3 without running it when the session has no valid credentials; 127 when it cannot be found, \
-            126 when it cannot be executed.
-            """
-    )
-
-    @OptionGroup var common: CommonOptions
-
-    @Argument(parsing: .postTerminator, help: ArgumentHelp("The command and its arguments, after --.", valueName: "CMD"))
-    var command: [String] = []
-
-    func validate() throws {
-        guard !command.isEmpty else {
-            throw ValidationError("no command given; write it after --, e.g. 'federate exec --session alice -- aws s3 ls'")
-        }
-    }
-
-    func run() async throws(CLIFailure) {
+/// `federate exec`'s work: serve the session on loopback, run the command with the two
+/// variables, forward signals, pass on its status.
+enum ExecRunner {
+    static func run(_ exec: Exec) async throws(CLIFailure) -> Never {
+        let common = exec.common, command = exec.command
         let served = try await ServedSession(common, requireCredentials: true)
         let serving = Task { try await served.server.run() }
         let code: Int32

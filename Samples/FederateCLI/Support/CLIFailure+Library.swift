@@ -14,7 +14,7 @@ extension CLIFailure {
     ///   provider behind the service
     /// - 6: ``FederationError/Code/storage``
     /// - 1: anything else
-    static func federation(_ error: FederationError, root: String) -> CLIFailure {
+    package static func federation(_ error: FederationError, root: String) -> CLIFailure {
         let detail = serviceDetail(error)
         switch error.code {
         case .invalidToken:
@@ -52,7 +52,7 @@ extension CLIFailure {
 
     /// Maps a keystore error (any error thrown while opening or migrating) to exit 6,
     /// saying what to do for each cause.
-    static func keystore(_ error: any Error, root: String, context: String? = nil) -> CLIFailure {
+    package static func keystore(_ error: any Error, root: String, context: String? = nil) -> CLIFailure {
         guard let error = error as? KeystoreError else {
             return CLIFailure(.keystore, "keystore at \(root) failed: \(type(of: error)); check the keystore (directory or database)")
         }

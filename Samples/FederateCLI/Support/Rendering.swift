@@ -13,7 +13,7 @@ import Darwin
 #endif
 
 /// The CLI's outputs, written by hand so that key order and shape are exactly the contract's.
-enum Rendering {
+package enum Rendering {
     /// The credentials in `format`, with a final newline.
     static func credentials(
         _ credentials: AWSCredentials, format: OutputFormat, identityId: String?, provider: String?, session: String
@@ -68,7 +68,7 @@ enum Rendering {
     }
 
     /// `'text'` for a POSIX shell, with `'` written as `'\''`.
-    static func shellQuoted(_ text: String) -> String {
+    package static func shellQuoted(_ text: String) -> String {
         "'" + text.replacing("'", with: #"'\''"#) + "'"
     }
 

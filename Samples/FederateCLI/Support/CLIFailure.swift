@@ -2,13 +2,13 @@
 ///
 /// The message says what happened and what to do next; it must never hold a
 /// secret (provider token, secret key, session token, keystore key).
-struct CLIFailure: Error, Sendable {
+package struct CLIFailure: Error, Sendable {
     /// The exit code.
-    var status: ExitStatus
+    package var status: ExitStatus
     /// One line: the cause and the next step.
-    var message: String
+    package var message: String
 
-    init(_ status: ExitStatus, _ message: String) {
+    package init(_ status: ExitStatus, _ message: String) {
         self.status = status
         self.message = message
     }

@@ -1,5 +1,5 @@
 /// The exit codes of the `federate` contract (design.md, section 6).
-enum ExitStatus: Int32, Sendable {
+package enum ExitStatus: Int32, Sendable {
     /// Success.
     case ok = 0
     /// A bug or an unexpected condition.

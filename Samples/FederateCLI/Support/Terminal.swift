@@ -10,12 +10,12 @@ import Darwin
 
 /// Writes to the standard streams with plain `write(2)`: stdout carries only the
 /// command's result, stderr only diagnostics.
-enum Terminal {
+package enum Terminal {
     /// Writes `text` to stdout as is.
     ///
     /// - Throws: exit 1 when stdout cannot take it (closed, disk full): a
     ///   credential_process must not exit 0 with its output lost.
-    static func out(_ text: String) throws(CLIFailure) {
+    package static func out(_ text: String) throws(CLIFailure) {
         let code = writeAll(text, to: STDOUT_FILENO)
         guard code == 0 else {
             throw CLIFailure(.internalError, "could not write the output to stdout: \(String(cString: strerror(code))); check where stdout goes")
@@ -27,23 +27,23 @@ enum Terminal {
     private static let secrets = Mutex<[String]>([])
 
     /// Adds `secret` to what stderr never shows.
-    static func neverShow(_ secret: String) {
+    package static func neverShow(_ secret: String) {
         secrets.withLock { $0.append(secret) }
     }
 
     /// Writes `federate: <message>` to stderr as exactly one line.
-    static func fail(_ message: String) {
+    package static func fail(_ message: String) {
         note(message)
     }
 
     /// A warning or progress note on stderr, one line.
-    static func note(_ message: String) {
+    package static func note(_ message: String) {
         let redactor = SecretRedactor(secrets: secrets.withLock { $0 })
         _ = writeAll("federate: " + oneLine(redactor.redact(message)) + "\n", to: STDERR_FILENO)
     }
 
     /// Ends the process with `status`.
-    static func exit(_ status: ExitStatus) -> Never {
+    package static func exit(_ status: ExitStatus) -> Never {
         #if canImport(Glibc)
         Glibc.exit(status.rawValue)
         #elseif canImport(Musl)
@@ -81,7 +81,7 @@ enum Terminal {
 
 extension Terminal {
     /// Ends the process with a raw exit code (`federate exec` passes on its command's).
-    static func exit(code: Int32) -> Never {
+    package static func exit(code: Int32) -> Never {
         #if canImport(Glibc)
         Glibc.exit(code)
         #elseif canImport(Musl)

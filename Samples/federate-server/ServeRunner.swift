@@ -1,26 +1,14 @@
-import ArgumentParser
 import CredentialServer
+import FederateCLI
 import Federation
 import Logging
 import ServiceLifecycle
 import UnixSignals
 
-/// `federate serve`: prints the container-credential variables as `export` lines, then
-/// serves the session on 127.0.0.1 until SIGINT or SIGTERM; never calls the network.
-struct Serve: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Serve the session's credentials on 127.0.0.1 until SIGINT/SIGTERM; print the variables to hand a process.",
-        discussion: """
-            Prints export AWS_CONTAINER_CREDENTIALS_FULL_URI=… and export AWS_CONTAINER_AUTHORIZATION_TOKEN=… \
-            (single-quoted) on stdout, then serves; each request reads the session as the keystore holds it then. \
-            Exits 0 on SIGINT or SIGTERM. A session without valid credentials is served anyway (requests get 404 \
-            until you log in), with a note on stderr.
-            """
-    )
-
-    @OptionGroup var common: CommonOptions
-
-    func run() async throws(CLIFailure) {
+/// `federate serve`'s work: print the two variables, serve until SIGINT/SIGTERM.
+enum ServeRunner {
+    static func run(_ serve: Serve) async throws(CLIFailure) {
+        let common = serve.common
         let served = try await ServedSession(common, requireCredentials: false)
         do {
             _ = try await served.client.credentials(for: served.session)

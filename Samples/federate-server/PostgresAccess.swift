@@ -1,3 +1,4 @@
+import FederateCLI
 import Logging
 import PostgresKeystore
 import SecureStorage
@@ -5,7 +6,7 @@ import Synchronization
 
 /// A `postgres://` (or `postgresql://`) keystore: the parsed URL, its password registered
 /// with ``Terminal`` so no stderr line can show it.
-struct PostgresTarget {
+struct PostgresURL: PostgresTarget {
     let configuration: PostgresKeystore.Configuration
 
     init(url: String) throws(CLIFailure) {
@@ -29,38 +30,33 @@ struct PostgresTarget {
     var keyFilePath: String? { configuration.keyFilePath }
 }
 
-/// Opening and migrating PostgreSQL keystores for the CLI; only reached for a `postgres://`
-/// keystore, so the SQLite path never starts NIO.
-enum PostgresAccess {
-    static func open(
-        _ target: PostgresTarget, service: String, accessGroup: AccessGroup, keySource: KeySource, logger: Logger?, root: String
-    ) async throws(CLIFailure) -> any Keystore {
+extension PostgresURL {
+    func open(service: String, accessGroup: AccessGroup, keySource: KeySource, logger: Logger?) async throws(CLIFailure) -> any Keystore {
         do {
             let keystore = try await PostgresKeystore(
-                configuration: target.configuration, service: service, accessGroup: accessGroup, keySource: keySource, logger: logger)
+                configuration: configuration, service: service, accessGroup: accessGroup, keySource: keySource, logger: logger)
             OpenKeystores.register(keystore)
             return keystore
         } catch {
-            throw CLIFailure.keystore(error, root: root)
+            throw CLIFailure.keystore(error, root: displayName)
         }
     }
 
-    static func migrate(
-        _ target: PostgresTarget, service: String, from source: AccessGroup, to destination: AccessGroup, keySource: KeySource,
-        logger: Logger?, root: String, context: String
+    func migrate(
+        service: String, from source: AccessGroup, to destination: AccessGroup, keySource: KeySource, logger: Logger?, context: String
     ) async throws(CLIFailure) -> Int {
         do {
             return try await PostgresKeystore.migrate(
-                configuration: target.configuration, service: service, from: source, to: destination, keySource: keySource, logger: logger)
+                configuration: configuration, service: service, from: source, to: destination, keySource: keySource, logger: logger)
         } catch {
-            throw CLIFailure.keystore(error, root: root, context: context)
+            throw CLIFailure.keystore(error, root: displayName, context: context)
         }
     }
 }
 
 /// The PostgreSQL keystores this process opened: ``closeAll()`` ends their connection pools
-/// before the process exits (``Federate/main()``, and `exec` before it passes on its
-/// command's status).
+/// before the process exits (``FederateServer/closeKeystores()``, and `exec` before it
+/// passes on its command's status).
 enum OpenKeystores {
     private static let opened = Mutex<[PostgresKeystore]>([])
 

@@ -20,9 +20,9 @@ import Darwin
 /// - Namespace: service ``service``, access group `--access-group` (private when omitted).
 ///
 /// Commands only see ``open()``, ``client(configuration:)``, ``offlineClient(expiryMargin:)``
-/// and ``migrate(from:to:)``; only the PostgreSQL branch touches PostgresKeystore (and so NIO),
-/// so the SQLite path starts exactly as before.
-struct KeystoreAccess {
+/// and ``migrate(from:to:)``. The PostgreSQL branch goes through ``ServerSide``: only
+/// `federate-server` links PostgresKeystore (and so NIO); `federate` hands such a run to it.
+package struct KeystoreAccess {
     /// The fixed service name the CLI's items live under.
     static let service = "identity-broker"
     /// The environment variable naming the keystore directory or database URL.
@@ -30,12 +30,12 @@ struct KeystoreAccess {
 
     let location: KeystoreLocation
     /// How messages name the keystore: the directory, or the database URL without its password.
-    let root: String
+    package let root: String
     let accessGroup: AccessGroup
     let keySource: KeySource
     let logger: Logger?
 
-    init(_ options: CommonOptions) throws(CLIFailure) {
+    package init(_ options: CommonOptions) throws(CLIFailure) {
         let value = try Self.resolveRoot(explicit: options.keystore)
         location = try KeystoreLocation(value)
         root = location.displayName
@@ -61,7 +61,7 @@ struct KeystoreAccess {
 
     /// Whether the keystore exists at all; reading commands then skip creating it. A database
     /// always counts as existing (opening it creates nothing but the schema).
-    var rootExists: Bool {
+    package var rootExists: Bool {
         switch location {
         case .directory(let path):
             var info = stat()
@@ -82,8 +82,7 @@ struct KeystoreAccess {
                 throw CLIFailure.keystore(error, root: root)
             }
         case .postgres(let target):
-            return try await PostgresAccess.open(
-                target, service: Self.service, accessGroup: accessGroup, keySource: keySource, logger: logger, root: root)
+            return try await target.open(service: Self.service, accessGroup: accessGroup, keySource: keySource, logger: logger)
         }
     }
 
@@ -101,9 +100,8 @@ struct KeystoreAccess {
                 throw CLIFailure.keystore(error, root: root, context: context)
             }
         case .postgres(let database):
-            return try await PostgresAccess.migrate(
-                database, service: Self.service, from: source, to: target, keySource: keySource, logger: logger,
-                root: root, context: context)
+            return try await database.migrate(
+                service: Self.service, from: source, to: target, keySource: keySource, logger: logger, context: context)
         }
     }
 
@@ -119,7 +117,7 @@ struct KeystoreAccess {
 
     /// A client for the commands that never reach the network (`credentials`, `status`,
     /// `clear`): it reads saved sessions without any pool configuration.
-    func offlineClient(expiryMargin: Duration) async throws(CLIFailure) -> FederationClient {
+    package func offlineClient(expiryMargin: Duration) async throws(CLIFailure) -> FederationClient {
         FederationClient(keystore: try await open(), expiryMargin: expiryMargin, logger: logger)
     }
 
@@ -135,7 +133,7 @@ struct KeystoreAccess {
         }
     }
 
-    static func environment(_ name: String) -> String? {
+    package static func environment(_ name: String) -> String? {
         guard let value = getenv(name), value.pointee != 0 else { return nil }
         return String(cString: value)
     }
@@ -149,13 +147,13 @@ struct KeystoreAccess {
 /// Where the keystore lives: a directory (SQLite) or a PostgreSQL database.
 enum KeystoreLocation {
     case directory(String)
-    case postgres(PostgresTarget)
+    case postgres(any PostgresTarget)
 
     /// Parses a `--keystore` value; a URL's password is registered with ``Terminal`` first,
     /// so no stderr line can show it, and never appears in an error.
     init(_ value: String) throws(CLIFailure) {
         if value.hasPrefix("postgres://") || value.hasPrefix("postgresql://") {
-            self = .postgres(try PostgresTarget(url: value))
+            self = .postgres(try ActiveServerSide.current.postgresTarget(url: value))
         } else if let scheme = value.firstRange(of: "://"), !value[..<scheme.lowerBound].contains("/") {
             throw CLIFailure(.usage, "--keystore takes a directory or a postgres:// URL; '\(value[..<scheme.lowerBound])://' is not supported")
         } else {
@@ -182,9 +180,9 @@ enum KeystoreLocation {
 ///    named by `$IDENTITY_BROKER_KEY_FILE` (32 bytes, the same file on every instance); without
 ///    one of the three, opening fails with exit 6: a key made up per host would differ between
 ///    the instances sharing the database.
-enum KeySelection {
+package enum KeySelection {
     static let passphraseVariable = "IDENTITY_BROKER_PASSPHRASE"
-    static let keyFileVariable = "IDENTITY_BROKER_KEY_FILE"
+    package static let keyFileVariable = "IDENTITY_BROKER_KEY_FILE"
 
     static func keySource(for location: KeystoreLocation) throws(CLIFailure) -> KeySource {
         let key = KeystoreAccess.environment(KeySource.defaultEnvironmentVariable)

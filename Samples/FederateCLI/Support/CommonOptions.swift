@@ -4,9 +4,9 @@ import Logging
 
 /// The options every subcommand takes (design.md, section 6, plus `--expiry-margin`
 /// and `--verbose`).
-struct CommonOptions: ParsableArguments {
+package struct CommonOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("The session (one per end user).", valueName: "NAME"))
-    var session: String = "default"
+    package var session: String = "default"
 
     @Option(
         name: .long,
@@ -33,7 +33,7 @@ struct CommonOptions: ParsableArguments {
     @Option(
         name: .customLong("expiry-margin"),
         help: ArgumentHelp("Credentials count as expired this many seconds before their expiration.", valueName: "SECONDS"))
-    var expiryMargin: Int = 120
+    package var expiryMargin: Int = 120
 
     @Flag(
         name: .customLong("allow-insecure-endpoint"),
@@ -43,7 +43,9 @@ struct CommonOptions: ParsableArguments {
     @Flag(name: .long, help: "Log the library's debug messages to stderr (never a secret).")
     var verbose = false
 
-    func validate() throws {
+    package init() {}
+
+    package func validate() throws {
         guard expiryMargin >= 0 else {
             throw ValidationError("--expiry-margin must be 0 or more seconds")
         }
@@ -61,7 +63,7 @@ struct CommonOptions: ParsableArguments {
     }
 
     /// A debug logger to stderr with `--verbose`, else none.
-    var logger: Logger? {
+    package var logger: Logger? {
         guard verbose else { return nil }
         var logger = Logger(label: "federate", factory: { StreamLogHandler.standardError(label: $0) })
         logger.logLevel = .debug
@@ -69,7 +71,7 @@ struct CommonOptions: ParsableArguments {
     }
 
     /// The expiry margin as a `Duration`.
-    var margin: Duration { .seconds(expiryMargin) }
+    package var margin: Duration { .seconds(expiryMargin) }
 }
 
 /// `--format process|json|env`, for the subcommands that print credentials.

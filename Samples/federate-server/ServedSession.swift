@@ -1,4 +1,5 @@
 import CredentialServer
+import FederateCLI
 import Federation
 import Logging
 

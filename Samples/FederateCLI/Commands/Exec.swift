@@ -1,0 +1,38 @@
+import ArgumentParser
+
+/// `federate exec -- CMD [ARGS...]`: runs a command that gets the session's credentials
+/// from a loopback credential server (the AWS container credential provider), read from
+/// the keystore at each request; never calls the network.
+package struct Exec: AsyncParsableCommand {
+    package static let configuration = CommandConfiguration(
+        abstract: "Run a command that gets the session's credentials from a loopback credential server.",
+        discussion: """
+            The command gets AWS_CONTAINER_CREDENTIALS_FULL_URI and AWS_CONTAINER_AUTHORIZATION_TOKEN; \
+            AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_PROFILE, \
+            AWS_CONTAINER_CREDENTIALS_RELATIVE_URI and AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE are removed \
+            from its environment. Each request reads the session as the keystore holds it then, so \
+            'federate login' in another shell is served at once. SIGINT, SIGTERM and SIGHUP are \
+            forwarded to the command. Exits with the command's status (128 + the signal that killed it); \
+            3 without running it when the session has no valid credentials; 127 when it cannot be found, \
+            126 when it cannot be executed.
+            """
+    )
+
+    @OptionGroup package var common: CommonOptions
+
+    @Argument(parsing: .postTerminator, help: ArgumentHelp("The command and its arguments, after --.", valueName: "CMD"))
+    package var command: [String] = []
+
+    package init() {}
+
+    package func validate() throws {
+        guard !command.isEmpty else {
+            throw ValidationError("no command given; write it after --, e.g. 'federate exec --session alice -- aws s3 ls'")
+        }
+    }
+
+    /// Runs in `federate-server` (``ServerSide``): the credential server links NIO.
+    package func run() async throws(CLIFailure) {
+        try await ActiveServerSide.current.exec(self)
+    }
+}

@@ -1,0 +1,63 @@
+import ArgumentParser
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `federate`'s ``ServerSide``: replaces the process with `federate-server`, found next to
+/// this executable, and the same arguments and environment (git's way with its helpers), so
+/// `federate exec`, `federate serve` and `--keystore postgres://…` behave as documented
+/// while `federate` itself links neither NIO nor postgres-nio.
+///
+/// Reached only after parsing and validation, before anything is written to stdout, so the
+/// sibling parses the same command line again and reports every error itself. A missing
+/// sibling is a broken installation: one line on stderr and exit 1.
+package struct SiblingServer: ServerSide {
+    package init() {}
+
+    /// The sibling's file name.
+    static let executableName = "federate-server"
+
+    package func exec(_ command: Exec) async throws(CLIFailure) -> Never { try Self.handOver() }
+    package func serve(_ command: Serve) async throws(CLIFailure) { try Self.handOver() }
+    package func postgresTarget(url: String) throws(CLIFailure) -> any PostgresTarget { try Self.handOver() }
+    package func closeKeystores() async {}
+
+    /// `exec`, `serve`, and any command whose keystore (`--keystore`, else
+    /// `$IDENTITY_BROKER_KEYSTORE`) is a `postgres://` URL, go to the sibling whole: a token
+    /// read from stdin must be read there, not here.
+    package func prepare(_ command: any ParsableCommand) throws(CLIFailure) {
+        if command is Exec || command is Serve { try Self.handOver() }
+        guard let keystoreCommand = command as? any KeystoreCommand,
+            let root = try? KeystoreAccess.resolveRoot(explicit: keystoreCommand.common.keystore)
+        else { return }
+        if root.hasPrefix("postgres://") || root.hasPrefix("postgresql://") { try Self.handOver() }
+    }
+
+    private static func handOver() throws(CLIFailure) -> Never {
+        let directory = executableDirectory()
+        let path = directory + "/" + executableName
+        var arguments = CommandLine.arguments
+        if arguments.isEmpty { arguments = [path] } else { arguments[0] = path }
+        let argv = arguments.map { strdup($0) } + [nil]
+        execv(path, argv)
+        let code = errno
+        throw CLIFailure(
+            .internalError,
+            "cannot start \(path): \(String(cString: strerror(code))); 'exec', 'serve' and postgres:// keystores need \(executableName) installed next to federate")
+    }
+
+    /// The directory of this executable (`/proc/self/exe`, symlinks resolved), else of argv[0].
+    private static func executableDirectory() -> String {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        let path = length > 0
+            ? String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            : (CommandLine.arguments.first ?? "")
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+}

@@ -1,0 +1,20 @@
+import FederateCLI
+
+/// `federate-server`: the whole `federate` CLI, with the credential server (`exec`, `serve`)
+/// and the PostgreSQL engine linked in. `federate` replaces itself with this executable for
+/// those, so that its own start-up, run by AWS SDKs before every call, links neither
+/// (docs/architecture.md, "The CLI's two executables").
+@main
+enum FederateServer {
+    static func main() async {
+        await Federate.main(serverSide: LinkedServerSide())
+    }
+}
+
+/// The ``ServerSide`` that runs the work in this process.
+struct LinkedServerSide: ServerSide {
+    func exec(_ command: Exec) async throws(CLIFailure) -> Never { try await ExecRunner.run(command) }
+    func serve(_ command: Serve) async throws(CLIFailure) { try await ServeRunner.run(command) }
+    func postgresTarget(url: String) throws(CLIFailure) -> any PostgresTarget { try PostgresURL(url: url) }
+    func closeKeystores() async { await OpenKeystores.closeAll() }
+}
