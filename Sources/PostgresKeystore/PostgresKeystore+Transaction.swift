@@ -47,13 +47,24 @@ extension PostgresKeystore {
             case .remove(let key): removes.append(key)
             }
         }
+        // One key order for every statement, so concurrent statements (of this instance or
+        // another) lock rows in the same order and cannot deadlock on their upserts.
+        sets.sort { $0.key < $1.key }
+        removes.sort()
         guard !connection.isClosed else { throw StaleConnection() }
-        let (applied, removed): (Set<String>, Set<String>)
-        do {
-            (applied, removed) = try await PostgresSchema.applyDistinct(
-                sets: sets, removes: removes, namespace: namespace, origin: origin, on: connection, logger: logger)
-        } catch where KeystoreError.isRetryableConnectionLoss(error) {
-            throw CommitOutcomeUnknown(underlying: error)
+        var (applied, removed): (Set<String>, Set<String>) = ([], [])
+        for attempt in 1...3 {
+            do {
+                (applied, removed) = try await PostgresSchema.applyDistinct(
+                    sets: sets, removes: removes, namespace: namespace, origin: origin, on: connection, logger: logger)
+                break
+            } catch where KeystoreError.isRetryableConnectionLoss(error) {
+                throw CommitOutcomeUnknown(underlying: error)
+            } catch where attempt < 3 && KeystoreError.isDeadlock(error) {
+                // The server rolled the statement back (a set and a remove of two statements
+                // can still cross); nothing applied, so it runs again.
+                continue
+            }
         }
         return batches.map { operations in
             operations.map { operation in
