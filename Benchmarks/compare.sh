@@ -27,6 +27,8 @@
 #   SQLITE_MIGRATE_ITEMS=N  items for SQLiteKeystore.migrate (default 10000)
 #   SKIP_STORAGE=1       skip the SQLite keystore figures (issue 10); they are then null
 #   SKIP_POSTGRES=1      skip the PostgreSQL keystore figures (issue 11); they are then null
+#   ONLY_POSTGRES=1      run only the PostgreSQL figures (builds only broker-bench; every
+#                        other figure is null): for working on PostgresKeystore
 #   PG_EVENTS=N          cross-instance events timed (default 1000); PGBENCH_SECONDS=N per
 #                        pgbench floor run (default 10)
 #
@@ -92,6 +94,7 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
     log "building release binaries in .build-bench"
     products=(broker-bench urlsession-bench noop federate federate-server)
     if [ "${ONLY_STARTUP:-0}" = 1 ]; then products=(noop federate federate-server); fi
+    if [ "${ONLY_POSTGRES:-0}" = 1 ]; then products=(broker-bench); fi
     for product in "${products[@]}"; do
         if ! swift build -c release --scratch-path "$SCRATCH" --product "$product" >"$SCRATCH.$product.log" 2>&1; then
             if [ "$product" = federate ] || [ "$product" = federate-server ]; then
@@ -266,6 +269,8 @@ floor_rate() { # $1 concurrency -> federations/s
 }
 
 declare -A R
+CLI_VS_NOOP=null; CLI_MS=null; NOOP_MS=null
+if [ "${ONLY_POSTGRES:-0}" = 1 ]; then SKIP_STORAGE=1; else
 # ---------------------------------------------------------------- throughput
 make_curl_config "$FEDERATIONS" "$WORK/floor.curl"
 make_curl_config 200 "$WORK/floor-warm.curl"
@@ -330,6 +335,8 @@ log "migration: migrating $MIGRATE_ITEMS items"
 R[migrate]=$("$BIN/broker-bench" migrate --directory "$MIG_DIR" --items "$MIGRATE_ITEMS" --skip-fill | last_line)
 log "  ${R[migrate]} s"
 rm -rf "$KS_DIR"
+
+fi # ONLY_POSTGRES
 
 # ---------------------------------------------------------------- SQLite keystore (issue 10)
 # A FederationClient on a durable SQLiteKeystore against the same client with no keystore
@@ -460,31 +467,31 @@ def ratio(a, b):
 
 clients = [("broker", "IdentityBroker (in-process)"), ("boto3", "boto3 + threads"),
            ("urlsession", "URLSession + JSONDecoder"), ("floor", "curl --parallel (floor)")]
-print(file=sys.stderr)
-print(f"{'client':32} {'fed/s c1':>10} {'fed/s c64':>10}", file=sys.stderr)
-for key, name in clients:
-    print(f"{name:32} {r[key + '_c1']:>10.0f} {r[key + '_c64']:>10.0f}", file=sys.stderr)
-print(f"machine: {os.cpu_count()} CPUs, N = {federations} federations (2 requests each)", file=sys.stderr)
-
 out = {}
-for c in (1, 64):
-    for other in ("boto3", "urlsession", "floor"):
-        out[f"broker_vs_{other}_c{c}"] = ratio(f"broker_c{c}", f"{other}_c{c}")
-for key, _ in clients:
+if "broker_c1" in r:  # absent with ONLY_POSTGRES=1
+    print(file=sys.stderr)
+    print(f"{'client':32} {'fed/s c1':>10} {'fed/s c64':>10}", file=sys.stderr)
+    for key, name in clients:
+        print(f"{name:32} {r[key + '_c1']:>10.0f} {r[key + '_c64']:>10.0f}", file=sys.stderr)
+    print(f"machine: {os.cpu_count()} CPUs, N = {federations} federations (2 requests each)", file=sys.stderr)
     for c in (1, 64):
-        out[f"{key}_fed_per_s_c{c}"] = round(r[f"{key}_c{c}"], 1)
-out["bytes_per_session_1k"] = round(r[f"heap_{small}"])
-out["bytes_per_session_10k"] = round(r[f"heap_{large}"])
-out["rss_bytes_per_session_1k"] = round(r[f"rss_{small}"])
-out["rss_bytes_per_session_10k"] = round(r[f"rss_{large}"])
-out["cli_vs_noop"] = cli_vs_noop
-out["cli_ms"] = None if cli_ms is None else round(cli_ms, 3)
-out["noop_ms"] = None if noop_ms is None else round(noop_ms, 3)
-out["durable_set_vs_floor"] = ratio("durable_set", "durable_floor")
-out["durable_sets_per_s"] = round(r["durable_set"], 1)
-out["durable_floor_per_s"] = round(r["durable_floor"], 1)
-out["keystore_get_us"] = round(r["get_us"], 2)
-out[f"migrate_{migrate_items // 1000}k_seconds"] = round(r["migrate"], 3)
+        for other in ("boto3", "urlsession", "floor"):
+            out[f"broker_vs_{other}_c{c}"] = ratio(f"broker_c{c}", f"{other}_c{c}")
+    for key, _ in clients:
+        for c in (1, 64):
+            out[f"{key}_fed_per_s_c{c}"] = round(r[f"{key}_c{c}"], 1)
+    out["bytes_per_session_1k"] = round(r[f"heap_{small}"])
+    out["bytes_per_session_10k"] = round(r[f"heap_{large}"])
+    out["rss_bytes_per_session_1k"] = round(r[f"rss_{small}"])
+    out["rss_bytes_per_session_10k"] = round(r[f"rss_{large}"])
+    out["cli_vs_noop"] = cli_vs_noop
+    out["cli_ms"] = None if cli_ms is None else round(cli_ms, 3)
+    out["noop_ms"] = None if noop_ms is None else round(noop_ms, 3)
+    out["durable_set_vs_floor"] = ratio("durable_set", "durable_floor")
+    out["durable_sets_per_s"] = round(r["durable_set"], 1)
+    out["durable_floor_per_s"] = round(r["durable_floor"], 1)
+    out["keystore_get_us"] = round(r["get_us"], 2)
+    out[f"migrate_{migrate_items // 1000}k_seconds"] = round(r["migrate"], 3)
 # Issue 10: the SQLite keystore behind the client (null when SKIP_STORAGE=1).
 def count(n):
     return f"{n // 1_000_000}m" if n % 1_000_000 == 0 else f"{n // 1000}k" if n % 1000 == 0 else str(n)

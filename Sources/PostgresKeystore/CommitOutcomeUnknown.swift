@@ -3,3 +3,9 @@
 struct CommitOutcomeUnknown: Error {
     let underlying: any Error
 }
+
+/// The pool handed out a connection that had already closed; nothing was sent on it, so the
+/// operation can run again on another.
+struct StaleConnection: Error, CustomStringConvertible {
+    var description: String { "the connection had closed" }
+}

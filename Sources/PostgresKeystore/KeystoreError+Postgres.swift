@@ -61,9 +61,17 @@ extension KeystoreError {
         sqlState.hasPrefix("08") || sqlState.hasPrefix("53") || sqlState.hasPrefix("57P") || sqlState.hasPrefix("28")
     }
 
+    /// Whether the server aborted the statement as a deadlock victim (SQLSTATE 40P01), which
+    /// rolled it back.
+    static func isDeadlock(_ error: any Error) -> Bool {
+        guard let error = error as? PSQLError, error.code == .server else { return false }
+        return error.serverInfo?[.sqlState] == "40P01"
+    }
+
     /// Whether the error is a connection that died under a statement before anything was
     /// committed, so the operation can be tried once more on a fresh connection.
     static func isRetryableConnectionLoss(_ error: any Error) -> Bool {
+        if error is StaleConnection { return true }
         guard let error = error as? PSQLError else { return false }
         switch error.code {
         case .serverClosedConnection, .uncleanShutdown, .clientClosedConnection, .connectionError: return true

@@ -5,25 +5,25 @@ import Synchronization
 
 /// The keystore's change feed over `LISTEN`/`NOTIFY`.
 ///
-/// Every commit appends one row per changed key to `identity_broker_changes` (tagged with the
-/// committing instance's random origin) and `NOTIFY`s in the same transaction. This
-/// instance's own commits go to its subscribers at once, without the database. While anyone
-/// is subscribed, a listener holds one pooled connection with `LISTEN`; on each notification
-/// for this namespace it reads the rows after its cursor that another origin wrote.
+/// Every commit `NOTIFY`s in its own transaction with a payload naming the namespace, the
+/// committing instance's random origin and the changed keys (or `*`, every key, when they do
+/// not fit PostgreSQL's 8,000-byte payload limit); see
+/// ``PostgresNamespace/notification(origin:keys:)``. PostgreSQL delivers notifications after
+/// commit, in commit order, so the payload is all the feed needs: no change log is read.
+/// This instance's own commits go to its subscribers at once, without the database. While
+/// anyone is subscribed, a listener holds one pooled connection with `LISTEN` and reports
+/// other origins' keys of this namespace.
 ///
-/// Commits of one namespace are ordered by an advisory lock, so sequence numbers within a
-/// namespace follow commit order and a cursor never skips a row committed late.
-///
-/// When the listener's connection drops (server restart, network failure) it reconnects with
-/// a growing pause (at most ``PostgresKeystore/Configuration/reconnectDelay``) and, once it
-/// listens again, gives every subscriber ``KeystoreChange/all``: what happened meanwhile is
-/// reloaded, not replayed. A stream whose buffer overflows also gets ``KeystoreChange/all``.
+/// Each time the listener starts listening (the first time as well as after its connection
+/// dropped: server restart, network failure) every subscriber gets ``KeystoreChange/all``,
+/// since commits made while nobody listened are not replayed: they are reloaded. Reconnects
+/// come with a growing pause (at most ``PostgresKeystore/Configuration/reconnectDelay``). A
+/// stream whose buffer overflows also gets ``KeystoreChange/all``.
 final class PostgresChangeFeed: Sendable {
     private struct State: Sendable {
         var subscribers: [Int: AsyncStream<KeystoreChange>.Continuation] = [:]
         var nextID = 0
         var listener: Task<Void, Never>?
-        var knownSequence: Int64
         var closed = false
     }
 
@@ -36,7 +36,7 @@ final class PostgresChangeFeed: Sendable {
     private let listening = Atomic<Bool>(false)
 
     init(
-        client: PostgresClient, namespace: PostgresNamespace, origin: Int64, knownSequence: Int64,
+        client: PostgresClient, namespace: PostgresNamespace, origin: Int64,
         configuration: PostgresKeystore.Configuration, logger: Logger
     ) {
         self.client = client
@@ -44,7 +44,7 @@ final class PostgresChangeFeed: Sendable {
         self.origin = origin
         self.configuration = configuration
         self.logger = logger
-        self.state = Mutex(State(knownSequence: knownSequence))
+        self.state = Mutex(State())
     }
 
     /// Whether the listener currently holds a connection with `LISTEN` active (for tests).
@@ -81,21 +81,14 @@ final class PostgresChangeFeed: Sendable {
         listener?.cancel()
     }
 
-    /// Delivers this instance's own committed keys at once and advances the cursor a new
-    /// listener starts from.
-    func deliverLocal(_ keys: [String], lastSequence: Int64?) {
-        let subscribers = state.withLock { state -> [AsyncStream<KeystoreChange>.Continuation] in
-            if let lastSequence { state.knownSequence = max(state.knownSequence, lastSequence) }
-            return Array(state.subscribers.values)
-        }
-        Self.yield(keys.map { .item($0) }, to: subscribers)
+    /// Delivers this instance's own committed keys at once.
+    func deliverLocal(_ keys: [String]) {
+        deliver(keys.map { .item($0) })
     }
 
-    private func deliver(_ changes: [KeystoreChange], sequence: Int64?) {
-        let subscribers = state.withLock { state -> [AsyncStream<KeystoreChange>.Continuation] in
-            if let sequence { state.knownSequence = max(state.knownSequence, sequence) }
-            return Array(state.subscribers.values)
-        }
+    private func deliver(_ changes: [KeystoreChange]) {
+        guard !changes.isEmpty else { return }
+        let subscribers = state.withLock { Array($0.subscribers.values) }
         Self.yield(changes, to: subscribers)
     }
 
@@ -128,32 +121,22 @@ final class PostgresChangeFeed: Sendable {
     // MARK: Listener
 
     /// Listens until cancelled, reconnecting after every failure.
-    ///
-    /// The listener's cursor is its own: it advances only over rows the listener read (its
-    /// own origin's included), never over this instance's deliveries, which could otherwise
-    /// jump past another origin's row committed just before.
     private func listen() async {
-        var cursor = state.withLock { $0.knownSequence }
-        var lostTrack = false
         var pause: Duration = .milliseconds(50)
+        var reconnecting = false
         while !Task.isCancelled {
             do {
                 try await client.withConnection { connection in
                     try await connection.listen(on: PostgresSchema.channel) { notifications in
                         self.listening.store(true, ordering: .releasing)
                         pause = .milliseconds(50)
-                        if lostTrack {
-                            // What changed while disconnected is reloaded, not replayed.
-                            cursor = try await PostgresSchema.newestSequence(self.namespace, on: connection, logger: self.logger)
-                            lostTrack = false
-                            self.deliver([.all], sequence: cursor)
+                        // What was committed while nobody listened is reloaded, not replayed.
+                        self.deliver([.all])
+                        if reconnecting {
                             self.logger.debug("keystore change feed reconnected", metadata: ["broker.endpoint": "\(self.configuration.endpoint)"])
                         }
-                        cursor = try await self.catchUp(from: cursor, on: connection)
-                        let payload = self.namespace.notificationPayload
                         for try await notification in notifications {
-                            guard notification.payload == payload else { continue }
-                            cursor = try await self.catchUp(from: cursor, on: connection)
+                            self.received(notification.payload)
                         }
                     }
                 }
@@ -165,29 +148,17 @@ final class PostgresChangeFeed: Sendable {
             }
             listening.store(false, ordering: .releasing)
             guard !Task.isCancelled else { return }
-            lostTrack = true
+            reconnecting = true
             try? await Task.sleep(for: pause)
             pause = min(pause * 2, configuration.reconnectDelay)
         }
     }
 
-    /// Reads the rows after `cursor`, delivers other origins' keys, and returns the new cursor.
-    private func catchUp(from cursor: Int64, on connection: PostgresConnection) async throws -> Int64 {
-        let rows = try await connection.query("""
-            SELECT seq, key, origin FROM identity_broker_changes
-            WHERE service = \(namespace.service) AND access_group = \(namespace.groupColumn) AND seq > \(cursor)
-            ORDER BY seq
-            """, logger: logger).collect()
-        guard !rows.isEmpty else { return cursor }
-        var newest = cursor
-        var keys: [String] = []
+    /// Delivers another origin's keys of this namespace; ignores everything else.
+    private func received(_ payload: String) {
+        guard let (sender, keys) = namespace.parseNotification(payload), sender != origin else { return }
+        guard let keys else { return deliver([.all]) }
         var seen: Set<String> = []
-        for row in rows {
-            let (seq, key, rowOrigin) = try row.decode((Int64, String, Int64).self)
-            newest = max(newest, seq)
-            if rowOrigin != origin && seen.insert(key).inserted { keys.append(key) }
-        }
-        deliver(keys.map { .item($0) }, sequence: newest)
-        return newest
+        deliver(keys.filter { seen.insert($0).inserted }.map { .item($0) })
     }
 }

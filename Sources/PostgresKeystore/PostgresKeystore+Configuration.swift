@@ -42,11 +42,6 @@ extension PostgresKeystore {
         /// The longest pause between the change feed's attempts to reconnect after it lost its
         /// connection. Default: 1 second.
         public var reconnectDelay: Duration
-        /// How long change rows are kept for other instances' feeds; older rows are deleted
-        /// now and then by the instances that commit. A feed that is connected reads new rows
-        /// within milliseconds; one that reconnects reports ``KeystoreChange/all`` anyway.
-        /// Default: 10 minutes.
-        public var changeLogRetention: Duration
         /// How many changes each ``PostgresKeystore/changes()`` stream buffers for a slow
         /// reader; when it overflows, the oldest are dropped and ``KeystoreChange/all``
         /// follows. Default: 1,024.
@@ -85,7 +80,6 @@ extension PostgresKeystore {
             self.connectTimeout = .seconds(5)
             self.operationTimeout = .seconds(10)
             self.reconnectDelay = .seconds(1)
-            self.changeLogRetention = .seconds(600)
             self.changeBufferSize = 1024
             self.keyFilePath = nil
         }
@@ -116,7 +110,7 @@ extension PostgresKeystore {
                 "database": database as Any, "tls": tls, "rootCertificatePath": rootCertificatePath as Any,
                 "maximumConnections": maximumConnections, "connectTimeout": connectTimeout,
                 "operationTimeout": operationTimeout, "reconnectDelay": reconnectDelay,
-                "changeLogRetention": changeLogRetention, "changeBufferSize": changeBufferSize,
+                "changeBufferSize": changeBufferSize,
                 "keyFilePath": keyFilePath as Any,
             ])
         }

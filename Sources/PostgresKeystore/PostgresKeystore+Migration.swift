@@ -5,12 +5,13 @@ public import SecureStorage
 extension PostgresKeystore {
     /// Moves every item of `service` from access group `from` to `to`, in one transaction.
     ///
-    /// Both namespaces are locked (their advisory locks, and the source rows `FOR UPDATE`),
+    /// Both namespaces are locked against other migrations (their advisory locks) and the
+    /// source rows against commits (`FOR UPDATE`),
     /// and every source item is opened with the source key first: if any does not open
     /// (tampered, wrong key), nothing moves and the error says how many failed. Each item is
     /// then re-sealed for the target (its associated data names the new group), upserted with
     /// the versioned rule (a newer target item wins), read back, and its source row deleted;
-    /// change rows and notifications go to both namespaces. The transaction commits all of it
+    /// both namespaces' change feeds are notified. The transaction commits all of it
     /// or none, so no progress marker is needed and running it again is harmless.
     ///
     /// - Parameters:
@@ -100,6 +101,7 @@ extension PostgresKeystore {
         on connection: PostgresConnection, logger: Logger
     ) async throws -> Int {
         // Lock both namespaces in one global order, so two opposite migrations cannot deadlock.
+        // Commits take no advisory lock: the row locks order them against the migration.
         for namespace in [source, target].sorted(by: { $0.lockName < $1.lockName }) {
             try await PostgresSchema.lock(namespace, on: connection, logger: logger)
         }
@@ -151,8 +153,8 @@ extension PostgresKeystore {
                 moved.append(item.key)
             }
         }
-        _ = try await PostgresSchema.appendChanges(targetChanged, namespace: target, origin: origin, on: connection, logger: logger)
-        _ = try await PostgresSchema.appendChanges(moved, namespace: source, origin: origin, on: connection, logger: logger)
+        try await PostgresSchema.notify(targetChanged, namespace: target, origin: origin, on: connection, logger: logger)
+        try await PostgresSchema.notify(moved, namespace: source, origin: origin, on: connection, logger: logger)
         return moved.count
     }
 }

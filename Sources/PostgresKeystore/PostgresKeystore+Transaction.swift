@@ -29,14 +29,62 @@ extension PostgresKeystore {
         return value
     }
 
-    /// Applies sealed operations in one transaction; returns per-operation results, the keys
-    /// changed (once each, in order) and the newest change sequence.
-    static func apply(
+    /// Applies batches whose keys are all distinct (within and across them) in one
+    /// statement; returns each batch's per-operation results.
+    ///
+    /// A connection that dies once the statement may have been sent is
+    /// ``CommitOutcomeUnknown``: in autocommit the statement may have committed. One found
+    /// closed before sending is an ordinary connection loss, which ``perform(_:_:)`` retries.
+    static func applyDistinct(
+        _ batches: [[SealedOperation]], namespace: PostgresNamespace, origin: Int64,
+        on connection: PostgresConnection, logger: Logger
+    ) async throws -> [[Bool]] {
+        var sets: [(key: String, version: Int64?, sealed: [UInt8])] = []
+        var removes: [String] = []
+        for operation in batches.joined() {
+            switch operation {
+            case .set(let key, let sealed, let version): sets.append((key, version, sealed))
+            case .remove(let key): removes.append(key)
+            }
+        }
+        // One key order for every statement, so concurrent statements (of this instance or
+        // another) lock rows in the same order and cannot deadlock on their upserts.
+        sets.sort { $0.key < $1.key }
+        removes.sort()
+        guard !connection.isClosed else { throw StaleConnection() }
+        var (applied, removed): (Set<String>, Set<String>) = ([], [])
+        for attempt in 1...3 {
+            do {
+                (applied, removed) = try await PostgresSchema.applyDistinct(
+                    sets: sets, removes: removes, namespace: namespace, origin: origin, on: connection, logger: logger)
+                break
+            } catch where KeystoreError.isRetryableConnectionLoss(error) {
+                throw CommitOutcomeUnknown(underlying: error)
+            } catch where attempt < 3 && KeystoreError.isDeadlock(error) {
+                // The server rolled the statement back (a set and a remove of two statements
+                // can still cross); nothing applied, so it runs again.
+                continue
+            }
+        }
+        return batches.map { operations in
+            operations.map { operation in
+                switch operation {
+                case .set(let key, _, _): applied.contains(key)
+                case .remove(let key): removed.contains(key)
+                }
+            }
+        }
+    }
+
+    /// Applies one batch that names a key more than once in a transaction, operation by
+    /// operation, so each sees the effect of the earlier ones (one statement could not touch
+    /// a row twice); returns per-operation results. Row locks, taken by each upsert or
+    /// delete, are all the ordering it needs.
+    static func applyInOrder(
         _ operations: [SealedOperation], namespace: PostgresNamespace, origin: Int64,
         on connection: PostgresConnection, logger: Logger
-    ) async throws -> ([Bool], [String], Int64?) {
+    ) async throws -> [Bool] {
         try await transaction(on: connection, logger: logger) {
-            try await PostgresSchema.lock(namespace, on: connection, logger: logger)
             var applied: [Bool] = []
             var changed: [String] = []
             var seen: Set<String> = []
@@ -55,8 +103,8 @@ extension PostgresKeystore {
                 applied.append(didApply)
                 if didApply && seen.insert(key).inserted { changed.append(key) }
             }
-            let last = try await PostgresSchema.appendChanges(changed, namespace: namespace, origin: origin, on: connection, logger: logger)
-            return (applied, changed, last)
+            try await PostgresSchema.notify(changed, namespace: namespace, origin: origin, on: connection, logger: logger)
+            return applied
         }
     }
 }

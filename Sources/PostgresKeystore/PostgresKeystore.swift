@@ -20,8 +20,10 @@ import Synchronization
 /// to another key, service or group fails to open. The service and access group are columns:
 /// many tools and groups share one database.
 ///
-/// - Writes: ``commit(_:)`` applies a batch in one transaction; a versioned set applies when
-///   there is no item, either side is unversioned, or the stored version is not newer.
+/// - Writes: ``commit(_:)`` applies a batch atomically, in one statement (one round trip, no
+///   lock beyond the rows it writes); concurrent commits are combined into one statement. A
+///   versioned set applies when there is no item, either side is unversioned, or the stored
+///   version is not newer.
 /// - Reads never wait for commits (PostgreSQL's MVCC).
 /// - ``changes()`` follows every instance's commits through `LISTEN`/`NOTIFY`.
 /// - Outages: calls fail with ``KeystoreError/Code/storeUnavailable`` naming `host:port`
@@ -46,9 +48,9 @@ public final class PostgresKeystore: Keystore {
     let origin: Int64
     private let runTask: Task<Void, Never>
     private let feed: PostgresChangeFeed
+    private let committer: PostgresGroupCommitter
     let logger: Logger
     private let callerLogger: Logger?
-    private let commitCount = Atomic<Int>(0)
     private let closed = Atomic<Bool>(false)
 
     /// Opens the keystore for `service` in `accessGroup`, creating the schema on first use.
@@ -84,7 +86,7 @@ public final class PostgresKeystore: Keystore {
         do throws(KeystoreError) {
             let opened = try await OperationDeadline.run(configuration.operationTimeout, onTimeout: {
                 Self.timeout("opening the keystore", configuration)
-            }) { () throws(KeystoreError) -> (SecretBytes, Int64) in
+            }) { () throws(KeystoreError) -> SecretBytes in
                 try await Self.probe(configuration, logger: quiet)
                 do {
                     try await client.withConnection { connection in
@@ -93,19 +95,10 @@ public final class PostgresKeystore: Keystore {
                 } catch {
                     throw KeystoreError.postgres(error, operation: "creating the schema", configuration: configuration)
                 }
-                let key = try await PostgresKeyResolver.key(
+                return try await PostgresKeyResolver.key(
                     for: accessGroup, source: keySource, configuration: configuration, client: client, logger: quiet)
-                let probe = PostgresNamespace(service: service, group: accessGroup, key: key)
-                do {
-                    let newest = try await client.withConnection { connection in
-                        try await PostgresSchema.newestSequence(probe, on: connection, logger: quiet)
-                    }
-                    return (key, newest)
-                } catch {
-                    throw KeystoreError.postgres(error, operation: "reading the change log", configuration: configuration)
-                }
             }
-            let (key, newest) = opened
+            let key = opened
             let namespace = PostgresNamespace(service: service, group: accessGroup, key: key)
             let origin = Int64(bitPattern: try KeystoreError.rethrowing {
                 try CryptoRuntime.randomBytes(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
@@ -120,8 +113,28 @@ public final class PostgresKeystore: Keystore {
             self.logger = quiet
             self.callerLogger = logger
             self.feed = PostgresChangeFeed(
-                client: client, namespace: namespace, origin: origin, knownSequence: newest,
-                configuration: configuration, logger: quiet)
+                client: client, namespace: namespace, origin: origin, configuration: configuration, logger: quiet)
+            // Half the pool: the rest serves reads and the change feed while commits queue.
+            self.committer = PostgresGroupCommitter(
+                maximumInFlight: max(2, configuration.maximumConnections) / 2,
+                maximumOperations: Self.maximumGroupOperations,
+                closedError: { KeystoreError(.storeUnavailable, "the keystore is closed", path: configuration.endpoint) },
+                execute: { [client, quiet] batches, distinct in
+                    do throws(KeystoreError) {
+                        return .success(try await Self.perform(
+                            "committing a batch", client: client, configuration: configuration, logger: quiet
+                        ) { connection, logger in
+                            if distinct {
+                                return try await Self.applyDistinct(
+                                    batches, namespace: namespace, origin: origin, on: connection, logger: logger)
+                            }
+                            return [try await Self.applyInOrder(
+                                batches[0], namespace: namespace, origin: origin, on: connection, logger: logger)]
+                        })
+                    } catch {
+                        return .failure(error)
+                    }
+                })
         } catch {
             runTask.cancel()
             throw error
@@ -145,6 +158,7 @@ public final class PostgresKeystore: Keystore {
     public func close() async {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         feed.close()
+        committer.close()
         runTask.cancel()
         await runTask.value
     }
@@ -178,12 +192,18 @@ public final class PostgresKeystore: Keystore {
         }.sorted()
     }
 
-    /// Applies every operation of `batch` in one transaction.
+    /// The most operations one combined commit statement carries.
+    static let maximumGroupOperations = 256
+
+    /// Applies every operation of `batch` atomically.
     ///
-    /// The transaction takes the namespace's advisory lock, applies each operation in order,
-    /// appends a change row per changed key and `NOTIFY`s, then commits. A connection lost
-    /// before `COMMIT` was sent is retried once on a fresh connection (PostgreSQL rolled the
-    /// transaction back); one lost after is reported, since the outcome is unknown.
+    /// A batch whose keys are distinct is one statement in autocommit: the versioned upserts,
+    /// the removes and the `NOTIFY` naming the changed keys, with no advisory lock, so
+    /// concurrent commits of a namespace proceed together. Batches of concurrent calls are
+    /// combined into one such statement when their keys are disjoint. A batch naming a key
+    /// more than once runs as a transaction, operation by operation. A connection lost once
+    /// the statement (or `COMMIT`) may have been sent is reported, since the outcome is
+    /// unknown; one that never got it is replaced and the commit runs again.
     ///
     /// - Returns: Per operation, whether it was applied.
     /// - Throws: ``KeystoreError/Code/invalidName`` for an empty or over-long key (nothing is
@@ -191,22 +211,27 @@ public final class PostgresKeystore: Keystore {
     @discardableResult
     public func commit(_ batch: KeystoreBatch) async throws(KeystoreError) -> [Bool] {
         guard !batch.isEmpty else { return [] }
+        guard !isClosed else {
+            throw KeystoreError(.storeUnavailable, "the keystore is closed", path: configuration.endpoint)
+        }
         let namespace = self.namespace
         let sealed = try batch.sealed(
             validate: { (key) throws(KeystoreError) in try PostgresNamespace.validate(key: key) },
             seal: { (value, key) throws(KeystoreError) in try namespace.seal(value, forKey: key) })
-        let origin = self.origin
-        let trim = commitCount.wrappingAdd(1, ordering: .relaxed).newValue % 100 == 0
-        let retention = configuration.changeLogRetention
-        let (applied, changed, lastSequence) = try await perform("committing a batch") { connection, logger in
-            try await Self.apply(sealed, namespace: namespace, origin: origin, on: connection, logger: logger)
+        let configuration = self.configuration
+        let committer = self.committer
+        // The caller's own limit: a batch still queued when it passes is withdrawn.
+        let applied = try await OperationDeadline.run(configuration.operationTimeout, onTimeout: {
+            Self.timeout("committing a batch", configuration)
+        }) { () throws(KeystoreError) -> [Bool] in
+            try await committer.commit(sealed).get()
         }
-        feed.deliverLocal(changed, lastSequence: lastSequence)
-        if trim {
-            _ = try? await perform("trimming the change log") { connection, logger in
-                try await PostgresSchema.trimChanges(olderThan: retention, on: connection, logger: logger)
-            }
+        var changed: [String] = []
+        var seen: Set<String> = []
+        for (operation, didApply) in zip(sealed, applied) where didApply && seen.insert(operation.key).inserted {
+            changed.append(operation.key)
         }
+        feed.deliverLocal(changed)
         callerLogger?.trace("keystore batch committed", metadata: [
             "broker.service": "\(service)",
             "broker.operations": "\(applied.count)",
@@ -228,6 +253,9 @@ public final class PostgresKeystore: Keystore {
 
     /// Whether ``close()`` was called.
     var isClosed: Bool { closed.load(ordering: .acquiring) }
+
+    /// How many commit groups (statements or transactions) ran (for tests).
+    var commitGroups: Int { committer.groupsRun }
 
     /// Whether the change feed currently listens on a live connection (for tests).
     package var isListeningForChanges: Bool { feed.isListening }

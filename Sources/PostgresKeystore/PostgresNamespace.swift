@@ -27,13 +27,61 @@ struct PostgresNamespace: Sendable {
 
     static func column(for group: AccessGroup) -> String { group.name ?? "" }
 
-    /// What a commit's `NOTIFY` carries, so listeners of other namespaces skip it at once:
-    /// the service's length in bytes, a colon, the service, then the group column.
-    var notificationPayload: String { "\(service.utf8.count):\(service)\(groupColumn)" }
+    /// The start of every notification about this namespace: a format tag, then the service
+    /// and the group column, each preceded by its length in Unicode scalars and a colon.
+    /// Length-prefixed fields make it prefix-free, so a listener compares bytes and skips
+    /// other namespaces' notifications without parsing them.
+    var notificationPrefix: String {
+        "ib2|\(service.unicodeScalars.count):\(service)\(groupColumn.unicodeScalars.count):\(groupColumn)"
+    }
 
-    /// The name hashed into the transaction-scoped advisory lock that orders this namespace's
-    /// commits, so change rows are numbered in commit order.
-    var lockName: String { "identity_broker:\(notificationPayload)" }
+    /// The prefix, the committing instance's origin (16 hex digits) and a bar: what precedes
+    /// the changed keys in a notification.
+    func notificationHeader(origin: Int64) -> String {
+        let hex = String(UInt64(bitPattern: origin), radix: 16)
+        return notificationPrefix + String(repeating: "0", count: 16 - hex.count) + hex + "|"
+    }
+
+    /// A notification naming `keys`, each as its length in Unicode scalars, a colon and the
+    /// key (the encoding the commit statement builds in SQL); `*` (every key) when that
+    /// would reach PostgreSQL's payload limit.
+    func notification(origin: Int64, keys: [String]) -> String {
+        let header = notificationHeader(origin: origin)
+        var payload = header
+        for key in keys { payload += "\(key.unicodeScalars.count):\(key)" }
+        return payload.utf8.count < PostgresSchema.maximumPayloadBytes ? payload : header + "*"
+    }
+
+    /// What a notification says about this namespace: `nil` when it concerns another one;
+    /// otherwise its origin and keys, with `nil` keys meaning every key (the `*` form, or
+    /// anything that does not parse, which is safer reloaded than ignored).
+    func parseNotification(_ payload: String) -> (origin: Int64?, keys: [String]?)? {
+        let prefix = notificationPrefix
+        guard payload.utf8.starts(with: prefix.utf8) else { return nil }
+        let scalars = Array(payload.unicodeScalars.dropFirst(prefix.unicodeScalars.count))
+        guard scalars.count >= 18, scalars[16] == "|",
+              let bits = UInt64(String(String.UnicodeScalarView(scalars[0..<16])), radix: 16)
+        else { return (nil, nil) }
+        let origin = Int64(bitPattern: bits)
+        var rest = scalars[17...]
+        if rest.elementsEqual(["*"]) { return (origin, nil) }
+        var keys: [String] = []
+        while !rest.isEmpty {
+            guard let colon = rest.firstIndex(of: ":"),
+                  let length = Int(String(String.UnicodeScalarView(rest[rest.startIndex..<colon]))),
+                  length > 0, rest.distance(from: colon, to: rest.endIndex) > length
+            else { return (origin, nil) }
+            let start = rest.index(after: colon)
+            let end = rest.index(start, offsetBy: length)
+            keys.append(String(String.UnicodeScalarView(rest[start..<end])))
+            rest = rest[end...]
+        }
+        return (origin, keys.isEmpty ? nil : keys)
+    }
+
+    /// The name hashed into the transaction-scoped advisory lock that keeps two migrations
+    /// touching this namespace apart (commits take no lock).
+    var lockName: String { "identity_broker:\(notificationPrefix)" }
 
     func seal(_ value: [UInt8], forKey key: String) throws(KeystoreError) -> [UInt8] {
         try KeystoreError.rethrowing { try Sealing.seal(value, key: self.key, associatedData: binding.associatedData(forKey: key)) }

@@ -8,8 +8,6 @@ import SecureStorage
 /// identity_broker_schema(singleton, version)              -- one row: the schema version
 /// identity_broker_items(service, access_group, key,       -- sealed items; access_group is ''
 ///                       version, value bytea)             -- for AccessGroup.none
-/// identity_broker_changes(seq bigserial, service,         -- the change feed's log
-///                         access_group, key, origin, committed_at)
 /// identity_broker_key_salts(access_group, salt bytea)     -- passphrase salt + scrypt parameters
 /// ```
 ///
@@ -17,11 +15,19 @@ import SecureStorage
 /// starting together on an empty database do not race on `CREATE TABLE IF NOT EXISTS`.
 /// The version row lets a later release migrate; a database whose version is newer than
 /// this release knows is refused.
+///
+/// Version 2 dropped version 1's change log (`identity_broker_changes`): the change feed now
+/// learns the changed keys from the notifications themselves, so a commit writes nothing but
+/// the items.
 enum PostgresSchema {
-    static let version = 1
+    static let version = 2
 
-    /// The `NOTIFY` channel every commit signals on; the payload names the namespace.
+    /// The `NOTIFY` channel every commit signals on; the payload names the namespace, the
+    /// committing instance and the keys (see ``PostgresNamespace/notification(origin:keys:)``).
     static let channel = "identity_broker_changes"
+
+    /// PostgreSQL refuses a `NOTIFY` payload of this many bytes or more.
+    static let maximumPayloadBytes = 8000
 
     /// The advisory lock key that serialises schema creation ("IBSCHEMA" in ASCII).
     static let schemaLock: Int64 = 0x49_42_53_43_48_45_4D_41
@@ -42,20 +48,6 @@ enum PostgresSchema {
             value bytea NOT NULL,
             PRIMARY KEY (service, access_group, key)
         )
-        """,
-        """
-        CREATE TABLE IF NOT EXISTS identity_broker_changes (
-            seq bigserial PRIMARY KEY,
-            service text NOT NULL,
-            access_group text NOT NULL,
-            key text NOT NULL,
-            origin bigint NOT NULL,
-            committed_at timestamptz NOT NULL DEFAULT now()
-        )
-        """,
-        """
-        CREATE INDEX IF NOT EXISTS identity_broker_changes_namespace
-            ON identity_broker_changes (service, access_group, seq)
         """,
         """
         CREATE TABLE IF NOT EXISTS identity_broker_key_salts (
@@ -81,6 +73,12 @@ enum PostgresSchema {
             guard stored <= version else {
                 throw KeystoreError(.corruptFormat, "the database's identity_broker schema version \(stored) is newer than this release supports (\(version))")
             }
+            if stored == 1 {
+                // Version 1 instances still running fail their commits from now on (the table
+                // is gone) instead of writing rows no version-2 feed would read.
+                try await connection.query("DROP TABLE IF EXISTS identity_broker_changes", logger: logger)
+                try await connection.query("UPDATE identity_broker_schema SET version = \(version)", logger: logger)
+            }
             try await connection.query("COMMIT", logger: logger)
         } catch {
             _ = try? await connection.query("ROLLBACK", logger: logger)
@@ -88,9 +86,54 @@ enum PostgresSchema {
         }
     }
 
-    /// Takes the namespace's transaction-scoped advisory lock, ordering its commits.
+    /// Takes the namespace's transaction-scoped advisory lock (migrations only).
     static func lock(_ namespace: PostgresNamespace, on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(namespace.lockName), 0))", logger: logger)
+    }
+
+    /// Applies sets and removes of distinct keys, and notifies listeners of the keys that
+    /// changed, in one statement: one round trip, and in autocommit its own transaction.
+    ///
+    /// The caller guarantees every key occurs once (`ON CONFLICT` cannot touch a row twice in
+    /// one statement). The notification is built in SQL because only the statement knows
+    /// which sets the versioned rule let through; with nothing changed there is none.
+    ///
+    /// - Returns: The keys whose set applied and the keys that were removed.
+    static func applyDistinct(
+        sets: [(key: String, version: Int64?, sealed: [UInt8])], removes: [String],
+        namespace: PostgresNamespace, origin: Int64, on connection: PostgresConnection, logger: Logger
+    ) async throws -> (sets: Set<String>, removes: Set<String>) {
+        let keys = sets.map(\.key)
+        let versions = sets.map { $0.version ?? 0 }
+        let versioned = sets.map { $0.version != nil }
+        let values = sets.map { ByteBuffer(bytes: $0.sealed) }
+        let header = namespace.notificationHeader(origin: origin)
+        let rows = try await connection.query("""
+            WITH upserted AS (
+                INSERT INTO identity_broker_items AS items (service, access_group, key, version, value)
+                SELECT \(namespace.service), \(namespace.groupColumn), s.key, CASE WHEN s.versioned THEN s.version END, s.value
+                FROM unnest(\(keys)::text[], \(versions)::int8[], \(versioned)::bool[], \(values)::bytea[])
+                    AS s(key, version, versioned, value)
+                ON CONFLICT (service, access_group, key) DO UPDATE SET version = excluded.version, value = excluded.value
+                WHERE items.version IS NULL OR excluded.version IS NULL OR items.version <= excluded.version
+                RETURNING items.key
+            ), removed AS (
+                DELETE FROM identity_broker_items
+                WHERE service = \(namespace.service) AND access_group = \(namespace.groupColumn) AND key = ANY(\(removes)::text[])
+                RETURNING key
+            ), changed AS (
+                SELECT \(header) || string_agg(length(c.key) || ':' || c.key, '') AS payload
+                FROM (SELECT key FROM upserted UNION ALL SELECT key FROM removed) AS c
+                HAVING count(*) > 0
+            )
+            SELECT (SELECT array_agg(key) FROM upserted), (SELECT array_agg(key) FROM removed),
+                (SELECT count(*) FROM changed, pg_notify(\(channel), CASE
+                    WHEN octet_length(changed.payload) < \(maximumPayloadBytes) THEN changed.payload
+                    ELSE \(header) || '*' END) AS notified)
+            """, logger: logger).collect()
+        guard let row = rows.first else { return ([], []) }
+        let (applied, removed, _) = try row.decode(([String]?, [String]?, Int64).self)
+        return (Set(applied ?? []), Set(removed ?? []))
     }
 
     /// Upserts one sealed item with the versioned rule; returns whether it was applied.
@@ -118,35 +161,13 @@ enum PostgresSchema {
         return !rows.isEmpty
     }
 
-    /// Appends change rows for `keys`, signals listeners, and returns the newest sequence.
-    static func appendChanges(
+    /// Signals listeners that `keys` of `namespace` changed (inside a transaction: delivered
+    /// when it commits, in commit order). Nothing when no key changed.
+    static func notify(
         _ keys: [String], namespace: PostgresNamespace, origin: Int64, on connection: PostgresConnection, logger: Logger
-    ) async throws -> Int64? {
-        guard !keys.isEmpty else { return nil }
-        let rows = try await connection.query("""
-            INSERT INTO identity_broker_changes (service, access_group, key, origin)
-            SELECT \(namespace.service), \(namespace.groupColumn), changed.key, \(origin)
-            FROM unnest(\(keys)::text[]) WITH ORDINALITY AS changed(key, position) ORDER BY changed.position
-            RETURNING seq
-            """, logger: logger).collect()
-        try await connection.query("SELECT pg_notify(\(channel), \(namespace.notificationPayload))", logger: logger)
-        return try rows.map { try $0.decode(Int64.self) }.max()
-    }
-
-    /// The newest change sequence of a namespace (0 when it has none).
-    static func newestSequence(_ namespace: PostgresNamespace, on connection: PostgresConnection, logger: Logger) async throws -> Int64 {
-        let rows = try await connection.query("""
-            SELECT coalesce(max(seq), 0) FROM identity_broker_changes
-            WHERE service = \(namespace.service) AND access_group = \(namespace.groupColumn)
-            """, logger: logger).collect()
-        return try rows.first?.decode(Int64.self) ?? 0
-    }
-
-    /// Deletes change rows older than `retention`, for every namespace.
-    static func trimChanges(olderThan retention: Duration, on connection: PostgresConnection, logger: Logger) async throws {
-        let seconds = Double(retention.components.seconds) + Double(retention.components.attoseconds) / 1e18
+    ) async throws {
+        guard !keys.isEmpty else { return }
         try await connection.query(
-            "DELETE FROM identity_broker_changes WHERE committed_at < now() - make_interval(secs => \(seconds))",
-            logger: logger)
+            "SELECT pg_notify(\(channel), \(namespace.notification(origin: origin, keys: keys)))", logger: logger)
     }
 }

@@ -1,0 +1,195 @@
+import BrokerTestSupport
+import Foundation
+@testable import PostgresKeystore
+import SecureStorage
+import XCTest
+
+/// One-statement commits without a lock, combined across concurrent callers; the change feed
+/// carried by the notifications alone; the schema's migration from version 1.
+final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
+    func testCombinedCommitsFromManyCallersGiveExactResultsAndConvergeByVersion() async throws {
+        let keystore = try await keystore()
+        var seed = KeystoreBatch()
+        for index in 0..<64 {
+            seed.set([1], forKey: "newer\(index)", version: 100)
+            seed.set([1], forKey: "gone\(index)")
+        }
+        try await keystore.commit(seed)
+        let before = keystore.commitGroups
+
+        let results = try await withThrowingTaskGroup(of: (Int, [Bool]).self) { group in
+            for index in (0..<64).shuffled() {
+                group.addTask {
+                    var batch = KeystoreBatch()
+                    batch.set([UInt8(index)], forKey: "own\(index)")
+                    batch.set([2], forKey: "newer\(index)", version: 50)
+                    batch.remove(forKey: "gone\(index)")
+                    batch.remove(forKey: "missing\(index)")
+                    // Batches naming one key are not combined: these go one per group.
+                    if index % 4 == 3 { batch.set([UInt8(index)], forKey: "shared", version: Int64(index)) }
+                    if index % 8 == 0 {
+                        // A key named twice: this batch runs alone, in order.
+                        batch.set([9], forKey: "own\(index)", version: 1)
+                    }
+                    return (index, try await keystore.commit(batch))
+                }
+            }
+            return try await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
+        }
+        for index in 0..<64 {
+            let applied = try XCTUnwrap(results[index])
+            XCTAssertEqual(Array(applied.prefix(4)), [true, false, true, false], "caller \(index)")
+            if index % 8 == 0 {
+                XCTAssertEqual(Array(applied.suffix(1)), [true], "an unversioned item takes a versioned set: caller \(index)")
+            }
+            let own = try await keystore.value(forKey: "own\(index)")
+            XCTAssertEqual(own, index % 8 == 0 ? [9] : [UInt8(index)])
+        }
+        XCTAssertEqual(results[63]?.last, true, "the highest version always applies")
+        let shared = try await keystore.value(forKey: "shared")
+        XCTAssertEqual(shared, [63], "the highest version wins whatever the order")
+        let keys = Set(try await keystore.keys())
+        XCTAssertTrue(keys.isDisjoint(with: (0..<64).map { "gone\($0)" }))
+        let groups = keystore.commitGroups - before
+        XCTAssertLessThan(groups, 64, "concurrent commits were combined (\(groups) groups for 64 batches)")
+    }
+
+    func testAFailingBatchFailsAloneWhenCombined() async throws {
+        let keystore = try await keystore()
+        try server.psql("""
+            CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN IF NEW.key = 'poison' THEN RAISE EXCEPTION 'poisoned'; END IF; RETURN NEW; END $$;
+            CREATE TRIGGER refuse_poison BEFORE INSERT OR UPDATE ON identity_broker_items
+            FOR EACH ROW EXECUTE FUNCTION refuse_poison();
+            """, database: database)
+        let outcomes = await withTaskGroup(of: (Int, Result<[Bool], KeystoreError>).self) { group in
+            for index in 0..<32 {
+                group.addTask {
+                    var batch = KeystoreBatch()
+                    batch.set([1], forKey: index == 7 ? "poison" : "k\(index)")
+                    do throws(KeystoreError) {
+                        return (index, .success(try await keystore.commit(batch)))
+                    } catch {
+                        return (index, .failure(error))
+                    }
+                }
+            }
+            return await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
+        }
+        for index in 0..<32 {
+            switch outcomes[index] {
+            case .success(let applied)?:
+                XCTAssertNotEqual(index, 7, "the poisoned batch fails")
+                XCTAssertEqual(applied, [true])
+            case .failure(let error)?:
+                XCTAssertEqual(index, 7, "only the poisoned batch fails: \(error)")
+                XCTAssertEqual(error.code, .io)
+            case nil:
+                XCTFail("no outcome for \(index)")
+            }
+        }
+        let keys = try await keystore.keys()
+        XCTAssertEqual(keys.count, 31)
+    }
+
+    func testConcurrentCommitsFromTwoKeystoresOnOneKeyConvergeToTheLaterVersion() async throws {
+        let first = try await keystore()
+        let second = try await keystore()
+        for round in 0..<3 {
+            let key = "session\(round)"
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for version in (1...40).shuffled() {
+                    let writer = version % 2 == 0 ? first : second
+                    group.addTask {
+                        var batch = KeystoreBatch()
+                        batch.set([UInt8(version)], forKey: key, version: Int64(version))
+                        batch.set([1], forKey: "\(key).writer\(version)")
+                        let applied = try await writer.commit(batch)
+                        XCTAssertEqual(applied[1], true)
+                        if version == 40 { XCTAssertEqual(applied[0], true, "the latest version applies") }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let fromFirst = try await first.value(forKey: key)
+            let fromSecond = try await second.value(forKey: key)
+            XCTAssertEqual(fromFirst, [40], "round \(round)")
+            XCTAssertEqual(fromSecond, [40], "round \(round)")
+        }
+    }
+
+    func testAPayloadTooLargeForNotifyYieldsAllOnAnotherInstance() async throws {
+        let writer = try await keystore()
+        let watcher = try await keystore()
+        let recorder = ChangeRecorder(watcher.changes())
+        defer { recorder.stop() }
+        let listening = await eventually { watcher.isListeningForChanges && recorder.contains(.all) }
+        XCTAssertTrue(listening, "listening starts with .all: \(recorder.changes)")
+        let allBefore = recorder.changes.filter { $0 == .all }.count
+
+        // Small enough: the keys themselves, escaped by length (colons and bars in keys).
+        try await writer.set([1], forKey: "a:b|c*")
+        let small = await eventually(timeout: .seconds(2)) { recorder.contains(.item("a:b|c*")) }
+        XCTAssertTrue(small, "\(recorder.changes)")
+
+        var large = KeystoreBatch()
+        for index in 0..<60 { large.set([1], forKey: "k\(index)-" + String(repeating: "é", count: 80)) }
+        try await writer.commit(large)
+        let all = await eventually(timeout: .seconds(2)) { recorder.changes.filter { $0 == .all }.count > allBefore }
+        XCTAssertTrue(all, "a commit too large to name its keys reports .all: \(recorder.changes.suffix(5))")
+        XCTAssertFalse(recorder.changes.contains { if case .item(let key) = $0 { key.hasPrefix("k0-") } else { false } })
+
+        try await writer.set([2], forKey: "after")
+        let after = await eventually(timeout: .seconds(2)) { recorder.contains(.item("after")) }
+        XCTAssertTrue(after, "the feed goes on")
+    }
+
+    func testNotificationsRoundTripAndIgnoreOtherNamespaces() throws {
+        let namespace = PostgresNamespace(service: "tool", group: AccessGroup(name: "tëam:1"), key: SecretBytes(copying: [UInt8](repeating: 7, count: 32)))
+        let other = PostgresNamespace(service: "tool", group: AccessGroup(name: "tëam:12"), key: namespace.key)
+        let payload = namespace.notification(origin: -42, keys: ["a", "é:x|y", "ünï"])
+        let parsed = try XCTUnwrap(namespace.parseNotification(payload))
+        XCTAssertEqual(parsed.origin, -42)
+        XCTAssertEqual(parsed.keys, ["a", "é:x|y", "ünï"])
+        XCTAssertNil(other.parseNotification(payload), "another group's notification is skipped")
+        let tooLarge = namespace.notification(origin: 1, keys: (0..<100).map { "key\($0)" + String(repeating: "x", count: 100) })
+        XCTAssertLessThan(tooLarge.utf8.count, 100)
+        XCTAssertNil(try XCTUnwrap(namespace.parseNotification(tooLarge)).keys, "every key")
+        XCTAssertNil(try XCTUnwrap(namespace.parseNotification(namespace.notificationPrefix + "garbage")).keys, "unparsable means every key")
+    }
+
+    func testAVersion1DatabaseIsMigrated() async throws {
+        let old = try await keystore()
+        try await old.set(Array("kept".utf8), forKey: "session.alice", version: 3)
+        await old.close()
+        // What version 1 left: its change log, with rows, and version 1.
+        try server.psql("""
+            SET ROLE \(server.passwordRole);
+            CREATE TABLE identity_broker_changes (
+                seq bigserial PRIMARY KEY, service text NOT NULL, access_group text NOT NULL, key text NOT NULL,
+                origin bigint NOT NULL, committed_at timestamptz NOT NULL DEFAULT now());
+            CREATE INDEX identity_broker_changes_namespace ON identity_broker_changes (service, access_group, seq);
+            INSERT INTO identity_broker_changes (service, access_group, key, origin) VALUES ('tool', '', 'session.alice', 1);
+            UPDATE identity_broker_schema SET version = 1;
+            """, database: database)
+
+        let first = try await keystore()
+        let second = try await keystore()
+        let version = try server.psql("SELECT version FROM identity_broker_schema", database: database)
+        XCTAssertEqual(version.trimmingCharacters(in: .whitespacesAndNewlines), "2")
+        let table = try server.psql("SELECT count(*) FROM pg_tables WHERE tablename = 'identity_broker_changes'", database: database)
+        XCTAssertEqual(table.trimmingCharacters(in: .whitespacesAndNewlines), "0", "the change log is gone")
+        let kept = try await second.value(forKey: "session.alice")
+        XCTAssertEqual(kept, Array("kept".utf8))
+        let stale = try await first.set([1], forKey: "session.alice", version: 2)
+        XCTAssertFalse(stale, "versions survive the migration")
+
+        let recorder = ChangeRecorder(second.changes())
+        defer { recorder.stop() }
+        let listening = await eventually { second.isListeningForChanges }
+        XCTAssertTrue(listening)
+        try await first.set([2], forKey: "session.bob")
+        let seen = await eventually(timeout: .seconds(2)) { recorder.contains(.item("session.bob")) }
+        XCTAssertTrue(seen, "the feed works on the migrated database")
+    }
+}
