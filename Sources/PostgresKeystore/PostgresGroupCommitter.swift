@@ -5,9 +5,9 @@ import Synchronization
 ///
 /// PostgreSQL serialises every transaction that `NOTIFY`s through its commit, WAL flush
 /// included, so one commit per caller would cap throughput at one flush per commit. Instead,
-/// batches queue here; up to `maximumInFlight` drains (each on one pooled connection) take
-/// what is waiting, at most `maximumOperations` operations, and apply it in one statement.
-/// A lone caller starts a drain at once and waits for nothing.
+/// batches queue here (``PostgresGrouper``); up to `maximumInFlight` groups (each on one
+/// pooled connection) take what is waiting, at most `maximumOperations` operations, and
+/// apply it in one statement. A caller that finds a slot free commits at once, on its task.
 ///
 /// A group never names a key twice, so one statement can apply it, and a batch whose key is
 /// in the group (or in a batch left waiting) waits for a later group: writes to one key apply
@@ -23,138 +23,77 @@ final class PostgresGroupCommitter: Sendable {
     /// Applies a group: batches with distinct keys, or one batch naming a key twice.
     typealias Execute = @Sendable (_ batches: [[SealedOperation]], _ distinct: Bool) async -> Result<[[Bool]], KeystoreError>
 
-    private struct Pending: Sendable {
-        let id: Int
+    struct Batch: Sendable {
         let operations: [SealedOperation]
         /// The batch's keys; `nil` when it names a key twice.
         let keys: Set<String>?
-        let continuation: CheckedContinuation<Outcome, Never>
     }
 
-    private struct State: Sendable {
-        var pending: [Pending] = []
-        var inFlight = 0
-        var nextID = 0
-        var closed = false
-    }
-
-    private let state = Mutex(State())
-    private let groups = Atomic<Int>(0)
-    private let maximumInFlight: Int
-    private let maximumOperations: Int
-    private let execute: Execute
-    private let closedError: @Sendable () -> KeystoreError
+    private let grouper: PostgresGrouper<Batch, [Bool]>
 
     init(
-        maximumInFlight: Int, maximumOperations: Int,
-        closedError: @escaping @Sendable () -> KeystoreError, execute: @escaping Execute
+        maximumInFlight: Int, maximumOperations: Int, deadlines: DeadlineQueue,
+        closedError: @escaping @Sendable () -> KeystoreError,
+        timeoutError: @escaping @Sendable () -> KeystoreError,
+        execute: @escaping Execute
     ) {
-        self.maximumInFlight = max(1, maximumInFlight)
-        self.maximumOperations = max(1, maximumOperations)
-        self.closedError = closedError
-        self.execute = execute
+        let maximumOperations = max(1, maximumOperations)
+        grouper = PostgresGrouper(
+            maximumInFlight: maximumInFlight, deadlines: deadlines, closedError: closedError, timeoutError: timeoutError,
+            select: { waiting in Self.select(waiting, maximumOperations: maximumOperations) },
+            run: { group in
+                let distinct = group.count > 1 || group[0].keys != nil
+                switch await execute(group.map(\.operations), distinct) {
+                case .success(let results):
+                    return results.map { .success($0) }
+                case .failure(let error) where group.count > 1 && error.code != .storeUnavailable:
+                    var outcomes: [Outcome] = []
+                    for batch in group {
+                        outcomes.append(await execute([batch.operations], true).map { $0[0] })
+                    }
+                    return outcomes
+                case .failure(let error):
+                    return group.map { _ in .failure(error) }
+                }
+            })
     }
 
-    /// Queues `operations` and returns their results once a group holding them committed.
-    /// Cancelled while still queued, the batch is withdrawn (never applied) and a
-    /// cancellation error returned; once its group runs, it is too late to withdraw.
+    /// Returns the batch's per-operation results once a group holding it committed.
+    /// Cancelled or past its deadline while still queued, the batch is withdrawn (never
+    /// applied); once its group runs, it is too late to withdraw, and the caller gets the
+    /// error while the outcome is left to the group.
     func commit(_ operations: [SealedOperation]) async -> Outcome {
         var keys: Set<String>? = Set(minimumCapacity: operations.count)
         for operation in operations where keys?.insert(operation.key).inserted == false { keys = nil }
-        let id = state.withLock { state in
-            defer { state.nextID += 1 }
-            return state.nextID
-        }
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
-                enum Action { case refuse(KeystoreError), drain, wait }
-                let action = state.withLock { state -> Action in
-                    if state.closed { return .refuse(closedError()) }
-                    if Task.isCancelled { return .refuse(KeystoreError(.storeUnavailable, "the operation was cancelled")) }
-                    state.pending.append(Pending(id: id, operations: operations, keys: keys, continuation: continuation))
-                    guard state.inFlight < maximumInFlight else { return .wait }
-                    state.inFlight += 1
-                    return .drain
-                }
-                switch action {
-                case .refuse(let error): continuation.resume(returning: .failure(error))
-                case .drain: Task { await self.drain() }
-                case .wait: break
-                }
-            }
-        } onCancel: {
-            let withdrawn = state.withLock { state -> Pending? in
-                guard let index = state.pending.firstIndex(where: { $0.id == id }) else { return nil }
-                return state.pending.remove(at: index)
-            }
-            withdrawn?.continuation.resume(returning: .failure(KeystoreError(.storeUnavailable, "the operation was cancelled")))
-        }
+        return await grouper.submit(Batch(operations: operations, keys: keys))
     }
 
     /// How many groups ran (for tests: fewer than the batches committed means they combined).
-    var groupsRun: Int { groups.load(ordering: .relaxed) }
+    var groupsRun: Int { grouper.groupsRun }
 
     /// Fails every queued batch; later commits fail at once. Groups already running finish.
-    func close() {
-        let pending = state.withLock { state -> [Pending] in
-            state.closed = true
-            defer { state.pending.removeAll() }
-            return state.pending
-        }
-        for batch in pending { batch.continuation.resume(returning: .failure(closedError())) }
-    }
+    func close() { grouper.close() }
 
-    /// Runs groups until nothing is queued.
-    private func drain() async {
-        while let group = nextGroup() {
-            groups.add(1, ordering: .relaxed)
-            let distinct = group.count > 1 || group[0].keys != nil
-            let outcome = await execute(group.map(\.operations), distinct)
-            switch outcome {
-            case .success(let results):
-                for (batch, result) in zip(group, results) { batch.continuation.resume(returning: .success(result)) }
-            case .failure(let error) where group.count > 1 && error.code != .storeUnavailable:
-                for batch in group {
-                    let alone = await execute([batch.operations], true)
-                    batch.continuation.resume(returning: alone.map { $0[0] })
-                }
-            case .failure(let error):
-                for batch in group { batch.continuation.resume(returning: .failure(error)) }
+    /// The next group: the first batch, and the later ones whose keys are disjoint from every
+    /// batch before them that is not taken, within `maximumOperations`.
+    private static func select(_ waiting: [Batch], maximumOperations: Int) -> [Int] {
+        guard var taken = waiting[0].keys else { return [0] }
+        var chosen = [0]
+        var operations = waiting[0].operations.count
+        var held: Set<String> = []
+        for index in waiting.indices.dropFirst() {
+            let batch = waiting[index]
+            if let keys = batch.keys, operations + batch.operations.count <= maximumOperations,
+               taken.isDisjoint(with: keys), held.isDisjoint(with: keys) {
+                chosen.append(index)
+                taken.formUnion(keys)
+                operations += batch.operations.count
+            } else {
+                // Later batches must not overtake it on any of its keys.
+                held.formUnion(batch.keys ?? Set(batch.operations.map(\.key)))
             }
         }
-    }
-
-    /// Takes the next group off the queue, or ends this drain when the queue is empty.
-    private func nextGroup() -> [Pending]? {
-        state.withLock { state -> [Pending]? in
-            guard !state.pending.isEmpty else {
-                state.inFlight -= 1
-                return nil
-            }
-            let first = state.pending[0]
-            guard var taken = first.keys else {
-                state.pending.removeFirst()
-                return [first]
-            }
-            var group = [first]
-            var operations = first.operations.count
-            var waiting: Set<String> = []
-            var left: [Pending] = []
-            for batch in state.pending.dropFirst() {
-                if let keys = batch.keys, operations + batch.operations.count <= maximumOperations,
-                   taken.isDisjoint(with: keys), waiting.isDisjoint(with: keys) {
-                    group.append(batch)
-                    taken.formUnion(keys)
-                    operations += batch.operations.count
-                } else {
-                    // Later batches must not overtake it on any of its keys.
-                    waiting.formUnion(batch.keys ?? Set(batch.operations.map(\.key)))
-                    left.append(batch)
-                }
-            }
-            state.pending = left
-            return group
-        }
+        return chosen
     }
 }
 

@@ -84,17 +84,22 @@ extension PostgresKeystore {
         guard !isClosed else {
             throw KeystoreError(.storeUnavailable, "the keystore is closed", path: configuration.endpoint)
         }
-        return try await Self.perform(operation, client: client, configuration: configuration, logger: logger, body)
+        return try await Self.perform(
+            operation, client: client, configuration: configuration, deadlines: deadlines, logger: logger, body)
     }
 
+    /// - Parameter cancellable: `false` for a group done on behalf of several callers, which
+    ///   one caller's cancellation must not fail for the others.
     static func perform<T: Sendable>(
         _ operation: String,
         client: PostgresClient,
         configuration: Configuration,
+        deadlines: DeadlineQueue,
+        cancellable: Bool = true,
         logger: Logger,
         _ body: @escaping @Sendable (PostgresConnection, Logger) async throws -> T
     ) async throws(KeystoreError) -> T {
-        try await OperationDeadline.run(configuration.operationTimeout, onTimeout: { timeout(operation, configuration) }) {
+        try await OperationDeadline.run(deadlines, cancellable: cancellable, onTimeout: { timeout(operation, configuration) }) {
             () throws(KeystoreError) -> T in
             var attempt = 0
             while true {

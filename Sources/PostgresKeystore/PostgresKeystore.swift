@@ -24,7 +24,8 @@ import Synchronization
 ///   lock beyond the rows it writes); concurrent commits are combined into one statement. A
 ///   versioned set applies when there is no item, either side is unversioned, or the stored
 ///   version is not newer.
-/// - Reads never wait for commits (PostgreSQL's MVCC).
+/// - Reads never wait for commits (PostgreSQL's MVCC); concurrent ``value(forKey:)`` calls
+///   are combined into one query (`key = ANY(…)`), and each caller opens only its own row.
 /// - ``changes()`` follows every instance's commits through `LISTEN`/`NOTIFY`.
 /// - Outages: calls fail with ``KeystoreError/Code/storeUnavailable`` naming `host:port`
 ///   within ``Configuration/operationTimeout`` and succeed again once the server is back;
@@ -49,6 +50,9 @@ public final class PostgresKeystore: Keystore {
     private let runTask: Task<Void, Never>
     private let feed: PostgresChangeFeed
     private let committer: PostgresGroupCommitter
+    private let reader: PostgresGrouper<String, [UInt8]?>
+    /// Every operation's deadline (they all have the configuration's length).
+    let deadlines: DeadlineQueue
     let logger: Logger
     private let callerLogger: Logger?
     private let closed = Atomic<Bool>(false)
@@ -114,15 +118,24 @@ public final class PostgresKeystore: Keystore {
             self.callerLogger = logger
             self.feed = PostgresChangeFeed(
                 client: client, namespace: namespace, origin: origin, configuration: configuration, logger: quiet)
+            let deadlines = DeadlineQueue(configuration.operationTimeout)
+            self.deadlines = deadlines
+            let closedError = { @Sendable in
+                KeystoreError(.storeUnavailable, "the keystore is closed", path: configuration.endpoint)
+            }
             // Half the pool: the rest serves reads and the change feed while commits queue.
+            let committers = max(2, configuration.maximumConnections) / 2
             self.committer = PostgresGroupCommitter(
-                maximumInFlight: max(2, configuration.maximumConnections) / 2,
+                maximumInFlight: committers,
                 maximumOperations: Self.maximumGroupOperations,
-                closedError: { KeystoreError(.storeUnavailable, "the keystore is closed", path: configuration.endpoint) },
+                deadlines: deadlines,
+                closedError: closedError,
+                timeoutError: { Self.timeout("committing a batch", configuration) },
                 execute: { [client, quiet] batches, distinct in
                     do throws(KeystoreError) {
                         return .success(try await Self.perform(
-                            "committing a batch", client: client, configuration: configuration, logger: quiet
+                            "committing a batch", client: client, configuration: configuration, deadlines: deadlines,
+                            cancellable: false, logger: quiet
                         ) { connection, logger in
                             if distinct {
                                 return try await Self.applyDistinct(
@@ -133,6 +146,26 @@ public final class PostgresKeystore: Keystore {
                         })
                     } catch {
                         return .failure(error)
+                    }
+                })
+            // What the commits and the change feed leave of the pool, at least one.
+            self.reader = PostgresGrouper(
+                maximumInFlight: max(1, max(2, configuration.maximumConnections) - committers - 1),
+                deadlines: deadlines,
+                closedError: closedError,
+                timeoutError: { Self.timeout("reading an item", configuration) },
+                select: { waiting in Array(waiting.indices.prefix(Self.maximumGroupReads)) },
+                run: { [client, quiet] keys in
+                    do throws(KeystoreError) {
+                        let rows = try await Self.perform(
+                            "reading an item", client: client, configuration: configuration, deadlines: deadlines,
+                            cancellable: false, logger: quiet
+                        ) { connection, logger in
+                            try await Self.readSealed(keys, namespace: namespace, on: connection, logger: logger)
+                        }
+                        return keys.map { .success(rows[$0]) }
+                    } catch {
+                        return keys.map { _ in .failure(error) }
                     }
                 })
         } catch {
@@ -159,6 +192,7 @@ public final class PostgresKeystore: Keystore {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         feed.close()
         committer.close()
+        reader.close()
         runTask.cancel()
         await runTask.value
     }
@@ -170,15 +204,43 @@ public final class PostgresKeystore: Keystore {
     ///   ``KeystoreError/Code/storeUnavailable`` when the server cannot be reached.
     public func value(forKey key: String) async throws(KeystoreError) -> [UInt8]? {
         try PostgresNamespace.validate(key: key)
-        let namespace = self.namespace
-        let sealed = try await perform("reading an item") { connection, logger in
-            let rows = try await connection.query("""
+        guard !isClosed else {
+            throw KeystoreError(.storeUnavailable, "the keystore is closed", path: configuration.endpoint)
+        }
+        // Concurrent reads share one query; each caller opens only its own row, so a damaged
+        // item fails its reader alone.
+        let sealed = try await reader.submit(key).get()
+        return try sealed.map { sealed throws(KeystoreError) in try namespace.open(sealed, forKey: key) }
+    }
+
+    /// The most keys one combined read carries.
+    static let maximumGroupReads = 256
+
+    /// The sealed rows of `keys` (which may repeat) that exist, by key.
+    static func readSealed(
+        _ keys: [String], namespace: PostgresNamespace, on connection: PostgresConnection, logger: Logger
+    ) async throws -> [String: [UInt8]] {
+        var rows: [String: [UInt8]] = [:]
+        if keys.count == 1 {
+            // A lone key keeps the plain equality (no array to encode or unnest).
+            let key = keys[0]
+            for try await row in try await connection.query("""
                 SELECT value FROM identity_broker_items
                 WHERE service = \(namespace.service) AND access_group = \(namespace.groupColumn) AND key = \(key)
-                """, logger: logger).collect()
-            return try rows.first.map { Array(try $0.decode(ByteBuffer.self).readableBytesView) }
+                """, logger: logger) {
+                rows[key] = Array(try row.decode(ByteBuffer.self).readableBytesView)
+            }
+            return rows
         }
-        return try sealed.map { sealed throws(KeystoreError) in try namespace.open(sealed, forKey: key) }
+        let distinct = Array(Set(keys))
+        for try await row in try await connection.query("""
+            SELECT key, value FROM identity_broker_items
+            WHERE service = \(namespace.service) AND access_group = \(namespace.groupColumn) AND key = ANY(\(distinct))
+            """, logger: logger) {
+            let (key, value) = try row.decode((String, ByteBuffer).self)
+            rows[key] = Array(value.readableBytesView)
+        }
+        return rows
     }
 
     /// The keys of every item of this service in this access group, sorted.
@@ -218,14 +280,9 @@ public final class PostgresKeystore: Keystore {
         let sealed = try batch.sealed(
             validate: { (key) throws(KeystoreError) in try PostgresNamespace.validate(key: key) },
             seal: { (value, key) throws(KeystoreError) in try namespace.seal(value, forKey: key) })
-        let configuration = self.configuration
-        let committer = self.committer
-        // The caller's own limit: a batch still queued when it passes is withdrawn.
-        let applied = try await OperationDeadline.run(configuration.operationTimeout, onTimeout: {
-            Self.timeout("committing a batch", configuration)
-        }) { () throws(KeystoreError) -> [Bool] in
-            try await committer.commit(sealed).get()
-        }
+        // The committer enforces the caller's deadline: a batch still queued when it passes
+        // is withdrawn.
+        let applied = try await committer.commit(sealed).get()
         var changed: [String] = []
         var seen: Set<String> = []
         for (operation, didApply) in zip(sealed, applied) where didApply && seen.insert(operation.key).inserted {
@@ -256,6 +313,9 @@ public final class PostgresKeystore: Keystore {
 
     /// How many commit groups (statements or transactions) ran (for tests).
     var commitGroups: Int { committer.groupsRun }
+
+    /// How many read queries ``value(forKey:)`` ran (for tests).
+    var readGroups: Int { reader.groupsRun }
 
     /// Whether the change feed currently listens on a live connection (for tests).
     package var isListeningForChanges: Bool { feed.isListening }

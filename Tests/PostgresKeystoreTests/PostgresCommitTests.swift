@@ -92,6 +92,83 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(keys.count, 31)
     }
 
+    func testConcurrentReadsShareQueriesAndEachGetsItsOwnItem() async throws {
+        let keystore = try await keystore()
+        var seed = KeystoreBatch()
+        for index in 0..<64 { seed.set(Array("value \(index)".utf8), forKey: "r\(index)") }
+        seed.set(Array("to be damaged".utf8), forKey: "bad")
+        try await keystore.commit(seed)
+        try server.psql("""
+            UPDATE identity_broker_items SET value = set_byte(value, 20, get_byte(value, 20) # 1) WHERE key = 'bad';
+            """, database: database)
+        // Every key twice (two readers of one key share a row), missing keys and the damaged one.
+        let keys = (0..<64).flatMap { ["r\($0)", "r\($0)"] } + (0..<16).map { "missing\($0)" } + ["bad", "bad"]
+        let before = keystore.readGroups
+        let results = await withTaskGroup(of: (Int, Result<[UInt8]?, KeystoreError>).self) { group in
+            for (index, key) in keys.enumerated().shuffled() {
+                group.addTask {
+                    do throws(KeystoreError) {
+                        return (index, .success(try await keystore.value(forKey: key)))
+                    } catch {
+                        return (index, .failure(error))
+                    }
+                }
+            }
+            return await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
+        }
+        for (index, key) in keys.enumerated() {
+            switch results[index] {
+            case .success(let value)?:
+                if key.hasPrefix("r") {
+                    XCTAssertEqual(value, Array("value \(key.dropFirst())".utf8), "reader \(index) of \(key)")
+                } else {
+                    XCTAssertEqual(key.hasPrefix("missing"), true, "\(key) read without error")
+                    XCTAssertNil(value, "\(key) does not exist")
+                }
+            case .failure(let error)?:
+                XCTAssertEqual(key, "bad", "only the damaged item fails: \(error)")
+                XCTAssertEqual(error.code, .authenticationFailed)
+                XCTAssertTrue(error.reason.contains("'bad'"), "the error names the key: \(error)")
+            case nil:
+                XCTFail("no result for reader \(index)")
+            }
+        }
+        let groups = keystore.readGroups - before
+        XCTAssertLessThan(groups, keys.count, "concurrent reads were combined (\(groups) queries for \(keys.count) reads)")
+    }
+
+    func testAConnectionLostAfterTheStatementWasSentIsReportedAsOutcomeUnknown() async throws {
+        let keystore = try await keystore()
+        try await keystore.set([1], forKey: "before")
+        // The server process ends itself inside the commit statement; the attempts are counted
+        // by a sequence, which a rollback does not undo.
+        try server.psql("""
+            CREATE SEQUENCE lose_attempts;
+            GRANT USAGE ON SEQUENCE lose_attempts TO \(server.passwordRole);
+            CREATE FUNCTION lose_connection() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.key = 'lost' THEN
+                    PERFORM nextval('lose_attempts');
+                    PERFORM pg_terminate_backend(pg_backend_pid());
+                    PERFORM pg_sleep(1);
+                END IF;
+                RETURN NEW;
+            END $$;
+            CREATE TRIGGER lose_connection BEFORE INSERT OR UPDATE ON identity_broker_items
+            FOR EACH ROW EXECUTE FUNCTION lose_connection();
+            """, database: database)
+        let error = await keystoreError { try await keystore.set([2], forKey: "lost") }
+        XCTAssertEqual(error?.code, .storeUnavailable, "\(String(describing: error))")
+        XCTAssertTrue(error?.reason.contains("outcome is unknown") ?? false, "\(String(describing: error))")
+        let attempts = try server.psql("SELECT last_value FROM lose_attempts", database: database)
+        XCTAssertEqual(attempts.trimmingCharacters(in: .whitespacesAndNewlines), "1", "a statement that may have committed is not sent again")
+        try await keystore.set([3], forKey: "after")
+        let after = try await keystore.value(forKey: "after")
+        XCTAssertEqual(after, [3], "the keystore goes on with another connection")
+        let before = try await keystore.value(forKey: "before")
+        XCTAssertEqual(before, [1])
+    }
+
     func testConcurrentCommitsFromTwoKeystoresOnOneKeyConvergeToTheLaterVersion() async throws {
         let first = try await keystore()
         let second = try await keystore()
