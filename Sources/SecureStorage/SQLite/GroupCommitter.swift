@@ -108,7 +108,7 @@ final class GroupCommitter: Sendable {
                 var lastSequence: Int64?
                 for change in changed {
                     try StoreSchema.appendChange(change.key, origin: origin, on: connection)
-                    lastSequence = try lastInsertedSequence()
+                    lastSequence = connection.lastInsertedRowID
                 }
                 return (applied, lastSequence)
             }
@@ -155,12 +155,6 @@ final class GroupCommitter: Sendable {
             }
         }
         return applied
-    }
-
-    private func lastInsertedSequence() throws(KeystoreError) -> Int64? {
-        try connection.withStatement("SELECT last_insert_rowid()") { statement throws(KeystoreError) -> Int64? in
-            try statement.step() ? statement.int64(0) : nil
-        }
     }
 
     /// Keeps the change log near `retention` rows: trimmed once a tenth of `retention` rows

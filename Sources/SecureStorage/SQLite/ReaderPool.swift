@@ -3,71 +3,114 @@ import Synchronization
 
 /// Read connections, separate from the writer's: in WAL mode a read never waits for a commit.
 ///
-/// Reads run on a concurrent dispatch queue, never on Swift's cooperative pool; each borrows an
-/// idle connection (or opens one) for its duration, and a few idle ones are kept.
+/// A read is one indexed lookup in a database whose pages are normally cached, and an AES-GCM
+/// open: microseconds, less than the two thread hand-offs it would take to run it elsewhere
+/// (at concurrency 1 those were most of what a durable federation cost beyond its fsync). So
+/// a read first runs on the caller's thread, on one of a few connections opened with the
+/// keystore (never opened later on the caller's thread, where a file planted at the path
+/// could block it) and with no busy timeout: it either answers at once or reports the
+/// database busy, which in WAL mode only a crash recovery or an exclusive lock taken by
+/// another program causes. Then, and when every inline connection is in use, the read goes
+/// to a serial lane off the cooperative pool, whose connection waits up to the busy timeout.
+/// A read goes to the lane with the fewest reads waiting; a lane that is already running takes
+/// the next read without waking another thread.
 final class ReaderPool: Sendable {
-    private struct State: Sendable {
-        var idle: [SQLiteConnection] = []
-        var closed = false
+    /// One serial queue and the connection only it touches, which is what makes the unchecked
+    /// `Sendable` sound.
+    private final class Lane: @unchecked Sendable {
+        let queue: DispatchQueue
+        let waiting = Atomic<Int>(0)
+        var connection: SQLiteConnection?
+
+        init(index: Int) {
+            queue = DispatchQueue(label: "IdentityBroker.SQLiteKeystore.reader\(index)")
+        }
     }
 
-    private static let maximumIdle = 4
-    private let queue = DispatchQueue(label: "IdentityBroker.SQLiteKeystore.readers", attributes: .concurrent)
-    private let state = Mutex(State())
+    /// Two lanes: reads are short (one indexed lookup and an AES-GCM open), and a second lane
+    /// keeps one slow read (a cold page cache) from holding up the others.
+    private static let laneCount = 2
+    /// Inline connections: enough for the cooperative pool's threads on a small machine.
+    private static let inlineCount = 2
+    private let lanes: [Lane]
+    private let inline: Mutex<[SQLiteConnection]>
+    private let closed = Atomic<Bool>(false)
     private let path: String
     private let busyTimeout: Duration
 
-    init(path: String, busyTimeout: Duration) {
+    init(path: String, busyTimeout: Duration) throws(KeystoreError) {
         self.path = path
         self.busyTimeout = busyTimeout
+        self.lanes = (0..<Self.laneCount).map(Lane.init(index:))
+        var inline: [SQLiteConnection] = []
+        for _ in 0..<Self.inlineCount { inline.append(try SQLiteConnection(path: path, busyTimeout: .zero)) }
+        self.inline = Mutex(inline)
     }
 
     func read<T: Sendable>(_ body: @escaping @Sendable (SQLiteConnection) throws(KeystoreError) -> T) async throws(KeystoreError) -> T {
+        if let connection = inline.withLock({ closed.load(ordering: .acquiring) ? nil : $0.popLast() }) {
+            let result = Result { () throws(KeystoreError) -> T in try body(connection) }
+            let returned = inline.withLock { connections -> Bool in
+                guard !closed.load(ordering: .acquiring) else { return false }
+                connections.append(connection)
+                return true
+            }
+            if !returned { connection.close() }
+            if case .failure(let error) = result, error.code == .storeUnavailable {
+                // Busy (or closed meanwhile): the lane waits, or says closed.
+            } else {
+                return try result.get()
+            }
+        }
+        return try await readOnLane(body)
+    }
+
+    private func readOnLane<T: Sendable>(_ body: @escaping @Sendable (SQLiteConnection) throws(KeystoreError) -> T) async throws(KeystoreError) -> T {
+        let lane = lanes.min { $0.waiting.load(ordering: .relaxed) < $1.waiting.load(ordering: .relaxed) }!
+        lane.waiting.add(1, ordering: .relaxed)
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, KeystoreError>, Never>) in
-            queue.async {
-                continuation.resume(returning: self.run(body))
+            lane.queue.async {
+                let result = self.run(body, on: lane)
+                lane.waiting.subtract(1, ordering: .relaxed)
+                continuation.resume(returning: result)
             }
         }
         return try result.get()
     }
 
-    private func run<T>(_ body: (SQLiteConnection) throws(KeystoreError) -> T) -> Result<T, KeystoreError> {
-        let borrowed = state.withLock { state -> (SQLiteConnection?, Bool) in
-            (state.closed ? nil : state.idle.popLast(), state.closed)
+    /// Runs on `lane.queue`.
+    private func run<T>(_ body: (SQLiteConnection) throws(KeystoreError) -> T, on lane: Lane) -> Result<T, KeystoreError> {
+        guard !closed.load(ordering: .acquiring) else {
+            return .failure(KeystoreError(.storeUnavailable, "the keystore is closed", path: path))
         }
-        if borrowed.1 { return .failure(KeystoreError(.storeUnavailable, "the keystore is closed", path: path)) }
-        let connection: SQLiteConnection
-        if let reused = borrowed.0 {
-            connection = reused
-        } else {
-            do {
+        do throws(KeystoreError) {
+            let connection: SQLiteConnection
+            if let open = lane.connection {
+                connection = open
+            } else {
                 connection = try SQLiteConnection(path: path, busyTimeout: busyTimeout)
-            } catch {
-                return .failure(error)
+                lane.connection = connection
             }
-        }
-        let result: Result<T, KeystoreError>
-        do {
-            result = .success(try body(connection))
+            return .success(try body(connection))
         } catch {
-            result = .failure(error)
+            return .failure(error)
         }
-        let keep = state.withLock { state -> Bool in
-            guard !state.closed, state.idle.count < Self.maximumIdle else { return false }
-            state.idle.append(connection)
-            return true
-        }
-        if !keep { connection.close() }
-        return result
     }
 
-    /// Closes the idle connections; readers still running close theirs when they finish.
+    /// Refuses new reads and closes each lane's connection once the reads already queued on
+    /// it have finished.
     func close() {
-        let idle = state.withLock { state -> [SQLiteConnection] in
-            state.closed = true
-            defer { state.idle.removeAll() }
-            return state.idle
+        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        // An inline read in progress holds its connection outside the array, and closes it
+        // when it hands it back after the close (see `read`).
+        for connection in inline.withLock({ connections in defer { connections.removeAll() }; return connections }) {
+            connection.close()
         }
-        for connection in idle { connection.close() }
+        for lane in lanes {
+            lane.queue.async {
+                lane.connection?.close()
+                lane.connection = nil
+            }
+        }
     }
 }

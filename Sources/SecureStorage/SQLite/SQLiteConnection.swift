@@ -1,5 +1,11 @@
 internal import CSQLite
 
+/// The closure behind a connection's WAL hook, passed to SQLite as its context pointer.
+private final class WALHook: Sendable {
+    let body: @Sendable (Int) -> Void
+    init(_ body: @escaping @Sendable (Int) -> Void) { self.body = body }
+}
+
 /// One SQLite connection with its cache of prepared statements.
 ///
 /// A connection is opened with `SQLITE_OPEN_NOMUTEX`: its owner (the writer's serial queue, a
@@ -7,13 +13,17 @@ internal import CSQLite
 /// which is what makes the unchecked `Sendable` sound.
 final class SQLiteConnection: @unchecked Sendable {
     let path: String
+    /// How long a statement waits for another connection's lock before reporting busy.
+    let busyTimeout: Duration
     private var handle: OpaquePointer?
     private var statements: [String: OpaquePointer] = [:]
+    private var walHook: Unmanaged<WALHook>?
 
     /// Opens an existing database file (``StoreLayout`` creates and checks it first); never
     /// follows a symbolic link and never creates the file.
     init(path: String, busyTimeout: Duration) throws(KeystoreError) {
         self.path = path
+        self.busyTimeout = busyTimeout
         var connection: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_EXRESCODE
         let result = sqlite3_open_v2(path, &connection, flags, nil)
@@ -36,6 +46,36 @@ final class SQLiteConnection: @unchecked Sendable {
         statements.removeAll()
         if let handle { sqlite3_close_v2(handle) }
         handle = nil
+        walHook?.release()
+        walHook = nil
+    }
+
+    /// Calls `body` after each commit of this connection with the WAL's size in pages. It
+    /// replaces SQLite's automatic checkpoint (which is itself a WAL hook), so whoever sets it
+    /// takes over checkpointing.
+    func onCommit(walPages body: @escaping @Sendable (Int) -> Void) throws(KeystoreError) {
+        let connection = try open()
+        let hook = Unmanaged.passRetained(WALHook(body))
+        sqlite3_wal_hook(connection, { context, _, _, pages in
+            if let context { Unmanaged<WALHook>.fromOpaque(context).takeUnretainedValue().body(Int(pages)) }
+            return SQLITE_OK
+        }, hook.toOpaque())
+        walHook?.release()
+        walHook = hook
+    }
+
+    /// Copies what it can of the WAL into the database without waiting for any reader or
+    /// writer (SQLite's `PASSIVE` checkpoint, the kind its automatic checkpoint runs).
+    /// - Returns: Whether every frame of the WAL is now in the database (the next write then
+    ///   starts the WAL over from its beginning).
+    @discardableResult
+    func checkpointPassively() throws(KeystoreError) -> Bool {
+        let connection = try open()
+        var frames: Int32 = 0
+        var copied: Int32 = 0
+        let result = sqlite3_wal_checkpoint_v2(connection, nil, SQLITE_CHECKPOINT_PASSIVE, &frames, &copied)
+        guard result == SQLITE_OK else { throw error(result, "checkpointing the WAL") }
+        return copied >= frames
     }
 
     private func open() throws(KeystoreError) -> OpaquePointer {
@@ -79,6 +119,12 @@ final class SQLiteConnection: @unchecked Sendable {
     var changes: Int {
         guard let handle else { return 0 }
         return Int(sqlite3_changes(handle))
+    }
+
+    /// The rowid of the last row this connection inserted.
+    var lastInsertedRowID: Int64? {
+        guard let handle else { return nil }
+        return sqlite3_last_insert_rowid(handle)
     }
 
     /// Whether no transaction is open (after a failed COMMIT, one may still be).

@@ -17,7 +17,9 @@ import Dispatch
 ///
 /// Writes from any number of tasks go to one writer connection on its own queue; batches that
 /// arrive while a commit runs share the next commit (one fsync for all). Reads use separate
-/// connections and never wait for a commit. Nothing blocks Swift's cooperative pool.
+/// connections and never wait for a commit (a read runs on the caller's thread when it can
+/// answer at once); checkpoints run in the background. Nothing that can wait for a lock or an
+/// fsync runs on Swift's cooperative pool.
 /// Call ``close()`` when done (deinit does it too).
 public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
     /// The root directory all namespaces live under (without trailing slashes).
@@ -33,6 +35,7 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
     let origin: Int64
     private let writer: GroupCommitter
     private let readers: ReaderPool
+    private let checkpointer: Checkpointer
     private let feed: ChangeFeed
     private let logger: Logger?
 
@@ -64,6 +67,8 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
             throw KeystoreError(.invalidKey, "no key available for the access group")
         }
         let writerConnection = try namespace.connect(service: service, busyTimeout: configuration.busyTimeout)
+        let checkpointer = Checkpointer(path: namespace.databasePath, busyTimeout: configuration.busyTimeout)
+        try checkpointer.attach(to: writerConnection)
         let origin = try KeystoreError.rethrowing {
             try CryptoRuntime.randomBytes(8).reduce(Int64(0)) { $0 << 8 | Int64($1) }
         }
@@ -82,7 +87,8 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
         self.namespace = namespace
         self.origin = origin
         self.feed = feed
-        self.readers = ReaderPool(path: namespace.databasePath, busyTimeout: configuration.busyTimeout)
+        self.readers = try ReaderPool(path: namespace.databasePath, busyTimeout: configuration.busyTimeout)
+        self.checkpointer = checkpointer
         self.writer = GroupCommitter(
             connection: writerConnection, origin: origin, retention: configuration.changeLogRetention
         ) { changes, lastSequence in
@@ -104,6 +110,7 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
     public func close() {
         feed.close()
         writer.close()
+        checkpointer.close()
         readers.close()
     }
 

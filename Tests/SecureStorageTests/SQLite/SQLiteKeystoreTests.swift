@@ -284,4 +284,72 @@ final class SQLiteKeystoreTests: XCTestCase {
         try blocker.run("ROLLBACK")
         try await keystore.set([1], forKey: "k")
     }
+
+    /// Commits never run SQLite's automatic checkpoint on the writer's thread any more; the
+    /// WAL is checkpointed in the background, so the database file fills while the WAL stays
+    /// bounded, and everything committed survives a reopen.
+    func testTheWALIsCheckpointedInTheBackground() async throws {
+        let temporary = try TemporaryRoot()
+        let keystore = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey())
+        let path = keystore.namespace.databasePath
+        let value = [UInt8](repeating: 0x5A, count: 1_300)
+        let commits = 2_000
+        for index in 0..<commits { try await keystore.set(value, forKey: "item\(index)") }
+
+        func size(_ file: String) -> Int { (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0 }
+        // Nothing but a checkpoint writes items into the database file; the writer's own
+        // fallback starts only at 16,000 WAL pages, which 2,000 small commits do not reach.
+        let deadline = Date().addingTimeInterval(20)
+        while size(path) < commits * value.count / 2, Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        XCTAssertGreaterThan(size(path), commits * value.count / 2, "no background checkpoint filled the database")
+        // Started over after checkpoints (1,800–2,600 frames seen) rather than grown by every
+        // commit (three or more frames each: ~6,000 frames).
+        XCTAssertLessThan(size(path + "-wal"), 4_000 * (StoreSchema.pageSize + 24))
+        keystore.close()
+
+        let reopened = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey())
+        defer { reopened.close() }
+        let keys = try await reopened.keys()
+        XCTAssertEqual(keys.count, commits)
+        let last = try await reopened.value(forKey: "item\(commits - 1)")
+        XCTAssertEqual(last, value)
+    }
+
+    /// A read runs on the caller's thread, on a connection with no busy timeout; one that
+    /// finds the database busy (in WAL mode only a crash recovery or another program's
+    /// exclusive lock does that) runs again on a reader lane, whose connection waits up to the
+    /// busy timeout; any other error is final.
+    func testReadsRunInlineAndOnlyABusyDatabaseSendsThemToALane() async throws {
+        let temporary = try TemporaryRoot()
+        let keystore = try SQLiteKeystore(root: temporary.root, service: "tool")
+        defer { keystore.close() }
+        let pool = try ReaderPool(path: keystore.namespace.databasePath, busyTimeout: .seconds(7))
+        defer { pool.close() }
+
+        let plain = try await pool.read { connection throws(KeystoreError) -> Duration in connection.busyTimeout }
+        XCTAssertEqual(plain, .zero, "a read that can answer at once runs inline")
+
+        let attempts = LockedBox<[Duration]>([])
+        let busy = try await pool.read { connection throws(KeystoreError) -> Duration in
+            attempts.withLock { $0.append(connection.busyTimeout) }
+            if connection.busyTimeout == .zero { throw KeystoreError(.storeUnavailable, "database is locked") }
+            return connection.busyTimeout
+        }
+        XCTAssertEqual(busy, .seconds(7))
+        XCTAssertEqual(attempts.current, [.zero, .seconds(7)])
+
+        let damagedAttempts = LockedBox(0)
+        await assertThrows(KeystoreError.self, code: .authenticationFailed) {
+            _ = try await pool.read { _ throws(KeystoreError) -> Int in
+                damagedAttempts.withLock { $0 += 1 }
+                throw KeystoreError(.authenticationFailed, "item 'k' failed authentication")
+            }
+        }
+        XCTAssertEqual(damagedAttempts.current, 1, "only a busy database is retried")
+
+        pool.close()
+        await assertThrows(KeystoreError.self, code: .storeUnavailable) {
+            _ = try await pool.read { _ throws(KeystoreError) -> Int in 1 }
+        }
+    }
 }
