@@ -35,7 +35,7 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
     let origin: Int64
     private let writer: GroupCommitter
     private let readers: ReaderPool
-    private let checkpointer: Checkpointer
+    let checkpointer: Checkpointer
     private let feed: ChangeFeed
     private let logger: Logger?
 
