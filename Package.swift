@@ -303,6 +303,7 @@ let package = Package(
             name: "FederateCLITests",
             dependencies: [
                 "FederateCLI",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 "federate",
                 "federate-server",
                 "Federation",

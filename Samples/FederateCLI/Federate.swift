@@ -40,12 +40,19 @@ package struct Federate: AsyncParsableCommand {
     static func main() async {
         let status: ExitStatus
         do {
-            var command = try await asyncParseAsRoot(nil)
-            try ActiveServerSide.current.prepare(command)
-            if var asyncCommand = command as? any AsyncParsableCommand {
-                try await asyncCommand.run()
+            // The cache hit an SDK runs before every AWS call skips argument-parser's reflection
+            // when the command line is one it would read the same way (CredentialsCommandLine).
+            if let credentials = CredentialsCommandLine.parse(Array(CommandLine.arguments.dropFirst())) {
+                try ActiveServerSide.current.prepare(keystore: credentials.keystore)
+                try await credentials.run()
             } else {
-                try command.run()
+                var command = try await asyncParseAsRoot(nil)
+                try ActiveServerSide.current.prepare(command)
+                if var asyncCommand = command as? any AsyncParsableCommand {
+                    try await asyncCommand.run()
+                } else {
+                    try command.run()
+                }
             }
             status = .ok
         } catch let failure as CLIFailure {

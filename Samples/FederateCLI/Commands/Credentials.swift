@@ -15,33 +15,7 @@ struct Credentials: AsyncParsableCommand {
     @OptionGroup var output: FormatOptions
 
     func run() async throws(CLIFailure) {
-        let access = try KeystoreAccess(common)
-        let session = common.session
-        let snapshot = try await access.savedSession(session, expiryMargin: common.margin)
-        switch snapshot.state {
-        case .federated:
-            guard let credentials = snapshot.credentials else {
-                throw CLIFailure(.internalError, "session '\(session)' is federated but holds no credentials; please report it")
-            }
-            try Terminal.out(Rendering.credentials(
-                credentials, format: output.format, identityId: snapshot.identityId,
-                provider: Rendering.providerName(snapshot), session: session))
-        case .expired:
-            let when = snapshot.expiration.map { " at \(Rendering.iso8601($0))" } ?? ""
-            throw CLIFailure(
-                .noValidCredentials,
-                "the credentials of session '\(session)' expired\(when) (expiry margin \(common.expiryMargin) s); push a new token with 'federate login --session \(session) …'"
-            )
-        case .terminated:
-            throw CLIFailure(
-                .rejected,
-                "session '\(session)' is terminated: the identity service said its identity is gone or disabled; run 'federate clear --session \(session)', then log in again"
-            )
-        case .notFederated:
-            throw Self.noSession(session, root: access.root)
-        default:
-            throw CLIFailure(.internalError, "session '\(session)' is in state \(snapshot.state); please report it")
-        }
+        try await CredentialsRequest(common, output).run()
     }
 
     static func noSession(_ session: String, root: String) -> CLIFailure {
@@ -49,5 +23,71 @@ struct Credentials: AsyncParsableCommand {
             .noValidCredentials,
             "no session '\(session)' in keystore \(root); log in first with 'federate login --session \(session) …' (or 'federate guest')"
         )
+    }
+}
+
+/// What `federate credentials` runs with, as plain values: argument-parser's `Credentials` and
+/// ``CredentialsCommandLine`` both produce one. Building the option wrappers alone costs
+/// argument-parser's generic metadata and conformance lookups, which the cache hit avoids.
+struct CredentialsRequest: Equatable {
+    var session: String
+    var keystore: String?
+    var accessGroup: String?
+    var region: String?
+    var endpoint: String?
+    var expiryMargin: Int
+    var allowInsecureEndpoint: Bool
+    var verbose: Bool
+    var format: OutputFormat
+
+    init(_ common: CommonOptions, _ output: FormatOptions) {
+        self.init(
+            session: common.session, keystore: common.keystore, accessGroup: common.accessGroup, region: common.region,
+            endpoint: common.endpoint, expiryMargin: common.expiryMargin, allowInsecureEndpoint: common.allowInsecureEndpoint,
+            verbose: common.verbose, format: output.format)
+    }
+
+    init(
+        session: String, keystore: String?, accessGroup: String?, region: String?, endpoint: String?,
+        expiryMargin: Int, allowInsecureEndpoint: Bool, verbose: Bool, format: OutputFormat
+    ) {
+        self.session = session
+        self.keystore = keystore
+        self.accessGroup = accessGroup
+        self.region = region
+        self.endpoint = endpoint
+        self.expiryMargin = expiryMargin
+        self.allowInsecureEndpoint = allowInsecureEndpoint
+        self.verbose = verbose
+        self.format = format
+    }
+
+    func run() async throws(CLIFailure) {
+        let access = try KeystoreAccess(keystore: keystore, accessGroup: accessGroup, logger: CommonOptions.logger(verbose: verbose))
+        let snapshot = try await access.savedSession(session, expiryMargin: .seconds(expiryMargin))
+        switch snapshot.state {
+        case .federated:
+            guard let credentials = snapshot.credentials else {
+                throw CLIFailure(.internalError, "session '\(session)' is federated but holds no credentials; please report it")
+            }
+            try Terminal.out(Rendering.credentials(
+                credentials, format: format, identityId: snapshot.identityId,
+                provider: Rendering.providerName(snapshot), session: session))
+        case .expired:
+            let when = snapshot.expiration.map { " at \(Rendering.iso8601($0))" } ?? ""
+            throw CLIFailure(
+                .noValidCredentials,
+                "the credentials of session '\(session)' expired\(when) (expiry margin \(expiryMargin) s); push a new token with 'federate login --session \(session) …'"
+            )
+        case .terminated:
+            throw CLIFailure(
+                .rejected,
+                "session '\(session)' is terminated: the identity service said its identity is gone or disabled; run 'federate clear --session \(session)', then log in again"
+            )
+        case .notFederated:
+            throw Credentials.noSession(session, root: access.root)
+        default:
+            throw CLIFailure(.internalError, "session '\(session)' is in state \(snapshot.state); please report it")
+        }
     }
 }

@@ -46,24 +46,34 @@ package struct CommonOptions: ParsableArguments {
     package init() {}
 
     package func validate() throws {
+        if let problem = Self.problem(session: session, expiryMargin: expiryMargin, accessGroup: accessGroup, keystore: keystore) {
+            throw ValidationError(problem)
+        }
+    }
+
+    /// What `validate()` refuses, worded as argument-parser prints it; `nil` when valid.
+    static func problem(session: String, expiryMargin: Int, accessGroup: String?, keystore: String?) -> String? {
         guard expiryMargin >= 0 else {
-            throw ValidationError("--expiry-margin must be 0 or more seconds")
+            return "--expiry-margin must be 0 or more seconds"
         }
         do {
             try SessionName.validate(session)
         } catch {
-            throw ValidationError("--session: \(error.message)")
+            return "--session: \(error.message)"
         }
         if let accessGroup, accessGroup.isEmpty {
-            throw ValidationError("--access-group must not be empty (omit it for the private keystore)")
+            return "--access-group must not be empty (omit it for the private keystore)"
         }
         if let keystore, keystore.isEmpty {
-            throw ValidationError("--keystore must not be empty")
+            return "--keystore must not be empty"
         }
+        return nil
     }
 
     /// A debug logger to stderr with `--verbose`, else none.
-    package var logger: Logger? {
+    package var logger: Logger? { Self.logger(verbose: verbose) }
+
+    static func logger(verbose: Bool) -> Logger? {
         guard verbose else { return nil }
         var logger = Logger(label: "federate", factory: { StreamLogHandler.standardError(label: $0) })
         logger.logLevel = .debug

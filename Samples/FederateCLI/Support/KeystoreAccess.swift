@@ -36,12 +36,16 @@ package struct KeystoreAccess {
     let logger: Logger?
 
     package init(_ options: CommonOptions) throws(CLIFailure) {
-        let value = try Self.resolveRoot(explicit: options.keystore)
+        try self.init(keystore: options.keystore, accessGroup: options.accessGroup, logger: options.logger)
+    }
+
+    init(keystore: String?, accessGroup: String?, logger: Logger?) throws(CLIFailure) {
+        let value = try Self.resolveRoot(explicit: keystore)
         location = try KeystoreLocation(value)
         root = location.displayName
-        accessGroup = Self.group(options.accessGroup)
+        self.accessGroup = Self.group(accessGroup)
         keySource = try KeySelection.keySource(for: location)
-        logger = options.logger
+        self.logger = logger
     }
 
     /// `nil` or `none` → private; anything else a named group (no migration on open:

@@ -25,10 +25,14 @@ package protocol ServerSide: Sendable {
     /// before it reads stdin or writes anything): where the work needs this side, the
     /// front door hands the whole run over here.
     func prepare(_ command: any ParsableCommand) throws(CLIFailure)
+    /// ``prepare(_:)`` for a `credentials` command line read without argument-parser
+    /// (``CredentialsCommandLine``): `keystore` is its `--keystore`, when given.
+    func prepare(keystore: String?) throws(CLIFailure)
 }
 
 extension ServerSide {
     package func prepare(_ command: any ParsableCommand) throws(CLIFailure) {}
+    package func prepare(keystore: String?) throws(CLIFailure) {}
 }
 
 /// The subcommands that open a keystore, with the options that name it.

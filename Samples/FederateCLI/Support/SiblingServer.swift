@@ -31,9 +31,12 @@ package struct SiblingServer: ServerSide {
     /// read from stdin must be read there, not here.
     package func prepare(_ command: any ParsableCommand) throws(CLIFailure) {
         if command is Exec || command is Serve { try Self.handOver() }
-        guard let keystoreCommand = command as? any KeystoreCommand,
-            let root = try? KeystoreAccess.resolveRoot(explicit: keystoreCommand.common.keystore)
-        else { return }
+        guard let keystoreCommand = command as? any KeystoreCommand else { return }
+        try prepare(keystore: keystoreCommand.common.keystore)
+    }
+
+    package func prepare(keystore: String?) throws(CLIFailure) {
+        guard let root = try? KeystoreAccess.resolveRoot(explicit: keystore) else { return }
         if root.hasPrefix("postgres://") || root.hasPrefix("postgresql://") { try Self.handOver() }
     }
 

@@ -7,14 +7,15 @@ extension SQLiteKeystore {
     /// first moving the items from the previous group when the policy asks for it.
     ///
     /// The record lives where only the user can write, so no member of a shared group can
-    /// steer another user's migration.
+    /// steer another user's migration. Returns the open connection to that database: the
+    /// caller closes it, or keeps it as the writer when `group` is the private one.
     static func recordGroup(
         _ group: AccessGroup,
         layout: StoreLayout,
         keySource: KeySource,
         configuration: Configuration,
         logger: Logger?
-    ) throws(KeystoreError) {
+    ) throws(KeystoreError) -> SQLiteConnection {
         // Before anything is recorded: a name no namespace can have must not become the last group.
         if let name = group.name {
             try StoreLayout.validate(name: name, what: "access group name", limit: StoreLayout.maximumNameBytes)
@@ -23,7 +24,24 @@ extension SQLiteKeystore {
             throw KeystoreError(.invalidKey, "no key available for the private namespace")
         }
         let connection = try privateStore.connect(service: layout.service, busyTimeout: configuration.busyTimeout)
-        defer { connection.close() }
+        do throws(KeystoreError) {
+            try record(group, on: connection, layout: layout, privateStore: privateStore, keySource: keySource, configuration: configuration, logger: logger)
+        } catch {
+            connection.close()
+            throw error
+        }
+        return connection
+    }
+
+    private static func record(
+        _ group: AccessGroup,
+        on connection: SQLiteConnection,
+        layout: StoreLayout,
+        privateStore: StoreNamespace,
+        keySource: KeySource,
+        configuration: Configuration,
+        logger: Logger?
+    ) throws(KeystoreError) {
         let recorded = try StoreSchema.meta(lastGroupName, on: connection)
         let last = recorded.flatMap(StoreSchema.decodeGroup)
         if recorded != nil && last == nil {

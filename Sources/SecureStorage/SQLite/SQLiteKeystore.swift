@@ -60,13 +60,31 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
     ) throws(KeystoreError) {
         try KeystoreError.rethrowing { try CryptoRuntime.ensureInitialised() }
         let layout = try StoreLayout(root: root, service: service)
-        try Self.recordGroup(
+        let privateConnection = try Self.recordGroup(
             accessGroup, layout: layout, keySource: keySource, configuration: configuration, logger: logger
         )
-        guard let namespace = try StoreNamespace.open(layout: layout, group: accessGroup, keySource: keySource, create: true) else {
-            throw KeystoreError(.invalidKey, "no key available for the access group")
+        // The private database's connection stays open until the writer's is: closing the last
+        // connection makes SQLite checkpoint and delete the -wal and -shm files, which the
+        // next open creates again (file creation was a large part of `federate credentials`'
+        // kernel time; docs/performance.md, 5b). For the private group it is the writer's
+        // connection itself.
+        let namespace: StoreNamespace
+        let writerConnection: SQLiteConnection
+        do throws(KeystoreError) {
+            guard let opened = try StoreNamespace.open(layout: layout, group: accessGroup, keySource: keySource, create: true) else {
+                throw KeystoreError(.invalidKey, "no key available for the access group")
+            }
+            namespace = opened
+            if accessGroup == .none {
+                writerConnection = privateConnection
+            } else {
+                writerConnection = try namespace.connect(service: service, busyTimeout: configuration.busyTimeout)
+                privateConnection.close()
+            }
+        } catch {
+            privateConnection.close()
+            throw error
         }
-        let writerConnection = try namespace.connect(service: service, busyTimeout: configuration.busyTimeout)
         let checkpointer = Checkpointer(path: namespace.databasePath, busyTimeout: configuration.busyTimeout)
         try checkpointer.attach(to: writerConnection)
         let origin = try KeystoreError.rethrowing {
