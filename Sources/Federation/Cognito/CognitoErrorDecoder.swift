@@ -31,16 +31,17 @@ enum CognitoErrorDecoder {
         let message = body?.message.map { scrub($0, with: redactor) }
         let errorCode = rawType.map { RetryClassification.code(forType: $0, status: response.status, service: .cognitoIdentity) }
             ?? RetryClassification.code(forStatus: response.status)
-        var error = FederationError(
+        return FederationError(
             code: errorCode,
             message: summary(for: errorCode, operation: operation),
             operation: operation,
             serviceErrorType: rawType.map(redactor.redact),
             serviceMessage: message,
-            httpStatus: response.status
+            httpStatus: response.status,
+            curlCode: nil,
+            keystoreError: nil,
+            identityGone: namesIdentity && saysIdentityGone(code: errorCode, message: message)
         )
-        error.identityGone = namesIdentity && saysIdentityGone(code: errorCode, message: message)
-        return error
     }
 
     /// `aws.cognito#NotAuthorizedException:http://…` → `NotAuthorizedException`.
