@@ -110,16 +110,7 @@ let package = Package(
             ]
         ),
 
-        // MARK: Samples
-        .target(
-            name: "SampleSupport",
-            dependencies: [
-                "Federation",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            path: "Samples/SampleSupport"
-        ),
+        // MARK: The CLI (samples and benchmarks are packages of their own: Samples/, Benchmarks/)
         .executableTarget(
             name: "federate",
             dependencies: [
@@ -131,106 +122,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
-            ],
-            path: "Samples/federate"
-        ),
-        .executableTarget(
-            name: "sample-oidc",
-            dependencies: [
-                "Federation",
-                "SecureStorage",
-                "SampleSupport",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            path: "Samples/OIDCFederation"
-        ),
-        .executableTarget(
-            name: "sample-guest",
-            dependencies: [
-                "Federation",
-                "SecureStorage",
-                "SampleSupport",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            path: "Samples/GuestThenLogin"
-        ),
-        .executableTarget(
-            name: "sample-developer",
-            dependencies: [
-                "Federation",
-                "SecureStorage",
-                "SampleSupport",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            path: "Samples/DeveloperAuthenticated"
-        ),
-        .executableTarget(
-            name: "sample-migration",
-            dependencies: [
-                "Federation",
-                "SecureStorage",
-                "SampleSupport",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            path: "Samples/AccessGroupMigration"
-        ),
-        .executableTarget(
-            name: "sample-jobs",
-            dependencies: [
-                "Federation",
-                "CredentialServer",
-                "SampleSupport",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ],
-            path: "Samples/JobRunner"
-        ),
-        .executableTarget(
-            name: "sample-classic",
-            dependencies: [
-                "Federation",
-                "SecureStorage",
-                "SampleSupport",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            path: "Samples/ClassicFlow"
-        ),
-        .executableTarget(
-            name: "sample-observe",
-            dependencies: [
-                "Federation",
-                "SecureStorage",
-                "SampleSupport",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            path: "Samples/ObserveSessions"
+            ]
         ),
 
-        // MARK: Benchmarks and fuzzing (not part of the test run)
-        .executableTarget(
-            name: "broker-bench",
-            dependencies: [
-                "Federation",
-                "PostgresKeystore",
-                "SecureStorage",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ],
-            path: "Benchmarks/BrokerBench"
-        ),
-        .executableTarget(
-            name: "urlsession-bench",
-            dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")],
-            path: "Benchmarks/URLSessionBench"
-        ),
-        .executableTarget(
-            name: "noop",
-            path: "Benchmarks/Noop"
-        ),
+        // MARK: Fuzzing (not part of the test run)
         .executableTarget(
             name: "broker-fuzz",
             dependencies: ["Federation"],
