@@ -119,16 +119,7 @@ let package = Package(
             ]
         ),
 
-        // MARK: Samples
-        .target(
-            name: "SampleSupport",
-            dependencies: [
-                "Federation",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            path: "Samples/SampleSupport"
-        ),
+        // MARK: The CLI (samples and benchmarks are packages of their own: Samples/, Benchmarks/)
         // The CLI's commands, shared by its two executables. Links the core only: what needs
         // NIO is reached through its `ServerSide` protocol (docs/architecture.md).
         .target(
@@ -138,14 +129,12 @@ let package = Package(
                 "SecureStorage",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-            ],
-            path: "Samples/FederateCLI"
+            ]
         ),
         // `federate`, the front door AWS SDKs start before every call: no NIO, no postgres-nio.
         .executableTarget(
             name: "federate",
-            dependencies: ["FederateCLI"],
-            path: "Samples/federate"
+            dependencies: ["FederateCLI"]
         ),
         // `federate-server`: the same CLI with the credential server and the PostgreSQL
         // engine; `federate` replaces itself with it for `exec`, `serve` and postgres://.
@@ -160,106 +149,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
-            ],
-            path: "Samples/federate-server"
-        ),
-        .executableTarget(
-            name: "sample-oidc",
-            dependencies: [
-                "Federation",
-                "SecureStorage",
-                "SampleSupport",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            path: "Samples/OIDCFederation"
-        ),
-        .executableTarget(
-            name: "sample-guest",
-            dependencies: [
-                "Federation",
-                "SecureStorage",
-                "SampleSupport",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            path: "Samples/GuestThenLogin"
-        ),
-        .executableTarget(
-            name: "sample-developer",
-            dependencies: [
-                "Federation",
-                "SecureStorage",
-                "SampleSupport",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            path: "Samples/DeveloperAuthenticated"
-        ),
-        .executableTarget(
-            name: "sample-migration",
-            dependencies: [
-                "Federation",
-                "SecureStorage",
-                "SampleSupport",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            path: "Samples/AccessGroupMigration"
-        ),
-        .executableTarget(
-            name: "sample-jobs",
-            dependencies: [
-                "Federation",
-                "CredentialServer",
-                "SampleSupport",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ],
-            path: "Samples/JobRunner"
-        ),
-        .executableTarget(
-            name: "sample-classic",
-            dependencies: [
-                "Federation",
-                "SecureStorage",
-                "SampleSupport",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            path: "Samples/ClassicFlow"
-        ),
-        .executableTarget(
-            name: "sample-observe",
-            dependencies: [
-                "Federation",
-                "SecureStorage",
-                "SampleSupport",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            path: "Samples/ObserveSessions"
+            ]
         ),
 
-        // MARK: Benchmarks and fuzzing (not part of the test run)
-        .executableTarget(
-            name: "broker-bench",
-            dependencies: [
-                "Federation",
-                "PostgresKeystore",
-                "SecureStorage",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ],
-            path: "Benchmarks/BrokerBench"
-        ),
-        .executableTarget(
-            name: "urlsession-bench",
-            dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")],
-            path: "Benchmarks/URLSessionBench"
-        ),
-        .executableTarget(
-            name: "noop",
-            path: "Benchmarks/Noop"
-        ),
+        // MARK: Fuzzing (not part of the test run)
         .executableTarget(
             name: "broker-fuzz",
             dependencies: ["Federation"],

@@ -3,8 +3,9 @@
 # plus memory per session, CLI start-up, keystore and migration figures (issue 6).
 #
 # Sets up what it needs (nginx-light, curl, python3 + boto3, a C compiler; hyperfine when
-# the package exists), builds release binaries in .build-bench, starts nginx on a free
-# loopback port as a canned Cognito (fixed JSON chosen by X-Amz-Target, keep-alive), runs
+# the package exists), builds release binaries in .build-bench (the Benchmarks package in
+# .build-bench/benchmarks, the root package's federate CLI in .build-bench/cli), starts nginx
+# on a free loopback port as a canned Cognito (fixed JSON chosen by X-Amz-Target, keep-alive), runs
 # everything, stops what it started, and prints ONE JSON object as its last line.
 #
 # Environment:
@@ -61,7 +62,9 @@ MEMORY_TOUCH=${MEMORY_TOUCH:-50000}
 MEMORY_CACHE=${MEMORY_CACHE:-10000}
 SQLITE_MIGRATE_ITEMS=${SQLITE_MIGRATE_ITEMS:-10000}
 SCRATCH=$ROOT/.build-bench
-BIN=$SCRATCH/release
+# Two packages, two scratch paths: the benchmarks (Benchmarks/Package.swift) and the CLI (the root's).
+BIN=$SCRATCH/benchmarks/release
+CLI_BIN=$SCRATCH/cli/release
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
@@ -96,7 +99,10 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
     if [ "${ONLY_STARTUP:-0}" = 1 ]; then products=(noop federate federate-server); fi
     if [ "${ONLY_POSTGRES:-0}" = 1 ]; then products=(broker-bench); fi
     for product in "${products[@]}"; do
-        if ! swift build -c release --scratch-path "$SCRATCH" --product "$product" >"$SCRATCH.$product.log" 2>&1; then
+        # The benchmarks are a package of their own; the CLI is the root package's.
+        package=(--package-path "$ROOT/Benchmarks" --scratch-path "$SCRATCH/benchmarks")
+        case "$product" in federate|federate-server) package=(--package-path "$ROOT" --scratch-path "$SCRATCH/cli") ;; esac
+        if ! swift build -c release "${package[@]}" --product "$product" >"$SCRATCH.$product.log" 2>&1; then
             if [ "$product" = federate ] || [ "$product" = federate-server ]; then
                 log "the federate CLI does not build yet; its figure will be null (see $SCRATCH.$product.log)"
             else
@@ -202,7 +208,7 @@ time_command() { # milliseconds of one run of "$@": hyperfine's median when pres
     fi
 }
 cli_startup() {
-    if [ ! -x "$BIN/federate" ]; then
+    if [ ! -x "$CLI_BIN/federate" ]; then
         log "no federate binary; cli_vs_noop is null"
         return
     fi
@@ -211,16 +217,16 @@ cli_startup() {
     local key
     key=$(python3 -c 'import base64, os; print(base64.b64encode(os.urandom(32)).decode())')
     printf '%s' "EAAGm0PX4ZCpsBAKZCZBbench0token0opaque0value0ZD" >"$WORK/token"
-    if IDENTITY_BROKER_KEYSTORE="$WORK/cli-keystore" IDENTITY_BROKER_KEY="$key" "$BIN/federate" login \
+    if IDENTITY_BROKER_KEYSTORE="$WORK/cli-keystore" IDENTITY_BROKER_KEY="$key" "$CLI_BIN/federate" login \
             --pool-id us-east-1:00000000-0000-4000-8000-000000000000 --provider facebook \
             --token-file "$WORK/token" --endpoint "$ENDPOINT" --session bench >/dev/null 2>"$WORK/cli.err" \
         && IDENTITY_BROKER_KEYSTORE="$WORK/cli-keystore" IDENTITY_BROKER_KEY="$key" \
-            "$BIN/federate" credentials --session bench >/dev/null 2>>"$WORK/cli.err"; then
+            "$CLI_BIN/federate" credentials --session bench >/dev/null 2>>"$WORK/cli.err"; then
         local noops=() clis=() ratios=() noop cli round
         for round in $(seq "$STARTUP_ROUNDS"); do
             noop=$(time_command "$BIN/noop")
             cli=$(IDENTITY_BROKER_KEYSTORE="$WORK/cli-keystore" IDENTITY_BROKER_KEY="$key" \
-                time_command "$BIN/federate" credentials --session bench)
+                time_command "$CLI_BIN/federate" credentials --session bench)
             noops+=("$noop"); clis+=("$cli")
             ratios+=("$(awk -v a="$cli" -v b="$noop" 'BEGIN { printf "%.3f", a / b }')")
             log "  round $round: noop $noop ms, federate credentials $cli ms"
@@ -366,7 +372,7 @@ if [ "${SKIP_STORAGE:-0}" != 1 ]; then
     done
 
     log "start-up: seeding $STARTUP_SESSIONS sessions"
-    "$BIN/broker-bench" seed --directory "$SQL_DIR/startup" --sessions "$STARTUP_SESSIONS" | tee /dev/stderr >/dev/null
+    "$BIN/broker-bench" seed --endpoint "$ENDPOINT" --directory "$SQL_DIR/startup" --sessions "$STARTUP_SESSIONS" | tee /dev/stderr >/dev/null
     startups=()
     for _ in $(seq 11); do
         startups+=("$("$BIN/broker-bench" startup --directory "$SQL_DIR/startup" --session "s$((STARTUP_SESSIONS / 2))" | last_line)")
@@ -376,7 +382,7 @@ if [ "${SKIP_STORAGE:-0}" != 1 ]; then
     rm -rf "$SQL_DIR/startup"
 
     log "memory: seeding $MEMORY_SESSIONS sessions"
-    "$BIN/broker-bench" seed --directory "$SQL_DIR/memory" --sessions "$MEMORY_SESSIONS" | tee /dev/stderr >/dev/null
+    "$BIN/broker-bench" seed --endpoint "$ENDPOINT" --directory "$SQL_DIR/memory" --sessions "$MEMORY_SESSIONS" | tee /dev/stderr >/dev/null
     rss=()
     for _ in 1 2 3; do
         rss+=("$("$BIN/broker-bench" store-memory --directory "$SQL_DIR/memory" --touch "$MEMORY_TOUCH" --cache "$MEMORY_CACHE" \
@@ -387,7 +393,7 @@ if [ "${SKIP_STORAGE:-0}" != 1 ]; then
 
     migrations=()
     for round in 1 2 3; do
-        migrations+=("$("$BIN/broker-bench" sqlite-migrate --directory "$SQL_DIR/migrate$round" --items "$SQLITE_MIGRATE_ITEMS" | last_line)")
+        migrations+=("$("$BIN/broker-bench" sqlite-migrate --endpoint "$ENDPOINT" --directory "$SQL_DIR/migrate$round" --items "$SQLITE_MIGRATE_ITEMS" | last_line)")
         rm -rf "$SQL_DIR/migrate$round"
     done
     R[sqlite_migrate]=$(printf '%s\n' "${migrations[@]}" | median)
@@ -431,7 +437,7 @@ if [ "${SKIP_POSTGRES:-0}" != 1 ]; then
         R[pg_inmemory_c$c]=$(echo "$out" | field inmemory_fed_per_s)
     done
 
-    RECORD_BYTES=$("$BIN/broker-bench" record-bytes | last_line)
+    RECORD_BYTES=$("$BIN/broker-bench" record-bytes --endpoint "$ENDPOINT" | last_line)
     "${PSQL[@]}" -d bench -c 'CREATE TABLE bench_floor (id bigserial PRIMARY KEY, v bytea NOT NULL)' >/dev/null
     printf "INSERT INTO bench_floor (v) VALUES (decode(repeat('5a', %d), 'hex'));\n" "$RECORD_BYTES" >"$WORK/floor.sql"
     floors=()
@@ -443,7 +449,7 @@ if [ "${SKIP_POSTGRES:-0}" != 1 ]; then
     R[pgbench_floor]=$(printf '%s\n' "${floors[@]}" | median)
 
     log "cross-instance event delay (${PG_EVENTS:-1000} events)"
-    out=$("$BIN/broker-bench" postgres-events --url "$PG_URL" --events "${PG_EVENTS:-1000}" | tee /dev/stderr)
+    out=$("$BIN/broker-bench" postgres-events --endpoint "$ENDPOINT" --url "$PG_URL" --events "${PG_EVENTS:-1000}" | tee /dev/stderr)
     R[pg_event_median]=$(echo "$out" | field event_ms_median)
     R[pg_event_p99]=$(echo "$out" | field event_ms_p99)
     R[pg_commit_median]=$(echo "$out" | field commit_ms_median)

@@ -8,13 +8,16 @@
 #   scripts/demo.sh
 #
 # Environment:
-#   IDENTITY_BROKER_BUILD_DIR   SwiftPM scratch path (default .build)
+#   IDENTITY_BROKER_BUILD_DIR   SwiftPM scratch path of the root package, for federate (default .build)
+#   IDENTITY_BROKER_SAMPLES_BUILD_DIR  scratch path of the Samples package (default Samples/.build)
 #   DEMO_SKIP_SETUP=1           skip scripts/setup.sh (packages already installed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD_DIR=${IDENTITY_BROKER_BUILD_DIR:-.build}
-PRODUCTS=(sample-oidc sample-guest sample-classic sample-developer sample-migration sample-observe sample-jobs federate)
+SAMPLES_BUILD_DIR=${IDENTITY_BROKER_SAMPLES_BUILD_DIR:-Samples/.build}
+# The samples are their own package (Samples/Package.swift); federate is the root package's.
+SAMPLES=(sample-oidc sample-guest sample-classic sample-developer sample-migration sample-observe sample-jobs)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/identity-broker-demo.XXXXXX")
 MOTO_PID=""
 STEP=0
@@ -113,20 +116,29 @@ else
     scripts/setup.sh
 fi
 
-step "build the samples and the federate CLI"
-for product in "${PRODUCTS[@]}"; do
-    echo "swift build --product $product"
-    if ! swift build --scratch-path "$BUILD_DIR" --product "$product" >"$WORK/build.log" 2>&1; then
+# Builds one product and shows only its errors and warnings.
+build() { # product swift-build-arguments...
+    local product=$1
+    shift
+    echo "swift build $* --product $product"
+    if ! swift build "$@" --product "$product" >"$WORK/build.log" 2>&1; then
         { grep -E "error:" "$WORK/build.log" | sort -u | head -n 20; tail -n 3 "$WORK/build.log"; } >&2
         exit 1
     fi
     grep -E "warning:" "$WORK/build.log" || true
-done
+}
+
+step "build the samples and the federate CLI"
+SAMPLES_PACKAGE=(--package-path Samples --scratch-path "$SAMPLES_BUILD_DIR")
+for product in "${SAMPLES[@]}"; do build "$product" "${SAMPLES_PACKAGE[@]}"; done
+build federate --scratch-path "$BUILD_DIR"
+SAMPLES_BIN=$(swift build "${SAMPLES_PACKAGE[@]}" --show-bin-path)
 BIN=$(swift build --scratch-path "$BUILD_DIR" --show-bin-path)
-for product in "${PRODUCTS[@]}"; do
-    [ -x "$BIN/$product" ] || { echo "missing $BIN/$product" >&2; exit 1; }
+for product in "${SAMPLES[@]}"; do
+    [ -x "$SAMPLES_BIN/$product" ] || { echo "missing $SAMPLES_BIN/$product" >&2; exit 1; }
 done
-echo "binaries in $BIN"
+[ -x "$BIN/federate" ] || { echo "missing $BIN/federate" >&2; exit 1; }
+echo "samples in $SAMPLES_BIN, federate in $BIN"
 
 step "start moto's Cognito Identity server on loopback and create an identity pool"
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
@@ -158,31 +170,31 @@ COMMON=(--endpoint "$ENDPOINT" --pool-id "$POOL_ID")
 step "OIDC federation of an ID token (sample-oidc)"
 demo_jwt "https://$OIDC_ISSUER" "oidc-user-1" >"$WORK/oidc.jwt"
 echo "\$ sample-oidc --provider oidc:$OIDC_ISSUER --token-file oidc.jwt"
-run "$BIN/sample-oidc" "${COMMON[@]}" --provider "oidc:$OIDC_ISSUER" --token-file "$WORK/oidc.jwt" --session alice
+run "$SAMPLES_BIN/sample-oidc" "${COMMON[@]}" --provider "oidc:$OIDC_ISSUER" --token-file "$WORK/oidc.jwt" --session alice
 echo "\$ sample-oidc --provider google --demo-token"
-run "$BIN/sample-oidc" "${COMMON[@]}" --provider google --demo-token --session bob
+run "$SAMPLES_BIN/sample-oidc" "${COMMON[@]}" --provider google --demo-token --session bob
 
 step "guest identity, then linking a Google login to it (sample-guest)"
-run "$BIN/sample-guest" "${COMMON[@]}" --demo-token
+run "$SAMPLES_BIN/sample-guest" "${COMMON[@]}" --demo-token
 
 step "classic flow: GetOpenIdToken, then STS AssumeRoleWithWebIdentity (sample-classic)"
 # moto answers STS on the same endpoint; it needs no IAM role to exist.
-run "$BIN/sample-classic" "${COMMON[@]}" --sts-endpoint "$ENDPOINT" \
+run "$SAMPLES_BIN/sample-classic" "${COMMON[@]}" --sts-endpoint "$ENDPOINT" \
     --role-arn arn:aws:iam::123456789012:role/ClassicDemo --demo-token
 
 step "developer-authenticated flow: backend mints a token, client completes (sample-developer)"
 # The backend half signs with developer credentials; moto accepts any.
 AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
-    run "$BIN/sample-developer" "${COMMON[@]}" --developer-provider "$DEVELOPER_PROVIDER" --user-id user-42
+    run "$SAMPLES_BIN/sample-developer" "${COMMON[@]}" --developer-provider "$DEVELOPER_PROVIDER" --user-id user-42
 
 step "keystore access-group migration (sample-migration)"
-run "$BIN/sample-migration" "${COMMON[@]}" --keystore "$WORK/migration-keystore"
+run "$SAMPLES_BIN/sample-migration" "${COMMON[@]}" --keystore "$WORK/migration-keystore"
 
 step "observing session states, expiry included (sample-observe)"
-run "$BIN/sample-observe" "${COMMON[@]}" --expiry-margin 88
+run "$SAMPLES_BIN/sample-observe" "${COMMON[@]}" --expiry-margin 88
 
 step "a job runner: one child per end user on credentials from a credential server (sample-jobs)"
-run "$BIN/sample-jobs" "${COMMON[@]}" --sts-endpoint "$ENDPOINT" --role-arn arn:aws:iam::123456789012:role/Jobs
+run "$SAMPLES_BIN/sample-jobs" "${COMMON[@]}" --sts-endpoint "$ENDPOINT" --role-arn arn:aws:iam::123456789012:role/Jobs
 
 step "the federate CLI: login, status, credentials (secrets redacted here)"
 export IDENTITY_BROKER_KEYSTORE="$WORK/cli-keystore"

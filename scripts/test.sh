@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# Runs the whole test suite as CI does: set up, build with warnings as errors,
-# then `swift test` (moto's server is started by the tests themselves).
+# Runs the whole test suite as CI does: set up, build with warnings as errors (the
+# library and its tests, then the Samples and Benchmarks packages), then `swift test`
+# (moto's server is started by the tests themselves).
 # Ends with one summary line, "N passed, N failed[, N skipped]".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 swift build --build-tests -Xswiftc -warnings-as-errors
+# The samples and benchmarks are packages of their own; building them here keeps them
+# compiling against the library's public API.
+swift build --package-path Samples -Xswiftc -warnings-as-errors
+swift build --package-path Benchmarks -Xswiftc -warnings-as-errors
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e

@@ -2,9 +2,9 @@
 //
 //   broker-bench postgres-throughput --endpoint URL --url postgres://… --concurrency C
 //       in-memory vs PostgreSQL-durable federations/s, alternating (fresh service per round)
-//   broker-bench postgres-events --url postgres://… --events N
+//   broker-bench postgres-events --endpoint URL --url postgres://… --events N
 //       cross-instance change delay: instance A commits, instance B's changes() sees it
-//   broker-bench record-bytes      the sealed-session size the floor inserts
+//   broker-bench record-bytes --endpoint URL   the sealed-session size the floor inserts
 //
 // Every mode prints its headline figure alone on its last line.
 
@@ -85,7 +85,7 @@ struct PostgresThroughput: AsyncParsableCommand {
         print("postgres_fed_per_s \(fixed(1, median(postgresRates)))")
         print("inmemory_cpu_us \(fixed(1, median(memoryCPU)))")
         print("postgres_cpu_us \(fixed(1, median(postgresCPU)))")
-        print("record_bytes \(try sealedSessionSize())")
+        print("record_bytes \(try await sealedSessionSize(endpoint: endpoint))")
         print(fixed(1, median(postgresRates)))
     }
 }
@@ -101,6 +101,7 @@ struct PostgresEvents: AsyncParsableCommand {
             Prints commit_ms_median, event_ms_median, event_ms_p99; the last line is the median delay.
             """)
 
+    @Option(help: "The canned Cognito endpoint (federates the one session each event writes).") var endpoint: String
     @Option(help: "postgres://user[:password]@host:port/db.") var url: String
     @Option(help: "Events to time.") var events = 500
     @Option(help: "Untimed events first.") var warmup = 50
@@ -118,7 +119,7 @@ struct PostgresEvents: AsyncParsableCommand {
                 if case .item(let key) = change { arrivals.record(key, at: monotonicSeconds()) }
             }
         }
-        let value = try storedSession("e0", index: 0, credentials: benchCredentials()).value
+        let value = try await StoredSessionTemplate.federated(endpoint: endpoint).value
         // Let B's feed start listening: commit probes until one arrives.
         var ready = false
         for attempt in 0..<200 where !ready {
@@ -166,8 +167,10 @@ struct RecordBytes: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "record-bytes", abstract: "Bytes of one sealed stored session (what the durability floors write).")
 
-    func run() throws {
-        print(try sealedSessionSize())
+    @Option(help: "The canned Cognito endpoint (federates the one session measured).") var endpoint: String
+
+    func run() async throws {
+        print(try await sealedSessionSize(endpoint: endpoint))
     }
 }
 

@@ -12,6 +12,7 @@
 import ArgumentParser
 import Federation
 import SecureStorage
+import Synchronization
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -37,21 +38,64 @@ func median(_ values: [Double]) -> Double {
     return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
 }
 
-/// Credentials shaped like the canned Cognito's (and real ones): a 1,000-character token.
-func benchCredentials() -> AWSCredentials {
-    let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
-    let token = String((0..<1_000).map { alphabet[($0 * 7) % alphabet.count] })
-    return AWSCredentials(
-        accessKeyId: "ASIAQBENCHMARK000001", secretAccessKey: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYBENCHMARKEY",
-        sessionToken: token, expiration: Date(timeIntervalSince1970: 4_102_444_800))
+/// The plaintext item a client stores for one federated session, captured through the public
+/// API so the benchmarks can seed many saved sessions without federating each: a stored
+/// session embeds neither its name nor its key (the keystore binds the sealed item to its key
+/// when it commits it), so copies under other keys read back as sessions of those names. Every
+/// copy carries the canned Cognito's one identity ID; the startup and memory figures read
+/// sessions, so that does not change what they measure.
+struct StoredSessionTemplate: Sendable {
+    /// What the client puts before a session's name to make its keystore key.
+    let keyPrefix: String
+    /// The plaintext the client committed (the keystore seals it).
+    let value: [UInt8]
+    /// The version the client committed it with.
+    let version: Int64?
+
+    /// Federates one session against the canned Cognito at `endpoint` into a recording keystore.
+    static func federated(endpoint: String) async throws -> StoredSessionTemplate {
+        let name = "template"
+        let keystore = RecordingKeystore()
+        let client = try FederationClient(configuration: .init(identityPoolId: poolId, endpoint: endpoint), keystore: keystore)
+        _ = try await client.federate(token: opaqueToken, provider: .facebook, session: name)
+        await client.shutdown()
+        guard let (key, value, version) = keystore.lastSet(endingWith: name) else {
+            fatalError("the client stored no item for session \(name)")
+        }
+        return StoredSessionTemplate(keyPrefix: String(key.dropLast(name.count)), value: value, version: version)
+    }
+
+    /// The item to commit for session `name`.
+    func item(session name: String) -> (key: String, value: [UInt8], version: Int64?) {
+        (keyPrefix + name, value, version)
+    }
 }
 
-/// The item a client stores for session `name` (what the seeding writes).
-func storedSession(_ name: String, index: Int, credentials: AWSCredentials) throws -> (key: String, value: [UInt8], version: Int64) {
-    let suffix = String(index, radix: 16)
-    let identityId = "us-east-1:11111111-2222-4333-8444-" + String(repeating: "0", count: max(0, 12 - suffix.count)) + suffix
-    return try StoredSessionForBenchmarks.item(
-        session: name, identityId: identityId, provider: "graph.facebook.com", credentials: credentials)
+/// An ``InMemoryKeystore`` that remembers what it was asked to set, versions included
+/// (`Keystore.value(forKey:)` returns the value alone).
+final class RecordingKeystore: Keystore {
+    private let base = InMemoryKeystore(service: benchService)
+    private let sets = Mutex<[(key: String, value: [UInt8], version: Int64?)]>([])
+
+    var service: String { base.service }
+    var accessGroup: AccessGroup { base.accessGroup }
+
+    func value(forKey key: String) async throws(KeystoreError) -> [UInt8]? { try await base.value(forKey: key) }
+    func keys() async throws(KeystoreError) -> [String] { try await base.keys() }
+    func changes() -> AsyncStream<KeystoreChange> { base.changes() }
+
+    @discardableResult
+    func commit(_ batch: KeystoreBatch) async throws(KeystoreError) -> [Bool] {
+        sets.withLock { sets in
+            for case .set(let key, let value, let version) in batch.operations { sets.append((key, value, version)) }
+        }
+        return try await base.commit(batch)
+    }
+
+    /// The last set of a key ending in `suffix`.
+    func lastSet(endingWith suffix: String) -> (key: String, value: [UInt8], version: Int64?)? {
+        sets.withLock { $0.last { $0.key.hasSuffix(suffix) } }
+    }
 }
 
 /// User + system CPU seconds of this process so far.
@@ -62,8 +106,8 @@ func processCPUSeconds() -> Double {
 }
 
 /// Bytes of a sealed stored session: its JSON plus AES-GCM's version, nonce and tag.
-func sealedSessionSize() throws -> Int {
-    try storedSession("u0", index: 0, credentials: benchCredentials()).value.count + 1 + 12 + 16
+func sealedSessionSize(endpoint: String) async throws -> Int {
+    try await StoredSessionTemplate.federated(endpoint: endpoint).value.count + 1 + 12 + 16
 }
 
 /// The durability floor for one federation: append a sealed-session-sized record to a file
@@ -117,7 +161,7 @@ struct StorageThroughput: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let recordBytes = try sealedSessionSize()
+        let recordBytes = try await sealedSessionSize(endpoint: endpoint)
         var memoryRates: [Double] = []
         var sqliteRates: [Double] = []
         var floorRates: [Double] = []
@@ -161,11 +205,12 @@ struct FdatasyncFloor: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "fdatasync-floor", abstract: "Appends of a sealed-session-sized record + fdatasync per second.")
 
+    @Option(help: "The canned Cognito endpoint (federates the one session whose size is appended).") var endpoint: String
     @Option(help: "An existing directory.") var directory: String
     @Option(help: "Appends to time.") var items = 1_000
 
-    func run() throws {
-        print(fixed(1, fdatasyncFloor(directory: directory, items: items, recordBytes: try sealedSessionSize())))
+    func run() async throws {
+        print(fixed(1, fdatasyncFloor(directory: directory, items: items, recordBytes: try await sealedSessionSize(endpoint: endpoint))))
     }
 }
 
@@ -173,19 +218,20 @@ struct Seed: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Writes N saved sessions (s0 … sN-1) as a client stores them, in batches, straight through SQLiteKeystore.commit.")
 
+    @Option(help: "The canned Cognito endpoint (federates the one session copied N times).") var endpoint: String
     @Option(help: "The keystore root.") var directory: String
     @Option(help: "Sessions to write.") var sessions = 100_000
     @Option(help: "Sessions per commit.") var batch = 10_000
 
     func run() async throws {
+        let template = try await StoredSessionTemplate.federated(endpoint: endpoint)
         let keystore = try openSQLiteKeystore(directory)
-        let credentials = benchCredentials()
         let start = monotonicSeconds()
         var written = 0
         while written < sessions {
             var keystoreBatch = KeystoreBatch()
             for index in written..<min(sessions, written + batch) {
-                let item = try storedSession("s\(index)", index: index, credentials: credentials)
+                let item = template.item(session: "s\(index)")
                 keystoreBatch.set(item.value, forKey: item.key, version: item.version)
             }
             written += keystoreBatch.operations.count
@@ -262,15 +308,16 @@ struct SQLiteMigrate: AsyncParsableCommand {
         commandName: "sqlite-migrate",
         abstract: "Seconds for SQLiteKeystore.migrate of N items from no group to a named group (filling them is not timed).")
 
+    @Option(help: "The canned Cognito endpoint (federates the one session copied N times).") var endpoint: String
     @Option(help: "An empty keystore root.") var directory: String
     @Option(help: "Items to migrate.") var items = 10_000
 
     func run() async throws {
+        let template = try await StoredSessionTemplate.federated(endpoint: endpoint)
         let keystore = try openSQLiteKeystore(directory)
-        let credentials = benchCredentials()
         var batch = KeystoreBatch()
         for index in 0..<items {
-            let item = try storedSession("s\(index)", index: index, credentials: credentials)
+            let item = template.item(session: "s\(index)")
             batch.set(item.value, forKey: item.key, version: item.version)
         }
         try await keystore.commit(batch)

@@ -21,7 +21,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-@_spi(Testing) import SecureStorage
+import SecureStorage
 
 func printLine(_ text: String) {
     let line = Array((text + "\n").utf8)

@@ -10,15 +10,15 @@ import SecureStorage
 /// The type comes from `x-amzn-ErrorType` when present, else from the body's
 /// `__type`; either may carry a namespace before `#` or a URI after `:`, which
 /// are stripped. Unknown types keep their raw name.
-enum CognitoErrorDecoder {
+package enum CognitoErrorDecoder {
     /// Longest service message kept; longer ones are cut, since they end up in logs.
-    static let maxMessageLength = 512
+    package static let maxMessageLength = 512
 
     ///
     /// - Parameter namesIdentity: whether `operation` acts on an existing identity ID
     ///   (`GetCredentialsForIdentity`, `GetOpenIdToken`): only then can the answer say that
     ///   identity is gone (``FederationError/identityGone``).
-    static func decode(
+    package static func decode(
         response: HTTPResponse,
         operation: String,
         namesIdentity: Bool = false,
@@ -31,16 +31,17 @@ enum CognitoErrorDecoder {
         let message = body?.message.map { scrub($0, with: redactor) }
         let errorCode = rawType.map { RetryClassification.code(forType: $0, status: response.status, service: .cognitoIdentity) }
             ?? RetryClassification.code(forStatus: response.status)
-        var error = FederationError(
+        return FederationError(
             code: errorCode,
             message: summary(for: errorCode, operation: operation),
             operation: operation,
             serviceErrorType: rawType.map(redactor.redact),
             serviceMessage: message,
-            httpStatus: response.status
+            httpStatus: response.status,
+            curlCode: nil,
+            keystoreError: nil,
+            identityGone: namesIdentity && saysIdentityGone(code: errorCode, message: message)
         )
-        error.identityGone = namesIdentity && saysIdentityGone(code: errorCode, message: message)
-        return error
     }
 
     /// `aws.cognito#NotAuthorizedException:http://…` → `NotAuthorizedException`.

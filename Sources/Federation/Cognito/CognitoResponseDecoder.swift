@@ -6,8 +6,8 @@ import Foundation
 
 /// Decodes a successful Cognito response, naming the missing or bad field when
 /// it cannot.
-enum CognitoResponseDecoder {
-    static func decode<Output: Decodable>(_ type: Output.Type, from body: [UInt8], operation: String) throws(FederationError) -> Output {
+package enum CognitoResponseDecoder {
+    package static func decode<Output: Decodable>(_ type: Output.Type, from body: [UInt8], operation: String) throws(FederationError) -> Output {
         do {
             return try JSONCoders.decoder.decode(Output.self, from: Data(body))
         } catch let error as DecodingError {

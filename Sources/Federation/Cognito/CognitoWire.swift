@@ -15,12 +15,12 @@ struct GetIdInput: Encodable, Sendable {
 
 // Outputs reject empty required strings (see `decodeNonEmpty`).
 
-struct GetIdOutput: Decodable, Sendable {
-    var IdentityId: String
+package struct GetIdOutput: Decodable, Sendable {
+    package var IdentityId: String
 
     private enum CodingKeys: String, CodingKey { case IdentityId }
 
-    init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         IdentityId = try container.decodeNonEmpty(String.self, forKey: .IdentityId)
     }
@@ -32,13 +32,13 @@ struct GetCredentialsForIdentityInput: Encodable, Sendable {
     var CustomRoleArn: String?
 }
 
-struct GetCredentialsForIdentityOutput: Decodable, Sendable {
-    var IdentityId: String?
-    var Credentials: WireCredentials
+package struct GetCredentialsForIdentityOutput: Decodable, Sendable {
+    package var IdentityId: String?
+    package var Credentials: WireCredentials
 
     private enum CodingKeys: String, CodingKey { case IdentityId, Credentials }
 
-    init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         IdentityId = try container.decodeNonEmptyIfPresent(String.self, forKey: .IdentityId)
         Credentials = try container.decode(WireCredentials.self, forKey: .Credentials)
@@ -50,13 +50,13 @@ struct GetOpenIdTokenInput: Encodable, Sendable {
     var Logins: [String: String]?
 }
 
-struct GetOpenIdTokenOutput: Decodable, Sendable {
-    var IdentityId: String?
-    var Token: String
+package struct GetOpenIdTokenOutput: Decodable, Sendable {
+    package var IdentityId: String?
+    package var Token: String
 
     private enum CodingKeys: String, CodingKey { case IdentityId, Token }
 
-    init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         IdentityId = try container.decodeNonEmptyIfPresent(String.self, forKey: .IdentityId)
         Token = try container.decodeNonEmpty(String.self, forKey: .Token)
@@ -70,15 +70,15 @@ struct GetOpenIdTokenForDeveloperIdentityInput: Encodable, Sendable {
     var TokenDuration: Int?
 }
 
-struct WireCredentials: Decodable, Sendable {
-    var AccessKeyId: String
-    var SecretKey: String
-    var SessionToken: String
-    var Expiration: WireEpochSeconds
+package struct WireCredentials: Decodable, Sendable {
+    package var AccessKeyId: String
+    package var SecretKey: String
+    package var SessionToken: String
+    package var Expiration: WireEpochSeconds
 
     private enum CodingKeys: String, CodingKey { case AccessKeyId, SecretKey, SessionToken, Expiration }
 
-    init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         AccessKeyId = try container.decodeNonEmpty(String.self, forKey: .AccessKeyId)
         SecretKey = try container.decodeNonEmpty(String.self, forKey: .SecretKey)
@@ -89,10 +89,10 @@ struct WireCredentials: Decodable, Sendable {
 
 /// `Expiration` is epoch seconds as a JSON number, possibly fractional or in
 /// exponent form (`1.522664214E9`); a numeric string is tolerated too.
-struct WireEpochSeconds: Decodable, Sendable {
-    var date: Date
+package struct WireEpochSeconds: Decodable, Sendable {
+    package var date: Date
 
-    init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         let seconds: Double
         if let number = try? container.decode(Double.self) {
@@ -110,7 +110,7 @@ struct WireEpochSeconds: Decodable, Sendable {
 }
 
 /// The body of a JSON 1.1 error response.
-struct WireErrorBody: Decodable, Sendable {
+package struct WireErrorBody: Decodable, Sendable {
     var type: String?
     var message: String?
 
@@ -121,7 +121,7 @@ struct WireErrorBody: Decodable, Sendable {
         case errorMessage
     }
 
-    init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         type = try? container.decodeIfPresent(String.self, forKey: .type)
         message = (try? container.decodeIfPresent(String.self, forKey: .message))

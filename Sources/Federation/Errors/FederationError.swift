@@ -5,8 +5,8 @@ import SecureStorage
 /// Match on ``code``, a stable value that gains new members without breaking
 /// existing `switch`es (compare with `==`, as with async-http-client's
 /// `HTTPClientError`). The error carries the service's own error type, message and
-/// HTTP status when the identity service answered, and the `CURLcode` when the
-/// network failed. It never carries a provider token, secret key, session token
+/// HTTP status when the identity service answered; when the network failed, its
+/// ``description`` names libcurl's `CURLcode` for support. It never carries a provider token, secret key, session token
 /// or keystore key: everything the service sent (message, error type) is scrubbed of
 /// every run of 16 or more characters of the request's secrets, in any letter case.
 public struct FederationError: Error, Sendable {
@@ -72,7 +72,7 @@ public struct FederationError: Error, Sendable {
         public static let serviceUnavailable = Code(.serviceUnavailable)
         /// An attempt or the whole call ran past its timeout.
         public static let timedOut = Code(.timedOut)
-        /// The connection could not be made or broke (see ``FederationError/curlCode``).
+        /// The connection could not be made or broke (``FederationError/description`` names libcurl's `CURLcode`).
         public static let network = Code(.network)
         /// The response could not be understood: malformed, truncated, missing a field, or too large.
         public static let invalidResponse = Code(.invalidResponse)
@@ -105,31 +105,34 @@ public struct FederationError: Error, Sendable {
     }
 
     /// The stable kind of error.
-    public var code: Code
+    public let code: Code
     /// What went wrong and what to do, in one sentence. Never holds a secret.
-    public var message: String
+    public let message: String
     /// The operation that failed, e.g. `GetCredentialsForIdentity` or `AssumeRoleWithWebIdentity`.
-    public var operation: String?
+    public let operation: String?
     /// The service's error type as sent (e.g. `NotAuthorizedException`), kept raw for unknown types.
-    public var serviceErrorType: String?
+    public let serviceErrorType: String?
     /// The service's message, scrubbed of the request's secrets and shortened.
-    public var serviceMessage: String?
+    public let serviceMessage: String?
     /// The HTTP status of the service's answer.
-    public var httpStatus: Int?
-    /// The libcurl `CURLcode` behind a network failure.
-    public var curlCode: Int32?
+    public let httpStatus: Int?
+    /// The libcurl `CURLcode` behind a network failure. Package access: libcurl is how the
+    /// library reaches the network, not part of its API, so users see the code only in
+    /// ``description`` (for support) and tests can still assert it.
+    package let curlCode: Int32?
     /// The keystore's error behind a ``Code/storage`` failure, or SecureStorage's libcrypto
     /// error behind a ``Code/cryptoFailure``.
-    public var keystoreError: KeystoreError?
+    public let keystoreError: KeystoreError?
 
     /// Whether the service said the identity itself is gone (not found, disabled or
     /// forbidden), decided where Cognito's answer is decoded (``CognitoErrorDecoder``) and
     /// read by the federation, which then makes the session `terminated`. Internal: users
     /// see the result as ``Code/identityTerminated``.
-    var identityGone = false
+    let identityGone: Bool
 
-    /// Creates an error.
-    public init(
+    /// Package access: only the library makes these errors, so its fields can change
+    /// without breaking users; the CLI and tests build them to check how they are shown.
+    package init(
         code: Code,
         message: String,
         operation: String? = nil,
@@ -139,6 +142,23 @@ public struct FederationError: Error, Sendable {
         curlCode: Int32? = nil,
         keystoreError: KeystoreError? = nil
     ) {
+        self.init(
+            code: code, message: message, operation: operation, serviceErrorType: serviceErrorType,
+            serviceMessage: serviceMessage, httpStatus: httpStatus, curlCode: curlCode,
+            keystoreError: keystoreError, identityGone: false)
+    }
+
+    init(
+        code: Code,
+        message: String,
+        operation: String?,
+        serviceErrorType: String?,
+        serviceMessage: String?,
+        httpStatus: Int?,
+        curlCode: Int32?,
+        keystoreError: KeystoreError?,
+        identityGone: Bool
+    ) {
         self.code = code
         self.message = message
         self.operation = operation
@@ -147,6 +167,7 @@ public struct FederationError: Error, Sendable {
         self.httpStatus = httpStatus
         self.curlCode = curlCode
         self.keystoreError = keystoreError
+        self.identityGone = identityGone
     }
 }
 

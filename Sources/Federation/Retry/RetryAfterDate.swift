@@ -10,8 +10,8 @@ import Foundation
 /// two obsolete forms recipients must still read: RFC 850
 /// (`Sunday, 06-Nov-94 08:49:37 GMT`, two-digit years 70–99 as 19xx, else 20xx)
 /// and asctime (`Sun Nov  6 08:49:37 1994`). Weekday names are not checked.
-enum RetryAfterDate {
-    static func parse(_ text: some StringProtocol) -> Date? {
+package enum RetryAfterDate {
+    package static func parse(_ text: some StringProtocol) -> Date? {
         let tokens = text.split(separator: " ", omittingEmptySubsequences: true)
         guard let first = tokens.first else { return nil }
         if first.hasSuffix(",") {

@@ -8,9 +8,9 @@
 /// throttling; HTTP 500/502/503/504 and transport failures that may pass (a refused or
 /// broken connection, a timeout) are retried; everything the caller must change first
 /// (credentials, parameters, configuration, TLS) is not.
-enum RetryClassification {
+package enum RetryClassification {
     /// The service that answered: their error type names differ, their rules mostly not.
-    enum Service: Sendable, Hashable {
+    package enum Service: Sendable, Hashable {
         case cognitoIdentity
         case sts
     }
@@ -108,7 +108,7 @@ enum RetryClassification {
 
     /// Whether `error`, decoded from `service`'s answer, is retried; codes without a rule
     /// are not.
-    static func disposition(for error: FederationError, service: Service) -> RetryDisposition {
+    package static func disposition(for error: FederationError, service: Service) -> RetryDisposition {
         let serviceRule = service == .sts ? stsRules[error.code] : nil
         switch serviceRule ?? commonRules[error.code] {
         case .throttling: return .throttling

@@ -1,6 +1,6 @@
 /// What `AssumeRoleWithWebIdentity` returned.
-struct AssumedRoleOutput: Sendable, Hashable {
-    var credentials: AWSCredentials
+package struct AssumedRoleOutput: Sendable, Hashable {
+    package var credentials: AWSCredentials
     /// `AssumedRoleUser/Arn`.
     var assumedRoleArn: String?
     /// `SubjectFromWebIdentityToken`.

@@ -3,8 +3,8 @@
 /// ``FederationError/Code`` (``RetryClassification``'s table); unknown codes keep the raw code as
 /// ``FederationError/serviceErrorType``. The code and message are scrubbed of the
 /// request's secrets (the provider token and the Cognito OpenID token).
-enum STSErrorDecoder {
-    static func decode(response: HTTPResponse, operation: String, redacting secrets: [String]) -> FederationError {
+package enum STSErrorDecoder {
+    package static func decode(response: HTTPResponse, operation: String, redacting secrets: [String]) -> FederationError {
         let fields = STSResponseDecoder.errorFields(from: response.body)
         let redactor = SecretRedactor(secrets: secrets)
         let rawCode = fields?.code.map { String($0.prefix(128)) }

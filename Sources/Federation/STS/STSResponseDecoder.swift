@@ -1,11 +1,11 @@
 /// Reads STS's XML answers: a successful `AssumeRoleWithWebIdentity` and the
 /// `ErrorResponse` of a failure. A body that cannot be read fails with
 /// ``FederationError/Code/invalidResponse`` naming the element at fault, never a value.
-enum STSResponseDecoder {
+package enum STSResponseDecoder {
     static let operation = "AssumeRoleWithWebIdentity"
 
     /// `AssumeRoleWithWebIdentityResponse/AssumeRoleWithWebIdentityResult/…`.
-    static func assumedRole(from body: [UInt8], redactor: SecretRedactor) throws(FederationError) -> AssumedRoleOutput {
+    package static func assumedRole(from body: [UInt8], redactor: SecretRedactor) throws(FederationError) -> AssumedRoleOutput {
         let root: XMLElementNode
         do {
             root = try XMLTreeReader.read(body)

@@ -9,7 +9,7 @@ import SecureStorage
 ///
 /// The signature is not verified here (Cognito does that); the local check only
 /// catches tokens that would certainly fail, before spending a request on them.
-struct JSONWebToken: Sendable {
+package struct JSONWebToken: Sendable {
     /// How far past `exp` a token may be and still be sent; clocks drift.
     static let expiryTolerance: Double = 300
 
@@ -24,7 +24,7 @@ struct JSONWebToken: Sendable {
     /// payload must be JSON objects.
     ///
     /// - Throws: ``FederationError/Code/invalidToken`` naming what is wrong, never the token.
-    init(parsing token: String) throws(FederationError) {
+    package init(parsing token: String) throws(FederationError) {
         let segments = token.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
         guard segments.count == 3 else {
             throw Self.invalid("is not a JWT (expected 3 dot-separated parts, found \(segments.count))")
@@ -53,7 +53,7 @@ struct JSONWebToken: Sendable {
     }
 
     /// Throws when `exp` is more than ``expiryTolerance`` in the past at `now`.
-    func checkNotExpired(now: Date) throws(FederationError) {
+    package func checkNotExpired(now: Date) throws(FederationError) {
         guard let expiresAt else { return }
         let late = now.timeIntervalSince1970 - expiresAt
         guard late > Self.expiryTolerance else { return }

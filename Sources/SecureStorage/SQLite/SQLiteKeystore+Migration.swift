@@ -26,8 +26,7 @@ extension SQLiteKeystore {
 
     /// ``migrate(root:service:from:to:keySource:configuration:logger:)`` with a checkpoint
     /// called after the copy (`copied`) and after the deletion (`deleted`), for crash tests.
-    @_spi(Testing)
-    public static func _migrate(
+    package static func _migrate(
         root: String,
         service: String,
         from: AccessGroup,

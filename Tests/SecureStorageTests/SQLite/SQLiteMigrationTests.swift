@@ -1,7 +1,7 @@
 import BrokerTestSupport
 import Foundation
 import XCTest
-@_spi(Testing) @testable import SecureStorage
+@testable import SecureStorage
 
 final class SQLiteMigrationTests: XCTestCase {
     private let team = AccessGroup(name: "team")

@@ -1,23 +1,27 @@
+import Federation
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
 import Foundation
 #endif
 
-/// Entry points for the `broker-fuzz` target (`Fuzz/BrokerFuzz`), which feeds
-/// them arbitrary bytes: response decoding (JSON and STS's XML), error decoding, `Retry-After`
+/// What `broker-fuzz` runs on every input: response decoding (JSON and STS's XML), error decoding, `Retry-After`
 /// parsing, JWT parsing and the CLI's token reading, the code that reads what a hostile or broken
 /// server (or caller) hands the library.
 ///
 /// Each function returns normally for every input; it traps (`precondition`)
 /// only when an invariant the rest of the library relies on is broken, so the
-/// fuzzer reports that input as a crash. Not part of the public API.
-package enum FuzzEntryPoints {
+/// fuzzer reports that input as a crash.
+///
+/// It lives here, not in `Federation`, so the library ships no fuzzing code: it reaches the
+/// decoders and parsers through their `package` access, which only targets of this package see.
+enum FuzzEntryPoints {
     /// A stand-in secret put into the redaction list of every decoded error.
     static let sentinelSecret = "FUZZ-SECRET-4f1c"
 
     /// Runs every decoder on `bytes`.
-    package static func run(_ bytes: [UInt8]) {
+    static func run(_ bytes: [UInt8]) {
         decodeResponse(bytes)
         decodeError(bytes)
         parseJWT(bytes)
@@ -29,7 +33,7 @@ package enum FuzzEntryPoints {
     ///
     /// Invariants: a failure is `invalidResponse` naming no part of the sentinel secret;
     /// a success has non-empty credentials; an error carries the status it was given.
-    package static func decodeSTS(_ bytes: [UInt8]) {
+    static func decodeSTS(_ bytes: [UInt8]) {
         let redactor = SecretRedactor(secrets: [sentinelSecret])
         do {
             let output = try STSResponseDecoder.assumedRole(from: bytes, redactor: redactor)
@@ -48,7 +52,7 @@ package enum FuzzEntryPoints {
     ///
     /// Invariants: a token is non-empty, within the cap, without trailing line
     /// breaks; a failure is one of the three typed problems.
-    package static func readToken(_ bytes: [UInt8]) {
+    static func readToken(_ bytes: [UInt8]) {
         var copy = bytes
         switch ProviderTokenText.decode(&copy) {
         case .success(let token):
@@ -66,7 +70,7 @@ package enum FuzzEntryPoints {
     /// Invariants: success or ``FederationError/Code/invalidResponse``; what
     /// a success hands on is usable (no empty identity ID, key, secret, session
     /// token or OpenID token; a finite expiration); the error message is bounded.
-    package static func decodeResponse(_ bytes: [UInt8]) {
+    static func decodeResponse(_ bytes: [UInt8]) {
         if let output = check(GetIdOutput.self, bytes, operation: "GetId") {
             precondition(!output.IdentityId.isEmpty, "an empty IdentityId was accepted")
         }
@@ -93,7 +97,7 @@ package enum FuzzEntryPoints {
     /// Invariants: the service type, when any, is non-empty, at most 128
     /// characters, without `:` or `#`; the service message is bounded and never
     /// holds a redacted secret; the `Retry-After` hint is never negative.
-    package static func decodeError(_ bytes: [UInt8]) {
+    static func decodeError(_ bytes: [UInt8]) {
         let statuses = [400, 403, 404, 429, 500, 502, 503, 504, 200, 0, 599, 999, -1, 413]
         let status = statuses[Int(bytes.first ?? 0) % statuses.count]
         var headers: [(name: String, value: String)] = []
@@ -129,7 +133,7 @@ package enum FuzzEntryPoints {
     /// Parses `bytes` as a token, and as the payload of a token with a fixed header.
     ///
     /// Invariant: an error never quotes the token.
-    package static func parseJWT(_ bytes: [UInt8]) {
+    static func parseJWT(_ bytes: [UInt8]) {
         let text = String(decoding: bytes, as: UTF8.self)
         parse(token: text)
         let payload = Data(bytes).base64EncodedString()
