@@ -84,18 +84,12 @@ struct PostgresNamespace: Sendable {
     var lockName: String { "identity_broker:\(notificationPrefix)" }
 
     func seal(_ value: [UInt8], forKey key: String) throws(KeystoreError) -> [UInt8] {
-        try KeystoreError.rethrowing { try Sealing.seal(value, key: self.key, associatedData: binding.associatedData(forKey: key)) }
+        try binding.seal(value, with: self.key, forKey: key)
     }
 
     /// Opens one row; a failure names the key and concerns that item alone.
     func open(_ sealed: [UInt8], forKey key: String) throws(KeystoreError) -> [UInt8] {
-        do {
-            return try Sealing.open(sealed, key: self.key, associatedData: binding.associatedData(forKey: key))
-        } catch let error as KeystoreError {
-            throw KeystoreError(error.code, "item '\(key)': \(error.reason)", openSSLError: error.openSSLError)
-        } catch {
-            throw KeystoreError(.cryptoFailure, "item '\(key)' could not be opened")
-        }
+        try binding.open(sealed, with: self.key, forKey: key)
     }
 
     static func validate(key: String) throws(KeystoreError) {

@@ -39,6 +39,18 @@ extension FederationClient {
         return cache.peek(session)?.machine ?? SessionStateMachine(record: nil, now: now(), margin: expiryMargin)
     }
 
+    /// The state a new observer of `session` starts with (following the store from now on);
+    /// an unreadable session reads `notFederated` to the observer, and is logged.
+    func stateForNewObserver(_ session: String) async -> SessionState {
+        startChangeFeed()
+        do {
+            return try await current(session).state(now: now(), margin: expiryMargin)
+        } catch {
+            logger.debug("observed session unreadable", metadata: ["broker.session": "\(session)", "broker.error": "\(error.code)"])
+            return .notFederated
+        }
+    }
+
     func snapshot(_ name: String, _ machine: SessionStateMachine) -> SessionSnapshot {
         let state = machine.state(now: now(), margin: expiryMargin)
         guard let record = machine.record else { return SessionSnapshot(name: name, state: state) }

@@ -439,13 +439,7 @@ public actor FederationClient {
     /// Expiry is announced when it happens, whether or not anyone reads the
     /// session. The stream ends when the client is released.
     public func stateUpdates(for session: String = FederationClient.defaultSession) async -> AsyncStream<SessionState> {
-        startChangeFeed()
-        var current = SessionState.notFederated
-        do {
-            current = try await self.current(session).state(now: now(), margin: expiryMargin)
-        } catch {
-            logger.debug("observed session unreadable", metadata: ["broker.session": "\(session)", "broker.error": "\(error.code)"])
-        }
+        let current = await stateForNewObserver(session)
         return broadcaster.stream(for: session, current: current)
     }
 
@@ -454,13 +448,7 @@ public actor FederationClient {
     /// (``SessionEvent/Kind/renewalDue(expiresAt:)``), which comes
     /// ``FederationConfiguration/renewalLeadTime`` before the session would read expired.
     public func events(for session: String = FederationClient.defaultSession) async -> AsyncStream<SessionEvent> {
-        startChangeFeed()
-        var current = SessionState.notFederated
-        do {
-            current = try await self.current(session).state(now: now(), margin: expiryMargin)
-        } catch {
-            logger.debug("observed session unreadable", metadata: ["broker.session": "\(session)", "broker.error": "\(error.code)"])
-        }
+        let current = await stateForNewObserver(session)
         let stream = broadcaster.eventStream(for: session, current: current)
         tick(session)
         return stream

@@ -29,4 +29,21 @@ package struct ItemBinding: Sendable {
         Self.appendField(Array(key.utf8), to: &data)
         return data
     }
+
+    /// Seals `value` for `key` with the namespace's `secret`, as every engine stores it.
+    package func seal(_ value: [UInt8], with secret: SecretBytes, forKey key: String) throws(KeystoreError) -> [UInt8] {
+        try KeystoreError.rethrowing { try Sealing.seal(value, key: secret, associatedData: associatedData(forKey: key)) }
+    }
+
+    /// Opens one stored row; a failure names the key (and `path`, where the engine has one) and
+    /// concerns that item alone.
+    package func open(_ sealed: [UInt8], with secret: SecretBytes, forKey key: String, path: String? = nil) throws(KeystoreError) -> [UInt8] {
+        do {
+            return try Sealing.open(sealed, key: secret, associatedData: associatedData(forKey: key))
+        } catch let error as KeystoreError {
+            throw KeystoreError(error.code, "item '\(key)': \(error.reason)", path: path, errno: error.errno, openSSLError: error.openSSLError)
+        } catch {
+            throw KeystoreError(.cryptoFailure, "item '\(key)' could not be opened", path: path)
+        }
+    }
 }

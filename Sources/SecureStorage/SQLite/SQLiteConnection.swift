@@ -137,20 +137,16 @@ final class SQLiteConnection: @unchecked Sendable {
     /// busy store fails at BEGIN, after the busy timeout, rather than half-way), rolling back on
     /// any error.
     func immediateTransaction<R>(_ body: () throws(KeystoreError) -> R) throws(KeystoreError) -> R {
-        try run("BEGIN IMMEDIATE")
-        do {
-            let result = try body()
-            try run("COMMIT")
-            return result
-        } catch {
-            rollback()
-            throw error
-        }
+        try transaction(beginning: "BEGIN IMMEDIATE", body)
     }
 
     /// Runs `body` in a deferred read transaction, so every statement sees one snapshot.
     func readTransaction<R>(_ body: () throws(KeystoreError) -> R) throws(KeystoreError) -> R {
-        try run("BEGIN")
+        try transaction(beginning: "BEGIN", body)
+    }
+
+    private func transaction<R>(beginning begin: String, _ body: () throws(KeystoreError) -> R) throws(KeystoreError) -> R {
+        try run(begin)
         do {
             let result = try body()
             try run("COMMIT")
