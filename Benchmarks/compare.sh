@@ -26,6 +26,10 @@
 #   MEMORY_TOUCH=N / MEMORY_CACHE=N  distinct sessions read through the client / its cache
 #                        capacity (default 50000 / 10000)
 #   SQLITE_MIGRATE_ITEMS=N  items for SQLiteKeystore.migrate (default 10000)
+#   CONCURRENCY_LEVELS="1 4 16 64 256"  the throughput sweep (broker, boto3, URLSession and the
+#                        curl floor at each level; 1 and 64 must stay for the ratios). The JSON's
+#                        "sweep" object holds every level; Benchmarks/plot_sweep.py draws it.
+#   ONLY_SWEEP=1         only the throughput sweep (no memory, CLI, keystore, SQLite, PostgreSQL)
 #   SKIP_STORAGE=1       skip the SQLite keystore figures (issue 10); they are then null
 #   SKIP_POSTGRES=1      skip the PostgreSQL keystore figures (issue 11); they are then null
 #   ONLY_POSTGRES=1      run only the PostgreSQL figures (builds only broker-bench; every
@@ -61,6 +65,7 @@ MEMORY_SESSIONS=${MEMORY_SESSIONS:-1000000}
 MEMORY_TOUCH=${MEMORY_TOUCH:-50000}
 MEMORY_CACHE=${MEMORY_CACHE:-10000}
 SQLITE_MIGRATE_ITEMS=${SQLITE_MIGRATE_ITEMS:-10000}
+CONCURRENCY_LEVELS=${CONCURRENCY_LEVELS:-1 4 16 64 256}
 SCRATCH=$ROOT/.build-bench
 # Two packages, two scratch paths: the benchmarks (Benchmarks/Package.swift) and the CLI (the root's).
 BIN=$SCRATCH/benchmarks/release
@@ -98,6 +103,7 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
     products=(broker-bench urlsession-bench noop federate federate-server)
     if [ "${ONLY_STARTUP:-0}" = 1 ]; then products=(noop federate federate-server); fi
     if [ "${ONLY_POSTGRES:-0}" = 1 ]; then products=(broker-bench); fi
+    if [ "${ONLY_SWEEP:-0}" = 1 ]; then products=(broker-bench urlsession-bench); fi
     for product in "${products[@]}"; do
         # The benchmarks are a package of their own; the CLI is the root package's.
         package=(--package-path "$ROOT/Benchmarks" --scratch-path "$SCRATCH/benchmarks")
@@ -280,7 +286,7 @@ if [ "${ONLY_POSTGRES:-0}" = 1 ]; then SKIP_STORAGE=1; else
 # ---------------------------------------------------------------- throughput
 make_curl_config "$FEDERATIONS" "$WORK/floor.curl"
 make_curl_config 200 "$WORK/floor-warm.curl"
-for c in 1 64; do
+for c in $CONCURRENCY_LEVELS; do
     log "concurrency $c: floor (curl --parallel-max $c)"
     curl -s --parallel --parallel-max "$c" -K "$WORK/floor-warm.curl" 2>/dev/null
     R[floor_c$c]=$( { floor_rate "$c"; floor_rate "$c"; floor_rate "$c"; } | median)
@@ -296,6 +302,7 @@ for c in 1 64; do
     R[boto3_c$c]=$(python3 "$ROOT/Benchmarks/boto3_bench.py" --endpoint "$ENDPOINT" --federations "$FEDERATIONS" --concurrency "$c" | tee /dev/stderr | last_line)
 done
 
+if [ "${ONLY_SWEEP:-0}" = 1 ]; then SKIP_STORAGE=1; SKIP_POSTGRES=1; else
 # ---------------------------------------------------------------- memory per live session
 for n in "$SESSIONS_SMALL" "$SESSIONS_LARGE"; do
     log "memory: $n live sessions"
@@ -342,6 +349,7 @@ R[migrate]=$("$BIN/broker-bench" migrate --directory "$MIG_DIR" --items "$MIGRAT
 log "  ${R[migrate]} s"
 rm -rf "$KS_DIR"
 
+fi # ONLY_SWEEP
 fi # ONLY_POSTGRES
 
 # ---------------------------------------------------------------- SQLite keystore (issue 10)
@@ -486,6 +494,10 @@ if "broker_c1" in r:  # absent with ONLY_POSTGRES=1
     for key, _ in clients:
         for c in (1, 64):
             out[f"{key}_fed_per_s_c{c}"] = round(r[f"{key}_c{c}"], 1)
+    # Every level of the sweep, for Benchmarks/plot_sweep.py.
+    levels = sorted({int(k.rsplit("_c", 1)[1]) for k in r if k.startswith("broker_c")})
+    out["sweep"] = {"concurrency": levels, **{key: [round(r[f"{key}_c{c}"], 1) for c in levels] for key, _ in clients}}
+if "durable_set" in r:  # absent with ONLY_SWEEP=1
     out["bytes_per_session_1k"] = round(r[f"heap_{small}"])
     out["bytes_per_session_10k"] = round(r[f"heap_{large}"])
     out["rss_bytes_per_session_1k"] = round(r[f"rss_{small}"])
