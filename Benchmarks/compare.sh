@@ -513,17 +513,21 @@ if "durable_set" in r:  # absent with ONLY_SWEEP=1
 # Issue 10: the SQLite keystore behind the client (null when SKIP_STORAGE=1).
 def count(n):
     return f"{n // 1_000_000}m" if n % 1_000_000 == 0 else f"{n // 1000}k" if n % 1000 == 0 else str(n)
-storage = "sqlite_c1" in r
 def value(key, digits=1, scale=1.0):
     return round(r[key] * scale, digits) if key in r else None
-if storage:
-    # c = 1: durable federations can at best pay the in-memory federation plus one fdatasync.
-    bound_c1 = 1 / (1 / r["inmemory_c1"] + 1 / r["fdatasync_floor"])
-    out["sqlite_vs_inmemory_c64"] = round(r["sqlite_c64"] / r["inmemory_c64"], 3)
-    out["sqlite_vs_bound_c1"] = round(r["sqlite_c1"] / bound_c1, 3)
-    out["sqlite_c1_bound_fed_per_s"] = round(bound_c1, 1)
-else:
-    out["sqlite_vs_inmemory_c64"] = out["sqlite_vs_bound_c1"] = out["sqlite_c1_bound_fed_per_s"] = None
+def durable_ratios(engine, durable, inmemory, floor):
+    """Durable ÷ in-memory at c = 64, and at c = 1 against the bound a durable federation can
+    at best reach: the in-memory federation plus one commit of the floor (null when skipped)."""
+    keys = (f"{engine}_vs_inmemory_c64", f"{engine}_vs_bound_c1", f"{engine}_c1_bound_fed_per_s")
+    if f"{durable}_c1" not in r:
+        out.update(dict.fromkeys(keys))
+        return
+    bound_c1 = 1 / (1 / r[f"{inmemory}_c1"] + 1 / r[floor])
+    out[keys[0]] = round(r[f"{durable}_c64"] / r[f"{inmemory}_c64"], 3)
+    out[keys[1]] = round(r[f"{durable}_c1"] / bound_c1, 3)
+    out[keys[2]] = round(bound_c1, 1)
+# The floor: one fdatasync of a sealed-session-sized record.
+durable_ratios("sqlite", "sqlite", "inmemory", "fdatasync_floor")
 for c in (1, 64):
     out[f"sqlite_fed_per_s_c{c}"] = value(f"sqlite_c{c}")
     out[f"inmemory_fed_per_s_c{c}"] = value(f"inmemory_c{c}")
@@ -533,14 +537,8 @@ out[f"startup_{count(startup_sessions)}_sessions_ms"] = value("startup_ms", 2)
 out[f"rss_mb_{count(memory_sessions)}_saved_{count(memory_touch)}_read_{count(memory_cache)}_cache"] = value("store_rss", 1, 1 / 1e6)
 out[f"sqlite_migrate_{count(sqlite_migrate_items)}_seconds"] = value("sqlite_migrate", 3)
 # Issue 11: the PostgreSQL keystore behind the client (null when SKIP_POSTGRES=1).
-if "postgres_c1" in r:
-    # c = 1: at best the in-memory federation plus one single-row commit (pgbench -c 1).
-    pg_bound_c1 = 1 / (1 / r["pg_inmemory_c1"] + 1 / r["pgbench_floor"])
-    out["postgres_vs_inmemory_c64"] = round(r["postgres_c64"] / r["pg_inmemory_c64"], 3)
-    out["postgres_vs_bound_c1"] = round(r["postgres_c1"] / pg_bound_c1, 3)
-    out["postgres_c1_bound_fed_per_s"] = round(pg_bound_c1, 1)
-else:
-    out["postgres_vs_inmemory_c64"] = out["postgres_vs_bound_c1"] = out["postgres_c1_bound_fed_per_s"] = None
+# The floor: one single-row commit (pgbench -c 1).
+durable_ratios("postgres", "postgres", "pg_inmemory", "pgbench_floor")
 for c in (1, 64):
     out[f"postgres_fed_per_s_c{c}"] = value(f"postgres_c{c}")
     out[f"postgres_inmemory_fed_per_s_c{c}"] = value(f"pg_inmemory_c{c}")

@@ -46,15 +46,6 @@ struct PostgresThroughput: AsyncParsableCommand {
     @Option(help: "Untimed federations first, per client.") var warmup = 200
     @Option(help: "Rounds; medians are printed.") var repeats = 3
 
-    func timedRun(_ client: FederationClient, round: Int) async throws -> (rate: Double, cpu: Double) {
-        try await federateAll(client, prefix: "w\(round)-", count: warmup, concurrency: concurrency)
-        let cpuStart = processCPUSeconds()
-        let start = monotonicSeconds()
-        try await federateAll(client, prefix: "u\(round)-", count: federations, concurrency: concurrency)
-        let elapsed = monotonicSeconds() - start
-        return (Double(federations) / elapsed, (processCPUSeconds() - cpuStart) / Double(federations) * 1e6)
-    }
-
     func run() async throws {
         var memoryRates: [Double] = []
         var postgresRates: [Double] = []
@@ -63,14 +54,14 @@ struct PostgresThroughput: AsyncParsableCommand {
         let runTag = String(UInt32.random(in: 0...UInt32.max), radix: 16)
         for round in 0..<max(1, repeats) {
             let inMemory = try makeClient(endpoint: endpoint)
-            let memoryRun = try await timedRun(inMemory, round: round)
+            let memoryRun = try await timedFederations(inMemory, round: round, warmup: warmup, federations: federations, concurrency: concurrency)
             memoryRates.append(memoryRun.rate)
             memoryCPU.append(memoryRun.cpu)
             await inMemory.shutdown()
 
             let keystore = try await openPostgresKeystore(url, service: "bench-\(runTag)-c\(concurrency)-r\(round)")
             let durable = try FederationClient(configuration: .init(identityPoolId: poolId, endpoint: endpoint), keystore: keystore)
-            let postgresRun = try await timedRun(durable, round: round)
+            let postgresRun = try await timedFederations(durable, round: round, warmup: warmup, federations: federations, concurrency: concurrency)
             postgresRates.append(postgresRun.rate)
             postgresCPU.append(postgresRun.cpu)
             let stored = try await keystore.keys().count

@@ -99,6 +99,20 @@ final class RecordingKeystore: Keystore {
 }
 
 /// User + system CPU seconds of this process so far.
+/// One timed run of a storage benchmark: `warmup` untimed federations, then `federations`
+/// timed ones, `concurrency` at a time. Returns federations per second and this process's CPU
+/// time (user + system) per federation in µs.
+func timedFederations(
+    _ client: FederationClient, round: Int, warmup: Int, federations: Int, concurrency: Int
+) async throws -> (rate: Double, cpu: Double) {
+    try await federateAll(client, prefix: "w\(round)-", count: warmup, concurrency: concurrency)
+    let cpuStart = processCPUSeconds()
+    let start = monotonicSeconds()
+    try await federateAll(client, prefix: "u\(round)-", count: federations, concurrency: concurrency)
+    let elapsed = monotonicSeconds() - start
+    return (Double(federations) / elapsed, (processCPUSeconds() - cpuStart) / Double(federations) * 1e6)
+}
+
 func processCPUSeconds() -> Double {
     var usage = rusage()
     getrusage(RUSAGE_SELF.rawValue, &usage)
@@ -150,16 +164,6 @@ struct StorageThroughput: AsyncParsableCommand {
     @Option(help: "Rounds; medians are printed.") var repeats = 3
     @Option(help: "Appends+fdatasync of the floor per round (0: no floor).") var floorItems = 0
 
-    /// Federations per second, and this process's CPU time (user + system) per federation in µs.
-    func timedRun(_ client: FederationClient, round: Int) async throws -> (rate: Double, cpu: Double) {
-        try await federateAll(client, prefix: "w\(round)-", count: warmup, concurrency: concurrency)
-        let cpuStart = processCPUSeconds()
-        let start = monotonicSeconds()
-        try await federateAll(client, prefix: "u\(round)-", count: federations, concurrency: concurrency)
-        let elapsed = monotonicSeconds() - start
-        return (Double(federations) / elapsed, (processCPUSeconds() - cpuStart) / Double(federations) * 1e6)
-    }
-
     func run() async throws {
         let recordBytes = try await sealedSessionSize(endpoint: endpoint)
         var memoryRates: [Double] = []
@@ -169,14 +173,14 @@ struct StorageThroughput: AsyncParsableCommand {
         var sqliteCPU: [Double] = []
         for round in 0..<max(1, repeats) {
             let inMemory = try makeClient(endpoint: endpoint)
-            let memoryRun = try await timedRun(inMemory, round: round)
+            let memoryRun = try await timedFederations(inMemory, round: round, warmup: warmup, federations: federations, concurrency: concurrency)
             memoryRates.append(memoryRun.rate)
             memoryCPU.append(memoryRun.cpu)
 
             let root = "\(directory)/round\(round)"
             let keystore = try openSQLiteKeystore(root)
             let durable = try FederationClient(configuration: .init(identityPoolId: poolId, endpoint: endpoint), keystore: keystore)
-            let sqliteRun = try await timedRun(durable, round: round)
+            let sqliteRun = try await timedFederations(durable, round: round, warmup: warmup, federations: federations, concurrency: concurrency)
             sqliteRates.append(sqliteRun.rate)
             sqliteCPU.append(sqliteRun.cpu)
             let stored = try await keystore.keys().count
