@@ -4,15 +4,41 @@
 /// the database belongs to (a database copied under another name is refused), and, in a
 /// user's private database, the service's last access group. `changes` is the change feed's
 /// log: one row per changed key per commit, tagged with the committing instance's origin.
+///
+/// Both tables are rowid tables because a commit writes whole pages to the WAL, and every
+/// page it touches is written, synced, read again by readers and copied by the checkpoint.
+/// Version 1 kept items in a `WITHOUT ROWID` table keyed by name: a ~1.3 KB sealed session is a
+/// large cell there, so inserting one in the middle of the key order overflowed a leaf and
+/// rebalanced it with its siblings, and 8 KiB pages were needed to keep items inline. A
+/// commit of one new session wrote 5.3 pages of 8 KiB (44 KB) to the WAL. In a rowid table
+/// new rows go to the right-most leaf, the key is a small cell in its own index, and leaves
+/// keep up to `page size - 35` bytes inline, so 4 KiB pages do: 3.9 pages of 4 KiB (16 KB)
+/// for a new session, 2 (8 KB) for an update, against 3 of 8 KiB (25 KB). The change log has
+/// no `AUTOINCREMENT` (whose `sqlite_sequence` row cost one more page per commit): its newest
+/// row is never trimmed, so sequence numbers never go back, and a reader that sees them go
+/// back anyway (the log was emptied by hand) reloads everything.
 enum StoreSchema {
-    static let version = 1
+    static let version = 2
     /// The page size of databases created from now on (see ``install(on:service:group:)``).
-    static let pageSize = 8192
+    static let pageSize = 4096
 
+    static let createMeta = "CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value TEXT NOT NULL)"
     static let statements = """
-        CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value TEXT NOT NULL);
-        CREATE TABLE IF NOT EXISTS items(key TEXT PRIMARY KEY, version INTEGER, value BLOB NOT NULL) WITHOUT ROWID;
-        CREATE TABLE IF NOT EXISTS changes(seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL, origin INTEGER NOT NULL);
+        CREATE TABLE IF NOT EXISTS items(id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, version INTEGER, value BLOB NOT NULL);
+        CREATE TABLE IF NOT EXISTS changes(seq INTEGER PRIMARY KEY, key TEXT NOT NULL, origin INTEGER NOT NULL);
+        """
+
+    /// Rebuilds a version 1 database's tables in the version 2 layout, keeping every item and
+    /// every change-log row (with its sequence number, so change-feed cursors stay valid).
+    static let upgradeFromVersion1 = """
+        CREATE TABLE items_v2(id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, version INTEGER, value BLOB NOT NULL);
+        INSERT INTO items_v2(key, version, value) SELECT key, version, value FROM items ORDER BY key;
+        DROP TABLE items;
+        ALTER TABLE items_v2 RENAME TO items;
+        CREATE TABLE changes_v2(seq INTEGER PRIMARY KEY, key TEXT NOT NULL, origin INTEGER NOT NULL);
+        INSERT INTO changes_v2(seq, key, origin) SELECT seq, key, origin FROM changes;
+        DROP TABLE changes;
+        ALTER TABLE changes_v2 RENAME TO changes;
         """
 
     // MARK: Statements shared by the writer, readers, poller and migration
@@ -40,14 +66,11 @@ enum StoreSchema {
     static let trimChanges = "DELETE FROM changes WHERE seq <= (SELECT max(seq) FROM changes) - ?1"
 
     /// Writer settings (WAL, fully synchronous commits), then the tables and the meta rows,
-    /// checked against `service` and `group`.
+    /// checked against `service` and `group`; a version 1 database is upgraded in the same
+    /// transaction, so it is either wholly upgraded or untouched.
     static func install(on connection: SQLiteConnection, service: String, group: AccessGroup) throws(KeystoreError) {
-        // Before anything is written (it is ignored by a database that has pages already):
-        // a sealed session is ~1.3 KB, more than the ~1,000 bytes a 4 KiB page of a WITHOUT
-        // ROWID table keeps inline, so with SQLite's default every item spilled into an
-        // overflow page of its own (~4.6 KB on disk and in the page cache per item). 8 KiB
-        // pages keep items up to ~2,000 bytes inline: a third of the pages to read, write,
-        // cache and checkpoint.
+        // Before anything is written (a database that has pages keeps its size, so one made
+        // by version 1 keeps its 8 KiB pages).
         try connection.execute("PRAGMA page_size=\(pageSize)")
         try connection.withStatement("PRAGMA journal_mode=WAL") { statement throws(KeystoreError) in
             guard try statement.step(), statement.text(0).lowercased() == "wal" else {
@@ -56,18 +79,28 @@ enum StoreSchema {
         }
         try connection.execute("PRAGMA synchronous=FULL")
         try connection.immediateTransaction { () throws(KeystoreError) in
+            // Read before the other CREATEs: they skip a version 1 database's tables by name.
+            try connection.execute(createMeta)
+            let foundVersion = try meta("schema_version", on: connection)
             try connection.execute(statements)
-            let expected = ["schema_version": "\(version)", "service": service, "access_group": encode(group)]
+            if let foundVersion {
+                guard let stored = Int(foundVersion), stored >= 1, stored <= version else {
+                    throw KeystoreError(.corruptFormat, "database schema version \(foundVersion) is newer than this release supports (\(version))", path: connection.path)
+                }
+                if stored == 1 {
+                    try connection.execute(upgradeFromVersion1)
+                    try setMeta("schema_version", "\(version)", on: connection)
+                }
+            } else {
+                try setMeta("schema_version", "\(version)", on: connection)
+            }
+            let expected = ["service": service, "access_group": encode(group)]
             for (name, value) in expected.sorted(by: { $0.key < $1.key }) {
                 guard let found = try meta(name, on: connection) else {
                     try setMeta(name, value, on: connection)
                     continue
                 }
-                if name == "schema_version" {
-                    guard let stored = Int(found), stored <= version else {
-                        throw KeystoreError(.corruptFormat, "database schema version \(found) is newer than this release supports (\(version))", path: connection.path)
-                    }
-                } else if found != value {
+                if found != value {
                     throw KeystoreError(.corruptFormat, "database belongs to another \(name == "service" ? "service" : "access group")", path: connection.path)
                 }
             }

@@ -1,0 +1,122 @@
+import Foundation
+import Synchronization
+import XCTest
+@testable import SecureStorage
+
+/// The database layout: what a commit costs in WAL pages, and upgrades of older databases.
+final class StoreSchemaTests: XCTestCase {
+    /// Every page a commit touches is written to the WAL, synced, read again by readers and
+    /// copied by the checkpoint. Version 1's layout wrote 44 KB for one new ~1.3 KB session
+    /// and 25 KB for an update; these bounds fail if the layout regresses towards it.
+    func testACommitWritesFewWALPagesForANewItemAndFewerForAnUpdate() async throws {
+        let temporary = try TemporaryRoot()
+        let keystore = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey())
+        defer { keystore.close() }
+        let wal = keystore.namespace.databasePath + "-wal"
+        func walBytes() -> Int { (try? FileManager.default.attributesOfItem(atPath: wal)[.size] as? Int) ?? 0 }
+        let value = [UInt8](repeating: 0x5A, count: 1_300)
+        // Well under the checkpoint threshold, so the WAL only grows and its size counts pages.
+        let commits = 100
+
+        let beforeInserts = walBytes()
+        for index in 0..<commits { try await keystore.set(value, forKey: "session-\(index * 7_919 % commits)") }
+        let perInsert = (walBytes() - beforeInserts) / commits
+        XCTAssertGreaterThan(perInsert, 0, "commits did not reach the WAL")
+        XCTAssertLessThanOrEqual(perInsert, 20_000, "a new item wrote \(perInsert) bytes to the WAL")
+
+        let beforeUpdates = walBytes()
+        for index in 0..<commits { try await keystore.set(value, forKey: "session-\(index % 10)") }
+        let perUpdate = (walBytes() - beforeUpdates) / commits
+        XCTAssertLessThanOrEqual(perUpdate, 12_000, "an update wrote \(perUpdate) bytes to the WAL")
+        XCTAssertEqual(keystore.checkpointer.backgroundPasses.load(ordering: .relaxed), 0, "a checkpoint ran and reset the WAL")
+    }
+
+    /// A database written by version 1 (items in a `WITHOUT ROWID` table, an `AUTOINCREMENT`
+    /// change log) is rebuilt in the current layout when it is opened: every item and change
+    /// row is kept, sequence numbers go on from where they were, and it is opened only once.
+    func testAVersion1DatabaseIsUpgradedKeepingItsItemsAndChangeLog() async throws {
+        let temporary = try TemporaryRoot()
+        let original = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey())
+        for index in 0..<50 { try await original.set(bytes("value-\(index)"), forKey: "k\(index)") }
+        let path = original.namespace.databasePath
+        original.close()
+        try tamper(path) { connection throws(KeystoreError) in
+            try connection.execute("""
+                CREATE TABLE items_v1(key TEXT PRIMARY KEY, version INTEGER, value BLOB NOT NULL) WITHOUT ROWID;
+                INSERT INTO items_v1 SELECT key, version, value FROM items;
+                DROP TABLE items;
+                ALTER TABLE items_v1 RENAME TO items;
+                CREATE TABLE changes_v1(seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL, origin INTEGER NOT NULL);
+                INSERT INTO changes_v1 SELECT seq, key, origin FROM changes;
+                DROP TABLE changes;
+                ALTER TABLE changes_v1 RENAME TO changes;
+                UPDATE meta SET value = '1' WHERE name = 'schema_version';
+                """)
+        }
+        let oldNewest = try sequenceBounds(path).newest
+        XCTAssertEqual(try tableSQL(path, "items").contains("WITHOUT ROWID"), true, "the fixture is not a version 1 database")
+
+        let upgraded = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey())
+        defer { upgraded.close() }
+        for index in 0..<50 {
+            let value = try await upgraded.value(forKey: "k\(index)")
+            XCTAssertEqual(value, bytes("value-\(index)"))
+        }
+        XCTAssertFalse(try tableSQL(path, "items").contains("WITHOUT ROWID"))
+        XCTAssertFalse(try tableSQL(path, "changes").contains("AUTOINCREMENT"))
+        XCTAssertEqual(try schemaVersion(path), "\(StoreSchema.version)")
+        XCTAssertEqual(try sequenceBounds(path).newest, oldNewest, "the change log lost rows")
+
+        try await upgraded.set(bytes("after"), forKey: "k0")
+        XCTAssertGreaterThan(try sequenceBounds(path).newest, oldNewest, "sequence numbers went back")
+        let value = try await upgraded.value(forKey: "k0")
+        XCTAssertEqual(value, bytes("after"))
+    }
+
+    /// A database of a newer schema is refused, not written in a layout this release does not
+    /// know.
+    func testADatabaseOfANewerSchemaIsRefused() throws {
+        let temporary = try TemporaryRoot()
+        let keystore = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey())
+        let path = keystore.namespace.databasePath
+        keystore.close()
+        try tamper(path) { connection throws(KeystoreError) in
+            try connection.execute("UPDATE meta SET value = '\(StoreSchema.version + 1)' WHERE name = 'schema_version'")
+        }
+        XCTAssertThrowsError(try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey())) { error in
+            XCTAssertEqual((error as? KeystoreError)?.code, .corruptFormat)
+            XCTAssertTrue("\(error)".contains("newer"), "\(error)")
+        }
+        XCTAssertEqual(try schemaVersion(path), "\(StoreSchema.version + 1)", "the refused database was written")
+    }
+
+    // MARK: Helpers
+
+    private func tableSQL(_ path: String, _ table: String) throws -> String {
+        var sql = ""
+        try tamper(path) { connection throws(KeystoreError) in
+            sql = try connection.withStatement("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?1") { statement throws(KeystoreError) -> String in
+                try statement.bind(1, text: table)
+                return try statement.step() ? statement.text(0) : ""
+            }
+        }
+        return sql
+    }
+
+    private func schemaVersion(_ path: String) throws -> String? {
+        var version: String?
+        try tamper(path) { connection throws(KeystoreError) in version = try StoreSchema.meta("schema_version", on: connection) }
+        return version
+    }
+
+    private func sequenceBounds(_ path: String) throws -> (oldest: Int64, newest: Int64) {
+        var bounds: (Int64, Int64) = (0, 0)
+        try tamper(path) { connection throws(KeystoreError) in
+            bounds = try connection.withStatement(StoreSchema.changeBounds) { statement throws(KeystoreError) -> (Int64, Int64) in
+                _ = try statement.step()
+                return (statement.int64(0), statement.int64(1))
+            }
+        }
+        return bounds
+    }
+}
