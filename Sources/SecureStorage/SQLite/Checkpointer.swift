@@ -46,7 +46,7 @@ final class Checkpointer: Sendable {
         try writer.onCommit { [weak self, unowned writer] pages in
             guard let self, pages >= Self.threshold else { return }
             if pages >= Self.writerThreshold {
-                // Called on the writer's queue, the only place its connection is used.
+                // Called by whoever holds the writer, the only user of its connection then.
                 _ = try? writer.checkpointPassively()
             } else {
                 self.schedule()

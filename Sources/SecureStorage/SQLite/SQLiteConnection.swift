@@ -8,8 +8,9 @@ private final class WALHook: Sendable {
 
 /// One SQLite connection with its cache of prepared statements.
 ///
-/// A connection is opened with `SQLITE_OPEN_NOMUTEX`: its owner (the writer's serial queue, a
-/// reader borrowed from the pool, the change poller's queue) uses it from one thread at a time,
+/// A connection is opened with `SQLITE_OPEN_NOMUTEX`: its owner (the writer's serial queue or
+/// a caller committing while the writer is idle, a reader borrowed from the pool, the change
+/// poller's queue) uses it from one thread at a time,
 /// which is what makes the unchecked `Sendable` sound.
 final class SQLiteConnection: @unchecked Sendable {
     let path: String
@@ -138,6 +139,16 @@ final class SQLiteConnection: @unchecked Sendable {
     /// any error.
     func immediateTransaction<R>(_ body: () throws(KeystoreError) -> R) throws(KeystoreError) -> R {
         try transaction(beginning: "BEGIN IMMEDIATE", body)
+    }
+
+    /// ``immediateTransaction(_:)`` that does not wait for another connection's write lock:
+    /// `BEGIN IMMEDIATE` fails at once with ``KeystoreError/Code/storeUnavailable`` when the
+    /// store is busy, having changed nothing.
+    func immediateTransactionWithoutWaiting<R>(_ body: () throws(KeystoreError) -> R) throws(KeystoreError) -> R {
+        let connection = try open()
+        sqlite3_busy_timeout(connection, 0)
+        defer { sqlite3_busy_timeout(connection, Int32(clamping: busyTimeout.wholeMilliseconds)) }
+        return try transaction(beginning: "BEGIN IMMEDIATE", body)
     }
 
     /// Runs `body` in a deferred read transaction, so every statement sees one snapshot.

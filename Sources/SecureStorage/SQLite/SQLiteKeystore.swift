@@ -33,7 +33,7 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
 
     let namespace: StoreNamespace
     let origin: Int64
-    private let writer: GroupCommitter
+    let writer: GroupCommitter
     private let readers: ReaderPool
     let checkpointer: Checkpointer
     private let feed: ChangeFeed
@@ -175,8 +175,13 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
             validate: { (key) throws(KeystoreError) in try StoreNamespace.validate(key: key) },
             seal: { (value, key) throws(KeystoreError) in try namespace.seal(value, forKey: key) })
         let writer = self.writer
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<[Bool], KeystoreError>, Never>) in
-            writer.submit(sealed, writer: batch.writer) { continuation.resume(returning: $0) }
+        let result: Result<[Bool], KeystoreError>
+        if let committed = writer.commitIfIdle(sealed, writer: batch.writer) {
+            result = committed
+        } else {
+            result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<[Bool], KeystoreError>, Never>) in
+                writer.submit(sealed, writer: batch.writer) { continuation.resume(returning: $0) }
+            }
         }
         let applied = try result.get()
         logger?.trace("keystore batch committed", metadata: [

@@ -286,6 +286,35 @@ final class SQLiteKeystoreTests: XCTestCase {
         try await keystore.set([1], forKey: "k")
     }
 
+    /// A batch that finds the writer idle commits on its caller's thread; one that finds
+    /// another connection holding the write lock never waits for it there: it goes to the
+    /// writer's queue, which waits up to the busy timeout and commits once the lock is free.
+    func testAnIdleWriterCommitsInlineAndALockedStoreIsLeftToTheQueue() async throws {
+        let temporary = try TemporaryRoot()
+        let keystore = try SQLiteKeystore(
+            root: temporary.root, service: "tool", configuration: .init(busyTimeout: .seconds(10))
+        )
+        defer { keystore.close() }
+        for index in 0..<5 { try await keystore.set([UInt8(index)], forKey: "k\(index)") }
+        XCTAssertEqual(keystore.writer.inlineCommits.load(ordering: .relaxed), 5)
+
+        let blocker = try SQLiteConnection(path: keystore.namespace.databasePath, busyTimeout: .seconds(1))
+        defer { blocker.close() }
+        try blocker.run("BEGIN IMMEDIATE")
+        let released = LockedBox(false)
+        let release = Task {
+            try await Task.sleep(for: .milliseconds(300))
+            released.withLock { $0 = true }
+            try blocker.run("ROLLBACK")
+        }
+        try await keystore.set([9], forKey: "k9")
+        XCTAssertTrue(released.current, "the commit did not wait for the lock")
+        try await release.value
+        XCTAssertEqual(keystore.writer.inlineCommits.load(ordering: .relaxed), 5, "the locked commit ran inline")
+        let value = try await keystore.value(forKey: "k9")
+        XCTAssertEqual(value, [9])
+    }
+
     /// Commits do not run SQLite's automatic checkpoint: the WAL is checkpointed in the
     /// background (the writer only copies what is left at twice the threshold), so the WAL file
     /// stays bounded, and everything committed survives a reopen.
