@@ -3,10 +3,13 @@ import PackageDescription
 
 /// Settings every Swift target shares, applied in one loop at the end (swift-log's way):
 /// Swift 6 language mode is set package-wide; `ExistentialAny` keeps existential types
-/// explicit; `MemberImportVisibility` makes every file import what it uses.
+/// explicit; `MemberImportVisibility` makes every file import what it uses;
+/// `InternalImportsByDefault` makes a plain `import` internal, so only `public import`s (where
+/// a public signature needs the module) reach clients (docs/architecture.md, "Import policy").
 let strictSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
 let package = Package(

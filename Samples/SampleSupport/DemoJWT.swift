@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// Unsigned JWTs for demos against moto, which does not verify tokens. A real
 /// identity provider signs its ID tokens; Cognito checks the signature.

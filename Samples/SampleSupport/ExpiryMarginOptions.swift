@@ -1,4 +1,4 @@
-import ArgumentParser
+public import ArgumentParser
 
 /// `--expiry-margin SECONDS`, defaulting to 30 s: against moto, whose credentials last
 /// 90 s, that leaves a minute to run a flow.

@@ -1,6 +1,6 @@
-import ArgumentParser
-import Federation
-import Logging
+public import ArgumentParser
+public import Federation
+public import Logging
 
 /// The options every sample takes to reach Cognito Identity: `--endpoint`, `--pool-id`
 /// and `--verbose`.

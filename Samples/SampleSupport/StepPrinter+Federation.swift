@@ -1,4 +1,4 @@
-import Federation
+public import Federation
 
 extension StepPrinter {
     /// Details a federation's result: identity ID, access key ID and expiration.

@@ -1,4 +1,4 @@
-import ArgumentParser
+public import ArgumentParser
 import Foundation
 
 /// Where a sample gets the end user's ID token: `--token-file PATH` or `--demo-token`,

@@ -1,7 +1,7 @@
-import Federation
+public import Federation
 import Hummingbird
-import Logging
-import ServiceLifecycle
+public import Logging
+public import ServiceLifecycle
 
 /// A loopback HTTP server that hands one or more sessions of a ``FederationClient`` to
 /// child processes, as the AWS SDKs' container credential provider expects.

@@ -1,4 +1,4 @@
-import Federation
+public import Federation
 
 /// What a ``CredentialServer`` serves: which sessions of its ``FederationClient``.
 ///

@@ -1,4 +1,4 @@
-import ArgumentParser
+package import ArgumentParser
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)

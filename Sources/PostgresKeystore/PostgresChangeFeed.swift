@@ -20,14 +20,7 @@ import Synchronization
 /// come with a growing pause (at most ``PostgresKeystore/Configuration/reconnectDelay``). A
 /// stream whose buffer overflows also gets ``KeystoreChange/all``.
 final class PostgresChangeFeed: Sendable {
-    private struct State: Sendable {
-        var subscribers: [Int: AsyncStream<KeystoreChange>.Continuation] = [:]
-        var nextID = 0
-        var listener: Task<Void, Never>?
-        var closed = false
-    }
-
-    private let state: Mutex<State>
+    private let subscribers: ChangeFanOut
     private let client: PostgresClient
     private let namespace: PostgresNamespace
     private let origin: Int64
@@ -44,78 +37,27 @@ final class PostgresChangeFeed: Sendable {
         self.origin = origin
         self.configuration = configuration
         self.logger = logger
-        self.state = Mutex(State())
+        self.subscribers = ChangeFanOut(bufferSize: max(2, configuration.changeBufferSize))
     }
 
     /// Whether the listener currently holds a connection with `LISTEN` active (for tests).
     var isListening: Bool { listening.load(ordering: .acquiring) }
 
     func subscribe() -> AsyncStream<KeystoreChange> {
-        let (stream, continuation) = AsyncStream<KeystoreChange>.makeStream(
-            bufferingPolicy: .bufferingNewest(max(2, configuration.changeBufferSize)))
-        let id = state.withLock { state -> Int? in
-            guard !state.closed else { return nil }
-            let id = state.nextID
-            state.nextID += 1
-            state.subscribers[id] = continuation
-            if state.listener == nil {
-                state.listener = Task { [weak self] in await self?.listen() }
-            }
-            return id
+        subscribers.subscribe {
+            let listener = Task { [weak self] in await self?.listen() }
+            return { listener.cancel() }
         }
-        guard let id else {
-            continuation.finish()
-            return stream
-        }
-        continuation.onTermination = { [weak self] _ in self?.unsubscribe(id) }
-        return stream
-    }
-
-    private func unsubscribe(_ id: Int) {
-        let listener = state.withLock { state -> Task<Void, Never>? in
-            state.subscribers[id] = nil
-            guard state.subscribers.isEmpty else { return nil }
-            defer { state.listener = nil }
-            return state.listener
-        }
-        listener?.cancel()
     }
 
     /// Delivers this instance's own committed keys at once.
     func deliverLocal(_ keys: [String]) {
-        deliver(keys.map { .item($0) })
-    }
-
-    private func deliver(_ changes: [KeystoreChange]) {
-        guard !changes.isEmpty else { return }
-        let subscribers = state.withLock { Array($0.subscribers.values) }
-        Self.yield(changes, to: subscribers)
-    }
-
-    /// Yields each change; a full buffer (the oldest element dropped) is followed by `.all`,
-    /// which the newest-keeping buffer always holds.
-    private static func yield(_ changes: [KeystoreChange], to subscribers: [AsyncStream<KeystoreChange>.Continuation]) {
-        for subscriber in subscribers {
-            var dropped = false
-            for change in changes {
-                if case .dropped = subscriber.yield(change) { dropped = true }
-            }
-            if dropped { subscriber.yield(.all) }
-        }
+        subscribers.deliver(keys.map { .item($0) })
     }
 
     /// Ends every stream and stops the listener.
     func close() {
-        let (subscribers, listener) = state.withLock { state -> ([AsyncStream<KeystoreChange>.Continuation], Task<Void, Never>?) in
-            state.closed = true
-            defer {
-                state.subscribers.removeAll()
-                state.listener = nil
-            }
-            return (Array(state.subscribers.values), state.listener)
-        }
-        listener?.cancel()
-        for subscriber in subscribers { subscriber.finish() }
+        subscribers.close()
     }
 
     // MARK: Listener
@@ -131,7 +73,7 @@ final class PostgresChangeFeed: Sendable {
                         self.listening.store(true, ordering: .releasing)
                         pause = .milliseconds(50)
                         // What was committed while nobody listened is reloaded, not replayed.
-                        self.deliver([.all])
+                        self.subscribers.deliver([.all])
                         if reconnecting {
                             self.logger.debug("keystore change feed reconnected", metadata: ["broker.endpoint": "\(self.configuration.endpoint)"])
                         }
@@ -157,8 +99,8 @@ final class PostgresChangeFeed: Sendable {
     /// Delivers another origin's keys of this namespace; ignores everything else.
     private func received(_ payload: String) {
         guard let (sender, keys) = namespace.parseNotification(payload), sender != origin else { return }
-        guard let keys else { return deliver([.all]) }
+        guard let keys else { return subscribers.deliver([.all]) }
         var seen: Set<String> = []
-        deliver(keys.filter { seen.insert($0).inserted }.map { .item($0) })
+        subscribers.deliver(keys.filter { seen.insert($0).inserted }.map { .item($0) })
     }
 }

@@ -18,19 +18,12 @@ public final class InMemoryKeystore: Keystore, WriterFilteringKeystore {
         var version: Int64?
     }
 
-    private struct Subscriber {
-        var continuation: AsyncStream<KeystoreChange>.Continuation
-        /// Changes committed by batches of this writer are not delivered.
-        var excludedWriter: UInt64?
-    }
-
     private struct State {
         var items: [String: Item] = [:]
-        var subscribers: [Int: Subscriber] = [:]
-        var nextSubscriber = 0
     }
 
     private let state = Mutex(State())
+    private let subscribers = ChangeFanOut(bufferSize: 4096)
 
     /// An empty keystore.
     public init(service: String = "in-memory", accessGroup: AccessGroup = .none) {
@@ -38,10 +31,7 @@ public final class InMemoryKeystore: Keystore, WriterFilteringKeystore {
         self.accessGroup = accessGroup
     }
 
-    deinit {
-        let subscribers = state.withLock { Array($0.subscribers.values) }
-        for subscriber in subscribers { subscriber.continuation.finish() }
-    }
+    deinit { subscribers.close() }
 
     /// The value under `key`, or `nil`.
     public func value(forKey key: String) async throws(KeystoreError) -> [UInt8]? {
@@ -57,7 +47,7 @@ public final class InMemoryKeystore: Keystore, WriterFilteringKeystore {
     /// stored item has no version or one not greater than the new one.
     @discardableResult
     public func commit(_ batch: KeystoreBatch) async throws(KeystoreError) -> [Bool] {
-        let (applied, subscribers) = state.withLock { state -> ([Bool], [Subscriber]) in
+        let applied = state.withLock { state -> [Bool] in
             var applied: [Bool] = []
             for operation in batch.operations {
                 switch operation {
@@ -72,37 +62,19 @@ public final class InMemoryKeystore: Keystore, WriterFilteringKeystore {
                     applied.append(state.items.removeValue(forKey: key) != nil)
                 }
             }
-            return (applied, Array(state.subscribers.values))
+            return applied
         }
-        for (operation, wasApplied) in zip(batch.operations, applied) where wasApplied {
-            for subscriber in subscribers {
-                if let excluded = subscriber.excludedWriter, excluded == batch.writer { continue }
-                // A full buffer drops the oldest change: say that track was lost.
-                if case .dropped = subscriber.continuation.yield(.item(operation.key)) { subscriber.continuation.yield(.all) }
-            }
-        }
+        let changed = zip(batch.operations, applied).filter { $0.1 }.map { operation, _ in operation.key }
+        subscribers.deliver(changed.map { (change: .item($0), writer: batch.writer) })
         return applied
     }
 
     /// The keys this instance changes from now on.
     public func changes() -> AsyncStream<KeystoreChange> {
-        subscribe(excludingWriter: nil)
+        subscribers.subscribe()
     }
 
     package func changes(excludingWriter writer: UInt64) -> AsyncStream<KeystoreChange> {
-        subscribe(excludingWriter: writer)
-    }
-
-    private func subscribe(excludingWriter writer: UInt64?) -> AsyncStream<KeystoreChange> {
-        let (stream, continuation) = AsyncStream.makeStream(of: KeystoreChange.self, bufferingPolicy: .bufferingNewest(4096))
-        let id = state.withLock { state in
-            state.nextSubscriber += 1
-            state.subscribers[state.nextSubscriber] = Subscriber(continuation: continuation, excludedWriter: writer)
-            return state.nextSubscriber
-        }
-        continuation.onTermination = { [weak self] _ in
-            self?.state.withLock { _ = $0.subscribers.removeValue(forKey: id) }
-        }
-        return stream
+        subscribers.subscribe(excludingWriter: writer)
     }
 }

@@ -1,6 +1,6 @@
 import Federation
 import SecureStorage
-import Synchronization
+package import Synchronization
 import XCTest
 
 /// An error with a stable ``code`` to match on, for ``assertThrows(_:code:file:line:_:)``.

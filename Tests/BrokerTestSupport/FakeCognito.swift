@@ -3,8 +3,8 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import Federation
-import Foundation
+package import Federation
+package import Foundation
 import Synchronization
 
 /// A scripted Cognito Identity service, and STS for the classic flow: the one fake of the

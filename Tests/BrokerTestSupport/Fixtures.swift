@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 
 /// Reads the fixtures of real Cognito (JSON) and STS (XML) response shapes in `Tests/Fixtures/`.
 package enum Fixtures {

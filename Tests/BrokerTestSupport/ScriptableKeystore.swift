@@ -1,4 +1,4 @@
-import SecureStorage
+package import SecureStorage
 import Synchronization
 
 /// A ``Keystore`` wrapper for tests: counts reads (in all and per key) and writes, and can make the store

@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 
 /// Builds unsigned but well-formed JWTs (`base64url(header).base64url(payload).signature`)
 /// for tests; the signature is a fixed fake, since the library never verifies it.

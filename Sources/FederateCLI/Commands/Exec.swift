@@ -1,4 +1,4 @@
-import ArgumentParser
+package import ArgumentParser
 
 /// `federate exec -- CMD [ARGS...]`: runs a command that gets the session's credentials
 /// from a loopback credential server (the AWS container credential provider), read from

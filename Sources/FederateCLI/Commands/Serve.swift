@@ -1,4 +1,4 @@
-import ArgumentParser
+package import ArgumentParser
 
 /// `federate serve`: prints the container-credential variables as `export` lines, then
 /// serves the session on 127.0.0.1 until SIGINT or SIGTERM; never calls the network.

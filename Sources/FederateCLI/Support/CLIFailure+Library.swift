@@ -1,4 +1,4 @@
-import Federation
+package import Federation
 import SecureStorage
 
 extension CLIFailure {

@@ -1,6 +1,6 @@
-import ArgumentParser
+package import ArgumentParser
 import Federation
-import Logging
+package import Logging
 
 /// The options every subcommand takes (design.md, section 6, plus `--expiry-margin`
 /// and `--verbose`).

@@ -1,6 +1,6 @@
-import ArgumentParser
-import Logging
-import SecureStorage
+package import ArgumentParser
+package import Logging
+package import SecureStorage
 import Synchronization
 
 /// What only `federate-server` links: the credential server (`exec`, `serve`; Hummingbird and

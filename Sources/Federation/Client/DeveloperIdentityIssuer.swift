@@ -3,7 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-import Logging
+public import Logging
 
 /// The backend half of developer-authenticated identities: mints Cognito OpenID
 /// tokens for your own users with `GetOpenIdTokenForDeveloperIdentity`, signed

@@ -3,8 +3,8 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
-import Logging
-import SecureStorage
+public import Logging
+public import SecureStorage
 
 /// Swaps end users' identity-provider tokens for Cognito identity IDs and
 /// temporary AWS credentials, one named session per end user.

@@ -1,4 +1,4 @@
-import SecureStorage
+public import SecureStorage
 
 /// An error from a ``FederationClient`` call.
 ///

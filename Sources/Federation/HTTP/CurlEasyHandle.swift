@@ -1,4 +1,4 @@
-internal import CCurlLoader
+import CCurlLoader
 import SecureStorage
 
 /// One libcurl easy handle configured for one ``HTTPRequest``, plus everything libcurl

@@ -1,4 +1,4 @@
-internal import CCurlLoader
+import CCurlLoader
 import Synchronization
 
 #if canImport(Glibc)

@@ -1,4 +1,4 @@
-internal import CCurlLoader
+import CCurlLoader
 
 /// The loop on the driver thread: add new transfers, drop cancelled ones, let libcurl
 /// work, complete finished transfers, then sleep in `curl_multi_poll` until a socket is

@@ -1,4 +1,4 @@
-internal import CCurlLoader
+import CCurlLoader
 
 /// Which endpoints a provider token may be sent to.
 ///

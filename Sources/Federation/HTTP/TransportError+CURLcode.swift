@@ -1,4 +1,4 @@
-internal import CCurlLoader
+import CCurlLoader
 
 extension TransportError {
     /// Maps a failed transfer's `CURLcode` to a kind, keeping the code and libcurl's

@@ -1,4 +1,4 @@
-internal import CCurlLoader
+import CCurlLoader
 
 #if canImport(Glibc)
 import Glibc

@@ -1,5 +1,5 @@
-import CoreMetrics
-import Tracing
+public import CoreMetrics
+public import Tracing
 
 /// Opt-in metrics (swift-metrics) and tracing (swift-distributed-tracing) for a
 /// ``FederationClient``. Off by default: without it the client creates no metric and no

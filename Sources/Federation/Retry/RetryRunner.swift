@@ -1,4 +1,4 @@
-import Logging
+package import Logging
 import SecureStorage
 
 /// Runs an operation under a ``RetryPolicy``: the AWS SDKs' standard retry mode

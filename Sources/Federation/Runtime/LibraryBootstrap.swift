@@ -1,5 +1,5 @@
-internal import CLibCrypto
-internal import CCurlLoader
+import CLibCrypto
+import CCurlLoader
 
 /// The one process-wide initialisation of the C libraries the broker uses.
 ///

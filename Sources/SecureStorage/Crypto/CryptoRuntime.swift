@@ -1,4 +1,4 @@
-internal import CLibCrypto
+import CLibCrypto
 
 /// Process-wide libcrypto state: initialised once, without OpenSSL's atexit handler (it races
 /// Swift's teardown when libcurl shares the same OpenSSL), and the AES-256-GCM cipher fetched

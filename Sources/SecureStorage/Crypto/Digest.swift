@@ -1,4 +1,4 @@
-internal import CLibCrypto
+import CLibCrypto
 
 /// SHA-256 and HMAC-SHA-256 through libcrypto: migration uses SHA-256 to
 /// recognise the exact files it copied; Federation's SigV4 signer uses both.

@@ -1,4 +1,4 @@
-internal import CLibCrypto
+import CLibCrypto
 
 /// Passphrase-based keys through scrypt (`EVP_PBE_scrypt`).
 package enum KeyDerivation {

@@ -1,4 +1,4 @@
-internal import CLibCrypto
+import CLibCrypto
 
 /// AES-256-GCM sealing of keystore items through OpenSSL EVP.
 ///

@@ -12,26 +12,15 @@ import Synchronization
 /// never misses one committed after. Each subscriber buffers at most ``bufferSize`` changes; one
 /// that falls further behind loses the oldest and receives ``KeystoreChange/all``.
 final class ChangeFeed: Sendable {
-    private struct Subscriber: Sendable {
-        let continuation: AsyncStream<KeystoreChange>.Continuation
-        /// This instance's commits made solely by batches of this writer are not delivered.
-        let excludedWriter: UInt64?
-    }
-
-    private struct State: @unchecked Sendable {
-        // The timer is only touched under the lock; that is why the unchecked Sendable is sound.
-        var subscribers: [Int: Subscriber] = [:]
-        var nextID = 0
-        var timer: (any DispatchSourceTimer)?
-        var knownSequence: Int64 = 0
-        var closed = false
-    }
-
     /// How many changes a subscriber's stream buffers before the oldest are dropped (and
     /// ``KeystoreChange/all`` is delivered instead).
     static let bufferSize = 4096
 
-    private let state = Mutex(State())
+    private let subscribers = ChangeFanOut(bufferSize: ChangeFeed.bufferSize)
+    /// The newest sequence this instance has seen, where the next poller starts. Raised
+    /// before each delivery, so a poller started with a subscriber the delivery missed starts
+    /// at or after that delivery's changes.
+    private let knownSequence: Mutex<Int64>
     private let queue = DispatchQueue(label: "IdentityBroker.SQLiteKeystore.changes")
     private let path: String
     private let origin: Int64
@@ -43,87 +32,47 @@ final class ChangeFeed: Sendable {
         self.origin = origin
         self.interval = interval
         self.busyTimeout = busyTimeout
-        state.withLock { $0.knownSequence = knownSequence }
+        self.knownSequence = Mutex(knownSequence)
     }
 
     func subscribe(excludingWriter writer: UInt64? = nil) -> AsyncStream<KeystoreChange> {
-        let (stream, continuation) = AsyncStream<KeystoreChange>.makeStream(bufferingPolicy: .bufferingNewest(Self.bufferSize))
-        let id = state.withLock { state -> Int? in
-            guard !state.closed else { return nil }
-            let id = state.nextID
-            state.nextID += 1
-            state.subscribers[id] = Subscriber(continuation: continuation, excludedWriter: writer)
-            if state.timer == nil { state.timer = startPoller(from: state.knownSequence) }
-            return id
+        subscribers.subscribe(excludingWriter: writer) {
+            let timer = PollTimer(startPoller(from: knownSequence.withLock { $0 }))
+            return { timer.cancel() }
         }
-        guard let id else {
-            continuation.finish()
-            return stream
-        }
-        continuation.onTermination = { [weak self] _ in self?.unsubscribe(id) }
-        return stream
-    }
-
-    private func unsubscribe(_ id: Int) {
-        let timer = state.withLock { state -> (any DispatchSourceTimer)? in
-            state.subscribers[id] = nil
-            guard state.subscribers.isEmpty else { return nil }
-            defer { state.timer = nil }
-            return state.timer
-        }
-        timer?.cancel()
     }
 
     /// Delivers this instance's own committed keys (no polling) and advances the sequence the
     /// next poller starts from.
     func deliverLocal(_ changes: [CommittedChange], lastSequence: Int64?) {
-        let subscribers = state.withLock { state -> [Subscriber] in
-            if let lastSequence { state.knownSequence = max(state.knownSequence, lastSequence) }
-            return Array(state.subscribers.values)
-        }
-        for subscriber in subscribers {
-            for change in changes {
-                if let excluded = subscriber.excludedWriter, excluded == change.writer { continue }
-                Self.yield(.item(change.key), to: subscriber.continuation)
-            }
-        }
+        if let lastSequence { advance(to: lastSequence) }
+        subscribers.deliver(changes.map { (change: .item($0.key), writer: $0.writer) })
     }
 
     private func deliver(_ changes: [KeystoreChange], sequence: Int64) {
-        let subscribers = state.withLock { state -> [Subscriber] in
-            state.knownSequence = max(state.knownSequence, sequence)
-            return Array(state.subscribers.values)
-        }
-        for subscriber in subscribers {
-            for change in changes { Self.yield(change, to: subscriber.continuation) }
-        }
+        advance(to: sequence)
+        subscribers.deliver(changes)
     }
 
-    /// Yields `change`. A subscriber that does not keep up has a full buffer, whose oldest
-    /// change `yield` then drops: so that no change is lost silently, it is also told to reload
-    /// everything with ``KeystoreChange/all``.
-    private static func yield(_ change: KeystoreChange, to subscriber: AsyncStream<KeystoreChange>.Continuation) {
-        if case .dropped = subscriber.yield(change), change != .all {
-            subscriber.yield(.all)
-        }
+    private func advance(to sequence: Int64) {
+        knownSequence.withLock { $0 = max($0, sequence) }
     }
 
     /// Ends every stream and stops the poller (its connection closes on its queue).
     func close() {
-        let (subscribers, timer) = state.withLock { state -> ([Subscriber], (any DispatchSourceTimer)?) in
-            state.closed = true
-            defer {
-                state.subscribers.removeAll()
-                state.timer = nil
-            }
-            return (Array(state.subscribers.values), state.timer)
-        }
-        timer?.cancel()
-        for subscriber in subscribers { subscriber.continuation.finish() }
+        subscribers.close()
         queue.sync {}
     }
 
     // MARK: Poller
+
+    /// The poller's timer, which the fan-out stops from any thread: cancelling a dispatch
+    /// source is thread-safe, which is why the unchecked Sendable is sound.
+    private final class PollTimer: @unchecked Sendable {
+        private let timer: any DispatchSourceTimer
+        init(_ timer: any DispatchSourceTimer) { self.timer = timer }
+        func cancel() { timer.cancel() }
+    }
 
     /// Queue-confined poller state.
     private final class Poller: @unchecked Sendable {

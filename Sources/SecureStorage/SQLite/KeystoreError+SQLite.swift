@@ -5,7 +5,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-internal import CSQLite
+import CSQLite
 
 extension KeystoreError {
     /// Maps an SQLite result code to a ``KeystoreError`` carrying the code and SQLite's message

@@ -1,4 +1,4 @@
-internal import CSQLite
+import CSQLite
 
 /// The closure behind a connection's WAL hook, passed to SQLite as its context pointer.
 private final class WALHook: Sendable {

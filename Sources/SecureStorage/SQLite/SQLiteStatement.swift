@@ -1,4 +1,4 @@
-internal import CSQLite
+import CSQLite
 
 /// A borrowed prepared statement: binding, stepping and reading columns. Only valid inside
 /// ``SQLiteConnection/withStatement(_:_:)``.
