@@ -128,8 +128,7 @@ package struct KeystoreAccess {
     /// The saved `session`; when the keystore root does not exist yet, `notFederated`,
     /// and nothing is created. A damaged item fails this session only (exit 6).
     func savedSession(_ session: String, expiryMargin: Duration) async throws(CLIFailure) -> SessionSnapshot {
-        guard rootExists else { return SessionSnapshot(name: session, state: .notFederated) }
-        if let snapshot = try singleRead(session, expiryMargin: expiryMargin) { return snapshot }
+        if let snapshot = try savedSessionAtOnce(session, expiryMargin: expiryMargin) { return snapshot }
         let client = try await offlineClient(expiryMargin: expiryMargin)
         do {
             return try await client.session(session)
@@ -138,12 +137,13 @@ package struct KeystoreAccess {
         }
     }
 
-    /// ``savedSession(_:expiryMargin:)`` on one SQLite connection and no client (the cache hit
-    /// an SDK's `credential_process` runs before every AWS call): `nil` when the keystore
-    /// must be opened in full (a database, something to create or record, `--verbose`, whose
-    /// debug lines come from the full open). Errors are the full path's, phase by phase:
+    /// ``savedSession(_:expiryMargin:)`` without a client, on one SQLite connection at most
+    /// (the cache hit an SDK's `credential_process` runs before every AWS call): `nil` when the
+    /// keystore must be opened in full (a database, something to create or record, `--verbose`,
+    /// whose debug lines come from the full open). Errors are the full path's, phase by phase:
     /// opening as ``open()``'s, reading as the client's.
-    private func singleRead(_ session: String, expiryMargin: Duration) throws(CLIFailure) -> SessionSnapshot? {
+    func savedSessionAtOnce(_ session: String, expiryMargin: Duration) throws(CLIFailure) -> SessionSnapshot? {
+        guard rootExists else { return SessionSnapshot(name: session, state: .notFederated) }
         guard logger == nil, case .directory(let path) = location else { return nil }
         let reader: SQLiteKeystore.SingleReader
         do {
