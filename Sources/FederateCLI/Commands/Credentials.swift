@@ -64,7 +64,19 @@ struct CredentialsRequest: Equatable {
 
     func run() async throws(CLIFailure) {
         let access = try KeystoreAccess(keystore: keystore, accessGroup: accessGroup, logger: CommonOptions.logger(verbose: verbose))
-        let snapshot = try await access.savedSession(session, expiryMargin: .seconds(expiryMargin))
+        try output(try await access.savedSession(session, expiryMargin: .seconds(expiryMargin)), root: access.root)
+    }
+
+    /// ``run()`` when one read answers it without suspending (``KeystoreAccess/savedSessionAtOnce(_:expiryMargin:)``);
+    /// `false`, with nothing written, when the keystore must be opened in full.
+    func runAtOnce() throws(CLIFailure) -> Bool {
+        let access = try KeystoreAccess(keystore: keystore, accessGroup: accessGroup, logger: CommonOptions.logger(verbose: verbose))
+        guard let snapshot = try access.savedSessionAtOnce(session, expiryMargin: .seconds(expiryMargin)) else { return false }
+        try output(snapshot, root: access.root)
+        return true
+    }
+
+    private func output(_ snapshot: SessionSnapshot, root: String) throws(CLIFailure) {
         switch snapshot.state {
         case .federated:
             guard let credentials = snapshot.credentials else {
@@ -85,7 +97,7 @@ struct CredentialsRequest: Equatable {
                 "session '\(session)' is terminated: the identity service said its identity is gone or disabled; run 'federate clear --session \(session)', then log in again"
             )
         case .notFederated:
-            throw Credentials.noSession(session, root: access.root)
+            throw Credentials.noSession(session, root: root)
         default:
             throw CLIFailure(.internalError, "session '\(session)' is in state \(snapshot.state); please report it")
         }

@@ -128,10 +128,37 @@ package struct KeystoreAccess {
     /// The saved `session`; when the keystore root does not exist yet, `notFederated`,
     /// and nothing is created. A damaged item fails this session only (exit 6).
     func savedSession(_ session: String, expiryMargin: Duration) async throws(CLIFailure) -> SessionSnapshot {
-        guard rootExists else { return SessionSnapshot(name: session, state: .notFederated) }
+        if let snapshot = try savedSessionAtOnce(session, expiryMargin: expiryMargin) { return snapshot }
         let client = try await offlineClient(expiryMargin: expiryMargin)
         do {
             return try await client.session(session)
+        } catch {
+            throw CLIFailure.federation(error, root: root)
+        }
+    }
+
+    /// ``savedSession(_:expiryMargin:)`` without a client, on one SQLite connection at most
+    /// (the cache hit an SDK's `credential_process` runs before every AWS call): `nil` when the
+    /// keystore must be opened in full (a database, something to create or record, `--verbose`,
+    /// whose debug lines come from the full open). Errors are the full path's, phase by phase:
+    /// opening as ``open()``'s, reading as the client's.
+    func savedSessionAtOnce(_ session: String, expiryMargin: Duration) throws(CLIFailure) -> SessionSnapshot? {
+        guard rootExists else { return SessionSnapshot(name: session, state: .notFederated) }
+        guard logger == nil, case .directory(let path) = location else { return nil }
+        let reader: SQLiteKeystore.SingleReader
+        do {
+            guard let opened = try SQLiteKeystore.SingleReader.open(
+                root: path, service: Self.service, accessGroup: accessGroup, keySource: keySource)
+            else { return nil }
+            reader = opened
+        } catch {
+            throw CLIFailure.keystore(error, root: root)
+        }
+        defer { reader.close() }
+        do {
+            return try FederationClient.savedSession(session, expiryMargin: expiryMargin) { (key) throws(KeystoreError) in
+                try reader.value(forKey: key)
+            }
         } catch {
             throw CLIFailure.federation(error, root: root)
         }

@@ -20,12 +20,12 @@ package enum Rendering {
     ) -> String {
         switch format {
         case .process:
-            return "{" + processFields(credentials).joined(separator: ",") + "}\n"
+            return object(processFields(credentials))
         case .json:
             let fields = processFields(credentials) + [
                 field("IdentityId", identityId), field("Provider", provider), field("Session", session),
             ]
-            return "{" + fields.joined(separator: ",") + "}\n"
+            return object(fields)
         case .env:
             return """
                 export AWS_ACCESS_KEY_ID=\(shellQuoted(credentials.accessKeyId))
@@ -45,7 +45,7 @@ package enum Rendering {
             field("provider", providerName(snapshot)),
             field("expiration", snapshot.expiration.map(iso8601)),
         ]
-        return "{" + fields.joined(separator: ",") + "}\n"
+        return object(fields)
     }
 
     /// The provider identifier (`google`, `oidc:ISSUER`, …), `guest`, or `nil` with no identity.
@@ -69,7 +69,24 @@ package enum Rendering {
 
     /// `'text'` for a POSIX shell, with `'` written as `'\''`.
     package static func shellQuoted(_ text: String) -> String {
-        "'" + text.replacing("'", with: #"'\''"#) + "'"
+        // A loop, not `replacing(_:with:)`: that goes through generic collection algorithms
+        // whose run-time metadata lookups cost a short process more than the output itself.
+        var quoted = "'"
+        for character in text {
+            if character == "'" { quoted += #"'\''"# } else { quoted.append(character) }
+        }
+        return quoted + "'"
+    }
+
+    /// `{field,field,…}` and a newline; a loop rather than `joined(separator:)`, for the same
+    /// reason as in ``shellQuoted(_:)``.
+    private static func object(_ fields: [String]) -> String {
+        var text = "{"
+        for (index, field) in fields.enumerated() {
+            if index > 0 { text += "," }
+            text += field
+        }
+        return text + "}\n"
     }
 
     /// A JSON string literal.

@@ -52,7 +52,11 @@ extension FederationClient {
     }
 
     func snapshot(_ name: String, _ machine: SessionStateMachine) -> SessionSnapshot {
-        let state = machine.state(now: now(), margin: expiryMargin)
+        Self.snapshot(name, machine, now: now(), margin: expiryMargin)
+    }
+
+    static func snapshot(_ name: String, _ machine: SessionStateMachine, now: Date, margin: Duration) -> SessionSnapshot {
+        let state = machine.state(now: now, margin: margin)
         guard let record = machine.record else { return SessionSnapshot(name: name, state: state) }
         return SessionSnapshot(
             name: name,

@@ -34,11 +34,32 @@ struct SessionStore: Sendable {
         do {
             bytes = try await keystore.value(forKey: Self.keyPrefix + session)
         } catch {
-            throw Self.failure("read saved session '\(session)'", error)
+            throw Self.readFailure(session, error)
         }
+        return try Self.record(bytes, session: session)
+    }
+
+    /// ``load(_:)`` through a synchronous read of the keystore key: the same errors, the
+    /// same decoding.
+    static func load(_ session: String, reading read: (String) throws(KeystoreError) -> [UInt8]?) throws(FederationError) -> SessionRecord? {
+        let bytes: [UInt8]?
+        do {
+            bytes = try read(keyPrefix + session)
+        } catch {
+            throw readFailure(session, error)
+        }
+        return try record(bytes, session: session)
+    }
+
+    /// The record in the stored `bytes`, which are wiped.
+    private static func record(_ bytes: [UInt8]?, session: String) throws(FederationError) -> SessionRecord? {
         guard var bytes else { return nil }
         defer { ProviderTokenText.wipe(&bytes) }
         return try SessionRecord(stored: bytes, session: session)
+    }
+
+    private static func readFailure(_ session: String, _ error: KeystoreError) -> FederationError {
+        failure("read saved session '\(session)'", error)
     }
 
     /// Stores `record` as `session` unless the store holds a newer version; returns

@@ -6,6 +6,12 @@ private final class WALHook: Sendable {
     init(_ body: @escaping @Sendable (Int) -> Void) { self.body = body }
 }
 
+/// A statement prepared once on a connection and kept for the connection's lifetime.
+private struct PreparedStatement {
+    let sql: String
+    let statement: OpaquePointer
+}
+
 /// One SQLite connection with its cache of prepared statements.
 ///
 /// A connection is opened with `SQLITE_OPEN_NOMUTEX`: its owner (the writer's serial queue or
@@ -17,7 +23,10 @@ final class SQLiteConnection: @unchecked Sendable {
     /// How long a statement waits for another connection's lock before reporting busy.
     let busyTimeout: Duration
     private var handle: OpaquePointer?
-    private var statements: [String: OpaquePointer] = [:]
+    /// A handful of fixed SQL texts per connection, searched in order. Not a dictionary: its
+    /// storage type is instantiated at run time with a conformance lookup for its key, which
+    /// cost a short-lived process (`federate credentials`) more than all its SQL did.
+    private var statements: [PreparedStatement] = []
     private var walHook: Unmanaged<WALHook>?
 
     /// Opens an existing database file (``StoreLayout`` creates and checks it first); never
@@ -43,7 +52,7 @@ final class SQLiteConnection: @unchecked Sendable {
     /// Finalises every cached statement and closes the connection; later calls fail with
     /// ``KeystoreError/Code/storeUnavailable``.
     func close() {
-        for statement in statements.values { sqlite3_finalize(statement) }
+        for prepared in statements { sqlite3_finalize(prepared.statement) }
         statements.removeAll()
         if let handle { sqlite3_close_v2(handle) }
         handle = nil
@@ -100,13 +109,13 @@ final class SQLiteConnection: @unchecked Sendable {
     func withStatement<R>(_ sql: String, _ body: (SQLiteStatement) throws(KeystoreError) -> R) throws(KeystoreError) -> R {
         let connection = try open()
         let statement: OpaquePointer
-        if let cached = statements[sql] {
-            statement = cached
+        if let cached = statements.first(where: { $0.sql == sql }) {
+            statement = cached.statement
         } else {
             var prepared: OpaquePointer?
             let result = sqlite3_prepare_v3(connection, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &prepared, nil)
             guard result == SQLITE_OK, let prepared else { throw error(result, "preparing a statement") }
-            statements[sql] = prepared
+            statements.append(PreparedStatement(sql: sql, statement: prepared))
             statement = prepared
         }
         defer {

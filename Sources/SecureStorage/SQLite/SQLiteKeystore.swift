@@ -141,12 +141,17 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
         try StoreNamespace.validate(key: key)
         let namespace = self.namespace
         return try await readers.read { connection throws(KeystoreError) -> [UInt8]? in
-            let sealed = try connection.withStatement(StoreSchema.selectValue) { statement throws(KeystoreError) -> [UInt8]? in
-                try statement.bind(1, text: key)
-                return try statement.step() ? statement.blob(0) : nil
-            }
-            return try sealed.map { sealed throws(KeystoreError) in try namespace.open(sealed, forKey: key) }
+            try Self.value(forKey: key, on: connection, namespace: namespace)
         }
+    }
+
+    /// The opened value of `key` read on `connection`; shared with ``SingleReader``.
+    static func value(forKey key: String, on connection: SQLiteConnection, namespace: StoreNamespace) throws(KeystoreError) -> [UInt8]? {
+        let sealed = try connection.withStatement(StoreSchema.selectValue) { statement throws(KeystoreError) -> [UInt8]? in
+            try statement.bind(1, text: key)
+            return try statement.step() ? statement.blob(0) : nil
+        }
+        return try sealed.map { sealed throws(KeystoreError) in try namespace.open(sealed, forKey: key) }
     }
 
     /// The keys of every item of this service in this access group, sorted.

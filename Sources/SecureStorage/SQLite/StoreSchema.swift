@@ -84,27 +84,67 @@ enum StoreSchema {
             let foundVersion = try meta("schema_version", on: connection)
             try connection.execute(statements)
             if let foundVersion {
-                guard let stored = Int(foundVersion), stored >= 1, stored <= version else {
-                    throw KeystoreError(.corruptFormat, "database schema version \(foundVersion) is newer than this release supports (\(version))", path: connection.path)
-                }
-                if stored == 1 {
+                if try checkVersion(foundVersion, path: connection.path) == 1 {
                     try connection.execute(upgradeFromVersion1)
                     try setMeta("schema_version", "\(version)", on: connection)
                 }
             } else {
                 try setMeta("schema_version", "\(version)", on: connection)
             }
-            let expected = ["service": service, "access_group": encode(group)]
-            for (name, value) in expected.sorted(by: { $0.key < $1.key }) {
+            for (name, value) in expectedMeta(service: service, group: group) {
                 guard let found = try meta(name, on: connection) else {
                     try setMeta(name, value, on: connection)
                     continue
                 }
-                if found != value {
-                    throw KeystoreError(.corruptFormat, "database belongs to another \(name == "service" ? "service" : "access group")", path: connection.path)
-                }
+                try check(name, found: found, expected: value, path: connection.path)
             }
         }
+    }
+
+    /// Whether ``install(on:service:group:)`` would change nothing: WAL mode, the tables and
+    /// every meta row present. Throws as it does for a database of another service, group or
+    /// a newer schema; `false` leaves the rest (creating, recording) to a full open.
+    static func isInstalled(on connection: SQLiteConnection, service: String, group: AccessGroup) throws(KeystoreError) -> Bool {
+        let wal = try connection.withStatement("PRAGMA journal_mode") { statement throws(KeystoreError) -> Bool in
+            try statement.step() && statement.text(0).lowercased() == "wal"
+        }
+        guard wal else { return false }
+        let tables = try connection.withStatement(installedTables) { statement throws(KeystoreError) -> Int64 in
+            _ = try statement.step()
+            return statement.int64(0)
+        }
+        guard tables == 3, let foundVersion = try meta("schema_version", on: connection),
+              try checkVersion(foundVersion, path: connection.path) == version
+        else { return false }
+        for (name, value) in expectedMeta(service: service, group: group) {
+            guard let found = try meta(name, on: connection) else { return false }
+            try check(name, found: found, expected: value, path: connection.path)
+        }
+        return true
+    }
+
+    private static let installedTables =
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('meta', 'items', 'changes')"
+
+    /// The meta rows besides the schema version that a database of `service` and `group`
+    /// holds, in the order they are checked (the version is checked first), so the first
+    /// mismatch reported is the same whoever checks.
+    private static func expectedMeta(service: String, group: AccessGroup) -> [(String, String)] {
+        [("access_group", encode(group)), ("service", service)]
+    }
+
+    /// The stored schema version; throws for one this release cannot read (newer, or not a
+    /// version at all).
+    private static func checkVersion(_ found: String, path: String) throws(KeystoreError) -> Int {
+        guard let stored = Int(found), stored >= 1, stored <= version else {
+            throw KeystoreError(.corruptFormat, "database schema version \(found) is newer than this release supports (\(version))", path: path)
+        }
+        return stored
+    }
+
+    private static func check(_ name: String, found: String, expected: String, path: String) throws(KeystoreError) {
+        guard found != expected else { return }
+        throw KeystoreError(.corruptFormat, "database belongs to another \(name == "service" ? "service" : "access group")", path: path)
     }
 
     static func meta(_ name: String, on connection: SQLiteConnection) throws(KeystoreError) -> String? {

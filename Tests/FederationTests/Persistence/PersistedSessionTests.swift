@@ -247,6 +247,45 @@ final class PersistedSessionTests: XCTestCase {
         XCTAssertEqual(alice.state, .federated, "a new federation replaces the damaged item")
     }
 
+    // MARK: One-shot reads
+
+    /// `FederationClient.savedSession` over a `SingleReader` reports what a client's
+    /// `session(_:)` reports, state by state, and fails a damaged item the same way.
+    func testASingleReadReportsWhatTheClientReports() async throws {
+        let clock = TestClock()
+        let writer = try client(keystore: keystore(), clock: clock)
+        try await writer.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        try await writer.federateAsGuest(session: "visitor")
+        try await writer.federate(token: TestJWT.valid(sub: "bob"), provider: .google, session: "bob")
+        let foreign = try SQLiteKeystore(root: root, service: "broker-tests", keySource: .raw([UInt8](repeating: 9, count: 32)))
+        try await foreign.set(Array("garbage".utf8), forKey: "session.bob")
+        foreign.close()
+
+        let single = try XCTUnwrap(try SQLiteKeystore.SingleReader.open(root: root, service: "broker-tests", keySource: .raw(key)))
+        defer { single.close() }
+        let read = { (key: String) throws(KeystoreError) -> [UInt8]? in try single.value(forKey: key) }
+        // Federated; then past the expiry margin (expired, credentials withheld); never saved.
+        for advance: TimeInterval in [0, 3500] {
+            clock.advance(by: advance)
+            let reader = try client(keystore: keystore(), clock: clock)
+            for name in ["alice", "visitor", "nobody"] {
+                let expected = try await reader.session(name)
+                let snapshot = try FederationClient.savedSession(
+                    name, expiryMargin: .seconds(120), now: clock.now, reading: read)
+                XCTAssertEqual(snapshot, expected, "\(name) after \(advance) s")
+            }
+            let full = await assertThrows(FederationError.self, code: .storage) { try await reader.session("bob") }
+            let once = assertThrows(FederationError.self, code: .storage) {
+                try FederationClient.savedSession("bob", now: clock.now, reading: read)
+            }
+            XCTAssertEqual(once?.message, full?.message)
+            XCTAssertEqual(once?.keystoreError?.code, .authenticationFailed)
+        }
+        assertThrows(FederationError.self, code: .invalidConfiguration) {
+            try FederationClient.savedSession("", reading: read)
+        }
+    }
+
     // MARK: Access groups
 
     func testSessionFollowsAnAccessGroupMigration() async throws {

@@ -1,0 +1,64 @@
+@testable import Federation
+import Foundation
+import XCTest
+
+/// The stored record's direct reader (`StoredReader`) against JSONDecoder: every record the
+/// encoder writes is read directly, to the same value; anything else is left to JSONDecoder.
+final class StoredRecordTests: XCTestCase {
+    private func read(_ bytes: [UInt8]) -> SessionRecord.Stored? {
+        var reader = StoredReader(bytes)
+        return reader.read()
+    }
+
+    private func credentials(_ secret: String, _ token: String, _ expiration: Double) -> AWSCredentials {
+        AWSCredentials(accessKeyId: "ASIAEXAMPLE", secretAccessKey: secret, sessionToken: token, expiration: Date(timeIntervalSince1970: expiration))
+    }
+
+    func testEveryEncodedRecordIsReadDirectlyAsJSONDecoderReadsIt() throws {
+        let awkward = "a/b\\c\"d\n\t\r\u{8}\u{c}\u{1}\u{1f}\u{7f} é 😀 </script>"
+        let records: [SessionRecord] = [
+            SessionRecord(phase: .federated, identityId: "us-east-1:abc", provider: "google", credentials: credentials("wJalr/K7MDENG+bPx", "FwoGZX/IvYXdz==", 4_102_444_800)),
+            SessionRecord(phase: .federated, identityId: "id", provider: nil, credentials: credentials(awkward, awkward, 1_700_003_600.5)),
+            SessionRecord(phase: .federated, identityId: awkward, provider: "oidc:" + awkward, credentials: credentials("s", "t", 0.1)),
+            SessionRecord(phase: .federated, identityId: nil, provider: nil, credentials: credentials("s", "t", 1e-7)),
+            SessionRecord(phase: .terminated, identityId: "id", provider: "facebook", credentials: nil),
+            SessionRecord(phase: .federated, identityId: nil, provider: nil, credentials: nil),
+        ]
+        for record in records {
+            let bytes = try record.storedBytes(session: "s")
+            let direct = try XCTUnwrap(read(bytes), String(decoding: bytes, as: UTF8.self))
+            let decoded = try JSONDecoder().decode(SessionRecord.Stored.self, from: Data(bytes))
+            XCTAssertEqual(direct, decoded, String(decoding: bytes, as: UTF8.self))
+            XCTAssertEqual(try SessionRecord(stored: bytes, session: "s"), record)
+        }
+    }
+
+    func testOtherShapesAreLeftToJSONDecoder() throws {
+        let valid = #"{"version":1,"phase":"federated","identityId":"id","accessKeyId":"AK","secretAccessKey":"SK","sessionToken":"T","expiration":4102444800}"#
+        XCTAssertNotNil(read(Array(valid.utf8)))
+        let others = [
+            #"{ "version":1,"phase":"federated"}"#,                           // whitespace
+            #"{"version":1,"phase":"federated","extra":true}"#,               // unknown key
+            #"{"version":1,"version":1,"phase":"federated"}"#,                // repeated key
+            #"{"version":1,"phase":"federated","identityId":"\ud800"}"#,      // lone surrogate
+            #"{"version":1.0,"phase":"federated"}"#,                          // non-integer version
+            #"{"version":1,"phase":"federated","expiration":01}"#,            // not a JSON number
+            #"{"version":1,"phase":"federated","expiration":1e999}"#,         // not finite
+            #"{"version":1,"phase":"expired"}"#,                              // unknown phase
+            #"{"phase":"federated"}"#,                                        // no version
+            #"{"version":1,"phase":"federated"} "#,                           // trailing bytes
+            #"{"version":1,"phase":"federated""#,                             // truncated
+        ]
+        for text in others {
+            XCTAssertNil(read(Array(text.utf8)), text)
+        }
+        // Left to JSONDecoder, which reads what it can (and still decides what fails).
+        let spaced = try SessionRecord(stored: Array(#"{ "version": 1, "phase": "terminated", "extra": 2 }"#.utf8), session: "s")
+        XCTAssertEqual(spaced.phase, .terminated)
+        let escaped = try XCTUnwrap(read(Array(#"{"version":1,"phase":"federated","identityId":"\u0041\ud83d\ude00"}"#.utf8)))
+        XCTAssertEqual(escaped.identityId, "A😀")
+        XCTAssertThrowsError(try SessionRecord(stored: Array(#"{"version":2,"phase":"federated"}"#.utf8), session: "s"))
+        XCTAssertThrowsError(try SessionRecord(stored: Array(#"{"version":1,"phase":"expired"}"#.utf8), session: "s"))
+        XCTAssertThrowsError(try SessionRecord(stored: [0xFF, 0xFE], session: "s"))
+    }
+}
