@@ -71,9 +71,12 @@ package enum Rendering {
     package static func shellQuoted(_ text: String) -> String {
         // A loop, not `replacing(_:with:)`: that goes through generic collection algorithms
         // whose run-time metadata lookups cost a short process more than the output itself.
+        // Unicode scalars, not Characters: a `'` followed by a combining mark is one
+        // Character that is not equal to "'", yet the shell still ends the quote at its `'`
+        // (a credential from a hostile endpoint could then run commands in `eval`).
         var quoted = "'"
-        for character in text {
-            if character == "'" { quoted += #"'\''"# } else { quoted.append(character) }
+        for scalar in text.unicodeScalars {
+            if scalar == "'" { quoted += #"'\''"# } else { quoted.unicodeScalars.append(scalar) }
         }
         return quoted + "'"
     }

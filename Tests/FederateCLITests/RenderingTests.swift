@@ -1,0 +1,40 @@
+import FederateCLI
+import Foundation
+import XCTest
+
+/// `--format env` output is meant for `eval`: whatever a credential holds (it comes from the
+/// identity service, which may be hostile), a POSIX shell must read back exactly that text.
+final class RenderingTests: XCTestCase {
+    func testShellQuotingRoundTripsThroughAShellWhateverTheText() throws {
+        let hostile = [
+            "plain",
+            "it's",
+            "'",
+            "''",
+            "a'\u{301}; touch pwned; '",  // a quote and a combining mark are one Character
+            "'\u{20DD}$(touch pwned)",
+            "`touch pwned`",
+            "$HOME \\ \" \n tab\t",
+            "é'\u{0327}\u{0301}x",
+            "",
+        ]
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("rendering-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+
+        for text in hostile {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", "printf %s " + Rendering.shellQuoted(text)]
+            process.currentDirectoryURL = directory
+            let output = Pipe()
+            process.standardOutput = output
+            try process.run()
+            let data = output.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            XCTAssertEqual(process.terminationStatus, 0, "sh failed for \(text.debugDescription)")
+            XCTAssertEqual(String(decoding: data, as: UTF8.self), text, "sh read back something else for \(text.debugDescription)")
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory.appendingPathComponent("pwned").path), "quoted text ran a command")
+    }
+}
