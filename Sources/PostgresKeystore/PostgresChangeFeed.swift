@@ -10,9 +10,11 @@ import Synchronization
 /// not fit PostgreSQL's 8,000-byte payload limit); see
 /// ``PostgresNamespace/notification(origin:keys:)``. PostgreSQL delivers notifications after
 /// commit, in commit order, so the payload is all the feed needs: no change log is read.
-/// This instance's own commits go to its subscribers at once, without the database. While
-/// anyone is subscribed, a listener holds one pooled connection with `LISTEN` and reports
-/// other origins' keys of this namespace.
+/// This instance's own commits go to its subscribers at once, without the database, except
+/// to a subscriber that excluded the batch's writer (a cache that already holds what it
+/// wrote, which would otherwise re-read it: one more query per commit). While anyone is
+/// subscribed, a listener holds one pooled connection with `LISTEN` and reports other
+/// origins' keys of this namespace.
 ///
 /// Each time the listener starts listening (the first time as well as after its connection
 /// dropped: server restart, network failure) every subscriber gets ``KeystoreChange/all``,
@@ -20,8 +22,14 @@ import Synchronization
 /// come with a growing pause (at most ``PostgresKeystore/Configuration/reconnectDelay``). A
 /// stream whose buffer overflows also gets ``KeystoreChange/all``.
 final class PostgresChangeFeed: Sendable {
+    private struct Subscriber: Sendable {
+        let continuation: AsyncStream<KeystoreChange>.Continuation
+        /// This instance's commits made by batches of this writer are not delivered.
+        let excludedWriter: UInt64?
+    }
+
     private struct State: Sendable {
-        var subscribers: [Int: AsyncStream<KeystoreChange>.Continuation] = [:]
+        var subscribers: [Int: Subscriber] = [:]
         var nextID = 0
         var listener: Task<Void, Never>?
         var closed = false
@@ -50,14 +58,14 @@ final class PostgresChangeFeed: Sendable {
     /// Whether the listener currently holds a connection with `LISTEN` active (for tests).
     var isListening: Bool { listening.load(ordering: .acquiring) }
 
-    func subscribe() -> AsyncStream<KeystoreChange> {
+    func subscribe(excludingWriter writer: UInt64? = nil) -> AsyncStream<KeystoreChange> {
         let (stream, continuation) = AsyncStream<KeystoreChange>.makeStream(
             bufferingPolicy: .bufferingNewest(max(2, configuration.changeBufferSize)))
         let id = state.withLock { state -> Int? in
             guard !state.closed else { return nil }
             let id = state.nextID
             state.nextID += 1
-            state.subscribers[id] = continuation
+            state.subscribers[id] = Subscriber(continuation: continuation, excludedWriter: writer)
             if state.listener == nil {
                 state.listener = Task { [weak self] in await self?.listen() }
             }
@@ -81,14 +89,22 @@ final class PostgresChangeFeed: Sendable {
         listener?.cancel()
     }
 
-    /// Delivers this instance's own committed keys at once.
-    func deliverLocal(_ keys: [String]) {
-        deliver(keys.map { .item($0) })
+    /// Delivers this instance's own committed keys at once, to every subscriber but those
+    /// excluding `writer` (the batch's; a group's batches have disjoint keys, so each key
+    /// has one writer).
+    func deliverLocal(_ keys: [String], writer: UInt64?) {
+        guard !keys.isEmpty else { return }
+        let subscribers = state.withLock { state in
+            state.subscribers.values.compactMap { subscriber in
+                writer != nil && subscriber.excludedWriter == writer ? nil : subscriber.continuation
+            }
+        }
+        Self.yield(keys.map { .item($0) }, to: subscribers)
     }
 
     private func deliver(_ changes: [KeystoreChange]) {
         guard !changes.isEmpty else { return }
-        let subscribers = state.withLock { Array($0.subscribers.values) }
+        let subscribers = state.withLock { $0.subscribers.values.map(\.continuation) }
         Self.yield(changes, to: subscribers)
     }
 
@@ -112,7 +128,7 @@ final class PostgresChangeFeed: Sendable {
                 state.subscribers.removeAll()
                 state.listener = nil
             }
-            return (Array(state.subscribers.values), state.listener)
+            return (state.subscribers.values.map(\.continuation), state.listener)
         }
         listener?.cancel()
         for subscriber in subscribers { subscriber.finish() }
