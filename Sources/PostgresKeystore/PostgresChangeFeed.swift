@@ -39,6 +39,8 @@ final class PostgresChangeFeed: Sendable {
     private let client: PostgresClient
     private let namespace: PostgresNamespace
     private let origin: Int64
+    /// What starts this instance's own notifications (the header is prefix-free).
+    private let ownHeader: String
     private let configuration: PostgresKeystore.Configuration
     private let logger: Logger
     private let listening = Atomic<Bool>(false)
@@ -50,6 +52,7 @@ final class PostgresChangeFeed: Sendable {
         self.client = client
         self.namespace = namespace
         self.origin = origin
+        self.ownHeader = namespace.notificationHeader(origin: origin)
         self.configuration = configuration
         self.logger = logger
         self.state = Mutex(State())
@@ -172,6 +175,9 @@ final class PostgresChangeFeed: Sendable {
 
     /// Delivers another origin's keys of this namespace; ignores everything else.
     private func received(_ payload: String) {
+        // Every own commit comes back here too; a byte comparison skips it without parsing
+        // its keys into scalars.
+        if payload.utf8.starts(with: ownHeader.utf8) { return }
         guard let (sender, keys) = namespace.parseNotification(payload), sender != origin else { return }
         guard let keys else { return deliver([.all]) }
         var seen: Set<String> = []
