@@ -10,9 +10,11 @@ import Synchronization
 /// not fit PostgreSQL's 8,000-byte payload limit); see
 /// ``PostgresNamespace/notification(origin:keys:)``. PostgreSQL delivers notifications after
 /// commit, in commit order, so the payload is all the feed needs: no change log is read.
-/// This instance's own commits go to its subscribers at once, without the database. While
-/// anyone is subscribed, a listener holds one pooled connection with `LISTEN` and reports
-/// other origins' keys of this namespace.
+/// This instance's own commits go to its subscribers at once, without the database, except
+/// to a subscriber that excluded the batch's writer (a cache that already holds what it
+/// wrote, which would otherwise re-read it: one more query per commit). While anyone is
+/// subscribed, a listener holds one pooled connection with `LISTEN` and reports other
+/// origins' keys of this namespace.
 ///
 /// Each time the listener starts listening (the first time as well as after its connection
 /// dropped: server restart, network failure) every subscriber gets ``KeystoreChange/all``,
@@ -24,6 +26,8 @@ final class PostgresChangeFeed: Sendable {
     private let client: PostgresClient
     private let namespace: PostgresNamespace
     private let origin: Int64
+    /// What starts this instance's own notifications (the header is prefix-free).
+    private let ownHeader: String
     private let configuration: PostgresKeystore.Configuration
     private let logger: Logger
     private let listening = Atomic<Bool>(false)
@@ -35,6 +39,7 @@ final class PostgresChangeFeed: Sendable {
         self.client = client
         self.namespace = namespace
         self.origin = origin
+        self.ownHeader = namespace.notificationHeader(origin: origin)
         self.configuration = configuration
         self.logger = logger
         self.subscribers = ChangeFanOut(bufferSize: max(2, configuration.changeBufferSize))
@@ -43,16 +48,18 @@ final class PostgresChangeFeed: Sendable {
     /// Whether the listener currently holds a connection with `LISTEN` active (for tests).
     var isListening: Bool { listening.load(ordering: .acquiring) }
 
-    func subscribe() -> AsyncStream<KeystoreChange> {
-        subscribers.subscribe {
+    func subscribe(excludingWriter writer: UInt64? = nil) -> AsyncStream<KeystoreChange> {
+        subscribers.subscribe(excludingWriter: writer) {
             let listener = Task { [weak self] in await self?.listen() }
             return { listener.cancel() }
         }
     }
 
-    /// Delivers this instance's own committed keys at once.
-    func deliverLocal(_ keys: [String]) {
-        subscribers.deliver(keys.map { .item($0) })
+    /// Delivers this instance's own committed keys at once, to every subscriber but those
+    /// excluding `writer` (the batch's; a group's batches have disjoint keys, so each key
+    /// has one writer).
+    func deliverLocal(_ keys: [String], writer: UInt64?) {
+        subscribers.deliver(keys.map { (change: KeystoreChange.item($0), writer: writer) })
     }
 
     /// Ends every stream and stops the listener.
@@ -98,6 +105,9 @@ final class PostgresChangeFeed: Sendable {
 
     /// Delivers another origin's keys of this namespace; ignores everything else.
     private func received(_ payload: String) {
+        // Every own commit comes back here too; a byte comparison skips it without parsing
+        // its keys into scalars.
+        if payload.utf8.starts(with: ownHeader.utf8) { return }
         guard let (sender, keys) = namespace.parseNotification(payload), sender != origin else { return }
         guard let keys else { return subscribers.deliver([.all]) }
         var seen: Set<String> = []

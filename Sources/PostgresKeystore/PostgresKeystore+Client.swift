@@ -31,7 +31,11 @@ extension PostgresKeystore {
             host: configuration.host, port: configuration.port, username: configuration.username,
             password: configuration.password, database: configuration.database, tls: tls)
         client.options.connectTimeout = configuration.connectTimeout
-        client.options.minimumConnections = 0
+        // Every time a connection above the minimum goes idle, the pool starts an idle-timeout
+        // timer (a task group of two tasks and a `Task.sleep`), and cancels it at the next
+        // lease: at low concurrency that is once per operation. Two kept connections (the
+        // change feed's and one for operations) serve a lone caller with no such timer.
+        client.options.minimumConnections = 2
         client.options.maximumConnections = max(2, configuration.maximumConnections)
         return client
     }

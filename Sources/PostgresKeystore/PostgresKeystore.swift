@@ -36,7 +36,7 @@ import Synchronization
 /// The keystore owns a postgres-nio `PostgresClient` (a connection pool) and the task that
 /// runs it. Call ``close()`` when done: it ends every change stream and that task, closing
 /// the connections. A keystore released without ``close()`` cancels the task from `deinit`.
-public final class PostgresKeystore: Keystore {
+public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
     /// The service (tool) whose items this keystore holds.
     public let service: String
     /// The access group this keystore reads and writes.
@@ -224,20 +224,15 @@ public final class PostgresKeystore: Keystore {
         if keys.count == 1 {
             // A lone key keeps the plain equality (no array to encode or unnest).
             let key = keys[0]
-            for try await row in try await connection.query("""
-                SELECT value FROM identity_broker_items
-                WHERE service = \(namespace.service) AND access_group = \(namespace.groupColumn) AND key = \(key)
-                """, logger: logger) {
-                rows[key] = Array(try row.decode(ByteBuffer.self).readableBytesView)
+            let statement = PostgresSchema.ReadOne(service: namespace.service, group: namespace.groupColumn, key: key)
+            for try await value in try await connection.execute(statement, logger: logger) {
+                rows[key] = Array(value.readableBytesView)
             }
             return rows
         }
-        let distinct = Array(Set(keys))
-        for try await row in try await connection.query("""
-            SELECT key, value FROM identity_broker_items
-            WHERE service = \(namespace.service) AND access_group = \(namespace.groupColumn) AND key = ANY(\(distinct))
-            """, logger: logger) {
-            let (key, value) = try row.decode((String, ByteBuffer).self)
+        let statement = PostgresSchema.ReadMany(
+            service: namespace.service, group: namespace.groupColumn, keys: Array(Set(keys)))
+        for try await (key, value) in try await connection.execute(statement, logger: logger) {
             rows[key] = Array(value.readableBytesView)
         }
         return rows
@@ -288,7 +283,7 @@ public final class PostgresKeystore: Keystore {
         for (operation, didApply) in zip(sealed, applied) where didApply && seen.insert(operation.key).inserted {
             changed.append(operation.key)
         }
-        feed.deliverLocal(changed)
+        feed.deliverLocal(changed, writer: batch.writer)
         callerLogger?.trace("keystore batch committed", metadata: [
             "broker.service": "\(service)",
             "broker.operations": "\(applied.count)",
@@ -306,6 +301,12 @@ public final class PostgresKeystore: Keystore {
     /// keystore is closed.
     public func changes() -> AsyncStream<KeystoreChange> {
         feed.subscribe()
+    }
+
+    /// ``changes()`` without this instance's commits made by batches tagged `writer`; the
+    /// same commits made by another instance (another origin) are still delivered.
+    package func changes(excludingWriter writer: UInt64) -> AsyncStream<KeystoreChange> {
+        feed.subscribe(excludingWriter: writer)
     }
 
     /// Whether ``close()`` was called.

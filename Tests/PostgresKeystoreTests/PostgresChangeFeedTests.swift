@@ -39,6 +39,32 @@ final class PostgresChangeFeedTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(b.subtracting([.all]), both, "another namespace's commits are not reported")
     }
 
+    /// A FederationClient's feed leaves out its own commits (it holds what it stored); every
+    /// other writer's commits, and the same commits seen from another instance, still come.
+    func testAWritersOwnCommitsAreLeftOutOfItsFilteredFeedOnly() async throws {
+        let first = try await keystore()
+        let second = try await keystore()
+        let writer = KeystoreBatch.makeWriterTag()
+        let filtered = first.changes(excludingWriter: writer)
+        let plain = first.changes()
+        let remote = second.changes()
+        let listening = await eventually { first.isListeningForChanges && second.isListeningForChanges }
+        XCTAssertTrue(listening)
+        var mine = KeystoreBatch()
+        mine.set([1], forKey: "mine")
+        mine.writer = writer
+        try await first.commit(mine)
+        try await first.set([2], forKey: "untagged")
+        try await second.set([3], forKey: "from-second")
+        async let filteredSaw = collectChanges(filtered, within: 1) { $0.isSuperset(of: [.item("untagged"), .item("from-second")]) }
+        async let plainSaw = collectChanges(plain, within: 1) { $0.isSuperset(of: [.item("mine"), .item("untagged")]) }
+        async let remoteSaw = collectChanges(remote, within: 1) { $0.contains(.item("mine")) }
+        let (a, b, c) = await (filteredSaw, plainSaw, remoteSaw)
+        XCTAssertEqual(a.subtracting([.all]), [.item("untagged"), .item("from-second")], "the writer's own commit is left out")
+        XCTAssertTrue(b.isSuperset(of: [.item("mine"), .item("untagged")]), "an unfiltered stream gets every commit: \(b)")
+        XCTAssertTrue(c.contains(.item("mine")), "another instance sees the tagged commit: \(c)")
+    }
+
     func testAFullBufferYieldsAll() async throws {
         let keystore = try await keystore { $0.changeBufferSize = 4 }
         let stream = keystore.changes()
