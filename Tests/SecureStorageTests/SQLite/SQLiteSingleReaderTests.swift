@@ -107,14 +107,8 @@ final class SQLiteSingleReaderTests: XCTestCase {
     /// Every file a full open checks, planted as a symbolic link, FIFO or directory: the same
     /// refusal, without hanging.
     func testPlantedFilesAreRefusedAsAFullOpenRefusesThem() throws {
-        let victim = FileManager.default.temporaryDirectory.appendingPathComponent("victim-\(UUID().uuidString)").path
-        XCTAssertTrue(FileManager.default.createFile(atPath: victim, contents: Data()))
+        let (victim, plants) = try hostilePlants()
         defer { try? FileManager.default.removeItem(atPath: victim) }
-        let plants: [(String, (String) -> Int32)] = [
-            ("symlink", { symlink(victim, $0) }),
-            ("fifo", { mkfifo($0, 0o600) }),
-            ("directory", { mkdir($0, 0o700) }),
-        ]
         for (name, plant) in plants {
             for suffix in ["", "-wal", "-shm", "-journal", "key"] {
                 let temporary = try TemporaryRoot()

@@ -23,6 +23,21 @@ func withinTimeout<T: Sendable>(_ seconds: Double, file: StaticString = #filePat
     return box.current
 }
 
+/// What an attacker can plant where the store expects one of its files (each planter takes
+/// the path): a symbolic link to a victim file, a FIFO, a directory. The caller removes the
+/// victim file.
+func hostilePlants() throws -> (victim: String, plants: [(name: String, plant: (String) -> Int32)]) {
+    let victim = FileManager.default.temporaryDirectory.appendingPathComponent("victim-\(UUID().uuidString)").path
+    guard FileManager.default.createFile(atPath: victim, contents: Data()) else {
+        throw KeystoreError(.io, "could not create the victim file", path: victim)
+    }
+    return (victim, [
+        ("symlink", { symlink(victim, $0) }),
+        ("fifo", { mkfifo($0, 0o600) }),
+        ("directory", { mkdir($0, 0o700) }),
+    ])
+}
+
 /// Opens a store synchronously, returning the error code on failure (for the timeout helper).
 func openResult(root: String, service: String = "tool", group: AccessGroup = .none, keySource: KeySource = .keyFile) -> Result<SQLiteKeystore, KeystoreError> {
     Result { () throws(KeystoreError) -> SQLiteKeystore in
