@@ -232,7 +232,7 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
         }
         let statement = PostgresSchema.ReadMany(
             service: namespace.service, group: namespace.groupColumn, keys: Array(Set(keys)))
-        for try await (key, value) in try await connection.execute(statement, logger: logger) {
+        for (key, value) in try await PostgresSchema.run(statement, preparing: false, on: connection, logger: logger) {
             rows[key] = Array(value.readableBytesView)
         }
         return rows

@@ -110,11 +110,31 @@ enum PostgresSchema {
             header: namespace.notificationHeader(origin: origin))
         var applied: Set<String> = []
         var removed: Set<String> = []
-        for try await (appliedKeys, removedKeys) in try await connection.execute(statement, logger: logger) {
+        let rows = try await run(statement, preparing: sets.count + removes.count == 1, on: connection, logger: logger)
+        for (appliedKeys, removedKeys) in rows {
             applied = Set(appliedKeys ?? [])
             removed = Set(removedKeys ?? [])
         }
         return (applied, removed)
+    }
+
+    /// Runs `statement` prepared when `preparing` (parsed once per connection, and after a
+    /// few runs planned once: a generic plan), otherwise as an unnamed statement planned for
+    /// its arguments. Statements over arrays of keys are prepared only for a single key: a
+    /// generic plan cannot know how many keys a group brings, and with prepared group
+    /// commits and combined reads the client at c = 64 did ~20 % fewer durable federations
+    /// per second (same-minute A/B, quiet machine).
+    static func run<Statement: PostgresPreparedStatement>(
+        _ statement: Statement, preparing: Bool, on connection: PostgresConnection, logger: Logger
+    ) async throws -> [Statement.Row] {
+        var rows: [Statement.Row] = []
+        if preparing {
+            for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
+        } else {
+            let query = PostgresQuery(unsafeSQL: Statement.sql, binds: try statement.makeBindings())
+            for try await row in try await connection.query(query, logger: logger) { rows.append(try statement.decodeRow(row)) }
+        }
+        return rows
     }
 
     /// The commit statement, prepared once per connection (postgres-nio keeps it by name).
