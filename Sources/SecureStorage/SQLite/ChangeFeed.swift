@@ -118,8 +118,12 @@ final class ChangeFeed: Sendable {
                     return (statement.isNull(0) ? nil : statement.int64(0), statement.isNull(1) ? nil : statement.int64(1))
                 }
                 let cursor = poller.cursor
-                // Rows after the cursor were trimmed, or the log restarted below it.
-                if poller.lostTrack || (oldest.map { $0 > cursor + 1 } ?? false) || (newest.map { $0 < cursor } ?? false) {
+                // Rows after the cursor were trimmed, or the log restarted below it. Sequence
+                // numbers come from a file a group member can write: one at Int64.max leaves
+                // no room above it (SQLite then picks rowids at random), so every change after
+                // it is reported as `.all` rather than trapping on `cursor + 1`.
+                let (next, exhausted) = cursor.addingReportingOverflow(1)
+                if poller.lostTrack || exhausted || (oldest.map { $0 > next } ?? false) || (newest.map { $0 < cursor } ?? false) {
                     return ([.all], newest ?? 0)
                 }
                 let changes = try connection.withStatement(StoreSchema.changesSince) { statement throws(KeystoreError) -> [KeystoreChange] in

@@ -11,7 +11,8 @@ import Synchronization
 /// continuation), about a tenth of a durable federation's CPU. What it costs is bounded: it
 /// never waits for a lock (another process's write lock sends the batch to the queue), only
 /// one caller at a time commits inline, and it commits only its own batch, so it blocks its
-/// thread for one commit's fsync; batches that arrive meanwhile go to the queue as before.
+/// thread for one commit's fsync (and, rarely, the writer's share of a checkpoint that the
+/// background fell 2,000 pages behind on); batches that arrive meanwhile go to the queue.
 /// When a group transaction fails, its batches are retried one by one, so a bad batch fails
 /// alone.
 /// A key one commit changed, and the writer tag of the batches that changed it when they all
@@ -159,7 +160,7 @@ final class GroupCommitter: Sendable {
                 ? try connection.immediateTransaction(body)
                 : try connection.immediateTransactionWithoutWaiting(body)
             onCommit(changed, lastSequence)
-            trimIfDue(added: changed.count)
+            trimIfDue(added: changed.count, waitingForLocks: waitingForLocks)
             return applied.map { .success($0) }
         } catch {
             guard group.count > 1 else { return [.failure(error)] }
@@ -205,14 +206,23 @@ final class GroupCommitter: Sendable {
 
     /// Keeps the change log near `retention` rows: trimmed once a tenth of `retention` rows
     /// were added (counting rows, not commits, so large batches cannot grow the log far past
-    /// it); a failed trim is retried at the next commit.
-    private func trimIfDue(added: Int) {
+    /// it); a failed trim is retried at the next commit. A caller committing inline does not
+    /// wait for another process's lock here either: a busy store leaves the trim to a later
+    /// commit.
+    private func trimIfDue(added: Int, waitingForLocks: Bool) {
         queueState.rowsSinceTrim += added
         guard queueState.rowsSinceTrim >= trimInterval else { return }
-        queueState.rowsSinceTrim = 0
-        try? connection.withStatement(StoreSchema.trimChanges) { statement throws(KeystoreError) in
-            try statement.bind(1, int64: Int64(retention))
-            _ = try statement.step()
+        func trim() throws(KeystoreError) {
+            try connection.withStatement(StoreSchema.trimChanges) { statement throws(KeystoreError) in
+                try statement.bind(1, int64: Int64(retention))
+                _ = try statement.step()
+            }
+        }
+        do {
+            if waitingForLocks { try trim() } else { try connection.withoutWaiting(trim) }
+            queueState.rowsSinceTrim = 0
+        } catch {
+            // The count is kept, so the next commit tries again; until then the log only grows.
         }
     }
 }

@@ -154,10 +154,16 @@ final class SQLiteConnection: @unchecked Sendable {
     /// `BEGIN IMMEDIATE` fails at once with ``KeystoreError/Code/storeUnavailable`` when the
     /// store is busy, having changed nothing.
     func immediateTransactionWithoutWaiting<R>(_ body: () throws(KeystoreError) -> R) throws(KeystoreError) -> R {
+        try withoutWaiting { () throws(KeystoreError) -> R in try transaction(beginning: "BEGIN IMMEDIATE", body) }
+    }
+
+    /// Runs `body` with no busy timeout: a statement that needs another connection's lock
+    /// fails at once with ``KeystoreError/Code/storeUnavailable`` instead of waiting.
+    func withoutWaiting<R>(_ body: () throws(KeystoreError) -> R) throws(KeystoreError) -> R {
         let connection = try open()
         sqlite3_busy_timeout(connection, 0)
         defer { sqlite3_busy_timeout(connection, Int32(clamping: busyTimeout.wholeMilliseconds)) }
-        return try transaction(beginning: "BEGIN IMMEDIATE", body)
+        return try body()
     }
 
     /// Runs `body` in a deferred read transaction, so every statement sees one snapshot.

@@ -36,6 +36,31 @@ final class SQLiteChangeFeedTests: XCTestCase {
         XCTAssertTrue(b.contains(.item("from-first")), "\(b)")
     }
 
+    /// Sequence numbers come from a file other group members can write. A row planted at the
+    /// largest sequence leaves no room above it: instances must neither trap nor miss what
+    /// follows; they report it as `.all`.
+    func testAChangeRowPlantedAtTheLargestSequenceGivesAllNotACrash() async throws {
+        let temporary = try TemporaryRoot()
+        let writer = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey())
+        defer { writer.close() }
+        try await writer.set([1], forKey: "before")
+        try tamper(writer.namespace.databasePath) { connection throws(KeystoreError) in
+            try connection.execute("INSERT INTO changes(seq, key, origin) VALUES(\(Int64.max), 'planted', 0)")
+        }
+        let watcher = try SQLiteKeystore(
+            root: temporary.root, service: "tool", keySource: testKey(),
+            configuration: .init(changePollInterval: .milliseconds(50))
+        )
+        defer { watcher.close() }
+        let stream = watcher.changes()
+        try await Task.sleep(for: .milliseconds(200))
+        try await writer.set([2], forKey: "after")
+        let seen = await collectChanges(stream, within: 3) { $0.contains(.all) || $0.contains(.item("after")) }
+        XCTAssertTrue(seen.contains(.all), "\(seen)")
+        let value = try await watcher.value(forKey: "after")
+        XCTAssertEqual(value, [2])
+    }
+
     func testASubscriberLeftBehindByTrimmingGetsAll() async throws {
         let temporary = try TemporaryRoot()
         let watcher = try SQLiteKeystore(
