@@ -1,6 +1,13 @@
 import Dispatch
 import Synchronization
 
+/// A key one commit changed, and the writer tag of the batches that changed it when they all
+/// carried the same one (`nil`: untagged, or several writers).
+struct CommittedChange: Sendable {
+    let key: String
+    var writer: UInt64?
+}
+
 /// The single writer of one database: batches queued while a commit runs are committed
 /// together in the next `BEGIN IMMEDIATE … COMMIT`, so concurrent writers share one fsync.
 ///
@@ -15,19 +22,17 @@ import Synchronization
 /// background fell 2,000 pages behind on); batches that arrive meanwhile go to the queue.
 /// When a group transaction fails, its batches are retried one by one, so a bad batch fails
 /// alone.
-/// A key one commit changed, and the writer tag of the batches that changed it when they all
-/// carried the same one (`nil`: untagged, or several writers).
-struct CommittedChange: Sendable {
-    let key: String
-    var writer: UInt64?
-}
-
 final class GroupCommitter: Sendable {
     typealias Completion = @Sendable (Result<[Bool], KeystoreError>) -> Void
 
-    private struct Pending: Sendable {
+    /// One caller's operations, committed together or not at all, and its writer tag.
+    private struct Batch: Sendable {
         let operations: [SealedOperation]
         let writer: UInt64?
+    }
+
+    private struct Pending: Sendable {
+        let batch: Batch
         let completion: Completion
     }
 
@@ -74,7 +79,7 @@ final class GroupCommitter: Sendable {
     func submit(_ operations: [SealedOperation], writer: UInt64? = nil, completion: @escaping Completion) {
         let start = state.withLock { state -> Bool? in
             guard !state.closed else { return nil }
-            state.pending.append(Pending(operations: operations, writer: writer, completion: completion))
+            state.pending.append(Pending(batch: Batch(operations: operations, writer: writer), completion: completion))
             guard !state.draining else { return false }
             state.draining = true
             return true
@@ -111,7 +116,7 @@ final class GroupCommitter: Sendable {
                 return true
             }
             guard claimed else { return nil }
-            let result = commit([Pending(operations: operations, writer: writer, completion: { _ in })], waitingForLocks: false)[0]
+            let result = commit([Batch(operations: operations, writer: writer)], waitingForLocks: false)[0]
             let more = state.withLock { state -> Bool in
                 guard state.pending.isEmpty else { return true }
                 state.draining = false
@@ -121,8 +126,11 @@ final class GroupCommitter: Sendable {
             return result
         }
         guard case let result?? = attempt else { return nil }
-        if case .failure(let error) = result, error.code == .storeUnavailable { return nil }
-        inlineCommits.add(1, ordering: .relaxed)
+        switch result {
+        case .failure(let error) where error.code == .storeUnavailable: return nil
+        case .failure: break
+        case .success: inlineCommits.add(1, ordering: .relaxed)
+        }
         return result
     }
 
@@ -135,19 +143,19 @@ final class GroupCommitter: Sendable {
                 return group
             }
             guard !group.isEmpty else { return }
-            let results = commit(group)
+            let results = commit(group.map(\.batch))
             for (pending, result) in zip(group, results) { pending.completion(result) }
         }
     }
 
-    private func commit(_ group: [Pending], waitingForLocks: Bool = true) -> [Result<[Bool], KeystoreError>] {
+    private func commit(_ group: [Batch], waitingForLocks: Bool = true) -> [Result<[Bool], KeystoreError>] {
         do {
             var changed: [CommittedChange] = []
             var seen: [String: Int] = [:]
             func body() throws(KeystoreError) -> ([[Bool]], Int64?) {
                 var applied: [[Bool]] = []
-                for pending in group {
-                    applied.append(try apply(pending.operations, writer: pending.writer, changed: &changed, seen: &seen))
+                for batch in group {
+                    applied.append(try apply(batch.operations, writer: batch.writer, changed: &changed, seen: &seen))
                 }
                 var lastSequence: Int64?
                 for change in changed {

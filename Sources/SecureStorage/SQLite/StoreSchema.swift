@@ -69,6 +69,13 @@ enum StoreSchema {
     /// checked against `service` and `group`; a version 1 database is upgraded in the same
     /// transaction, so it is either wholly upgraded or untouched.
     static func install(on connection: SQLiteConnection, service: String, group: AccessGroup) throws(KeystoreError) {
+        // A database this release cannot read is refused before anything about it changes,
+        // its journal mode included (the checks below run in a transaction that rolls back,
+        // but switching to WAL does not).
+        if try connection.withStatement(hasMeta, { statement throws(KeystoreError) in try statement.step() }),
+           let foundVersion = try meta("schema_version", on: connection) {
+            _ = try checkVersion(foundVersion, path: connection.path)
+        }
         // Before anything is written (a database that has pages keeps its size, so one made
         // by version 1 keeps its 8 KiB pages).
         try connection.execute("PRAGMA page_size=\(pageSize)")
@@ -123,6 +130,8 @@ enum StoreSchema {
         return true
     }
 
+    private static let hasMeta = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+
     private static let installedTables =
         "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('meta', 'items', 'changes')"
 
@@ -136,7 +145,10 @@ enum StoreSchema {
     /// The stored schema version; throws for one this release cannot read (newer, or not a
     /// version at all).
     private static func checkVersion(_ found: String, path: String) throws(KeystoreError) -> Int {
-        guard let stored = Int(found), stored >= 1, stored <= version else {
+        guard let stored = Int(found), stored >= 1 else {
+            throw KeystoreError(.corruptFormat, "database schema version \(found) is not a version any release wrote", path: path)
+        }
+        guard stored <= version else {
             throw KeystoreError(.corruptFormat, "database schema version \(found) is newer than this release supports (\(version))", path: path)
         }
         return stored

@@ -107,12 +107,7 @@ final class SQLiteSealingTests: XCTestCase {
 
     func testADatabaseCopiedUnderAnotherServiceIsRefused() async throws {
         let temporary = try TemporaryRoot()
-        let keystore = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey())
-        try await keystore.set(bytes("x"), forKey: "k")
-        let path = keystore.namespace.databasePath
-        keystore.close()
-        let layout = try StoreLayout(root: temporary.root, service: "other")
-        XCTAssertEqual(link(path, layout.databasePath(.none)), 0)
+        try await databaseOfToolLinkedAsOther(root: temporary.root)
         guard case .failure(let error) = openResult(root: temporary.root, service: "other", keySource: testKey()) else {
             return XCTFail("a database of another service opened")
         }

@@ -89,13 +89,8 @@ final class SQLiteSingleReaderTests: XCTestCase {
 
     func testADatabaseOfAnotherServiceIsRefusedAsAFullOpenRefusesIt() async throws {
         let temporary = try TemporaryRoot()
-        let keystore = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey())
-        try await keystore.set(bytes("x"), forKey: "k")
-        let path = keystore.namespace.databasePath
-        keystore.close()
         // The private database of "other" is a copy of "tool"'s; its last group is recorded.
-        let layout = try StoreLayout(root: temporary.root, service: "other")
-        XCTAssertEqual(link(path, layout.databasePath(.none)), 0)
+        try await databaseOfToolLinkedAsOther(root: temporary.root)
         let error = assertThrows(KeystoreError.self, code: .corruptFormat) { try reader(temporary.root, service: "other") }
         guard case .failure(let full) = openResult(root: temporary.root, service: "other", keySource: testKey()) else {
             return XCTFail("a database of another service opened")

@@ -38,6 +38,17 @@ func hostilePlants() throws -> (victim: String, plants: [(name: String, plant: (
     ])
 }
 
+/// The attack of a database moved between services: "tool"'s private database, holding one
+/// item, hard-linked where "other"'s private database goes (its meta row still names "tool").
+func databaseOfToolLinkedAsOther(root: String) async throws {
+    let keystore = try SQLiteKeystore(root: root, service: "tool", keySource: testKey())
+    try await keystore.set(bytes("x"), forKey: "k")
+    let path = keystore.namespace.databasePath
+    keystore.close()
+    let layout = try StoreLayout(root: root, service: "other")
+    XCTAssertEqual(link(path, layout.databasePath(.none)), 0)
+}
+
 /// Opens a store synchronously, returning the error code on failure (for the timeout helper).
 func openResult(root: String, service: String = "tool", group: AccessGroup = .none, keySource: KeySource = .keyFile) -> Result<SQLiteKeystore, KeystoreError> {
     Result { () throws(KeystoreError) -> SQLiteKeystore in

@@ -80,17 +80,48 @@ final class StoreSchemaTests: XCTestCase {
         let keystore = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey())
         let path = keystore.namespace.databasePath
         keystore.close()
+        // A newer release might not use WAL: the refused database keeps its journal mode.
         try tamper(path) { connection throws(KeystoreError) in
             try connection.execute("UPDATE meta SET value = '\(StoreSchema.version + 1)' WHERE name = 'schema_version'")
+            try connection.execute("PRAGMA journal_mode=DELETE")
         }
         XCTAssertThrowsError(try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey())) { error in
             XCTAssertEqual((error as? KeystoreError)?.code, .corruptFormat)
             XCTAssertTrue("\(error)".contains("newer"), "\(error)")
         }
         XCTAssertEqual(try schemaVersion(path), "\(StoreSchema.version + 1)", "the refused database was written")
+        XCTAssertEqual(try journalMode(path), "delete", "the refused database was switched to WAL")
+    }
+
+    /// A version no release wrote (0, negative, not a number) is called what it is, not "newer".
+    func testAVersionNoReleaseWroteIsRefusedAsSuch() throws {
+        let temporary = try TemporaryRoot()
+        let keystore = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey())
+        let path = keystore.namespace.databasePath
+        keystore.close()
+        for bad in ["0", "-1", "two"] {
+            try tamper(path) { connection throws(KeystoreError) in
+                try connection.execute("UPDATE meta SET value = '\(bad)' WHERE name = 'schema_version'")
+            }
+            XCTAssertThrowsError(try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey()), bad) { error in
+                XCTAssertEqual((error as? KeystoreError)?.code, .corruptFormat, bad)
+                XCTAssertFalse("\(error)".contains("newer"), "\(error)")
+                XCTAssertTrue("\(error)".contains("schema version \(bad)"), "\(error)")
+            }
+        }
     }
 
     // MARK: Helpers
+
+    private func journalMode(_ path: String) throws -> String {
+        var mode = ""
+        try tamper(path) { connection throws(KeystoreError) in
+            mode = try connection.withStatement("PRAGMA journal_mode") { statement throws(KeystoreError) -> String in
+                try statement.step() ? statement.text(0).lowercased() : ""
+            }
+        }
+        return mode
+    }
 
     private func tableSQL(_ path: String, _ table: String) throws -> String {
         var sql = ""
