@@ -33,6 +33,8 @@ let package = Package(
         // Only CredentialServer (and the CLI through it) links Hummingbird and NIO; Federation
         // and SecureStorage stay free of them. No traits: swift-configuration is not needed.
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
+        // NIOCore's TimeAmount for the credential server's idle timeout (already Hummingbird's).
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         // Only PostgresKeystore links postgres-nio (and so NIO).
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
@@ -59,6 +61,12 @@ let package = Package(
             name: "CXMLLoader",
             path: "Sources/CXMLLoader",
             linkerSettings: [.linkedLibrary("dl")]
+        ),
+        // posix_spawn's close-from file action, which glibc declares only with _GNU_SOURCE:
+        // `federate exec` starts its command with no descriptor of its own open.
+        .target(
+            name: "CProcessSpawn",
+            path: "Sources/CProcessSpawn"
         ),
         .systemLibrary(
             name: "CLibCrypto",
@@ -107,6 +115,8 @@ let package = Package(
             dependencies: [
                 "Federation",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -144,6 +154,7 @@ let package = Package(
         .executableTarget(
             name: "federate-server",
             dependencies: [
+                "CProcessSpawn",
                 "FederateCLI",
                 "CredentialServer",
                 "Federation",
@@ -158,7 +169,7 @@ let package = Package(
         // MARK: Fuzzing (not part of the test run)
         .executableTarget(
             name: "broker-fuzz",
-            dependencies: ["Federation"],
+            dependencies: ["Federation", "SecureStorage"],
             path: "Fuzz/BrokerFuzz"
         ),
 

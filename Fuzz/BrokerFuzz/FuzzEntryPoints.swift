@@ -1,4 +1,5 @@
 import Federation
+import SecureStorage
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials

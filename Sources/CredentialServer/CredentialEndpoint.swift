@@ -14,10 +14,23 @@ public struct CredentialEndpoint: Sendable {
     /// The variable the AWS SDKs read the `Authorization` header value from.
     public static let authorizationTokenVariable = "AWS_CONTAINER_AUTHORIZATION_TOKEN"
     /// Variables a child must not inherit, because the SDKs would use them before (or
-    /// instead of) the endpoint: static credentials, a profile, and another container
-    /// endpoint or token file.
+    /// instead of) the endpoint:
+    /// - static credentials, including the older spellings some SDKs still read
+    ///   (`AWS_ACCESS_KEY`, `AWS_SECRET_KEY`, `AWS_SECURITY_TOKEN`);
+    /// - a profile (`AWS_PROFILE`, and `AWS_DEFAULT_PROFILE`, which botocore and the AWS CLI
+    ///   read the same way);
+    /// - a web identity (`AWS_WEB_IDENTITY_TOKEN_FILE` with `AWS_ROLE_ARN`: every SDK's chain
+    ///   tries it before the container provider, so on a Kubernetes pod with a service-account
+    ///   role the child would act as the pod);
+    /// - another container endpoint or token file.
+    ///
+    /// A `[default]` profile in the shared credentials file also comes before the container
+    /// provider in the SDKs' chains; it is a file, not a variable, so it is not removed here.
     public static let conflictingVariables = [
-        "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+        "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_CREDENTIAL_EXPIRATION",
+        "AWS_ACCESS_KEY", "AWS_SECRET_KEY", "AWS_SECURITY_TOKEN",
+        "AWS_PROFILE", "AWS_DEFAULT_PROFILE",
+        "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_ROLE_SESSION_NAME",
         "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
     ]
 

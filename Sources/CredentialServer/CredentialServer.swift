@@ -1,5 +1,7 @@
 public import Federation
 import Hummingbird
+import HummingbirdCore
+import NIOCore
 public import Logging
 public import ServiceLifecycle
 
@@ -79,6 +81,7 @@ public final class CredentialServer: Service, Sendable {
         let responder = CredentialResponder(client: client, token: token, sessions: Set(unique), logger: logger)
         let application = Application(
             responder: responder,
+            server: .http1(configuration: HTTP1Channel.Configuration(idleTimeout: TimeAmount(configuration.idleTimeout))),
             configuration: ApplicationConfiguration(address: .hostname("127.0.0.1", port: 0)),
             onServerRunning: { [state, logger] channel in
                 guard let port = channel.localAddress?.port else { return }

@@ -9,6 +9,15 @@ public struct CredentialServerConfiguration: Sendable, Hashable {
     /// ``SessionName``'s rule, which keeps them valid URL path segments as they are.
     public var sessions: [String]
 
+    /// How long a connection may go without a request part (a whole header block, a piece
+    /// of body) before the server closes it. Default: 10 seconds.
+    ///
+    /// Any local user can connect to the port. Without a limit, one who opens connections and
+    /// sends nothing, or half a request, holds them for ever, until the process runs out of
+    /// file descriptors and the child's own fetches fail. The SDKs' container provider sends
+    /// its request as soon as it connects, so it never comes near this.
+    public var idleTimeout: Duration = .seconds(10)
+
     /// Serves `sessions` (default: ``FederationClient/defaultSession``).
     public init(sessions: [String] = [FederationClient.defaultSession]) {
         self.sessions = sessions

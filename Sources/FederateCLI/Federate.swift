@@ -61,6 +61,7 @@ package struct Federate: AsyncParsableCommand {
     /// contract says 2, so parsing errors are caught here.
     static func main() async {
         let status: ExitStatus
+        neverShowSecretsGivenToThisRun()
         do {
             // The cache hit an SDK runs before every AWS call skips argument-parser's reflection
             // when the command line is one it would read the same way (CredentialsCommandLine).
@@ -86,6 +87,25 @@ package struct Federate: AsyncParsableCommand {
         // A PostgreSQL keystore's connection pool ends before the process does.
         await ActiveServerSide.current.closeKeystores()
         Terminal.exit(status)
+    }
+
+    /// Registers, before anything is parsed, the secrets this run was given, so that no
+    /// message can show them: a usage error quotes the argument it could not read, which may
+    /// be a `postgres://` URL with its password given without `--keystore`. Those are the key
+    /// variables and the password of any URL in the arguments or `$IDENTITY_BROKER_KEYSTORE`
+    /// (its raw text; the URL parser's own errors never quote it).
+    private static func neverShowSecretsGivenToThisRun() {
+        for name in KeySelection.secretVariables {
+            if let value = KeystoreAccess.environment(name) { Terminal.neverShow(value) }
+        }
+        let candidates = CommandLine.arguments.dropFirst() + [KeystoreAccess.environment(KeystoreAccess.keystoreVariable)].compactMap { $0 }
+        for text in candidates {
+            guard let scheme = text.firstRange(of: "://"), let at = text.lastIndex(of: "@"), scheme.upperBound < at else { continue }
+            let userInfo = text[scheme.upperBound..<at]
+            guard let colon = userInfo.firstIndex(of: ":") else { continue }
+            let password = userInfo[userInfo.index(after: colon)...]
+            if !password.isEmpty { Terminal.neverShow(String(password)) }
+        }
     }
 
     /// Help and version requests print to stdout and exit 0; anything else

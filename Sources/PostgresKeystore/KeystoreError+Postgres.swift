@@ -48,8 +48,10 @@ extension KeystoreError {
             // The pool's own errors (circuit breaker tripped, shut down) and NIO's I/O errors.
             detail = String(describing: error)
         }
-        if let password = configuration.password, !password.isEmpty {
-            detail = detail.replacing(password, with: "<redacted>")
+        // Any 16 characters of the password, or the whole of a shorter one; one under 4
+        // characters is not looked for, since replacing a letter everywhere would spell it out.
+        if let password = configuration.password {
+            detail = SecretRedactor(secrets: [password]).redact(detail)
         }
         return KeystoreError(code, "PostgreSQL at \(endpoint): \(operation) failed: \(detail)", path: endpoint)
     }

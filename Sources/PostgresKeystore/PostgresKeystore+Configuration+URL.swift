@@ -1,9 +1,13 @@
 extension PostgresKeystore.Configuration {
     /// Parses `postgres://user:password@host:port/database?sslmode=…` (or `postgresql://`).
     ///
-    /// Every part is percent-decoded, so a password holding `@`, `:` or `/` is written
-    /// `%40`, `%3A`, `%2F`. An IPv6 host is written in brackets (`[::1]`). The port defaults
-    /// to 5432 and the database to the user's name. Query parameters:
+    /// Every part is percent-decoded, so a password holding `@`, `:`, `/`, `?` or `#` is
+    /// written `%40`, `%3A`, `%2F`, `%3F`, `%23`. An unescaped `@` in the password is still
+    /// read as meant (the user information ends at the last `@` before the host), but a `/`
+    /// or `?` in it would end the host early and send the rest of the password as a database
+    /// name or parameter: a URL with an `@` after its host is therefore refused, with a
+    /// reason that quotes none of it. An IPv6 host is written in brackets (`[::1]`). The port
+    /// defaults to 5432 and the database to the user's name. Query parameters:
     ///
     /// - `sslmode`: `disable` (the default), `allow`/`prefer`, `require`, `verify-ca`,
     ///   `verify-full`; see ``PostgresKeystore/TLSMode``.
@@ -21,6 +25,14 @@ extension PostgresKeystore.Configuration {
             rest = rest.dropFirst("postgresql://".count)
         } else {
             throw PostgresURLError("the URL must start with postgres:// or postgresql://")
+        }
+        // The host ends at the first '/' or '?' after the last '@'. An '@' after that point
+        // means a '/' or '?' in the password (or an '@' in a parameter): refused, since any
+        // reading of it would send part of the password somewhere as another part.
+        if let at = rest.lastIndex(of: "@"),
+           let end = rest.firstIndex(where: { $0 == "/" || $0 == "?" }), end < at {
+            throw PostgresURLError(
+                "the URL has an '@' after its host: percent-encode '/', '?', '#' and '@' in the user name and password (%2F, %3F, %23, %40), and '@' in a parameter value (%40)")
         }
         var query: Substring = ""
         if let mark = rest.firstIndex(of: "?") {

@@ -1,3 +1,4 @@
+import CProcessSpawn
 import Dispatch
 #if canImport(Glibc)
 import Glibc
@@ -11,14 +12,18 @@ import Darwin
 /// does) with a clean signal state: an empty blocked-signal mask and every catchable
 /// signal at its default disposition. Without that, a child started from a Swift
 /// concurrency thread inherits a mask that blocks SIGTERM, and signals `federate` traps
-/// or ignores (SIGINT, SIGTERM, SIGPIPE) would stay ignored in the child.
+/// or ignores (SIGINT, SIGTERM, SIGPIPE) would stay ignored in the child. It also starts
+/// with only standard input, output and error open: SwiftNIO opens its listening socket and
+/// epoll descriptors without close-on-exec, and a PostgreSQL keystore's pool holds logged-in
+/// connections. A command that inherited them could speak SQL as the broker, or keep the
+/// credential port bound after `federate` exits.
 struct ChildProcess: Sendable {
     /// The child's process ID.
     let pid: pid_t
 
     /// Why a command could not be started.
     struct SpawnFailure: Error {
-        /// `errno` from `posix_spawnp`.
+        /// `errno` from `posix_spawnp` or from preparing it.
         var code: Int32
     }
 
@@ -37,6 +42,11 @@ struct ChildProcess: Sendable {
         }
         posix_spawnattr_setsigdefault(&attributes, &defaults)
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        let closing = ib_spawn_file_actions_closefrom(&actions, 3)
+        guard closing == 0 else { throw SpawnFailure(code: closing) }
 
         let argv = arguments.map { strdup($0) } + [nil]
         let envp = environment.map { strdup($0) } + [nil]
@@ -49,7 +59,7 @@ struct ChildProcess: Sendable {
             }
         }
         var pid = pid_t()
-        let code = posix_spawnp(&pid, arguments[0], nil, &attributes, argv, envp)
+        let code = posix_spawnp(&pid, arguments[0], &actions, &attributes, argv, envp)
         guard code == 0 else { throw SpawnFailure(code: code) }
         return ChildProcess(pid: pid)
     }

@@ -48,15 +48,21 @@ enum ExecRunner {
     }
 
     /// This process's environment, less the variables that would take precedence over the
-    /// endpoint, plus the two that name it.
+    /// endpoint and the broker's own secrets, plus the two that name the endpoint.
+    ///
+    /// The command gets one session through the endpoint, never the keystore: the keystore
+    /// key (`$IDENTITY_BROKER_KEY`, or the passphrase or key file it comes from) opens every
+    /// session, and a `postgres://` keystore URL carries the database password.
     static func childEnvironment(_ endpoint: CredentialEndpoint) -> [String] {
-        let removed = Set(CredentialEndpoint.conflictingVariables + endpoint.environment.keys)
+        let removed = Set(CredentialEndpoint.conflictingVariables + endpoint.environment.keys + KeySelection.secretVariables)
         var entries = [String]()
         var cursor = environ
         while let entry = cursor.pointee {
             let text = String(cString: entry)
-            let name = text.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? text
-            if !removed.contains(name) { entries.append(text) }
+            let parts = text.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = parts.first.map(String.init) ?? text
+            let isDatabaseURL = name == KeystoreAccess.keystoreVariable && parts.count == 2 && parts[1].contains("://")
+            if !removed.contains(name) && !isDatabaseURL { entries.append(text) }
             cursor += 1
         }
         entries.append("\(CredentialEndpoint.fullURIVariable)=\(endpoint.url)")

@@ -246,6 +246,35 @@ final class CredentialServerTests: XCTestCase {
         await assertThrows(CredentialServerError.self, code: .notRunning) { try await running.server.baseURL() }
     }
 
+    /// A local user who connects and sends half a request cannot hold the connection: the
+    /// server closes it after ``CredentialServerConfiguration/idleTimeout``, and serves
+    /// everyone else meanwhile.
+    func testAConnectionThatSendsHalfARequestIsClosedAfterTheIdleTimeout() async throws {
+        let client = try federatingClient(fake, keystore: InMemoryKeystore())
+        try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        var configuration = CredentialServerConfiguration(session: "alice")
+        configuration.idleTimeout = .milliseconds(500)
+        let running = RunningServer(try CredentialServer(client: client, configuration: configuration))
+        let base = try await running.server.baseURL()
+        let port = try XCTUnwrap(UInt16(base.split(separator: ":").last ?? ""))
+        let stalled = try XCTUnwrap(HalfSentRequest(port: port), "could not connect")
+        let served = try await running.request("/credentials/alice")
+        XCTAssertEqual(served.status, 200, "a stalled connection held up another client")
+        // Blocking reads with a receive timeout, off the cooperative pool.
+        let outcome = await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: stalled.waitForClose(within: .seconds(5))) }
+        }
+        switch outcome {
+        case .closed(let after):
+            XCTAssertGreaterThanOrEqual(after, .milliseconds(300), "closed before the idle timeout")
+        case .stillOpen:
+            XCTFail("the half-sent request's connection was still open after 5 s")
+        case .answered(let text):
+            XCTFail("the server answered a half-sent request: \(text)")
+        }
+        try await running.stop()
+    }
+
     func testRejectsABadConfiguration() {
         let client = FederationClient(keystore: InMemoryKeystore())
         for sessions in [[], ["../etc"], [""], ["a/b"]] {

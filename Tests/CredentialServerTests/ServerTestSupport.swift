@@ -5,6 +5,13 @@ import Foundation
 import Logging
 import SecureStorage
 import XCTest
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A pool ID in `us-east-1`.
 let testPoolId = "us-east-1:11111111-2222-3333-4444-555555555555"
@@ -66,5 +73,57 @@ final class RunningServer: Sendable {
     func stop() async throws {
         await server.shutdown()
         try await task.value
+    }
+}
+
+/// A raw loopback connection that sends the start of a request and never the rest (what a
+/// client holding connections open does).
+final class HalfSentRequest: Sendable {
+    enum Outcome: Sendable {
+        /// The server closed the connection, this long after it was opened.
+        case closed(after: Duration)
+        case stillOpen
+        /// The server sent bytes (it must not: the request was never complete).
+        case answered(String)
+    }
+
+    private let descriptor: Int32
+    private let opened = ContinuousClock.now
+
+    init?(port: UInt16) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        let start = Array("GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\n".utf8)
+        guard connected == 0, send(fd, start, start.count, 0) == start.count else {
+            close(fd)
+            return nil
+        }
+        descriptor = fd
+    }
+
+    deinit { close(descriptor) }
+
+    /// Blocks until the server closes the connection, sends something, or `limit` passes.
+    func waitForClose(within limit: Duration) -> Outcome {
+        let deadline = ContinuousClock.now + limit
+        var buffer = [UInt8](repeating: 0, count: 512)
+        while ContinuousClock.now < deadline {
+            var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            let count = recv(descriptor, &buffer, buffer.count, 0)
+            if count == 0 { return .closed(after: ContinuousClock.now - opened) }
+            if count > 0 { return .answered(String(decoding: buffer[..<count], as: UTF8.self)) }
+            if errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR {
+                return .closed(after: ContinuousClock.now - opened)
+            }
+        }
+        return .stillOpen
     }
 }

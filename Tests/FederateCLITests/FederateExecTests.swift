@@ -123,10 +123,19 @@ final class FederateExecTests: XCTestCase {
             import json, os
             names = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
                      "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
-                     "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_REGION", "KEEP_ME"]
+                     "AWS_DEFAULT_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_ACCESS_KEY",
+                     "AWS_SECRET_KEY", "AWS_SECURITY_TOKEN", "IDENTITY_BROKER_KEY_FILE",
+                     "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_REGION", "KEEP_ME", "IDENTITY_BROKER_KEYSTORE"]
+            def is_open(fd):
+                try:
+                    os.fstat(fd)
+                    return True
+                except OSError:
+                    return False
             print(json.dumps({
                 "env": {name: os.environ.get(name) for name in names},
                 "token_length": len(os.environ.get("AWS_CONTAINER_AUTHORIZATION_TOKEN", "")),
+                "inherited_fds": [fd for fd in range(3, 4096) if is_open(fd)],
             }))
 
             """, to: "env.py")
@@ -135,13 +144,26 @@ final class FederateExecTests: XCTestCase {
             "AWS_PROFILE": "other", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "/v2/credentials/x",
             "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE": "/nonexistent", "AWS_CONTAINER_CREDENTIALS_FULL_URI": "http://169.254.170.2/x",
             "AWS_REGION": "eu-west-1", "KEEP_ME": "yes",
+            // The SDKs' other sources that come before the container provider.
+            "AWS_DEFAULT_PROFILE": "other", "AWS_WEB_IDENTITY_TOKEN_FILE": "/var/run/token", "AWS_ROLE_ARN": "arn:aws:iam::1:role/pod",
+            "AWS_ACCESS_KEY": "AKIAOLDSPELLING", "AWS_SECRET_KEY": "old-secret", "AWS_SECURITY_TOKEN": "old-token",
+            // What locates the broker's own key (a directory keystore ignores it; the child must not see it either).
+            "IDENTITY_BROKER_KEY_FILE": "/nonexistent/key",
         ])
         XCTAssertEqual(run.status, 0, "\(run)")
         let object = try Self.json(run.stdout.trimmingCharacters(in: .newlines))
         let env = object["env"] as? [String: Any] ?? [:]
-        for name in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"] {
+        for name in [
+            "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+            "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "AWS_DEFAULT_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN",
+            "AWS_ACCESS_KEY", "AWS_SECRET_KEY", "AWS_SECURITY_TOKEN", "IDENTITY_BROKER_KEY_FILE",
+        ] {
             XCTAssertTrue(env[name] is NSNull, "\(name) reached the child")
         }
+        // A keystore directory is no secret (a postgres:// URL is: FederatePostgresTests).
+        XCTAssertEqual(env["IDENTITY_BROKER_KEYSTORE"] as? String, harness.keystore)
+        // Only standard input, output and error: not the server's listening socket or epoll.
+        XCTAssertEqual(object["inherited_fds"] as? [Int], [], "descriptors leaked into the command")
         let url = env["AWS_CONTAINER_CREDENTIALS_FULL_URI"] as? String ?? ""
         XCTAssertNotNil(url.range(of: #"^http://127\.0\.0\.1:\d+/credentials/bob$"#, options: .regularExpression), url)
         XCTAssertEqual(object["token_length"] as? Int, 64)

@@ -60,6 +60,28 @@ final class FederatePostgresTests: FederatePostgresTestCase {
         try harness.expect(0, loginArguments(cognito, session: "runner"), stdin: token)
         let run = try harness.run(["exec", "--session", "runner", "--", "/bin/sh", "-c", "test -n \"$AWS_CONTAINER_CREDENTIALS_FULL_URI\" && exit 7"])
         XCTAssertEqual(run.status, 7, "\(run)")
+        // The command gets the session, not the keystore: no database URL (it holds the
+        // password), no key, and none of the pool's logged-in connections (with them it could
+        // speak SQL as the broker).
+        let script = """
+            import json, os
+            def is_open(fd):
+                try:
+                    os.fstat(fd)
+                    return True
+                except OSError:
+                    return False
+            print(json.dumps({
+                "keystore": os.environ.get("IDENTITY_BROKER_KEYSTORE"), "key": os.environ.get("IDENTITY_BROKER_KEY"),
+                "inherited_fds": [fd for fd in range(3, 4096) if is_open(fd)],
+            }))
+            """
+        let seen = try harness.run(["exec", "--session", "runner", "--", "python3", "-c", script])
+        XCTAssertEqual(seen.status, 0, "\(seen)")
+        let object = try JSONSerialization.jsonObject(with: Data(seen.stdout.utf8)) as? [String: Any] ?? [:]
+        XCTAssertTrue(object["keystore"] is NSNull, "the database URL reached the command: \(seen.stdout)")
+        XCTAssertTrue(object["key"] is NSNull, "the keystore key reached the command")
+        XCTAssertEqual(object["inherited_fds"] as? [Int], [], "descriptors leaked into the command")
         try harness.expect(3, ["exec", "--session", "nobody", "--", "/bin/true"])
     }
 

@@ -39,6 +39,22 @@ final class FederateUsageTests: XCTestCase {
         try harness.expect(2, ["status", "--format", "json"])  // status has no --format
     }
 
+    /// A database URL given without `--keystore` is an unexpected argument, and the usage
+    /// error quotes it: without its password, as is the key from the environment.
+    func testAUsageErrorQuotingAnArgumentShowsNoSecretOfIt() throws {
+        let password = "S3cretPassw0rdXYZ-\(UUID().uuidString.prefix(8))"
+        let key = Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
+        for arguments in [
+            ["status", "postgres://alice:\(password)@127.0.0.1:1/db"],
+            ["status", "--session", "a", "postgresql://alice:\(password)@[::1]:1/db", "--verbose"],
+            ["clear", "\(key)"],
+        ] {
+            let run = try harness.expect(2, arguments, environment: ["IDENTITY_BROKER_KEY": key])
+            XCTAssertTrue(run.stderr.contains("<redacted>"), "the argument was not quoted at all: \(run.stderr)")
+            XCTAssertNil(leakedRun(in: run.stderr + run.stdout, of: [password, key]), run.stderr)
+        }
+    }
+
     func testBadOptionValuesExitTwo() throws {
         try harness.expect(2, ["credentials", "--format", "yaml"])
         try harness.expect(2, ["credentials", "--expiry-margin", "soon"])

@@ -1,5 +1,5 @@
 import Foundation
-import PostgresKeystore
+@testable import PostgresKeystore
 import SecureStorage
 import XCTest
 
@@ -66,6 +66,45 @@ final class PostgresConfigurationTests: XCTestCase {
                 XCTAssertFalse("\(error)".contains("hunter2"), "\(error)")
             }
         }
+    }
+
+    /// A '/' or '?' left unescaped in a password ends the host early: refused, and nothing of
+    /// the password is printed as a database name, a parameter name or a host.
+    func testAnAtSignAfterTheHostIsRefusedWithoutQuotingAnything() {
+        let cases = [
+            "postgres://alice:p@ss?W0rdS3cretLongPart=1@127.0.0.1:55432/db",
+            "postgres://alice:p@ss/S3cretPassw0rdXYZ@localhost:55432",
+            "postgres://alice:pa/ss?S3cretPassw0rdXYZ@localhost/db",
+            "postgres://alice:pw@host/db?sslrootcert=/home/a@b/ca.pem",
+        ]
+        for url in cases {
+            XCTAssertThrowsError(try PostgresKeystore.Configuration(url: url), url) { error in
+                let text = "\(error)"
+                XCTAssertTrue(text.contains("'@' after its host"), text)
+                for fragment in ["S3cret", "W0rd", "p@ss", "pa/ss", "ca.pem", "localhost", "127.0.0.1"] {
+                    XCTAssertFalse(text.contains(fragment), "\(fragment) in: \(text)")
+                }
+            }
+        }
+        // Percent-encoded, the same passwords are read whole.
+        let encoded = try? PostgresKeystore.Configuration(url: "postgres://alice:p%40ss%2FS3cret%3FXYZ@localhost:55432/db")
+        XCTAssertEqual(encoded?.password, "p@ss/S3cret?XYZ")
+        XCTAssertEqual(encoded?.host, "localhost")
+        XCTAssertEqual(encoded?.database, "db")
+    }
+
+    /// A failure's text loses any 16 characters of the password and a shorter password whole,
+    /// but a password of one to three characters is not replaced letter by letter (which would
+    /// spell it out).
+    func testConnectionErrorsLoseThePasswordWithoutSpellingOutAShortOne() throws {
+        struct Echo: Error, CustomStringConvertible { let description: String }
+        let long = try PostgresKeystore.Configuration(url: "postgres://alice:LongPassw0rd-0123456789@db/identity")
+        let fragment = KeystoreError.postgres(Echo(description: "auth for 'Passw0rd-0123456789' refused"), operation: "connect", configuration: long)
+        XCTAssertFalse("\(fragment)".contains("0123456789"), "\(fragment)")
+        let short = try PostgresKeystore.Configuration(url: "postgres://alice:e@server/identity")
+        let error = KeystoreError.postgres(Echo(description: "server error on connection"), operation: "connect", configuration: short)
+        XCTAssertTrue("\(error)".contains("server error on connection"), "\(error)")
+        XCTAssertFalse("\(error)".contains("<redacted>"), "\(error)")
     }
 
     func testThePasswordIsInNoDescriptionNorMirror() throws {

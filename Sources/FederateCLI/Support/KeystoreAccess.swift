@@ -26,7 +26,7 @@ package struct KeystoreAccess {
     /// The fixed service name the CLI's items live under.
     static let service = "identity-broker"
     /// The environment variable naming the keystore directory or database URL.
-    static let keystoreVariable = "IDENTITY_BROKER_KEYSTORE"
+    package static let keystoreVariable = "IDENTITY_BROKER_KEYSTORE"
 
     let location: KeystoreLocation
     /// How messages name the keystore: the directory, or the database URL without its password.
@@ -214,6 +214,9 @@ enum KeystoreLocation {
 package enum KeySelection {
     static let passphraseVariable = "IDENTITY_BROKER_PASSPHRASE"
     package static let keyFileVariable = "IDENTITY_BROKER_KEY_FILE"
+
+    /// The variables that hold the keystore key, or what derives or locates it.
+    package static let secretVariables = [KeySource.defaultEnvironmentVariable, passphraseVariable, keyFileVariable]
 
     static func keySource(for location: KeystoreLocation) throws(CLIFailure) -> KeySource {
         let key = KeystoreAccess.environment(KeySource.defaultEnvironmentVariable)

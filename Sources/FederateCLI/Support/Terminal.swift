@@ -1,4 +1,5 @@
 import Federation
+import SecureStorage
 import Synchronization
 #if canImport(Glibc)
 import Glibc

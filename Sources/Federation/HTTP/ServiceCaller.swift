@@ -4,6 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import Logging
+import SecureStorage
 
 /// Sends one AWS operation with the standard retry mode until a deadline: what the
 /// Cognito Identity and STS clients share (transport, retry quota, per-attempt timeout

@@ -4,6 +4,7 @@ import FoundationEssentials
 import Foundation
 #endif
 import Logging
+import SecureStorage
 
 /// Calls STS's `AssumeRoleWithWebIdentity` through the AWS Query protocol (a
 /// form-encoded, unsigned `POST /`, answered in XML), over the same transport, retry

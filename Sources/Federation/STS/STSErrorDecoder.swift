@@ -1,3 +1,5 @@
+import SecureStorage
+
 /// Turns an STS error response (`ErrorResponse/Error/{Type,Code,Message}`) into a
 /// ``FederationError``. Every documented `AssumeRoleWithWebIdentity` code maps to a
 /// ``FederationError/Code`` (``RetryClassification``'s table); unknown codes keep the raw code as

@@ -1,3 +1,5 @@
+package import SecureStorage
+
 /// Reads STS's XML answers: a successful `AssumeRoleWithWebIdentity` and the
 /// `ErrorResponse` of a failure. A body that cannot be read fails with
 /// ``FederationError/Code/invalidResponse`` naming the element at fault, never a value.

@@ -3,6 +3,7 @@ import BrokerTestSupport
 import Foundation
 import InMemoryLogging
 import Logging
+import SecureStorage
 import XCTest
 
 /// No secret (provider token, secret key, session token) reaches a log, an error or a printed value.

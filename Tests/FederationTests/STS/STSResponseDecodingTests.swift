@@ -1,6 +1,7 @@
 import BrokerTestSupport
 @testable import Federation
 import Foundation
+import SecureStorage
 import XCTest
 
 /// STS's XML: the success shape, the error shape, and bodies that must fail as typed
