@@ -64,27 +64,32 @@ struct ChildProcess: Sendable {
         return ChildProcess(pid: pid)
     }
 
-    /// Sends `signal` to the child (ignored once it is gone).
+    /// Sends `signal` to the child. Only before ``reap()``: until then its process ID cannot
+    /// belong to another process, even once it has ended.
     func send(_ signal: Int32) {
         _ = kill(pid, signal)
     }
 
-    /// Waits for the child to end, on a thread of its own (never a Swift concurrency
-    /// thread), and returns the exit code the shell would report: its status, or 128 +
-    /// the signal that killed it.
-    func exitCode() async -> Int32 {
-        await withCheckedContinuation { continuation in
+    /// Waits for the child to end without reaping it, on a thread of its own (never a Swift
+    /// concurrency thread), so that its process ID stays its own until ``reap()``.
+    func waitForExit() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             DispatchQueue(label: "federate.exec.wait").async {
-                var status: Int32 = 0
-                while waitpid(pid, &status, 0) < 0 {
-                    if errno != EINTR {
-                        continuation.resume(returning: 1)
-                        return
-                    }
-                }
-                continuation.resume(returning: Self.shellCode(waitStatus: status))
+                var info = siginfo_t()
+                while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR {}
+                continuation.resume()
             }
         }
+    }
+
+    /// Reaps the ended child and returns the exit code the shell would report: its status,
+    /// or 128 + the signal that killed it.
+    func reap() -> Int32 {
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 {
+            if errno != EINTR { return 1 }
+        }
+        return Self.shellCode(waitStatus: status)
     }
 
     /// `WEXITSTATUS` for a normal exit, 128 + `WTERMSIG` for a signal (the macros are

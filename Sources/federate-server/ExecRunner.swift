@@ -1,7 +1,6 @@
 import CredentialServer
 import FederateCLI
 import Federation
-import UnixSignals
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -21,18 +20,23 @@ enum ExecRunner {
         do throws(CLIFailure) {
             let endpoint = try await served.endpoint()
             // Trapped before the command starts, so no signal between spawn and forwarding is lost.
-            let signals = await UnixSignalsSequence(trapping: .sigint, .sigterm, .sighup)
+            let relay: SignalRelay
+            do {
+                relay = try SignalRelay(trapping: [SIGINT, SIGTERM, SIGHUP])
+            } catch {
+                throw CLIFailure(.internalError, "cannot trap signals for the command: \(String(cString: strerror(error.code))); please report it")
+            }
             let child: ChildProcess
             do {
                 child = try ChildProcess.spawn(command, environment: Self.childEnvironment(endpoint))
             } catch {
                 throw Self.spawnFailure(command[0], error)
             }
-            let forwarding = Task {
-                for await signal in signals { child.send(signal.rawValue) }
-            }
-            code = await child.exitCode()
-            forwarding.cancel()
+            relay.forward(to: child)
+            // Forwarding stops before the command is reaped: until then its process ID is its own.
+            await child.waitForExit()
+            relay.stop()
+            code = child.reap()
         } catch {
             await Self.stop(served.server, serving)
             throw error

@@ -223,6 +223,67 @@ final class FederateExecTests: XCTestCase {
         XCTAssertEqual(exec.waitForExit(), 128 + SIGTERM, exec.stderr)
     }
 
+    /// Ctrl-C at a terminal signals the whole foreground process group, the command (which
+    /// shares federate's group) included: federate must not forward that SIGINT a second
+    /// time (Terraform, for one, reads two interrupts as "stop now, leave the state locked").
+    /// The terminal here is a pseudo-terminal a Python driver opens; `kill` still forwards
+    /// (testSignalsAreForwardedToTheCommand).
+    func testOneCtrlCAtATerminalReachesTheCommandOnce() throws {
+        let cognito = try countingCognito()
+        try login(cognito, session: "default")
+        let counter = try harness.write("""
+            import signal, time
+            count = 0
+            def on_interrupt(signo, frame):
+                global count
+                count += 1
+            signal.signal(signal.SIGINT, on_interrupt)
+            print("ready", flush=True)
+            deadline = time.time() + 10
+            while count == 0 and time.time() < deadline:
+                time.sleep(0.01)
+            time.sleep(1)
+            print("interrupts", count, flush=True)
+
+            """, to: "counter.py")
+        let driver = try harness.write("""
+            import json, os, pty, select, sys, time
+            pid, terminal = pty.fork()
+            if pid == 0:
+                os.execv(sys.argv[1], sys.argv[1:])
+            output, sent, deadline = b"", False, time.time() + 30
+            while time.time() < deadline:
+                if select.select([terminal], [], [], 0.1)[0]:
+                    try:
+                        chunk = os.read(terminal, 1024)
+                    except OSError:
+                        break
+                    if not chunk:
+                        break
+                    output += chunk
+                if not sent and b"ready" in output:
+                    os.write(terminal, b"\\x03")
+                    sent = True
+            _, status = os.waitpid(pid, 0)
+            print(json.dumps({"status": os.waitstatus_to_exitcode(status), "output": output.decode(errors="replace")}))
+
+            """, to: "pty-driver.py")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", driver, harness.binary, "exec", "--", "python3", counter]
+        process.environment = harness.environment
+        process.currentDirectoryURL = URL(fileURLWithPath: harness.directory)
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let result = try Self.json(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+        let text = result["output"] as? String ?? ""
+        XCTAssertEqual(result["status"] as? Int, 0, text)
+        XCTAssertTrue(text.contains("interrupts 1"), "the command did not get exactly one SIGINT: \(text)")
+    }
+
     // MARK: - No valid credentials at start
 
     func testNoValidCredentialsExitsThreeWithoutRunningTheCommand() throws {

@@ -16,4 +16,20 @@
 /// Returns 0, or an `errno` value.
 int ib_spawn_file_actions_closefrom(posix_spawn_file_actions_t *actions, int lowest);
 
+/// Traps each of `signals` with a handler that writes two `int`s to `descriptor`: the
+/// signal number and the `si_code` it came with (`SI_KERNEL` when the terminal sent it to its
+/// foreground process group, `SI_USER` from `kill`). The handler only calls `write(2)`, which
+/// is async-signal-safe; `descriptor` should be the non-blocking write end of a pipe, so a
+/// full pipe drops a record rather than blocking the handler.
+///
+/// `federate exec` forwards signals to its command this way, skipping those the terminal
+/// already delivered to the command (it shares `federate`'s process group): otherwise one
+/// Ctrl-C reaches the command twice, which tools such as Terraform read as "stop now".
+///
+/// Returns 0, or an `errno` value.
+int ib_signal_relay_install(int descriptor, const int *signals, int count);
+
+/// `SI_KERNEL`, which Swift cannot see as a constant.
+int ib_si_kernel(void);
+
 #endif

@@ -1,0 +1,39 @@
+// A signal handler that records each signal with its si_code on a pipe (see the header).
+#define _GNU_SOURCE
+#include "CProcessSpawn.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t relay_descriptor = -1;
+
+static void relay(int signo, siginfo_t *info, void *context) {
+    (void)context;
+    int saved = errno;
+    int record[2] = { signo, info != NULL ? info->si_code : 0 };
+    // 8 bytes: atomic on a pipe; a full non-blocking pipe drops the record.
+    ssize_t ignored = write(relay_descriptor, record, sizeof record);
+    (void)ignored;
+    errno = saved;
+}
+
+int ib_signal_relay_install(int descriptor, const int *signals, int count) {
+    relay_descriptor = descriptor;
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_sigaction = relay;
+    action.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&action.sa_mask);
+    for (int index = 0; index < count; index++) {
+        if (sigaction(signals[index], &action, NULL) != 0) {
+            return errno;
+        }
+    }
+    return 0;
+}
+
+int ib_si_kernel(void) {
+    return SI_KERNEL;
+}
