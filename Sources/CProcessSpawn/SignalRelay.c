@@ -34,6 +34,12 @@ int ib_signal_relay_install(int descriptor, const int *signals, int count) {
     return 0;
 }
 
+void ib_signal_relay_uninstall(const int *signals, int count) {
+    for (int index = 0; index < count; index++) {
+        (void)signal(signals[index], SIG_DFL);
+    }
+}
+
 int ib_si_kernel(void) {
     return SI_KERNEL;
 }

@@ -35,6 +35,11 @@ public import ServiceLifecycle
 /// handling and graceful shutdown, or call ``run()`` and ``shutdown()`` yourself. A server
 /// runs once.
 public final class CredentialServer: Service, Sendable {
+    /// Connections served at once. Past it the server accepts no more until one closes, so
+    /// a local user opening connections cannot run the process out of file descriptors
+    /// (SwiftNIO would then retry `accept` in a busy loop); the SDKs open one at a time.
+    static let maximumConnections = 256
+
     /// The token every request must present; hand its value only to the child.
     public let authorizationToken: CredentialServerToken
     /// The sessions served.
@@ -64,6 +69,9 @@ public final class CredentialServer: Service, Sendable {
         guard !configuration.sessions.isEmpty else {
             throw CredentialServerError(code: .invalidConfiguration, message: "the credential server needs at least one session to serve")
         }
+        guard configuration.idleTimeout > .zero else {
+            throw CredentialServerError(code: .invalidConfiguration, message: "the idle timeout must be longer than zero")
+        }
         for session in configuration.sessions {
             do {
                 try SessionName.validate(session)
@@ -82,7 +90,9 @@ public final class CredentialServer: Service, Sendable {
         let application = Application(
             responder: responder,
             server: .http1(configuration: HTTP1Channel.Configuration(idleTimeout: TimeAmount(configuration.idleTimeout))),
-            configuration: ApplicationConfiguration(address: .hostname("127.0.0.1", port: 0)),
+            configuration: ApplicationConfiguration(
+                address: .hostname("127.0.0.1", port: 0),
+                availableConnectionsDelegate: MaximumAvailableConnections(Self.maximumConnections, logger: logger)),
             onServerRunning: { [state, logger] channel in
                 guard let port = channel.localAddress?.port else { return }
                 logger.debug("credential server listening", metadata: ["broker.address": "127.0.0.1:\(port)"])

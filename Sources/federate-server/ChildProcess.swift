@@ -13,7 +13,8 @@ import Darwin
 /// signal at its default disposition. Without that, a child started from a Swift
 /// concurrency thread inherits a mask that blocks SIGTERM, and signals `federate` traps
 /// or ignores (SIGINT, SIGTERM, SIGPIPE) would stay ignored in the child. It also starts
-/// with only standard input, output and error open: SwiftNIO opens its listening socket and
+/// with only standard input, output and error open, plus what `federate` itself inherited
+/// (``InheritedDescriptors``), and nothing `federate` opened: SwiftNIO opens its listening socket and
 /// epoll descriptors without close-on-exec, and a PostgreSQL keystore's pool holds logged-in
 /// connections. A command that inherited them could speak SQL as the broker, or keep the
 /// credential port bound after `federate` exits.
@@ -27,8 +28,9 @@ struct ChildProcess: Sendable {
         var code: Int32
     }
 
-    /// Starts `arguments[0]` with `arguments` and `environment` (`NAME=VALUE` entries).
-    static func spawn(_ arguments: [String], environment: [String]) throws(SpawnFailure) -> ChildProcess {
+    /// Starts `arguments[0]` with `arguments` and `environment` (`NAME=VALUE` entries), with
+    /// standard input, output and error and the descriptors in `keeping` open, and no other.
+    static func spawn(_ arguments: [String], environment: [String], keeping: [Int32]) throws(SpawnFailure) -> ChildProcess {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -45,8 +47,11 @@ struct ChildProcess: Sendable {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        let closing = ib_spawn_file_actions_closefrom(&actions, 3)
+        let closing = ib_spawn_file_actions_close_except(&actions, keeping, Int32(keeping.count))
         guard closing == 0 else { throw SpawnFailure(code: closing) }
+        // An inherited `SIGCHLD = SIG_IGN` would have the kernel reap the child itself: no
+        // exit status, and its process ID free for reuse while signals are still forwarded.
+        signal(SIGCHLD, SIG_DFL)
 
         let argv = arguments.map { strdup($0) } + [nil]
         let envp = environment.map { strdup($0) } + [nil]

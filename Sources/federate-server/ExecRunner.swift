@@ -1,3 +1,4 @@
+import CProcessSpawn
 import CredentialServer
 import FederateCLI
 import Federation
@@ -26,9 +27,18 @@ enum ExecRunner {
             } catch {
                 throw CLIFailure(.internalError, "cannot trap signals for the command: \(String(cString: strerror(error.code))); please report it")
             }
+            // A process of the same user (the command) could otherwise read this one's memory
+            // and /proc/<pid>/environ, which hold the keystore key.
+            _ = ib_make_undumpable()
+            if let signal = relay.pendingStop() {
+                // Ctrl-C (or a stop) before the command started: it is not started.
+                await Self.stop(served.server, serving)
+                await OpenKeystores.closeAll()
+                Terminal.exit(code: 128 + signal)
+            }
             let child: ChildProcess
             do {
-                child = try ChildProcess.spawn(command, environment: Self.childEnvironment(endpoint))
+                child = try ChildProcess.spawn(command, environment: Self.childEnvironment(endpoint), keeping: InheritedDescriptors.atStart)
             } catch {
                 throw Self.spawnFailure(command[0], error)
             }
@@ -58,7 +68,8 @@ enum ExecRunner {
     /// key (`$IDENTITY_BROKER_KEY`, or the passphrase or key file it comes from) opens every
     /// session, and a `postgres://` keystore URL carries the database password.
     static func childEnvironment(_ endpoint: CredentialEndpoint) -> [String] {
-        let removed = Set(CredentialEndpoint.conflictingVariables + endpoint.environment.keys + KeySelection.secretVariables)
+        let removed = Set(
+            CredentialEndpoint.conflictingVariables + endpoint.environment.keys + KeySelection.secretVariables + [KeySelection.keyFileVariable])
         var entries = [String]()
         var cursor = environ
         while let entry = cursor.pointee {

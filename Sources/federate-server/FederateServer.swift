@@ -7,6 +7,7 @@ import FederateCLI
 @main
 enum FederateServer {
     static func main() async {
+        InheritedDescriptors.record()
         await Federate.main(serverSide: LinkedServerSide())
     }
 }

@@ -10,8 +10,16 @@ import Darwin
 #endif
 
 /// Forwards the signals `federate exec` receives to its command, except those the terminal
-/// sent to the whole foreground process group, which the command (in the same group) got
-/// already: one Ctrl-C must reach it once, not twice.
+/// sent to the whole foreground process group when the command is in that group and so got
+/// them already: one Ctrl-C must reach it once, not twice.
+///
+/// The terminal sends SIGINT (Ctrl-C) to its foreground process group, `federate`'s: the
+/// command got it too only if it is still in that group (`exec -- setsid cmd` is not). On a
+/// hang-up it sends SIGHUP to the session leader alone, and to the foreground group only
+/// once the leader exits: when `federate` leads the session (`ssh -t host federate exec …`,
+/// a terminal multiplexer's window command), it must forward that one. Signals another
+/// process sends to the whole group (`kill -- -PGID`, a shell's hang-up of its jobs) look
+/// like any `kill` and reach the command twice; nothing tells them apart.
 ///
 /// A signal handler (C, `ib_signal_relay_install`) writes each signal and its `si_code` to a
 /// pipe; a thread of its own reads them and calls `kill`. Installed before the command starts,
@@ -24,6 +32,7 @@ final class SignalRelay: Sendable {
     }
 
     private let readEnd: Int32
+    private let signals: [Int32]
     /// The child to forward to; `nil` before ``forward(to:)`` and after ``stop()``. Held
     /// while a signal is sent, so ``stop()`` returns only once no `kill` can still be on its
     /// way to a process ID the caller is about to reap.
@@ -39,6 +48,22 @@ final class SignalRelay: Sendable {
         let code = ib_signal_relay_install(ends[1], signals, Int32(signals.count))
         guard code == 0 else { throw SetupFailure(code: code) }
         readEnd = ends[0]
+        self.signals = signals
+    }
+
+    /// A signal that arrived before the command started and asks to stop (SIGINT, SIGTERM,
+    /// SIGHUP), taken from the pipe without waiting; `nil` when none did. Call before
+    /// starting the command, so that a Ctrl-C typed meanwhile does not go unheard.
+    func pendingStop() -> Int32? {
+        let flags = fcntl(readEnd, F_GETFL)
+        _ = fcntl(readEnd, F_SETFL, flags | O_NONBLOCK)
+        defer { _ = fcntl(readEnd, F_SETFL, flags) }
+        var record: (Int32, Int32) = (0, 0)
+        var found: Int32?
+        while withUnsafeMutableBytes(of: &record, { read(readEnd, $0.baseAddress, $0.count) }) == MemoryLayout<(Int32, Int32)>.size {
+            if found == nil { found = record.0 }
+        }
+        return found
     }
 
     /// Forwards what arrived so far and everything after to `child`, on a thread of its own.
@@ -50,10 +75,18 @@ final class SignalRelay: Sendable {
         DispatchQueue(label: "federate.exec.signals").async { self.relay(from: descriptor) }
     }
 
-    /// Stops forwarding. The handler stays installed (the process is about to exit), so
-    /// later signals are still trapped, and dropped.
+    /// Stops forwarding and gives the signals their default actions back, so that a Ctrl-C
+    /// while `federate` shuts down (the server, a PostgreSQL pool) ends it.
     func stop() {
         target.withLock { $0 = nil }
+        ib_signal_relay_uninstall(signals, Int32(signals.count))
+    }
+
+    /// Whether the terminal that sent `signal` to this process sent it to `child` as well.
+    private static func terminalReached(_ child: ChildProcess, with signal: Int32) -> Bool {
+        guard signal != SIGTERM, getpgid(child.pid) == getpgrp() else { return false }
+        // A hang-up goes to the session leader alone.
+        return !(signal == SIGHUP && getsid(0) == getpid())
     }
 
     private func relay(from descriptor: Int32) {
@@ -64,9 +97,11 @@ final class SignalRelay: Sendable {
             if count < 0 && errno == EINTR { continue }
             guard count == MemoryLayout<(Int32, Int32)>.size else { return }
             let (signal, code) = record
-            // SIGTERM never comes from a terminal; SIGINT and SIGHUP do, to the whole group.
-            if code == fromTerminal && signal != SIGTERM { continue }
-            target.withLock { $0?.send(signal) }
+            target.withLock { child in
+                guard let child else { return }
+                if code == fromTerminal && Self.terminalReached(child, with: signal) { return }
+                child.send(signal)
+            }
         }
     }
 }

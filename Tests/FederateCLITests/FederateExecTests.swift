@@ -135,7 +135,7 @@ final class FederateExecTests: XCTestCase {
             print(json.dumps({
                 "env": {name: os.environ.get(name) for name in names},
                 "token_length": len(os.environ.get("AWS_CONTAINER_AUTHORIZATION_TOKEN", "")),
-                "inherited_fds": [fd for fd in range(3, 4096) if is_open(fd)],
+                "inherited_fds": {str(fd): os.readlink("/proc/self/fd/%d" % fd) for fd in range(3, 4096) if is_open(fd)},
             }))
 
             """, to: "env.py")
@@ -149,7 +149,7 @@ final class FederateExecTests: XCTestCase {
             "AWS_ACCESS_KEY": "AKIAOLDSPELLING", "AWS_SECRET_KEY": "old-secret", "AWS_SECURITY_TOKEN": "old-token",
             // What locates the broker's own key (a directory keystore ignores it; the child must not see it either).
             "IDENTITY_BROKER_KEY_FILE": "/nonexistent/key",
-        ])
+        ], launcher: onlyDescriptor7Launcher)
         XCTAssertEqual(run.status, 0, "\(run)")
         let object = try Self.json(run.stdout.trimmingCharacters(in: .newlines))
         let env = object["env"] as? [String: Any] ?? [:]
@@ -163,7 +163,9 @@ final class FederateExecTests: XCTestCase {
         // A keystore directory is no secret (a postgres:// URL is: FederatePostgresTests).
         XCTAssertEqual(env["IDENTITY_BROKER_KEYSTORE"] as? String, harness.keystore)
         // Only standard input, output and error: not the server's listening socket or epoll.
-        XCTAssertEqual(object["inherited_fds"] as? [Int], [], "descriptors leaked into the command")
+        // Started with 7 open on /dev/null and nothing else (the launcher): 7 passes on, as a
+        // `<(…)` pipe or make's jobserver must, and nothing federate opened reaches the command.
+        XCTAssertEqual(object["inherited_fds"] as? [String: String], ["7": "/dev/null"], "descriptors leaked into the command, or an inherited one did not pass on")
         let url = env["AWS_CONTAINER_CREDENTIALS_FULL_URI"] as? String ?? ""
         XCTAssertNotNil(url.range(of: #"^http://127\.0\.0\.1:\d+/credentials/bob$"#, options: .regularExpression), url)
         XCTAssertEqual(object["token_length"] as? Int, 64)
@@ -246,31 +248,79 @@ final class FederateExecTests: XCTestCase {
             print("interrupts", count, flush=True)
 
             """, to: "counter.py")
+        let result = try runAtATerminal(["exec", "--", "python3", counter], then: .ctrlC)
+        let text = result["output"] as? String ?? ""
+        XCTAssertEqual(result["status"] as? Int, 0, text)
+        XCTAssertTrue(text.contains("interrupts 1"), "the command did not get exactly one SIGINT: \(text)")
+    }
+
+    /// When `federate` leads the session (`ssh -t host federate exec …`), a hang-up sends
+    /// SIGHUP to it alone: it must forward that one, or the command runs on and `federate`
+    /// waits for it for ever.
+    func testAHangUpReachesTheCommandWhenFederateLeadsTheSession() throws {
+        let cognito = try countingCognito()
+        try login(cognito, session: "default")
+        let marker = harness.directory + "/hung-up"
+        let command = try harness.write("""
+            import signal, sys, time
+            def on_hang_up(signo, frame):
+                open(sys.argv[1], "w").write("hup")
+                sys.exit(0)
+            signal.signal(signal.SIGHUP, on_hang_up)
+            print("ready", flush=True)
+            time.sleep(20)
+
+            """, to: "hang-up.py")
+        let result = try runAtATerminal(["exec", "--", "python3", command, marker], then: .hangUp)
+        XCTAssertLessThan(result["seconds"] as? Double ?? 99, 10, "federate did not end after the hang-up: \(result)")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: marker), "the command never got SIGHUP: \(result)")
+    }
+
+    private enum TerminalAction: String { case ctrlC = "ctrl-c", hangUp = "hang-up" }
+
+    /// Runs `federate arguments…` as the session leader of a new pseudo-terminal (a Python
+    /// driver's `pty.fork`), and once it prints "ready", types Ctrl-C or hangs up (closes
+    /// the terminal). Returns the driver's JSON: `status`, `output`, `seconds` to the end.
+    private func runAtATerminal(_ arguments: [String], then action: TerminalAction) throws -> [String: Any] {
         let driver = try harness.write("""
             import json, os, pty, select, sys, time
+            action = sys.argv[1]
             pid, terminal = pty.fork()
             if pid == 0:
-                os.execv(sys.argv[1], sys.argv[1:])
-            output, sent, deadline = b"", False, time.time() + 30
-            while time.time() < deadline:
+                os.execv(sys.argv[2], sys.argv[2:])
+            output, acted, start = b"", None, time.time()
+            while time.time() < start + 30:
                 if select.select([terminal], [], [], 0.1)[0]:
                     try:
                         chunk = os.read(terminal, 1024)
                     except OSError:
-                        break
+                        chunk = b""
                     if not chunk:
                         break
                     output += chunk
-                if not sent and b"ready" in output:
-                    os.write(terminal, b"\\x03")
-                    sent = True
-            _, status = os.waitpid(pid, 0)
-            print(json.dumps({"status": os.waitstatus_to_exitcode(status), "output": output.decode(errors="replace")}))
+                if acted is None and b"ready" in output:
+                    acted = time.time()
+                    if action == "ctrl-c":
+                        os.write(terminal, b"\\x03")
+                    else:
+                        os.close(terminal)
+                        break
+            status = None
+            while time.time() < start + 30:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    break
+                time.sleep(0.05)
+            else:
+                os.kill(pid, 9)
+                _, status = os.waitpid(pid, 0)
+            print(json.dumps({"status": os.waitstatus_to_exitcode(status), "output": output.decode(errors="replace"),
+                              "seconds": time.time() - (acted or start)}))
 
             """, to: "pty-driver.py")
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", driver, harness.binary, "exec", "--", "python3", counter]
+        process.arguments = ["python3", driver, action.rawValue, harness.binary] + arguments
         process.environment = harness.environment
         process.currentDirectoryURL = URL(fileURLWithPath: harness.directory)
         let output = Pipe()
@@ -278,10 +328,7 @@ final class FederateExecTests: XCTestCase {
         try process.run()
         let data = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        let result = try Self.json(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
-        let text = result["output"] as? String ?? ""
-        XCTAssertEqual(result["status"] as? Int, 0, text)
-        XCTAssertTrue(text.contains("interrupts 1"), "the command did not get exactly one SIGINT: \(text)")
+        return try Self.json(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
     // MARK: - No valid credentials at start

@@ -73,15 +73,17 @@ final class FederatePostgresTests: FederatePostgresTestCase {
                     return False
             print(json.dumps({
                 "keystore": os.environ.get("IDENTITY_BROKER_KEYSTORE"), "key": os.environ.get("IDENTITY_BROKER_KEY"),
-                "inherited_fds": [fd for fd in range(3, 4096) if is_open(fd)],
+                "inherited_fds": {str(fd): os.readlink("/proc/self/fd/%d" % fd) for fd in range(3, 4096) if is_open(fd)},
             }))
             """
-        let seen = try harness.run(["exec", "--session", "runner", "--", "python3", "-c", script])
+        let seen = try harness.run(["exec", "--session", "runner", "--", "python3", "-c", script], launcher: onlyDescriptor7Launcher)
         XCTAssertEqual(seen.status, 0, "\(seen)")
         let object = try JSONSerialization.jsonObject(with: Data(seen.stdout.utf8)) as? [String: Any] ?? [:]
         XCTAssertTrue(object["keystore"] is NSNull, "the database URL reached the command: \(seen.stdout)")
         XCTAssertTrue(object["key"] is NSNull, "the keystore key reached the command")
-        XCTAssertEqual(object["inherited_fds"] as? [Int], [], "descriptors leaked into the command")
+        // Started with 7 open on /dev/null and nothing else (the launcher): 7 passes on, as a
+        // `<(…)` pipe or make's jobserver must, and nothing federate opened reaches the command.
+        XCTAssertEqual(object["inherited_fds"] as? [String: String], ["7": "/dev/null"], "descriptors leaked into the command, or an inherited one did not pass on")
         try harness.expect(3, ["exec", "--session", "nobody", "--", "/bin/true"])
     }
 

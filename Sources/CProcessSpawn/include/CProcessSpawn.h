@@ -3,18 +3,31 @@
 
 #include <spawn.h>
 
-/// Adds a file action that closes every descriptor from `lowest` up in the child, before it
-/// runs its program. Descriptors the parent opened without close-on-exec (SwiftNIO's
-/// listening socket and epoll descriptors, a PostgreSQL pool's logged-in connections) must
-/// never reach a command `federate exec` runs.
+/// Adds file actions that close, in the child, every descriptor from 3 up except those in
+/// `keep` (`count` of them), before it runs its program. Descriptors the parent opened without
+/// close-on-exec (SwiftNIO's listening socket and epoll descriptors, a PostgreSQL pool's
+/// logged-in connections) must never reach a command `federate exec` runs; those `federate`
+/// itself inherited (a `<(…)` pipe, `3>file`, make's jobserver, `LISTEN_FDS`) are the
+/// command's as well, and pass on.
 ///
-/// glibc 2.34 and later: `posix_spawn_file_actions_addclosefrom_np`, race-free, declared only
-/// with `_GNU_SOURCE`, so Swift cannot see it through Glibc: hence this shim. Elsewhere (older
-/// glibc, musl) every open descriptor from `lowest` up is marked close-on-exec at the time of
-/// the call instead; one another thread opens afterwards can still leak.
+/// Everything above the highest kept descriptor is closed with glibc's
+/// `posix_spawn_file_actions_addclosefrom_np` (2.34 and later; declared only with
+/// `_GNU_SOURCE`, so Swift cannot see it through Glibc: hence this shim), which is race-free;
+/// each gap below it gets its own close action. Elsewhere (older glibc, musl) every open
+/// descriptor that is not kept is marked close-on-exec at the time of the call instead; one
+/// another thread opens afterwards can still leak.
 ///
 /// Returns 0, or an `errno` value.
-int ib_spawn_file_actions_closefrom(posix_spawn_file_actions_t *actions, int lowest);
+int ib_spawn_file_actions_close_except(posix_spawn_file_actions_t *actions, const int *keep, int count);
+
+/// Writes to `out` (up to `capacity`) the descriptors from 3 up open in this process now, and
+/// returns how many there are (which may exceed `capacity`), or -1 with `errno` set.
+int ib_open_descriptors(int *out, int capacity);
+
+/// Makes this process non-dumpable (`PR_SET_DUMPABLE` 0): a process of the same user, such
+/// as the command `federate exec` runs, can then no longer read its memory or
+/// `/proc/<pid>/environ`, which hold the keystore key. Returns 0, or an `errno` value.
+int ib_make_undumpable(void);
 
 /// Traps each of `signals` with a handler that writes two `int`s to `descriptor`: the
 /// signal number and the `si_code` it came with (`SI_KERNEL` when the terminal sent it to its
@@ -28,6 +41,9 @@ int ib_spawn_file_actions_closefrom(posix_spawn_file_actions_t *actions, int low
 ///
 /// Returns 0, or an `errno` value.
 int ib_signal_relay_install(int descriptor, const int *signals, int count);
+
+/// Puts each of `signals` back to its default action (after the command has been reaped).
+void ib_signal_relay_uninstall(const int *signals, int count);
 
 /// `SI_KERNEL`, which Swift cannot see as a constant.
 int ib_si_kernel(void);

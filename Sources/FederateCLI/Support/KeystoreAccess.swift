@@ -215,8 +215,9 @@ package enum KeySelection {
     static let passphraseVariable = "IDENTITY_BROKER_PASSPHRASE"
     package static let keyFileVariable = "IDENTITY_BROKER_KEY_FILE"
 
-    /// The variables that hold the keystore key, or what derives or locates it.
-    package static let secretVariables = [KeySource.defaultEnvironmentVariable, passphraseVariable, keyFileVariable]
+    /// The variables whose values are secrets: the keystore key and the passphrase it is
+    /// derived from (`$IDENTITY_BROKER_KEY_FILE` holds a path, not a secret).
+    package static let secretVariables = [KeySource.defaultEnvironmentVariable, passphraseVariable]
 
     static func keySource(for location: KeystoreLocation) throws(CLIFailure) -> KeySource {
         let key = KeystoreAccess.environment(KeySource.defaultEnvironmentVariable)

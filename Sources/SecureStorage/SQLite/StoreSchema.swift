@@ -145,11 +145,15 @@ enum StoreSchema {
     /// The stored schema version; throws for one this release cannot read (newer, or not a
     /// version at all).
     private static func checkVersion(_ found: String, path: String) throws(KeystoreError) -> Int {
-        guard let stored = Int(found), stored >= 1 else {
-            throw KeystoreError(.corruptFormat, "database schema version \(found) is not a version any release wrote", path: path)
+        // `found` is text from a file a group member can write: only a parsed number is quoted.
+        guard let stored = Int(found) else {
+            throw KeystoreError(.corruptFormat, "database schema version is not a number", path: path)
+        }
+        guard stored >= 1 else {
+            throw KeystoreError(.corruptFormat, "database schema version \(stored) is not a version any release wrote", path: path)
         }
         guard stored <= version else {
-            throw KeystoreError(.corruptFormat, "database schema version \(found) is newer than this release supports (\(version))", path: path)
+            throw KeystoreError(.corruptFormat, "database schema version \(stored) is newer than this release supports (\(version))", path: path)
         }
         return stored
     }

@@ -81,6 +81,7 @@ final class FederateHarness {
         environment overrides: [String: String?] = [:],
         stdoutDevice: String? = nil,
         timeout: TimeInterval = 60,
+        launcher: [String] = [],
         file: StaticString = #filePath,
         line: UInt = #line
     ) throws -> FederateRun {
@@ -95,8 +96,9 @@ final class FederateHarness {
         _ = FileManager.default.createFile(atPath: errPath, contents: nil)
 
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = arguments
+        // A launcher (`env`'s arguments) runs first and execs federate: `launcher + [binary] + arguments`.
+        process.executableURL = URL(fileURLWithPath: launcher.isEmpty ? binary : "/usr/bin/env")
+        process.arguments = launcher.isEmpty ? arguments : launcher + [binary] + arguments
         var environment = self.environment
         for (name, value) in overrides { environment[name] = value }
         process.environment = environment
@@ -287,3 +289,16 @@ enum Output {
         return formatter.date(from: text)
     }
 }
+
+/// A launcher for ``FederateHarness/run(_:stdin:environment:stdoutDevice:timeout:launcher:file:line:)``
+/// that starts federate with exactly one descriptor above standard error: 7, open on
+/// /dev/null, as a `7</dev/null` redirection would. Whatever else the command of
+/// `federate exec` has open leaked from federate; 7 must reach it.
+let onlyDescriptor7Launcher = ["python3", "-c", """
+    import os, sys
+    fd = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(fd, 7)
+    os.closerange(3, 7)
+    os.closerange(8, 65536)
+    os.execv(sys.argv[1], sys.argv[1:])
+    """]
