@@ -282,6 +282,14 @@ final class CredentialServerTests: XCTestCase {
                 try CredentialServer(client: client, configuration: CredentialServerConfiguration(sessions: sessions))
             }
         }
+        // A zero or negative idle timeout would close every connection at once.
+        for timeout in [Duration.zero, .seconds(-1)] {
+            var configuration = CredentialServerConfiguration(session: "alice")
+            configuration.idleTimeout = timeout
+            assertThrows(CredentialServerError.self, code: .invalidConfiguration) {
+                try CredentialServer(client: client, configuration: configuration)
+            }
+        }
     }
 
     // MARK: Secrets

@@ -233,26 +233,41 @@ final class FederateExecTests: XCTestCase {
     func testOneCtrlCAtATerminalReachesTheCommandOnce() throws {
         let cognito = try countingCognito()
         try login(cognito, session: "default")
-        let counter = try harness.write("""
-            import signal, time
-            count = 0
-            def on_interrupt(signo, frame):
-                global count
-                count += 1
-            signal.signal(signal.SIGINT, on_interrupt)
-            print("ready", flush=True)
-            deadline = time.time() + 10
-            while count == 0 and time.time() < deadline:
-                time.sleep(0.01)
-            time.sleep(1)
-            print("interrupts", count, flush=True)
-
-            """, to: "counter.py")
+        let counter = try harness.write(Self.interruptCounter, to: "counter.py")
         let result = try runAtATerminal(["exec", "--", "python3", counter], then: .ctrlC)
         let text = result["output"] as? String ?? ""
         XCTAssertEqual(result["status"] as? Int, 0, text)
         XCTAssertTrue(text.contains("interrupts 1"), "the command did not get exactly one SIGINT: \(text)")
     }
+
+    /// A command that left federate's process group (`setsid`) is not in the terminal's
+    /// foreground group: the Ctrl-C reaches it only through federate, which must forward it.
+    func testACtrlCReachesACommandThatLeftTheProcessGroup() throws {
+        let cognito = try countingCognito()
+        try login(cognito, session: "default")
+        let counter = try harness.write(Self.interruptCounter, to: "counter.py")
+        let result = try runAtATerminal(["exec", "--", "setsid", "python3", counter], then: .ctrlC)
+        let text = result["output"] as? String ?? ""
+        XCTAssertEqual(result["status"] as? Int, 0, text)
+        XCTAssertTrue(text.contains("interrupts 1"), "the command did not get exactly one SIGINT: \(text)")
+    }
+
+    /// Prints "ready", counts SIGINTs until a second after the first, prints the count.
+    private static let interruptCounter = """
+        import signal, time
+        count = 0
+        def on_interrupt(signo, frame):
+            global count
+            count += 1
+        signal.signal(signal.SIGINT, on_interrupt)
+        print("ready", flush=True)
+        deadline = time.time() + 10
+        while count == 0 and time.time() < deadline:
+            time.sleep(0.01)
+        time.sleep(1)
+        print("interrupts", count, flush=True)
+
+        """
 
     /// When `federate` leads the session (`ssh -t host federate exec …`), a hang-up sends
     /// SIGHUP to it alone: it must forward that one, or the command runs on and `federate`
