@@ -119,23 +119,17 @@ final class FederateExecTests: XCTestCase {
     func testChildEnvironmentHasTheEndpointAndNoOtherCredentials() throws {
         let cognito = try countingCognito()
         try login(cognito, session: "bob")
-        let script = try harness.write("""
+        let script = try harness.write(pythonOpenDescriptors + """
             import json, os
             names = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
                      "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
                      "AWS_DEFAULT_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_ACCESS_KEY",
                      "AWS_SECRET_KEY", "AWS_SECURITY_TOKEN", "IDENTITY_BROKER_KEY_FILE",
                      "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_REGION", "KEEP_ME", "IDENTITY_BROKER_KEYSTORE"]
-            def is_open(fd):
-                try:
-                    os.fstat(fd)
-                    return True
-                except OSError:
-                    return False
             print(json.dumps({
                 "env": {name: os.environ.get(name) for name in names},
                 "token_length": len(os.environ.get("AWS_CONTAINER_AUTHORIZATION_TOKEN", "")),
-                "inherited_fds": {str(fd): os.readlink("/proc/self/fd/%d" % fd) for fd in range(3, 4096) if is_open(fd)},
+                "inherited_fds": open_descriptors(),
             }))
 
             """, to: "env.py")

@@ -63,17 +63,11 @@ final class FederatePostgresTests: FederatePostgresTestCase {
         // The command gets the session, not the keystore: no database URL (it holds the
         // password), no key, and none of the pool's logged-in connections (with them it could
         // speak SQL as the broker).
-        let script = """
+        let script = pythonOpenDescriptors + """
             import json, os
-            def is_open(fd):
-                try:
-                    os.fstat(fd)
-                    return True
-                except OSError:
-                    return False
             print(json.dumps({
                 "keystore": os.environ.get("IDENTITY_BROKER_KEYSTORE"), "key": os.environ.get("IDENTITY_BROKER_KEY"),
-                "inherited_fds": {str(fd): os.readlink("/proc/self/fd/%d" % fd) for fd in range(3, 4096) if is_open(fd)},
+                "inherited_fds": open_descriptors(),
             }))
             """
         let seen = try harness.run(["exec", "--session", "runner", "--", "python3", "-c", script], launcher: onlyDescriptor7Launcher)

@@ -302,3 +302,20 @@ let onlyDescriptor7Launcher = ["python3", "-c", """
     os.closerange(8, 65536)
     os.execv(sys.argv[1], sys.argv[1:])
     """]
+
+/// Python defining `open_descriptors()`: the descriptors from 3 up that the calling process
+/// has open, each with what it points at (`/proc/self/fd`), for a command of `federate exec`
+/// to report what it inherited.
+let pythonOpenDescriptors = """
+    import os
+    def open_descriptors():
+        found = {}
+        for fd in range(3, 4096):
+            try:
+                os.fstat(fd)
+            except OSError:
+                continue
+            found[str(fd)] = os.readlink("/proc/self/fd/%d" % fd)
+        return found
+
+    """
