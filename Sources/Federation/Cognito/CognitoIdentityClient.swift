@@ -143,7 +143,7 @@ struct CognitoIdentityClient: Sendable {
     ///
     /// - Parameter namesIdentity: whether the operation acts on an existing identity ID, so
     ///   its error can say that identity is gone.
-    private func call<Input: Encodable & Sendable, Output: Decodable & Sendable>(
+    private func call<Input: CognitoRequestBody, Output: Decodable & Sendable>(
         _ operation: String,
         _ input: Input,
         secrets: [String],
@@ -152,12 +152,7 @@ struct CognitoIdentityClient: Sendable {
         signer: SigV4Signer? = nil,
         logger: Logger
     ) async throws(FederationError) -> Output {
-        let body: [UInt8]
-        do {
-            body = Array(try JSONCoders.encoder.encode(input))
-        } catch {
-            throw FederationError(code: .invalidConfiguration, message: "could not encode the \(operation) request", operation: operation)
-        }
+        let body = input.jsonBody
         let headers: [(name: String, value: String)] = [
             ("Content-Type", "application/x-amz-json-1.1"),
             ("X-Amz-Target", "AWSCognitoIdentityService.\(operation)"),

@@ -7,10 +7,31 @@ package import Foundation
 // The JSON 1.1 shapes of the Cognito Identity operations IdentityBroker calls.
 // Property names are the wire names.
 
-struct GetIdInput: Encodable, Sendable {
+/// A request's input: written with ``JSONObjectWriter`` (each field, in order), and still
+/// `Encodable`, which the tests use to check the writer against `JSONEncoder`.
+protocol CognitoRequestBody: Encodable, Sendable {
+    func write(to writer: inout JSONObjectWriter)
+}
+
+extension CognitoRequestBody {
+    /// The request body.
+    var jsonBody: [UInt8] {
+        var writer = JSONObjectWriter()
+        write(to: &writer)
+        return writer.finish()
+    }
+}
+
+struct GetIdInput: CognitoRequestBody {
     var IdentityPoolId: String
     var AccountId: String?
     var Logins: [String: String]?
+
+    func write(to writer: inout JSONObjectWriter) {
+        writer.add("IdentityPoolId", IdentityPoolId)
+        writer.add("AccountId", AccountId)
+        writer.add("Logins", Logins)
+    }
 }
 
 // Outputs reject empty required strings (see `decodeNonEmpty`).
@@ -26,10 +47,16 @@ package struct GetIdOutput: Decodable, Sendable {
     }
 }
 
-struct GetCredentialsForIdentityInput: Encodable, Sendable {
+struct GetCredentialsForIdentityInput: CognitoRequestBody {
     var IdentityId: String
     var Logins: [String: String]?
     var CustomRoleArn: String?
+
+    func write(to writer: inout JSONObjectWriter) {
+        writer.add("IdentityId", IdentityId)
+        writer.add("Logins", Logins)
+        writer.add("CustomRoleArn", CustomRoleArn)
+    }
 }
 
 package struct GetCredentialsForIdentityOutput: Decodable, Sendable {
@@ -45,9 +72,14 @@ package struct GetCredentialsForIdentityOutput: Decodable, Sendable {
     }
 }
 
-struct GetOpenIdTokenInput: Encodable, Sendable {
+struct GetOpenIdTokenInput: CognitoRequestBody {
     var IdentityId: String
     var Logins: [String: String]?
+
+    func write(to writer: inout JSONObjectWriter) {
+        writer.add("IdentityId", IdentityId)
+        writer.add("Logins", Logins)
+    }
 }
 
 package struct GetOpenIdTokenOutput: Decodable, Sendable {
@@ -63,11 +95,18 @@ package struct GetOpenIdTokenOutput: Decodable, Sendable {
     }
 }
 
-struct GetOpenIdTokenForDeveloperIdentityInput: Encodable, Sendable {
+struct GetOpenIdTokenForDeveloperIdentityInput: CognitoRequestBody {
     var IdentityPoolId: String
     var IdentityId: String?
     var Logins: [String: String]
     var TokenDuration: Int?
+
+    func write(to writer: inout JSONObjectWriter) {
+        writer.add("IdentityPoolId", IdentityPoolId)
+        writer.add("IdentityId", IdentityId)
+        writer.add("Logins", Logins)
+        if let TokenDuration { writer.add("TokenDuration", TokenDuration) }
+    }
 }
 
 package struct WireCredentials: Decodable, Sendable {

@@ -4,9 +4,9 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// Shared JSON coders with default settings: building one per request showed up
-/// in profiles of many concurrent federations, and neither is mutated after creation.
+/// The shared JSON decoder, default settings: building one per response showed up in
+/// profiles of many concurrent federations, and it is never mutated after creation. (Bodies
+/// and stored records are written with ``JSONObjectWriter``.)
 enum JSONCoders {
-    static let encoder = JSONEncoder()
     static let decoder = JSONDecoder()
 }
