@@ -143,7 +143,7 @@ struct CognitoIdentityClient: Sendable {
     ///
     /// - Parameter namesIdentity: whether the operation acts on an existing identity ID, so
     ///   its error can say that identity is gone.
-    private func call<Input: CognitoRequestBody, Output: Decodable & Sendable>(
+    private func call<Input: CognitoRequestBody, Output: CognitoResponseBody>(
         _ operation: String,
         _ input: Input,
         secrets: [String],

@@ -7,7 +7,18 @@ import Foundation
 /// Decodes a successful Cognito response, naming the missing or bad field when
 /// it cannot.
 package enum CognitoResponseDecoder {
+    /// The output: read directly when the body has the exact compact shape Cognito sends
+    /// (``CognitoResponseBody/readDirectly(_:)``), else by `JSONDecoder`, which decides.
+    package static func decode<Output: CognitoResponseBody>(_ type: Output.Type, from body: [UInt8], operation: String) throws(FederationError) -> Output {
+        if let output = Output.readDirectly(body) { return output }
+        return try decodeWithJSONDecoder(type, from: body, operation: operation)
+    }
+
     package static func decode<Output: Decodable>(_ type: Output.Type, from body: [UInt8], operation: String) throws(FederationError) -> Output {
+        try decodeWithJSONDecoder(type, from: body, operation: operation)
+    }
+
+    private static func decodeWithJSONDecoder<Output: Decodable>(_ type: Output.Type, from body: [UInt8], operation: String) throws(FederationError) -> Output {
         do {
             return try JSONCoders.decoder.decode(Output.self, from: Data(body))
         } catch let error as DecodingError {

@@ -36,10 +36,39 @@ struct GetIdInput: CognitoRequestBody {
 
 // Outputs reject empty required strings (see `decodeNonEmpty`).
 
-package struct GetIdOutput: Decodable, Sendable {
+/// A successful response's output. `JSONDecoder` reads it; before that, ``readDirectly(_:)``
+/// may read the exact compact shape Cognito sends without `JSONDecoder`'s generic machinery
+/// (8 % of a federation's CPU at concurrency 1 for two responses). A direct read answers
+/// only when `JSONDecoder` would answer the same, and `nil` for anything else (whitespace, an
+/// unknown or repeated key, an escape it does not read, a value the validation refuses),
+/// which `JSONDecoder` then reads or rejects with its error. `CognitoDirectReadTests` holds
+/// the two to that.
+package protocol CognitoResponseBody: Decodable, Sendable {
+    static func readDirectly(_ body: [UInt8]) -> Self?
+}
+
+extension CognitoResponseBody {
+    package static func readDirectly(_ body: [UInt8]) -> Self? { nil }
+}
+
+package struct GetIdOutput: CognitoResponseBody {
     package var IdentityId: String
 
     private enum CodingKeys: String, CodingKey { case IdentityId }
+
+    init(IdentityId: String) { self.IdentityId = IdentityId }
+
+    package static func readDirectly(_ body: [UInt8]) -> GetIdOutput? {
+        var reader = FlatJSONReader(body)
+        var identityId: String?
+        let complete = reader.members { reader, key in
+            guard key == "IdentityId", identityId == nil, let value = reader.string(), !value.isEmpty else { return false }
+            identityId = value
+            return true
+        }
+        guard complete, reader.isAtEnd, let identityId else { return nil }
+        return GetIdOutput(IdentityId: identityId)
+    }
 
     package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -59,11 +88,37 @@ struct GetCredentialsForIdentityInput: CognitoRequestBody {
     }
 }
 
-package struct GetCredentialsForIdentityOutput: Decodable, Sendable {
+package struct GetCredentialsForIdentityOutput: CognitoResponseBody {
     package var IdentityId: String?
     package var Credentials: WireCredentials
 
     private enum CodingKeys: String, CodingKey { case IdentityId, Credentials }
+
+    init(IdentityId: String?, Credentials: WireCredentials) {
+        self.IdentityId = IdentityId
+        self.Credentials = Credentials
+    }
+
+    package static func readDirectly(_ body: [UInt8]) -> GetCredentialsForIdentityOutput? {
+        var reader = FlatJSONReader(body)
+        var identityId: String?
+        var credentials: WireCredentials?
+        let complete = reader.members { reader, key in
+            switch key {
+            case "IdentityId":
+                guard identityId == nil, let value = reader.string(), !value.isEmpty else { return false }
+                identityId = value
+            case "Credentials":
+                guard credentials == nil, let value = WireCredentials.readDirectly(&reader) else { return false }
+                credentials = value
+            default:
+                return false
+            }
+            return true
+        }
+        guard complete, reader.isAtEnd, let credentials else { return nil }
+        return GetCredentialsForIdentityOutput(IdentityId: identityId, Credentials: credentials)
+    }
 
     package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -82,7 +137,7 @@ struct GetOpenIdTokenInput: CognitoRequestBody {
     }
 }
 
-package struct GetOpenIdTokenOutput: Decodable, Sendable {
+package struct GetOpenIdTokenOutput: CognitoResponseBody {
     package var IdentityId: String?
     package var Token: String
 
@@ -117,6 +172,42 @@ package struct WireCredentials: Decodable, Sendable {
 
     private enum CodingKeys: String, CodingKey { case AccessKeyId, SecretKey, SessionToken, Expiration }
 
+    /// The `Credentials` object in the exact compact shape, read as ``GetCredentialsForIdentityOutput/readDirectly(_:)`` explains.
+    static func readDirectly(_ reader: inout FlatJSONReader) -> WireCredentials? {
+        var accessKeyId: String?, secretKey: String?, sessionToken: String?, expiration: Date?
+        let complete = reader.members { reader, key in
+            switch key {
+            case "AccessKeyId":
+                guard accessKeyId == nil, let value = reader.string(), !value.isEmpty else { return false }
+                accessKeyId = value
+            case "SecretKey":
+                guard secretKey == nil, let value = reader.string(), !value.isEmpty else { return false }
+                secretKey = value
+            case "SessionToken":
+                guard sessionToken == nil, let value = reader.string(), !value.isEmpty else { return false }
+                sessionToken = value
+            case "Expiration":
+                guard expiration == nil, let number = reader.number(), let seconds = Double(number),
+                      let date = WireEpochSeconds.date(seconds: seconds)
+                else { return false }
+                expiration = date
+            default:
+                return false
+            }
+            return true
+        }
+        guard complete, let accessKeyId, let secretKey, let sessionToken, let expiration else { return nil }
+        return WireCredentials(
+            AccessKeyId: accessKeyId, SecretKey: secretKey, SessionToken: sessionToken, Expiration: WireEpochSeconds(date: expiration))
+    }
+
+    init(AccessKeyId: String, SecretKey: String, SessionToken: String, Expiration: WireEpochSeconds) {
+        self.AccessKeyId = AccessKeyId
+        self.SecretKey = SecretKey
+        self.SessionToken = SessionToken
+        self.Expiration = Expiration
+    }
+
     package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         AccessKeyId = try container.decodeNonEmpty(String.self, forKey: .AccessKeyId)
@@ -141,10 +232,19 @@ package struct WireEpochSeconds: Decodable, Sendable {
         } else {
             throw DecodingError.dataCorruptedError(in: container, debugDescription: "not epoch seconds")
         }
-        guard seconds.isFinite, seconds > 0, seconds < 1e11 else {
+        guard let date = Self.date(seconds: seconds) else {
             throw DecodingError.dataCorruptedError(in: container, debugDescription: "epoch seconds out of range")
         }
-        date = Date(timeIntervalSince1970: seconds)
+        self.date = date
+    }
+
+    init(date: Date) { self.date = date }
+
+    /// The date of `seconds` since 1970 when it is a plausible expiration (finite, after
+    /// 1970, before the year 5138); `nil` otherwise.
+    static func date(seconds: Double) -> Date? {
+        guard seconds.isFinite, seconds > 0, seconds < 1e11 else { return nil }
+        return Date(timeIntervalSince1970: seconds)
     }
 }
 
