@@ -87,6 +87,20 @@ enum FuzzEntryPoints {
             precondition(output.IdentityId?.isEmpty != true && !output.Token.isEmpty, "an empty identity or token was accepted")
         }
         check(WireErrorBody.self, bytes, operation: "error body")
+        // The direct readers answer only as JSONDecoder answers.
+        if let direct = GetIdOutput.readDirectly(bytes) {
+            let reference = try? JSONDecoder().decode(GetIdOutput.self, from: Data(bytes))
+            precondition(reference?.IdentityId == direct.IdentityId, "GetId read directly differs from JSONDecoder")
+        }
+        if let direct = GetCredentialsForIdentityOutput.readDirectly(bytes) {
+            let reference = try? JSONDecoder().decode(GetCredentialsForIdentityOutput.self, from: Data(bytes))
+            precondition(
+                reference?.IdentityId == direct.IdentityId && reference?.Credentials.AccessKeyId == direct.Credentials.AccessKeyId
+                    && reference?.Credentials.SecretKey == direct.Credentials.SecretKey
+                    && reference?.Credentials.SessionToken == direct.Credentials.SessionToken
+                    && reference?.Credentials.Expiration.date == direct.Credentials.Expiration.date,
+                "GetCredentialsForIdentity read directly differs from JSONDecoder")
+        }
     }
 
     /// Decodes `bytes` as an error response.
