@@ -62,9 +62,7 @@ package struct GetIdOutput: CognitoResponseBody {
         var reader = FlatJSONReader(body)
         var identityId: String?
         let complete = reader.members { reader, key in
-            guard key == "IdentityId", identityId == nil, let value = reader.string(), !value.isEmpty else { return false }
-            identityId = value
-            return true
+            key == "IdentityId" && reader.nonEmptyString(into: &identityId)
         }
         guard complete, reader.isAtEnd, let identityId else { return nil }
         return GetIdOutput(IdentityId: identityId)
@@ -106,8 +104,7 @@ package struct GetCredentialsForIdentityOutput: CognitoResponseBody {
         let complete = reader.members { reader, key in
             switch key {
             case "IdentityId":
-                guard identityId == nil, let value = reader.string(), !value.isEmpty else { return false }
-                identityId = value
+                guard reader.nonEmptyString(into: &identityId) else { return false }
             case "Credentials":
                 guard credentials == nil, let value = WireCredentials.readDirectly(&reader) else { return false }
                 credentials = value
@@ -178,14 +175,11 @@ package struct WireCredentials: Decodable, Sendable {
         let complete = reader.members { reader, key in
             switch key {
             case "AccessKeyId":
-                guard accessKeyId == nil, let value = reader.string(), !value.isEmpty else { return false }
-                accessKeyId = value
+                guard reader.nonEmptyString(into: &accessKeyId) else { return false }
             case "SecretKey":
-                guard secretKey == nil, let value = reader.string(), !value.isEmpty else { return false }
-                secretKey = value
+                guard reader.nonEmptyString(into: &secretKey) else { return false }
             case "SessionToken":
-                guard sessionToken == nil, let value = reader.string(), !value.isEmpty else { return false }
-                sessionToken = value
+                guard reader.nonEmptyString(into: &sessionToken) else { return false }
             case "Expiration":
                 guard expiration == nil, let number = reader.number(), let seconds = Double(number),
                       let date = WireEpochSeconds.date(seconds: seconds)

@@ -48,6 +48,14 @@ struct FlatJSONReader {
         return true
     }
 
+    /// Reads a non-empty string into `slot`, which must still be `nil`: an empty string or a
+    /// repeated key is refused (`false`).
+    mutating func nonEmptyString(into slot: inout String?) -> Bool {
+        guard slot == nil, let value = string(), !value.isEmpty else { return false }
+        slot = value
+        return true
+    }
+
     mutating func optionalString(_ slot: inout String?) -> Bool {
         if literalNull() { return true }
         guard let text = string() else { return false }
