@@ -68,21 +68,17 @@ enum ExecRunner {
     /// key (`$IDENTITY_BROKER_KEY`, or the passphrase or key file it comes from) opens every
     /// session, and a `postgres://` keystore URL carries the database password.
     static func childEnvironment(_ endpoint: CredentialEndpoint) -> [String] {
-        let removed = Set(
-            CredentialEndpoint.conflictingVariables + endpoint.environment.keys + KeySelection.secretVariables + [KeySelection.keyFileVariable])
-        var entries = [String]()
+        var inherited: [String: String] = [:]
         var cursor = environ
         while let entry = cursor.pointee {
-            let text = String(cString: entry)
-            let parts = text.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let name = parts.first.map(String.init) ?? text
-            let isDatabaseURL = name == KeystoreAccess.keystoreVariable && parts.count == 2 && parts[1].contains("://")
-            if !removed.contains(name) && !isDatabaseURL { entries.append(text) }
+            let parts = String(cString: entry).split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            // The first of repeated names wins, as for getenv(3).
+            if parts.count == 2, inherited[String(parts[0])] == nil { inherited[String(parts[0])] = String(parts[1]) }
             cursor += 1
         }
-        entries.append("\(CredentialEndpoint.fullURIVariable)=\(endpoint.url)")
-        entries.append("\(CredentialEndpoint.authorizationTokenVariable)=\(endpoint.authorizationToken.value)")
-        return entries
+        for name in KeySelection.secretVariables + [KeySelection.keyFileVariable] { inherited[name] = nil }
+        if inherited[KeystoreAccess.keystoreVariable]?.contains("://") == true { inherited[KeystoreAccess.keystoreVariable] = nil }
+        return endpoint.childEnvironment(from: inherited).map { "\($0.key)=\($0.value)" }
     }
 
     private static func spawnFailure(_ name: String, _ failure: ChildProcess.SpawnFailure) -> CLIFailure {

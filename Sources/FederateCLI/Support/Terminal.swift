@@ -29,7 +29,8 @@ package enum Terminal {
 
     /// Adds `secret` to what stderr never shows.
     package static func neverShow(_ secret: String) {
-        secrets.withLock { $0.append(secret) }
+        // Registered early by `main` and again where the key is resolved: keep one copy.
+        secrets.withLock { if !$0.contains(secret) { $0.append(secret) } }
     }
 
     /// Writes `federate: <message>` to stderr as exactly one line.
