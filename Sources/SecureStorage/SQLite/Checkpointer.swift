@@ -12,22 +12,27 @@ import Synchronization
 /// WAL before and the database after copying.
 ///
 /// The WAL file starts over only when a write begins with every frame already copied, which a
-/// checkpoint racing a stream of commits rarely sees: measured with fast fsyncs, the WAL grew to
-/// 7,000 of 10,000 frames. So at twice the threshold the writer checkpoints too, on its own
-/// thread between commits. By then the background has copied most frames, and the writer
-/// copies only the rest (SQLite resumes from what is already copied) and syncs: the WAL starts
-/// over at the next write, and a commit in a thousand pages waits for a short copy instead of
-/// a full one.
+/// checkpoint racing a stream of commits never sees: the frames committed while it copied are
+/// still in the WAL when it ends. Passes that chase them cost two syncs each and end behind
+/// again; against a writer committing every ~0.3 ms they ran about once per three commits
+/// (0.8 extra `fdatasync`s per commit, 25 % of a sequential writer's rate; docs/performance.md).
+/// So one background pass copies the bulk and hands the rest to the writer: the writer's next
+/// commit copies the few frames committed meanwhile (SQLite resumes from what is already
+/// copied) and syncs, and the write after it starts the WAL over. At twice the
+/// threshold the writer copies whatever is left in any case (a background pass that keeps
+/// failing, or readers that held old snapshots).
 final class Checkpointer: Sendable {
     /// SQLite's default automatic-checkpoint threshold, in pages.
     static let threshold = 1000
-    /// Passes one checkpoint may take to catch up with commits made while it ran.
-    static let catchUpPasses = 4
     /// The WAL size at which the writer copies what the background has not.
     static let writerThreshold = 2 * threshold
 
     /// Background checkpoint passes run so far (for tests).
     let backgroundPasses = Atomic<Int>(0)
+    /// Checkpoints the writer ran itself (for tests).
+    let writerPasses = Atomic<Int>(0)
+    /// Set after each background pass: the writer's next commit copies what the pass left.
+    private let writerFinishes = Atomic<Bool>(false)
 
     private let queue = DispatchQueue(label: "IdentityBroker.SQLiteKeystore.checkpoint", qos: .utility)
     private let scheduled = Atomic<Bool>(false)
@@ -45,8 +50,9 @@ final class Checkpointer: Sendable {
     func attach(to writer: SQLiteConnection) throws(KeystoreError) {
         try writer.onCommit { [weak self, unowned writer] pages in
             guard let self, pages >= Self.threshold else { return }
-            if pages >= Self.writerThreshold {
+            if pages >= Self.writerThreshold || self.writerFinishes.exchange(false, ordering: .acquiringAndReleasing) {
                 // Called by whoever holds the writer, the only user of its connection then.
+                self.writerPasses.add(1, ordering: .relaxed)
                 _ = try? writer.checkpointPassively()
             } else {
                 self.schedule()
@@ -56,9 +62,10 @@ final class Checkpointer: Sendable {
 
     private func schedule() {
         guard !closed.load(ordering: .acquiring), !scheduled.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        // Commits made while a pass runs do not queue another: the writer finishes after it.
         queue.async {
-            self.scheduled.store(false, ordering: .releasing)
             self.checkpoint()
+            self.scheduled.store(false, ordering: .releasing)
         }
     }
 
@@ -73,14 +80,12 @@ final class Checkpointer: Sendable {
                     try opened.execute("PRAGMA synchronous=FULL")
                     connection = opened
                 }
-                // Commits go on meanwhile: a pass that ends behind is followed by a few short
-                // ones for the frames written during it, so the WAL is wholly copied at some
-                // point between two commits and the next one starts it over, instead of the
-                // file growing until the writer's own fallback.
-                for _ in 0..<Self.catchUpPasses {
-                    guard let connection else { break }
-                    backgroundPasses.add(1, ordering: .relaxed)
-                    if try connection.checkpointPassively() { break }
+                // Commits go on meanwhile, and a pass that ends "complete" has copied only the
+                // frames that were there when it began: the writer copies the rest.
+                backgroundPasses.add(1, ordering: .relaxed)
+                if let connection {
+                    _ = try connection.checkpointPassively()
+                    writerFinishes.store(true, ordering: .releasing)
                 }
             } catch {
                 connection?.close()
