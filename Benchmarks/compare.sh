@@ -18,7 +18,8 @@
 #                        uses FEDERATIONS); FLOOR_ITEMS=N appends+fdatasync per floor round (500)
 #   STARTUP_SESSIONS=N   saved sessions for the keystore start-up figure (default 100000)
 #   ONLY_STARTUP=1       only the CLI start-up figure (`federate credentials` on a cache hit
-#                        against `noop`): builds noop and federate, starts nginx for the one
+#                        against `noop`, beside the C floor of the same cache hit,
+#                        Benchmarks/CacheHitFloor): builds noop and federate, starts nginx for the one
 #                        login, skips everything else; the JSON then holds only its fields
 #   STARTUP_ROUNDS=N     alternating noop / CLI rounds for that figure (default 5; medians)
 #   STARTUP_RUNS=N       runs per command and round (default 100, after 20 warm-up runs)
@@ -199,7 +200,7 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]
 # The one source of the CLI start-up figure. Rounds alternate noop and the cache hit, so
 # both see the same load; each round's figure is hyperfine's median (a loop's mean without
 # hyperfine), and the result is the median over rounds (cli_vs_noop: of the per-round ratios).
-CLI_VS_NOOP=null; CLI_MS=null; NOOP_MS=null
+CLI_VS_NOOP=null; CLI_MS=null; NOOP_MS=null; FLOOR_MS=null; EMPTY_MS=null; FLOOR_VS_NOOP=null
 time_command() { # milliseconds of one run of "$@": hyperfine's median when present, else a loop's mean
     if command -v hyperfine >/dev/null 2>&1; then
         hyperfine -N --warmup 20 --runs "$STARTUP_RUNS" --export-json "$WORK/hf.json" "$(printf '%q ' "$@")" >/dev/null 2>&1
@@ -228,27 +229,53 @@ cli_startup() {
             --token-file "$WORK/token" --endpoint "$ENDPOINT" --session bench >/dev/null 2>"$WORK/cli.err" \
         && IDENTITY_BROKER_KEYSTORE="$WORK/cli-keystore" IDENTITY_BROKER_KEY="$key" \
             "$CLI_BIN/federate" credentials --session bench >/dev/null 2>>"$WORK/cli.err"; then
-        local noops=() clis=() ratios=() noop cli round
+        # The floor: the same cache hit in C on the same libraries (Benchmarks/CacheHitFloor),
+        # checked to open the item before it is timed, and an empty C program, so that the
+        # floor's own cost can be added to the Swift no-op.
+        local floor=() database
+        database=$(find "$WORK/cli-keystore" -name '*.sqlite' | head -n 1)
+        printf 'int main(void) { return 0; }\n' >"$WORK/empty.c"
+        if cc -O2 -o "$WORK/empty" "$WORK/empty.c" \
+            && cc -O2 -o "$WORK/cache_hit_floor" "$ROOT/Benchmarks/CacheHitFloor/cache_hit_floor.c" -lsqlite3 -lcrypto \
+            && IDENTITY_BROKER_KEY="$key" "$WORK/cache_hit_floor" "$database" identity-broker session.bench >/dev/null; then
+            floor=("$WORK/cache_hit_floor" "$database" identity-broker session.bench)
+        else
+            log "the C cache-hit floor did not build or open the item; cli_floor_vs_noop is null"
+        fi
+        local noops=() clis=() ratios=() floors=() empties=() noop cli round
         for round in $(seq "$STARTUP_ROUNDS"); do
             noop=$(time_command "$BIN/noop")
             cli=$(IDENTITY_BROKER_KEYSTORE="$WORK/cli-keystore" IDENTITY_BROKER_KEY="$key" \
                 time_command "$CLI_BIN/federate" credentials --session bench)
             noops+=("$noop"); clis+=("$cli")
             ratios+=("$(awk -v a="$cli" -v b="$noop" 'BEGIN { printf "%.3f", a / b }')")
-            log "  round $round: noop $noop ms, federate credentials $cli ms"
+            if [ "${#floor[@]}" -gt 0 ]; then
+                floors+=("$(IDENTITY_BROKER_KEY="$key" time_command "${floor[@]}")")
+                empties+=("$(time_command "$WORK/empty")")
+                log "  round $round: noop $noop ms, federate credentials $cli ms, C floor ${floors[-1]} ms, empty C ${empties[-1]} ms"
+            else
+                log "  round $round: noop $noop ms, federate credentials $cli ms"
+            fi
         done
         NOOP_MS=$(printf '%s\n' "${noops[@]}" | median)
         CLI_MS=$(printf '%s\n' "${clis[@]}" | median)
         CLI_VS_NOOP=$(printf '%s\n' "${ratios[@]}" | median)
         log "federate credentials (cache hit): $CLI_MS ms, noop $NOOP_MS ms, $CLI_VS_NOOP x noop (medians of $STARTUP_ROUNDS rounds)"
+        if [ "${#floors[@]}" -gt 0 ]; then
+            FLOOR_MS=$(printf '%s\n' "${floors[@]}" | median)
+            EMPTY_MS=$(printf '%s\n' "${empties[@]}" | median)
+            # A Swift cache hit pays the no-op (runtime loading) plus the floor's own work.
+            FLOOR_VS_NOOP=$(awk -v n="$NOOP_MS" -v f="$FLOOR_MS" -v e="$EMPTY_MS" 'BEGIN { printf "%.3f", (n + f - e) / n }')
+            log "C floor of the cache hit: $FLOOR_MS ms (empty C program $EMPTY_MS ms): no Swift cache hit goes under $FLOOR_VS_NOOP x noop"
+        fi
     else
         log "federate login/credentials not usable yet ($(head -c 300 "$WORK/cli.err")); cli_vs_noop is null"
     fi
 }
 if [ "${ONLY_STARTUP:-0}" = 1 ]; then
     cli_startup
-    printf '{"cli_vs_noop":%s,"cli_ms":%s,"noop_ms":%s,"startup_rounds":%s,"startup_runs":%s,"cpus":%s}\n' \
-        "$CLI_VS_NOOP" "$CLI_MS" "$NOOP_MS" "$STARTUP_ROUNDS" "$STARTUP_RUNS" "$(nproc)"
+    printf '{"cli_vs_noop":%s,"cli_ms":%s,"noop_ms":%s,"cli_floor_vs_noop":%s,"cli_floor_ms":%s,"empty_c_ms":%s,"startup_rounds":%s,"startup_runs":%s,"cpus":%s}\n' \
+        "$CLI_VS_NOOP" "$CLI_MS" "$NOOP_MS" "$FLOOR_VS_NOOP" "$FLOOR_MS" "$EMPTY_MS" "$STARTUP_ROUNDS" "$STARTUP_RUNS" "$(nproc)"
     exit 0
 fi
 
@@ -281,7 +308,7 @@ floor_rate() { # $1 concurrency -> federations/s
 }
 
 declare -A R
-CLI_VS_NOOP=null; CLI_MS=null; NOOP_MS=null
+CLI_VS_NOOP=null; CLI_MS=null; NOOP_MS=null; FLOOR_MS=null; EMPTY_MS=null; FLOOR_VS_NOOP=null
 if [ "${ONLY_POSTGRES:-0}" = 1 ]; then SKIP_STORAGE=1; else
 # ---------------------------------------------------------------- throughput
 make_curl_config "$FEDERATIONS" "$WORK/floor.curl"
@@ -469,12 +496,14 @@ fi
 # ---------------------------------------------------------------- report
 python3 - "$FEDERATIONS" "$SESSIONS_SMALL" "$SESSIONS_LARGE" "$MIGRATE_ITEMS" "$CLI_VS_NOOP" "$CLI_MS" "$NOOP_MS" \
     "$(for k in "${!R[@]}"; do printf '%s=%s\n' "$k" "${R[$k]}"; done)" \
-    "$STARTUP_SESSIONS" "$MEMORY_SESSIONS" "$MEMORY_TOUCH" "$MEMORY_CACHE" "$SQLITE_MIGRATE_ITEMS" <<'EOF'
+    "$STARTUP_SESSIONS" "$MEMORY_SESSIONS" "$MEMORY_TOUCH" "$MEMORY_CACHE" "$SQLITE_MIGRATE_ITEMS" \
+    "$FLOOR_VS_NOOP" "$FLOOR_MS" <<'EOF'
 import json, os, sys
 federations, small, large, migrate_items = (int(x) for x in sys.argv[1:5])
 cli_vs_noop, cli_ms, noop_ms = (None if x == "null" else float(x) for x in sys.argv[5:8])
 r = {k: float(v) for k, v in (line.split("=", 1) for line in sys.argv[8].splitlines() if line)}
 startup_sessions, memory_sessions, memory_touch, memory_cache, sqlite_migrate_items = (int(x) for x in sys.argv[9:14])
+cli_floor_vs_noop, cli_floor_ms = (None if x == "null" else float(x) for x in sys.argv[14:16])
 
 def ratio(a, b):
     return round(r[a] / r[b], 3)
@@ -505,6 +534,8 @@ if "durable_set" in r:  # absent with ONLY_SWEEP=1
     out["cli_vs_noop"] = cli_vs_noop
     out["cli_ms"] = None if cli_ms is None else round(cli_ms, 3)
     out["noop_ms"] = None if noop_ms is None else round(noop_ms, 3)
+    out["cli_floor_vs_noop"] = cli_floor_vs_noop
+    out["cli_floor_ms"] = None if cli_floor_ms is None else round(cli_floor_ms, 3)
     out["durable_set_vs_floor"] = ratio("durable_set", "durable_floor")
     out["durable_sets_per_s"] = round(r["durable_set"], 1)
     out["durable_floor_per_s"] = round(r["durable_floor"], 1)
