@@ -18,8 +18,9 @@ struct CommittedChange: Sendable {
 /// continuation), about a tenth of a durable federation's CPU. What it costs is bounded: it
 /// never waits for a lock (another process's write lock sends the batch to the queue), only
 /// one caller at a time commits inline, and it commits only its own batch, so it blocks its
-/// thread for one commit's fsync (and, rarely, the writer's share of a checkpoint that the
-/// background fell 2,000 pages behind on); batches that arrive meanwhile go to the queue.
+/// thread for one commit's fsync (and, once per ~1,000 WAL pages, the writer's share of a
+/// checkpoint: the few frames committed while the background pass ran, see ``Checkpointer``);
+/// batches that arrive meanwhile go to the queue.
 /// When a group transaction fails, its batches are retried one by one, so a bad batch fails
 /// alone.
 final class GroupCommitter: Sendable {
