@@ -27,11 +27,13 @@ final class Checkpointer: Sendable {
     /// The WAL size at which the writer copies what the background has not.
     static let writerThreshold = 2 * threshold
 
-    /// Background checkpoint passes run so far (for tests).
+    /// Background checkpoint passes completed so far (for tests).
     let backgroundPasses = Atomic<Int>(0)
-    /// Checkpoints the writer ran itself (for tests).
+    /// Checkpoints the writer completed itself (for tests).
     let writerPasses = Atomic<Int>(0)
-    /// Set after each background pass: the writer's next commit copies what the pass left.
+    /// Set after each background pass: the writer's next commit past the threshold copies what
+    /// the pass left. Cleared by any commit below the threshold, since the WAL then started
+    /// over and the pass left nothing.
     private let writerFinishes = Atomic<Bool>(false)
 
     private let queue = DispatchQueue(label: "IdentityBroker.SQLiteKeystore.checkpoint", qos: .utility)
@@ -49,11 +51,16 @@ final class Checkpointer: Sendable {
     /// Hands the writer's checkpointing to this checkpointer.
     func attach(to writer: SQLiteConnection) throws(KeystoreError) {
         try writer.onCommit { [weak self, unowned writer] pages in
-            guard let self, pages >= Self.threshold else { return }
+            guard let self else { return }
+            guard pages >= Self.threshold else {
+                // A hand-off from a pass that copied everything before the WAL started over is
+                // stale: honoured later, it would make the writer copy a whole cycle inline.
+                self.writerFinishes.store(false, ordering: .relaxed)
+                return
+            }
             if pages >= Self.writerThreshold || self.writerFinishes.exchange(false, ordering: .acquiringAndReleasing) {
                 // Called by whoever holds the writer, the only user of its connection then.
-                self.writerPasses.add(1, ordering: .relaxed)
-                _ = try? writer.checkpointPassively()
+                if (try? writer.checkpointPassively()) != nil { self.writerPasses.add(1, ordering: .relaxed) }
             } else {
                 self.schedule()
             }
@@ -82,16 +89,21 @@ final class Checkpointer: Sendable {
                 }
                 // Commits go on meanwhile, and a pass that ends "complete" has copied only the
                 // frames that were there when it began: the writer copies the rest.
-                backgroundPasses.add(1, ordering: .relaxed)
                 if let connection {
                     _ = try connection.checkpointPassively()
                     writerFinishes.store(true, ordering: .releasing)
+                    backgroundPasses.add(1, ordering: .relaxed)
                 }
             } catch {
                 connection?.close()
                 connection = nil
             }
         }
+    }
+
+    /// Returns once a background pass queued or running now has ended (for tests).
+    func waitForBackgroundPass() {
+        queue.sync {}
     }
 
     /// Stops scheduling, waits for a running checkpoint and closes the connection.

@@ -363,6 +363,27 @@ final class SQLiteKeystoreTests: XCTestCase {
         XCTAssertLessThanOrEqual(background + writer, commits / 40, "\(background) background and \(writer) writer passes for \(commits) commits")
     }
 
+    /// A writer that pauses while each background pass runs leaves it nothing to hand over: the
+    /// pass copies everything, the next write starts the WAL over, and the next cycle is again
+    /// the background's. (A hand-off left set across the restart made the writer copy every
+    /// second cycle of 1,000 pages inline, on its caller's thread.)
+    func testAPassThatCopiedEverythingLeavesTheWriterNothingToCopy() async throws {
+        let temporary = try TemporaryRoot()
+        let keystore = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey())
+        defer { keystore.close() }
+        let checkpointer = keystore.checkpointer
+        let value = [UInt8](repeating: 0x5A, count: 1_300)
+        var index = 0
+        // ~4 WAL pages a commit: two cycles of 1,000 pages take ~500 commits.
+        while checkpointer.backgroundPasses.load(ordering: .relaxed) < 2 && index < 2_000 {
+            try await keystore.set(value, forKey: "item\(index)")
+            index += 1
+            checkpointer.waitForBackgroundPass()
+        }
+        XCTAssertEqual(checkpointer.backgroundPasses.load(ordering: .relaxed), 2, "two cycles did not each get a background pass in \(index) commits")
+        XCTAssertEqual(checkpointer.writerPasses.load(ordering: .relaxed), 0, "the writer checkpointed after a pass that had copied everything")
+    }
+
     /// A read runs on the caller's thread, on a connection with no busy timeout; one that
     /// finds the database busy (in WAL mode only a crash recovery or another program's
     /// exclusive lock does that) runs again on a reader lane, whose connection waits up to the
