@@ -308,7 +308,6 @@ floor_rate() { # $1 concurrency -> federations/s
 }
 
 declare -A R
-CLI_VS_NOOP=null; CLI_MS=null; NOOP_MS=null; FLOOR_MS=null; EMPTY_MS=null; FLOOR_VS_NOOP=null
 if [ "${ONLY_POSTGRES:-0}" = 1 ]; then SKIP_STORAGE=1; else
 # ---------------------------------------------------------------- throughput
 make_curl_config "$FEDERATIONS" "$WORK/floor.curl"

@@ -177,7 +177,6 @@ final class CurlMultiDriver: Sendable {
         _ = ib_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, maxConnectionsPerHost)
 
         let handle = MultiHandle(raw: multi, wakeFD: WakeSignal.make())
-        if let wakeFD = handle.wakeFD { wakeDescriptor.store(wakeFD, ordering: .releasing) }
         let start = Unmanaged.passRetained(ThreadStart(driver: self, multi: handle))
         var thread = pthread_t()
         let rc = pthread_create(&thread, nil, { argument in
@@ -196,13 +195,10 @@ final class CurlMultiDriver: Sendable {
         guard rc == 0 else {
             start.release()
             ib_curl_multi_cleanup(multi)
-            // Nobody saw the descriptor: the lifecycle never left `.idle`.
-            if let wakeFD = handle.wakeFD {
-                wakeDescriptor.store(-1, ordering: .releasing)
-                close(wakeFD)
-            }
+            if let wakeFD = handle.wakeFD { close(wakeFD) }
             return TransportError(kind: .other, message: "could not start the HTTP driver thread (errno \(rc))")
         }
+        if let wakeFD = handle.wakeFD { wakeDescriptor.store(wakeFD, ordering: .releasing) }
         box.thread = thread
         box.lifecycle = .running(handle)
         return nil
