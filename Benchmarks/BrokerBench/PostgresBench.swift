@@ -23,9 +23,10 @@ import Foundation
 /// One key for every instance, as a fleet shares it.
 let benchPostgresKey = [UInt8](repeating: 0x42, count: 32)
 
-func openPostgresKeystore(_ url: String, service: String) async throws -> PostgresKeystore {
+func openPostgresKeystore(_ url: String, service: String, maximumConnections: Int? = nil) async throws -> PostgresKeystore {
     var configuration = try PostgresKeystore.Configuration(url: url)
     configuration.operationTimeout = .seconds(60)
+    if let maximumConnections { configuration.maximumConnections = maximumConnections }
     return try await PostgresKeystore(configuration: configuration, service: service, keySource: .raw(benchPostgresKey))
 }
 
@@ -45,6 +46,7 @@ struct PostgresThroughput: AsyncParsableCommand {
     @Option(help: "Federations in flight at once.") var concurrency = 1
     @Option(help: "Untimed federations first, per client.") var warmup = 200
     @Option(help: "Rounds; medians are printed.") var repeats = 3
+    @Option(help: "The keystore's connection pool size (default: the configuration's).") var maximumConnections: Int?
 
     func run() async throws {
         var memoryRates: [Double] = []
@@ -59,7 +61,8 @@ struct PostgresThroughput: AsyncParsableCommand {
             memoryCPU.append(memoryRun.cpu)
             await inMemory.shutdown()
 
-            let keystore = try await openPostgresKeystore(url, service: "bench-\(runTag)-c\(concurrency)-r\(round)")
+            let keystore = try await openPostgresKeystore(
+                url, service: "bench-\(runTag)-c\(concurrency)-r\(round)", maximumConnections: maximumConnections)
             let durable = try FederationClient(configuration: .init(identityPoolId: poolId, endpoint: endpoint), keystore: keystore)
             let postgresRun = try await timedFederations(durable, round: round, warmup: warmup, federations: federations, concurrency: concurrency)
             postgresRates.append(postgresRun.rate)

@@ -123,10 +123,13 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
             let closedError = { @Sendable in
                 KeystoreError(.storeUnavailable, "the keystore is closed", path: configuration.endpoint)
             }
-            // Half the pool: the rest serves reads and the change feed while commits queue.
-            let committers = max(2, configuration.maximumConnections) / 2
+            // One group at a time: PostgreSQL serialises notifying commits through their WAL
+            // flush anyway, so a second group would only wait on the server, and splitting
+            // what waits into more, smaller statements costs each its own commit. Measured at
+            // c = 64 on 2 CPUs: 4 groups in flight did ~25-40 % fewer durable federations
+            // per second than 1, with ~60 % more server CPU.
             self.committer = PostgresGroupCommitter(
-                maximumInFlight: committers,
+                maximumInFlight: Self.committingConnections,
                 maximumOperations: Self.maximumGroupOperations,
                 deadlines: deadlines,
                 closedError: closedError,
@@ -150,7 +153,7 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
                 })
             // What the commits and the change feed leave of the pool, at least one.
             self.reader = PostgresGrouper(
-                maximumInFlight: max(1, max(2, configuration.maximumConnections) - committers - 1),
+                maximumInFlight: max(1, max(2, configuration.maximumConnections) - Self.committingConnections - 1),
                 deadlines: deadlines,
                 closedError: closedError,
                 timeoutError: { Self.timeout("reading an item", configuration) },
@@ -232,7 +235,7 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
         }
         let statement = PostgresSchema.ReadMany(
             service: namespace.service, group: namespace.groupColumn, keys: Array(Set(keys)))
-        for (key, value) in try await PostgresSchema.run(statement, preparing: false, on: connection, logger: logger) {
+        for case (let key, let value?) in try await PostgresSchema.run(statement, on: connection, logger: logger) {
             rows[key] = Array(value.readableBytesView)
         }
         return rows
@@ -251,6 +254,9 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
 
     /// The most operations one combined commit statement carries.
     static let maximumGroupOperations = 256
+
+    /// How many commit groups run at once (each on its own connection).
+    static let committingConnections = 1
 
     /// Applies every operation of `batch` atomically.
     ///

@@ -1,0 +1,105 @@
+import BrokerTestSupport
+import Foundation
+@testable import PostgresKeystore
+import SecureStorage
+import XCTest
+
+/// Statements over several keys touch only those keys' rows, whatever the server's
+/// statistics know of the namespace.
+///
+/// The case that went wrong: a namespace created (or grown) after the table's last
+/// `ANALYZE` is unknown to the planner, which then estimates its `(service, access_group)`
+/// prefix at one row. With `key = ANY($3)` it scanned the whole prefix and filtered the keys:
+/// a combined read of 3 keys in a 6,200-item namespace took 3.5 ms and two thirds of the
+/// server's CPU in the c = 64 benchmark.
+final class PostgresQueryPlanTests: PostgresTestCase, @unchecked Sendable {
+    /// Rows in the namespace the planner has not seen; each holds a session-sized value, so
+    /// a scan of the namespace reads hundreds of pages.
+    private let unseenRows = 3_000
+    /// The most pages a look-up of 3 keys may touch: a few index levels and a heap page each.
+    private let pagesForThreeKeys = 40
+
+    func testACombinedReadLooksUpEachKeyInANamespaceTheStatisticsHaveNotSeen() async throws {
+        try await createUnseenNamespace()
+        let pages = try pagesTouched(
+            prepare: "PREPARE read_many(text, text, text[]) AS \(PostgresSchema.ReadMany.sql)",
+            execute: "EXECUTE read_many('tool', '', ARRAY['k17', 'k2500', 'missing'])")
+        XCTAssertLessThanOrEqual(pages, pagesForThreeKeys, "a combined read of 3 keys touched \(pages) pages of the items table")
+    }
+
+    func testCombinedRemovesLookUpEachKeyInANamespaceTheStatisticsHaveNotSeen() async throws {
+        try await createUnseenNamespace()
+        let pages = try pagesTouched(
+            prepare: "PREPARE apply_distinct(text, text, text[], int8[], bool[], bytea[], text[], text) AS \(PostgresSchema.ApplyDistinct.sql)",
+            execute: """
+                EXECUTE apply_distinct('tool', '', '{}', '{}', '{}', '{}', ARRAY['k17', 'k2500', 'missing'], 'header:')
+                """,
+            inRolledBackTransaction: true)
+        XCTAssertLessThanOrEqual(pages, pagesForThreeKeys, "removing 3 keys touched \(pages) pages of the items table")
+        // Rolled back: the rows are still there.
+        let remaining = try server.psql("SELECT count(*) FROM identity_broker_items WHERE service = 'tool'", database: database)
+        XCTAssertEqual(remaining.trimmingCharacters(in: .whitespacesAndNewlines), "\(unseenRows)")
+    }
+
+    func testTheRemovesOfACombinedCommitRemoveExactlyTheirKeys() async throws {
+        let keystore = try await keystore()
+        var seed = KeystoreBatch()
+        for index in 0..<50 { seed.set([UInt8(index)], forKey: "k\(index)") }
+        try await keystore.commit(seed)
+
+        var batch = KeystoreBatch()
+        batch.remove(forKey: "k3")
+        batch.remove(forKey: "k40")
+        batch.remove(forKey: "missing")
+        batch.set([9], forKey: "new")
+        try await keystore.commit(batch)
+
+        let keys = try await keystore.keys()
+        XCTAssertEqual(keys.count, 49)
+        XCTAssertFalse(keys.contains("k3"))
+        XCTAssertFalse(keys.contains("k40"))
+        XCTAssertTrue(keys.contains("new"))
+        XCTAssertTrue(keys.contains("k4"))
+    }
+
+    /// Analyses the table while it holds another service's rows only, then adds
+    /// ``unseenRows`` rows for service `tool`, which the statistics therefore do not know.
+    private func createUnseenNamespace() async throws {
+        // The schema, created as the first instance of a fleet creates it.
+        _ = try await keystore(service: "schema")
+        _ = try server.psql("""
+            INSERT INTO identity_broker_items (service, access_group, key, version, value)
+            SELECT 'other', '', 'k' || i, NULL, decode(repeat('ab', 1300), 'hex') FROM generate_series(1, 300) AS i;
+            ANALYZE identity_broker_items;
+            INSERT INTO identity_broker_items (service, access_group, key, version, value)
+            SELECT 'tool', '', 'k' || i, NULL, decode(repeat('cd', 1300), 'hex') FROM generate_series(1, \(unseenRows)) AS i;
+            """, database: database)
+    }
+
+    /// The shared pages `execute` hit or read in its scans of the items table.
+    private func pagesTouched(prepare: String, execute: String, inRolledBackTransaction: Bool = false) throws -> Int {
+        let explain = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) \(execute)"
+        let script = inRolledBackTransaction
+            ? "\(prepare);\nBEGIN;\n\(explain);\nROLLBACK;"
+            : "\(prepare);\n\(explain);"
+        let output = try server.psql(script, database: database)
+        guard let start = output.firstIndex(of: "["), let end = output.lastIndex(of: "]"),
+              let plans = try JSONSerialization.jsonObject(with: Data(output[start...end].utf8)) as? [[String: Any]],
+              let plan = plans.first?["Plan"] as? [String: Any]
+        else {
+            XCTFail("no plan in psql's output: \(output)")
+            return .max
+        }
+        return Self.pages(in: plan)
+    }
+
+    /// Sums the pages of every scan of the items table in `node` and below it.
+    private static func pages(in node: [String: Any]) -> Int {
+        var total = 0
+        if node["Relation Name"] as? String == "identity_broker_items", (node["Node Type"] as? String)?.hasSuffix("Scan") == true {
+            total += (node["Shared Hit Blocks"] as? Int ?? 0) + (node["Shared Read Blocks"] as? Int ?? 0)
+        }
+        for child in node["Plans"] as? [[String: Any]] ?? [] { total += pages(in: child) }
+        return total
+    }
+}
