@@ -89,7 +89,7 @@ extension PostgresKeystore {
             throw KeystoreError(.storeUnavailable, "the keystore is closed", path: configuration.endpoint)
         }
         return try await Self.perform(
-            operation, client: client, configuration: configuration, deadlines: deadlines, logger: logger, body)
+            operation, client: client, setup: connectionSetup, configuration: configuration, deadlines: deadlines, logger: logger, body)
     }
 
     /// - Parameter cancellable: `false` for a group done on behalf of several callers, which
@@ -97,6 +97,7 @@ extension PostgresKeystore {
     static func perform<T: Sendable>(
         _ operation: String,
         client: PostgresClient,
+        setup: ConnectionSetup,
         configuration: Configuration,
         deadlines: DeadlineQueue,
         cancellable: Bool = true,
@@ -109,7 +110,10 @@ extension PostgresKeystore {
             while true {
                 attempt += 1
                 do {
-                    return try await client.withConnection { connection in try await body(connection, logger) }
+                    return try await client.withConnection { connection in
+                        try await setup.prepare(connection, logger: logger)
+                        return try await body(connection, logger)
+                    }
                 } catch let error as CommitOutcomeUnknown {
                     throw KeystoreError.postgres(
                         error.underlying, operation: "\(operation) (the connection was lost while committing: the outcome is unknown)",

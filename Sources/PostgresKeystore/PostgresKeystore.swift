@@ -53,6 +53,8 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
     private let reader: PostgresGrouper<String, [UInt8]?>
     /// Every operation's deadline (they all have the configuration's length).
     let deadlines: DeadlineQueue
+    /// Sets each pooled connection's session up on its first use.
+    let connectionSetup = ConnectionSetup()
     let logger: Logger
     private let callerLogger: Logger?
     private let closed = Atomic<Bool>(false)
@@ -134,10 +136,10 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
                 deadlines: deadlines,
                 closedError: closedError,
                 timeoutError: { Self.timeout("committing a batch", configuration) },
-                execute: { [client, quiet] batches, distinct in
+                execute: { [client, quiet, connectionSetup] batches, distinct in
                     do throws(KeystoreError) {
                         return .success(try await Self.perform(
-                            "committing a batch", client: client, configuration: configuration, deadlines: deadlines,
+                            "committing a batch", client: client, setup: connectionSetup, configuration: configuration, deadlines: deadlines,
                             cancellable: false, logger: quiet
                         ) { connection, logger in
                             if distinct {
@@ -158,10 +160,10 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
                 closedError: closedError,
                 timeoutError: { Self.timeout("reading an item", configuration) },
                 select: { waiting in Array(waiting.indices.prefix(Self.maximumGroupReads)) },
-                run: { [client, quiet] keys in
+                run: { [client, quiet, connectionSetup] keys in
                     do throws(KeystoreError) {
                         let rows = try await Self.perform(
-                            "reading an item", client: client, configuration: configuration, deadlines: deadlines,
+                            "reading an item", client: client, setup: connectionSetup, configuration: configuration, deadlines: deadlines,
                             cancellable: false, logger: quiet
                         ) { connection, logger in
                             try await Self.readSealed(keys, namespace: namespace, on: connection, logger: logger)

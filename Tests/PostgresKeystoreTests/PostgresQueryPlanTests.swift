@@ -1,6 +1,7 @@
 import BrokerTestSupport
 import Foundation
 @testable import PostgresKeystore
+import PostgresNIO
 import SecureStorage
 import XCTest
 
@@ -60,6 +61,26 @@ final class PostgresQueryPlanTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertFalse(keys.contains("k40"))
         XCTAssertTrue(keys.contains("new"))
         XCTAssertTrue(keys.contains("k4"))
+    }
+
+    func testPooledConnectionsRunPreparedStatementsOnTheirGenericPlan() async throws {
+        let keystore = try await keystore()
+        for index in 0..<8 {
+            var batch = KeystoreBatch()
+            batch.set([UInt8(index)], forKey: "k\(index)")
+            try await keystore.commit(batch)
+            _ = try await keystore.value(forKey: "k\(index)")
+        }
+        let (mode, customPlans) = try await keystore.perform("inspecting the session") { connection, logger in
+            let mode = try await connection.query("SHOW plan_cache_mode", logger: logger).collect().first?.decode(String.self)
+            let custom = try await connection.query(
+                "SELECT coalesce(sum(custom_plans), 0)::int8 FROM pg_prepared_statements", logger: logger
+            ).collect().first?.decode(Int64.self)
+            return (mode, custom)
+        }
+        XCTAssertEqual(mode, "force_generic_plan")
+        XCTAssertEqual(customPlans, 0, "the server planned prepared statements for their arguments")
+        XCTAssertGreaterThan(keystore.connectionSetup.connectionsSetUp, 0)
     }
 
     /// Analyses the table while it holds another service's rows only, then adds
