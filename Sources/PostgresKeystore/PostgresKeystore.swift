@@ -153,9 +153,12 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
                         return .failure(error)
                     }
                 })
-            // What the commits and the change feed leave of the pool, at least one.
+            // Few groups, so that concurrent reads share statements: with 6 read groups in
+            // flight instead of 2, c = 64 did fewer durable federations per second for ~50 %
+            // more server and ~25 % more client CPU. At least one, within what the commits
+            // and the change feed leave of the pool.
             self.reader = PostgresGrouper(
-                maximumInFlight: max(1, max(2, configuration.maximumConnections) - Self.committingConnections - 1),
+                maximumInFlight: max(1, min(Self.readingConnections, max(2, configuration.maximumConnections) - Self.committingConnections - 1)),
                 deadlines: deadlines,
                 closedError: closedError,
                 timeoutError: { Self.timeout("reading an item", configuration) },
@@ -259,6 +262,9 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
 
     /// How many commit groups run at once (each on its own connection).
     static let committingConnections = 1
+
+    /// How many combined reads run at once (each on its own connection).
+    static let readingConnections = 2
 
     /// Applies every operation of `batch` atomically.
     ///
