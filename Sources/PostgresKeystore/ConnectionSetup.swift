@@ -11,8 +11,13 @@ import Synchronization
 /// durable federation at c = 1. The statements look each key up on its own, so the generic
 /// plan is the right one whatever the arrays hold (`PostgresQueryPlanTests`).
 ///
+/// The setting also covers the unnamed statements postgres-nio sends for `query`: the
+/// per-key statements of a transaction (a full primary key: one plan either way) and the key
+/// listing, which a generic plan sizes from the table's average namespace.
+///
 /// Set per session rather than as a startup parameter, which connection poolers such as
-/// PgBouncer refuse unless configured to ignore it. A server too old to know the setting
+/// PgBouncer refuse unless configured to ignore it (the keystore needs a direct connection or
+/// a pooler in session mode anyway, for `LISTEN`). A server too old to know the setting
 /// (before PostgreSQL 12) keeps its default.
 final class ConnectionSetup: Sendable {
     static let statement: PostgresQuery = "SET plan_cache_mode = force_generic_plan"

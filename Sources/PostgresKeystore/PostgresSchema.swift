@@ -130,17 +130,16 @@ enum PostgresSchema {
         return rows
     }
 
-    /// The commit statement, prepared once per connection (postgres-nio keeps it by name),
-    /// so the server parses it once. It still plans most runs for their arrays (~0.5 ms of
-    /// server CPU per group): under `plan_cache_mode = auto` a generic plan's estimate for
-    /// `unnest` over parameters looks dearer than a custom plan.
+    /// The commit statement, prepared once per connection (postgres-nio keeps it by name) and
+    /// run on its generic plan (``ConnectionSetup``), so the server parses and plans it once.
     ///
-    /// The removes find each key's row with its own index look-up (as ``ReadMany`` does) and
-    /// delete those rows by address (a TID scan, the only plan that is not a scan of the
-    /// table); `key = ANY($7)` lets the planner scan the whole namespace. A row another
-    /// instance rewrote after this statement began is still that key's row (keys are never
-    /// rewritten); PostgreSQL removes its new version or leaves it to that write, either way
-    /// as if the two had run one after the other.
+    /// The removes keep `key = ANY($7)`, unlike ``ReadMany``: an index scan on it locks rows
+    /// in key order, as the upserts do (no deadlock between concurrent statements), and
+    /// deletes the newest version of a row another instance rewrote meanwhile. On the generic
+    /// plan (``ConnectionSetup``) the planner sizes the namespace from the table's average,
+    /// not from a service it has never seen, so the keys stay in the index condition
+    /// (`PostgresQueryPlanTests`); a table of many tiny namespaces and one huge one could
+    /// still make it scan the huge one for a remove of several keys.
     struct ApplyDistinct: PostgresPreparedStatement {
         static let name = "identity_broker_apply_distinct_v\(PostgresSchema.version)"
         static let sql = """
@@ -153,9 +152,7 @@ enum PostgresSchema {
                 RETURNING items.key
             ), removed AS (
                 DELETE FROM identity_broker_items
-                WHERE ctid = ANY(ARRAY(
-                        SELECT (SELECT ctid FROM identity_broker_items WHERE service = $1 AND access_group = $2 AND key = r.key)
-                        FROM unnest($7::text[]) AS r(key)))
+                WHERE service = $1 AND access_group = $2 AND key = ANY($7::text[])
                 RETURNING key
             ), changed AS (
                 SELECT $8 || string_agg(length(c.key) || ':' || c.key, '') AS payload
