@@ -233,7 +233,7 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
             // A lone key keeps the plain equality (no array to encode or unnest).
             let key = keys[0]
             let statement = PostgresSchema.ReadOne(service: namespace.service, group: namespace.groupColumn, key: key)
-            for try await value in try await connection.execute(statement, logger: logger) {
+            for value in try await PostgresSchema.run(statement, on: connection, logger: logger) {
                 rows[key] = Array(value.readableBytesView)
             }
             return rows

@@ -119,9 +119,7 @@ enum PostgresSchema {
     }
 
     /// Runs `statement` prepared: postgres-nio parses it once per connection, and the server
-    /// can reuse its plan. Every statement over an array of keys looks each key up on its own
-    /// (`unnest` and a per-key subquery), so its plan is the same whatever the array holds
-    /// and whatever the server's statistics know of the namespace; see ``ReadMany``.
+    /// plans it once (``ConnectionSetup``).
     static func run<Statement: PostgresPreparedStatement>(
         _ statement: Statement, on connection: PostgresConnection, logger: Logger
     ) async throws -> [Statement.Row] {
