@@ -2,7 +2,8 @@ import CCurlLoader
 
 /// The loop on the driver thread: add new transfers, drop cancelled ones, let libcurl
 /// work, complete finished transfers, then sleep in `curl_multi_poll` until a socket is
-/// ready, a libcurl timer fires or another thread calls `curl_multi_wakeup`.
+/// ready, a libcurl timer fires or another thread calls `curl_multi_wakeup`. At light load
+/// it may poll for a moment before sleeping (``BusyPollPolicy``).
 ///
 /// Not `Sendable`: it owns the easy handles and lives and dies on the driver thread.
 final class CurlMultiLoop {
@@ -18,6 +19,7 @@ final class CurlMultiLoop {
     }
 
     func run() {
+        var busyPoll = BusyPollPolicy()
         while true {
             let work = driver.takeWork()
             if work.stop {
@@ -29,16 +31,31 @@ final class CurlMultiLoop {
 
             var running: Int32 = 0
             _ = ib_curl_multi_perform(multi, &running)
-            completeFinishedTransfers()
-            guard driver.prepareToSleep() else { continue }
-            // The timeout only bounds the sleep; libcurl shortens it to its own timers.
-            if let wakeFD {
-                var extra = curl_waitfd(fd: wakeFD, events: Int16(CURL_WAIT_POLLIN), revents: 0)
-                _ = ib_curl_multi_poll(multi, &extra, 1, 1000, nil)
-                if extra.revents != 0 { WakeSignal.drain(wakeFD) }
-            } else {
-                _ = ib_curl_multi_poll(multi, nil, 0, 1000, nil)
+            let completed = completeFinishedTransfers()
+            let now = BusyPollPolicy.now()
+            let progressed = !work.pending.isEmpty || completed > 0
+            if busyPoll.keepPolling(now: now, inFlight: active.count, progressed: progressed) {
+                // Awake, so nobody signals the eventfd; sockets are checked without waiting.
+                poll(timeoutMilliseconds: 0)
+                continue
             }
+            guard driver.prepareToSleep() else { continue }
+            let inFlight = active.count
+            // The timeout only bounds the sleep; libcurl shortens it to its own timers.
+            poll(timeoutMilliseconds: 1000)
+            busyPoll.slept(for: BusyPollPolicy.now() &- now, inFlight: inFlight)
+        }
+    }
+
+    /// `curl_multi_poll` on the transfers' sockets and the wake-up `eventfd`, draining the
+    /// latter when it fired.
+    private func poll(timeoutMilliseconds timeout: Int32) {
+        if let wakeFD {
+            var extra = curl_waitfd(fd: wakeFD, events: Int16(CURL_WAIT_POLLIN), revents: 0)
+            _ = ib_curl_multi_poll(multi, &extra, 1, timeout, nil)
+            if extra.revents != 0 { WakeSignal.drain(wakeFD) }
+        } else {
+            _ = ib_curl_multi_poll(multi, nil, 0, timeout, nil)
         }
     }
 
@@ -67,7 +84,9 @@ final class CurlMultiLoop {
         entry.transfer.finish(.failure(CancellationError()))
     }
 
-    private func completeFinishedTransfers() {
+    /// Hands every finished transfer its result; returns how many there were.
+    private func completeFinishedTransfers() -> Int {
+        var completed = 0
         var remaining: Int32 = 0
         while let message = ib_curl_multi_info_read(multi, &remaining) {
             guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
@@ -82,7 +101,9 @@ final class CurlMultiLoop {
             let result = Self.result(of: entry.handle, code: code)
             _ = ib_curl_multi_remove_handle(multi, easy)
             entry.transfer.finish(result)
+            completed += 1
         }
+        return completed
     }
 
     private static func result(of handle: CurlEasyHandle, code: CURLcode) -> Result<HTTPResponse, any Error> {
