@@ -11,8 +11,9 @@ import Darwin
 /// from the thread and the sockets. Used by ``CurlMultiLoop``.
 ///
 /// Why: at light load a request's life is a chain of short gaps. The caller's task
-/// builds the next request some tens of microseconds after the last response, and a
-/// loopback or same-zone server answers in about as long. Sleeping through each gap
+/// builds the next request some tens of microseconds after the last response (a few
+/// hundred when it commits the session to a durable store first), and a loopback or
+/// same-zone server answers in about as long. Sleeping through each gap
 /// costs a context switch and a wake-up both ways, and on a virtual machine whose idle
 /// vCPUs halt, waking one again is the larger part of a request's latency (measured in
 /// docs/performance.md, issue 12). Polling without sleeping for up to ``window`` after
@@ -30,7 +31,12 @@ import Darwin
 ///   not one per request.
 package struct BusyPollPolicy: Sendable {
     /// How long the loop keeps polling after its last progress before it sleeps.
-    package static let window: UInt64 = 100_000  // nanoseconds
+    ///
+    /// 400 µs covers a loopback or same-zone answer and a durable commit between one
+    /// federation and the next (an `fdatasync` takes 150–300 µs on the disks measured);
+    /// with 100 µs the commit's gap was missed and durable federations at concurrency 1
+    /// were 20 % slower (docs/performance.md, session 8).
+    package static let window: UInt64 = 400_000  // nanoseconds
     /// Consecutive misses tolerated for one kind of wait.
     package static let maximumCredit = 4
 
