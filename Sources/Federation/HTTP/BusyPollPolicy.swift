@@ -24,11 +24,13 @@ import Darwin
 /// - only with at most one transfer in flight: with more, the loop is busy anyway and
 ///   the CPU is better left to the callers and the server;
 /// - at most ``window`` per wait, and only while waits of that kind (for work, for a
-///   response) have recently ended within it. Each wait that outlasts the window costs
-///   one credit; after ``maximumCredit`` such misses in a row the loop sleeps at once,
-///   and a sleep shorter than the window (polling would have paid) earns a credit back.
-///   A server that answers in milliseconds therefore costs ``maximumCredit`` windows,
-///   not one per request.
+///   response) have mostly ended within it. Every wait is scored, polled through or slept
+///   through alike: ended within the window (a hit) or not (a miss). The loop polls only
+///   while the recent hit rate, a moving average, is at least ``pollingHitRate``. A server
+///   that answers in milliseconds turns polling for responses off after three misses; a
+///   pattern of one short and one long gap (a request, then a commit to a database that
+///   needs the CPU the poll would hold) turns it off too, where counting consecutive misses
+///   would have kept polling through every long gap.
 package struct BusyPollPolicy: Sendable {
     /// How long the loop keeps polling after its last progress before it sleeps.
     ///
@@ -37,8 +39,10 @@ package struct BusyPollPolicy: Sendable {
     /// with 100 µs the commit's gap was missed and durable federations at concurrency 1
     /// were 20 % slower (docs/performance.md, session 8).
     package static let window: UInt64 = 400_000  // nanoseconds
-    /// Consecutive misses tolerated for one kind of wait.
-    package static let maximumCredit = 4
+    /// The hit rate at or above which the loop polls, out of ``fullHitRate``.
+    package static let pollingHitRate = 768
+    /// A hit rate of 100 %.
+    package static let fullHitRate = 1024
 
     /// What the loop is waiting for while it polls.
     private enum Wait: Int {
@@ -48,12 +52,16 @@ package struct BusyPollPolicy: Sendable {
         case response = 1
     }
 
-    /// Misses still tolerated, per kind of wait (indexed by `Wait.rawValue`).
-    private var credit = [Self.maximumCredit, Self.maximumCredit]
+    /// Each kind of wait's recent hit rate, out of `fullHitRate` (indexed by
+    /// `Wait.rawValue`): each outcome moves it an eighth of the way to 0 or to full.
+    private var hitRate = [Self.fullHitRate, Self.fullHitRate]
     /// The wait being polled through and when it began, or `nil` when not polling.
     private var polling: (wait: Wait, since: UInt64)?
+    /// Set when a poll's miss has been scored, so the sleep that follows it (the same
+    /// wait) is not scored again.
+    private var sleepAlreadyScored = false
 
-    /// A policy with full credit for both kinds of wait.
+    /// A policy that polls through both kinds of wait until misses say otherwise.
     package init() {}
 
     /// Decides at the end of a pass, at monotonic time `now` (nanoseconds), with
@@ -65,8 +73,8 @@ package struct BusyPollPolicy: Sendable {
             return false
         }
         if progressed {
-            if let current = polling { earn(current.wait) }
-            guard credit[wait.rawValue] > 0 else {
+            if let current = polling { score(current.wait, hit: true) }
+            guard hitRate[wait.rawValue] >= Self.pollingHitRate else {
                 polling = nil
                 return false
             }
@@ -76,20 +84,24 @@ package struct BusyPollPolicy: Sendable {
         guard let current = polling else { return false }
         if current.wait == wait, now &- current.since < Self.window { return true }
         // The wait outlasted the window (or changed without progress: a cancellation).
-        credit[current.wait.rawValue] = max(0, credit[current.wait.rawValue] - 1)
+        score(current.wait, hit: false)
+        sleepAlreadyScored = true
         polling = nil
         return false
     }
 
     /// Records a sleep of `duration` nanoseconds that began with `inFlight` transfers in
-    /// flight. A sleep shorter than the window means polling would have paid.
+    /// flight: a sleep shorter than the window is a hit (polling would have paid), a longer
+    /// one a miss.
     package mutating func slept(for duration: UInt64, inFlight: Int) {
-        guard let wait = Self.wait(inFlight: inFlight), duration < Self.window else { return }
-        earn(wait)
+        defer { sleepAlreadyScored = false }
+        guard !sleepAlreadyScored, let wait = Self.wait(inFlight: inFlight) else { return }
+        score(wait, hit: duration < Self.window)
     }
 
-    private mutating func earn(_ wait: Wait) {
-        credit[wait.rawValue] = min(Self.maximumCredit, credit[wait.rawValue] + 1)
+    private mutating func score(_ wait: Wait, hit: Bool) {
+        let rate = hitRate[wait.rawValue]
+        hitRate[wait.rawValue] = hit ? rate + (Self.fullHitRate - rate) / 8 : rate - rate / 8
     }
 
     private static func wait(inFlight: Int) -> Wait? {

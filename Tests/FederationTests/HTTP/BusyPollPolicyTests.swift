@@ -2,8 +2,8 @@ import Federation
 import XCTest
 
 /// The driver loop's rule for polling instead of sleeping (``BusyPollPolicy``): when it
-/// polls, that every poll is bounded by the window, that a slow server turns it off after
-/// a few misses, and that short sleeps turn it back on.
+/// polls, that every poll is bounded by the window, that slow or alternating gaps turn it
+/// off, and that short sleeps turn it back on.
 final class BusyPollPolicyTests: XCTestCase {
     private let window = BusyPollPolicy.window
 
@@ -29,80 +29,91 @@ final class BusyPollPolicyTests: XCTestCase {
     }
 
     /// A server that answers in milliseconds: each wait for a response outlasts the window.
-    /// After `maximumCredit` misses the loop sleeps at once, so polling costs a few windows
-    /// in all, not one per request.
-    func testASlowServerTurnsPollingOffAfterTheCreditIsSpent() {
+    /// After a few misses the loop sleeps at once, so polling costs a few windows in all,
+    /// not one per request.
+    func testASlowServerTurnsPollingOffAfterAFewMisses() {
         var policy = BusyPollPolicy()
         var now: UInt64 = 0
         var polls = 0
-        for _ in 0..<20 {
+        for _ in 0..<1_000 {
             if policy.keepPolling(now: now, inFlight: 1, progressed: true) {
                 polls += 1
                 XCTAssertFalse(policy.keepPolling(now: now + window, inFlight: 1, progressed: false))
-            } else {
-                policy.slept(for: 5_000_000, inFlight: 1)
             }
+            policy.slept(for: 5_000_000, inFlight: 1)
             now += 5_000_000
         }
-        XCTAssertEqual(polls, BusyPollPolicy.maximumCredit)
+        XCTAssertEqual(polls, 3)
     }
 
-    /// Each kind of wait keeps its own credit: a slow server spends the credit for
-    /// responses, while a caller that queues its next request quickly keeps polling for work.
-    func testWaitsForWorkAndForResponsesKeepSeparateCredit() {
+    /// One short and one long wait in turn (a request, then a commit to a database): half
+    /// the waits would pay, which is not enough, so polling for that kind of wait stops.
+    func testAlternatingShortAndLongWaitsTurnPollingOff() {
         var policy = BusyPollPolicy()
         var now: UInt64 = 0
-        for _ in 0..<BusyPollPolicy.maximumCredit {
-            XCTAssertTrue(policy.keepPolling(now: now, inFlight: 1, progressed: true))
-            XCTAssertFalse(policy.keepPolling(now: now + window, inFlight: 1, progressed: false))
+        var pollsInLastHundred = 0
+        for round in 0..<1_000 {
+            // The short gap: the next request comes quickly.
+            let polledShort = policy.keepPolling(now: now, inFlight: 0, progressed: true)
+            if !polledShort { policy.slept(for: window / 10, inFlight: 0) }
+            now += window / 10
+            // The long gap: nothing for two windows.
+            let polledLong = policy.keepPolling(now: now, inFlight: 0, progressed: true)
+            if polledLong {
+                XCTAssertFalse(policy.keepPolling(now: now + window, inFlight: 0, progressed: false))
+            }
+            policy.slept(for: window, inFlight: 0)
             now += 2 * window
+            if round >= 900 { pollsInLastHundred += (polledShort ? 1 : 0) + (polledLong ? 1 : 0) }
         }
-        XCTAssertFalse(policy.keepPolling(now: now, inFlight: 1, progressed: true), "credit for responses spent")
+        XCTAssertEqual(pollsInLastHundred, 0)
+    }
+
+    /// Each kind of wait keeps its own score: a slow server turns polling for responses
+    /// off, while a caller that queues its next request quickly keeps polling for work.
+    func testWaitsForWorkAndForResponsesAreScoredSeparately() {
+        var policy = BusyPollPolicy()
+        var now: UInt64 = 0
+        while policy.keepPolling(now: now, inFlight: 1, progressed: true) {
+            XCTAssertFalse(policy.keepPolling(now: now + window, inFlight: 1, progressed: false))
+            policy.slept(for: 5_000_000, inFlight: 1)
+            now += 10 * window
+        }
+        XCTAssertFalse(policy.keepPolling(now: now, inFlight: 1, progressed: true), "responses: off")
         // A completion leaves nothing in flight: polling for the next request is still allowed.
         XCTAssertTrue(policy.keepPolling(now: now + 1, inFlight: 0, progressed: true))
     }
 
-    /// Sleeps shorter than the window (polling would have paid) earn credit back; long
-    /// sleeps do not.
-    func testShortSleepsEarnCreditBack() {
+    /// Sleeps shorter than the window (polling would have paid) turn polling back on;
+    /// long sleeps keep it off.
+    func testShortSleepsTurnPollingBackOn() {
         var policy = BusyPollPolicy()
         var now: UInt64 = 0
-        for _ in 0..<BusyPollPolicy.maximumCredit {
-            _ = policy.keepPolling(now: now, inFlight: 1, progressed: true)
+        while policy.keepPolling(now: now, inFlight: 1, progressed: true) {
             _ = policy.keepPolling(now: now + window, inFlight: 1, progressed: false)
-            now += 2 * window
+            policy.slept(for: 5_000_000, inFlight: 1)
+            now += 20 * window
         }
-        XCTAssertFalse(policy.keepPolling(now: now, inFlight: 1, progressed: true))
-        policy.slept(for: window * 10, inFlight: 1)
-        XCTAssertFalse(policy.keepPolling(now: now + 1, inFlight: 1, progressed: true), "a long sleep earns nothing")
-        policy.slept(for: window / 4, inFlight: 1)
-        XCTAssertTrue(policy.keepPolling(now: now + 2, inFlight: 1, progressed: true), "a short sleep earns a credit")
+        for _ in 0..<50 { policy.slept(for: window * 10, inFlight: 1) }
+        XCTAssertFalse(policy.keepPolling(now: now + 1, inFlight: 1, progressed: true), "long sleeps: still off")
+        var shortSleeps = 0
+        while !policy.keepPolling(now: now + 2, inFlight: 1, progressed: true) {
+            policy.slept(for: window / 4, inFlight: 1)
+            shortSleeps += 1
+            XCTAssertLessThan(shortSleeps, 100, "short sleeps never turned polling back on")
+        }
+        XCTAssertGreaterThan(shortSleeps, 0)
     }
 
-    /// A wait that ends with progress inside the window is a hit: the credit spent by
-    /// earlier misses comes back, so a fast server keeps polling indefinitely.
-    func testHitsRestoreCredit() {
+    /// A fast server: every wait ends within the window, and polling never stops.
+    func testAFastServerKeepsPolling() {
         var policy = BusyPollPolicy()
         var now: UInt64 = 0
-        for _ in 0..<(BusyPollPolicy.maximumCredit - 1) {
-            _ = policy.keepPolling(now: now, inFlight: 1, progressed: true)
-            _ = policy.keepPolling(now: now + window, inFlight: 1, progressed: false)
-            now += 2 * window
-        }
-        // One credit left; from here on every response arrives within the window.
-        for _ in 0..<100 {
+        for _ in 0..<1_000 {
             XCTAssertTrue(policy.keepPolling(now: now, inFlight: 1, progressed: true))
             XCTAssertTrue(policy.keepPolling(now: now + window / 2, inFlight: 1, progressed: false))
             now += window / 2 + 1
         }
-        // Back to full credit: it takes `maximumCredit` misses to stop again.
-        var misses = 0
-        while policy.keepPolling(now: now, inFlight: 1, progressed: true) {
-            XCTAssertFalse(policy.keepPolling(now: now + window, inFlight: 1, progressed: false))
-            misses += 1
-            now += 2 * window
-        }
-        XCTAssertEqual(misses, BusyPollPolicy.maximumCredit)
     }
 
     func testTheClockIsMonotonic() {
