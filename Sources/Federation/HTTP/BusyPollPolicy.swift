@@ -24,27 +24,30 @@ import Darwin
 /// - only with at most one transfer in flight: with more, the loop is busy anyway and
 ///   the CPU is better left to the callers and the server;
 /// - at most ``window`` per wait, and only while waits of that kind (for work, for a
-///   response) have mostly ended within it. Every wait is scored, polled through or slept
-///   through alike: ended within the window (a hit) or not (a miss). The loop polls only
-///   while the recent hit rate, a moving average, is at least ``pollingHitRate``. A server
-///   that answers in milliseconds turns polling for responses off after three misses; a
-///   pattern of one short and one long gap (a request, then a commit to a database that
-///   needs the CPU the poll would hold) turns it off too, where counting consecutive misses
-///   would have kept polling through every long gap.
+///   response) have mostly ended within it. A wait runs from one pass that made progress to
+///   the next; every wait, polled through or slept through alike, is scored once: a hit when
+///   it ended within the window, a miss when it outlasted it. The loop polls only while the
+///   recent hit rate, a moving average, is at least ``pollingHitRate``. A server that answers
+///   in milliseconds turns polling for responses off after three misses; a pattern of one
+///   short and one long gap (a request, then a commit to a database that needs the CPU the
+///   poll would hold) turns it off too, where counting consecutive misses would have kept
+///   polling through every long gap;
+/// - by one driver at a time in the process (``CurlMultiLoop`` holds a process-wide token
+///   while it polls), so many clients, each with its own transport, cannot hold many CPUs.
 package struct BusyPollPolicy: Sendable {
     /// How long the loop keeps polling after its last progress before it sleeps.
     ///
     /// 400 µs covers a loopback or same-zone answer and a durable commit between one
     /// federation and the next (an `fdatasync` takes 150–300 µs on the disks measured);
     /// with 100 µs the commit's gap was missed and durable federations at concurrency 1
-    /// were 20 % slower (docs/performance.md, session 8).
+    /// were 20 % slower (docs/performance.md, §3b).
     package static let window: UInt64 = 400_000  // nanoseconds
     /// The hit rate at or above which the loop polls, out of ``fullHitRate``.
     package static let pollingHitRate = 768
     /// A hit rate of 100 %.
     package static let fullHitRate = 1024
 
-    /// What the loop is waiting for while it polls.
+    /// What the loop is waiting for.
     private enum Wait: Int {
         /// Nothing in flight: the next request.
         case work = 0
@@ -52,56 +55,63 @@ package struct BusyPollPolicy: Sendable {
         case response = 1
     }
 
+    /// The wait under way since the last progress.
+    private struct CurrentWait {
+        var kind: Wait
+        var since: UInt64
+        /// Whether the loop polls through it (decided when it began).
+        var polling: Bool
+        /// Whether it has been scored already (as a miss, once it outlasted the window).
+        var scored = false
+    }
+
     /// Each kind of wait's recent hit rate, out of `fullHitRate` (indexed by
     /// `Wait.rawValue`): each outcome moves it an eighth of the way to 0 or to full.
     private var hitRate = [Self.fullHitRate, Self.fullHitRate]
-    /// The wait being polled through and when it began, or `nil` when not polling.
-    private var polling: (wait: Wait, since: UInt64)?
-    /// Set when a poll's miss has been scored, so the sleep that follows it (the same
-    /// wait) is not scored again.
-    private var sleepAlreadyScored = false
+    private var current: CurrentWait?
 
     /// A policy that polls through both kinds of wait until misses say otherwise.
     package init() {}
 
-    /// Decides at the end of a pass, at monotonic time `now` (nanoseconds), with
+    /// Decides at the end of every pass of the loop, polled or woken from a sleep, at
+    /// monotonic time `now` (nanoseconds; 0 when the clock could not be read), with
     /// `inFlight` transfers in the multi handle, and `progressed` when the pass added or
     /// completed a transfer: `true` to poll again without sleeping.
     package mutating func keepPolling(now: UInt64, inFlight: Int, progressed: Bool) -> Bool {
-        guard let wait = Self.wait(inFlight: inFlight) else {
-            polling = nil
+        guard now != 0 else {
+            current = nil
             return false
         }
         if progressed {
-            if let current = polling { score(current.wait, hit: true) }
-            guard hitRate[wait.rawValue] >= Self.pollingHitRate else {
-                polling = nil
+            if let ended = current, !ended.scored {
+                score(ended.kind, hit: now &- ended.since < Self.window)
+            }
+            guard let kind = Self.wait(inFlight: inFlight) else {
+                current = nil
                 return false
             }
-            polling = (wait, now)
-            return true
+            let polling = hitRate[kind.rawValue] >= Self.pollingHitRate
+            current = CurrentWait(kind: kind, since: now, polling: polling)
+            return polling
         }
-        guard let current = polling else { return false }
-        if current.wait == wait, now &- current.since < Self.window { return true }
-        // The wait outlasted the window (or changed without progress: a cancellation).
-        score(current.wait, hit: false)
-        sleepAlreadyScored = true
-        polling = nil
+        guard var wait = current, Self.wait(inFlight: inFlight) == wait.kind else {
+            // Two or more in flight, or a cancellation changed the wait: not scored.
+            current = nil
+            return false
+        }
+        // A clock that stepped back reads as a wait far past the window.
+        if now &- wait.since < Self.window { return wait.polling }
+        if !wait.scored {
+            score(wait.kind, hit: false)
+            wait.scored = true
+            current = wait
+        }
         return false
     }
 
-    /// Records a sleep of `duration` nanoseconds that began with `inFlight` transfers in
-    /// flight: a sleep shorter than the window is a hit (polling would have paid), a longer
-    /// one a miss.
-    package mutating func slept(for duration: UInt64, inFlight: Int) {
-        defer { sleepAlreadyScored = false }
-        guard !sleepAlreadyScored, let wait = Self.wait(inFlight: inFlight) else { return }
-        score(wait, hit: duration < Self.window)
-    }
-
-    private mutating func score(_ wait: Wait, hit: Bool) {
-        let rate = hitRate[wait.rawValue]
-        hitRate[wait.rawValue] = hit ? rate + (Self.fullHitRate - rate) / 8 : rate - rate / 8
+    private mutating func score(_ kind: Wait, hit: Bool) {
+        let rate = hitRate[kind.rawValue]
+        hitRate[kind.rawValue] = hit ? rate + (Self.fullHitRate - rate) / 8 : rate - rate / 8
     }
 
     private static func wait(inFlight: Int) -> Wait? {
@@ -112,11 +122,11 @@ package struct BusyPollPolicy: Sendable {
         }
     }
 
-    /// Monotonic time in nanoseconds (`CLOCK_MONOTONIC`, read through the vDSO: no system
-    /// call, cheap enough for every pass of the loop).
+    /// Monotonic time in nanoseconds (`CLOCK_MONOTONIC`), or 0 when it cannot be read,
+    /// which ``keepPolling(now:inFlight:progressed:)`` takes as "do not poll".
     package static func now() -> UInt64 {
         var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
+        guard clock_gettime(CLOCK_MONOTONIC, &time) == 0 else { return 0 }
         return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
     }
 }

@@ -1,4 +1,5 @@
 import CCurlLoader
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -28,6 +29,8 @@ final class CurlMultiLoop {
 
     func run() {
         var busyPoll = BusyPollPolicy()
+        var holdsPollingToken = false
+        defer { if holdsPollingToken { Self.releasePollingToken() } }
         while true {
             let work = driver.takeWork()
             if work.stop {
@@ -40,23 +43,38 @@ final class CurlMultiLoop {
             var running: Int32 = 0
             _ = ib_curl_multi_perform(multi, &running)
             let completed = completeFinishedTransfers()
-            let now = BusyPollPolicy.now()
             let progressed = !work.pending.isEmpty || completed > 0
-            if busyPoll.keepPolling(now: now, inFlight: active.count, progressed: progressed) {
+            let wantsToPoll = busyPoll.keepPolling(now: BusyPollPolicy.now(), inFlight: active.count, progressed: progressed)
+            if wantsToPoll && (holdsPollingToken || Self.takePollingToken()) {
+                holdsPollingToken = true
                 // Awake, so nobody signals the eventfd; sockets are checked without waiting.
                 // Yielding first lets a thread waiting for this CPU run (a database client's
-                // event loop, say): polling must only fill idle time (−8 % for PostgreSQL
-                // federations at concurrency 1 without it).
+                // event loop, say): polling should only fill idle time (PostgreSQL
+                // federations at concurrency 1 were 8 % slower without it).
                 sched_yield()
-                poll(timeoutMilliseconds: 0)
+                self.poll(timeoutMilliseconds: 0)
                 continue
             }
+            if holdsPollingToken {
+                Self.releasePollingToken()
+                holdsPollingToken = false
+            }
             guard driver.prepareToSleep() else { continue }
-            let inFlight = active.count
             // The timeout only bounds the sleep; libcurl shortens it to its own timers.
-            poll(timeoutMilliseconds: 1000)
-            busyPoll.slept(for: BusyPollPolicy.now() &- now, inFlight: inFlight)
+            self.poll(timeoutMilliseconds: 1000)
         }
+    }
+
+    /// How many driver loops of this process are polling rather than sleeping: at most one,
+    /// so that many clients, each with its own transport, hold one CPU at most between them.
+    private static let pollingDrivers = Atomic<Int>(0)
+
+    private static func takePollingToken() -> Bool {
+        pollingDrivers.compareExchange(expected: 0, desired: 1, ordering: .acquiring).exchanged
+    }
+
+    private static func releasePollingToken() {
+        pollingDrivers.store(0, ordering: .releasing)
     }
 
     /// `curl_multi_poll` on the transfers' sockets and the wake-up `eventfd`, draining the

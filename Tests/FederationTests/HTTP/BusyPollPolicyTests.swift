@@ -3,9 +3,28 @@ import XCTest
 
 /// The driver loop's rule for polling instead of sleeping (``BusyPollPolicy``): when it
 /// polls, that every poll is bounded by the window, that slow or alternating gaps turn it
-/// off, and that short sleeps turn it back on.
+/// off, that short gaps turn it back on, and that a clock it cannot read turns it off.
+///
+/// A "pass" below is one call of `keepPolling`, as the loop makes after every poll and
+/// every wake-up.
 final class BusyPollPolicyTests: XCTestCase {
     private let window = BusyPollPolicy.window
+
+    /// One wait of `length` nanoseconds that begins with progress at `now` and ends with
+    /// progress: whether the loop polled through it. A pass at the end of the window stands
+    /// for the loop's poll running out (or a wake-up from its sleep).
+    private func wait(
+        _ policy: inout BusyPollPolicy, at now: inout UInt64, length: UInt64, inFlight: Int = 1
+    ) -> Bool {
+        let polled = policy.keepPolling(now: now, inFlight: inFlight, progressed: true)
+        if length >= window {
+            XCTAssertFalse(policy.keepPolling(now: now + window, inFlight: inFlight, progressed: false))
+        } else if polled {
+            XCTAssertTrue(policy.keepPolling(now: now + length / 2, inFlight: inFlight, progressed: false))
+        }
+        now += length
+        return polled
+    }
 
     func testPollsThroughAShortGapAfterProgressAndStopsAtTheWindow() {
         var policy = BusyPollPolicy()
@@ -13,13 +32,13 @@ final class BusyPollPolicyTests: XCTestCase {
         XCTAssertTrue(policy.keepPolling(now: 1_000 + window / 2, inFlight: 1, progressed: false))
         XCTAssertTrue(policy.keepPolling(now: 1_000 + window - 1, inFlight: 1, progressed: false))
         XCTAssertFalse(policy.keepPolling(now: 1_000 + window, inFlight: 1, progressed: false))
-        // Not polling any more: no progress means sleep.
-        XCTAssertFalse(policy.keepPolling(now: 1_000 + window + 1, inFlight: 1, progressed: false))
+        // The same wait, woken later without progress: still sleep.
+        XCTAssertFalse(policy.keepPolling(now: 1_000 + 3 * window, inFlight: 1, progressed: false))
     }
 
     func testNeverPollsWithMoreThanOneTransferInFlightOrWithoutProgress() {
         var policy = BusyPollPolicy()
-        XCTAssertFalse(policy.keepPolling(now: 0, inFlight: 0, progressed: false))
+        XCTAssertFalse(policy.keepPolling(now: 5, inFlight: 0, progressed: false))
         for inFlight in [2, 3, 64] {
             XCTAssertFalse(policy.keepPolling(now: 10, inFlight: inFlight, progressed: true))
         }
@@ -28,21 +47,23 @@ final class BusyPollPolicyTests: XCTestCase {
         XCTAssertFalse(policy.keepPolling(now: 21, inFlight: 2, progressed: false))
     }
 
-    /// A server that answers in milliseconds: each wait for a response outlasts the window.
-    /// After a few misses the loop sleeps at once, so polling costs a few windows in all,
-    /// not one per request.
-    func testASlowServerTurnsPollingOffAfterAFewMisses() {
+    /// A cancellation takes the one transfer out without progress: the wait changed, so the
+    /// loop stops polling and sleeps.
+    func testAWaitThatChangesWithoutProgressEndsThePoll() {
         var policy = BusyPollPolicy()
-        var now: UInt64 = 0
+        XCTAssertTrue(policy.keepPolling(now: 100, inFlight: 1, progressed: true))
+        XCTAssertFalse(policy.keepPolling(now: 110, inFlight: 0, progressed: false))
+        XCTAssertFalse(policy.keepPolling(now: 120, inFlight: 0, progressed: false))
+    }
+
+    /// A server that answers in milliseconds: each wait for a response outlasts the window.
+    /// After three misses the loop sleeps at once, so polling costs a few windows in all,
+    /// not one per request.
+    func testASlowServerTurnsPollingOffAfterThreeMisses() {
+        var policy = BusyPollPolicy()
+        var now: UInt64 = 1
         var polls = 0
-        for _ in 0..<1_000 {
-            if policy.keepPolling(now: now, inFlight: 1, progressed: true) {
-                polls += 1
-                XCTAssertFalse(policy.keepPolling(now: now + window, inFlight: 1, progressed: false))
-            }
-            policy.slept(for: 5_000_000, inFlight: 1)
-            now += 5_000_000
-        }
+        for _ in 0..<1_000 where wait(&policy, at: &now, length: 5_000_000) { polls += 1 }
         XCTAssertEqual(polls, 3)
     }
 
@@ -50,21 +71,12 @@ final class BusyPollPolicyTests: XCTestCase {
     /// the waits would pay, which is not enough, so polling for that kind of wait stops.
     func testAlternatingShortAndLongWaitsTurnPollingOff() {
         var policy = BusyPollPolicy()
-        var now: UInt64 = 0
+        var now: UInt64 = 1
         var pollsInLastHundred = 0
         for round in 0..<1_000 {
-            // The short gap: the next request comes quickly.
-            let polledShort = policy.keepPolling(now: now, inFlight: 0, progressed: true)
-            if !polledShort { policy.slept(for: window / 10, inFlight: 0) }
-            now += window / 10
-            // The long gap: nothing for two windows.
-            let polledLong = policy.keepPolling(now: now, inFlight: 0, progressed: true)
-            if polledLong {
-                XCTAssertFalse(policy.keepPolling(now: now + window, inFlight: 0, progressed: false))
-            }
-            policy.slept(for: window, inFlight: 0)
-            now += 2 * window
-            if round >= 900 { pollsInLastHundred += (polledShort ? 1 : 0) + (polledLong ? 1 : 0) }
+            let short = wait(&policy, at: &now, length: window / 10, inFlight: 0)
+            let long = wait(&policy, at: &now, length: 3 * window, inFlight: 0)
+            if round >= 900 { pollsInLastHundred += (short ? 1 : 0) + (long ? 1 : 0) }
         }
         XCTAssertEqual(pollsInLastHundred, 0)
     }
@@ -73,47 +85,55 @@ final class BusyPollPolicyTests: XCTestCase {
     /// off, while a caller that queues its next request quickly keeps polling for work.
     func testWaitsForWorkAndForResponsesAreScoredSeparately() {
         var policy = BusyPollPolicy()
-        var now: UInt64 = 0
-        while policy.keepPolling(now: now, inFlight: 1, progressed: true) {
-            XCTAssertFalse(policy.keepPolling(now: now + window, inFlight: 1, progressed: false))
-            policy.slept(for: 5_000_000, inFlight: 1)
-            now += 10 * window
-        }
-        XCTAssertFalse(policy.keepPolling(now: now, inFlight: 1, progressed: true), "responses: off")
-        // A completion leaves nothing in flight: polling for the next request is still allowed.
-        XCTAssertTrue(policy.keepPolling(now: now + 1, inFlight: 0, progressed: true))
+        var now: UInt64 = 1
+        for _ in 0..<10 { _ = wait(&policy, at: &now, length: 5_000_000, inFlight: 1) }
+        XCTAssertFalse(wait(&policy, at: &now, length: 5_000_000, inFlight: 1), "responses: off")
+        XCTAssertTrue(wait(&policy, at: &now, length: window / 10, inFlight: 0), "work: still on")
     }
 
-    /// Sleeps shorter than the window (polling would have paid) turn polling back on;
-    /// long sleeps keep it off.
-    func testShortSleepsTurnPollingBackOn() {
+    /// Short waits slept through (polling would have paid) turn polling back on; long ones
+    /// keep it off.
+    func testShortWaitsTurnPollingBackOn() {
         var policy = BusyPollPolicy()
-        var now: UInt64 = 0
-        while policy.keepPolling(now: now, inFlight: 1, progressed: true) {
-            _ = policy.keepPolling(now: now + window, inFlight: 1, progressed: false)
-            policy.slept(for: 5_000_000, inFlight: 1)
-            now += 20 * window
+        var now: UInt64 = 1
+        for _ in 0..<50 { _ = wait(&policy, at: &now, length: 5_000_000) }
+        XCTAssertFalse(wait(&policy, at: &now, length: 5_000_000), "long waits: still off")
+        var shortWaits = 0
+        while !wait(&policy, at: &now, length: window / 4) {
+            shortWaits += 1
+            guard shortWaits < 100 else { return XCTFail("short waits never turned polling back on") }
         }
-        for _ in 0..<50 { policy.slept(for: window * 10, inFlight: 1) }
-        XCTAssertFalse(policy.keepPolling(now: now + 1, inFlight: 1, progressed: true), "long sleeps: still off")
-        var shortSleeps = 0
-        while !policy.keepPolling(now: now + 2, inFlight: 1, progressed: true) {
-            policy.slept(for: window / 4, inFlight: 1)
-            shortSleeps += 1
-            XCTAssertLessThan(shortSleeps, 100, "short sleeps never turned polling back on")
+        XCTAssertGreaterThan(shortWaits, 3)
+    }
+
+    /// Progress seen only after the window (a thread descheduled for long) is a miss, not
+    /// a hit.
+    func testProgressAfterTheWindowIsAMiss() {
+        var policy = BusyPollPolicy()
+        var now: UInt64 = 1
+        for _ in 0..<3 {
+            XCTAssertTrue(policy.keepPolling(now: now, inFlight: 1, progressed: true))
+            now += 2 * window  // no pass in between
         }
-        XCTAssertGreaterThan(shortSleeps, 0)
+        XCTAssertFalse(policy.keepPolling(now: now, inFlight: 1, progressed: true))
     }
 
     /// A fast server: every wait ends within the window, and polling never stops.
     func testAFastServerKeepsPolling() {
         var policy = BusyPollPolicy()
-        var now: UInt64 = 0
+        var now: UInt64 = 1
         for _ in 0..<1_000 {
-            XCTAssertTrue(policy.keepPolling(now: now, inFlight: 1, progressed: true))
-            XCTAssertTrue(policy.keepPolling(now: now + window / 2, inFlight: 1, progressed: false))
-            now += window / 2 + 1
+            XCTAssertTrue(wait(&policy, at: &now, length: window / 2))
         }
+    }
+
+    /// A clock that cannot be read (0) or that steps back never keeps the loop polling.
+    func testAClockThatFailsOrStepsBackStopsPolling() {
+        var policy = BusyPollPolicy()
+        XCTAssertFalse(policy.keepPolling(now: 0, inFlight: 1, progressed: true))
+        XCTAssertFalse(policy.keepPolling(now: 0, inFlight: 1, progressed: false))
+        XCTAssertTrue(policy.keepPolling(now: 10 * window, inFlight: 1, progressed: true))
+        XCTAssertFalse(policy.keepPolling(now: 5 * window, inFlight: 1, progressed: false))
     }
 
     func testTheClockIsMonotonic() {
