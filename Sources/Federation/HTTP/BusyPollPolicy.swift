@@ -1,11 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// Decides, after each pass of the driver loop, whether to poll again at once instead of
 /// sleeping in `curl_multi_poll`: a pure value type, so that the rule is tested apart
 /// from the thread and the sockets. Used by ``CurlMultiLoop``.
@@ -41,7 +33,7 @@ package struct BusyPollPolicy: Sendable {
     /// federation and the next (an `fdatasync` takes 150–300 µs on the disks measured);
     /// with 100 µs the commit's gap was missed and durable federations at concurrency 1
     /// were 20 % slower (docs/performance.md, §3b).
-    package static let window: UInt64 = 400_000  // nanoseconds
+    package static let window = Duration.microseconds(400)
     /// The hit rate at or above which the loop polls, out of ``fullHitRate``.
     package static let pollingHitRate = 768
     /// A hit rate of 100 %.
@@ -55,58 +47,47 @@ package struct BusyPollPolicy: Sendable {
         case response = 1
     }
 
-    /// The wait under way since the last progress.
-    private struct CurrentWait {
-        var kind: Wait
-        var since: UInt64
-        /// Whether the loop polls through it (decided when it began).
-        var polling: Bool
-        /// Whether it has been scored already (as a miss, once it outlasted the window).
-        var scored = false
-    }
-
     /// Each kind of wait's recent hit rate, out of `fullHitRate` (indexed by
     /// `Wait.rawValue`): each outcome moves it an eighth of the way to 0 or to full.
     private var hitRate = [Self.fullHitRate, Self.fullHitRate]
-    private var current: CurrentWait?
+    /// The wait under way since the last progress, and when it began.
+    private var current: (kind: Wait, since: ContinuousClock.Instant)?
 
     /// A policy that polls through both kinds of wait until misses say otherwise.
     package init() {}
 
-    /// Decides at the end of every pass of the loop, polled or woken from a sleep, at
-    /// monotonic time `now` (nanoseconds; 0 when the clock could not be read), with
-    /// `inFlight` transfers in the multi handle, and `progressed` when the pass added or
+    /// Decides at the end of every pass of the loop, polled or woken from a sleep, at `now`,
+    /// with `inFlight` transfers in the multi handle, and `progressed` when the pass added or
     /// completed a transfer: `true` to poll again without sleeping.
-    package mutating func keepPolling(now: UInt64, inFlight: Int, progressed: Bool) -> Bool {
-        guard now != 0 else {
-            current = nil
-            return false
-        }
+    ///
+    /// A wait is scored when it ends, that is at the next pass with progress; one that
+    /// outlasted the window is a miss however long it went on.
+    package mutating func keepPolling(now: ContinuousClock.Instant, inFlight: Int, progressed: Bool) -> Bool {
         if progressed {
-            if let ended = current, !ended.scored {
-                score(ended.kind, hit: now &- ended.since < Self.window)
+            if let ended = current {
+                score(ended.kind, hit: Self.isWithinWindow(from: ended.since, to: now))
             }
-            guard let kind = Self.wait(inFlight: inFlight) else {
-                current = nil
-                return false
-            }
-            let polling = hitRate[kind.rawValue] >= Self.pollingHitRate
-            current = CurrentWait(kind: kind, since: now, polling: polling)
-            return polling
+            current = Self.wait(inFlight: inFlight).map { (kind: $0, since: now) }
+            return current.map(isPolled) ?? false
         }
-        guard var wait = current, Self.wait(inFlight: inFlight) == wait.kind else {
+        guard let wait = current, Self.wait(inFlight: inFlight) == wait.kind else {
             // Two or more in flight, or a cancellation changed the wait: not scored.
             current = nil
             return false
         }
-        // A clock that stepped back reads as a wait far past the window.
-        if now &- wait.since < Self.window { return wait.polling }
-        if !wait.scored {
-            score(wait.kind, hit: false)
-            wait.scored = true
-            current = wait
-        }
-        return false
+        return isPolled(wait) && Self.isWithinWindow(from: wait.since, to: now)
+    }
+
+    /// Whether the loop polls through `wait`: its kind's hit rate, which changes only when a
+    /// wait ends, was high enough when it began.
+    private func isPolled(_ wait: (kind: Wait, since: ContinuousClock.Instant)) -> Bool {
+        hitRate[wait.kind.rawValue] >= Self.pollingHitRate
+    }
+
+    /// Whether `now` is within the window after `start`; a clock that stepped back is not.
+    private static func isWithinWindow(from start: ContinuousClock.Instant, to now: ContinuousClock.Instant) -> Bool {
+        let elapsed = start.duration(to: now)
+        return elapsed >= .zero && elapsed < window
     }
 
     private mutating func score(_ kind: Wait, hit: Bool) {
@@ -120,13 +101,5 @@ package struct BusyPollPolicy: Sendable {
         case 1: .response
         default: nil
         }
-    }
-
-    /// Monotonic time in nanoseconds (`CLOCK_MONOTONIC`), or 0 when it cannot be read,
-    /// which ``keepPolling(now:inFlight:progressed:)`` takes as "do not poll".
-    package static func now() -> UInt64 {
-        var time = timespec()
-        guard clock_gettime(CLOCK_MONOTONIC, &time) == 0 else { return 0 }
-        return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
     }
 }

@@ -44,7 +44,7 @@ final class CurlMultiLoop {
             _ = ib_curl_multi_perform(multi, &running)
             let completed = completeFinishedTransfers()
             let progressed = !work.pending.isEmpty || completed > 0
-            let wantsToPoll = busyPoll.keepPolling(now: BusyPollPolicy.now(), inFlight: active.count, progressed: progressed)
+            let wantsToPoll = busyPoll.keepPolling(now: .now, inFlight: active.count, progressed: progressed)
             if wantsToPoll && (holdsPollingToken || Self.takePollingToken()) {
                 holdsPollingToken = true
                 // Awake, so nobody signals the eventfd; sockets are checked without waiting.
