@@ -30,6 +30,8 @@
 #   CONCURRENCY_LEVELS="1 4 16 64 256"  the throughput sweep (broker, boto3, URLSession and the
 #                        curl floor at each level; 1 and 64 must stay for the ratios). The JSON's
 #                        "sweep" object holds every level; Benchmarks/plot_sweep.py draws it.
+#   SWEEP_ROUNDS=N       rounds per level in which the curl floor and the broker alternate, one
+#                        run each (default 5; medians)
 #   ONLY_SWEEP=1         only the throughput sweep (no memory, CLI, keystore, SQLite, PostgreSQL)
 #   SKIP_STORAGE=1       skip the SQLite keystore figures (issue 10); they are then null
 #   SKIP_POSTGRES=1      skip the PostgreSQL keystore figures (issue 11); they are then null
@@ -53,6 +55,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 FEDERATIONS=${FEDERATIONS:-10000}
+SWEEP_ROUNDS=${SWEEP_ROUNDS:-5}
 SESSIONS_SMALL=${SESSIONS_SMALL:-1000}
 SESSIONS_LARGE=${SESSIONS_LARGE:-10000}
 MIGRATE_ITEMS=${MIGRATE_ITEMS:-10000}
@@ -313,13 +316,20 @@ if [ "${ONLY_POSTGRES:-0}" = 1 ]; then SKIP_STORAGE=1; else
 make_curl_config "$FEDERATIONS" "$WORK/floor.curl"
 make_curl_config 200 "$WORK/floor-warm.curl"
 for c in $CONCURRENCY_LEVELS; do
-    log "concurrency $c: floor (curl --parallel-max $c)"
+    # The floor and the broker alternate, one run each per round, so that both medians come
+    # from the same minutes: on a shared host either rate drifts by 10-30 % within a minute,
+    # and three floor runs followed by three broker runs measured that drift, not the client.
+    log "concurrency $c: curl floor (--parallel-max $c) and IdentityBroker (broker-bench), alternating, $SWEEP_ROUNDS rounds"
     curl -s --parallel --parallel-max "$c" -K "$WORK/floor-warm.curl" 2>/dev/null
-    R[floor_c$c]=$( { floor_rate "$c"; floor_rate "$c"; floor_rate "$c"; } | median)
-    log "  floor: ${R[floor_c$c]} federations/s"
-
-    log "concurrency $c: IdentityBroker (broker-bench)"
-    R[broker_c$c]=$("$BIN/broker-bench" --endpoint "$ENDPOINT" --federations "$FEDERATIONS" --concurrency "$c" --repeats 3 | tee /dev/stderr | last_line)
+    floors=(); brokers=()
+    for ((round = 1; round <= SWEEP_ROUNDS; round++)); do
+        floors+=("$(floor_rate "$c")")
+        brokers+=("$("$BIN/broker-bench" --endpoint "$ENDPOINT" --federations "$FEDERATIONS" --concurrency "$c" --repeats 1 | last_line)")
+        log "  round $round: floor ${floors[-1]}, IdentityBroker ${brokers[-1]} federations/s"
+    done
+    R[floor_c$c]=$(printf '%s\n' "${floors[@]}" | median)
+    R[broker_c$c]=$(printf '%s\n' "${brokers[@]}" | median)
+    log "  medians: floor ${R[floor_c$c]}, IdentityBroker ${R[broker_c$c]} federations/s"
 
     log "concurrency $c: URLSession + JSONDecoder (urlsession-bench)"
     R[urlsession_c$c]=$("$BIN/urlsession-bench" --endpoint "$ENDPOINT" --federations "$FEDERATIONS" --concurrency "$c" | tee /dev/stderr | last_line)

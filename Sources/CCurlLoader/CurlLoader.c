@@ -9,6 +9,7 @@ typedef struct {
     CURLcode (*global_init)(long);
     CURL *(*easy_init)(void);
     void (*easy_cleanup)(CURL *);
+    void (*easy_reset)(CURL *);
     const char *(*easy_strerror)(CURLcode);
     CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
     CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
@@ -68,6 +69,7 @@ static void ib_curl_load_once(void) {
     IB_CURL_RESOLVE(global_init, "curl_global_init");
     IB_CURL_RESOLVE(easy_init, "curl_easy_init");
     IB_CURL_RESOLVE(easy_cleanup, "curl_easy_cleanup");
+    IB_CURL_RESOLVE(easy_reset, "curl_easy_reset");
     IB_CURL_RESOLVE(easy_strerror, "curl_easy_strerror");
     IB_CURL_RESOLVE(easy_setopt, "curl_easy_setopt");
     IB_CURL_RESOLVE(easy_getinfo, "curl_easy_getinfo");
@@ -110,6 +112,7 @@ static const ib_curl_api_table *ib_curl_api(void) {
 CURLcode ib_curl_global_init(long flags) { return ib_curl_api()->global_init(flags); }
 CURL *ib_curl_easy_init(void) { return ib_curl_api()->easy_init(); }
 void ib_curl_easy_cleanup(CURL *handle) { ib_curl_api()->easy_cleanup(handle); }
+void ib_curl_easy_reset(CURL *handle) { ib_curl_api()->easy_reset(handle); }
 const char *ib_curl_easy_strerror(CURLcode code) { return ib_curl_api()->easy_strerror(code); }
 CURLM *ib_curl_multi_init(void) { return ib_curl_api()->multi_init(); }
 CURLMcode ib_curl_multi_cleanup(CURLM *multi) { return ib_curl_api()->multi_cleanup(multi); }

@@ -28,6 +28,7 @@ typedef int (*ib_curl_xferinfo_callback)(void *userdata, curl_off_t dltotal, cur
 CURLcode ib_curl_global_init(long flags);
 CURL *ib_curl_easy_init(void);
 void ib_curl_easy_cleanup(CURL *handle);
+void ib_curl_easy_reset(CURL *handle);
 const char *ib_curl_easy_strerror(CURLcode code);
 CURLM *ib_curl_multi_init(void);
 CURLMcode ib_curl_multi_cleanup(CURLM *multi);

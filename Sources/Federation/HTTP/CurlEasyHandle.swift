@@ -15,8 +15,10 @@ final class CurlEasyHandle {
     /// The transfer's id, also stored in `CURLOPT_PRIVATE` to find this object again
     /// from a `CURLMsg`.
     let id: UInt64
-    /// The raw `CURL *`; owned, cleaned up in `deinit`.
+    /// The raw `CURL *`; owned, given back to `pool` in `deinit`.
     let rawHandle: UnsafeMutableRawPointer
+    /// Where `rawHandle` came from and goes back to.
+    private let pool: CurlEasyHandlePool
     /// The cap on the body, from ``HTTPLimits/maxResponseBytes``.
     let maxResponseBytes: Int
 
@@ -39,23 +41,28 @@ final class CurlEasyHandle {
     /// lines are trailers, which are not collected).
     private var headerBlockEnded = false
 
-    /// Creates and configures an easy handle for `request`.
+    /// Takes an easy handle from `pool` and configures it for `request`.
+    ///
+    /// The handle must be out of any multi handle before this object goes away: `deinit`
+    /// resets it for the next transfer.
     ///
     /// - Throws: ``TransportError`` with kind ``TransportError/Kind/invalidRequest`` when
     ///   the request cannot be expressed (header injection, an option libcurl refuses).
-    init(id: UInt64, request: HTTPRequest) throws(TransportError) {
-        guard let handle = ib_curl_easy_init() else {
+    init(id: UInt64, request: HTTPRequest, pool: CurlEasyHandlePool) throws(TransportError) {
+        guard let handle = pool.take() else {
             throw TransportError(kind: .other, message: "curl_easy_init failed")
         }
         self.id = id
         self.rawHandle = handle
+        self.pool = pool
         self.maxResponseBytes = max(0, request.limits.maxResponseBytes)
         // From here on `deinit` cleans up whatever was set, also when configure throws.
         try configure(for: request)
     }
 
     deinit {
-        ib_curl_easy_cleanup(rawHandle)
+        // Reset (or freed) first: the handle's options point into the header list and body.
+        pool.recycle(rawHandle)
         if let headerList { ib_curl_slist_free_all(headerList) }
         bodyBuffer?.deallocate()
     }

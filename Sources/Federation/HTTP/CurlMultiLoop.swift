@@ -20,6 +20,7 @@ final class CurlMultiLoop {
     private let multi: UnsafeMutableRawPointer
     private let wakeFD: Int32?
     private var active: [UInt64: (handle: CurlEasyHandle, transfer: CurlTransfer)] = [:]
+    private let easyHandles = CurlEasyHandlePool()
 
     init(driver: CurlMultiDriver, multi: UnsafeMutableRawPointer, wakeFD: Int32?) {
         self.driver = driver
@@ -93,7 +94,7 @@ final class CurlMultiLoop {
         // Cancelled between submission and now: the task has already been resumed.
         guard !transfer.isFinished else { return }
         do {
-            let handle = try CurlEasyHandle(id: transfer.id, request: transfer.request)
+            let handle = try CurlEasyHandle(id: transfer.id, request: transfer.request, pool: easyHandles)
             let code = ib_curl_multi_add_handle(multi, handle.rawHandle)
             guard code == CURLM_OK else {
                 transfer.finish(.failure(TransportError(

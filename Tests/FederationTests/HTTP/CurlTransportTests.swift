@@ -107,6 +107,34 @@ final class CurlTransportTests: XCTestCase {
         XCTAssertEqual(requests[2].body, [0, 1, 2, 0], "binary bodies with NULs arrive intact")
     }
 
+    /// Easy handles are reused one after another (``CurlEasyHandlePool``): a request must
+    /// not inherit the method, body, headers or limits of the one before it.
+    func testAReusedHandleCarriesNothingOfTheRequestBefore() async throws {
+        let server = try makeServer { request in
+            request.path == "/big" ? .respond(text: String(repeating: "x", count: 4096)) : .respond(text: "ok")
+        }
+        _ = try await transport.send(HTTPRequest(
+            method: "PUT", url: server.url("/put"),
+            headers: [("X-Provider-Token", "first-request-only"), ("Content-Type", "text/plain")],
+            body: Array("put-body".utf8)))
+        _ = try await transport.send(HTTPRequest(method: "POST", url: server.url("/post")))
+        _ = try await transport.send(HTTPRequest(method: "GET", url: server.url("/get")))
+        let refused = await transportError(HTTPRequest(method: "GET", url: server.url("/big"), limits: Self.quickLimits))
+        XCTAssertEqual(refused?.kind, .responseTooLarge)
+        let big = try await transport.send(HTTPRequest(method: "GET", url: server.url("/big")))
+        XCTAssertEqual(big.body.count, 4096, "the previous request's 1 KiB cap is gone")
+
+        let requests = server.requests
+        XCTAssertEqual(requests.map(\.method), ["PUT", "POST", "GET", "GET", "GET"])
+        XCTAssertEqual(requests[1].body, [], "no body left over from the PUT")
+        XCTAssertEqual(requests[1].header("Content-Length"), "0")
+        for later in requests.dropFirst() {
+            XCTAssertNil(later.header("X-Provider-Token"), "\(later.path): a header of the PUT was sent again")
+            XCTAssertNil(later.header("Content-Type"), "\(later.path): a header of the PUT was sent again")
+        }
+        XCTAssertEqual(requests[2].body, [])
+    }
+
     func testNon2xxComesBackAsAResponse() async throws {
         let server = try makeServer(.respond(
             status: 400,
