@@ -33,7 +33,14 @@ extension SessionRecord {
     /// The record as ``Stored`` JSON, written field by field (``JSONObjectWriter``: what
     /// `JSONEncoder` writes for ``Stored``, at a fraction of its cost).
     func storedBytes(session: String) throws(FederationError) -> [UInt8] {
-        var writer = JSONObjectWriter()
+        // Sized for this record: an `InMemoryKeystore` keeps the bytes as they are, and a
+        // buffer grown by doubling from the default would hold up to twice the record (2 KiB
+        // for a typical 1.3 KB one), which was most of the heap a live session cost.
+        func length(_ text: String?) -> Int { text?.utf8.count ?? 0 }
+        let textBytes = length(identityId) + length(provider) + length(credentials?.accessKeyId)
+            + length(credentials?.secretAccessKey) + length(credentials?.sessionToken)
+        // Member names, quotes and numbers take under 192 bytes; escapes (`\/` in tokens) a few.
+        var writer = JSONObjectWriter(capacity: 192 + textBytes + textBytes / 16)
         writer.add("version", 1)
         writer.add("phase", phase.rawValue)
         writer.add("identityId", identityId)

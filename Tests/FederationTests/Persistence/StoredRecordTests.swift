@@ -33,6 +33,21 @@ final class StoredRecordTests: XCTestCase {
         }
     }
 
+    /// An `InMemoryKeystore` keeps the stored bytes as they are, so spare capacity is heap
+    /// every live session pays for (docs/performance.md §4): a buffer grown by doubling held
+    /// 2 KiB for a 1.3 KB record.
+    func testAStoredRecordCarriesLittleSpareCapacity() throws {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+        let token = String((0..<1000).map { alphabet[($0 * 37) % alphabet.count] })  // 1000 chars, 15 of them "/"
+        let record = SessionRecord(
+            phase: .federated, identityId: "us-east-1:0f0e0d0c-0b0a-4909-8807-060504030201", provider: "graph.facebook.com",
+            credentials: credentials("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", token, 1_795_000_000.125))
+        let bytes = try record.storedBytes(session: "s")
+        XCTAssertGreaterThan(bytes.count, 1200)
+        XCTAssertLessThan(bytes.capacity, bytes.count + bytes.count / 8, "capacity \(bytes.capacity) for \(bytes.count) bytes")
+        XCTAssertEqual(try SessionRecord(stored: bytes, session: "s"), record)
+    }
+
     func testOtherShapesAreLeftToJSONDecoder() throws {
         let valid = #"{"version":1,"phase":"federated","identityId":"id","accessKeyId":"AK","secretAccessKey":"SK","sessionToken":"T","expiration":4102444800}"#
         XCTAssertNotNil(read(Array(valid.utf8)))
