@@ -56,6 +56,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 FEDERATIONS=${FEDERATIONS:-10000}
 SWEEP_ROUNDS=${SWEEP_ROUNDS:-5}
+case "$SWEEP_ROUNDS" in ''|*[!0-9]*|0) echo "compare.sh: SWEEP_ROUNDS must be a whole number of at least 1, not '$SWEEP_ROUNDS'" >&2; exit 2 ;; esac
 SESSIONS_SMALL=${SESSIONS_SMALL:-1000}
 SESSIONS_LARGE=${SESSIONS_LARGE:-10000}
 MIGRATE_ITEMS=${MIGRATE_ITEMS:-10000}
@@ -324,7 +325,7 @@ for c in $CONCURRENCY_LEVELS; do
     floors=(); brokers=()
     for ((round = 1; round <= SWEEP_ROUNDS; round++)); do
         floors+=("$(floor_rate "$c")")
-        brokers+=("$("$BIN/broker-bench" --endpoint "$ENDPOINT" --federations "$FEDERATIONS" --concurrency "$c" --repeats 1 | last_line)")
+        brokers+=("$("$BIN/broker-bench" --endpoint "$ENDPOINT" --federations "$FEDERATIONS" --concurrency "$c" --repeats 1 | tee /dev/stderr | last_line)")
         log "  round $round: floor ${floors[-1]}, IdentityBroker ${brokers[-1]} federations/s"
     done
     R[floor_c$c]=$(printf '%s\n' "${floors[@]}" | median)
@@ -506,13 +507,14 @@ fi
 python3 - "$FEDERATIONS" "$SESSIONS_SMALL" "$SESSIONS_LARGE" "$MIGRATE_ITEMS" "$CLI_VS_NOOP" "$CLI_MS" "$NOOP_MS" \
     "$(for k in "${!R[@]}"; do printf '%s=%s\n' "$k" "${R[$k]}"; done)" \
     "$STARTUP_SESSIONS" "$MEMORY_SESSIONS" "$MEMORY_TOUCH" "$MEMORY_CACHE" "$SQLITE_MIGRATE_ITEMS" \
-    "$FLOOR_VS_NOOP" "$FLOOR_MS" <<'EOF'
+    "$FLOOR_VS_NOOP" "$FLOOR_MS" "$SWEEP_ROUNDS" <<'EOF'
 import json, os, sys
 federations, small, large, migrate_items = (int(x) for x in sys.argv[1:5])
 cli_vs_noop, cli_ms, noop_ms = (None if x == "null" else float(x) for x in sys.argv[5:8])
 r = {k: float(v) for k, v in (line.split("=", 1) for line in sys.argv[8].splitlines() if line)}
 startup_sessions, memory_sessions, memory_touch, memory_cache, sqlite_migrate_items = (int(x) for x in sys.argv[9:14])
 cli_floor_vs_noop, cli_floor_ms = (None if x == "null" else float(x) for x in sys.argv[14:16])
+sweep_rounds = int(sys.argv[16])
 
 def ratio(a, b):
     return round(r[a] / r[b], 3)
@@ -587,6 +589,8 @@ out["postgres_event_delay_ms_median"] = value("pg_event_median", 3)
 out["postgres_event_delay_ms_p99"] = value("pg_event_p99", 3)
 out["postgres_commit_ms_median"] = value("pg_commit_median", 3)
 out["federations"] = federations
+if "broker_c1" in r:
+    out["sweep_rounds"] = sweep_rounds  # floor and broker runs per level, alternating (medians)
 out["cpus"] = os.cpu_count()
 print(json.dumps(out, separators=(",", ":")))
 EOF

@@ -47,7 +47,7 @@ static void *ib_curl_symbol(void *library, const char *name, int *missing, char 
     void *symbol = dlsym(library, name);
     if (symbol == NULL && !*missing) {
         *missing = 1;
-        snprintf(error, 256, "libcurl has no symbol %s (libcurl 7.84 or later is needed)", name);
+        snprintf(error, 256, "libcurl has no symbol %s (libcurl 7.85 or later is needed)", name);
     }
     return symbol;
 }
@@ -90,8 +90,20 @@ static void ib_curl_load_once(void) {
     IB_CURL_RESOLVE(url_cleanup, "curl_url_cleanup");
     IB_CURL_RESOLVE(url_set, "curl_url_set");
     IB_CURL_RESOLVE(url_get, "curl_url_get");
+    curl_version_info_data *(*version_info)(CURLversion) = NULL;
+    *(void **)(&version_info) = ib_curl_symbol(library, "curl_version_info", &missing, state->error);
 #undef IB_CURL_RESOLVE
-    state->loaded = !missing;
+    if (missing) return;
+    // Every symbol can be there and the library still too old for an option every request
+    // sets (CURLOPT_PROTOCOLS_STR, 7.85): then refuse here, with the reason, rather than
+    // fail each request as an invalid one.
+    const curl_version_info_data *info = version_info(CURLVERSION_NOW);
+    if (info == NULL || info->version_num < 0x075500) {
+        snprintf(state->error, sizeof state->error, "libcurl %s is too old; 7.85 or later is needed",
+                 info != NULL && info->version != NULL ? info->version : "(unknown version)");
+        return;
+    }
+    state->loaded = 1;
 }
 
 int ib_curl_load(void) {

@@ -8,9 +8,10 @@ import SecureStorage
 /// libcurl forbids using an easy handle from two threads at once, so this wrapper is
 /// deliberately **not** `Sendable`: it is created, driven and destroyed only on the
 /// ``CurlMultiDriver`` thread (the same rule corelibs applies to its `_EasyHandle`).
-/// Because the callbacks receive an unretained pointer to this object, it must stay
-/// alive until it has been removed from the multi handle; the driver guarantees that by
-/// holding it in its table of active transfers until then.
+/// Because the callbacks receive an unretained pointer to this object, and `deinit` resets
+/// the handle for reuse (which libcurl allows only for a handle in no multi handle), it must
+/// stay alive until it has been removed from the multi handle; the driver loop removes it
+/// while its table of active transfers still holds it.
 final class CurlEasyHandle {
     /// The transfer's id, also stored in `CURLOPT_PRIVATE` to find this object again
     /// from a `CURLMsg`.

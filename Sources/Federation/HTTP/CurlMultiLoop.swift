@@ -111,6 +111,7 @@ final class CurlMultiLoop {
     /// returned to the cache by libcurl. Unknown ids have already completed.
     private func remove(_ id: UInt64) {
         guard let entry = active.removeValue(forKey: id) else { return }
+        // `entry` holds the handle object until it is out of the multi handle (see above).
         _ = ib_curl_multi_remove_handle(multi, entry.handle.rawHandle)
         entry.transfer.finish(.failure(CancellationError()))
     }
@@ -125,13 +126,11 @@ final class CurlMultiLoop {
             var privateData: UnsafeMutableRawPointer?
             _ = ib_curl_easy_getinfo_pointer(easy, CURLINFO_PRIVATE, &privateData)
             let id = UInt64(UInt(bitPattern: privateData))
-            guard let entry = active.removeValue(forKey: id) else {
-                _ = ib_curl_multi_remove_handle(multi, easy)
-                continue
-            }
-            let result = Self.result(of: entry.handle, code: code)
+            // Out of the multi handle before the entry (and so the handle object) can go:
+            // the handle's `deinit` resets it for reuse, which only a detached handle allows.
             _ = ib_curl_multi_remove_handle(multi, easy)
-            entry.transfer.finish(result)
+            guard let entry = active.removeValue(forKey: id) else { continue }
+            entry.transfer.finish(Self.result(of: entry.handle, code: code))
             completed += 1
         }
         return completed

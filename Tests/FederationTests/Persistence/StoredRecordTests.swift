@@ -38,7 +38,7 @@ final class StoredRecordTests: XCTestCase {
     /// 2 KiB for a 1.3 KB record.
     func testAStoredRecordCarriesLittleSpareCapacity() throws {
         let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
-        let token = String((0..<1000).map { alphabet[($0 * 37) % alphabet.count] })  // 1000 chars, 15 of them "/"
+        let token = String((0..<1000).map { alphabet[($0 * 37) % alphabet.count] })  // 1000 chars, 16 of them "/"
         let record = SessionRecord(
             phase: .federated, identityId: "us-east-1:0f0e0d0c-0b0a-4909-8807-060504030201", provider: "graph.facebook.com",
             credentials: credentials("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", token, 1_795_000_000.125))
