@@ -110,9 +110,11 @@ final class CurlMultiLoop {
     /// Takes a cancelled transfer out of the multi handle; its connection is closed or
     /// returned to the cache by libcurl. Unknown ids have already completed.
     private func remove(_ id: UInt64) {
-        guard let entry = active.removeValue(forKey: id) else { return }
-        // `entry` holds the handle object until it is out of the multi handle (see above).
+        guard let entry = active[id] else { return }
+        // Out of the multi handle while `active` still holds the handle object (see
+        // `completeFinishedTransfers`).
         _ = ib_curl_multi_remove_handle(multi, entry.handle.rawHandle)
+        active[id] = nil
         entry.transfer.finish(.failure(CancellationError()))
     }
 
