@@ -10,6 +10,7 @@ typedef struct {
     CURL *(*easy_init)(void);
     void (*easy_cleanup)(CURL *);
     void (*easy_reset)(CURL *);
+    curl_version_info_data *(*version_info)(CURLversion);
     const char *(*easy_strerror)(CURLcode);
     CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
     CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
@@ -90,14 +91,13 @@ static void ib_curl_load_once(void) {
     IB_CURL_RESOLVE(url_cleanup, "curl_url_cleanup");
     IB_CURL_RESOLVE(url_set, "curl_url_set");
     IB_CURL_RESOLVE(url_get, "curl_url_get");
-    curl_version_info_data *(*version_info)(CURLversion) = NULL;
-    *(void **)(&version_info) = ib_curl_symbol(library, "curl_version_info", &missing, state->error);
+    IB_CURL_RESOLVE(version_info, "curl_version_info");
 #undef IB_CURL_RESOLVE
     if (missing) return;
     // Every symbol can be there and the library still too old for an option every request
     // sets (CURLOPT_PROTOCOLS_STR, 7.85): then refuse here, with the reason, rather than
     // fail each request as an invalid one.
-    const curl_version_info_data *info = version_info(CURLVERSION_NOW);
+    const curl_version_info_data *info = t->version_info(CURLVERSION_NOW);
     if (info == NULL || info->version_num < 0x075500) {
         snprintf(state->error, sizeof state->error, "libcurl %s is too old; 7.85 or later is needed",
                  info != NULL && info->version != NULL ? info->version : "(unknown version)");
