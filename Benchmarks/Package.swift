@@ -38,14 +38,19 @@ let package = Package(
     targets: [
         .executableTarget(
             name: "broker-bench",
-            dependencies: [library("Federation"), library("PostgresKeystore"), library("SecureStorage"), argumentParser],
+            dependencies: [library("Federation"), library("PostgresKeystore"), library("SecureStorage"), argumentParser, "ClosedLoop"],
             path: "BrokerBench"
         ),
         // The URLSession comparison: Foundation only, no IdentityBroker.
         .executableTarget(
             name: "urlsession-bench",
-            dependencies: [argumentParser],
+            dependencies: [argumentParser, "ClosedLoop"],
             path: "URLSessionBench"
+        ),
+        // The callers both in-process benchmarks run their calls from.
+        .target(
+            name: "ClosedLoop",
+            path: "ClosedLoop"
         ),
         // The start-up floor the CLI is compared with: an executable that does nothing.
         .executableTarget(

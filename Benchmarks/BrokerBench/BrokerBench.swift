@@ -10,6 +10,7 @@
 // Every mode prints its headline figure alone on its last line.
 
 import ArgumentParser
+import ClosedLoop
 import Federation
 import SecureStorage
 
@@ -55,23 +56,12 @@ func makeClient(endpoint: String) throws -> FederationClient {
     try FederationClient(configuration: .init(identityPoolId: poolId, endpoint: endpoint))
 }
 
-/// Federates sessions `prefix0 ..< prefix(count-1)` with at most `concurrency` in flight;
-/// every name is new to the client, so each federation is GetId + GetCredentialsForIdentity.
+/// Federates sessions `prefix0 ..< prefix(count-1)` from `concurrency` callers (a closed
+/// loop, see `forEachIndex`); every name is new to the client, so each federation is GetId +
+/// GetCredentialsForIdentity.
 func federateAll(_ client: FederationClient, prefix: String, count: Int, concurrency: Int) async throws {
-    try await withThrowingTaskGroup(of: Void.self) { group in
-        var next = 0
-        while next < min(concurrency, count) {
-            let name = "\(prefix)\(next)"
-            group.addTask { _ = try await client.federate(token: opaqueToken, provider: .facebook, session: name) }
-            next += 1
-        }
-        while try await group.next() != nil {
-            if next < count {
-                let name = "\(prefix)\(next)"
-                group.addTask { _ = try await client.federate(token: opaqueToken, provider: .facebook, session: name) }
-                next += 1
-            }
-        }
+    try await forEachIndex(count: count, concurrency: concurrency) { index in
+        _ = try await client.federate(token: opaqueToken, provider: .facebook, session: "\(prefix)\(index)")
     }
 }
 

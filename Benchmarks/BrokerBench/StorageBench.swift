@@ -10,6 +10,7 @@
 // Every mode prints its headline figure alone on its last line.
 
 import ArgumentParser
+import ClosedLoop
 import Federation
 import SecureStorage
 import Synchronization
@@ -283,20 +284,9 @@ struct StoreMemory: AsyncParsableCommand {
         let client = try FederationClient(
             configuration: .init(identityPoolId: poolId, endpoint: endpoint, sessionCacheCapacity: cache), keystore: keystore)
         let start = monotonicSeconds()
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            var next = 0
-            func add() {
-                let name = "s\(next)"
-                next += 1
-                group.addTask {
-                    let state = try await client.session(name).state
-                    precondition(state == .federated, "session \(name) is \(state)")
-                }
-            }
-            while next < min(concurrency, touch) { add() }
-            while try await group.next() != nil {
-                if next < touch { add() }
-            }
+        try await forEachIndex(count: touch, concurrency: concurrency) { index in
+            let state = try await client.session("s\(index)").state
+            precondition(state == .federated, "session s\(index) is \(state)")
         }
         let seconds = monotonicSeconds() - start
         let footprint = memoryFootprint()

@@ -7,6 +7,7 @@
 // The last line is federations per second.
 
 import ArgumentParser
+import ClosedLoop
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -99,18 +100,9 @@ struct URLSessionBench: AsyncParsableCommand {
     static func federateAll(_ caller: CognitoCaller, count: Int, concurrency: Int) async throws {
         let poolId = "us-east-1:00000000-0000-4000-8000-000000000000"
         let token = "EAAGm0PX4ZCpsBAKZCZBbench0token0opaque0value0ZD"
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            var next = 0
-            while next < min(concurrency, count) {
-                group.addTask { _ = try await caller.federate(poolId: poolId, token: token) }
-                next += 1
-            }
-            while try await group.next() != nil {
-                if next < count {
-                    group.addTask { _ = try await caller.federate(poolId: poolId, token: token) }
-                    next += 1
-                }
-            }
+        // The same closed loop of callers as broker-bench's.
+        try await forEachIndex(count: count, concurrency: concurrency) { _ in
+            _ = try await caller.federate(poolId: poolId, token: token)
         }
     }
 }

@@ -34,7 +34,7 @@ extension FederationClient {
     ) async throws(FederationError) -> FederationResult {
         await acquire(session)
         defer { release(session) }
-        if Task.isCancelled {
+        if Task.isCancelled || shutdownSignal.isFired {
             throw FederationError(code: .cancelled, message: "\(operationName) was cancelled before it started")
         }
         let previous = try await recordBeforeFederating(session)

@@ -21,16 +21,16 @@ extension FederationClient {
     /// and stays open.
     public func shutdown(gracePeriod: Duration = .seconds(10)) async {
         guard !isShutDown else {
-            if !federationsInFlight.isEmpty { await withCheckedContinuation { shutdownWaiters.append($0) } }
+            if federationsInFlight > 0 { await withCheckedContinuation { shutdownWaiters.append($0) } }
             return
         }
         isShutDown = true
-        logger.debug("client shutting down", metadata: ["broker.inFlight": "\(federationsInFlight.count)"])
+        logger.debug("client shutting down", metadata: ["broker.inFlight": "\(federationsInFlight)"])
         expiryTimer?.cancel()
         expiryTimer = nil
         changeFeed?.cancel()
 
-        if !federationsInFlight.isEmpty {
+        if federationsInFlight > 0 {
             let deadline = Task { [weak self] in
                 try? await Task.sleep(for: gracePeriod)
                 await self?.cancelFederationsInFlight()
@@ -46,25 +46,25 @@ extension FederationClient {
     /// Whether ``shutdown(gracePeriod:)`` was called.
     public var isShuttingDown: Bool { isShutDown }
 
-    /// Runs one federation's network and commit work as a task the client can cancel at
-    /// shutdown; the caller's cancellation cancels it too.
+    /// Runs one federation's network and commit work in the caller's task, counted so that
+    /// shutdown can wait for it.
+    ///
+    /// The caller's cancellation cancels it, as any awaited call. Shutdown past its grace
+    /// period fires ``shutdownSignal`` instead, which ends the federation's transfers and
+    /// retry waits with `CancellationError` while the caller's task stays uncancelled; a
+    /// federation that had not started its network calls then fails as cancelled too.
+    /// (Running the federation as a task of its own would give shutdown a task to cancel,
+    /// but costs two hand-offs between threads per federation: see ``CancellationSignal``.)
     func tracked<Output: Sendable>(
-        _ body: @escaping @Sendable () async -> Result<Output, FederationError>
+        _ body: @Sendable () async -> Result<Output, FederationError>
     ) async throws(FederationError) -> Output {
         guard !isShutDown else {
             throw FederationError(code: .cancelled, message: "the client is shutting down; no new federation starts")
         }
-        nextFederationId += 1
-        let id = nextFederationId
-        let work = Task { await body() }
-        federationsInFlight[id] = { work.cancel() }
-        let result = await withTaskCancellationHandler {
-            await work.value
-        } onCancel: {
-            work.cancel()
-        }
-        federationsInFlight[id] = nil
-        if federationsInFlight.isEmpty {
+        federationsInFlight += 1
+        let result = await body()
+        federationsInFlight -= 1
+        if federationsInFlight == 0 {
             let waiters = shutdownWaiters
             shutdownWaiters = []
             for waiter in waiters { waiter.resume() }
@@ -73,8 +73,8 @@ extension FederationClient {
     }
 
     private func cancelFederationsInFlight() {
-        guard !federationsInFlight.isEmpty else { return }
-        logger.debug("cancelling federations past the shutdown grace period", metadata: ["broker.inFlight": "\(federationsInFlight.count)"])
-        for cancel in federationsInFlight.values { cancel() }
+        guard federationsInFlight > 0 else { return }
+        logger.debug("cancelling federations past the shutdown grace period", metadata: ["broker.inFlight": "\(federationsInFlight)"])
+        shutdownSignal.fire()
     }
 }

@@ -63,9 +63,10 @@ public actor FederationClient {
     var nextGeneration: UInt64 = 0
     /// The transport this client created and stops at shutdown (none when injected).
     let ownedTransport: CurlTransport?
-    /// Federations in flight, to finish or cancel at shutdown.
-    var federationsInFlight: [UInt64: @Sendable () -> Void] = [:]
-    var nextFederationId: UInt64 = 0
+    /// Federations between ``tracked(_:)``'s start and end; shutdown waits for none to be left.
+    var federationsInFlight = 0
+    /// Fired by shutdown past its grace period; see ``CancellationSignal``.
+    let shutdownSignal: CancellationSignal
     var isShutDown = false
     /// Opt-in metrics and tracing.
     let instrumentation: FederationInstrumentation
@@ -144,10 +145,15 @@ public actor FederationClient {
         ownedTransport: CurlTransport? = nil,
         instrumentation: FederationInstrumentation = .none
     ) throws(FederationError) {
-        let transport: any HTTPTransport = instrumentation.isEnabled
+        // Shutdown past its grace period fires this signal: every transfer and retry wait of
+        // the client's federations ends, and their callers' tasks are left uncancelled.
+        let shutdownSignal = CancellationSignal()
+        let instrumented: any HTTPTransport = instrumentation.isEnabled
             ? InstrumentedTransport(base: transport, instrumentation: instrumentation) : transport
+        let transport = SignalledTransport(base: instrumented, signal: shutdownSignal)
         // One retry quota for the client's Cognito and STS calls alike.
-        let runner = retryRunner ?? RetryRunner(policy: configuration.retry, quota: RetryQuota(policy: configuration.retry))
+        let runner = (retryRunner ?? RetryRunner(policy: configuration.retry, quota: RetryQuota(policy: configuration.retry)))
+            .interrupted(by: shutdownSignal)
         let cognito = try CognitoIdentityClient(
             configuration: configuration, transport: transport, environment: environment, retryRunner: runner)
         let sts: Result<STSClient, FederationError>
@@ -162,7 +168,8 @@ public actor FederationClient {
             configuration: configuration, cognito: cognito, sts: sts, keystore: keystore, expiryMargin: configuration.expiryMargin,
             renewalLead: configuration.renewalLeadTime, renewalPostponement: configuration.renewalPostponement,
             federationTimeout: configuration.federationTimeout, sessionCacheCapacity: configuration.sessionCacheCapacity,
-            now: now, logger: logger, ownedTransport: ownedTransport, instrumentation: instrumentation)
+            now: now, logger: logger, ownedTransport: ownedTransport, instrumentation: instrumentation,
+            shutdownSignal: shutdownSignal)
     }
 
     private init(
@@ -178,9 +185,11 @@ public actor FederationClient {
         now: @escaping @Sendable () -> Date,
         logger: Logger?,
         ownedTransport: CurlTransport? = nil,
-        instrumentation: FederationInstrumentation = .none
+        instrumentation: FederationInstrumentation = .none,
+        shutdownSignal: CancellationSignal = CancellationSignal()
     ) {
         self.ownedTransport = ownedTransport
+        self.shutdownSignal = shutdownSignal
         self.instrumentation = instrumentation
         sessionGauges = instrumentation.metrics.map(SessionGauges.init(factory:))
         self.configuration = configuration

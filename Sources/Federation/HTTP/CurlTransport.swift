@@ -44,25 +44,33 @@ package final class CurlTransport: HTTPTransport, Sendable {
 
     /// Performs `request` once through libcurl.
     ///
-    /// Cancelling the calling task removes the transfer from the multi handle and throws
-    /// `CancellationError` at once, without waiting for the server.
+    /// Cancelling the calling task, or firing the request's ``HTTPRequest/cancellation``,
+    /// removes the transfer from the multi handle and throws `CancellationError` at once,
+    /// without waiting for the server.
     ///
     /// - Throws: ``TransportError`` when no complete response arrived,
-    ///   `CancellationError` when the task was cancelled.
+    ///   `CancellationError` when the task was cancelled or the signal fired.
     package func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         let transfer = CurlTransfer(id: driver.makeTransferID(), request: request)
         let driver = self.driver
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                if transfer.install(continuation) {
-                    driver.submit(transfer)
-                }
-            }
-        } onCancel: {
+        let cancel: @Sendable () -> Void = {
             if transfer.cancel() {
                 driver.cancel(transferID: transfer.id)
             }
         }
+        let perform = {
+            try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { continuation in
+                    if transfer.install(continuation) {
+                        driver.submit(transfer)
+                    }
+                }
+            } onCancel: {
+                cancel()
+            }
+        }
+        guard let signal = request.cancellation else { return try await perform() }
+        return try await signal.withHandler(onFire: cancel, operation: perform)
     }
 
     /// Stops the driver thread and closes all connections, waiting until it has exited.

@@ -18,6 +18,9 @@ package struct HTTPRequest: Sendable {
     package var limits: HTTPLimits
     /// Which attempt of its call this is (1 for the first), for metrics and traces.
     package var attempt = 1
+    /// Ends the transfer with `CancellationError` when fired, as cancelling the calling task
+    /// does, without cancelling that task (a client's shutdown; see ``CancellationSignal``).
+    package var cancellation: CancellationSignal?
 
     package init(
         method: String = "POST",

@@ -13,7 +13,8 @@ package protocol HTTPTransport: Sendable {
     /// Performs `request` once (no retries at this layer).
     ///
     /// - Throws: ``TransportError`` for anything that stops a complete response
-    ///   from arriving, and `CancellationError` when the calling task is cancelled.
+    ///   from arriving, and `CancellationError` when the calling task is cancelled or the
+    ///   request's ``HTTPRequest/cancellation`` fires (every transport must watch it).
     func send(_ request: HTTPRequest) async throws -> HTTPResponse
 }
 
@@ -25,7 +26,12 @@ package struct ClosureTransport: HTTPTransport {
         self.handler = handler
     }
 
+    /// Runs the handler in the calling task; when the request carries a
+    /// ``HTTPRequest/cancellation``, in a task of its own that the signal cancels, since a
+    /// handler knows nothing of the signal.
     package func send(_ request: HTTPRequest) async throws -> HTTPResponse {
-        try await handler(request)
+        guard let signal = request.cancellation else { return try await handler(request) }
+        let handler = self.handler
+        return try await signal.interruptible { try await handler(request) }
     }
 }

@@ -62,6 +62,15 @@ package struct RetryRunner: Sendable {
         self.now = now
     }
 
+    /// This runner with its waits ended by `signal` as well as by the task's cancellation:
+    /// a wait cut short throws `CancellationError`.
+    package func interrupted(by signal: CancellationSignal) -> RetryRunner {
+        var runner = self
+        let sleep = self.sleep
+        runner.sleep = { delay in try await signal.interruptible { try await sleep(delay) } }
+        return runner
+    }
+
     /// Runs `operation` until it succeeds or the policy says to stop.
     ///
     /// - Parameters:

@@ -2,6 +2,7 @@ import BrokerTestSupport
 @testable import Federation
 import FederationLifecycle
 import Foundation
+import SecureStorage
 import ServiceLifecycle
 import ServiceLifecycleTestKit
 import XCTest
@@ -40,6 +41,97 @@ final class ShutdownTests: XCTestCase {
         await assertThrows(FederationError.self, code: .cancelled) { try await federation.value }
         let snapshot = try await client.session("alice")
         XCTAssertEqual(snapshot.credentials, first.credentials, "the previous session is intact")
+    }
+
+    /// The federation runs in the caller's task, and shutdown cuts it with a signal, not by
+    /// cancelling that task: over the real libcurl transport, the transfer in flight ends at
+    /// the deadline and the caller's task is not cancelled.
+    func testCancellingAtTheDeadlineLeavesTheCallersTaskUncancelled() async throws {
+        let fake = try FakeCognito.served()
+        let client = try FederationClient(configuration: .init(identityPoolId: testPoolId, endpoint: fake.endpoint))
+        let first = try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        fake.responseDelay = .seconds(30)
+        let federation = Task { () -> (error: FederationError?, taskCancelled: Bool) in
+            do throws(FederationError) {
+                try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+                return (nil, Task.isCancelled)
+            } catch {
+                return (error, Task.isCancelled)
+            }
+        }
+        try await waitUntil { fake.count(.getCredentialsForIdentity) == 2 }
+        let start = ContinuousClock.now
+        await client.shutdown(gracePeriod: .milliseconds(200))
+        let outcome = await federation.value
+        XCTAssertLessThan(ContinuousClock.now - start, .seconds(10), "shutdown did not wait for the 30 s answer")
+        XCTAssertEqual(outcome.error?.code, .cancelled, "got \(String(describing: outcome.error))")
+        XCTAssertFalse(outcome.taskCancelled, "shutdown cancelled the caller's task")
+        let snapshot = try await client.session("alice")
+        XCTAssertEqual(snapshot.credentials, first.credentials, "the previous session is intact")
+    }
+
+    /// A federation waiting out a retry backoff at the deadline stops waiting: shutdown does
+    /// not last as long as the backoff.
+    func testAFederationWaitingToRetryIsCancelledAtTheDeadline() async throws {
+        let fake = FakeCognito(expiration: testEpoch.addingTimeInterval(3600))
+        // Retry-After makes the wait before the second attempt 30 s.
+        fake.setDefault(
+            .error("InternalErrorException", message: "try again", status: 500, headers: FakeCognito.jsonHeaders + [("Retry-After", "30")]),
+            for: .getId)
+        let policy = RetryPolicy(maxAttempts: 3, maxBackoff: .seconds(30), retryAfterCap: .seconds(30))
+        let client = try FederationClient(
+            configuration: FederationConfiguration(identityPoolId: testPoolId, endpoint: testEndpoint),
+            transport: fake.transport,
+            keystore: InMemoryKeystore(),
+            environment: [:],
+            retryRunner: RetryRunner(policy: policy, quota: RetryQuota(policy: policy), random: { 1 }),
+            now: TestClock().function,
+            logger: nil
+        )
+        let federation = Task { () -> (error: FederationError?, taskCancelled: Bool) in
+            do throws(FederationError) {
+                try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+                return (nil, Task.isCancelled)
+            } catch {
+                return (error, Task.isCancelled)
+            }
+        }
+        try await waitUntil { fake.count(.getId) == 1 }
+        let start = ContinuousClock.now
+        await client.shutdown(gracePeriod: .milliseconds(200))
+        let outcome = await federation.value
+        XCTAssertLessThan(ContinuousClock.now - start, .seconds(10), "shutdown waited for the 30 s backoff")
+        XCTAssertEqual(outcome.error?.code, .cancelled, "got \(String(describing: outcome.error))")
+        XCTAssertFalse(outcome.taskCancelled, "shutdown cancelled the caller's task")
+        XCTAssertEqual(fake.count(.getId), 1, "a retry was sent after the deadline")
+        let state = try await client.session("alice").state
+        XCTAssertEqual(state, .notFederated)
+    }
+
+    /// The caller's own cancellation still ends its federation at once (it runs in the
+    /// caller's task).
+    func testCancellingTheCallersTaskCancelsItsFederation() async throws {
+        let harness = try Harness()
+        harness.fake.responseDelay = .seconds(30)
+        let client = harness.client
+        let federation = Task { try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice") }
+        try await waitUntil { harness.fake.count(.getId) == 1 }
+        let start = ContinuousClock.now
+        federation.cancel()
+        await assertThrows(FederationError.self, code: .cancelled) { try await federation.value }
+        XCTAssertLessThan(ContinuousClock.now - start, .seconds(10), "the federation waited for the 30 s answer")
+        let state = try await client.session("alice").state
+        XCTAssertEqual(state, .notFederated)
+        harness.fake.responseDelay = .zero
+        try await client.federate(token: TestJWT.valid(), provider: .google, session: "bob")
+    }
+
+    private func waitUntil(_ condition: () -> Bool, timeout: Duration = .seconds(5)) async throws {
+        let limit = ContinuousClock.now + timeout
+        while !condition() {
+            guard ContinuousClock.now < limit else { return XCTFail("condition not met within \(timeout)") }
+            try await Task.sleep(for: .milliseconds(5))
+        }
     }
 
     func testShutdownStopsTheTimerAndEndsStreams() async throws {

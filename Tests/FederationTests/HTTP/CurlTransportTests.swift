@@ -392,6 +392,53 @@ final class CurlTransportTests: XCTestCase {
         XCTAssertEqual(response.status, 200)
     }
 
+    /// A client's shutdown fires the request's signal: the transfer ends as if cancelled,
+    /// and the task that sent it is not cancelled.
+    func testAFiredSignalEndsTheTransferWithoutCancellingTheTask() async throws {
+        let server = try makeServer(.respond(text: "too late").delayed(by: .seconds(5)))
+        let transport = try XCTUnwrap(self.transport)
+        let signal = CancellationSignal()
+        var request = HTTPRequest(url: server.url("/slow"))
+        request.cancellation = signal
+        let task = Task { () -> (Result<HTTPResponse, any Error>, taskCancelled: Bool) in
+            do {
+                return (.success(try await transport.send(request)), Task.isCancelled)
+            } catch {
+                return (.failure(error), Task.isCancelled)
+            }
+        }
+        let clock = ContinuousClock()
+        let waitLimit = clock.now + .seconds(2)
+        while server.requestCount == 0 && clock.now < waitLimit {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        XCTAssertEqual(server.requestCount, 1)
+
+        let start = clock.now
+        signal.fire()
+        let (result, taskCancelled) = await task.value
+        XCTAssertLessThan(start.duration(to: clock.now), .seconds(3), "returned before the server's delay ended")
+        XCTAssertThrowsError(try result.get()) { error in
+            XCTAssertTrue(error is CancellationError, "got \(error)")
+        }
+        XCTAssertFalse(taskCancelled, "the signal cancelled the sending task")
+
+        // A request carrying a signal that already fired is never sent.
+        let other = try makeServer(.respond(text: "fine"))
+        var late = HTTPRequest(url: other.url("/"))
+        late.cancellation = signal
+        do {
+            _ = try await transport.send(late)
+            XCTFail("a request with a fired signal was sent")
+        } catch {
+            XCTAssertTrue(error is CancellationError, "got \(error)")
+        }
+        XCTAssertEqual(other.requestCount, 0)
+        // Without the signal the transport keeps working.
+        let response = try await transport.send(HTTPRequest(url: other.url("/")))
+        XCTAssertEqual(response.status, 200)
+    }
+
     func testAlreadyCancelledTaskNeverSends() async throws {
         let server = try makeServer(.respond())
         let transport = try XCTUnwrap(self.transport)
