@@ -80,6 +80,13 @@ extension FederationClient {
             )
         }
 
+        // Shutdown's deadline passed while the answer was on its way: cancelled like the
+        // federations it cut, so the session stays as it was.
+        if shutdownSignal.isFired {
+            sessionLogger.debug("federation cancelled by shutdown before its commit")
+            apply(session) { machine, now, margin in machine.federationEnded(holding: nil, now: now, margin: margin) }
+            throw FederationError(code: .cancelled, message: "\(operationName) was cancelled by the client's shutdown before its commit")
+        }
         let record = SessionRecord(phase: .federated, identityId: result.identityId, provider: provider, credentials: result.credentials)
         let stored: Bool
         do {

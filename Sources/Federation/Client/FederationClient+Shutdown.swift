@@ -13,7 +13,10 @@ extension FederationClient {
     ///
     /// 1. New federations fail with ``FederationError/Code/cancelled``; reads keep working.
     /// 2. Federations in flight may finish, including their commit, for up to `gracePeriod`;
-    ///    the rest are cancelled (their sessions stay as they were).
+    ///    the rest are cancelled (their sessions stay as they were). Their callers' tasks
+    ///    are not cancelled: each fails with ``FederationError/Code/cancelled``. A keystore
+    ///    call already under way at the deadline is not interrupted; it ends by itself or by
+    ///    the keystore's own timeout (the PostgreSQL keystore's `operationTimeout`).
     /// 3. The expiry and reminder timer and the change feed stop; every stream ends.
     /// 4. The client's libcurl driver thread stops and its connections close.
     ///

@@ -66,7 +66,7 @@ public actor FederationClient {
     /// Federations between ``tracked(_:)``'s start and end; shutdown waits for none to be left.
     var federationsInFlight = 0
     /// Fired by shutdown past its grace period; see ``CancellationSignal``.
-    let shutdownSignal: CancellationSignal
+    nonisolated let shutdownSignal: CancellationSignal
     var isShutDown = false
     /// Opt-in metrics and tracing.
     let instrumentation: FederationInstrumentation

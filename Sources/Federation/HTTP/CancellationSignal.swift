@@ -13,7 +13,9 @@ import Synchronization
 /// waits watch (``HTTPRequest/cancellation``, ``interruptible(_:)``).
 ///
 /// Firing is final and idempotent. Handlers run once, on the thread that fires, outside the
-/// lock; a handler registered after the signal fired runs at once.
+/// lock; a handler registered after the signal fired runs at once. A handler taken by a
+/// firing may run just after its operation returned, so it must be harmless then (cancelling
+/// a finished transfer or task is).
 package final class CancellationSignal: Sendable {
     private struct State {
         var fired = false
@@ -70,6 +72,8 @@ package final class CancellationSignal: Sendable {
     package func interruptible<T: Sendable>(
         _ operation: @escaping @Sendable () async throws -> T
     ) async throws -> T {
+        // Fired already: the operation never starts (a request is not sent).
+        guard !isFired else { throw CancellationError() }
         let work = Task { try await operation() }
         return try await withHandler(onFire: { work.cancel() }) {
             try await withTaskCancellationHandler {

@@ -38,8 +38,9 @@ final class CurlMultiLoop {
                 stop(failing: work.pending)
                 return
             }
-            for transfer in work.pending { add(transfer) }
+            // Cancelled transfers leave first, so their handles serve the new ones.
             for id in work.cancelled { remove(id) }
+            for transfer in work.pending { add(transfer) }
 
             var running: Int32 = 0
             _ = ib_curl_multi_perform(multi, &running)

@@ -108,6 +108,27 @@ final class ShutdownTests: XCTestCase {
         XCTAssertEqual(state, .notFederated)
     }
 
+    /// An answer that arrives after the deadline is not committed: the federation fails as
+    /// cancelled and the session keeps what it held.
+    func testAnAnswerArrivingAfterTheDeadlineIsNotCommitted() async throws {
+        let harness = try Harness()
+        let client = harness.client
+        let first = try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        let signal = client.shutdownSignal
+        let identityId = first.identityId
+        harness.fake.enqueue(for: .getCredentialsForIdentity) { _ in
+            // The deadline passes while this answer is on its way back.
+            signal.fire()
+            return .credentials(identityId: identityId, accessKeyId: "ASIALATEANSWER000001", expiration: testEpoch.addingTimeInterval(7200))
+        }
+        await assertThrows(FederationError.self, code: .cancelled) {
+            try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        }
+        let snapshot = try await client.session("alice")
+        XCTAssertEqual(snapshot.credentials, first.credentials, "the late answer was committed")
+        XCTAssertEqual(snapshot.state, .federated)
+    }
+
     /// The caller's own cancellation still ends its federation at once (it runs in the
     /// caller's task).
     func testCancellingTheCallersTaskCancelsItsFederation() async throws {

@@ -386,10 +386,13 @@ final class CurlTransportTests: XCTestCase {
             XCTAssertTrue(error is CancellationError, "got \(error)")
         }
 
-        // The transport keeps working afterwards.
+        // The transport keeps working afterwards, on the cancelled transfer's handle (it left
+        // the multi handle rather than waiting there for the server's late answer).
         let other = try makeServer(.respond(text: "fine"))
+        let handlesBefore = CurlEasyHandlePool.handlesCreated
         let response = try await transport.send(HTTPRequest(url: other.url("/")))
         XCTAssertEqual(response.status, 200)
+        XCTAssertEqual(CurlEasyHandlePool.handlesCreated - handlesBefore, 0, "the cancelled transfer still held its handle")
     }
 
     /// A client's shutdown fires the request's signal: the transfer ends as if cancelled,
@@ -434,9 +437,12 @@ final class CurlTransportTests: XCTestCase {
             XCTAssertTrue(error is CancellationError, "got \(error)")
         }
         XCTAssertEqual(other.requestCount, 0)
-        // Without the signal the transport keeps working.
+        // Without the signal the transport keeps working, on the cut transfer's handle: it
+        // left the multi handle rather than waiting there for the server's late answer.
+        let handlesBefore = CurlEasyHandlePool.handlesCreated
         let response = try await transport.send(HTTPRequest(url: other.url("/")))
         XCTAssertEqual(response.status, 200)
+        XCTAssertEqual(CurlEasyHandlePool.handlesCreated - handlesBefore, 0, "the cut transfer still held its handle")
     }
 
     func testAlreadyCancelledTaskNeverSends() async throws {
