@@ -51,21 +51,10 @@ final class ShutdownTests: XCTestCase {
         let client = try FederationClient(configuration: .init(identityPoolId: testPoolId, endpoint: fake.endpoint))
         let first = try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         fake.responseDelay = .seconds(30)
-        let federation = Task { () -> (error: FederationError?, taskCancelled: Bool) in
-            do throws(FederationError) {
-                try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
-                return (nil, Task.isCancelled)
-            } catch {
-                return (error, Task.isCancelled)
-            }
-        }
-        try await waitUntil { fake.count(.getCredentialsForIdentity) == 2 }
-        let start = ContinuousClock.now
-        await client.shutdown(gracePeriod: .milliseconds(200))
-        let outcome = await federation.value
-        XCTAssertLessThan(ContinuousClock.now - start, .seconds(10), "shutdown did not wait for the 30 s answer")
-        XCTAssertEqual(outcome.error?.code, .cancelled, "got \(String(describing: outcome.error))")
-        XCTAssertFalse(outcome.taskCancelled, "shutdown cancelled the caller's task")
+        let federation = federationReportingItsTask(client, session: "alice")
+        let inFlight = await eventually { fake.count(.getCredentialsForIdentity) == 2 }
+        XCTAssertTrue(inFlight)
+        await assertShutdownCancels(federation, of: client, without: "the 30 s answer")
         let snapshot = try await client.session("alice")
         XCTAssertEqual(snapshot.credentials, first.credentials, "the previous session is intact")
     }
@@ -88,21 +77,10 @@ final class ShutdownTests: XCTestCase {
             now: TestClock().function,
             logger: nil
         )
-        let federation = Task { () -> (error: FederationError?, taskCancelled: Bool) in
-            do throws(FederationError) {
-                try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
-                return (nil, Task.isCancelled)
-            } catch {
-                return (error, Task.isCancelled)
-            }
-        }
-        try await waitUntil { fake.count(.getId) == 1 }
-        let start = ContinuousClock.now
-        await client.shutdown(gracePeriod: .milliseconds(200))
-        let outcome = await federation.value
-        XCTAssertLessThan(ContinuousClock.now - start, .seconds(10), "shutdown waited for the 30 s backoff")
-        XCTAssertEqual(outcome.error?.code, .cancelled, "got \(String(describing: outcome.error))")
-        XCTAssertFalse(outcome.taskCancelled, "shutdown cancelled the caller's task")
+        let federation = federationReportingItsTask(client, session: "alice")
+        let inFlight = await eventually { fake.count(.getId) == 1 }
+        XCTAssertTrue(inFlight)
+        await assertShutdownCancels(federation, of: client, without: "the 30 s backoff")
         XCTAssertEqual(fake.count(.getId), 1, "a retry was sent after the deadline")
         let state = try await client.session("alice").state
         XCTAssertEqual(state, .notFederated)
@@ -136,7 +114,8 @@ final class ShutdownTests: XCTestCase {
         harness.fake.responseDelay = .seconds(30)
         let client = harness.client
         let federation = Task { try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice") }
-        try await waitUntil { harness.fake.count(.getId) == 1 }
+        let inFlight = await eventually { harness.fake.count(.getId) == 1 }
+        XCTAssertTrue(inFlight)
         let start = ContinuousClock.now
         federation.cancel()
         await assertThrows(FederationError.self, code: .cancelled) { try await federation.value }
@@ -147,11 +126,36 @@ final class ShutdownTests: XCTestCase {
         try await client.federate(token: TestJWT.valid(), provider: .google, session: "bob")
     }
 
-    private func waitUntil(_ condition: () -> Bool, timeout: Duration = .seconds(5)) async throws {
-        let limit = ContinuousClock.now + timeout
-        while !condition() {
-            guard ContinuousClock.now < limit else { return XCTFail("condition not met within \(timeout)") }
-            try await Task.sleep(for: .milliseconds(5))
+    /// Shuts `client` down with a 200 ms grace period and checks that `federation`, in flight,
+    /// failed as cancelled at the deadline, without waiting for `what`, and that its task was
+    /// not cancelled.
+    private func assertShutdownCancels(
+        _ federation: Task<(error: FederationError?, taskCancelled: Bool), Never>,
+        of client: FederationClient,
+        without what: String,
+        file: StaticString = #filePath,
+        line: UInt = #line
+    ) async {
+        let start = ContinuousClock.now
+        await client.shutdown(gracePeriod: .milliseconds(200))
+        let outcome = await federation.value
+        XCTAssertLessThan(ContinuousClock.now - start, .seconds(10), "shutdown waited for \(what)", file: file, line: line)
+        XCTAssertEqual(outcome.error?.code, .cancelled, "got \(String(describing: outcome.error))", file: file, line: line)
+        XCTAssertFalse(outcome.taskCancelled, "shutdown cancelled the caller's task", file: file, line: line)
+    }
+
+    /// Federates `session` in a task of its own that reports the error, if any, and whether
+    /// that task was cancelled when the call returned.
+    private func federationReportingItsTask(
+        _ client: FederationClient, session: String
+    ) -> Task<(error: FederationError?, taskCancelled: Bool), Never> {
+        Task {
+            do throws(FederationError) {
+                try await client.federate(token: TestJWT.valid(), provider: .google, session: session)
+                return (nil, Task.isCancelled)
+            } catch {
+                return (error, Task.isCancelled)
+            }
         }
     }
 

@@ -372,10 +372,8 @@ final class CurlTransportTests: XCTestCase {
         }
         // Cancel once the request is really in flight at the server.
         let clock = ContinuousClock()
-        let waitLimit = clock.now + .seconds(2)
-        while server.requestCount == 0 && clock.now < waitLimit {
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        let arrived = await eventually(timeout: .seconds(2)) { server.requestCount > 0 }
+        XCTAssertTrue(arrived)
         XCTAssertEqual(server.requestCount, 1)
 
         let start = clock.now
@@ -411,10 +409,8 @@ final class CurlTransportTests: XCTestCase {
             }
         }
         let clock = ContinuousClock()
-        let waitLimit = clock.now + .seconds(2)
-        while server.requestCount == 0 && clock.now < waitLimit {
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        let arrived = await eventually(timeout: .seconds(2)) { server.requestCount > 0 }
+        XCTAssertTrue(arrived)
         XCTAssertEqual(server.requestCount, 1)
 
         let start = clock.now
