@@ -1,5 +1,6 @@
 import Foundation
 @testable import PostgresKeystore
+import PostgresNIO
 import SecureStorage
 import XCTest
 
@@ -27,6 +28,7 @@ final class PostgresConfigurationTests: XCTestCase {
         XCTAssertEqual(minimal.tls, .disable)
         XCTAssertEqual(minimal.maximumConnections, 8)
         XCTAssertEqual(minimal.operationTimeout, .seconds(10))
+        XCTAssertNil(minimal.keepAliveInterval, "no keep-alive timer around every operation unless asked for")
 
         let ipv6 = try PostgresKeystore.Configuration(url: "postgres://u:pw@[::1]:5433/db?sslmode=require")
         XCTAssertEqual(ipv6.host, "::1")
@@ -42,6 +44,13 @@ final class PostgresConfigurationTests: XCTestCase {
         for (mode, expected) in [("disable", PostgresKeystore.TLSMode.disable), ("allow", .prefer), ("prefer", .prefer), ("verify-ca", .verifyCA)] {
             XCTAssertEqual(try PostgresKeystore.Configuration(url: "postgres://u@h/d?sslmode=\(mode)").tls, expected)
         }
+    }
+
+    func testThePoolRunsKeepAliveQueriesOnlyWithAnInterval() {
+        var configuration = PostgresKeystore.Configuration(host: "127.0.0.1", username: "broker")
+        XCTAssertNil(PostgresKeystore.clientConfiguration(configuration).options.keepAliveBehavior)
+        configuration.keepAliveInterval = .seconds(45)
+        XCTAssertEqual(PostgresKeystore.clientConfiguration(configuration).options.keepAliveBehavior?.frequency, .seconds(45))
     }
 
     func testRejectsMalformedURLsWithoutEchoingThePassword() {

@@ -43,6 +43,48 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(value, Array("after".utf8))
     }
 
+    /// Without keep-alive queries (the default), connections the server ended while idle are
+    /// noticed when used: the next calls succeed on new connections, with no error.
+    func testIdleConnectionsTheServerEndedAreReplacedOnTheNextCalls() async throws {
+        let keystore = try await keystore()
+        try await keystore.set(Array("before".utf8), forKey: "k")
+        let ended = try server.psql("""
+            SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+            WHERE datname = '\(database!)' AND pid <> pg_backend_pid()
+            """)
+        XCTAssertGreaterThanOrEqual(Int(ended.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0, 2, "the keystore's connections were ended")
+
+        for round in 0..<3 {
+            let value = try await keystore.value(forKey: "k")
+            XCTAssertEqual(value, Array("before".utf8), "round \(round)")
+            try await keystore.set(Array("round-\(round)".utf8), forKey: "r\(round)")
+        }
+        let keys = try await keystore.keys()
+        XCTAssertEqual(keys, ["k", "r0", "r1", "r2"])
+    }
+
+    /// ``PostgresKeystore/Configuration/keepAliveInterval`` makes idle connections run the
+    /// keep-alive query; without it they stay silent.
+    func testIdleConnectionsRunKeepAliveQueriesOnlyWhenAskedTo() async throws {
+        func keepAliveQueries(after keystore: PostgresKeystore) async throws -> Int {
+            try await keystore.set([1], forKey: "k")
+            try await Task.sleep(for: .milliseconds(900))
+            let count = try server.psql("""
+                SELECT count(*) FROM pg_stat_activity
+                WHERE datname = '\(database!)' AND state = 'idle' AND query = 'SELECT 1;'
+                """)
+            return Int(count.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+        }
+        let silent = try await keystore(service: "silent")
+        let silentQueries = try await keepAliveQueries(after: silent)
+        XCTAssertEqual(silentQueries, 0)
+        await silent.close()
+
+        let kept = try await keystore(service: "kept") { $0.keepAliveInterval = .milliseconds(200) }
+        let keptQueries = try await keepAliveQueries(after: kept)
+        XCTAssertGreaterThanOrEqual(keptQueries, 1)
+    }
+
     func testStreamsGetAllAfterARestartAndFollowOtherInstancesAgain() async throws {
         let writer = try await keystore()
         let watcher = try await keystore()
