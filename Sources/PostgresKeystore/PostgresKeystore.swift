@@ -86,7 +86,13 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
     ) async throws(KeystoreError) {
         try PostgresNamespace.validate(service: service, group: accessGroup)
         try CryptoRuntime.ensureInitialised()
-        let client = PostgresClient(configuration: Self.clientConfiguration(configuration))
+        // Every connection on one event loop (a thread of NIO's shared group): a commit's
+        // answer and the notification of the same commit, which arrives on the listening
+        // connection right after it, are then read by one thread instead of waking a second.
+        // Measured at c = 64: 15-20 % fewer context switches and ~10 % less client CPU per
+        // durable federation; the loop itself used ~0.2 of a CPU there.
+        let client = PostgresClient(
+            configuration: Self.clientConfiguration(configuration), eventLoopGroup: PostgresClient.defaultEventLoopGroup.next())
         let runTask = Task { await client.run() }
         let quiet = logger ?? Logger(label: "IdentityBroker.PostgresKeystore", factory: { _ in SwiftLogNoOpLogHandler() })
         do throws(KeystoreError) {

@@ -1,10 +1,12 @@
 import Foundation
-import PostgresKeystore
+@testable import PostgresKeystore
+import PostgresNIO
 import SecureStorage
 import XCTest
 
-/// What opening a keystore reports when the connection itself is refused: a failed login
-/// (with its SQLSTATE, never the password) or TLS the server cannot give.
+/// What opening a keystore reports when the connection itself is refused (a failed login
+/// with its SQLSTATE, never the password, or TLS the server cannot give), and where its
+/// connections run.
 final class PostgresConnectionTests: PostgresTestCase, @unchecked Sendable {
     func testThePasswordRoleNeedsItsPassword() async throws {
         var configuration = try configuration()
@@ -26,5 +28,27 @@ final class PostgresConnectionTests: PostgresTestCase, @unchecked Sendable {
         // `prefer` falls back to plain TCP on a server without TLS.
         let preferred = try await keystore { $0.tls = .prefer }
         try await preferred.set([1], forKey: "k")
+    }
+
+    /// A keystore's connections share one event loop, so that a commit's answer and its own
+    /// notification on the listening connection are read by one thread.
+    func testEveryConnectionOfAKeystoreRunsOnOneEventLoop() async throws {
+        let keystore = try await keystore()
+        let feed = keystore.changes()
+        let listening = await eventually { keystore.isListeningForChanges }
+        XCTAssertTrue(listening)
+        // Five connections held at once (with the listener's, six of the pool's eight).
+        @Sendable func hold(_ count: Int, _ held: [PostgresConnection]) async throws -> (ids: Set<Int>, loops: Int) {
+            guard count > 0 else {
+                var loops: [any EventLoop] = []
+                for connection in held where !loops.contains(where: { $0 === connection.eventLoop }) { loops.append(connection.eventLoop) }
+                return (Set(held.map(\.id)), loops.count)
+            }
+            return try await keystore.perform("holding a connection") { connection, _ in try await hold(count - 1, held + [connection]) }
+        }
+        let (ids, loops) = try await hold(5, [])
+        XCTAssertEqual(ids.count, 5, "five connections held at once")
+        XCTAssertEqual(loops, 1, "on one event loop")
+        _ = feed
     }
 }
