@@ -71,7 +71,7 @@ extension KeystoreError {
     }
 
     /// Whether the error is a connection that died under a statement before anything was
-    /// committed, so the operation can be tried once more on a fresh connection.
+    /// committed, so the operation can run again on another connection.
     static func isRetryableConnectionLoss(_ error: any Error) -> Bool {
         if error is StaleConnection { return true }
         guard let error = error as? PSQLError else { return false }

@@ -85,7 +85,8 @@ extension PostgresKeystore {
 
     /// Runs `body` on a pooled connection within ``Configuration/operationTimeout``, mapping
     /// every failure to a ``KeystoreError``. A connection found dead before anything was
-    /// committed is replaced and `body` runs once more.
+    /// committed is replaced and `body` runs again, at most once per pooled connection: a
+    /// server restart can leave several that the pool has not yet seen closed.
     func perform<T: Sendable>(
         _ operation: String,
         _ body: @escaping @Sendable (PostgresConnection, Logger) async throws -> T
@@ -124,7 +125,8 @@ extension PostgresKeystore {
                         error.underlying, operation: "\(operation) (the connection was lost while committing: the outcome is unknown)",
                         configuration: configuration)
                 } catch {
-                    if attempt < 2 && !Task.isCancelled && KeystoreError.isRetryableConnectionLoss(error) { continue }
+                    if attempt <= max(2, configuration.maximumConnections) && !Task.isCancelled
+                        && KeystoreError.isRetryableConnectionLoss(error) { continue }
                     throw KeystoreError.postgres(error, operation: operation, configuration: configuration)
                 }
             }

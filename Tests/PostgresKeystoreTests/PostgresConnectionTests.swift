@@ -33,6 +33,9 @@ final class PostgresConnectionTests: PostgresTestCase, @unchecked Sendable {
     /// A keystore's connections share one event loop, so that a commit's answer and its own
     /// notification on the listening connection are read by one thread.
     func testEveryConnectionOfAKeystoreRunsOnOneEventLoop() async throws {
+        var loopsInGroup = 0
+        for _ in PostgresClient.defaultEventLoopGroup.makeIterator() { loopsInGroup += 1 }
+        try XCTSkipIf(loopsInGroup < 2, "NIO's shared group has one event loop on this machine: every connection shares it anyway")
         let keystore = try await keystore()
         let feed = keystore.changes()
         let listening = await eventually { keystore.isListeningForChanges }
