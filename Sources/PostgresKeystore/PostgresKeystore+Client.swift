@@ -37,7 +37,7 @@ extension PostgresKeystore {
         // lease: at low concurrency that is once per operation. Two kept connections (the
         // change feed's and one for operations) serve a lone caller with no such timer.
         client.options.minimumConnections = 2
-        client.options.maximumConnections = max(2, configuration.maximumConnections)
+        client.options.maximumConnections = configuration.poolSize
         // postgres-nio's default keep-alive starts a timer (a task group of two tasks) each
         // time a connection is released and cancels it at the next lease: at concurrency 1,
         // ~14 of a durable federation's 23 hand-offs to the global executor.
@@ -125,7 +125,7 @@ extension PostgresKeystore {
                         error.underlying, operation: "\(operation) (the connection was lost while committing: the outcome is unknown)",
                         configuration: configuration)
                 } catch {
-                    if attempt <= max(2, configuration.maximumConnections) && !Task.isCancelled
+                    if attempt <= configuration.poolSize && !Task.isCancelled
                         && KeystoreError.isRetryableConnectionLoss(error) { continue }
                     throw KeystoreError.postgres(error, operation: operation, configuration: configuration)
                 }

@@ -97,6 +97,10 @@ extension PostgresKeystore {
             self.keyFilePath = nil
         }
 
+        /// The connections the pool may open: ``maximumConnections``, at least 2 (the change
+        /// feed holds one while subscribed).
+        var poolSize: Int { max(2, maximumConnections) }
+
         /// `host:port` (IPv6 addresses in brackets), the name errors and logs use for the
         /// server.
         public var endpoint: String {

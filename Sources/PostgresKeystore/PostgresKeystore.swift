@@ -164,7 +164,7 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
             // more server and ~25 % more client CPU. At least one, within what the commits
             // and the change feed leave of the pool.
             self.reader = PostgresGrouper(
-                maximumInFlight: max(1, min(Self.readingConnections, max(2, configuration.maximumConnections) - Self.committingConnections - 1)),
+                maximumInFlight: max(1, min(Self.readingConnections, configuration.poolSize - Self.committingConnections - 1)),
                 deadlines: deadlines,
                 closedError: closedError,
                 timeoutError: { Self.timeout("reading an item", configuration) },

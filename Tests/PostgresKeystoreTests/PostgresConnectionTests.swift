@@ -42,11 +42,7 @@ final class PostgresConnectionTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertTrue(listening)
         // Five connections held at once (with the listener's, six of the pool's eight).
         @Sendable func hold(_ count: Int, _ held: [PostgresConnection]) async throws -> (ids: Set<Int>, loops: Int) {
-            guard count > 0 else {
-                var loops: [any EventLoop] = []
-                for connection in held where !loops.contains(where: { $0 === connection.eventLoop }) { loops.append(connection.eventLoop) }
-                return (Set(held.map(\.id)), loops.count)
-            }
+            guard count > 0 else { return (Set(held.map(\.id)), Set(held.map { ObjectIdentifier($0.eventLoop) }).count) }
             return try await keystore.perform("holding a connection") { connection, _ in try await hold(count - 1, held + [connection]) }
         }
         let (ids, loops) = try await hold(5, [])
