@@ -137,6 +137,12 @@ public final class PostgresServer: @unchecked Sendable {
         try run("psql", ["-X", "-v", "ON_ERROR_STOP=1", "-A", "-t", "-h", "127.0.0.1", "-p", "\(port)", "-U", superuser, "-d", database, "-c", sql])
     }
 
+    /// Runs a query of one value as the superuser and returns that value as psql prints it,
+    /// without the line break after it.
+    public func psqlValue(_ sql: String, database: String = "postgres") throws -> String {
+        try psql(sql, database: database).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     /// A plain-text `pg_dump` of `database`, with `bytea` columns in hex as PostgreSQL prints them.
     public func dump(_ database: String) throws -> String {
         try run("pg_dump", ["-h", "127.0.0.1", "-p", "\(port)", "-U", superuser, "--no-owner", database])

@@ -52,7 +52,7 @@ final class FederatePostgresConcurrencyTests: FederatePostgresTestCase {
     }
 
     private func itemCount() throws -> Int {
-        Int(try sql("SELECT count(*) FROM identity_broker_items WHERE service = 'identity-broker'").trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+        Int(try sqlValue("SELECT count(*) FROM identity_broker_items WHERE service = 'identity-broker'")) ?? -1
     }
 
     /// 8 `federate login` processes at once, 5 sessions (three of them written by two
@@ -85,7 +85,7 @@ final class FederatePostgresConcurrencyTests: FederatePostgresTestCase {
             for session in Set(sessions) { try assertWhole(session, in: harness) }
             XCTAssertEqual(try itemCount(), Set(sessions).count, "one row per session, no duplicate")
         }
-        XCTAssertEqual(try sql("SELECT count(*) FROM (SELECT key FROM identity_broker_items GROUP BY service, access_group, key HAVING count(*) > 1) d").trimmingCharacters(in: .whitespacesAndNewlines), "0")
+        XCTAssertEqual(try sqlValue("SELECT count(*) FROM (SELECT key FROM identity_broker_items GROUP BY service, access_group, key HAVING count(*) > 1) d"), "0")
         try assertDumpHoldsNoSecret([Self.secret(1), Self.token(1), Self.secret(20), Self.token(20), key, server.password] + tokens)
     }
 

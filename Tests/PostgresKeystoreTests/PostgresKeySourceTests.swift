@@ -14,8 +14,8 @@ final class PostgresKeySourceTests: PostgresTestCase, @unchecked Sendable {
         let value = try await second.value(forKey: "k")
         XCTAssertEqual(value, Array("shared".utf8), "a second instance derives the same key from the stored salt")
 
-        let salts = try server.psql("SELECT access_group || ':' || length(salt) || ':' || encode(substring(salt from 1 for 5), 'hex') FROM identity_broker_key_salts", database: database)
-        XCTAssertEqual(salts.trimmingCharacters(in: .whitespacesAndNewlines), "team:21:a701110801", "SecureStorage's salt format: magic, version, N = 2^17, r = 8, p = 1, 16-byte salt")
+        let salts = try server.psqlValue("SELECT access_group || ':' || length(salt) || ':' || encode(substring(salt from 1 for 5), 'hex') FROM identity_broker_key_salts", database: database)
+        XCTAssertEqual(salts, "team:21:a701110801", "SecureStorage's salt format: magic, version, N = 2^17, r = 8, p = 1, 16-byte salt")
 
         let wrong = try await keystore(group: AccessGroup(name: "team"), keySource: .passphrase("wrong"))
         let error = await keystoreError { try await wrong.value(forKey: "k") }

@@ -185,8 +185,8 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
             }
             try await group.waitForAll()
         }
-        let version = try server.psql("SELECT version FROM identity_broker_schema", database: database)
-        XCTAssertEqual(version.trimmingCharacters(in: .whitespacesAndNewlines), "2")
+        let version = try server.psqlValue("SELECT version FROM identity_broker_schema", database: database)
+        XCTAssertEqual(version, "2")
         try server.psql("UPDATE identity_broker_schema SET version = 99", database: database)
         let error = await keystoreError { try await self.keystore() }
         XCTAssertEqual(error?.code, .corruptFormat)

@@ -23,8 +23,8 @@ final class PostgresMigrationTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(sourceKeys, [])
         let targetKeys = try await target.keys()
         XCTAssertEqual(targetKeys, ["session.alice", "session.bob"])
-        let version = try server.psql("SELECT version FROM identity_broker_items WHERE access_group = 'team' AND key = 'session.alice'", database: database)
-        XCTAssertEqual(version.trimmingCharacters(in: .whitespacesAndNewlines), "3", "versions are kept")
+        let version = try server.psqlValue("SELECT version FROM identity_broker_items WHERE access_group = 'team' AND key = 'session.alice'", database: database)
+        XCTAssertEqual(version, "3", "versions are kept")
         let seen = await collectChanges(watcher, within: 2) { $0.isSuperset(of: [.item("session.alice"), .item("session.bob")]) }
         XCTAssertTrue(seen.isSuperset(of: [.item("session.alice"), .item("session.bob")]), "the target's feed reports the moved items: \(seen)")
 
@@ -55,8 +55,8 @@ final class PostgresMigrationTests: PostgresTestCase, @unchecked Sendable {
 
         let remaining = try await source.keys()
         XCTAssertEqual(remaining, ["k0", "k1", "k2"], "the source keeps every item")
-        let target = try server.psql("SELECT count(*) FROM identity_broker_items WHERE access_group = 'team'", database: database)
-        XCTAssertEqual(target.trimmingCharacters(in: .whitespacesAndNewlines), "0", "nothing reached the target")
+        let target = try server.psqlValue("SELECT count(*) FROM identity_broker_items WHERE access_group = 'team'", database: database)
+        XCTAssertEqual(target, "0", "nothing reached the target")
     }
 
     func testANewerTargetItemWins() async throws {

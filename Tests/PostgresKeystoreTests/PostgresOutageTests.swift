@@ -49,11 +49,11 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
     func testIdleConnectionsTheServerEndedAreReplacedOnTheNextCalls() async throws {
         let keystore = try await keystore()
         try await keystore.set(Array("before".utf8), forKey: "k")
-        let ended = try server.psql("""
+        let ended = try server.psqlValue("""
             SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity
             WHERE datname = '\(database!)' AND pid <> pg_backend_pid()
             """)
-        XCTAssertGreaterThanOrEqual(Int(ended.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0, 2, "the keystore's connections were ended")
+        XCTAssertGreaterThanOrEqual(Int(ended) ?? 0, 2, "the keystore's connections were ended")
 
         for round in 0..<3 {
             let value = try await keystore.value(forKey: "k")
@@ -72,11 +72,11 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         func keepAliveQueries(after keystore: PostgresKeystore) async throws -> Int {
             try await keystore.set([1], forKey: "k")
             try await Task.sleep(for: .milliseconds(900))
-            let count = try server.psql("""
+            let count = try server.psqlValue("""
                 SELECT count(*) FROM pg_stat_activity
                 WHERE datname = '\(database!)' AND state = 'idle' AND query = 'SELECT 1;'
                 """)
-            return Int(count.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+            return Int(count) ?? -1
         }
         let silent = try await keystore(service: "silent")
         let silentQueries = try await keepAliveQueries(after: silent)

@@ -45,8 +45,8 @@ final class PostgresQueryPlanTests: PostgresTestCase, @unchecked Sendable {
             inRolledBackTransaction: true)
         XCTAssertLessThanOrEqual(pages, pagesForThreeKeys, "removing 3 keys touched \(pages) pages of the items table")
         // Rolled back: the rows are still there.
-        let remaining = try server.psql("SELECT count(*) FROM identity_broker_items WHERE service = 'tool'", database: database)
-        XCTAssertEqual(remaining.trimmingCharacters(in: .whitespacesAndNewlines), "\(unseenRows)")
+        let remaining = try server.psqlValue("SELECT count(*) FROM identity_broker_items WHERE service = 'tool'", database: database)
+        XCTAssertEqual(remaining, "\(unseenRows)")
     }
 
     /// A fresh database: the table was never analysed, so the generic plan has no statistics
@@ -85,12 +85,12 @@ final class PostgresQueryPlanTests: PostgresTestCase, @unchecked Sendable {
             let pages = try pagesTouched(prepare: prepare, execute: execute, inRolledBackTransaction: true)
             XCTAssertLessThanOrEqual(pages, pagesForThreeKeys, "\(name) touched \(pages) pages of the items table")
         }
-        let remaining = try server.psql("SELECT count(*) FROM identity_broker_items WHERE service = 'tool'", database: database)
-        XCTAssertEqual(remaining.trimmingCharacters(in: .whitespacesAndNewlines), "\(unseenRows)")
-        let neverAnalysed = try server.psql(
+        let remaining = try server.psqlValue("SELECT count(*) FROM identity_broker_items WHERE service = 'tool'", database: database)
+        XCTAssertEqual(remaining, "\(unseenRows)")
+        let neverAnalysed = try server.psqlValue(
             "SELECT coalesce(last_analyze, last_autoanalyze) IS NULL FROM pg_stat_user_tables WHERE relname = 'identity_broker_items'",
             database: database)
-        XCTAssertEqual(neverAnalysed.trimmingCharacters(in: .whitespacesAndNewlines), "t", "never analysed")
+        XCTAssertEqual(neverAnalysed, "t", "never analysed")
     }
 
     func testTheRemovesOfACombinedCommitRemoveExactlyTheirKeys() async throws {

@@ -83,10 +83,9 @@ class FederatePostgresTestCase: XCTestCase {
         ["login", "--pool-id", FakeCognito.poolId, "--provider", "google", "--token-stdin", "--endpoint", endpoint, "--session", session]
     }
 
-    /// Runs SQL on this test's database as the superuser.
-    @discardableResult
-    func sql(_ statement: String) throws -> String {
-        try server.psql(statement, database: database)
+    /// The one value a query on this test's database returns (``PostgresServer/psqlValue(_:database:)``).
+    func sqlValue(_ statement: String) throws -> String {
+        try server.psqlValue(statement, database: database)
     }
 
     /// Asserts that no 16-character run of `secrets` (as text, or as the hex `pg_dump` prints
