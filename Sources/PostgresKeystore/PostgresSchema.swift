@@ -57,18 +57,36 @@ enum PostgresSchema {
         """,
     ]
 
+    /// Whether every table exists (as the search path finds them, like the unqualified
+    /// statements that use them).
+    static let tablesExist = """
+        SELECT to_regclass('identity_broker_schema') IS NOT NULL AND to_regclass('identity_broker_items') IS NOT NULL
+            AND to_regclass('identity_broker_key_salts') IS NOT NULL
+        """
+
     /// Creates what is missing and checks the schema version, in one transaction.
+    ///
+    /// The `CREATE` statements run only when a table is missing: PostgreSQL checks the
+    /// schema's `CREATE` privilege before it looks for an existing table, so even `CREATE
+    /// TABLE IF NOT EXISTS` would refuse a role that has only `SELECT`, `INSERT`, `UPDATE`
+    /// and `DELETE` on tables an owner created.
     static func install(on connection: PostgresConnection, logger: Logger) async throws {
         try await connection.query("BEGIN", logger: logger)
         do {
             try await connection.query("SELECT pg_advisory_xact_lock(\(schemaLock))", logger: logger)
-            for statement in createStatements {
-                try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+            let existing = try await connection.query(PostgresQuery(unsafeSQL: tablesExist), logger: logger).collect()
+            if try existing.first?.decode(Bool.self) != true {
+                for statement in createStatements {
+                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                }
             }
-            try await connection.query(
-                "INSERT INTO identity_broker_schema (version) VALUES (\(version)) ON CONFLICT (singleton) DO NOTHING",
-                logger: logger)
-            let rows = try await connection.query("SELECT version FROM identity_broker_schema", logger: logger).collect()
+            var rows = try await connection.query("SELECT version FROM identity_broker_schema", logger: logger).collect()
+            if rows.isEmpty {
+                try await connection.query(
+                    "INSERT INTO identity_broker_schema (version) VALUES (\(version)) ON CONFLICT (singleton) DO NOTHING",
+                    logger: logger)
+                rows = try await connection.query("SELECT version FROM identity_broker_schema", logger: logger).collect()
+            }
             let stored = try rows.first?.decode(Int.self) ?? version
             guard stored <= version else {
                 throw KeystoreError(.corruptFormat, "the database's identity_broker schema version \(stored) is newer than this release supports (\(version))")

@@ -193,6 +193,45 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertTrue(error?.reason.contains("99") ?? false)
     }
 
+    /// Once an owner has created the tables, a role with only `SELECT`, `INSERT`, `UPDATE`
+    /// and `DELETE` on them (no `CREATE` on the schema, PostgreSQL 15's default for a role
+    /// that does not own the database) opens keystores, reads, writes, keeps a passphrase's
+    /// salt and migrates. `CREATE TABLE IF NOT EXISTS` at every open refused it.
+    func testARoleWithOnlyTableRightsUsesTablesAnOwnerCreated() async throws {
+        let owner = try await keystore()
+        try await owner.set(Array("from the owner".utf8), forKey: "session.alice")
+        let role = "dml_\(database!)"
+        try server.psql("""
+            CREATE ROLE \(role) LOGIN;
+            GRANT CONNECT ON DATABASE \(database!) TO \(role);
+            GRANT SELECT, INSERT, UPDATE, DELETE ON identity_broker_schema, identity_broker_items, identity_broker_key_salts TO \(role);
+            """, database: database)
+        let canCreate = try server.psqlValue("SELECT has_schema_privilege('\(role)', 'public', 'CREATE')", database: database)
+        XCTAssertEqual(canCreate, "f", "the role cannot create tables")
+
+        var configuration = try configuration(withPassword: false)
+        configuration.username = role
+        let keystore = try await PostgresKeystore(configuration: configuration, service: "tool", keySource: .raw(key))
+        let read = try await keystore.value(forKey: "session.alice")
+        XCTAssertEqual(read, Array("from the owner".utf8))
+        try await keystore.set([1], forKey: "session.bob")
+        try await keystore.remove(forKey: "session.alice")
+        let keys = try await keystore.keys()
+        XCTAssertEqual(keys, ["session.bob"])
+        await keystore.close()
+
+        let team = try await PostgresKeystore(
+            configuration: configuration, service: "tool", accessGroup: AccessGroup(name: "team"), keySource: .passphrase("correct horse"))
+        try await team.set([2], forKey: "session.carol")
+        await team.close()
+        let salts = try server.psqlValue("SELECT count(*) FROM identity_broker_key_salts WHERE access_group = 'team'", database: database)
+        XCTAssertEqual(salts, "1", "the role stored the passphrase's salt")
+
+        let moved = try await PostgresKeystore.migrate(
+            configuration: configuration, service: "tool", from: .none, to: AccessGroup(name: "ops"), keySource: .raw(key))
+        XCTAssertEqual(moved, 1)
+    }
+
     func testDumpHoldsNoPlaintext() async throws {
         let keystore = try await keystore(group: AccessGroup(name: "team"))
         let secrets = (0..<8).map { "SECRET-\($0)-" + UUID().uuidString + "-ASIAEXAMPLEKEY\($0)" }
