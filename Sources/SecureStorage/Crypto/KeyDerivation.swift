@@ -1,3 +1,4 @@
+import Synchronization
 import CLibCrypto
 
 /// Passphrase-based keys through scrypt (`EVP_PBE_scrypt`).
@@ -76,7 +77,12 @@ package enum KeyDerivation {
         }
     }
 
+    /// Passphrase derivations run so far in this process (for tests: each costs ~0.3 s and
+    /// 128 MiB, so an open must not run one twice).
+    static let passphraseDerivations = Atomic<Int>(0)
+
     package static func scrypt(passphrase: SecretBytes, salt: [UInt8], parameters: Parameters) throws -> SecretBytes {
+        passphraseDerivations.add(1, ordering: .relaxed)
         var output = try passphrase.withUnsafeBytes { pass in
             try scrypt(password: pass, salt: salt, n: parameters.n, r: UInt64(parameters.r), p: UInt64(parameters.p), length: Sealing.keySize)
         }

@@ -7,15 +7,17 @@ extension SQLiteKeystore {
     /// first moving the items from the previous group when the policy asks for it.
     ///
     /// The record lives where only the user can write, so no member of a shared group can
-    /// steer another user's migration. Returns the open connection to that database: the
-    /// caller closes it, or keeps it as the writer when `group` is the private one.
+    /// steer another user's migration. Returns the private namespace and the open connection
+    /// to its database: the caller closes the connection, or keeps both as the writer's when
+    /// `group` is the private one (its key is then not resolved again: with a passphrase,
+    /// each resolution is a scrypt derivation).
     static func recordGroup(
         _ group: AccessGroup,
         layout: StoreLayout,
         keySource: KeySource,
         configuration: Configuration,
         logger: Logger?
-    ) throws(KeystoreError) -> SQLiteConnection {
+    ) throws(KeystoreError) -> (namespace: StoreNamespace, connection: SQLiteConnection) {
         // Before anything is recorded: a name no namespace can have must not become the last group.
         if let name = group.name {
             try StoreLayout.validate(name: name, what: "access group name", limit: StoreLayout.maximumNameBytes)
@@ -30,7 +32,7 @@ extension SQLiteKeystore {
             connection.close()
             throw error
         }
-        return connection
+        return (privateStore, connection)
     }
 
     private static func record(

@@ -60,7 +60,7 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
     ) throws(KeystoreError) {
         try KeystoreError.rethrowing { try CryptoRuntime.ensureInitialised() }
         let layout = try StoreLayout(root: root, service: service)
-        let privateConnection = try Self.recordGroup(
+        let (privateStore, privateConnection) = try Self.recordGroup(
             accessGroup, layout: layout, keySource: keySource, configuration: configuration, logger: logger
         )
         // The private database's connection stays open until the writer's is: closing the last
@@ -71,13 +71,14 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
         let namespace: StoreNamespace
         let writerConnection: SQLiteConnection
         do throws(KeystoreError) {
-            guard let opened = try StoreNamespace.open(layout: layout, group: accessGroup, keySource: keySource, create: true) else {
-                throw KeystoreError(.invalidKey, "no key available for the access group")
-            }
-            namespace = opened
             if accessGroup == .none {
+                namespace = privateStore
                 writerConnection = privateConnection
             } else {
+                guard let opened = try StoreNamespace.open(layout: layout, group: accessGroup, keySource: keySource, create: true) else {
+                    throw KeystoreError(.invalidKey, "no key available for the access group")
+                }
+                namespace = opened
                 writerConnection = try namespace.connect(service: service, busyTimeout: configuration.busyTimeout)
                 privateConnection.close()
             }
