@@ -117,7 +117,9 @@ extension FederationClient {
         do {
             return try await cachedOrLoaded(session).record
         } catch where error.isUnreadableItem {
-            logger.debug(
+            // A warning, not debug: with a wrong key (one instance of a fleet misconfigured)
+            // this overwrites an item the other instances could open.
+            logger.warning(
                 "saved session unreadable; the federation replaces it",
                 metadata: ["broker.session": "\(session)", "broker.error": "\(error.keystoreError?.code.description ?? error.code.description)"])
             return nil

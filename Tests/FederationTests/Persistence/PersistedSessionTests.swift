@@ -1,6 +1,8 @@
 import BrokerTestSupport
 @testable import Federation
 import Foundation
+import InMemoryLogging
+import Logging
 import SecureStorage
 import XCTest
 
@@ -31,7 +33,8 @@ final class PersistedSessionTests: XCTestCase {
         keystore: any Keystore,
         fake: FakeCognito = FakeCognito(expiration: testEpoch.addingTimeInterval(3600)),
         clock: TestClock = TestClock(),
-        cacheCapacity: Int = FederationConfiguration.defaultSessionCacheCapacity
+        cacheCapacity: Int = FederationConfiguration.defaultSessionCacheCapacity,
+        logger: Logger? = nil
     ) throws -> FederationClient {
         var configuration = FederationConfiguration(identityPoolId: testPoolId, endpoint: testEndpoint)
         configuration.sessionCacheCapacity = cacheCapacity
@@ -42,7 +45,7 @@ final class PersistedSessionTests: XCTestCase {
             environment: [:],
             retryRunner: noSleepRunner(),
             now: clock.function,
-            logger: nil
+            logger: logger
         )
     }
 
@@ -226,7 +229,8 @@ final class PersistedSessionTests: XCTestCase {
     }
 
     /// One damaged item (tampered, or sealed with another key) fails its own session
-    /// only; a new federation or a clear replaces it.
+    /// only; a new federation or a clear replaces it, and the replacement is a warning (on a
+    /// fleet instance with the wrong key it overwrites what the others could open).
     func testADamagedItemAffectsOnlyItsSession() async throws {
         let writer = try client(keystore: keystore())
         try await writer.federate(token: TestJWT.valid(), provider: .google, session: "alice")
@@ -236,7 +240,8 @@ final class PersistedSessionTests: XCTestCase {
         try await foreign.set(Array("garbage".utf8), forKey: "session.alice")
         foreign.close()
 
-        let reader = try client(keystore: keystore())
+        let logs = InMemoryLogHandler()
+        let reader = try client(keystore: keystore(), logger: Logger(label: "damaged", factory: { _ in logs }))
         let error = await assertThrows(FederationError.self, code: .storage) { try await reader.session("alice") }
         XCTAssertEqual(error?.keystoreError?.code, .authenticationFailed)
         let bob = try await reader.session("bob")
@@ -245,6 +250,9 @@ final class PersistedSessionTests: XCTestCase {
         try await reader.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         let alice = try await reader.session("alice")
         XCTAssertEqual(alice.state, .federated, "a new federation replaces the damaged item")
+        let replaced = logs.entries.filter { $0.message == "saved session unreadable; the federation replaces it" }
+        XCTAssertEqual(replaced.map(\.level), [.warning])
+        XCTAssertEqual(replaced.first?.metadata["broker.session"], "alice")
     }
 
     // MARK: One-shot reads
