@@ -25,6 +25,7 @@ extension PostgresKeystore {
     /// - Returns: How many items left the source (0 when it has none, or `from` and `to` name
     ///   the same group).
     /// - Throws: ``KeystoreError``; on any error nothing has moved.
+    ///   ``KeystoreError/Code/invalidKey`` when a key does not open its group's key check.
     public static func migrate(
         configuration: Configuration,
         service: String,
@@ -63,6 +64,8 @@ extension PostgresKeystore {
                 for: from, source: keySource, configuration: configuration, client: client, logger: quiet)
             let targetKey = try await PostgresKeyResolver.key(
                 for: to, source: keySource, configuration: configuration, client: client, logger: quiet)
+            try await PostgresKeyCheck.verify(group: from, key: sourceKey, configuration: configuration, client: client, logger: quiet)
+            try await PostgresKeyCheck.verify(group: to, key: targetKey, configuration: configuration, client: client, logger: quiet)
             let source = PostgresNamespace(service: service, group: from, key: sourceKey)
             let target = PostgresNamespace(service: service, group: to, key: targetKey)
             let origin = Int64(bitPattern: try KeystoreError.rethrowing {

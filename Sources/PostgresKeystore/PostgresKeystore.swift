@@ -74,7 +74,9 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
     ///   - logger: A logger for debug messages; never given a secret or the password.
     /// - Throws: ``KeystoreError``: ``KeystoreError/Code/storeUnavailable`` when the server
     ///   cannot be reached within ``Configuration/operationTimeout``,
-    ///   ``KeystoreError/Code/invalidKey`` for an unusable key source,
+    ///   ``KeystoreError/Code/invalidKey`` for an unusable key source or a key that does not
+    ///   open the access group's key check (another key than the group's items are sealed
+    ///   with; see <doc:RunningAFleet>),
     ///   ``KeystoreError/Code/invalidName`` for a bad service or group name,
     ///   ``KeystoreError/Code/corruptFormat`` for a schema newer than this release.
     public init(
@@ -107,8 +109,10 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
                 } catch {
                     throw KeystoreError.postgres(error, operation: "creating the schema", configuration: configuration)
                 }
-                return try await PostgresKeyResolver.key(
+                let key = try await PostgresKeyResolver.key(
                     for: accessGroup, source: keySource, configuration: configuration, client: client, logger: quiet)
+                try await PostgresKeyCheck.verify(group: accessGroup, key: key, configuration: configuration, client: client, logger: quiet)
+                return key
             }
             let key = opened
             let namespace = PostgresNamespace(service: service, group: accessGroup, key: key)

@@ -17,9 +17,8 @@ final class PostgresKeySourceTests: PostgresTestCase, @unchecked Sendable {
         let salts = try server.psqlValue("SELECT access_group || ':' || length(salt) || ':' || encode(substring(salt from 1 for 5), 'hex') FROM identity_broker_key_salts", database: database)
         XCTAssertEqual(salts, "team:21:a701110801", "SecureStorage's salt format: magic, version, N = 2^17, r = 8, p = 1, 16-byte salt")
 
-        let wrong = try await keystore(group: AccessGroup(name: "team"), keySource: .passphrase("wrong"))
-        let error = await keystoreError { try await wrong.value(forKey: "k") }
-        XCTAssertEqual(error?.code, .authenticationFailed)
+        let error = await keystoreError { try await self.keystore(group: AccessGroup(name: "team"), keySource: .passphrase("wrong")) }
+        XCTAssertEqual(error?.code, .invalidKey, "another passphrase is refused when it opens")
     }
 
     func testKeyFileNeedsAnExplicitPath() async throws {

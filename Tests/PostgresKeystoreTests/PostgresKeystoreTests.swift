@@ -40,7 +40,8 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(fromGroup, [2])
         let fromOther = try await otherService.value(forKey: "k")
         XCTAssertNil(fromOther)
-        let rows = try server.psql("SELECT service || '/' || access_group || '/' || key FROM identity_broker_items ORDER BY 1", database: database)
+        let rows = try server.psql(
+            "SELECT service || '/' || access_group || '/' || key FROM identity_broker_items WHERE service <> '' ORDER BY 1", database: database)
         XCTAssertEqual(rows.split(separator: "\n").map(String.init), ["tool//k", "tool/team/k"])
     }
 
@@ -136,14 +137,52 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(afterRemove, ["good", "short"], "a damaged item can still be removed")
     }
 
-    func testAWrongKeyFailsToOpenEveryItem() async throws {
+    /// An instance with another key is refused when it opens, before it can overwrite an
+    /// item the fleet can open: by the group's key check, or, in a group whose items predate
+    /// the check, by those items (and then it stores no check of its own).
+    func testAWrongKeyIsRefusedWhenItOpens() async throws {
+        let otherKey = [UInt8](repeating: 8, count: 32)
         let writer = try await keystore()
         try await writer.set(Array("secret".utf8), forKey: "k")
-        let wrong = try await keystore(keySource: .raw([UInt8](repeating: 8, count: 32)))
-        let error = await keystoreError { try await wrong.value(forKey: "k") }
+        let checks = try server.psqlValue("SELECT count(*) FROM identity_broker_items WHERE service = '' AND key = 'key-check'", database: database)
+        XCTAssertEqual(checks, "1", "the first open stored the group's key check")
+
+        let refused = await keystoreError { try await self.keystore(keySource: .raw(otherKey)) }
+        XCTAssertEqual(refused?.code, .invalidKey)
+        XCTAssertTrue(refused?.reason.contains("key check") ?? false, "\(String(describing: refused))")
+        let otherService = await keystoreError { try await self.keystore(service: "other-tool", keySource: .raw(otherKey)) }
+        XCTAssertEqual(otherService?.code, .invalidKey, "the check is the group's, whatever the service")
+
+        // A group whose items were written before the check existed.
+        try server.psql("DELETE FROM identity_broker_items WHERE service = ''", database: database)
+        let unchecked = await keystoreError { try await self.keystore(keySource: .raw(otherKey)) }
+        XCTAssertEqual(unchecked?.code, .invalidKey)
+        let claimed = try server.psqlValue("SELECT count(*) FROM identity_broker_items WHERE service = ''", database: database)
+        XCTAssertEqual(claimed, "0", "a refused key stores no check")
+
+        let reader = try await keystore()
+        let value = try await reader.value(forKey: "k")
+        XCTAssertEqual(value, Array("secret".utf8))
+        let keys = try await reader.keys()
+        XCTAssertEqual(keys, ["k"], "the check row is no item of any keystore")
+        let restored = try server.psqlValue("SELECT count(*) FROM identity_broker_items WHERE service = ''", database: database)
+        XCTAssertEqual(restored, "1", "the right key stores the check")
+    }
+
+    /// An item sealed with another key that reached the table anyway (written before the
+    /// check existed, or copied in) fails to open alone.
+    func testAnItemSealedWithAnotherKeyFailsToOpen() async throws {
+        let writer = try await keystore()
+        try await writer.set(Array("secret".utf8), forKey: "k")
+        let foreign = try await keystore(group: AccessGroup(name: "elsewhere"), keySource: .raw([UInt8](repeating: 8, count: 32)))
+        try await foreign.set(Array("foreign".utf8), forKey: "f")
+        try server.psql("""
+            UPDATE identity_broker_items SET access_group = '' WHERE access_group = 'elsewhere' AND key = 'f'
+            """, database: database)
+        let error = await keystoreError { try await writer.value(forKey: "f") }
         XCTAssertEqual(error?.code, .authenticationFailed)
-        let keys = try await wrong.keys()
-        XCTAssertEqual(keys, ["k"], "listing needs no key")
+        let keys = try await writer.keys()
+        XCTAssertEqual(keys, ["f", "k"], "listing needs no key")
     }
 
     func testCiphertextMovedToAnotherKeyServiceOrGroupFailsToOpen() async throws {
