@@ -42,28 +42,14 @@ final class FederateKeystoreTests: XCTestCase {
         return info.st_mode & 0o7777
     }
 
-    /// Damages the row of `session` in the private database: one byte of its `value` column
-    /// flipped with the `sqlite3` shell, or, without it, the row rewritten through a second
-    /// keystore sealing with another key. Either way the row no longer opens.
+    /// Damages the row of `session` in the private database as someone who can write the
+    /// file could: one byte of its sealed value flipped. The row no longer opens.
     private func tamper(_ session: String) async throws {
-        let database = harness.database()
-        let key = "session.\(session)"
-        if let hex = try harness.sqlite3(database, "SELECT hex(value) FROM items WHERE key = '\(key)';") {
-            var bytes = Array(hex.trimmingCharacters(in: .whitespacesAndNewlines).utf8)
-            XCTAssertGreaterThan(bytes.count, 60, "no sealed row for \(key)")
-            // Flip the low bit of a ciphertext byte (hex digits 0-9 and A-F: toggle 0/1, 2/3, … A/B, …).
-            let index = bytes.count / 2 | 1
-            bytes[index] = Array("0123456789ABCDEF".utf8)[Int(hexValue(bytes[index]) ^ 1)]
-            _ = try harness.sqlite3(database, "UPDATE items SET value = X'\(String(decoding: bytes, as: UTF8.self))' WHERE key = '\(key)';")
-            let after = try harness.sqlite3(database, "SELECT hex(value) FROM items WHERE key = '\(key)';")
-            XCTAssertNotEqual(after, hex, "the row did not change")
-        } else {
-            let other = try SQLiteKeystore(
-                root: harness.keystore, service: FederateHarness.service,
-                keySource: .raw((0..<32).map { _ in UInt8.random(in: 0...255) }))
-            try await other.set(Array("{}".utf8), forKey: key)
-            other.close()
-        }
+        let keystore = try SQLiteKeystore(root: harness.keystore, service: FederateHarness.service)
+        defer { keystore.close() }
+        var sealed = try XCTUnwrap(try keystore.storedRow(forKey: "session.\(session)"), "no sealed row for \(session)")
+        sealed[sealed.count / 2] ^= 1
+        try keystore.replaceStoredRow(sealed, forKey: "session.\(session)")
     }
 
     /// The private database's rows (key and sealed value), read with the `sqlite3` shell;
@@ -78,10 +64,6 @@ final class FederateKeystoreTests: XCTestCase {
     /// WAL would otherwise stand in for the damaged pages).
     private func dropSiblings(of database: String) {
         for suffix in ["-wal", "-shm"] { _ = unlink(database + suffix) }
-    }
-
-    private func hexValue(_ digit: UInt8) -> UInt8 {
-        digit >= UInt8(ascii: "A") ? digit - UInt8(ascii: "A") + 10 : digit - UInt8(ascii: "0")
     }
 
     func testTamperedRowFailsThatSessionOnlyAndClearRecovers() async throws {
@@ -110,10 +92,18 @@ final class FederateKeystoreTests: XCTestCase {
     func testARowSealedWithAnotherKeyFailsThatSessionOnly() async throws {
         try guest("alice")
         try guest("bob")
+        // A process with another key is refused when it opens (the key check), so the row is
+        // planted as someone who can write the file could: sealed elsewhere with another key.
+        let elsewhere = FileManager.default.temporaryDirectory.appendingPathComponent("broker-elsewhere-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: elsewhere) }
         let other = try SQLiteKeystore(
-            root: harness.keystore, service: FederateHarness.service, keySource: .raw((0..<32).map { _ in UInt8.random(in: 0...255) }))
+            root: elsewhere, service: FederateHarness.service, keySource: .raw((0..<32).map { _ in UInt8.random(in: 0...255) }))
         try await other.set(Array(#"{"version":1}"#.utf8), forKey: "session.alice")
+        let sealed = try XCTUnwrap(try other.storedRow(forKey: "session.alice"))
         other.close()
+        let keystore = try SQLiteKeystore(root: harness.keystore, service: FederateHarness.service)
+        try keystore.replaceStoredRow(sealed, forKey: "session.alice")
+        keystore.close()
         let result = try harness.expect(6, credentials("alice"))
         XCTAssertTrue(result.stderr.contains("authenticationFailed"), "\(result)")
         try harness.expect(0, credentials("bob"))

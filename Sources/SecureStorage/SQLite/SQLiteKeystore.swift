@@ -82,6 +82,8 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
                 writerConnection = try namespace.connect(service: service, busyTimeout: configuration.busyTimeout)
                 privateConnection.close()
             }
+            // Before anything is written: a process with another key must not replace items.
+            try namespace.verifyKey(on: writerConnection, service: service)
         } catch {
             privateConnection.close()
             throw error

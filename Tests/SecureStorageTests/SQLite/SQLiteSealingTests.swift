@@ -72,14 +72,59 @@ final class SQLiteSealingTests: XCTestCase {
         await assertThrows(KeystoreError.self, code: .authenticationFailed) { try await other.value(forKey: "alice") }
     }
 
-    func testWrongKeyFailsAuthentication() async throws {
+    /// A row sealed with another key (planted by someone who can write the file: a process
+    /// with that key is refused at open) fails to open, alone.
+    func testARowSealedWithAnotherKeyFailsAuthentication() async throws {
         let temporary = try TemporaryRoot()
-        let writer = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey(1))
-        try await writer.set(bytes("secret"), forKey: "k")
-        writer.close()
-        let reader = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey(2))
+        let keystore = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey(1))
+        defer { keystore.close() }
+        try await keystore.set(bytes("mine"), forKey: "mine")
+        let foreign = try SQLiteKeystore(root: temporary.root + "/elsewhere", service: "tool", keySource: testKey(2))
+        try await foreign.set(bytes("secret"), forKey: "k")
+        let sealed = try XCTUnwrap(try foreign.storedRow(forKey: "k"))
+        foreign.close()
+        try keystore.replaceStoredRow(sealed, forKey: "k")
+        await assertThrows(KeystoreError.self, code: .authenticationFailed) { try await keystore.value(forKey: "k") }
+        let mine = try await keystore.value(forKey: "mine")
+        XCTAssertEqual(string(mine), "mine")
+    }
+
+    /// A process with another key is refused when it opens (`invalidKey`), before it can
+    /// replace an item the others can open: by the namespace's key check, or, in a database
+    /// whose items predate the check, by those items (and then it stores no check).
+    func testAnotherKeyIsRefusedWhenItOpens() async throws {
+        let temporary = try TemporaryRoot()
+        let keystore = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey(7))
+        try await keystore.set(bytes("kept"), forKey: "k")
+        let path = keystore.namespace.databasePath
+        keystore.close()
+
+        let refused = assertThrows(KeystoreError.self, code: .invalidKey) {
+            try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey(9))
+        }
+        XCTAssertTrue(refused?.reason.contains("key check") ?? false, "\(String(describing: refused))")
+
+        // A database written before the check existed.
+        try tamper(path) { connection throws(KeystoreError) in try connection.execute("DELETE FROM meta WHERE name = 'key_check'") }
+        let unchecked = assertThrows(KeystoreError.self, code: .invalidKey) {
+            try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey(9))
+        }
+        XCTAssertTrue(unchecked?.reason.contains("opens none of the first 1 items") ?? false, "\(String(describing: unchecked))")
+        var stored: String?
+        try tamper(path) { connection throws(KeystoreError) in stored = try StoreSchema.meta("key_check", on: connection) }
+        XCTAssertNil(stored, "a refused key stores no check")
+
+        let reader = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey(7))
         defer { reader.close() }
-        await assertThrows(KeystoreError.self, code: .authenticationFailed) { try await reader.value(forKey: "k") }
+        let value = try await reader.value(forKey: "k")
+        XCTAssertEqual(string(value), "kept")
+        try tamper(path) { connection throws(KeystoreError) in stored = try StoreSchema.meta("key_check", on: connection) }
+        XCTAssertNotNil(stored, "the right key stores the check again")
+
+        // A damaged check refuses every key until it is deleted.
+        reader.close()
+        try tamper(path) { connection throws(KeystoreError) in try StoreSchema.setMeta("key_check", "AAAA", on: connection) }
+        assertThrows(KeystoreError.self, code: .invalidKey) { try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey(7)) }
     }
 
     func testCiphertextMovedToAnotherKeyOrGroupFails() async throws {

@@ -1,0 +1,43 @@
+extension StoreNamespace {
+    /// The meta row holding the namespace's ``KeyCheck``, sealed and in base64url.
+    static let keyCheckName = "key_check"
+    /// The name the check is sealed under: empty, which no item key can be.
+    static let keyCheckItemName = ""
+
+    /// Refuses this namespace's key, with ``KeystoreError/Code/invalidKey``, when it does not
+    /// open the namespace's ``KeyCheck``; stores the check first when there is none (only if
+    /// the key opens one of the items already there).
+    func verifyKey(on connection: SQLiteConnection, service: String) throws(KeystoreError) {
+        let label = KeyCheck.describe(service: service, group: group)
+        if let stored = try storedKeyCheck(on: connection) {
+            try KeyCheck.verify(stored, binding: binding, with: key, name: Self.keyCheckItemName, namespace: label)
+            return
+        }
+        try connection.immediateTransaction { () throws(KeystoreError) in
+            // Another process may have stored one since the read above.
+            guard try storedKeyCheck(on: connection) == nil else { return }
+            let items = try connection.withStatement(Self.firstItems) { statement throws(KeystoreError) -> [(String, [UInt8])] in
+                try statement.bind(1, int64: Int64(KeyCheck.itemsTried))
+                var items: [(String, [UInt8])] = []
+                while try statement.step() { items.append((statement.text(0), statement.blob(1))) }
+                return items
+            }
+            try KeyCheck.requireOneOpens(items, namespace: label) { item in
+                (try? binding.open(item.1, with: key, forKey: item.0)) != nil
+            }
+            let sealed = try KeyCheck.seal(binding, with: key, name: Self.keyCheckItemName)
+            try StoreSchema.setMeta(Self.keyCheckName, Base64.urlEncode(sealed), on: connection)
+        }
+        guard let stored = try storedKeyCheck(on: connection) else {
+            throw KeystoreError(.corruptFormat, "the key check of \(label) vanished after it was stored", path: databasePath)
+        }
+        try KeyCheck.verify(stored, binding: binding, with: key, name: Self.keyCheckItemName, namespace: label)
+    }
+
+    private static let firstItems = "SELECT key, value FROM items LIMIT ?1"
+
+    /// The stored check; a row that is not base64url reads as a check no key opens.
+    private func storedKeyCheck(on connection: SQLiteConnection) throws(KeystoreError) -> [UInt8]? {
+        try StoreSchema.meta(Self.keyCheckName, on: connection).map { Base64.urlDecode($0) ?? [] }
+    }
+}
