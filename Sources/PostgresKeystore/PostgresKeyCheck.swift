@@ -2,69 +2,69 @@ import Logging
 import PostgresNIO
 import SecureStorage
 
-/// The PostgreSQL engine's `KeyCheck` (SecureStorage): one per access group (the key is the group's,
-/// whatever the service), checked by every open and by a migration for both groups.
+/// The PostgreSQL engine's `KeyCheck` (SecureStorage): one per service and access group, as
+/// items are sealed per service and group (tools sharing a database may use different keys),
+/// checked by every open and by a migration for both of its groups.
 ///
-/// The row lives in `identity_broker_items` under the service name `""`, which no keystore
-/// has (service names are never empty), so no keystore lists, reads, moves or removes it. The
-/// first open in a group stores it; when several instances store one at once, the stored row
-/// decides for all.
+/// The rows live in `identity_broker_items` under the service name `""`, which no keystore
+/// has (service names are never empty), with the checked service's name as their key, so no
+/// keystore lists, reads, moves or removes them. The first open of a service in a group
+/// stores its row; when several instances store one at once, the stored row decides for all.
 enum PostgresKeyCheck {
     /// The reserved service name of the check rows.
     static let service = ""
-    /// The item key of the check row in each access group.
-    static let key = "key-check"
 
-    /// ``verify(group:key:on:logger:)`` on a pooled connection, every failure a
+    /// ``verify(service:group:key:on:logger:)`` on a pooled connection, every failure a
     /// ``KeystoreError``.
     static func verify(
-        group: AccessGroup, key secret: SecretBytes, configuration: PostgresKeystore.Configuration,
+        service checked: String, group: AccessGroup, key secret: SecretBytes, configuration: PostgresKeystore.Configuration,
         client: PostgresClient, logger: Logger
     ) async throws(KeystoreError) {
         do {
             try await client.withConnection { connection in
-                try await verify(group: group, key: secret, on: connection, logger: logger)
+                try await verify(service: checked, group: group, key: secret, on: connection, logger: logger)
             }
         } catch {
             throw KeystoreError.postgres(error, operation: "checking the key", configuration: configuration)
         }
     }
 
-    /// Checks `secret` against `group`'s check row, storing one first when there is none.
+    /// Checks `secret` against the check row of `checked` in `group`, storing one first when
+    /// there is none.
     static func verify(
-        group: AccessGroup, key secret: SecretBytes, on connection: PostgresConnection, logger: Logger
+        service checked: String, group: AccessGroup, key secret: SecretBytes, on connection: PostgresConnection, logger: Logger
     ) async throws {
         let column = PostgresNamespace.column(for: group)
         let binding = ItemBinding(service: service, group: group)
-        let namespace = KeyCheck.describe(service: nil, group: group)
-        if let stored = try await read(column, on: connection, logger: logger) {
-            try KeyCheck.verify(stored, binding: binding, with: secret, name: key, namespace: namespace)
+        let namespace = KeyCheck.describe(service: checked, group: group)
+        if let stored = try await read(checked, column, on: connection, logger: logger) {
+            try KeyCheck.verify(stored, binding: binding, with: secret, name: checked, namespace: namespace)
             return
         }
         let rows = try await connection.query("""
-            SELECT service, key, value FROM identity_broker_items
-            WHERE access_group = \(column) AND service <> \(service) LIMIT \(KeyCheck.itemsTried)
+            SELECT key, value FROM identity_broker_items
+            WHERE service = \(checked) AND access_group = \(column) ORDER BY key LIMIT \(KeyCheck.itemsTried)
             """, logger: logger).collect()
-        let items = try rows.map { try $0.decode((String, String, ByteBuffer).self) }
+        let items = try rows.map { try $0.decode((String, ByteBuffer).self) }
+        let itemBinding = ItemBinding(service: checked, group: group)
         try KeyCheck.requireOneOpens(items, namespace: namespace) { item in
-            let opened = try? ItemBinding(service: item.0, group: group).open(Array(item.2.readableBytesView), with: secret, forKey: item.1)
-            return opened != nil
+            (try? itemBinding.open(Array(item.1.readableBytesView), with: secret, forKey: item.0)) != nil
         }
-        let sealed = try KeyCheck.seal(binding, with: secret, name: key)
+        let sealed = try KeyCheck.seal(binding, with: secret, name: checked)
         try await connection.query("""
             INSERT INTO identity_broker_items (service, access_group, key, version, value)
-            VALUES (\(service), \(column), \(key), NULL, \(ByteBuffer(bytes: sealed)))
+            VALUES (\(service), \(column), \(checked), NULL, \(ByteBuffer(bytes: sealed)))
             ON CONFLICT (service, access_group, key) DO NOTHING
             """, logger: logger)
-        guard let stored = try await read(column, on: connection, logger: logger) else {
+        guard let stored = try await read(checked, column, on: connection, logger: logger) else {
             throw KeystoreError(.corruptFormat, "the key check of \(namespace) vanished after it was stored")
         }
-        try KeyCheck.verify(stored, binding: binding, with: secret, name: key, namespace: namespace)
+        try KeyCheck.verify(stored, binding: binding, with: secret, name: checked, namespace: namespace)
     }
 
-    private static func read(_ column: String, on connection: PostgresConnection, logger: Logger) async throws -> [UInt8]? {
+    private static func read(_ checked: String, _ column: String, on connection: PostgresConnection, logger: Logger) async throws -> [UInt8]? {
         let rows = try await connection.query("""
-            SELECT value FROM identity_broker_items WHERE service = \(service) AND access_group = \(column) AND key = \(key)
+            SELECT value FROM identity_broker_items WHERE service = \(service) AND access_group = \(column) AND key = \(checked)
             """, logger: logger).collect()
         return try rows.first.map { Array(try $0.decode(ByteBuffer.self).readableBytesView) }
     }

@@ -64,8 +64,10 @@ extension PostgresKeystore {
                 for: from, source: keySource, configuration: configuration, client: client, logger: quiet)
             let targetKey = try await PostgresKeyResolver.key(
                 for: to, source: keySource, configuration: configuration, client: client, logger: quiet)
-            try await PostgresKeyCheck.verify(group: from, key: sourceKey, configuration: configuration, client: client, logger: quiet)
-            try await PostgresKeyCheck.verify(group: to, key: targetKey, configuration: configuration, client: client, logger: quiet)
+            try await PostgresKeyCheck.verify(
+                service: service, group: from, key: sourceKey, configuration: configuration, client: client, logger: quiet)
+            try await PostgresKeyCheck.verify(
+                service: service, group: to, key: targetKey, configuration: configuration, client: client, logger: quiet)
             let source = PostgresNamespace(service: service, group: from, key: sourceKey)
             let target = PostgresNamespace(service: service, group: to, key: targetKey)
             let origin = Int64(bitPattern: try KeystoreError.rethrowing {

@@ -111,7 +111,8 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
                 }
                 let key = try await PostgresKeyResolver.key(
                     for: accessGroup, source: keySource, configuration: configuration, client: client, logger: quiet)
-                try await PostgresKeyCheck.verify(group: accessGroup, key: key, configuration: configuration, client: client, logger: quiet)
+                try await PostgresKeyCheck.verify(
+                    service: service, group: accessGroup, key: key, configuration: configuration, client: client, logger: quiet)
                 return key
             }
             let key = opened

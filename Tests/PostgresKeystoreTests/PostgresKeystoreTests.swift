@@ -138,34 +138,38 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
     }
 
     /// An instance with another key is refused when it opens, before it can overwrite an
-    /// item the fleet can open: by the group's key check, or, in a group whose items predate
-    /// the check, by those items (and then it stores no check of its own).
+    /// item the fleet can open: by the service's key check in its group, or, where the
+    /// service's items predate the check, by those items (and then it stores no check).
+    /// Another tool in the same group may use a key of its own.
     func testAWrongKeyIsRefusedWhenItOpens() async throws {
         let otherKey = [UInt8](repeating: 8, count: 32)
         let writer = try await keystore()
         try await writer.set(Array("secret".utf8), forKey: "k")
-        let checks = try server.psqlValue("SELECT count(*) FROM identity_broker_items WHERE service = '' AND key = 'key-check'", database: database)
-        XCTAssertEqual(checks, "1", "the first open stored the group's key check")
+        let checks = try server.psqlValue("SELECT string_agg(key, ',') FROM identity_broker_items WHERE service = ''", database: database)
+        XCTAssertEqual(checks, "tool", "the first open stored the service's key check")
 
         let refused = await keystoreError { try await self.keystore(keySource: .raw(otherKey)) }
         XCTAssertEqual(refused?.code, .invalidKey)
         XCTAssertTrue(refused?.reason.contains("key check") ?? false, "\(String(describing: refused))")
-        let otherService = await keystoreError { try await self.keystore(service: "other-tool", keySource: .raw(otherKey)) }
-        XCTAssertEqual(otherService?.code, .invalidKey, "the check is the group's, whatever the service")
+        let otherTool = try await keystore(service: "other-tool", keySource: .raw(otherKey))
+        try await otherTool.set([1], forKey: "k")
+        let both = try server.psqlValue("SELECT string_agg(key, ',' ORDER BY key) FROM identity_broker_items WHERE service = ''", database: database)
+        XCTAssertEqual(both, "other-tool,tool", "each service has its own check, and its own key")
 
-        // A group whose items were written before the check existed.
-        try server.psql("DELETE FROM identity_broker_items WHERE service = ''", database: database)
+        // Items written before the check existed.
+        try server.psql("DELETE FROM identity_broker_items WHERE service = '' AND key = 'tool'", database: database)
         let unchecked = await keystoreError { try await self.keystore(keySource: .raw(otherKey)) }
         XCTAssertEqual(unchecked?.code, .invalidKey)
-        let claimed = try server.psqlValue("SELECT count(*) FROM identity_broker_items WHERE service = ''", database: database)
+        XCTAssertTrue(unchecked?.reason.contains("opens none of the first 1 items") ?? false, "\(String(describing: unchecked))")
+        let claimed = try server.psqlValue("SELECT count(*) FROM identity_broker_items WHERE service = '' AND key = 'tool'", database: database)
         XCTAssertEqual(claimed, "0", "a refused key stores no check")
 
         let reader = try await keystore()
         let value = try await reader.value(forKey: "k")
         XCTAssertEqual(value, Array("secret".utf8))
         let keys = try await reader.keys()
-        XCTAssertEqual(keys, ["k"], "the check row is no item of any keystore")
-        let restored = try server.psqlValue("SELECT count(*) FROM identity_broker_items WHERE service = ''", database: database)
+        XCTAssertEqual(keys, ["k"], "check rows are no item of any keystore")
+        let restored = try server.psqlValue("SELECT count(*) FROM identity_broker_items WHERE service = '' AND key = 'tool'", database: database)
         XCTAssertEqual(restored, "1", "the right key stores the check")
     }
 

@@ -43,8 +43,7 @@ package enum KeyCheck {
     }
 
     /// How errors name a namespace.
-    package static func describe(service: String?, group: AccessGroup) -> String {
-        let place = group.name.map { "access group '\($0)'" } ?? "the private namespace"
-        return service.map { "service '\($0)' in \(place)" } ?? place
+    package static func describe(service: String, group: AccessGroup) -> String {
+        "service '\(service)' " + (group.name.map { "in access group '\($0)'" } ?? "with no access group")
     }
 }

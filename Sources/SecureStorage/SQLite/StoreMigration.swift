@@ -1,6 +1,7 @@
 /// Moves a service's items from one access group's database to another's.
 ///
-/// Every source item is opened with the source key first; if any cannot be, nothing moves.
+/// Every source item is opened with the source key first; if any cannot be, nothing moves;
+/// and the target key must open the target's key check (``StoreNamespace/verifyKey(on:service:)``).
 /// Then one transaction on the target upserts every item re-sealed for its new name (versions
 /// kept, a newer target item wins), with change rows, and reads each back; a second
 /// transaction on the source deletes each item only if its ciphertext is unchanged, so an item
@@ -39,6 +40,9 @@ struct StoreMigration {
         }
         let targetConnection = try target.connect(service: layout.service, busyTimeout: busyTimeout)
         defer { targetConnection.close() }
+        // The source key opened every item above; the target's is checked before anything is
+        // copied, so items never move into a namespace under a key its other items do not have.
+        try target.verifyKey(on: targetConnection, service: layout.service)
         let origin = try KeystoreError.rethrowing { try CryptoRuntime.randomBytes(8).reduce(Int64(0)) { $0 << 8 | Int64($1) } }
 
         try targetConnection.immediateTransaction { () throws(KeystoreError) in

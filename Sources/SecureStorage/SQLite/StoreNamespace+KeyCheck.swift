@@ -34,7 +34,7 @@ extension StoreNamespace {
         try KeyCheck.verify(stored, binding: binding, with: key, name: Self.keyCheckItemName, namespace: label)
     }
 
-    private static let firstItems = "SELECT key, value FROM items LIMIT ?1"
+    private static let firstItems = "SELECT key, value FROM items ORDER BY id LIMIT ?1"
 
     /// The stored check; a row that is not base64url reads as a check no key opens.
     private func storedKeyCheck(on connection: SQLiteConnection) throws(KeystoreError) -> [UInt8]? {

@@ -239,6 +239,27 @@ final class SQLiteMigrationTests: XCTestCase {
         XCTAssertEqual(copiedState.current, 5)
     }
 
+    /// Items never move into a namespace whose key check the key does not open: the source
+    /// key opening every source item is not enough (a group sealed with another key than the
+    /// private namespace), nor is a move on open.
+    func testATargetWithAnotherKeyReceivesNothing() async throws {
+        let temporary = try TemporaryRoot()
+        try await fill(temporary.root, group: .none, count: 2, keySource: testKey(1))
+        try await fill(temporary.root, group: team, count: 3, keySource: testKey(2))
+        let error = await assertThrows(KeystoreError.self, code: .invalidKey) {
+            try await SQLiteKeystore.migrate(root: temporary.root, service: "tool", from: self.team, to: .none, keySource: testKey(2))
+        }
+        XCTAssertTrue(error?.reason.contains("key check") ?? false, error?.reason ?? "")
+        let onOpen = assertThrows(KeystoreError.self, code: .invalidKey) {
+            try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey(2), configuration: .init(moveItemsFromPreviousGroup: true))
+        }
+        XCTAssertNotNil(onOpen)
+        let source = try await contents(temporary.root, group: team, keySource: testKey(2))
+        XCTAssertEqual(source.count, 3, "the source keeps every item")
+        let target = try await contents(temporary.root, group: .none, keySource: testKey(1))
+        XCTAssertEqual(target.count, 2, "the target holds only its own items, all readable")
+    }
+
     func testWrongKeyMovesNothing() async throws {
         let temporary = try TemporaryRoot()
         try await fill(temporary.root, group: .none, count: 4, keySource: testKey(1))
