@@ -93,16 +93,10 @@ final class FederateKeystoreTests: XCTestCase {
         try guest("alice")
         try guest("bob")
         // A process with another key is refused when it opens (the key check), so the row is
-        // planted as someone who can write the file could: sealed elsewhere with another key.
-        let elsewhere = FileManager.default.temporaryDirectory.appendingPathComponent("broker-elsewhere-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: elsewhere) }
-        let other = try SQLiteKeystore(
-            root: elsewhere, service: FederateHarness.service, keySource: .raw((0..<32).map { _ in UInt8.random(in: 0...255) }))
-        try await other.set(Array(#"{"version":1}"#.utf8), forKey: "session.alice")
-        let sealed = try XCTUnwrap(try other.storedRow(forKey: "session.alice"))
-        other.close()
+        // planted as someone who can write the file could.
         let keystore = try SQLiteKeystore(root: harness.keystore, service: FederateHarness.service)
-        try keystore.replaceStoredRow(sealed, forKey: "session.alice")
+        try keystore.replaceStoredRow(
+            sealing: Array(#"{"version":1}"#.utf8), withKey: (0..<32).map { _ in UInt8.random(in: 0...255) }, forKey: "session.alice")
         keystore.close()
         let result = try harness.expect(6, credentials("alice"))
         XCTAssertTrue(result.stderr.contains("authenticationFailed"), "\(result)")

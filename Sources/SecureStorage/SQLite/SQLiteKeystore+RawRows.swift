@@ -2,23 +2,25 @@ extension SQLiteKeystore {
     /// The sealed row of `key` as it is stored, or `nil`: for tests that act as someone who can
     /// write the database file (a tampered or foreign row), never for reading an item.
     package func storedRow(forKey key: String) throws(KeystoreError) -> [UInt8]? {
-        let connection = try SQLiteConnection(path: namespace.databasePath, busyTimeout: configuration.busyTimeout)
-        defer { connection.close() }
-        return try connection.withStatement(StoreSchema.selectValue) { statement throws(KeystoreError) -> [UInt8]? in
-            try statement.bind(1, text: key)
-            return try statement.step() ? statement.blob(0) : nil
-        }
+        try withRawConnection { connection throws(KeystoreError) in try StoreSchema.sealedValue(forKey: key, on: connection) }
     }
 
     /// Writes `sealed` as the row of `key` unchanged, without sealing or a change-log entry: for
     /// tests that act as someone who can write the database file.
     package func replaceStoredRow(_ sealed: [UInt8], forKey key: String) throws(KeystoreError) {
+        try withRawConnection { connection throws(KeystoreError) in try StoreSchema.replaceSealedValue(sealed, forKey: key, on: connection) }
+    }
+
+    /// Writes `value` as the row of `key`, sealed for this namespace but with `otherKey`: a row
+    /// planted by someone who can write the file (a process with that key is refused at open).
+    package func replaceStoredRow(sealing value: [UInt8], withKey otherKey: [UInt8], forKey key: String) throws(KeystoreError) {
+        let sealed = try namespace.binding.seal(value, with: SecretBytes(copying: otherKey), forKey: key)
+        try replaceStoredRow(sealed, forKey: key)
+    }
+
+    private func withRawConnection<T>(_ body: (SQLiteConnection) throws(KeystoreError) -> T) throws(KeystoreError) -> T {
         let connection = try SQLiteConnection(path: namespace.databasePath, busyTimeout: configuration.busyTimeout)
         defer { connection.close() }
-        try connection.withStatement("INSERT OR REPLACE INTO items(key, version, value) VALUES(?1, NULL, ?2)") { statement throws(KeystoreError) in
-            try statement.bind(1, text: key)
-            try statement.bind(2, blob: sealed)
-            _ = try statement.step()
-        }
+        return try body(connection)
     }
 }

@@ -150,10 +150,7 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
 
     /// The opened value of `key` read on `connection`; shared with ``SingleReader``.
     static func value(forKey key: String, on connection: SQLiteConnection, namespace: StoreNamespace) throws(KeystoreError) -> [UInt8]? {
-        let sealed = try connection.withStatement(StoreSchema.selectValue) { statement throws(KeystoreError) -> [UInt8]? in
-            try statement.bind(1, text: key)
-            return try statement.step() ? statement.blob(0) : nil
-        }
+        let sealed = try StoreSchema.sealedValue(forKey: key, on: connection)
         return try sealed.map { sealed throws(KeystoreError) in try namespace.open(sealed, forKey: key) }
     }
 

@@ -56,10 +56,7 @@ struct StoreMigration {
                 }
                 let applied = targetConnection.changes > 0
                 if applied { try StoreSchema.appendChange(item.key, origin: origin, on: targetConnection) }
-                let stored = try targetConnection.withStatement(StoreSchema.selectValue) { statement throws(KeystoreError) -> [UInt8]? in
-                    try statement.bind(1, text: item.key)
-                    return try statement.step() ? statement.blob(0) : nil
-                }
+                let stored = try StoreSchema.sealedValue(forKey: item.key, on: targetConnection)
                 guard let stored else {
                     throw KeystoreError(.migrationFailed, "item '\(item.key)' is missing after the copy; nothing was moved", path: target.databasePath)
                 }

@@ -54,6 +54,7 @@ enum StoreSchema {
     static let deleteIfUnchanged = "DELETE FROM items WHERE key = ?1 AND value = ?2"
     static let insertChange = "INSERT INTO changes(key, origin) VALUES(?1, ?2)"
     static let selectValue = "SELECT value FROM items WHERE key = ?1"
+    static let replaceRaw = "INSERT OR REPLACE INTO items(key, version, value) VALUES(?1, NULL, ?2)"
     static let selectKeys = "SELECT key FROM items"
     static let selectItems = "SELECT key, version, value FROM items"
     static let selectMeta = "SELECT value FROM meta WHERE name = ?1"
@@ -167,6 +168,24 @@ enum StoreSchema {
         try connection.withStatement(selectMeta) { statement throws(KeystoreError) -> String? in
             try statement.bind(1, text: name)
             return try statement.step() ? statement.text(0) : nil
+        }
+    }
+
+    /// The sealed row of `key` as stored, or `nil`.
+    static func sealedValue(forKey key: String, on connection: SQLiteConnection) throws(KeystoreError) -> [UInt8]? {
+        try connection.withStatement(selectValue) { statement throws(KeystoreError) -> [UInt8]? in
+            try statement.bind(1, text: key)
+            return try statement.step() ? statement.blob(0) : nil
+        }
+    }
+
+    /// Writes `sealed` as the row of `key` as it is, without a version or a change-log row
+    /// (what someone who can write the file could do; for tests).
+    static func replaceSealedValue(_ sealed: [UInt8], forKey key: String, on connection: SQLiteConnection) throws(KeystoreError) {
+        try connection.withStatement(replaceRaw) { statement throws(KeystoreError) in
+            try statement.bind(1, text: key)
+            try statement.bind(2, blob: sealed)
+            _ = try statement.step()
         }
     }
 

@@ -31,14 +31,9 @@ final class PersistedSessionTests: XCTestCase {
 
     /// Replaces the saved item of `session` with one sealed under another key, as someone who
     /// can write the database file could (a process with another key is refused at open).
-    private func plantForeignItem(session: String) async throws {
-        let elsewhere = root + "/elsewhere"
-        let foreign = try SQLiteKeystore(root: elsewhere, service: "broker-tests", keySource: .raw([UInt8](repeating: 9, count: 32)))
-        try await foreign.set(Array("garbage".utf8), forKey: "session.\(session)")
-        let sealed = try XCTUnwrap(try foreign.storedRow(forKey: "session.\(session)"))
-        foreign.close()
+    private func plantForeignItem(session: String) throws {
         let ours = try keystore()
-        try ours.replaceStoredRow(sealed, forKey: "session.\(session)")
+        try ours.replaceStoredRow(sealing: Array("garbage".utf8), withKey: [UInt8](repeating: 9, count: 32), forKey: "session.\(session)")
         ours.close()
     }
 
@@ -249,7 +244,7 @@ final class PersistedSessionTests: XCTestCase {
         try await writer.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         try await writer.federate(token: TestJWT.valid(sub: "bob"), provider: .google, session: "bob")
         // Alice's item sealed under another key stands in for a tampered one.
-        try await plantForeignItem(session: "alice")
+        try plantForeignItem(session: "alice")
 
         let logs = InMemoryLogHandler()
         let reader = try client(keystore: keystore(), logger: Logger(label: "damaged", factory: { _ in logs }))
@@ -276,7 +271,7 @@ final class PersistedSessionTests: XCTestCase {
         try await writer.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         try await writer.federateAsGuest(session: "visitor")
         try await writer.federate(token: TestJWT.valid(sub: "bob"), provider: .google, session: "bob")
-        try await plantForeignItem(session: "bob")
+        try plantForeignItem(session: "bob")
 
         let single = try XCTUnwrap(try SQLiteKeystore.SingleReader.open(root: root, service: "broker-tests", keySource: .raw(key)))
         defer { single.close() }

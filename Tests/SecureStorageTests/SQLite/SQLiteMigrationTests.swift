@@ -265,12 +265,8 @@ final class SQLiteMigrationTests: XCTestCase {
         try await fill(temporary.root, group: .none, count: 4, keySource: testKey(1))
         // One item sealed with another key (planted in the file: a process with that key is
         // refused at open): the whole migration must refuse.
-        let stray = try SQLiteKeystore(root: temporary.root + "/elsewhere", service: "tool", keySource: testKey(2))
-        try await stray.set(bytes("stray"), forKey: "stray")
-        let sealed = try XCTUnwrap(try stray.storedRow(forKey: "stray"))
-        stray.close()
         let source = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey(1))
-        try source.replaceStoredRow(sealed, forKey: "stray")
+        try source.replaceStoredRow(sealing: bytes("stray"), withKey: [UInt8](repeating: 2, count: 32), forKey: "stray")
         source.close()
         let error = await assertThrows(KeystoreError.self, code: .authenticationFailed) {
             try await SQLiteKeystore.migrate(root: temporary.root, service: "tool", from: .none, to: self.team, keySource: testKey(1))

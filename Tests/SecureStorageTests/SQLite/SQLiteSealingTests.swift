@@ -79,11 +79,7 @@ final class SQLiteSealingTests: XCTestCase {
         let keystore = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey(1))
         defer { keystore.close() }
         try await keystore.set(bytes("mine"), forKey: "mine")
-        let foreign = try SQLiteKeystore(root: temporary.root + "/elsewhere", service: "tool", keySource: testKey(2))
-        try await foreign.set(bytes("secret"), forKey: "k")
-        let sealed = try XCTUnwrap(try foreign.storedRow(forKey: "k"))
-        foreign.close()
-        try keystore.replaceStoredRow(sealed, forKey: "k")
+        try keystore.replaceStoredRow(sealing: bytes("secret"), withKey: [UInt8](repeating: 2, count: 32), forKey: "k")
         await assertThrows(KeystoreError.self, code: .authenticationFailed) { try await keystore.value(forKey: "k") }
         let mine = try await keystore.value(forKey: "mine")
         XCTAssertEqual(string(mine), "mine")

@@ -65,18 +65,11 @@ func tamper(_ path: String, _ body: (SQLiteConnection) throws(KeystoreError) -> 
 }
 
 func sealedValue(_ connection: SQLiteConnection, key: String) throws(KeystoreError) -> [UInt8]? {
-    try connection.withStatement(StoreSchema.selectValue) { statement throws(KeystoreError) -> [UInt8]? in
-        try statement.bind(1, text: key)
-        return try statement.step() ? statement.blob(0) : nil
-    }
+    try StoreSchema.sealedValue(forKey: key, on: connection)
 }
 
 func storeSealed(_ connection: SQLiteConnection, key: String, value: [UInt8]) throws(KeystoreError) {
-    try connection.withStatement("INSERT OR REPLACE INTO items(key, version, value) VALUES(?1, NULL, ?2)") { statement throws(KeystoreError) in
-        try statement.bind(1, text: key)
-        try statement.bind(2, blob: value)
-        _ = try statement.step()
-    }
+    try StoreSchema.replaceSealedValue(value, forKey: key, on: connection)
 }
 
 /// Collects changes from a stream until `predicate` holds or `seconds` pass.
