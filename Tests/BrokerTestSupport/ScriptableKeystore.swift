@@ -1,8 +1,9 @@
 package import SecureStorage
 import Synchronization
 
-/// A ``Keystore`` wrapper for tests: counts reads (in all and per key) and writes, and can make the store
-/// unreachable (every call fails with `storeUnavailable`) or fail only writes.
+/// A ``Keystore`` wrapper for tests: counts reads (in all and per key) and writes, can make the store
+/// unreachable (every call fails with `storeUnavailable`) or fail only writes, and can hold a read
+/// after it has read (``holdNextRead(ofKey:)``), so that a test can change the store meanwhile.
 package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
     package struct Counts: Sendable, Equatable {
         package var reads = 0
@@ -17,10 +18,38 @@ package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
         package func reads(of key: String) -> Int { readsByKey[key, default: 0] }
     }
 
+    /// A read held after it has read: ``arrived()`` returns once it has, ``release()`` lets it return.
+    package final class ReadGate: Sendable {
+        private let arrivals: AsyncStream<Void>
+        private let arrival: AsyncStream<Void>.Continuation
+        private let releases: AsyncStream<Void>
+        private let releasing: AsyncStream<Void>.Continuation
+
+        init() {
+            (arrivals, arrival) = AsyncStream.makeStream(of: Void.self)
+            (releases, releasing) = AsyncStream.makeStream(of: Void.self)
+        }
+
+        /// Waits until the held read has read the store.
+        package func arrived() async {
+            var iterator = arrivals.makeAsyncIterator()
+            _ = await iterator.next()
+        }
+
+        /// Lets the held read return what it read.
+        package func release() { releasing.finish() }
+
+        fileprivate func hold() async {
+            arrival.finish()
+            for await _ in releases {}
+        }
+    }
+
     private struct State {
         var counts = Counts()
         var unreachable = false
         var failWrites = false
+        var gates: [String: ReadGate] = [:]
     }
 
     private let base: any Keystore
@@ -40,6 +69,13 @@ package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
     /// Makes commits fail while reads pass.
     package func setFailWrites(_ value: Bool) { state.withLock { $0.failWrites = value } }
 
+    /// Holds the next read of `key` once it has read the store, until the gate is released.
+    package func holdNextRead(ofKey key: String) -> ReadGate {
+        let gate = ReadGate()
+        state.withLock { $0.gates[key] = gate }
+        return gate
+    }
+
     private func check(write: Bool) throws(KeystoreError) {
         let (unreachable, failWrites) = state.withLock { ($0.unreachable, $0.failWrites) }
         if unreachable || (write && failWrites) {
@@ -53,7 +89,9 @@ package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
             $0.counts.readsByKey[key, default: 0] += 1
         }
         try check(write: false)
-        return try await base.value(forKey: key)
+        let value = try await base.value(forKey: key)
+        if let gate = state.withLock({ $0.gates.removeValue(forKey: key) }) { await gate.hold() }
+        return value
     }
 
     package func keys() async throws(KeystoreError) -> [String] {

@@ -6,12 +6,16 @@ import Foundation
 import Logging
 import SecureStorage
 
-/// A session as the cache holds it: its state machine, and a generation that changes
-/// whenever what the session holds changes here, so a store read that raced with such a
-/// change is recognised and dropped (the change's own feed event reloads it again).
+/// A session as the cache holds it: its state machine, a generation that changes whenever
+/// what the session holds changes here (so a store read that raced with such a change is
+/// recognised and dropped; the change's own feed event reloads it again), and whether a
+/// reload the feed asked for failed (a later read tries the store again).
 struct CachedSession: Sendable {
     var machine: SessionStateMachine
     var generation: UInt64
+    /// Set when a reload failed: no read before this instant tries the store again (a store
+    /// that hangs must not hold every read of the session up).
+    var reloadAfter: ContinuousClock.Instant?
 }
 
 /// The cache over the store: first reads, applying changes, the change feed, expiry
@@ -19,32 +23,63 @@ struct CachedSession: Sendable {
 extension FederationClient {
     // MARK: Reading through the cache
 
+    /// How many times a first read is tried while the feed reports changes of its session.
+    static let firstReadAttempts = 3
+    /// How long after a failed reload reads answer from the cache before trying the store again.
+    static let reloadRetryInterval: Duration = .milliseconds(200)
+
     /// The cached session, or the store's record once read (and cached).
+    ///
+    /// A first read during which the feed reported a change of the session may hold what
+    /// the change replaced: it is read again, and after ``firstReadAttempts`` returned
+    /// without being cached. A cached session whose reload failed is read again first; while
+    /// the store cannot be read, the cached session answers.
     func cachedOrLoaded(_ session: String) async throws(FederationError) -> SessionStateMachine {
         startChangeFeed()
-        if let cached = cache.get(session) { return cached.machine }
-        let record = try await store.load(session)
-        // A federation, clear or feed update may have filled the entry while this read waited.
-        if let cached = cache.get(session) { return cached.machine }
-        let machine = SessionStateMachine(record: record, now: now(), margin: expiryMargin)
-        insert(session, machine)
-        return machine
+        if let cached = cache.get(session) {
+            guard let reloadAfter = cached.reloadAfter, reloadAfter <= .now else { return cached.machine }
+            await reload(session)
+            return cache.peek(session)?.machine ?? cached.machine
+        }
+        for attempt in 1...Self.firstReadAttempts {
+            let began = loadsInFlight.begin(session)
+            let loaded: Result<SessionRecord?, FederationError>
+            do throws(FederationError) {
+                loaded = .success(try await store.load(session))
+            } catch {
+                loaded = .failure(error)
+            }
+            let raced = loadsInFlight.end(session, began: began)
+            let record = try loaded.get()
+            // A federation, clear or feed update may have filled the entry while this read waited.
+            if let cached = cache.get(session) { return cached.machine }
+            let machine = SessionStateMachine(record: record, now: now(), margin: expiryMargin)
+            if raced {
+                if attempt < Self.firstReadAttempts { continue }
+                logger.debug("session changing during every read; answered uncached", metadata: ["broker.session": "\(session)"])
+                return machine
+            }
+            insert(session, machine)
+            return cache.peek(session)?.machine ?? machine
+        }
+        preconditionFailure("the last attempt returns")
     }
 
     /// ``cachedOrLoaded(_:)``, after letting the clock act: a read past the expiry (or a
-    /// reminder's due time) announces it, even before the timer fires.
-    func current(_ session: String) async throws(FederationError) -> SessionStateMachine {
-        _ = try await cachedOrLoaded(session)
-        tick(session)
-        return cache.peek(session)?.machine ?? SessionStateMachine(record: nil, now: now(), margin: expiryMargin)
+    /// reminder's due time) announces it, even before the timer fires. With `reminders` off,
+    /// a due reminder waits for the next tick.
+    func current(_ session: String, reminders: Bool = true) async throws(FederationError) -> SessionStateMachine {
+        let machine = try await cachedOrLoaded(session)
+        return tick(session, reminders: reminders) ?? machine
     }
 
     /// The state a new observer of `session` starts with (following the store from now on);
-    /// an unreadable session reads `notFederated` to the observer, and is logged.
+    /// an unreadable session reads `notFederated` to the observer, and is logged. A reminder
+    /// already due is left for the tick after the observer subscribes, so it reaches it.
     func stateForNewObserver(_ session: String) async -> SessionState {
         startChangeFeed()
         do {
-            return try await current(session).state(now: now(), margin: expiryMargin)
+            return try await current(session, reminders: false).state(now: now(), margin: expiryMargin)
         } catch {
             logger.debug("observed session unreadable", metadata: ["broker.session": "\(session)", "broker.error": "\(error.code)"])
             return .notFederated
@@ -73,32 +108,53 @@ extension FederationClient {
 
     /// Applies `transition` to `session`'s machine (creating an empty one when it is not
     /// cached), publishes what it returns, and schedules the session's expiry.
-    func apply(_ session: String, _ transition: (inout SessionStateMachine, Date, Duration) -> SessionState?) {
+    ///
+    /// `localWrite` marks a change this client committed (a federation, a clear): store reads
+    /// in flight began before it and are dropped even when the record looks the same (a
+    /// clear of a session cached as absent must still beat a reload that read another
+    /// client's federation before the clear).
+    func apply(_ session: String, localWrite: Bool = false, _ transition: (inout SessionStateMachine, Date, Duration) -> SessionState?) {
         let current = now()
-        var entry = cache.peek(session) ?? CachedSession(machine: SessionStateMachine(record: nil, now: current, margin: expiryMargin), generation: 0)
+        let cached = cache.peek(session)
+        var entry = cached ?? CachedSession(machine: SessionStateMachine(record: nil, now: current, margin: expiryMargin), generation: 0)
         let before = entry.machine.record
         let announcedBefore = entry.machine.announced
         let announced = transition(&entry.machine, current, expiryMargin)
+        if let memory = reminderMemories.remove(session), cached == nil { entry.machine.recall(memory) }
         // Only a change of what the session holds makes a store read in flight stale; a
         // clock tick or a read must not, or reloads racing with reads would be dropped.
-        if entry.machine.record != before || entry.generation == 0 {
+        if localWrite || entry.machine.record != before || entry.generation == 0 {
             nextGeneration += 1
             entry.generation = nextGeneration
         }
-        let isNew = cache.peek(session) == nil
+        if localWrite { entry.reloadAfter = nil }
         let evicted = cache.set(session, entry, isPinned: isPinned)
+        forget(evicted)
         if let announced { publish(announced, session: session) }
         if sessionGauges != nil {
-            countSessions(removing: isNew ? nil : announcedBefore, adding: entry.machine.announced, evicted: evicted)
+            countSessions(removing: cached == nil ? nil : announcedBefore, adding: entry.machine.announced, evicted: evicted.map(\.value))
         }
         scheduleExpiry(of: session, entry.machine)
     }
 
     private func insert(_ session: String, _ machine: SessionStateMachine) {
+        var machine = machine
+        if let memory = reminderMemories.remove(session) { machine.recall(memory) }
         nextGeneration += 1
         let evicted = cache.set(session, CachedSession(machine: machine, generation: nextGeneration), isPinned: isPinned)
-        if sessionGauges != nil { countSessions(removing: nil, adding: machine.announced, evicted: evicted) }
+        forget(evicted)
+        if sessionGauges != nil { countSessions(removing: nil, adding: machine.announced, evicted: evicted.map(\.value)) }
         scheduleExpiry(of: session, machine)
+    }
+
+    /// Keeps what evicted sessions were reminded of or postponed, so that reading one again
+    /// neither reminds twice nor forgets a "not now".
+    private func forget(_ evicted: [(key: String, value: CachedSession)]) {
+        for (session, entry) in evicted {
+            if let memory = entry.machine.reminderMemory {
+                reminderMemories.set(session, memory) { _, _ in false }
+            }
+        }
     }
 
     /// Keeps the `identity_broker_sessions` gauges (sessions held, by state) current.
@@ -149,9 +205,12 @@ extension FederationClient {
     private func storeChanged(_ change: KeystoreChange) async {
         switch change {
         case .item(let key):
-            guard let session = SessionStore.session(forKey: key), isFollowed(session) else { return }
+            guard let session = SessionStore.session(forKey: key) else { return }
+            loadsInFlight.changed(session)
+            guard isFollowed(session) else { return }
             await reload(session)
         case .all:
+            loadsInFlight.changedAll()
             for session in Set(cache.keys).union(broadcaster.observedSessions()) {
                 await reload(session)
             }
@@ -164,6 +223,8 @@ extension FederationClient {
     }
 
     /// Reads `session` from the store and applies it, unless a local change raced the read.
+    /// When the read fails, the cached session is marked, so that the next read tries the
+    /// store again instead of serving what the change replaced for good.
     private func reload(_ session: String) async {
         let generation = cache.peek(session)?.generation
         let record: SessionRecord?
@@ -171,10 +232,12 @@ extension FederationClient {
             record = try await store.load(session)
         } catch {
             logger.debug("changed session unreadable", metadata: ["broker.session": "\(session)", "broker.error": "\(error.code)"])
+            _ = cache.update(session) { $0.reloadAfter = .now.advanced(by: Self.reloadRetryInterval) }
             return
         }
         guard cache.peek(session)?.generation == generation else { return }
         apply(session) { machine, now, margin in machine.stored(record, now: now, margin: margin) }
+        _ = cache.update(session) { $0.reloadAfter = nil }
     }
 
     // MARK: Expiry and renewal reminders
@@ -226,11 +289,16 @@ extension FederationClient {
         }
     }
 
-    /// Lets the clock act on `session`: announces an expiry and delivers a due reminder.
-    func tick(_ session: String) {
+    /// Lets the clock act on a cached `session`: announces an expiry and, with `reminders`,
+    /// delivers a due reminder. Returns the session's machine; `nil` (and nothing done) when
+    /// it is not cached: an empty entry made here would read `notFederated` until the
+    /// session next changed.
+    @discardableResult
+    func tick(_ session: String, reminders: Bool = true) -> SessionStateMachine? {
+        guard cache.peek(session) != nil else { return nil }
         var reminder: Date?
         apply(session) { machine, now, margin in
-            let (state, remind) = machine.clockTicked(now: now, margin: margin, renewalLead: renewalLead)
+            let (state, remind) = machine.clockTicked(now: now, margin: margin, renewalLead: renewalLead, reminders: reminders)
             reminder = remind
             return state
         }
@@ -238,6 +306,7 @@ extension FederationClient {
             logger.debug("session renewal due", metadata: ["broker.session": "\(session)"])
             broadcaster.remind(session: session, expiresAt: reminder)
         }
+        return cache.peek(session)?.machine
     }
 
     /// How many timers the client runs for expiries and reminders (one at most, whatever

@@ -69,7 +69,7 @@ extension FederationClient {
                 sessionLogger.debug("terminated session not saved", metadata: ["broker.error": "\(error.code)"])
             }
             sessionLogger.debug("federation failed: identity gone", metadata: ["broker.error": "\(error.code)"])
-            apply(session) { machine, now, margin in machine.federationEnded(holding: .some(terminated), now: now, margin: margin) }
+            apply(session, localWrite: true) { machine, now, margin in machine.federationEnded(holding: .some(terminated), now: now, margin: margin) }
             throw FederationError(
                 code: .identityTerminated,
                 message: "the identity service says the identity is gone or disabled; clear the session, then federate again",
@@ -97,16 +97,25 @@ extension FederationClient {
             throw error
         }
         var holding = record
+        var holdsTheStoredRecord = true
         if !stored {
             // Another client stored this session with a later expiration meanwhile: keep theirs.
             sessionLogger.debug("a newer federation of the session is stored; keeping it")
-            if case .some(.some(let newer)) = try? await store.load(session) { holding = newer }
+            if case .some(.some(let newer)) = try? await store.load(session) {
+                holding = newer
+            } else {
+                holdsTheStoredRecord = false
+            }
         }
         sessionLogger.debug(
             "federation succeeded",
             metadata: ["broker.identityId": "\(result.identityId)", "broker.expiration": "\(Int64(result.credentials.expiration.timeIntervalSince1970))"]
         )
-        apply(session) { machine, now, margin in machine.federationEnded(holding: .some(holding), now: now, margin: margin) }
+        apply(session, localWrite: true) { machine, now, margin in machine.federationEnded(holding: .some(holding), now: now, margin: margin) }
+        if !holdsTheStoredRecord {
+            // Ours lost, and the winner could not be read: the next read tries the store.
+            _ = cache.update(session) { $0.reloadAfter = .now }
+        }
         return result
     }
 

@@ -24,7 +24,7 @@ extension FederationClient {
     /// and stays open.
     public func shutdown(gracePeriod: Duration = .seconds(10)) async {
         guard !isShutDown else {
-            if federationsInFlight > 0 { await withCheckedContinuation { shutdownWaiters.append($0) } }
+            if !isShutDownCompletely { await withCheckedContinuation { shutdownCompletionWaiters.append($0) } }
             return
         }
         isShutDown = true
@@ -43,6 +43,10 @@ extension FederationClient {
         }
         ownedTransport?.shutdown()
         broadcaster.finishAll()
+        isShutDownCompletely = true
+        let waiters = shutdownCompletionWaiters
+        shutdownCompletionWaiters = []
+        for waiter in waiters { waiter.resume() }
         logger.debug("client shut down")
     }
 

@@ -55,6 +55,10 @@ public actor FederationClient {
     let broadcaster = StateBroadcaster()
 
     var cache: LRUCache<CachedSession>
+    /// Reminder bookkeeping of evicted sessions (bounded as the cache is).
+    var reminderMemories: LRUCache<ReminderMemory>
+    /// First reads of uncached sessions in flight, and whether a change arrived meanwhile.
+    var loadsInFlight = LoadsInFlight()
     var locks = SessionLockTable()
     var expirySchedule = DueSchedule()
     var expiryTimer: Task<Void, Never>?
@@ -74,6 +78,9 @@ public actor FederationClient {
     let sessionGauges: SessionGauges?
     var sessionCounts: [SessionState: Int] = [:]
     var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Whether shutdown finished; later calls wait for it through ``shutdownCompletionWaiters``.
+    var isShutDownCompletely = false
+    var shutdownCompletionWaiters: [CheckedContinuation<Void, Never>] = []
 
     /// Creates a client that federates with `configuration` and keeps sessions in
     /// `keystore`, or in its own memory when `keystore` is `nil`.
@@ -201,6 +208,7 @@ public actor FederationClient {
         self.renewalPostponement = renewalPostponement
         self.federationTimeout = federationTimeout
         cache = LRUCache(capacity: sessionCacheCapacity)
+        reminderMemories = LRUCache(capacity: sessionCacheCapacity)
         self.now = now
         self.logger = logger ?? .disabled
     }
@@ -436,7 +444,7 @@ public actor FederationClient {
         await acquire(session)
         defer { release(session) }
         try await store.remove(session)
-        apply(session) { machine, now, margin in machine.stored(nil, now: now, margin: margin) }
+        apply(session, localWrite: true) { machine, now, margin in machine.stored(nil, now: now, margin: margin) }
         logger.debug("session cleared", metadata: ["broker.session": "\(session)"])
     }
 
@@ -468,8 +476,10 @@ public actor FederationClient {
     /// reminders (``SessionEvent/Kind/renewalDue(expiresAt:)``) of the sessions it holds.
     public func allStateUpdates() -> AsyncStream<SessionEvent> {
         startChangeFeed()
+        // Subscribed first, so that reminders and expiries already due reach this stream too.
+        let stream = broadcaster.streamForAll()
         announceDueExpiries()
-        return broadcaster.streamForAll()
+        return stream
     }
 
     /// "Not now": the caller cannot push a new token for `session` yet. Its next renewal

@@ -2,7 +2,8 @@
 /// operation (a dictionary of slots threaded on a doubly linked list).
 ///
 /// Entries the caller pins (a federation in flight, an observed session) are skipped
-/// by eviction, so the cache may hold more than ``capacity`` while they are pinned.
+/// by eviction, so the cache may hold more than ``capacity`` while they are pinned; the
+/// entry just set is never the one evicted (its caller is about to use it).
 struct LRUCache<Value> {
     private struct Slot {
         var key: String
@@ -49,10 +50,10 @@ struct LRUCache<Value> {
         return result
     }
 
-    /// Inserts or replaces `key`, then evicts unpinned entries beyond ``capacity``;
-    /// returns what was evicted.
+    /// Inserts or replaces `key`, then evicts unpinned entries other than `key` beyond
+    /// ``capacity``; returns what was evicted.
     @discardableResult
-    mutating func set(_ key: String, _ value: Value, isPinned: (String, Value) -> Bool) -> [Value] {
+    mutating func set(_ key: String, _ value: Value, isPinned: (String, Value) -> Bool) -> [(key: String, value: Value)] {
         if let position = index[key] {
             slots[position]?.value = value
             moveToFront(position)
@@ -71,7 +72,7 @@ struct LRUCache<Value> {
             if tail == nil { tail = position }
             index[key] = position
         }
-        return evict(isPinned: isPinned)
+        return evict(keeping: key, isPinned: isPinned)
     }
 
     /// Removes `key`; returns its value.
@@ -84,12 +85,14 @@ struct LRUCache<Value> {
         return slot.value
     }
 
-    private mutating func evict(isPinned: (String, Value) -> Bool) -> [Value] {
-        var evicted: [Value] = []
+    private mutating func evict(keeping kept: String, isPinned: (String, Value) -> Bool) -> [(key: String, value: Value)] {
+        var evicted: [(key: String, value: Value)] = []
         var candidate = tail
         while index.count > capacity, let position = candidate, let slot = slots[position] {
             candidate = slot.previous
-            if !isPinned(slot.key, slot.value), let value = remove(slot.key) { evicted.append(value) }
+            if slot.key != kept, !isPinned(slot.key, slot.value), let value = remove(slot.key) {
+                evicted.append((slot.key, value))
+            }
         }
         return evicted
     }

@@ -62,9 +62,11 @@ struct SessionStateMachine: Sendable {
 
     /// Time passed: announces `expired` once the credentials pass their margin, and says
     /// whether a renewal reminder is due now (at most once per credentials, unless postponed).
-    mutating func clockTicked(now: Date, margin: Duration, renewalLead: Duration) -> (state: SessionState?, remind: Date?) {
+    /// With `reminders` off, a due reminder is left for a later tick (one that can reach an
+    /// observer about to subscribe).
+    mutating func clockTicked(now: Date, margin: Duration, renewalLead: Duration, reminders: Bool = true) -> (state: SessionState?, remind: Date?) {
         let state = announce(now: now, margin: margin)
-        guard inFlight == 0, self.state(now: now, margin: margin) == .federated,
+        guard reminders, inFlight == 0, self.state(now: now, margin: margin) == .federated,
               let due = renewalDue(margin: margin, lead: renewalLead), due <= now,
               let expiresAt = expiryDue(margin: margin)
         else { return (state, nil) }
@@ -104,6 +106,23 @@ struct SessionStateMachine: Sendable {
         return min(renewalDue(margin: margin, lead: renewalLead) ?? expiryDue, expiryDue)
     }
 
+    /// What was reminded or postponed for the credentials held now, to outlive the cache
+    /// entry (an evicted session read again must not remind twice or forget "not now").
+    var reminderMemory: ReminderMemory? {
+        guard let expiration = record?.credentials?.expiration else { return nil }
+        let reminded = remindedFor == expiration ? expiration : nil
+        let postponement = postponed.flatMap { $0.expiration == expiration ? $0 : nil }
+        guard reminded != nil || postponement != nil else { return nil }
+        return ReminderMemory(remindedFor: reminded, postponed: postponement)
+    }
+
+    /// Takes back `memory`, when it concerns the credentials held now.
+    mutating func recall(_ memory: ReminderMemory) {
+        guard let expiration = record?.credentials?.expiration, memory.expiration == expiration else { return }
+        remindedFor = memory.remindedFor
+        postponed = memory.postponed
+    }
+
     /// The current state when observers have not been told it yet (and marks it told).
     private mutating func announce(now: Date, margin: Duration) -> SessionState? {
         let current = state(now: now, margin: margin)
@@ -117,4 +136,14 @@ struct SessionStateMachine: Sendable {
         guard record?.phase == .federated, let expiration = record?.credentials?.expiration else { return nil }
         return expiration.addingTimeInterval(-margin.timeInterval)
     }
+}
+
+/// A session's reminder bookkeeping for one set of credentials, kept apart from its cache
+/// entry once that is evicted.
+struct ReminderMemory: Sendable {
+    var remindedFor: Date?
+    var postponed: (expiration: Date, until: Date)?
+
+    /// The expiration of the credentials it concerns.
+    var expiration: Date? { remindedFor ?? postponed?.expiration }
 }

@@ -11,6 +11,8 @@ import Synchronization
 final class StateBroadcaster: Sendable {
     private struct Observers {
         var nextId = 0
+        /// Set by ``finishAll()``: a stream made afterwards ends at once.
+        var isFinished = false
         var perSession: [String: [Int: AsyncStream<SessionState>.Continuation]] = [:]
         var perSessionEvents: [String: [Int: AsyncStream<SessionEvent>.Continuation]] = [:]
         var all: [Int: AsyncStream<SessionEvent>.Continuation] = [:]
@@ -21,12 +23,17 @@ final class StateBroadcaster: Sendable {
     /// A stream that first yields `current()` and then every change of `session`.
     func stream(for session: String, current: SessionState) -> AsyncStream<SessionState> {
         let (stream, continuation) = AsyncStream.makeStream(of: SessionState.self, bufferingPolicy: .bufferingNewest(64))
-        let id = observers.withLock { state in
+        let id = observers.withLock { state -> Int? in
+            guard !state.isFinished else { return nil }
             state.nextId += 1
             state.perSession[session, default: [:]][state.nextId] = continuation
             return state.nextId
         }
         continuation.yield(current)
+        guard let id else {
+            continuation.finish()
+            return stream
+        }
         continuation.onTermination = { [weak self] _ in
             self?.observers.withLock { state in
                 state.perSession[session]?[id] = nil
@@ -39,12 +46,17 @@ final class StateBroadcaster: Sendable {
     /// A stream that first yields `current` (as a state change) and then every event of `session`.
     func eventStream(for session: String, current: SessionState) -> AsyncStream<SessionEvent> {
         let (stream, continuation) = AsyncStream.makeStream(of: SessionEvent.self, bufferingPolicy: .bufferingNewest(64))
-        let id = observers.withLock { state in
+        let id = observers.withLock { state -> Int? in
+            guard !state.isFinished else { return nil }
             state.nextId += 1
             state.perSessionEvents[session, default: [:]][state.nextId] = continuation
             return state.nextId
         }
         continuation.yield(SessionEvent(session: session, state: current))
+        guard let id else {
+            continuation.finish()
+            return stream
+        }
         continuation.onTermination = { [weak self] _ in
             self?.observers.withLock { state in
                 state.perSessionEvents[session]?[id] = nil
@@ -57,10 +69,15 @@ final class StateBroadcaster: Sendable {
     /// A stream of every session's changes from now on.
     func streamForAll() -> AsyncStream<SessionEvent> {
         let (stream, continuation) = AsyncStream.makeStream(of: SessionEvent.self, bufferingPolicy: .bufferingNewest(1024))
-        let id = observers.withLock { state in
+        let id = observers.withLock { state -> Int? in
+            guard !state.isFinished else { return nil }
             state.nextId += 1
             state.all[state.nextId] = continuation
             return state.nextId
+        }
+        guard let id else {
+            continuation.finish()
+            return stream
         }
         continuation.onTermination = { [weak self] _ in
             self?.observers.withLock { state in state.all[id] = nil }
@@ -102,11 +119,11 @@ final class StateBroadcaster: Sendable {
         observers.withLock { !$0.all.isEmpty }
     }
 
-    /// Ends every stream.
+    /// Ends every stream, and every stream made from now on once it yielded its first element.
     func finishAll() {
         let (sessionObservers, allObservers) = observers.withLock { observers in
             let result = (observers.perSession.values.flatMap(\.values), Array(observers.all.values) + observers.perSessionEvents.values.flatMap(\.values))
-            observers = Observers(nextId: observers.nextId)
+            observers = Observers(nextId: observers.nextId, isFinished: true)
             return result
         }
         for observer in sessionObservers { observer.finish() }

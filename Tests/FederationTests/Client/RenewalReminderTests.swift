@@ -124,4 +124,69 @@ final class RenewalReminderTests: XCTestCase {
         }
         XCTAssertEqual(remindedSessions.count, count)
     }
+
+    /// An observer that subscribes after a reminder came due (an app starting inside the lead
+    /// window) is reminded: the reminder is not spent before its stream exists.
+    func testAReminderAlreadyDueReachesANewObserver() async throws {
+        let harness = try harness(slack: 100)
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        harness.clock.advance(by: 101)
+        let events = await harness.client.events(for: "alice")
+        let received = await collect(2, from: events, timeout: .seconds(2))
+        XCTAssertEqual(received.first?.state, .federated)
+        XCTAssertEqual(reminders(received).count, 1, "\(received)")
+
+        let other = try self.harness(slack: 100)
+        try await other.client.federate(token: TestJWT.valid(), provider: .google, session: "bob")
+        other.clock.advance(by: 101)
+        let all = await other.client.allStateUpdates()
+        let allReceived = await collect(1, from: all, timeout: .seconds(2))
+        XCTAssertEqual(reminders(allReceived).map(\.session), ["bob"])
+    }
+
+    /// Reads reschedule the session's wake-up; they must not pile entries up in the schedule
+    /// (a credential server reading at 100 requests a second would add 360,000 an hour).
+    func testReadsDoNotGrowTheSchedule() async throws {
+        let harness = try harness(slack: 100)
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        for _ in 0..<5_000 {
+            _ = try await harness.client.session("alice")
+        }
+        let entries = await harness.client.expirySchedule.count
+        XCTAssertLessThanOrEqual(entries, 2)
+    }
+
+    /// A session evicted from a small cache and read again keeps what it was reminded of and
+    /// its "not now": no second reminder for the same credentials, none before the postponement ends.
+    func testEvictionForgetsNeitherAReminderNorANotNow() async throws {
+        let harness = try Harness(
+            configure: {
+                $0.expiryMargin = .seconds(10)
+                $0.renewalLeadTime = .seconds(300)
+                $0.renewalPostponement = .seconds(60)
+                $0.sessionCacheCapacity = 1
+            },
+            fake: FakeCognito(expiration: testEpoch.addingTimeInterval(410)))
+        let all = await harness.client.allStateUpdates()
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        harness.clock.advance(by: 101)
+        _ = try await harness.client.session("alice")  // reminded
+        _ = try await harness.client.session("bob")  // evicts alice
+        _ = try await harness.client.session("alice")  // read again: reminded already
+        try await harness.client.postponeRenewalReminder(for: "alice")
+        _ = try await harness.client.session("bob")
+        harness.clock.advance(by: 30)
+        _ = try await harness.client.session("alice")  // read again inside the postponement
+        // A marker in the all-sessions stream between the two halves.
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "marker")
+        _ = try await harness.client.session("bob")
+        harness.clock.advance(by: 31)
+        _ = try await harness.client.session("alice")  // the postponement is over
+        // One collection: a stream whose consumer is cancelled ends.
+        let received = await collect(20, from: all, timeout: .milliseconds(500))
+        let alice = received.filter { $0.session == "alice" || ($0.session == "marker" && !$0.isRenewalDue) }
+        let marker = try XCTUnwrap(alice.firstIndex { $0.session == "marker" }, "\(received)")
+        XCTAssertEqual(reminders(Array(alice[..<marker])).count, 1, "one reminder before the postponement, none inside it: \(received)")
+        XCTAssertEqual(reminders(Array(alice[marker...])).count, 1, "one once it is over: \(received)")
+    }
 }

@@ -173,6 +173,34 @@ final class ShutdownTests: XCTestCase {
         XCTAssertEqual(states, [.notFederated, .federating, .federated])
     }
 
+    /// Streams asked for after shutdown (or while it ran) end after their first element,
+    /// instead of waiting forever for a client that will never publish.
+    func testStreamsMadeAfterShutdownEnd() async throws {
+        let harness = try Harness()
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        await harness.client.shutdown()
+        let states = await harness.client.stateUpdates(for: "alice")
+        let events = await harness.client.events(for: "alice")
+        let all = await harness.client.allStateUpdates()
+        let ended = await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                var received: [SessionState] = []
+                for await state in states { received.append(state) }
+                for await _ in events {}
+                for await _ in all {}
+                return received == [.federated]
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(5))
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+        XCTAssertTrue(ended, "each stream yields the current state (if it has one) and ends")
+    }
+
     /// As a swift-service-lifecycle service: graceful shutdown of the group shuts the client down.
     func testGracefulShutdownOfAServiceGroupShutsTheClientDown() async throws {
         let harness = try Harness()

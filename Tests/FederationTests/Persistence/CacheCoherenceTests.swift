@@ -1,0 +1,137 @@
+import BrokerTestSupport
+@testable import Federation
+import Foundation
+import SecureStorage
+import XCTest
+
+/// The client's cache against the store it caches, where reads, the change feed, local
+/// writes and eviction interleave: a read never caches what a change replaced, a clear is
+/// never undone by a reload that read before it, and neither an outage nor a full cache
+/// leaves a session reading wrong once the store can be read again.
+final class CacheCoherenceTests: XCTestCase {
+    private var root: String!
+    private let key = [UInt8](repeating: 5, count: 32)
+
+    override func setUpWithError() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("broker-coherence-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        root = dir.path
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(atPath: root)
+    }
+
+    /// A keystore instance of its own, as another process would have.
+    private func keystore() throws -> SQLiteKeystore {
+        try SQLiteKeystore(
+            root: root, service: "coherence-tests", keySource: .raw(key),
+            configuration: SQLiteKeystore.Configuration(changePollInterval: .milliseconds(20)))
+    }
+
+    private func client(_ keystore: any Keystore, cacheCapacity: Int = FederationConfiguration.defaultSessionCacheCapacity) throws -> FederationClient {
+        var configuration = FederationConfiguration(identityPoolId: testPoolId, endpoint: testEndpoint)
+        configuration.sessionCacheCapacity = cacheCapacity
+        return try FederationClient(
+            configuration: configuration,
+            transport: FakeCognito(expiration: Date().addingTimeInterval(3600)).transport,
+            keystore: keystore, environment: [:], retryRunner: noSleepRunner(), now: { Date() }, logger: nil)
+    }
+
+    /// Gives the other instance's change feed (polling every 20 ms) time to report.
+    private func letTheFeedReport() async throws {
+        try await Task.sleep(for: .milliseconds(400))
+    }
+
+    func testAFirstReadDuringWhichAnotherClientClearsIsNotCachedAsItWas() async throws {
+        let other = try client(keystore())
+        try await other.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
+        let spy = ScriptableKeystore(wrapping: try keystore())
+        let reader = try client(spy)
+        _ = try await reader.session("bob")  // starts the reader's change feed
+
+        let gate = spy.holdNextRead(ofKey: "session.alice")
+        let firstRead = Task { try await reader.session("alice") }
+        await gate.arrived()  // the read holds alice as federated
+        try await other.clear(session: "alice")
+        try await letTheFeedReport()  // the feed reports the clear while the read is held
+        gate.release()
+        _ = try await firstRead.value
+
+        let current = await eventually(timeout: .seconds(3)) { (try? await reader.session("alice").state) == .notFederated }
+        XCTAssertTrue(current, "a read that raced a clear must not keep the cleared session")
+    }
+
+    func testALocalClearIsNotUndoneByAReloadThatReadBeforeIt() async throws {
+        let spy = ScriptableKeystore(wrapping: try keystore())
+        let a = try client(spy)
+        let before = try await a.session("alice")
+        XCTAssertEqual(before.state, .notFederated)  // cached as absent, followed by the feed
+
+        let gate = spy.holdNextRead(ofKey: "session.alice")
+        let b = try client(keystore())
+        try await b.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
+        await gate.arrived()  // A's feed reloads alice and has read B's federation
+        try await a.clear(session: "alice")
+        gate.release()
+        try await letTheFeedReport()
+
+        let afterClear = try await a.session("alice")
+        XCTAssertEqual(afterClear.state, .notFederated, "the reload read before the clear: the clear stands")
+        let stored = try await keystore().value(forKey: "session.alice")
+        XCTAssertNil(stored)
+    }
+
+    func testAFailedReloadIsTriedAgainOnceTheStoreAnswers() async throws {
+        let spy = ScriptableKeystore(wrapping: try keystore())
+        let a = try client(spy)
+        let b = try client(keystore())
+        let result = try await b.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
+        let cached = try await a.session("alice")
+        XCTAssertEqual(cached.state, .federated)
+        try await letTheFeedReport()  // A's feed has reported B's federation and reloaded it
+
+        spy.setUnreachable(true)
+        let readsBefore = spy.counts.reads(of: "session.alice")
+        try await b.clear(session: "alice")
+        let tried = await eventually { spy.counts.reads(of: "session.alice") > readsBefore }
+        XCTAssertTrue(tried, "A's feed tried to reload alice while the store was unreachable")
+        let duringOutage = try await a.credentials(for: "alice")
+        XCTAssertEqual(duringOutage, result.credentials, "cached valid credentials are served while the store cannot be read")
+
+        spy.setUnreachable(false)
+        let recovered = await eventually(timeout: .seconds(3)) { (try? await a.session("alice").state) == .notFederated }
+        XCTAssertTrue(recovered, "once the store answers, the change the failed reload missed is read")
+    }
+
+    func testObservingASessionDuringAnOutageLeavesNoEmptyEntryBehind() async throws {
+        let writer = try client(keystore())
+        try await writer.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
+        let spy = ScriptableKeystore(wrapping: try keystore())
+        let observer = try client(spy)
+
+        spy.setUnreachable(true)
+        let events = await observer.events(for: "alice")
+        var iterator = events.makeAsyncIterator()
+        let first = await iterator.next()
+        XCTAssertEqual(first?.state, .notFederated, "an unreadable session reads notFederated to a new observer")
+        spy.setUnreachable(false)
+
+        let snapshot = try await observer.session("alice")
+        XCTAssertEqual(snapshot.state, .federated, "once the store answers, the saved session is read")
+        await assertThrows(FederationError.self, code: .sessionConflict) {
+            try await observer.federateAsGuest(session: "alice")
+        }
+    }
+
+    func testAFirstReadIsNotEvictedByItsOwnEntryWhenPinnedSessionsFillTheCache() async throws {
+        let client = try client(try keystore(), cacheCapacity: 1)
+        try await client.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
+        let observed = await client.stateUpdates(for: "bob")  // pins bob, evicting alice
+        _ = observed
+        let alice = try await client.session("alice")
+        XCTAssertEqual(alice.state, .federated, "alice is read from the store and answered, though bob fills the cache")
+        let credentials = try await client.credentials(for: "alice")
+        XCTAssertEqual(credentials, alice.credentials)
+    }
+}
