@@ -10,7 +10,7 @@ struct PostgresNamespace: Sendable {
     let binding: ItemBinding
 
     /// The longest service or access-group name, in UTF-8 bytes (as the SQLite engine).
-    static let maximumNameBytes = 150
+    static let maximumNameBytes = AccessGroup.maximumNameBytes
     /// The longest item key, in UTF-8 bytes (as the SQLite engine).
     static let maximumKeyBytes = 180
 

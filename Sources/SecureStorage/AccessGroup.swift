@@ -13,10 +13,14 @@ public struct AccessGroup: Sendable, Hashable, CustomStringConvertible {
     /// The group's name, or `nil` for ``none``.
     public let name: String?
 
+    /// The longest name, in bytes of UTF-8, that a keystore accepts: 150.
+    public static let maximumNameBytes = 150
+
     /// A named access group shared through a Unix group.
     ///
-    /// - Parameter name: The group's name; any non-empty string of at most 150 bytes of UTF-8
-    ///   (it is encoded on disk).
+    /// - Parameter name: The group's name; any non-empty string of at most
+    ///   ``maximumNameBytes`` bytes of UTF-8 (it is encoded on disk). A keystore opened with
+    ///   another name throws ``KeystoreError/Code/invalidName``.
     public init(name: String) {
         self.name = name
     }

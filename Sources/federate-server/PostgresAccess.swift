@@ -15,7 +15,7 @@ struct PostgresURL: PostgresTarget {
             configuration = try PostgresKeystore.Configuration(url: url)
         } catch {
             // The reason never holds the password, and the URL is not repeated.
-            throw CLIFailure(.usage, "--keystore: the PostgreSQL URL cannot be used: \(error.reason)")
+            throw CLIFailure(.usage, "--keystore: the PostgreSQL URL cannot be used: \(error.reason); pass postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=MODE] (docs/cli.md, PostgreSQL keystores)")
         }
         if let password = configuration.password, !password.isEmpty { Terminal.neverShow(password) }
         if let keyFile = KeystoreAccess.environment(KeySelection.keyFileVariable) {

@@ -95,6 +95,37 @@ final class FederateHostileInputTests: XCTestCase {
 
     // MARK: 4. Session names
 
+    /// A FIFO as --token-file or --policy-file: no writer means exit 2 after a bounded wait,
+    /// not a hang (opening a FIFO blocks until a writer comes); a writer that comes late is read.
+    func testAFIFOAsATokenOrPolicyFileNeverHangs() throws {
+        let fifo = harness.directory + "/token.fifo"
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        let login = ["login", "--pool-id", FakeCognito.poolId, "--provider", "google", "--endpoint", "http://127.0.0.1:9/", "--token-file", fifo]
+        let run = try harness.expect(2, login)
+        XCTAssertTrue(run.stderr.contains("within 10 seconds"), run.stderr)
+
+        let policy = harness.directory + "/policy.fifo"
+        XCTAssertEqual(mkfifo(policy, 0o600), 0)
+        let token = try harness.write(TestJWT.valid(), to: "token")
+        try harness.expect(2, [
+            "login", "--pool-id", FakeCognito.poolId, "--provider", "google", "--endpoint", "http://127.0.0.1:9/",
+            "--token-file", token, "--flow", "classic", "--role-arn", "arn:aws:iam::123456789012:role/R", "--policy-file", policy,
+        ])
+
+        // A writer that opens the FIFO after federate does, writes and closes: read as a file.
+        let cognito = try FakeCognito.served()
+        defer { cognito.stopServing() }
+        let writer = Thread {
+            Thread.sleep(forTimeInterval: 0.5)
+            let descriptor = open(fifo, O_WRONLY)
+            let bytes = Array(TestJWT.valid().utf8)
+            _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+            close(descriptor)
+        }
+        writer.start()
+        try harness.expect(0, ["login", "--pool-id", FakeCognito.poolId, "--provider", "google", "--endpoint", cognito.endpoint, "--token-file", fifo])
+    }
+
     func testEveryCommandRejectsBadSessionNames() throws {
         let cognito = try FakeCognito.served()
         let names = ["../x", "/", String(repeating: "a", count: 129), "a\nb", "..", "a b", "é"]

@@ -103,6 +103,24 @@ final class FederateKeystoreTests: XCTestCase {
         try harness.expect(0, credentials("bob"))
     }
 
+    /// A home whose `~/.local/share` is a link elsewhere (dotfiles set-ups do this), and a
+    /// `--keystore` that is itself a link: the store is used where the links lead.
+    func testLinksOnTheWayToTheKeystoreAreFollowed() throws {
+        let home = harness.directory + "/linked-home"
+        let elsewhere = harness.directory + "/elsewhere"
+        try FileManager.default.createDirectory(atPath: home + "/.local", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
+        XCTAssertEqual(symlink(elsewhere, home + "/.local/share"), 0)
+        let byDefault: [String: String?] = ["HOME": home, "IDENTITY_BROKER_KEYSTORE": nil]
+        try guest("linked", environment: byDefault)
+        try harness.expect(0, credentials("linked"), environment: byDefault)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: elsewhere + "/identity-broker/users"), "the store lives where the link leads")
+
+        let linkedKeystore = harness.directory + "/keystore-link"
+        XCTAssertEqual(symlink(elsewhere + "/identity-broker", linkedKeystore), 0)
+        try harness.expect(0, credentials("linked"), environment: ["IDENTITY_BROKER_KEYSTORE": linkedKeystore])
+    }
+
     func testTruncatedDatabaseExitsSix() throws {
         try guest("alice")
         let database = harness.database()

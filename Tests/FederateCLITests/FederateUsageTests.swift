@@ -62,6 +62,13 @@ final class FederateUsageTests: XCTestCase {
         try harness.expect(2, ["login", "--pool-id", FakeCognito.poolId, "--provider", "myspace", "--token-stdin"], stdin: "x")
         try harness.expect(2, ["login", "--pool-id", FakeCognito.poolId, "--provider", "oidc:", "--token-stdin"], stdin: "x")
         try harness.expect(2, ["migrate", "--from", "none"])
+        // An access group name the keystore cannot hold is bad input too, whatever the command
+        // (and whether or not the source of a migration has items).
+        let longGroup = String(repeating: "g", count: 151)
+        try harness.expect(2, ["status", "--access-group", longGroup])
+        try harness.expect(2, ["credentials", "--access-group", longGroup])
+        try harness.expect(2, ["migrate", "--from", "none", "--to", longGroup])
+        try harness.expect(2, ["migrate", "--from", longGroup, "--to", "none"])
     }
 
     func testLoginNeedsExactlyOneTokenSource() throws {

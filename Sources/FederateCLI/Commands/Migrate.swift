@@ -23,6 +23,9 @@ struct Migrate: AsyncParsableCommand {
 
     func validate() throws {
         guard !from.isEmpty, !to.isEmpty else { throw ValidationError("--from and --to take a group name or 'none'") }
+        for (name, option) in [(from, "--from"), (to, "--to")] {
+            if let problem = CommonOptions.groupNameProblem(name, option: option) { throw ValidationError(problem) }
+        }
     }
 
     func run() async throws(CLIFailure) {

@@ -20,7 +20,9 @@ extension CLIFailure {
         case .invalidToken:
             return CLIFailure(.usage, "\(error.message); check --provider and the token file")
         case .invalidConfiguration:
-            return CLIFailure(.usage, "\(error.message)")
+            // Every failure line says what to do; most of these messages name the bad value only.
+            let next = error.message.contains("; ") ? "" : "; fix that option (see 'federate help')"
+            return CLIFailure(.usage, "\(error.message)\(next)")
         case .sessionConflict:
             return CLIFailure(.usage, "\(error.message): run 'federate clear' for that session first, then try again")
         case .noValidCredentials:
@@ -30,12 +32,12 @@ extension CLIFailure {
         case .notAuthorized, .resourceNotFound, .invalidIdentityPoolConfiguration, .invalidParameter,
             .resourceConflict, .limitExceeded, .developerUserAlreadyRegistered, .regionDisabled:
             let who = error.operation == "AssumeRoleWithWebIdentity" ? "STS" : "the identity service"
-            return CLIFailure(.rejected, "\(who) rejected the request: \(error.message)\(detail)")
+            return CLIFailure(.rejected, "\(who) rejected the request: \(error.message)\(detail); \(Self.rejectedAdvice)")
         case .serviceError:
             if let status = error.httpStatus, status >= 500 {
                 return CLIFailure(.unavailable, "the identity service failed: \(error.message)\(detail); try again later, and if it persists check --endpoint and --region")
             }
-            return CLIFailure(.rejected, "the identity service rejected the request: \(error.message)\(detail)")
+            return CLIFailure(.rejected, "the identity service rejected the request: \(error.message)\(detail); \(Self.rejectedAdvice)")
         case .throttled, .serviceUnavailable, .timedOut, .network, .invalidResponse, .externalService:
             return CLIFailure(.unavailable, "the identity service is unavailable: \(error.message)\(detail); if it persists, check --endpoint, --region and the network")
         case .storage:
@@ -68,15 +70,21 @@ extension CLIFailure {
         case .invalidKey:
             next = "set $IDENTITY_BROKER_KEY to 32 random bytes in canonical base64, as 'openssl rand -base64 32' prints them (or unset it to use the key file), or fix the key file"
         case .invalidName:
-            next = "check --session, --access-group and --keystore"
-        case .storeUnavailable:
+            // A name the options let through but the keystore refuses: bad local input.
+            return CLIFailure(.usage, "keystore at \(root): \(what); check --session, --access-group and --keystore")
+        case .storeUnavailable where KeystoreLocation.isDatabaseURL(root):
             let server = error.path.map { " at \($0)" } ?? ""
             next = "the database\(server) cannot be reached: check that it is running and reachable (host, port, TLS, user and password in --keystore), then try again"
+        case .storeUnavailable:
+            next = "the keystore's database could not be opened or stayed locked: check that the keystore directory is on a writable disk with room, that nothing inside it is a link, and that no hung process holds it, then try again"
         default:
             next = "check the keystore directory and its permissions"
         }
         return CLIFailure(.keystore, "keystore at \(root): \(what); \(next)")
     }
+
+    /// What to check when the identity service or STS refuses a request.
+    private static let rejectedAdvice = "check the token and --provider, --pool-id and the pool's identity providers, and --role-arn against the pool's role rules"
 
     /// `; service said: Type: message` when the service answered with one.
     private static func serviceDetail(_ error: FederationError) -> String {

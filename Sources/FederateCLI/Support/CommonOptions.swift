@@ -1,5 +1,6 @@
 package import ArgumentParser
 import Federation
+import SecureStorage
 package import Logging
 
 /// The options every subcommand takes (design.md, section 6, plus `--expiry-margin`
@@ -64,10 +65,19 @@ package struct CommonOptions: ParsableArguments {
         if let accessGroup, accessGroup.isEmpty {
             return "--access-group must not be empty (omit it for the private keystore)"
         }
+        if let accessGroup, let problem = groupNameProblem(accessGroup, option: "--access-group") {
+            return problem
+        }
         if let keystore, keystore.isEmpty {
             return "--keystore must not be empty"
         }
         return nil
+    }
+
+    /// Why `name` cannot name an access group (too long), worded for `option`; `nil` when it can.
+    static func groupNameProblem(_ name: String, option: String) -> String? {
+        guard name.utf8.count > AccessGroup.maximumNameBytes else { return nil }
+        return "\(option) takes a group name of at most \(AccessGroup.maximumNameBytes) bytes, not \(name.utf8.count)"
     }
 
     /// A debug logger to stderr with `--verbose`, else none.

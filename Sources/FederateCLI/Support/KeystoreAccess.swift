@@ -183,13 +183,18 @@ enum KeystoreLocation {
     /// Parses a `--keystore` value; a URL's password is registered with ``Terminal`` first,
     /// so no stderr line can show it, and never appears in an error.
     init(_ value: String) throws(CLIFailure) {
-        if value.hasPrefix("postgres://") || value.hasPrefix("postgresql://") {
+        if Self.isDatabaseURL(value) {
             self = .postgres(try ActiveServerSide.current.postgresTarget(url: value))
         } else if let scheme = value.firstRange(of: "://"), !value[..<scheme.lowerBound].contains("/") {
             throw CLIFailure(.usage, "--keystore takes a directory or a postgres:// URL; '\(value[..<scheme.lowerBound])://' is not supported")
         } else {
             self = .directory(value)
         }
+    }
+
+    /// Whether a `--keystore` value (or a ``displayName``) names a PostgreSQL database.
+    static func isDatabaseURL(_ value: String) -> Bool {
+        value.hasPrefix("postgres://") || value.hasPrefix("postgresql://")
     }
 
     /// The directory, or the URL without its password.

@@ -156,6 +156,32 @@ enum POSIX {
         try makeDirectory(path, mode: mode)
     }
 
+    /// `path` with the symbolic links of its existing part resolved: the `realpath` of its
+    /// longest existing ancestor, with the missing components appended. `path` itself when
+    /// that cannot be resolved (a component not searchable, say).
+    static func resolvingLinks(_ path: String) -> String {
+        var existing = path
+        var missing: [String] = []
+        while true {
+            if let resolved = realpath(existing, nil) {
+                defer { free(resolved) }
+                let base = String(cString: resolved)
+                guard !missing.isEmpty else { return base }
+                return (base == "/" ? "" : base) + "/" + missing.reversed().joined(separator: "/")
+            }
+            guard errno == ENOENT else { return path }
+            let parent = parentDirectory(of: existing)
+            guard parent != existing else { return path }
+            missing.append(lastComponent(of: existing))
+            existing = parent
+        }
+    }
+
+    static func lastComponent(of path: String) -> String {
+        let components = path.utf8.split(separator: UInt8(ascii: "/"))
+        return components.last.map { String(decoding: $0, as: UTF8.self) } ?? path
+    }
+
     static func parentDirectory(of path: String) -> String {
         var bytes = Array(path.utf8)
         while bytes.count > 1 && bytes.last == UInt8(ascii: "/") { bytes.removeLast() }

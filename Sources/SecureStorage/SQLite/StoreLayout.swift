@@ -32,7 +32,7 @@ struct StoreLayout: Sendable {
     let service: String
     let userID: uid_t
 
-    static let maximumNameBytes = 150
+    static let maximumNameBytes = AccessGroup.maximumNameBytes
     static let maximumKeyBytes = 180
 
     init(root: String, service: String) throws(KeystoreError) {
@@ -40,7 +40,10 @@ struct StoreLayout: Sendable {
         guard !root.isEmpty else { throw KeystoreError(.invalidName, "the keystore root is empty") }
         var trimmed = root
         while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed.removeLast() }
-        self.root = trimmed
+        // Links on the way to the root are the owner's choice (a `~/.local/share` linked
+        // elsewhere, say) and are followed once, here: SQLite's no-follow open refuses a link
+        // in any component, and below the root every link stays refused.
+        self.root = POSIX.resolvingLinks(trimmed)
         self.service = service
         self.userID = geteuid()
     }

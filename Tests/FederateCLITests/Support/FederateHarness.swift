@@ -171,6 +171,8 @@ final class FederateHarness {
         XCTAssertTrue(result.stderr.hasPrefix("federate: "), "stderr: \(result.stderr.debugDescription)", file: file, line: line)
         XCTAssertTrue(result.stderr.hasSuffix("\n"), "stderr: \(result.stderr.debugDescription)", file: file, line: line)
         XCTAssertEqual(result.stderr.filter { $0 == "\n" }.count, 1, "stderr is not one line: \(result.stderr.debugDescription)", file: file, line: line)
+        // docs/cli.md: `federate: <what happened>; <what to do>`.
+        XCTAssertTrue(result.stderr.contains("; "), "the line does not say what to do: \(result.stderr.debugDescription)", file: file, line: line)
     }
 
     private func checkLeaks(_ result: FederateRun, file: StaticString, line: UInt) {

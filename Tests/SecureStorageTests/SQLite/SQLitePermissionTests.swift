@@ -47,6 +47,29 @@ final class SQLitePermissionTests: XCTestCase {
         XCTAssertEqual(mode(of: layout.userDirectory), 0o700)
     }
 
+    /// Links on the way to the root are followed (SQLite's no-follow open alone refused a link
+    /// in any component); links below the root stay refused (`testPlantedFilesAreRefusedWithoutHanging`).
+    func testALinkedRootAndALinkedParentAreFollowed() async throws {
+        let temporary = try TemporaryRoot()
+        XCTAssertEqual(mkdir(temporary.path + "/real", 0o700), 0)
+        let resolved = try XCTUnwrap(realpath(temporary.path + "/real", nil))
+        let real = String(cString: resolved)
+        free(resolved)
+        XCTAssertEqual(symlink(real, temporary.path + "/parent-link"), 0)
+        let throughParent = try SQLiteKeystore(root: temporary.path + "/parent-link/store", service: "tool", keySource: testKey())
+        try await throughParent.set([1, 2], forKey: "k")
+        XCTAssertEqual(throughParent.root, real + "/store")
+        throughParent.close()
+
+        XCTAssertEqual(symlink(real + "/store", temporary.path + "/root-link"), 0)
+        let throughRoot = try SQLiteKeystore(root: temporary.path + "/root-link", service: "tool", keySource: testKey())
+        defer { throughRoot.close() }
+        let value = try await throughRoot.value(forKey: "k")
+        XCTAssertEqual(value, [1, 2])
+        let layout = try StoreLayout(root: temporary.path + "/root-link", service: "tool")
+        XCTAssertEqual(layout.databasePath(.none), real + "/store/users/\(geteuid())/" + Base64.urlEncode("tool".utf8) + ".sqlite")
+    }
+
     func testGroupWritableRootWithoutStickyIsRefused() throws {
         let temporary = try TemporaryRoot()
         XCTAssertEqual(mkdir(temporary.root, 0o700), 0)

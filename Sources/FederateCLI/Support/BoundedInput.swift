@@ -1,0 +1,84 @@
+import Federation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Reads what the user points the CLI at (`--token-file`, `--policy-file`, standard input)
+/// up to a cap, without hanging on a FIFO nobody writes to.
+///
+/// A named file is opened non-blocking (opening a FIFO with no writer would block) and read
+/// as data arrives, for at most ``fileWait``; a pipe such as `<(…)` delivers at once.
+/// Standard input is the caller's own and is waited for as long as it takes (a person may
+/// be typing). The buffers it reads through are wiped.
+enum BoundedInput {
+    /// How long a named file may take to deliver its data to the end (a FIFO's writer).
+    static let fileWait: Duration = .seconds(10)
+
+    enum Failure: Error {
+        case open(Int32)
+        case read(Int32)
+        case timedOut
+    }
+
+    /// The bytes of `path`, read to its end or until past `limit`.
+    static func readFile(_ path: String, limit: Int) throws(Failure) -> [UInt8] {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard descriptor >= 0 else { throw .open(errno) }
+        defer { close(descriptor) }
+        return try readToEnd(descriptor, limit: limit, deadline: .now.advanced(by: fileWait))
+    }
+
+    /// The bytes of standard input, read to its end or until past `limit`.
+    static func readStandardInput(limit: Int) throws(Failure) -> [UInt8] {
+        try readToEnd(STDIN_FILENO, limit: limit, deadline: nil)
+    }
+
+    private static func readToEnd(_ descriptor: Int32, limit: Int, deadline: ContinuousClock.Instant?) throws(Failure) -> [UInt8] {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        defer { ProviderTokenText.wipe(&chunk) }
+        // Past the cap the caller refuses the input: an endless pipe must not exhaust memory.
+        while bytes.count <= limit {
+            if let deadline {
+                let remaining = ContinuousClock.now.duration(to: deadline)
+                guard remaining > .zero else {
+                    ProviderTokenText.wipe(&bytes)
+                    throw .timedOut
+                }
+                // Readable, or its writer gone: then a read returns what is left, or 0.
+                var request = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+                let milliseconds = Int32(clamping: remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000 + 1)
+                let ready = poll(&request, 1, milliseconds)
+                if ready < 0 && errno != EINTR {
+                    let code = errno
+                    ProviderTokenText.wipe(&bytes)
+                    throw .read(code)
+                }
+                if ready <= 0 { continue }
+            }
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR || errno == EAGAIN { continue }
+                let code = errno
+                ProviderTokenText.wipe(&bytes)
+                throw .read(code)
+            }
+            if count == 0 { break }
+            bytes.append(contentsOf: chunk[0..<count])
+        }
+        return bytes
+    }
+
+    /// The failure in words, for `source` (`token file 'PATH'`, say).
+    static func describe(_ failure: Failure, source: String) -> String {
+        switch failure {
+        case .open(let code): "cannot open \(source): \(String(cString: strerror(code)))"
+        case .read(let code): "cannot read \(source): \(String(cString: strerror(code)))"
+        case .timedOut: "nothing finished writing \(source) within \(fileWait.components.seconds) seconds (a FIFO needs a writer that closes it)"
+        }
+    }
+}
