@@ -16,7 +16,14 @@ import Synchronization
 /// per-key statements of a transaction (a full primary key: one plan either way) and the key
 /// listing, which a generic plan sizes from the table's average namespace.
 ///
-/// Set per session rather than as a startup parameter, which connection poolers such as
+/// It also sets `statement_timeout` to the operation timeout. A call that runs out of time
+/// returns to its caller while its statement, already sent, goes on (postgres-nio cannot
+/// cancel it); without a limit on the server, a remove held up by a lock or a slow trigger
+/// could then apply long after the caller was told it failed, even after a later write of
+/// the same key that was acknowledged, and delete it. The server now cancels such a
+/// statement (nothing of it applies) about when the caller stops waiting.
+///
+/// Both are set per session rather than as startup parameters, which connection poolers such as
 /// PgBouncer refuse unless configured to ignore it (the keystore needs a direct connection or
 /// a pooler in session mode anyway, for `LISTEN`). A server too old to know the setting
 /// (before PostgreSQL 12) keeps its default.
@@ -25,10 +32,19 @@ final class ConnectionSetup: Sendable {
 
     /// The connections already set up, by their pool's ID.
     private let done = Mutex<Set<PostgresConnection.ID>>([])
+    /// `statement_timeout`, in whole milliseconds (at least 1: 0 would mean none).
+    private let statementTimeoutMilliseconds: Int64
+
+    init(statementTimeout: Duration) {
+        let (seconds, attoseconds) = statementTimeout.components
+        statementTimeoutMilliseconds = max(1, seconds * 1000 + attoseconds / 1_000_000_000_000_000)
+    }
 
     /// Sets `connection` up unless it already is.
     func prepare(_ connection: PostgresConnection, logger: Logger) async throws {
         guard !done.withLock({ $0.contains(connection.id) }) else { return }
+        try await connection.query(
+            "SELECT set_config('statement_timeout', \(String(statementTimeoutMilliseconds)), false)", logger: logger)
         do {
             try await connection.query(Self.statement, logger: logger)
         } catch let error as PSQLError where error.code == .server && error.serverInfo?[.sqlState] == "42704" {

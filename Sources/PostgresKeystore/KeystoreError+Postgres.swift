@@ -23,6 +23,10 @@ extension KeystoreError {
                 let state = error.serverInfo?[.sqlState] ?? "?????"
                 let message = error.serverInfo?[.message] ?? "no message"
                 detail = "server error \(state): \(message)"
+                if state == "57014" {
+                    // statement_timeout (ConnectionSetup): the server cancelled it; nothing applied.
+                    detail += " (the statement took longer than the operation timeout; nothing of it was applied)"
+                }
                 code = isUnavailable(sqlState: state) ? .storeUnavailable : .io
             case .connectionError:
                 detail = "cannot connect" + (error.underlying.map { ": \(String(describing: $0))" } ?? "")
@@ -57,10 +61,10 @@ extension KeystoreError {
     }
 
     /// Connection exceptions (class 08), insufficient resources (53), operator
-    /// intervention such as a shutdown (57P01–57P05) and failed logins (28) mean the store
-    /// is unavailable rather than broken.
+    /// intervention such as a shutdown (57P01–57P05) or a cancelled statement (57014: the
+    /// statement timeout) and failed logins (28) mean the store is unavailable rather than broken.
     private static func isUnavailable(sqlState: String) -> Bool {
-        sqlState.hasPrefix("08") || sqlState.hasPrefix("53") || sqlState.hasPrefix("57P") || sqlState.hasPrefix("28")
+        sqlState.hasPrefix("08") || sqlState.hasPrefix("53") || sqlState.hasPrefix("57") || sqlState.hasPrefix("28")
     }
 
     /// Whether the server aborted the statement as a deadlock victim (SQLSTATE 40P01), which

@@ -54,7 +54,7 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
     /// Every operation's deadline (they all have the configuration's length).
     let deadlines: DeadlineQueue
     /// Sets each pooled connection's session up on its first use.
-    let connectionSetup = ConnectionSetup()
+    let connectionSetup: ConnectionSetup
     let logger: Logger
     private let callerLogger: Logger?
     private let closed = Atomic<Bool>(false)
@@ -133,6 +133,8 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
                 client: client, namespace: namespace, origin: origin, configuration: configuration, logger: quiet)
             let deadlines = DeadlineQueue(configuration.operationTimeout)
             self.deadlines = deadlines
+            let connectionSetup = ConnectionSetup(statementTimeout: configuration.operationTimeout)
+            self.connectionSetup = connectionSetup
             let closedError = { @Sendable in
                 KeystoreError(.storeUnavailable, "the keystore is closed", path: configuration.endpoint)
             }

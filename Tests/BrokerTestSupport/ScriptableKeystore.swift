@@ -49,6 +49,7 @@ package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
         var counts = Counts()
         var unreachable = false
         var failWrites = false
+        var failAfterWrites = false
         var gates: [String: ReadGate] = [:]
     }
 
@@ -68,6 +69,9 @@ package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
 
     /// Makes commits fail while reads pass.
     package func setFailWrites(_ value: Bool) { state.withLock { $0.failWrites = value } }
+
+    /// Makes commits apply, then fail as if the answer was lost (the outcome unknown to the caller).
+    package func setFailAfterWrites(_ value: Bool) { state.withLock { $0.failAfterWrites = value } }
 
     /// Holds the next read of `key` once it has read the store, until the gate is released.
     package func holdNextRead(ofKey key: String) -> ReadGate {
@@ -103,7 +107,11 @@ package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
     package func commit(_ batch: KeystoreBatch) async throws(KeystoreError) -> [Bool] {
         state.withLock { $0.counts.commits += 1 }
         try check(write: true)
-        return try await base.commit(batch)
+        let applied = try await base.commit(batch)
+        if state.withLock({ $0.failAfterWrites }) {
+            throw KeystoreError(.storeUnavailable, "the test lost the answer of a commit that applied")
+        }
+        return applied
     }
 
     package func changes() -> AsyncStream<KeystoreChange> { base.changes() }

@@ -169,6 +169,34 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(before, [1])
     }
 
+    /// A remove held up on the server past the operation timeout: its caller is told it
+    /// failed, and it must not apply later, after a write of the same key that was
+    /// acknowledged meanwhile (the server cancels it at `statement_timeout`).
+    func testARemoveThatTimedOutDoesNotApplyAfterALaterWrite() async throws {
+        let keystore = try await keystore { $0.operationTimeout = .seconds(1) }
+        try await keystore.set([1], forKey: "k")
+        // Statement-level, so it runs before any row lock: only the flag row decides.
+        try server.psql("""
+            CREATE TABLE slow_removes (on_ boolean);
+            INSERT INTO slow_removes VALUES (true);
+            GRANT SELECT, UPDATE ON slow_removes TO \(server.passwordRole);
+            CREATE FUNCTION slow_remove() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF (SELECT on_ FROM slow_removes) THEN PERFORM pg_sleep(2.5); END IF;
+                RETURN NULL;
+            END $$;
+            CREATE TRIGGER slow_remove BEFORE DELETE ON identity_broker_items
+            FOR EACH STATEMENT EXECUTE FUNCTION slow_remove();
+            """, database: database)
+        let error = await keystoreError { try await keystore.remove(forKey: "k") }
+        XCTAssertEqual(error?.code, .storeUnavailable, "\(String(describing: error))")
+        try server.psql("UPDATE slow_removes SET on_ = false", database: database)
+        try await keystore.set([2], forKey: "k")  // acknowledged
+        try await Task.sleep(for: .seconds(3))  // past the held remove's sleep
+        let value = try await keystore.value(forKey: "k")
+        XCTAssertEqual(value, [2], "the remove that timed out never applied")
+    }
+
     func testConcurrentCommitsFromTwoKeystoresOnOneKeyConvergeToTheLaterVersion() async throws {
         let first = try await keystore()
         let second = try await keystore()

@@ -32,14 +32,13 @@ extension FederationClient {
     ///
     /// A first read during which the feed reported a change of the session may hold what
     /// the change replaced: it is read again, and after ``firstReadAttempts`` returned
-    /// without being cached. A cached session whose reload failed is read again first; while
-    /// the store cannot be read, the cached session answers.
+    /// without being cached. A cached session that may no longer be what the store holds (a
+    /// reload or a write of it failed) answers at once, and is read again in the background.
     func cachedOrLoaded(_ session: String) async throws(FederationError) -> SessionStateMachine {
         startChangeFeed()
         if let cached = cache.get(session) {
-            guard let reloadAfter = cached.reloadAfter, reloadAfter <= .now else { return cached.machine }
-            await reload(session)
-            return cache.peek(session)?.machine ?? cached.machine
+            if let reloadAfter = cached.reloadAfter, reloadAfter <= .now { reloadInTheBackground(session) }
+            return cached.machine
         }
         for attempt in 1...Self.firstReadAttempts {
             let began = loadsInFlight.begin(session)
@@ -238,6 +237,20 @@ extension FederationClient {
         guard cache.peek(session)?.generation == generation else { return }
         apply(session) { machine, now, margin in machine.stored(record, now: now, margin: margin) }
         _ = cache.update(session) { $0.reloadAfter = nil }
+    }
+
+    /// Marks `session` as possibly not what the store holds (a write of it failed, perhaps
+    /// after the store applied it): the next read re-reads it in the background.
+    func markForReload(_ session: String) {
+        _ = cache.update(session) { $0.reloadAfter = .now }
+    }
+
+    /// Re-reads `session` in a task of its own, one at a time, so that a store that hangs
+    /// never holds up a read the cache can answer.
+    private func reloadInTheBackground(_ session: String) {
+        // Far ahead while the reload runs; it sets the real value when it ends.
+        _ = cache.update(session) { $0.reloadAfter = .now.advanced(by: .seconds(86_400)) }
+        Task { [weak self] in await self?.reload(session) }
     }
 
     // MARK: Expiry and renewal reminders

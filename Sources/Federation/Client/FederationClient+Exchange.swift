@@ -94,6 +94,8 @@ extension FederationClient {
         } catch {
             sessionLogger.debug("federation not saved", metadata: ["broker.error": "\(error.code)"])
             apply(session) { machine, now, margin in machine.federationEnded(holding: nil, now: now, margin: margin) }
+            // A commit that timed out or lost its connection may still have applied.
+            markForReload(session)
             throw error
         }
         var holding = record
@@ -114,7 +116,7 @@ extension FederationClient {
         apply(session, localWrite: true) { machine, now, margin in machine.federationEnded(holding: .some(holding), now: now, margin: margin) }
         if !holdsTheStoredRecord {
             // Ours lost, and the winner could not be read: the next read tries the store.
-            _ = cache.update(session) { $0.reloadAfter = .now }
+            markForReload(session)
         }
         return result
     }

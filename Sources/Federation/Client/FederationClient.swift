@@ -443,7 +443,13 @@ public actor FederationClient {
         try SessionName.validate(session)
         await acquire(session)
         defer { release(session) }
-        try await store.remove(session)
+        do {
+            try await store.remove(session)
+        } catch {
+            // A remove that timed out or lost its connection may still have applied.
+            markForReload(session)
+            throw error
+        }
         apply(session, localWrite: true) { machine, now, margin in machine.stored(nil, now: now, margin: margin) }
         logger.debug("session cleared", metadata: ["broker.session": "\(session)"])
     }

@@ -134,4 +134,18 @@ final class CacheCoherenceTests: XCTestCase {
         let credentials = try await client.credentials(for: "alice")
         XCTAssertEqual(credentials, alice.credentials)
     }
+
+    /// A clear whose commit applied but whose answer was lost (a timeout, a dropped
+    /// connection): the caller gets the error, and the client does not go on serving the
+    /// session it cleared (its own commits never come back through its feed).
+    func testAWriteWhoseOutcomeWasLostIsReadBackFromTheStore() async throws {
+        let spy = ScriptableKeystore(wrapping: try keystore())
+        let client = try client(spy)
+        try await client.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
+        spy.setFailAfterWrites(true)
+        await assertThrows(FederationError.self, code: .storage) { try await client.clear(session: "alice") }
+        spy.setFailAfterWrites(false)
+        let readBack = await eventually(timeout: .seconds(3)) { (try? await client.session("alice").state) == .notFederated }
+        XCTAssertTrue(readBack, "the client reads what the store holds after a write with a lost outcome")
+    }
 }
