@@ -20,7 +20,9 @@ import Synchronization
 /// dropped: server restart, network failure) every subscriber gets ``KeystoreChange/all``,
 /// since commits made while nobody listened are not replayed: they are reloaded. Reconnects
 /// come with a growing pause (at most ``PostgresKeystore/Configuration/reconnectDelay``). A
-/// stream whose buffer overflows also gets ``KeystoreChange/all``.
+/// stream whose buffer overflows also gets ``KeystoreChange/all``. A listening connection
+/// that stops answering (``PostgresKeystore/Configuration/changeFeedHeartbeat``) is closed
+/// and replaced the same way.
 final class PostgresChangeFeed: Sendable {
     private let subscribers: ChangeFanOut
     private let client: PostgresClient
@@ -76,6 +78,11 @@ final class PostgresChangeFeed: Sendable {
         while !Task.isCancelled {
             do {
                 try await client.withConnection { connection in
+                    // Started before LISTEN, which a silent connection would never acknowledge.
+                    let heartbeat = self.configuration.changeFeedHeartbeat.map { interval in
+                        Task { await self.closeWhenSilent(connection, every: interval) }
+                    }
+                    defer { heartbeat?.cancel() }
                     try await connection.listen(on: PostgresSchema.channel) { notifications in
                         self.listening.store(true, ordering: .releasing)
                         pause = .milliseconds(50)
@@ -100,6 +107,32 @@ final class PostgresChangeFeed: Sendable {
             reconnecting = true
             try? await Task.sleep(for: pause)
             pause = min(pause * 2, configuration.reconnectDelay)
+        }
+    }
+
+    /// Checks every `interval` that `connection` answers within the operation timeout, and
+    /// closes it when it does not (which ends the listening loop with an error, so the feed
+    /// reconnects). Returns when cancelled or once it closed the connection.
+    private func closeWhenSilent(_ connection: PostgresConnection, every interval: Duration) async {
+        while !Task.isCancelled {
+            do { try await Task.sleep(for: interval) } catch { return }
+            // The query cannot be cancelled, so the timeout closes the connection itself,
+            // which ends the query too; the group then finishes.
+            let answered = await withTaskGroup(of: Bool.self) { group in
+                group.addTask { [logger] in (try? await connection.query("SELECT 1", logger: logger)) != nil }
+                group.addTask { [configuration] in
+                    try? await Task.sleep(for: configuration.operationTimeout)
+                    return false
+                }
+                let first = await group.next() ?? false
+                if !first && !Task.isCancelled { try? await connection.close() }
+                group.cancelAll()
+                return first
+            }
+            guard answered || Task.isCancelled else {
+                logger.debug("keystore change feed's connection stopped answering; reconnecting", metadata: ["broker.endpoint": "\(configuration.endpoint)"])
+                return
+            }
         }
     }
 

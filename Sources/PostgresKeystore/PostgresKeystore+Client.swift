@@ -84,7 +84,8 @@ extension PostgresKeystore {
     }
 
     /// Runs `body` on a pooled connection within ``Configuration/operationTimeout``, mapping
-    /// every failure to a ``KeystoreError``. A connection found dead before anything was
+    /// every failure to a ``KeystoreError``; the connection of an operation that runs out of
+    /// time is closed. A connection found dead before anything was
     /// committed is replaced and `body` runs again, at most once per pooled connection: a
     /// server restart can leave several that the pool has not yet seen closed.
     func perform<T: Sendable>(
@@ -117,8 +118,16 @@ extension PostgresKeystore {
                 attempt += 1
                 do {
                     return try await client.withConnection { connection in
-                        try await setup.prepare(connection, logger: logger)
-                        return try await body(connection, logger)
+                        try await withTaskCancellationHandler {
+                            try await setup.prepare(connection, logger: logger)
+                            return try await body(connection, logger)
+                        } onCancel: {
+                            // Past its deadline (or cancelled by its caller), a statement on a
+                            // connection that carries nothing more (a dropped flow gives no
+                            // error) would hold it for good: closed, the pool replaces it.
+                            let closing: EventLoopFuture<Void> = connection.close()
+                            _ = closing
+                        }
                     }
                 } catch let error as CommitOutcomeUnknown {
                     throw KeystoreError.postgres(

@@ -54,6 +54,16 @@ extension PostgresKeystore {
         /// The longest pause between the change feed's attempts to reconnect after it lost its
         /// connection. Default: 1 second.
         public var reconnectDelay: Duration
+        /// How often the change feed checks that its listening connection still answers (a
+        /// `SELECT 1` on it, which must answer within ``operationTimeout``), or `nil` for never.
+        ///
+        /// A connection that stays open but carries nothing (a server host that crashed, a
+        /// failover that moved its address, a NAT or firewall that dropped the idle flow) never
+        /// reports an error: without the check the feed would wait on it for good, and clients
+        /// would never hear of other instances' changes again. A connection that fails the
+        /// check is closed, and the feed reconnects and reports ``KeystoreChange/all``.
+        /// Default: 10 seconds.
+        public var changeFeedHeartbeat: Duration?
         /// How many changes each ``PostgresKeystore/changes()`` stream buffers for a slow
         /// reader; when it overflows, the oldest are dropped and ``KeystoreChange/all``
         /// follows. Default: 1,024.
@@ -93,6 +103,7 @@ extension PostgresKeystore {
             self.operationTimeout = .seconds(10)
             self.keepAliveInterval = nil
             self.reconnectDelay = .seconds(1)
+            self.changeFeedHeartbeat = .seconds(10)
             self.changeBufferSize = 1024
             self.keyFilePath = nil
         }
@@ -127,7 +138,7 @@ extension PostgresKeystore {
                 "database": database as Any, "tls": tls, "rootCertificatePath": rootCertificatePath as Any,
                 "maximumConnections": maximumConnections, "connectTimeout": connectTimeout,
                 "operationTimeout": operationTimeout, "keepAliveInterval": keepAliveInterval as Any,
-                "reconnectDelay": reconnectDelay,
+                "reconnectDelay": reconnectDelay, "changeFeedHeartbeat": changeFeedHeartbeat as Any,
                 "changeBufferSize": changeBufferSize,
                 "keyFilePath": keyFilePath as Any,
             ])

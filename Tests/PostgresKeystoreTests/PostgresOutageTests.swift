@@ -108,6 +108,54 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertTrue(item, "the feed follows the other instance again within a second: \(recorder.changes)")
     }
 
+    /// The feed's connection stays open but carries nothing (a NAT or firewall that dropped
+    /// the flow, a server host gone without a word): no error ever comes, so only the
+    /// heartbeat notices. The feed then reconnects, reports `.all`, and follows the other
+    /// instance again.
+    func testAFeedWhoseConnectionFallsSilentReconnects() async throws {
+        let proxy = try FreezableTCPProxy(targetPort: UInt16(server.port))
+        defer { proxy.stop() }
+        let writer = try await keystore()
+        let watcher = try await keystore {
+            $0.port = Int(proxy.port)
+            $0.changeFeedHeartbeat = .milliseconds(300)
+            $0.operationTimeout = .seconds(1)
+        }
+        let recorder = ChangeRecorder(watcher.changes())
+        defer { recorder.stop() }
+        let started = await eventually { watcher.isListeningForChanges && recorder.contains(.all) }
+        XCTAssertTrue(started)
+        let allsBefore = recorder.changes.filter { $0 == .all }.count
+
+        proxy.freezeExisting()
+        try await writer.set([1], forKey: "while-silent")
+        let reconnected = await eventually(timeout: .seconds(10)) { recorder.changes.filter { $0 == .all }.count > allsBefore }
+        XCTAssertTrue(reconnected, "a silent feed connection is noticed and replaced: \(recorder.changes)")
+
+        try await writer.set([2], forKey: "after-reconnect")
+        let followed = await eventually(timeout: .seconds(5)) { recorder.contains(.item("after-reconnect")) }
+        XCTAssertTrue(followed, "the feed follows the other instance again: \(recorder.changes)")
+    }
+
+    /// Calls that run out of time on connections that carry nothing more must not hold them
+    /// for good: with every pooled connection silent, a call fails with a timeout, and later
+    /// ones run on new connections (kept, the two silent ones would have held the pool).
+    func testCallsOnSilentConnectionsTimeOutAndTheirConnectionsAreReplaced() async throws {
+        let proxy = try FreezableTCPProxy(targetPort: UInt16(server.port))
+        defer { proxy.stop() }
+        let keystore = try await keystore {
+            $0.port = Int(proxy.port)
+            $0.maximumConnections = 2
+            $0.operationTimeout = .seconds(1)
+        }
+        try await keystore.set([1], forKey: "k")
+        proxy.freezeExisting()
+        let error = await keystoreError { _ = try await keystore.value(forKey: "k") }
+        XCTAssertEqual(error?.code, .storeUnavailable, "\(String(describing: error))")
+        let recovered = await eventually(timeout: .seconds(10)) { (try? await keystore.value(forKey: "k")) == [1] }
+        XCTAssertTrue(recovered, "new connections replace the silent ones")
+    }
+
     func testNothingAcknowledgedIsLostAcrossARestart() async throws {
         let keystore = try await keystore()
         let acknowledged = Locked<[Int]>([])

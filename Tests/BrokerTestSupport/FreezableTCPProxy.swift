@@ -1,0 +1,124 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A loopback TCP proxy to a local port whose connections can be frozen: a frozen connection
+/// stays open but carries nothing more either way, as one through a NAT or firewall that
+/// silently dropped it would. Connections made after a freeze are carried normally.
+package final class FreezableTCPProxy: Sendable {
+    /// The proxy's port on 127.0.0.1.
+    package let port: UInt16
+    private let listener: Int32
+    private let targetPort: UInt16
+    private struct State {
+        var nextId = 0
+        var frozenUpTo = -1
+        var stopped = false
+        var descriptors: [Int32] = []
+    }
+    private let state = Mutex(State())
+
+    package init(targetPort: UInt16) throws {
+        self.targetPort = targetPort
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw POSIXError(.EIO) }
+        var address = Self.loopback(port: 0)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, Glibc.listen(descriptor, 64) == 0 else {
+            close(descriptor)
+            throw POSIXError(.EADDRINUSE)
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        listener = descriptor
+        port = UInt16(bigEndian: address.sin_port)
+        let thread = Thread { [self] in acceptLoop() }
+        thread.start()
+    }
+
+    /// Freezes every connection open now.
+    package func freezeExisting() {
+        state.withLock { $0.frozenUpTo = $0.nextId - 1 }
+    }
+
+    /// Stops accepting and closes every connection.
+    package func stop() {
+        let descriptors = state.withLock { state -> [Int32] in
+            state.stopped = true
+            return state.descriptors
+        }
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+        for descriptor in descriptors { shutdown(descriptor, Int32(SHUT_RDWR)) }
+    }
+
+    private static func loopback(port: UInt16) -> sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return address
+    }
+
+    private func acceptLoop() {
+        while true {
+            let client = accept(listener, nil, nil)
+            guard client >= 0 else { return }
+            let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = Self.loopback(port: targetPort)
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard connected == 0 else {
+                close(client)
+                close(server)
+                continue
+            }
+            let id = state.withLock { state -> Int? in
+                guard !state.stopped else { return nil }
+                state.descriptors += [client, server]
+                defer { state.nextId += 1 }
+                return state.nextId
+            }
+            guard let id else {
+                close(client)
+                close(server)
+                return
+            }
+            Thread { [self] in pump(from: client, to: server, id: id) }.start()
+            Thread { [self] in pump(from: server, to: client, id: id) }.start()
+        }
+    }
+
+    private func pump(from source: Int32, to destination: Int32, id: Int) {
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let (frozen, stopped) = state.withLock { ($0.frozenUpTo >= id, $0.stopped) }
+            if stopped { return }
+            if frozen {
+                usleep(50_000)
+                continue
+            }
+            var request = pollfd(fd: source, events: Int16(POLLIN), revents: 0)
+            guard poll(&request, 1, 50) > 0 else { continue }
+            if state.withLock({ $0.frozenUpTo >= id }) { continue }
+            let count = buffer.withUnsafeMutableBytes { read(source, $0.baseAddress, $0.count) }
+            if count <= 0 {
+                shutdown(destination, Int32(SHUT_WR))
+                return
+            }
+            var offset = 0
+            while offset < count {
+                let written = buffer[offset..<count].withUnsafeBytes { write(destination, $0.baseAddress, $0.count) }
+                if written <= 0 { return }
+                offset += written
+            }
+        }
+    }
+}
