@@ -10,7 +10,8 @@ extension PostgresKeystore {
     /// and every source item is opened with the source key first: if any does not open
     /// (tampered, wrong key), nothing moves and the error says how many failed. Each item is
     /// then re-sealed for the target (its associated data names the new group), upserted with
-    /// the versioned rule (a newer target item wins), read back, and its source row deleted;
+    /// the versioned rule (a newer target item wins), read back, and its source row deleted,
+    /// a thousand items per statement;
     /// both namespaces' change feeds are notified. The transaction commits all of it
     /// or none, so no progress marker is needed and running it again is harmless.
     ///
@@ -100,6 +101,9 @@ extension PostgresKeystore {
         return moved
     }
 
+    /// How many items one statement of a migration writes, reads or deletes.
+    static let migrationChunk = 1_000
+
     /// The body of the migration transaction; returns how many items moved.
     private static func move(
         from source: PostgresNamespace, to target: PostgresNamespace, origin: Int64,
@@ -132,31 +136,30 @@ extension PostgresKeystore {
                 "\(failures.count) of \(rows.count) items cannot be opened with the source key (first: \(first.reason)); nothing was moved")
         }
 
+        // A few statements per chunk of items rather than three round trips per item: a
+        // migration is one call under one operation timeout, which thousands of round trips
+        // over a real network would never fit.
         var targetChanged: [String] = []
-        for item in items {
-            let sealed = try target.seal(item.plaintext, forKey: item.key)
-            let applied = try await PostgresSchema.upsert(
-                target, key: item.key, version: item.version, sealed: sealed, on: connection, logger: logger)
-            if applied { targetChanged.append(item.key) }
-            let stored = try await connection.query("""
-                SELECT value FROM identity_broker_items
-                WHERE service = \(target.service) AND access_group = \(target.groupColumn) AND key = \(item.key)
-                """, logger: logger).collect()
-            guard let buffer = try stored.first?.decode(ByteBuffer.self) else {
-                throw KeystoreError(.migrationFailed, "item '\(item.key)' is missing after the copy; nothing was moved")
-            }
-            var copy = try target.open(Array(buffer.readableBytesView), forKey: item.key)
-            defer { CryptoRuntime.cleanse(&copy) }
-            // A newer target item (higher version) legitimately differs from the source.
-            if applied && copy != item.plaintext {
-                throw KeystoreError(.migrationFailed, "item '\(item.key)' did not read back identically; nothing was moved")
-            }
-        }
         var moved: [String] = []
-        for item in items {
-            if try await PostgresSchema.delete(source, key: item.key, on: connection, logger: logger) {
-                moved.append(item.key)
+        for chunk in stride(from: 0, to: items.count, by: migrationChunk).map({ items[$0..<min($0 + migrationChunk, items.count)] }) {
+            var sets: [(key: String, version: Int64?, sealed: [UInt8])] = []
+            sets.reserveCapacity(chunk.count)
+            for item in chunk { sets.append((item.key, item.version, try target.seal(item.plaintext, forKey: item.key))) }
+            let applied = try await PostgresSchema.upsertMany(target, sets, on: connection, logger: logger)
+            targetChanged += chunk.map(\.key).filter(applied.contains)
+            let stored = try await PostgresSchema.values(target, keys: chunk.map(\.key), on: connection, logger: logger)
+            for item in chunk {
+                guard let sealed = stored[item.key] else {
+                    throw KeystoreError(.migrationFailed, "item '\(item.key)' is missing after the copy; nothing was moved")
+                }
+                var copy = try target.open(sealed, forKey: item.key)
+                defer { CryptoRuntime.cleanse(&copy) }
+                // A newer target item (higher version) legitimately differs from the source.
+                if applied.contains(item.key) && copy != item.plaintext {
+                    throw KeystoreError(.migrationFailed, "item '\(item.key)' did not read back identically; nothing was moved")
+                }
             }
+            moved += try await PostgresSchema.deleteMany(source, keys: chunk.map(\.key), on: connection, logger: logger)
         }
         try await PostgresSchema.notify(targetChanged, namespace: target, origin: origin, on: connection, logger: logger)
         try await PostgresSchema.notify(moved, namespace: source, origin: origin, on: connection, logger: logger)

@@ -72,4 +72,29 @@ final class PostgresMigrationTests: PostgresTestCase, @unchecked Sendable {
         let value = try await target.value(forKey: "k")
         XCTAssertEqual(value, Array("new".utf8))
     }
+
+    /// More items than one statement of a migration takes (a thousand): every one moves,
+    /// re-sealed, in one transaction, with the versioned rule applied per item.
+    func testAMigrationLargerThanOneChunkMovesEveryItem() async throws {
+        let source = try await keystore(group: .none)
+        let target = try await keystore(group: AccessGroup(name: "team"))
+        var batch = KeystoreBatch()
+        for index in 0..<2_500 { batch.set(Array("v\(index)".utf8), forKey: String(format: "k%05d", index), version: 1) }
+        _ = try await source.commit(batch)
+        try await target.set(Array("newer".utf8), forKey: "k01234", version: 2)
+
+        let moved = try await PostgresKeystore.migrate(
+            configuration: configuration(), service: "tool", from: .none, to: AccessGroup(name: "team"), keySource: .raw(key))
+        XCTAssertEqual(moved, 2_500)
+        let remaining = try await source.keys()
+        XCTAssertEqual(remaining, [])
+        let keys = try await target.keys()
+        XCTAssertEqual(keys.count, 2_500)
+        let first = try await target.value(forKey: "k00000")
+        XCTAssertEqual(first, Array("v0".utf8))
+        let last = try await target.value(forKey: "k02499")
+        XCTAssertEqual(last, Array("v2499".utf8))
+        let newer = try await target.value(forKey: "k01234")
+        XCTAssertEqual(newer, Array("newer".utf8), "the newer target item wins")
+    }
 }
