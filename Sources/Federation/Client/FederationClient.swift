@@ -480,6 +480,11 @@ public actor FederationClient {
     /// A stream of every event from now on: state changes of the sessions this client
     /// holds and of any session another client sharing the keystore changes, and renewal
     /// reminders (``SessionEvent/Kind/renewalDue(expiresAt:)``) of the sessions it holds.
+    ///
+    /// When the keystore cannot say which keys changed (`KeystoreChange.all`: its feed
+    /// reconnected after an outage, or a stream's buffer overflowed), the client re-reads the
+    /// sessions it holds or that are observed one by one, and reports those that changed; a
+    /// change to any other session made during that gap is not reported.
     public func allStateUpdates() -> AsyncStream<SessionEvent> {
         startChangeFeed()
         // Subscribed first, so that reminders and expiries already due reach this stream too.
