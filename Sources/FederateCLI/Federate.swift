@@ -114,7 +114,14 @@ package struct Federate: AsyncParsableCommand {
         let code = exitCode(for: error)
         if code == .success {
             let text = fullMessage(for: error)
-            if !text.isEmpty { try? Terminal.out(text + "\n") }
+            guard !text.isEmpty else { return .ok }
+            do throws(CLIFailure) {
+                try Terminal.out(text + "\n")
+            } catch {
+                // Help that did not reach stdout (closed, disk full) is not a success either.
+                Terminal.fail(error.message)
+                return error.status
+            }
             return .ok
         }
         let message = message(for: error)

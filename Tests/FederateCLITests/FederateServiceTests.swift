@@ -256,6 +256,12 @@ final class FederateServiceTests: XCTestCase {
         XCTAssertEqual(result.status, 1, "\(result)")
         harness.assertOneErrorLine(result)
         XCTAssertTrue(result.stderr.contains("stdout"), "\(result)")
+        // Help is output too.
+        for arguments in [["--help"], ["login", "--help"]] {
+            let help = try harness.run(arguments, stdoutDevice: "/dev/full")
+            XCTAssertEqual(help.status, 1, "\(help)")
+            harness.assertOneErrorLine(help)
+        }
     }
 
     /// The SQLite layout under `root`: `users/<uid>/` (0700) holding the key file and the
