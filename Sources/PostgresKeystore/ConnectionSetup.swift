@@ -37,7 +37,10 @@ final class ConnectionSetup: Sendable {
 
     init(statementTimeout: Duration) {
         let (seconds, attoseconds) = statementTimeout.components
-        statementTimeoutMilliseconds = max(1, seconds * 1000 + attoseconds / 1_000_000_000_000_000)
+        // The server takes at most INT_MAX milliseconds (about 24.8 days).
+        let milliseconds = seconds.multipliedReportingOverflow(by: 1000)
+        statementTimeoutMilliseconds = milliseconds.overflow
+            ? Int64(Int32.max) : min(Int64(Int32.max), max(1, milliseconds.partialValue + attoseconds / 1_000_000_000_000_000))
     }
 
     /// Sets `connection` up unless it already is.
@@ -51,6 +54,11 @@ final class ConnectionSetup: Sendable {
             // undefined_object: no such setting on this server.
             logger.debug("the server has no plan_cache_mode setting; prepared statements keep its default plans")
         }
-        done.withLock { _ = $0.insert(connection.id) }
+        done.withLock { done in
+            // Closed connections leave their IDs behind; past a bound, forget them all (a live
+            // connection then runs its setup once more, which is harmless).
+            if done.count >= 1024 { done.removeAll() }
+            done.insert(connection.id)
+        }
     }
 }

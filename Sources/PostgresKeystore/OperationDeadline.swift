@@ -147,6 +147,8 @@ enum OperationDeadline {
                     return nil
                 }
                 if let early {
+                    // Cancelled before it began waiting: the operation must not run on unbounded.
+                    operation.cancel()
                     deadlines.cancel(deadline)
                     continuation.resume(returning: early)
                 }

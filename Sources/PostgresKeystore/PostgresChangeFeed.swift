@@ -79,8 +79,9 @@ final class PostgresChangeFeed: Sendable {
             do {
                 try await client.withConnection { connection in
                     // Started before LISTEN, which a silent connection would never acknowledge.
-                    let heartbeat = self.configuration.changeFeedHeartbeat.map { interval in
-                        Task { await self.closeWhenSilent(connection, every: interval) }
+                    var heartbeat: Task<Void, Never>?
+                    if let interval = self.configuration.changeFeedHeartbeat, interval > .zero {
+                        heartbeat = Task { await self.closeWhenSilent(connection, every: interval) }
                     }
                     defer { heartbeat?.cancel() }
                     try await connection.listen(on: PostgresSchema.channel) { notifications in
@@ -110,7 +111,7 @@ final class PostgresChangeFeed: Sendable {
         }
     }
 
-    /// Checks every `interval` that `connection` answers within the operation timeout, and
+    /// Checks every `interval` that `connection` answers within twice the operation timeout, and
     /// closes it when it does not (which ends the listening loop with an error, so the feed
     /// reconnects). Returns when cancelled or once it closed the connection.
     private func closeWhenSilent(_ connection: PostgresConnection, every interval: Duration) async {
@@ -121,7 +122,9 @@ final class PostgresChangeFeed: Sendable {
             let answered = await withTaskGroup(of: Bool.self) { group in
                 group.addTask { [logger] in (try? await connection.query("SELECT 1", logger: logger)) != nil }
                 group.addTask { [configuration] in
-                    try? await Task.sleep(for: configuration.operationTimeout)
+                    // Twice the operation timeout: a busy server is not a dead connection, and
+                    // each needless reconnect makes every client re-read what it holds.
+                    try? await Task.sleep(for: configuration.operationTimeout * 2)
                     return false
                 }
                 let first = await group.next() ?? false

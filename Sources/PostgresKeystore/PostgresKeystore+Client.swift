@@ -1,6 +1,7 @@
 import Logging
 import PostgresNIO
 import SecureStorage
+import Synchronization
 
 extension PostgresKeystore {
     /// NIOSSL's settings for the TLS mode, or `nil` for ``TLSMode/disable``.
@@ -118,15 +119,24 @@ extension PostgresKeystore {
                 attempt += 1
                 do {
                     return try await client.withConnection { connection in
-                        try await withTaskCancellationHandler {
+                        let done = OperationDone()
+                        defer { done.mark() }
+                        return try await withTaskCancellationHandler {
                             try await setup.prepare(connection, logger: logger)
                             return try await body(connection, logger)
                         } onCancel: {
                             // Past its deadline (or cancelled by its caller), a statement on a
                             // connection that carries nothing more (a dropped flow gives no
-                            // error) would hold it for good: closed, the pool replaces it.
-                            let closing: EventLoopFuture<Void> = connection.close()
-                            _ = closing
+                            // error) would hold it for good. A live server ends any statement
+                            // within the timeout (statement_timeout), so one still unanswered a
+                            // whole timeout later is on a dead flow: closed, the pool replaces
+                            // it. Closing at once would churn connections on a merely slow server.
+                            Task {
+                                try? await Task.sleep(for: configuration.operationTimeout)
+                                guard !done.isMarked else { return }
+                                let closing: EventLoopFuture<Void> = connection.close()
+                                _ = closing
+                            }
                         }
                     }
                 } catch let error as CommitOutcomeUnknown {
@@ -141,4 +151,11 @@ extension PostgresKeystore {
             }
         }
     }
+}
+
+/// Whether an operation's body has finished with its connection.
+private final class OperationDone: Sendable {
+    private let flag = Atomic<Bool>(false)
+    func mark() { flag.store(true, ordering: .releasing) }
+    var isMarked: Bool { flag.load(ordering: .acquiring) }
 }

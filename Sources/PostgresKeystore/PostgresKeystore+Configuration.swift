@@ -55,7 +55,8 @@ extension PostgresKeystore {
         /// connection. Default: 1 second.
         public var reconnectDelay: Duration
         /// How often the change feed checks that its listening connection still answers (a
-        /// `SELECT 1` on it, which must answer within ``operationTimeout``), or `nil` for never.
+        /// `SELECT 1` on it, which must answer within twice ``operationTimeout``), or `nil`
+        /// (or a duration that is not positive) for never.
         ///
         /// A connection that stays open but carries nothing (a server host that crashed, a
         /// failover that moved its address, a NAT or firewall that dropped the idle flow) never

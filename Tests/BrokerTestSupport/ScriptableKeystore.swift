@@ -50,6 +50,7 @@ package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
         var unreachable = false
         var failWrites = false
         var failAfterWrites = false
+        var applyLate: Duration?
         var gates: [String: ReadGate] = [:]
     }
 
@@ -72,6 +73,10 @@ package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
 
     /// Makes commits apply, then fail as if the answer was lost (the outcome unknown to the caller).
     package func setFailAfterWrites(_ value: Bool) { state.withLock { $0.failAfterWrites = value } }
+
+    /// Makes commits fail at once and apply `delay` later, as a statement queued on a server
+    /// that outlives its caller's timeout would (`nil`: commits as usual).
+    package func setApplyLate(_ delay: Duration?) { state.withLock { $0.applyLate = delay } }
 
     /// Holds the next read of `key` once it has read the store, until the gate is released.
     package func holdNextRead(ofKey key: String) -> ReadGate {
@@ -107,6 +112,14 @@ package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
     package func commit(_ batch: KeystoreBatch) async throws(KeystoreError) -> [Bool] {
         state.withLock { $0.counts.commits += 1 }
         try check(write: true)
+        if let delay = state.withLock({ $0.applyLate }) {
+            let base = self.base
+            Task {
+                try? await Task.sleep(for: delay)
+                _ = try? await base.commit(batch)
+            }
+            throw KeystoreError(.storeUnavailable, "the test timed the commit out; it applies later")
+        }
         let applied = try await base.commit(batch)
         if state.withLock({ $0.failAfterWrites }) {
             throw KeystoreError(.storeUnavailable, "the test lost the answer of a commit that applied")

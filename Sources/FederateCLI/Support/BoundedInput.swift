@@ -62,6 +62,12 @@ enum BoundedInput {
             }
             let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
             if count < 0 {
+                if errno == EAGAIN && deadline == nil {
+                    // Standard input inherited non-blocking: wait for it rather than spin.
+                    var request = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+                    _ = poll(&request, 1, -1)
+                    continue
+                }
                 if errno == EINTR || errno == EAGAIN { continue }
                 let code = errno
                 ProviderTokenText.wipe(&bytes)

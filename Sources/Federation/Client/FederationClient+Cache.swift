@@ -9,13 +9,15 @@ import SecureStorage
 /// A session as the cache holds it: its state machine, a generation that changes whenever
 /// what the session holds changes here (so a store read that raced with such a change is
 /// recognised and dropped; the change's own feed event reloads it again), and whether a
-/// reload the feed asked for failed (a later read tries the store again).
+/// reload, or a write, failed (a later read tries the store again).
 struct CachedSession: Sendable {
     var machine: SessionStateMachine
     var generation: UInt64
-    /// Set when a reload failed: no read before this instant tries the store again (a store
-    /// that hangs must not hold every read of the session up).
+    /// Set when the entry may not be what the store holds: the first read at or after this
+    /// instant starts a re-read in the background (see `FederationClient+Reload`).
     var reloadAfter: ContinuousClock.Instant?
+    /// Until when a write of the session whose outcome is unknown may still land in the store.
+    var uncertainUntil: ContinuousClock.Instant?
 }
 
 /// The cache over the store: first reads, applying changes, the change feed, expiry
@@ -25,15 +27,13 @@ extension FederationClient {
 
     /// How many times a first read is tried while the feed reports changes of its session.
     static let firstReadAttempts = 3
-    /// How long after a failed reload reads answer from the cache before trying the store again.
-    static let reloadRetryInterval: Duration = .milliseconds(200)
 
     /// The cached session, or the store's record once read (and cached).
     ///
     /// A first read during which the feed reported a change of the session may hold what
-    /// the change replaced: it is read again, and after ``firstReadAttempts`` returned
-    /// without being cached. A cached session that may no longer be what the store holds (a
-    /// reload or a write of it failed) answers at once, and is read again in the background.
+    /// the change replaced: it is read again, and after ``firstReadAttempts`` cached marked
+    /// for a re-read. A cached session that may not be what the store holds (a reload or a
+    /// write of it failed) answers at once, and is read again in the background.
     func cachedOrLoaded(_ session: String) async throws(FederationError) -> SessionStateMachine {
         startChangeFeed()
         if let cached = cache.get(session) {
@@ -53,12 +53,11 @@ extension FederationClient {
             // A federation, clear or feed update may have filled the entry while this read waited.
             if let cached = cache.get(session) { return cached.machine }
             let machine = SessionStateMachine(record: record, now: now(), margin: expiryMargin)
+            if raced && attempt < Self.firstReadAttempts { continue }
             if raced {
-                if attempt < Self.firstReadAttempts { continue }
-                logger.debug("session changing during every read; answered uncached", metadata: ["broker.session": "\(session)"])
-                return machine
+                logger.debug("session changing during every read; cached for a re-read", metadata: ["broker.session": "\(session)"])
             }
-            insert(session, machine)
+            insert(session, machine, needsReload: raced)
             return cache.peek(session)?.machine ?? machine
         }
         preconditionFailure("the last attempt returns")
@@ -126,7 +125,7 @@ extension FederationClient {
             nextGeneration += 1
             entry.generation = nextGeneration
         }
-        if localWrite { entry.reloadAfter = nil }
+        if localWrite { entry.reloadAfter = Self.nextReload(whileUncertain: &entry.uncertainUntil) }
         let evicted = cache.set(session, entry, isPinned: isPinned)
         forget(evicted)
         if let announced { publish(announced, session: session) }
@@ -136,11 +135,14 @@ extension FederationClient {
         scheduleExpiry(of: session, entry.machine)
     }
 
-    private func insert(_ session: String, _ machine: SessionStateMachine) {
+    private func insert(_ session: String, _ machine: SessionStateMachine, needsReload: Bool) {
         var machine = machine
         if let memory = reminderMemories.remove(session) { machine.recall(memory) }
         nextGeneration += 1
-        let evicted = cache.set(session, CachedSession(machine: machine, generation: nextGeneration), isPinned: isPinned)
+        var entry = CachedSession(machine: machine, generation: nextGeneration)
+        if needsReload { entry.reloadAfter = .now }
+        takeUncertainWrite(of: session, into: &entry)
+        let evicted = cache.set(session, entry, isPinned: isPinned)
         forget(evicted)
         if sessionGauges != nil { countSessions(removing: nil, adding: machine.announced, evicted: evicted.map(\.value)) }
         scheduleExpiry(of: session, machine)
@@ -219,38 +221,6 @@ extension FederationClient {
     /// Whether a change of `session` by another client matters here.
     private func isFollowed(_ session: String) -> Bool {
         cache.peek(session) != nil || broadcaster.isObserved(session) || broadcaster.hasObserversOfAll
-    }
-
-    /// Reads `session` from the store and applies it, unless a local change raced the read.
-    /// When the read fails, the cached session is marked, so that the next read tries the
-    /// store again instead of serving what the change replaced for good.
-    private func reload(_ session: String) async {
-        let generation = cache.peek(session)?.generation
-        let record: SessionRecord?
-        do {
-            record = try await store.load(session)
-        } catch {
-            logger.debug("changed session unreadable", metadata: ["broker.session": "\(session)", "broker.error": "\(error.code)"])
-            _ = cache.update(session) { $0.reloadAfter = .now.advanced(by: Self.reloadRetryInterval) }
-            return
-        }
-        guard cache.peek(session)?.generation == generation else { return }
-        apply(session) { machine, now, margin in machine.stored(record, now: now, margin: margin) }
-        _ = cache.update(session) { $0.reloadAfter = nil }
-    }
-
-    /// Marks `session` as possibly not what the store holds (a write of it failed, perhaps
-    /// after the store applied it): the next read re-reads it in the background.
-    func markForReload(_ session: String) {
-        _ = cache.update(session) { $0.reloadAfter = .now }
-    }
-
-    /// Re-reads `session` in a task of its own, one at a time, so that a store that hangs
-    /// never holds up a read the cache can answer.
-    private func reloadInTheBackground(_ session: String) {
-        // Far ahead while the reload runs; it sets the real value when it ends.
-        _ = cache.update(session) { $0.reloadAfter = .now.advanced(by: .seconds(86_400)) }
-        Task { [weak self] in await self?.reload(session) }
     }
 
     // MARK: Expiry and renewal reminders

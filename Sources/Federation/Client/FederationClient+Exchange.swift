@@ -94,8 +94,8 @@ extension FederationClient {
         } catch {
             sessionLogger.debug("federation not saved", metadata: ["broker.error": "\(error.code)"])
             apply(session) { machine, now, margin in machine.federationEnded(holding: nil, now: now, margin: margin) }
-            // A commit that timed out or lost its connection may still have applied.
-            markForReload(session)
+            // A commit that timed out or lost its connection may still apply.
+            markWriteUncertain(session)
             throw error
         }
         var holding = record

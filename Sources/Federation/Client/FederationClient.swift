@@ -59,6 +59,10 @@ public actor FederationClient {
     var reminderMemories: LRUCache<ReminderMemory>
     /// First reads of uncached sessions in flight, and whether a change arrived meanwhile.
     var loadsInFlight = LoadsInFlight()
+    /// Sessions being re-read in the background (one re-read at a time each).
+    var reloadsInFlight: Set<String> = []
+    /// Uncertain windows of failed writes of sessions that were not cached.
+    var uncertainWrites: [String: ContinuousClock.Instant] = [:]
     var locks = SessionLockTable()
     var expirySchedule = DueSchedule()
     var expiryTimer: Task<Void, Never>?
@@ -446,8 +450,8 @@ public actor FederationClient {
         do {
             try await store.remove(session)
         } catch {
-            // A remove that timed out or lost its connection may still have applied.
-            markForReload(session)
+            // A remove that timed out or lost its connection may still apply.
+            markWriteUncertain(session)
             throw error
         }
         apply(session, localWrite: true) { machine, now, margin in machine.stored(nil, now: now, margin: margin) }

@@ -148,4 +148,23 @@ final class CacheCoherenceTests: XCTestCase {
         let readBack = await eventually(timeout: .seconds(3)) { (try? await client.session("alice").state) == .notFederated }
         XCTAssertTrue(readBack, "the client reads what the store holds after a write with a lost outcome")
     }
+
+    /// A clear that timed out but lands in the store later (a statement queued behind another
+    /// on the server): reads made before it lands must not settle the question, and once it
+    /// lands the client reads `notFederated`.
+    func testAWriteThatLandsAfterItsCallerGaveUpIsReadOnceItLands() async throws {
+        let spy = ScriptableKeystore(wrapping: try keystore())
+        let client = try client(spy)
+        try await client.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
+        spy.setApplyLate(.milliseconds(800))
+        await assertThrows(FederationError.self, code: .storage) { try await client.clear(session: "alice") }
+        spy.setApplyLate(nil)
+        // Reads before it lands re-read the store, which still holds alice.
+        for _ in 0..<5 {
+            _ = try await client.session("alice")
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let landed = await eventually(timeout: .seconds(5)) { (try? await client.session("alice").state) == .notFederated }
+        XCTAssertTrue(landed, "the clear that landed late is read")
+    }
 }

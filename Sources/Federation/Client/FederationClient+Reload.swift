@@ -1,0 +1,93 @@
+import Logging
+
+/// Re-reading sessions the cache may hold wrongly: after a change the feed reported, after
+/// a re-read that failed, and after a write whose outcome is unknown.
+///
+/// A write that timed out or lost its connection may still land in the store, later than
+/// its caller was told it failed (a PostgreSQL statement queued behind another group runs for
+/// up to its own timeout once it starts), and the client's own commits never come back
+/// through its feed. So for ``uncertainWriteWindow`` after such a write, reads of the session
+/// keep re-reading it (in the background, at most every ``reloadRetryInterval``), and a read
+/// that began before the failure is dropped.
+extension FederationClient {
+    /// How long after a failed re-read reads answer from the cache before trying again.
+    static let reloadRetryInterval: Duration = .milliseconds(200)
+    /// How long a write whose outcome is unknown may still land: more than twice a
+    /// PostgreSQL keystore's default operation timeout (10 seconds).
+    static let uncertainWriteWindow: Duration = .seconds(60)
+
+    /// Reads `session` from the store and applies it, unless a local change raced the read.
+    /// When the read fails, or the session is within a write's uncertain window, a later
+    /// read re-reads it.
+    func reload(_ session: String) async {
+        let generation = cache.peek(session)?.generation
+        let record: SessionRecord?
+        do {
+            record = try await store.load(session)
+        } catch {
+            logger.debug("changed session unreadable", metadata: ["broker.session": "\(session)", "broker.error": "\(error.code)"])
+            _ = cache.update(session) { $0.reloadAfter = .now.advanced(by: Self.reloadRetryInterval) }
+            return
+        }
+        guard cache.peek(session)?.generation == generation else { return }
+        apply(session) { machine, now, margin in machine.stored(record, now: now, margin: margin) }
+        _ = cache.update(session) { $0.reloadAfter = Self.nextReload(whileUncertain: &$0.uncertainUntil) }
+    }
+
+    /// When the next re-read is due: soon while `uncertainUntil` lies ahead, else never (and
+    /// the window is forgotten).
+    static func nextReload(whileUncertain uncertainUntil: inout ContinuousClock.Instant?) -> ContinuousClock.Instant? {
+        guard let until = uncertainUntil, until > .now else {
+            uncertainUntil = nil
+            return nil
+        }
+        return .now.advanced(by: reloadRetryInterval)
+    }
+
+    /// Marks `session` for a re-read at its next use (its cached record may not be what the
+    /// store holds).
+    func markForReload(_ session: String) {
+        _ = cache.update(session) { $0.reloadAfter = .now }
+    }
+
+    /// A write of `session` failed with its outcome unknown: reads in flight are dropped or
+    /// read again, and reads re-read it until the uncertain window ends.
+    func markWriteUncertain(_ session: String) {
+        let until = ContinuousClock.now.advanced(by: Self.uncertainWriteWindow)
+        loadsInFlight.changed(session)
+        guard cache.peek(session) != nil else {
+            // Not cached: the first read that caches it takes the window over.
+            let now = ContinuousClock.now
+            if uncertainWrites.count >= 64 { uncertainWrites = uncertainWrites.filter { $0.value > now } }
+            uncertainWrites[session] = until
+            return
+        }
+        nextGeneration += 1
+        let generation = nextGeneration
+        _ = cache.update(session) { entry in
+            entry.generation = generation
+            entry.uncertainUntil = until
+            entry.reloadAfter = .now
+        }
+    }
+
+    /// Gives a session being cached the uncertain window of a failed write made while it
+    /// was not cached.
+    func takeUncertainWrite(of session: String, into entry: inout CachedSession) {
+        guard let until = uncertainWrites.removeValue(forKey: session), until > .now else { return }
+        entry.uncertainUntil = until
+        entry.reloadAfter = .now
+    }
+
+    /// Re-reads `session` in a task of its own, one at a time per session, so that a store
+    /// that hangs never holds up a read the cache can answer.
+    func reloadInTheBackground(_ session: String) {
+        guard reloadsInFlight.insert(session).inserted else { return }
+        Task { [weak self] in await self?.reloadFromTheBackground(session) }
+    }
+
+    private func reloadFromTheBackground(_ session: String) async {
+        await reload(session)
+        reloadsInFlight.remove(session)
+    }
+}
