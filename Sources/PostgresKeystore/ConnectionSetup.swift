@@ -21,7 +21,10 @@ import Synchronization
 /// cancel it); without a limit on the server, a remove held up by a lock or a slow trigger
 /// could then apply long after the caller was told it failed, even after a later write of
 /// the same key that was acknowledged, and delete it. The server now cancels such a
-/// statement (nothing of it applies) about when the caller stops waiting.
+/// statement (nothing of it applies) an operation timeout after it started: that bounds how
+/// late it can land (about twice the timeout after its caller gave up, for a statement that
+/// waited behind another group), and `FederationClient` re-reads a session for a minute after
+/// a write of it failed.
 ///
 /// Both are set per session rather than as startup parameters, which connection poolers such as
 /// PgBouncer refuse unless configured to ignore it (the keystore needs a direct connection or
