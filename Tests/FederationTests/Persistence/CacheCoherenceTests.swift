@@ -8,19 +8,8 @@ import XCTest
 /// writes and eviction interleave: a read never caches what a change replaced, a clear is
 /// never undone by a reload that read before it, and neither an outage nor a full cache
 /// leaves a session reading wrong once the store can be read again.
-final class CacheCoherenceTests: XCTestCase {
-    private var root: String!
+final class CacheCoherenceTests: KeystoreRootTestCase {
     private let key = [UInt8](repeating: 5, count: 32)
-
-    override func setUpWithError() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("broker-coherence-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        root = dir.path
-    }
-
-    override func tearDownWithError() throws {
-        try? FileManager.default.removeItem(atPath: root)
-    }
 
     /// A keystore instance of its own, as another process would have.
     private func keystore() throws -> SQLiteKeystore {

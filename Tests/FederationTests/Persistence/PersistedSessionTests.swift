@@ -9,19 +9,8 @@ import XCTest
 /// Sessions over a shared `SQLiteKeystore`: read on first use, cleared durably, never
 /// half-written, shared by every client of the store, and damaged items confined to
 /// their own session.
-final class PersistedSessionTests: XCTestCase {
-    private var root: String!
+final class PersistedSessionTests: KeystoreRootTestCase {
     private let key = [UInt8](repeating: 7, count: 32)
-
-    override func setUpWithError() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("broker-persist-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        root = dir.path
-    }
-
-    override func tearDownWithError() throws {
-        try? FileManager.default.removeItem(atPath: root)
-    }
 
     private func keystore(_ group: AccessGroup = .none, move: Bool = false) throws -> SQLiteKeystore {
         try SQLiteKeystore(

@@ -7,19 +7,8 @@ import XCTest
 /// Several clients over one SQLite store, as several server instances would be: each
 /// sees the others' federations and clears, reports them on its state streams, and
 /// concurrent federations of one session converge on the later expiration.
-final class SharedStoreTests: XCTestCase {
-    private var root: String!
+final class SharedStoreTests: KeystoreRootTestCase {
     private let key = [UInt8](repeating: 3, count: 32)
-
-    override func setUpWithError() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("broker-shared-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        root = dir.path
-    }
-
-    override func tearDownWithError() throws {
-        try? FileManager.default.removeItem(atPath: root)
-    }
 
     /// A client on its own `SQLiteKeystore` instance, as another process would have.
     private func instance(fake: FakeCognito = FakeCognito(expiration: Date().addingTimeInterval(3600))) throws -> FederationClient {
