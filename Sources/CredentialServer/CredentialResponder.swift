@@ -7,6 +7,7 @@ import Federation
 import HTTPTypes
 import Hummingbird
 import Logging
+import NIOCore
 
 /// Answers every request the server receives, in this order:
 ///
@@ -16,8 +17,12 @@ import Logging
 /// 4. the session's credentials as the keystore holds them now → 200; no valid ones → 404
 ///    `NoValidCredentials`, a terminated identity → 410 `IdentityTerminated`, an unreadable
 ///    keystore → 503 `KeystoreUnavailable`.
+///
+/// Every answer but a 200 closes the connection once written: a local user without the
+/// token must not be able to hold connections open (by sending a refused request every few
+/// seconds, or a body a byte at a time) until the server's connection limit is reached.
 struct CredentialResponder: HTTPResponder {
-    typealias Context = BasicRequestContext
+    typealias Context = CredentialRequestContext
 
     static let pathPrefix = "/credentials/"
 
@@ -27,6 +32,16 @@ struct CredentialResponder: HTTPResponder {
     let logger: Logger
 
     func respond(to request: Request, context: Context) async throws -> Response {
+        let response = await answer(request)
+        if response.status != .ok {
+            // Reading ends, so the server closes the connection after writing the answer
+            // (an unread body is dropped with it).
+            context.channel.close(mode: .input, promise: nil)
+        }
+        return response
+    }
+
+    private func answer(_ request: Request) async -> Response {
         let authorization = request.headers[.authorization]
         guard token.isPresented(in: authorization) else {
             let missing = authorization == nil
@@ -86,5 +101,16 @@ struct CredentialResponder: HTTPResponder {
             status: status,
             headers: [.contentType: "application/json", .cacheControl: "no-store"],
             body: ResponseBody(byteBuffer: buffer))
+    }
+}
+
+/// A request context that keeps the connection's channel, so the responder can end it.
+struct CredentialRequestContext: RequestContext {
+    var coreContext: CoreRequestContextStorage
+    let channel: any Channel
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = CoreRequestContextStorage(source: source)
+        channel = source.channel
     }
 }

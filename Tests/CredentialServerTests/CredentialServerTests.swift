@@ -133,6 +133,27 @@ final class CredentialServerTests: XCTestCase {
         try await running.stop()
     }
 
+    /// A saved item that stopped opening (tampered, sealed with another key) is what the
+    /// session is now: an error, never the credentials the client had cached.
+    func testADamagedSavedItemIsAnErrorNeverTheCachedCredentials() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("credential-server-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let keystore = try SQLiteKeystore(root: root, service: "credential-server-tests", keySource: .raw([UInt8](repeating: 4, count: 32)))
+        defer { keystore.close() }
+        let client = try federatingClient(fake, keystore: keystore)
+        try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        let running = try start(client, sessions: ["alice"])
+        var answer = try await running.request("/credentials/alice")
+        XCTAssertEqual(answer.status, 200)
+
+        try keystore.replaceStoredRow(sealing: Array("planted".utf8), withKey: [UInt8](repeating: 9, count: 32), forKey: "session.alice")
+        answer = try await running.request("/credentials/alice")
+        XCTAssertEqual(answer.status, 503, answer.body)
+        XCTAssertEqual(answer.json["code"] as? String, "KeystoreUnavailable")
+        XCTAssertFalse(answer.body.contains(FakeCognito.secretKey))
+        try await running.stop()
+    }
+
     func testTerminatedIdentityIsGone() async throws {
         let client = try federatingClient(fake, keystore: InMemoryKeystore())
         try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
@@ -271,6 +292,34 @@ final class CredentialServerTests: XCTestCase {
             XCTFail("the half-sent request's connection was still open after 5 s")
         case .answered(let text):
             XCTFail("the server answered a half-sent request: \(text)")
+        }
+        try await running.stop()
+    }
+
+    /// A local user without the token cannot hold connections open: every refusal closes
+    /// its connection (a refused request every few seconds, or a body sent a byte at a time,
+    /// kept it open and filled the server's 256 connections); a served request keeps it.
+    func testRefusalsCloseTheirConnectionAndAnswersKeepIt() async throws {
+        let client = try federatingClient(fake, keystore: InMemoryKeystore())
+        try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        let running = RunningServer(try CredentialServer(client: client, configuration: CredentialServerConfiguration(session: "alice")))
+        let base = try await running.server.baseURL()
+        let port = try XCTUnwrap(UInt16(base.split(separator: ":").last ?? ""))
+        let token = running.server.authorizationToken.value
+        let cases: [(request: String, status: String, closes: Bool)] = [
+            ("GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", "401", true),
+            ("GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000000\r\n\r\nx", "401", true),
+            ("GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: wrong\r\n\r\n", "403", true),
+            ("GET /elsewhere HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(token)\r\n\r\n", "404", true),
+            ("GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(token)\r\n\r\n", "200", false),
+        ]
+        for item in cases {
+            let connection = try XCTUnwrap(HalfSentRequest(port: port, sending: item.request), "could not connect")
+            let (text, closed) = await withCheckedContinuation { continuation in
+                Thread.detachNewThread { continuation.resume(returning: connection.readAll(within: .seconds(2))) }
+            }
+            XCTAssertTrue(text.hasPrefix("HTTP/1.1 \(item.status)"), "\(item.status): \(text.prefix(40))")
+            XCTAssertEqual(closed, item.closes, "\(item.status) \(item.closes ? "closes" : "keeps") the connection")
         }
         try await running.stop()
     }

@@ -77,7 +77,7 @@ final class RunningServer: Sendable {
 }
 
 /// A raw loopback connection that sends the start of a request and never the rest (what a
-/// client holding connections open does).
+/// client holding connections open does), or whatever else a test gives it.
 final class HalfSentRequest: Sendable {
     enum Outcome: Sendable {
         /// The server closed the connection, this long after it was opened.
@@ -90,7 +90,7 @@ final class HalfSentRequest: Sendable {
     private let descriptor: Int32
     private let opened = ContinuousClock.now
 
-    init?(port: UInt16) {
+    init?(port: UInt16, sending text: String = "GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\n") {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return nil }
         var address = sockaddr_in()
@@ -100,7 +100,7 @@ final class HalfSentRequest: Sendable {
         let connected = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        let start = Array("GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\n".utf8)
+        let start = Array(text.utf8)
         guard connected == 0, send(fd, start, start.count, 0) == start.count else {
             close(fd)
             return nil
@@ -125,5 +125,22 @@ final class HalfSentRequest: Sendable {
             }
         }
         return .stillOpen
+    }
+}
+
+extension HalfSentRequest {
+    /// Reads what the server sends until it closes the connection or `limit` passes: the
+    /// text, and whether it closed.
+    func readAll(within limit: Duration) -> (text: String, closed: Bool) {
+        var text = ""
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            switch waitForClose(within: deadline - ContinuousClock.now) {
+            case .answered(let part): text += part
+            case .closed: return (text, true)
+            case .stillOpen: return (text, false)
+            }
+        }
+        return (text, false)
     }
 }

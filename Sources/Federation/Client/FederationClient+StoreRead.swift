@@ -15,9 +15,10 @@ extension FederationClient {
     /// ``credentials(for:)`` answers from the cache, which hears of another process's
     /// change through the keystore's change feed (`SQLiteKeystore` polls it every 100 ms);
     /// this read does not wait for the feed, so a token pushed or a session cleared
-    /// anywhere is seen by the very next call. When the keystore cannot be read, the cached
+    /// anywhere is seen by the very next call. When the keystore cannot be reached, the cached
     /// session answers (design: cached valid credentials are still served while the store
-    /// is unreachable).
+    /// is unreachable); when its item does not open (damaged, sealed with another key), the
+    /// call fails with ``FederationError/Code/storage``.
     ///
     /// - Throws: as ``credentials(for:)``.
     package func credentialsReadingStore(for session: String) async throws(FederationError) -> AWSCredentials {
@@ -30,8 +31,12 @@ extension FederationClient {
             if cache.peek(session)?.generation == generation {
                 apply(session) { machine, now, margin in machine.stored(record, now: now, margin: margin) }
             }
+        } catch where error.isUnreadableItem {
+            // The store answered, and its item does not open (damaged, another key): that is
+            // what the session is now, not something the cache may paper over.
+            throw error
         } catch {
-            logger.debug("session unreadable; answering from the cache", metadata: ["broker.session": "\(session)", "broker.error": "\(error.code)"])
+            logger.debug("store unreachable; answering from the cache", metadata: ["broker.session": "\(session)", "broker.error": "\(error.code)"])
         }
         return try await credentials(for: session)
     }
