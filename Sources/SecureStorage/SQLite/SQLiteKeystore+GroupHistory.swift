@@ -52,13 +52,24 @@ extension SQLiteKeystore {
         if let last, last == group { return }
         if let last {
             if configuration.moveItemsFromPreviousGroup {
-                let moved = try StoreMigration(layout: layout, from: last, to: group, keySource: keySource, busyTimeout: configuration.busyTimeout).run()
-                logger?.notice("keystore items moved from the previous access group", metadata: [
+                let metadata: Logger.Metadata = [
                     "broker.service": "\(layout.service)",
                     "broker.fromGroup": "\(last)",
                     "broker.accessGroup": "\(group)",
-                    "broker.itemCount": "\(moved)",
-                ])
+                ]
+                // A damaged item must not keep the keystore from opening: it stays behind, the
+                // rest moves. While anything stays, the group is not recorded, so every open
+                // tries again (an item rewritten in the old group during the move moves then).
+                var migration = StoreMigration(layout: layout, from: last, to: group, keySource: keySource, busyTimeout: configuration.busyTimeout)
+                migration.leavingUnreadable = true
+                let outcome = try migration.run()
+                logger?.notice("keystore items moved from the previous access group", metadata: metadata.merging(["broker.itemCount": "\(outcome.moved)"]) { $1 })
+                if outcome.unreadableLeft > 0 {
+                    logger?.warning(
+                        "keystore items that do not open stay in the previous access group; the next open tries again (clear them there to stop this)",
+                        metadata: metadata.merging(["broker.itemCount": "\(outcome.unreadableLeft)"]) { $1 })
+                }
+                if outcome.unreadableLeft > 0 || outcome.rewrittenMeanwhile > 0 { return }
             } else {
                 logger?.notice("access group changed without migration; previous items left in place", metadata: [
                     "broker.service": "\(layout.service)",

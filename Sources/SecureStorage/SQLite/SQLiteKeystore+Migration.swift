@@ -44,7 +44,7 @@ extension SQLiteKeystore {
                     let layout = try StoreLayout(root: root, service: service)
                     var migration = StoreMigration(layout: layout, from: from, to: to, keySource: keySource, busyTimeout: configuration.busyTimeout)
                     migration.checkpoint = checkpoint
-                    return try migration.run()
+                    return try migration.run().moved
                 })
             }
         }

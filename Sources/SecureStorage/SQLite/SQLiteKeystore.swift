@@ -18,8 +18,11 @@ import Dispatch
 /// Writes from any number of tasks go to one writer connection on its own queue; batches that
 /// arrive while a commit runs share the next commit (one fsync for all). Reads use separate
 /// connections and never wait for a commit (a read runs on the caller's thread when it can
-/// answer at once); checkpoints run in the background. Nothing that can wait for a lock or an
-/// fsync runs on Swift's cooperative pool.
+/// answer at once); checkpoints run in the background. A commit runs on its caller's thread
+/// (a thread of Swift's cooperative pool, for an `async` caller) only when the writer is idle
+/// and its lock free at once: it then blocks that thread for its fsync (and, every ~2,000 WAL
+/// pages, for the rest of a checkpoint); anything that has to wait for a lock waits on the
+/// writer's own queue.
 /// Call ``close()`` when done (deinit does it too).
 public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
     /// The root directory all namespaces live under (without trailing slashes).

@@ -1,7 +1,9 @@
 /// Moves a service's items from one access group's database to another's.
 ///
-/// Every source item is opened with the source key first; if any cannot be, nothing moves;
-/// and the target key must open the target's key check (``StoreNamespace/verifyKey(on:service:)``).
+/// Both keys must open their namespace's key check (``StoreNamespace/verifyKey(on:service:)``).
+/// Every source item is opened with the source key first; if any cannot be, nothing moves,
+/// unless ``leavingUnreadable`` is set (a move on open): such an item, and one whose newer
+/// target item does not open, then stays in the source, and the rest moves.
 /// Then one transaction on the target upserts every item re-sealed for its new name (versions
 /// kept, a newer target item wins), with change rows, and reads each back; a second
 /// transaction on the source deletes each item only if its ciphertext is unchanged, so an item
@@ -13,6 +15,8 @@ struct StoreMigration {
     let to: AccessGroup
     let keySource: KeySource
     let busyTimeout: Duration
+    /// Whether items that do not open stay behind rather than stopping the migration.
+    var leavingUnreadable = false
     /// Called at `copied` and `deleted` (after each transaction), for crash tests.
     var checkpoint: (String) -> Void = { _ in }
 
@@ -23,17 +27,27 @@ struct StoreMigration {
         var plaintext: [UInt8]
     }
 
-    /// Returns how many items left the source.
-    func run() throws(KeystoreError) -> Int {
-        guard from != to else { return 0 }
+    /// What a run did: how many items left the source, how many stayed because they were
+    /// rewritten there while it ran (the next run moves them), and how many stayed because
+    /// they (or newer target items) do not open.
+    struct Outcome {
+        var moved = 0
+        var rewrittenMeanwhile = 0
+        var unreadableLeft = 0
+    }
+
+    func run() throws(KeystoreError) -> Outcome {
+        guard from != to else { return Outcome() }
         guard let source = try StoreNamespace.open(layout: layout, group: from, keySource: keySource, create: false) else {
-            return 0
+            return Outcome()
         }
         let sourceConnection = try source.connect(service: layout.service, busyTimeout: busyTimeout)
         defer { sourceConnection.close() }
-        var items = try read(source, on: sourceConnection)
+        // A wrong key is refused as such, before any item is looked at.
+        try source.verifyKey(on: sourceConnection, service: layout.service)
+        var (items, unreadable) = try read(source, on: sourceConnection)
         defer { for index in items.indices { CryptoRuntime.cleanse(&items[index].plaintext) } }
-        guard !items.isEmpty else { return 0 }
+        guard !items.isEmpty else { return Outcome(unreadableLeft: unreadable) }
 
         guard let target = try StoreNamespace.open(layout: layout, group: to, keySource: keySource, create: true) else {
             throw KeystoreError(.invalidKey, "no key available for the target access group")
@@ -45,7 +59,9 @@ struct StoreMigration {
         try target.verifyKey(on: targetConnection, service: layout.service)
         let origin = try KeystoreError.rethrowing { try CryptoRuntime.randomBytes(8).reduce(Int64(0)) { $0 << 8 | Int64($1) } }
 
+        var staying: Set<String> = []
         try targetConnection.immediateTransaction { () throws(KeystoreError) in
+            staying = []
             for item in items {
                 let sealed = try target.seal(item.plaintext, forKey: item.key)
                 try targetConnection.withStatement(StoreSchema.upsert) { statement throws(KeystoreError) in
@@ -60,7 +76,14 @@ struct StoreMigration {
                 guard let stored else {
                     throw KeystoreError(.migrationFailed, "item '\(item.key)' is missing after the copy; nothing was moved", path: target.databasePath)
                 }
-                var copy = try target.open(stored, forKey: item.key)
+                var copy: [UInt8]
+                do throws(KeystoreError) {
+                    copy = try target.open(stored, forKey: item.key)
+                } catch where !applied && leavingUnreadable {
+                    // A newer target item that does not open: the source item stays.
+                    staying.insert(item.key)
+                    continue
+                }
                 defer { CryptoRuntime.cleanse(&copy) }
                 // A newer target item (higher version) legitimately differs from the source.
                 if applied && copy != item.plaintext {
@@ -72,7 +95,7 @@ struct StoreMigration {
 
         let moved = try sourceConnection.immediateTransaction { () throws(KeystoreError) -> Int in
             var moved = 0
-            for item in items {
+            for item in items where !staying.contains(item.key) {
                 try sourceConnection.withStatement(StoreSchema.deleteIfUnchanged) { statement throws(KeystoreError) in
                     try statement.bind(1, text: item.key)
                     try statement.bind(2, blob: item.sealed)
@@ -86,11 +109,12 @@ struct StoreMigration {
             return moved
         }
         checkpoint("deleted")
-        return moved
+        return Outcome(moved: moved, rewrittenMeanwhile: items.count - staying.count - moved, unreadableLeft: unreadable + staying.count)
     }
 
-    /// Reads and opens every source item; throws, naming how many failed, before anything moves.
-    private func read(_ source: StoreNamespace, on connection: SQLiteConnection) throws(KeystoreError) -> [SourceItem] {
+    /// Reads and opens every source item; throws, naming how many failed, before anything
+    /// moves, unless ``leavingUnreadable`` (then returns how many did not open).
+    private func read(_ source: StoreNamespace, on connection: SQLiteConnection) throws(KeystoreError) -> ([SourceItem], Int) {
         let rows = try connection.withStatement(StoreSchema.selectItems) { statement throws(KeystoreError) -> [(String, Int64?, [UInt8])] in
             var rows: [(String, Int64?, [UInt8])] = []
             while try statement.step() {
@@ -107,7 +131,7 @@ struct StoreMigration {
                 failures.append(error)
             }
         }
-        if let first = failures.first {
+        if let first = failures.first, !leavingUnreadable {
             for index in items.indices { CryptoRuntime.cleanse(&items[index].plaintext) }
             throw KeystoreError(
                 first.code,
@@ -115,6 +139,6 @@ struct StoreMigration {
                 path: source.databasePath
             )
         }
-        return items
+        return (items, failures.count)
     }
 }

@@ -1,5 +1,7 @@
 import BrokerTestSupport
 import Foundation
+import InMemoryLogging
+import Logging
 import XCTest
 @testable import SecureStorage
 
@@ -64,27 +66,27 @@ final class SQLiteMigrationTests: XCTestCase {
         }
     }
 
-    func testWrongKeyMovesNothingAndSaysHowMany() async throws {
+    func testAWrongKeyIsRefusedByTheSourceKeyCheckAndMovesNothing() async throws {
         let temporary = try TemporaryRoot()
         let root = temporary.root
         try await fill(root, group: .none, count: 5, keySource: testKey(1))
         let recorded = try lastGroup(root)
         XCTAssertEqual(recorded, "none")
 
-        let error = await assertThrows(KeystoreError.self, code: .authenticationFailed) {
+        let error = await assertThrows(KeystoreError.self, code: .invalidKey) {
             try await SQLiteKeystore.migrate(root: root, service: "tool", from: .none, to: self.team, keySource: testKey(2))
         }
-        XCTAssertTrue(error?.reason.contains("5 of 5 items") ?? false, error?.reason ?? "")
-        XCTAssertTrue(error?.reason.contains("nothing was moved") ?? false, error?.reason ?? "")
+        XCTAssertTrue(error?.reason.contains("key check") ?? false, error?.reason ?? "")
         XCTAssertFalse(FileManager.default.fileExists(atPath: try StoreLayout(root: root, service: "tool").namespaceDirectory(team)),
                        "the target was created before the source was checked")
         try await assertNothingMoved(root, sourceItems: 5, readable: 0..<5, key: testKey(1), lastGroup: recorded)
 
-        // Moving on open refuses the same way, and the open fails.
-        let onOpen = assertThrows(KeystoreError.self, code: .authenticationFailed) {
+        // Moving on open refuses the same way, and the open fails (a wrong key is not a
+        // damaged item, which would stay behind).
+        let onOpen = assertThrows(KeystoreError.self, code: .invalidKey) {
             try SQLiteKeystore(root: root, service: "tool", accessGroup: team, keySource: testKey(2), configuration: .init(moveItemsFromPreviousGroup: true))
         }
-        XCTAssertTrue(onOpen?.reason.contains("5 of 5 items") ?? false, onOpen?.reason ?? "")
+        XCTAssertTrue(onOpen?.reason.contains("key check") ?? false, onOpen?.reason ?? "")
         try await assertNothingMoved(root, sourceItems: 5, readable: 0..<5, key: testKey(1), lastGroup: recorded)
 
         // The right key moves everything.
@@ -321,5 +323,41 @@ final class SQLiteMigrationTests: XCTestCase {
         XCTAssertEqual(keys, ["k0", "k1", "k2"])
         let left = try await contents(temporary.root, group: .none)
         XCTAssertTrue(left.isEmpty)
+    }
+
+    /// A damaged item in the previous group must not keep the keystore from opening with
+    /// moves on: it stays there (with a warning), the rest moves, and the group is recorded
+    /// only once nothing stays behind. A newer target copy that does not open keeps its
+    /// source item too.
+    func testADamagedItemStaysBehindWhenMovingOnOpen() async throws {
+        let temporary = try TemporaryRoot()
+        let root = temporary.root
+        try await fill(root, group: .none, count: 4, keySource: testKey())
+        let path = try StoreLayout(root: root, service: "tool").databasePath(.none)
+        try tamper(path) { connection throws(KeystoreError) in
+            var damaged = try sealedValue(connection, key: "k1")!
+            damaged[20] ^= 1
+            try storeSealed(connection, key: "k1", value: damaged)
+        }
+        // In the target, a newer copy of k2 planted by someone who can write the file.
+        let target = try SQLiteKeystore(root: root, service: "tool", accessGroup: team, keySource: testKey())
+        try target.replaceStoredRow(sealing: bytes("planted"), withKey: [UInt8](repeating: 9, count: 32), forKey: "k2")
+        try tamper(try StoreLayout(root: root, service: "tool").databasePath(team)) { connection throws(KeystoreError) in
+            try connection.execute("UPDATE items SET version = 99 WHERE key = 'k2'")
+        }
+        target.close()
+        try SQLiteKeystore(root: root, service: "tool", keySource: testKey()).close()  // the last group is none again
+
+        let logs = InMemoryLogHandler()
+        let moving = try SQLiteKeystore(
+            root: root, service: "tool", accessGroup: team, keySource: testKey(),
+            configuration: .init(moveItemsFromPreviousGroup: true), logger: Logger(label: "moving", factory: { _ in logs }))
+        let moved = try await moving.keys()
+        moving.close()
+        XCTAssertEqual(moved, ["k0", "k2", "k3"])
+        let warnings = logs.entries.filter { $0.level == .warning && $0.message.description.contains("do not open stay in the previous access group") }
+        XCTAssertEqual(warnings.count, 1, "a warning says so: \(logs.entries.map(\.message))")
+        XCTAssertEqual(try lastGroup(root), "none", "not recorded while items stay behind")
+        XCTAssertEqual(try itemCount(root, .none), 2, "the damaged k1 and the k2 whose newer target copy does not open stay")
     }
 }
