@@ -7,7 +7,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#ifdef __linux__
 #include <sys/prctl.h>
+#endif
 
 static int is_kept(int fd, const int *keep, int count) {
     for (int index = 0; index < count; index++) {
@@ -97,5 +99,10 @@ int ib_open_descriptors(int *out, int capacity) {
 }
 
 int ib_make_undumpable(void) {
+#ifdef __linux__
     return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0 ? 0 : errno;
+#else
+    // Elsewhere the process stays dumpable (the brief targets Linux servers).
+    return ENOSYS;
+#endif
 }

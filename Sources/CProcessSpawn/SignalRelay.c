@@ -41,5 +41,10 @@ void ib_signal_relay_uninstall(const int *signals, int count) {
 }
 
 int ib_si_kernel(void) {
+#ifdef SI_KERNEL
     return SI_KERNEL;
+#else
+    // No kernel-sent code to recognise: an impossible si_code value.
+    return 0x7fffffff;
+#endif
 }
