@@ -57,19 +57,29 @@ extension SQLiteKeystore {
                     "broker.fromGroup": "\(last)",
                     "broker.accessGroup": "\(group)",
                 ]
-                // A damaged item must not keep the keystore from opening: it stays behind, the
-                // rest moves. While anything stays, the group is not recorded, so every open
-                // tries again (an item rewritten in the old group during the move moves then).
+                // Never twice: the new group is recorded after the move, so no member of a shared
+                // old group can feed items into this one at later opens. A damaged item stays
+                // behind rather than failing the open. When the old group is shared, no failure
+                // of the move fails the open (its other members could otherwise hold its lock or
+                // spoil its key check and block every open); from the private group, one does
+                // (only the user writes there: a wrong key, say), and the next open tries again.
+                // What stays behind is logged and can be moved with `migrate`.
                 var migration = StoreMigration(layout: layout, from: last, to: group, keySource: keySource, busyTimeout: configuration.busyTimeout)
                 migration.leavingUnreadable = true
-                let outcome = try migration.run()
-                logger?.notice("keystore items moved from the previous access group", metadata: metadata.merging(["broker.itemCount": "\(outcome.moved)"]) { $1 })
-                if outcome.unreadableLeft > 0 {
+                do {
+                    let outcome = try migration.run()
+                    logger?.notice("keystore items moved from the previous access group", metadata: metadata.merging(["broker.itemCount": "\(outcome.moved)"]) { $1 })
+                    let left = outcome.unreadableLeft + outcome.rewrittenMeanwhile
+                    if left > 0 {
+                        logger?.warning(
+                            "keystore items stay in the previous access group (they do not open, or were rewritten during the move); move them with migrate once fixed",
+                            metadata: metadata.merging(["broker.itemCount": "\(left)"]) { $1 })
+                    }
+                } catch where last.isShared {
                     logger?.warning(
-                        "keystore items that do not open stay in the previous access group; the next open tries again (clear them there to stop this)",
-                        metadata: metadata.merging(["broker.itemCount": "\(outcome.unreadableLeft)"]) { $1 })
+                        "keystore items not moved from the previous access group; they stay there: move them with migrate",
+                        metadata: metadata.merging(["broker.error": "\(error.code)"]) { $1 })
                 }
-                if outcome.unreadableLeft > 0 || outcome.rewrittenMeanwhile > 0 { return }
             } else {
                 logger?.notice("access group changed without migration; previous items left in place", metadata: [
                     "broker.service": "\(layout.service)",

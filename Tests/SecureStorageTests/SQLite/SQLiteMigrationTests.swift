@@ -81,8 +81,8 @@ final class SQLiteMigrationTests: XCTestCase {
                        "the target was created before the source was checked")
         try await assertNothingMoved(root, sourceItems: 5, readable: 0..<5, key: testKey(1), lastGroup: recorded)
 
-        // Moving on open refuses the same way, and the open fails (a wrong key is not a
-        // damaged item, which would stay behind).
+        // Moving on open from the private group refuses the same way, and the open fails (only
+        // the user writes there: this is their wrong key, not someone's spoiled check).
         let onOpen = assertThrows(KeystoreError.self, code: .invalidKey) {
             try SQLiteKeystore(root: root, service: "tool", accessGroup: team, keySource: testKey(2), configuration: .init(moveItemsFromPreviousGroup: true))
         }
@@ -326,9 +326,8 @@ final class SQLiteMigrationTests: XCTestCase {
     }
 
     /// A damaged item in the previous group must not keep the keystore from opening with
-    /// moves on: it stays there (with a warning), the rest moves, and the group is recorded
-    /// only once nothing stays behind. A newer target copy that does not open keeps its
-    /// source item too.
+    /// moves on: it stays there (with a warning), the rest moves, and the new group is
+    /// recorded. A newer target copy that does not open keeps its source item too.
     func testADamagedItemStaysBehindWhenMovingOnOpen() async throws {
         let temporary = try TemporaryRoot()
         let root = temporary.root
@@ -355,9 +354,34 @@ final class SQLiteMigrationTests: XCTestCase {
         let moved = try await moving.keys()
         moving.close()
         XCTAssertEqual(moved, ["k0", "k2", "k3"])
-        let warnings = logs.entries.filter { $0.level == .warning && $0.message.description.contains("do not open stay in the previous access group") }
+        let warnings = logs.entries.filter { $0.level == .warning && $0.message.description.contains("stay in the previous access group") }
         XCTAssertEqual(warnings.count, 1, "a warning says so: \(logs.entries.map(\.message))")
-        XCTAssertEqual(try lastGroup(root), "none", "not recorded while items stay behind")
+        XCTAssertEqual(try lastGroup(root), StoreSchema.encode(team), "recorded anyway: the move runs once, so the old group cannot feed this one later")
         XCTAssertEqual(try itemCount(root, .none), 2, "the damaged k1 and the k2 whose newer target copy does not open stay")
+    }
+
+    /// Members of a shared group can write its database: what they do to it (spoil its key
+    /// check, say) must not keep a user who moves out of it from opening, and the move is
+    /// recorded, so they cannot feed items into the user's new group at later opens.
+    func testNothingInASharedOldGroupBlocksTheOpenOrFeedsTheNewGroupLater() async throws {
+        let temporary = try TemporaryRoot()
+        let root = temporary.root
+        try await fill(root, group: team, count: 2, keySource: testKey())
+        let teamPath = try StoreLayout(root: root, service: "tool").databasePath(team)
+        try tamper(teamPath) { connection throws(KeystoreError) in
+            try StoreSchema.setMeta(StoreNamespace.keyCheckName, "spoiled", on: connection)
+        }
+        let logs = InMemoryLogHandler()
+        let moving = try SQLiteKeystore(
+            root: root, service: "tool", keySource: testKey(),
+            configuration: .init(moveItemsFromPreviousGroup: true), logger: Logger(label: "moving", factory: { _ in logs }))
+        let keys = try await moving.keys()
+        XCTAssertEqual(keys, [], "nothing moved")
+        let warned = logs.entries.filter { $0.level == .warning && $0.metadata["broker.error"] == "invalidKey" }
+        XCTAssertEqual(warned.count, 1, "\(logs.entries.map(\.message))")
+        // Recorded, so later opens move nothing more from the old group: its members cannot
+        // feed items into this one.
+        XCTAssertEqual(try lastGroup(root), "none", "the private group is recorded")
+        moving.close()
     }
 }
