@@ -32,10 +32,11 @@ struct CredentialResponder: HTTPResponder {
     let logger: Logger
 
     func respond(to request: Request, context: Context) async throws -> Response {
-        let response = await answer(request)
+        var response = await answer(request)
         if response.status != .ok {
-            // Reading ends, so the server closes the connection after writing the answer
-            // (an unread body is dropped with it).
+            // Said, so that a client does not reuse the connection; and done: reading ends,
+            // so the server closes it after writing the answer (an unread body is dropped).
+            response.headers[.connection] = "close"
             context.channel.close(mode: .input, promise: nil)
         }
         return response

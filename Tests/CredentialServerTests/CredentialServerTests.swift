@@ -320,6 +320,7 @@ final class CredentialServerTests: XCTestCase {
             }
             XCTAssertTrue(text.hasPrefix("HTTP/1.1 \(item.status)"), "\(item.status): \(text.prefix(40))")
             XCTAssertEqual(closed, item.closes, "\(item.status) \(item.closes ? "closes" : "keeps") the connection")
+            XCTAssertEqual(text.lowercased().contains("connection: close"), item.closes, "and says so: \(text.prefix(200))")
         }
         try await running.stop()
     }
