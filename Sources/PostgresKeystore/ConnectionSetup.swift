@@ -28,10 +28,10 @@ import Synchronization
 ///
 /// Both are set per session rather than as startup parameters, which connection poolers such as
 /// PgBouncer refuse unless configured to ignore it (the keystore needs a direct connection or
-/// a pooler in session mode anyway, for `LISTEN`). A server too old to know the setting
-/// (before PostgreSQL 12) keeps its default.
+/// a pooler in session mode anyway, for `LISTEN`), in one statement: one round trip per new
+/// connection. A server too old to know `plan_cache_mode` (before PostgreSQL 12) refuses the
+/// statement; the timeout alone is then set, and its plans keep their default.
 final class ConnectionSetup: Sendable {
-    static let statement: PostgresQuery = "SET plan_cache_mode = force_generic_plan"
 
     /// The connections already set up, by their pool's ID.
     private let done = Mutex<Set<PostgresConnection.ID>>([])
@@ -49,13 +49,15 @@ final class ConnectionSetup: Sendable {
     /// Sets `connection` up unless it already is.
     func prepare(_ connection: PostgresConnection, logger: Logger) async throws {
         guard !done.withLock({ $0.contains(connection.id) }) else { return }
-        try await connection.query(
-            "SELECT set_config('statement_timeout', \(String(statementTimeoutMilliseconds)), false)", logger: logger)
+        let timeout = String(statementTimeoutMilliseconds)
         do {
-            try await connection.query(Self.statement, logger: logger)
+            try await connection.query("""
+                SELECT set_config('statement_timeout', \(timeout), false), set_config('plan_cache_mode', 'force_generic_plan', false)
+                """, logger: logger)
         } catch let error as PSQLError where error.code == .server && error.serverInfo?[.sqlState] == "42704" {
-            // undefined_object: no such setting on this server.
+            // undefined_object: no plan_cache_mode on this server (nothing of the statement applied).
             logger.debug("the server has no plan_cache_mode setting; prepared statements keep its default plans")
+            try await connection.query("SELECT set_config('statement_timeout', \(timeout), false)", logger: logger)
         }
         done.withLock { done in
             // Closed connections leave their IDs behind; past a bound, forget them all (a live

@@ -136,33 +136,35 @@ extension PostgresKeystore {
                 "\(failures.count) of \(rows.count) items cannot be opened with the source key (first: \(first.reason)); nothing was moved")
         }
 
-        // A few statements per chunk of items rather than three round trips per item: a
+        // Three statements per chunk of items rather than three round trips per item: a
         // migration is one call under one operation timeout, which thousands of round trips
-        // over a real network would never fit.
-        var targetChanged: [String] = []
-        var moved: [String] = []
+        // over a real network would never fit. The commit's and the combined read's own
+        // statements do the work, each notifying what it changed (delivered at commit).
+        var moved = 0
         for chunk in stride(from: 0, to: items.count, by: migrationChunk).map({ items[$0..<min($0 + migrationChunk, items.count)] }) {
             var sets: [(key: String, version: Int64?, sealed: [UInt8])] = []
             sets.reserveCapacity(chunk.count)
             for item in chunk { sets.append((item.key, item.version, try target.seal(item.plaintext, forKey: item.key))) }
-            let applied = try await PostgresSchema.upsertMany(target, sets, on: connection, logger: logger)
-            targetChanged += chunk.map(\.key).filter(applied.contains)
-            let stored = try await PostgresSchema.values(target, keys: chunk.map(\.key), on: connection, logger: logger)
+            let applied = try await PostgresSchema.applyDistinct(
+                sets: sets, removes: [], namespace: target, origin: origin, on: connection, logger: logger).sets
+            let readBack = try await PostgresSchema.run(
+                PostgresSchema.ReadMany(service: target.service, group: target.groupColumn, keys: chunk.map(\.key)),
+                on: connection, logger: logger)
+            let stored = Dictionary(readBack.map { ($0.0, $0.1) }, uniquingKeysWith: { first, _ in first })
             for item in chunk {
-                guard let sealed = stored[item.key] else {
+                guard let buffer = stored[item.key] ?? nil else {
                     throw KeystoreError(.migrationFailed, "item '\(item.key)' is missing after the copy; nothing was moved")
                 }
-                var copy = try target.open(sealed, forKey: item.key)
+                var copy = try target.open(Array(buffer.readableBytesView), forKey: item.key)
                 defer { CryptoRuntime.cleanse(&copy) }
                 // A newer target item (higher version) legitimately differs from the source.
                 if applied.contains(item.key) && copy != item.plaintext {
                     throw KeystoreError(.migrationFailed, "item '\(item.key)' did not read back identically; nothing was moved")
                 }
             }
-            moved += try await PostgresSchema.deleteMany(source, keys: chunk.map(\.key), on: connection, logger: logger)
+            moved += try await PostgresSchema.applyDistinct(
+                sets: [], removes: chunk.map(\.key), namespace: source, origin: origin, on: connection, logger: logger).removes.count
         }
-        try await PostgresSchema.notify(targetChanged, namespace: target, origin: origin, on: connection, logger: logger)
-        try await PostgresSchema.notify(moved, namespace: source, origin: origin, on: connection, logger: logger)
-        return moved.count
+        return moved
     }
 }

@@ -302,52 +302,6 @@ enum PostgresSchema {
         return !rows.isEmpty
     }
 
-    /// Upserts sealed items of distinct keys with the versioned rule in one statement; returns
-    /// the keys whose write applied.
-    static func upsertMany(
-        _ namespace: PostgresNamespace, _ sets: [(key: String, version: Int64?, sealed: [UInt8])],
-        on connection: PostgresConnection, logger: Logger
-    ) async throws -> Set<String> {
-        let rows = try await connection.query("""
-            INSERT INTO identity_broker_items AS items (service, access_group, key, version, value)
-            SELECT \(namespace.service), \(namespace.groupColumn), s.key, CASE WHEN s.versioned THEN s.version END, s.value
-            FROM unnest(\(sets.map(\.key))::text[], \(sets.map { $0.version ?? 0 })::int8[], \(sets.map { $0.version != nil })::bool[],
-                \(sets.map { ByteBuffer(bytes: $0.sealed) })::bytea[]) AS s(key, version, versioned, value)
-            ON CONFLICT (service, access_group, key) DO UPDATE SET version = excluded.version, value = excluded.value
-            WHERE items.version IS NULL OR excluded.version IS NULL OR items.version <= excluded.version
-            RETURNING items.key
-            """, logger: logger).collect()
-        return Set(try rows.map { try $0.decode(String.self) })
-    }
-
-    /// The sealed values of `keys` that exist, in one statement.
-    static func values(
-        _ namespace: PostgresNamespace, keys: [String], on connection: PostgresConnection, logger: Logger
-    ) async throws -> [String: [UInt8]] {
-        let rows = try await connection.query("""
-            SELECT key, value FROM identity_broker_items
-            WHERE service = \(namespace.service) AND access_group = \(namespace.groupColumn) AND key = ANY(\(keys)::text[])
-            """, logger: logger).collect()
-        var values: [String: [UInt8]] = [:]
-        for row in rows {
-            let (key, value) = try row.decode((String, ByteBuffer).self)
-            values[key] = Array(value.readableBytesView)
-        }
-        return values
-    }
-
-    /// Deletes the items of `keys` in one statement; returns the keys there were.
-    static func deleteMany(
-        _ namespace: PostgresNamespace, keys: [String], on connection: PostgresConnection, logger: Logger
-    ) async throws -> [String] {
-        let rows = try await connection.query("""
-            DELETE FROM identity_broker_items
-            WHERE service = \(namespace.service) AND access_group = \(namespace.groupColumn) AND key = ANY(\(keys)::text[])
-            RETURNING key
-            """, logger: logger).collect()
-        return try rows.map { try $0.decode(String.self) }
-    }
-
     /// Signals listeners that `keys` of `namespace` changed (inside a transaction: delivered
     /// when it commits, in commit order). Nothing when no key changed.
     static func notify(

@@ -118,34 +118,46 @@ extension FederationClient {
         let before = entry.machine.record
         let announcedBefore = entry.machine.announced
         let announced = transition(&entry.machine, current, expiryMargin)
-        if let memory = reminderMemories.remove(session), cached == nil { entry.machine.recall(memory) }
+        if cached == nil { adopt(session, into: &entry) }
         // Only a change of what the session holds makes a store read in flight stale; a
         // clock tick or a read must not, or reloads racing with reads would be dropped.
         if localWrite || entry.machine.record != before || entry.generation == 0 {
-            nextGeneration += 1
-            entry.generation = nextGeneration
+            entry.generation = newGeneration()
         }
         if localWrite { entry.reloadAfter = Self.nextReload(whileUncertain: &entry.uncertainUntil) }
+        if let announced { publish(announced, session: session) }
+        place(session, entry, replacing: cached == nil ? nil : announcedBefore)
+    }
+
+    private func insert(_ session: String, _ machine: SessionStateMachine, needsReload: Bool) {
+        var entry = CachedSession(machine: machine, generation: newGeneration())
+        adopt(session, into: &entry)
+        if needsReload { entry.reloadAfter = .now }
+        place(session, entry, replacing: nil)
+    }
+
+    /// What a session coming (back) into the cache takes over from its time outside: what
+    /// it was reminded of, and the uncertain window of a write that failed meanwhile.
+    private func adopt(_ session: String, into entry: inout CachedSession) {
+        if let memory = reminderMemories.remove(session) { entry.machine.recall(memory) }
+        takeUncertainWrite(of: session, into: &entry)
+    }
+
+    /// Caches `entry`, keeps what the entries it evicts need, the gauges and the schedule.
+    /// `replacing` is the state announced for the entry it replaces (`nil` for a new one).
+    private func place(_ session: String, _ entry: CachedSession, replacing announcedBefore: SessionState?) {
         let evicted = cache.set(session, entry, isPinned: isPinned)
         forget(evicted)
-        if let announced { publish(announced, session: session) }
         if sessionGauges != nil {
-            countSessions(removing: cached == nil ? nil : announcedBefore, adding: entry.machine.announced, evicted: evicted.map(\.value))
+            countSessions(removing: announcedBefore, adding: entry.machine.announced, evicted: evicted.map(\.value))
         }
         scheduleExpiry(of: session, entry.machine)
     }
 
-    private func insert(_ session: String, _ machine: SessionStateMachine, needsReload: Bool) {
-        var machine = machine
-        if let memory = reminderMemories.remove(session) { machine.recall(memory) }
+    /// A generation no entry has had yet.
+    func newGeneration() -> UInt64 {
         nextGeneration += 1
-        var entry = CachedSession(machine: machine, generation: nextGeneration)
-        if needsReload { entry.reloadAfter = .now }
-        takeUncertainWrite(of: session, into: &entry)
-        let evicted = cache.set(session, entry, isPinned: isPinned)
-        forget(evicted)
-        if sessionGauges != nil { countSessions(removing: nil, adding: machine.announced, evicted: evicted.map(\.value)) }
-        scheduleExpiry(of: session, machine)
+        return nextGeneration
     }
 
     /// Keeps what evicted sessions were reminded of or postponed, so that reading one again

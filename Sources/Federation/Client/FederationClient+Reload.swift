@@ -62,8 +62,7 @@ extension FederationClient {
             uncertainWrites[session] = until
             return
         }
-        nextGeneration += 1
-        let generation = nextGeneration
+        let generation = newGeneration()
         _ = cache.update(session) { entry in
             entry.generation = generation
             entry.uncertainUntil = until

@@ -61,7 +61,6 @@ struct StoreMigration {
 
         var staying: Set<String> = []
         try targetConnection.immediateTransaction { () throws(KeystoreError) in
-            staying = []
             for item in items {
                 let sealed = try target.seal(item.plaintext, forKey: item.key)
                 try targetConnection.withStatement(StoreSchema.upsert) { statement throws(KeystoreError) in
