@@ -63,20 +63,36 @@ extension FederationClient {
             }
             let terminated = SessionRecord(
                 phase: .terminated, identityId: choice.identityId ?? previous?.identityId, provider: provider, credentials: nil)
+            var message = "the identity service says the identity is gone or disabled; clear the session, then federate again"
+            var storageError: KeystoreError?
             do {
                 _ = try await store.save(terminated, session: session)
-            } catch {
-                sessionLogger.debug("terminated session not saved", metadata: ["broker.error": "\(error.code)"])
+                sessionLogger.debug("federation failed: identity gone", metadata: ["broker.error": "\(error.code)"])
+                apply(session, localWrite: true) { machine, now, margin in
+                    machine.federationEnded(holding: .some(terminated), now: now, margin: margin)
+                }
+            } catch let saveError {
+                // The store is the source of truth: a `terminated` held only here would differ
+                // from what every other client reads, and vanish at the next reload. The
+                // session keeps its stored record, and the caller learns both facts.
+                sessionLogger.warning(
+                    "identity gone, but the terminated session was not saved",
+                    metadata: ["broker.error": "\(error.code)", "broker.storageError": "\(saveError.keystoreError?.code.description ?? saveError.code.description)"])
+                apply(session) { machine, now, margin in machine.federationEnded(holding: nil, now: now, margin: margin) }
+                // The save may still land (a timeout, a lost connection).
+                markWriteUncertain(session)
+                message = "the identity service says the identity is gone or disabled, but the session could not be marked terminated ("
+                    + "\(saveError.message)); it keeps its saved record until then; clear the session, then federate again"
+                storageError = saveError.keystoreError
             }
-            sessionLogger.debug("federation failed: identity gone", metadata: ["broker.error": "\(error.code)"])
-            apply(session, localWrite: true) { machine, now, margin in machine.federationEnded(holding: .some(terminated), now: now, margin: margin) }
             throw FederationError(
                 code: .identityTerminated,
-                message: "the identity service says the identity is gone or disabled; clear the session, then federate again",
+                message: message,
                 operation: error.operation,
                 serviceErrorType: error.serviceErrorType,
                 serviceMessage: error.serviceMessage,
-                httpStatus: error.httpStatus
+                httpStatus: error.httpStatus,
+                keystoreError: storageError
             )
         }
 

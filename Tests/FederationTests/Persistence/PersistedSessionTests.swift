@@ -199,6 +199,39 @@ final class PersistedSessionTests: KeystoreRootTestCase {
         XCTAssertEqual(restored.credentials, first.credentials, "the store keeps the last good session")
     }
 
+    /// The service says the identity is gone, but the store refuses the `terminated` record:
+    /// the caller hears both, and the session reads what the store holds (what every other
+    /// client reads) instead of a `terminated` that lives in one cache only.
+    func testATerminationThatCannotBeSavedKeepsTheStoredSession() async throws {
+        let store = ScriptableKeystore(wrapping: try keystore())
+        let fake = FakeCognito(expiration: testEpoch.addingTimeInterval(3600))
+        let client = try client(keystore: store, fake: fake)
+        let options = FederationOptions(developerProvidedIdentityId: "us-east-1:gone")
+        let first = try await client.federate(token: "opaque-dev-token", provider: .developer, options: options, session: "dev")
+
+        store.setFailWrites(true)
+        fake.enqueue(.error("ResourceNotFoundException", message: "Identity 'us-east-1:gone' not found."), for: .getCredentialsForIdentity)
+        let error = await assertThrows(FederationError.self, code: .identityTerminated) {
+            try await client.federate(token: "opaque-dev-token", provider: .developer, options: options, session: "dev")
+        }
+        XCTAssertEqual(error?.keystoreError?.code, .storeUnavailable)
+        XCTAssertTrue(error?.message.contains("could not be marked terminated") ?? false, error?.message ?? "")
+        let snapshot = try await client.session("dev")
+        XCTAssertEqual(snapshot.state, .federated, "the cache holds what the store holds")
+        XCTAssertEqual(snapshot.credentials, first.credentials)
+
+        // Once the store takes writes, the next attempt hears the same and makes it stick.
+        store.setFailWrites(false)
+        fake.enqueue(.error("ResourceNotFoundException", message: "Identity 'us-east-1:gone' not found."), for: .getCredentialsForIdentity)
+        let saved = await assertThrows(FederationError.self, code: .identityTerminated) {
+            try await client.federate(token: "opaque-dev-token", provider: .developer, options: options, session: "dev")
+        }
+        XCTAssertNil(saved?.keystoreError)
+        let other = FederationClient(keystore: try keystore())
+        let seen = try await other.session("dev")
+        XCTAssertEqual(seen.state, .terminated, "another client of the store reads the termination")
+    }
+
     /// Store unreachable: federate fails with a storage error and the session stays;
     /// cached valid credentials are still served; recovery needs no restart.
     func testAnUnreachableStoreFailsFederationsButServesCachedCredentialsAndRecovers() async throws {
