@@ -15,4 +15,26 @@ static inline int ib_sqlite3_bind_text_transient(sqlite3_stmt *statement, int in
     return sqlite3_bind_text(statement, index, text, count, SQLITE_TRANSIENT);
 }
 
+// Settings every connection gets before its first statement (`sqlite3_db_config` is
+// variadic, which Swift cannot call). A shared group's database is writable by every member
+// of the Unix group, so its schema is input: a trigger or view a member planted would
+// otherwise run inside every other member's process, with no bound on its CPU time.
+// Triggers and views are switched off, SQL functions in the schema are limited to those
+// without side effects, the schema cannot be edited through pragmas, and no string, blob or
+// row may exceed `maximum_length` bytes (a member cannot make a reader allocate gigabytes).
+static inline int ib_sqlite3_harden(sqlite3 *db, int maximum_length) {
+    int result = sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, (int *)0);
+#ifdef SQLITE_DBCONFIG_ENABLE_VIEW
+    if (result == SQLITE_OK) result = sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_VIEW, 0, (int *)0);
+#else
+    if (result == SQLITE_OK) result = SQLITE_ERROR;  // 3.31 or later is needed to refuse views
+#endif
+#ifdef SQLITE_DBCONFIG_TRUSTED_SCHEMA
+    if (result == SQLITE_OK) result = sqlite3_db_config(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, (int *)0);
+#endif
+    if (result == SQLITE_OK) result = sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, (int *)0);
+    if (result == SQLITE_OK) sqlite3_limit(db, SQLITE_LIMIT_LENGTH, maximum_length);
+    return result;
+}
+
 #endif

@@ -134,6 +134,10 @@ final class ChangeFeed: Sendable {
                     while try statement.step() {
                         let key = statement.text(1)
                         if seen.insert(key).inserted { keys.append(key) }
+                        // More than a subscriber buffers, which would then get `.all` anyway (a
+                        // bulk write, or a member flooding a shared group's log): stop reading
+                        // rather than hold a list that grows with the log.
+                        if keys.count > Self.bufferSize { return [.all] }
                     }
                     return keys.map { .item($0) }
                 }

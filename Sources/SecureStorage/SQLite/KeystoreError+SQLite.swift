@@ -26,6 +26,10 @@ extension KeystoreError {
             return KeystoreError(.storeUnavailable, reason, path: path, errno: systemErrno)
         case SQLITE_FULL:
             return KeystoreError(.io, reason, path: path, errno: ENOSPC)
+        case SQLITE_TOOBIG:
+            return KeystoreError(
+                .corruptFormat, "\(reason): an item, key or row is larger than the keystore's limit of \(SQLiteConnection.maximumLength) bytes",
+                path: path)
         case SQLITE_CORRUPT, SQLITE_NOTADB:
             return KeystoreError(.corruptFormat, reason, path: path)
         case SQLITE_PERM, SQLITE_AUTH:

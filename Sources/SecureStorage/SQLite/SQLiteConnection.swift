@@ -19,6 +19,11 @@ private struct PreparedStatement {
 /// poller's queue) uses it from one thread at a time,
 /// which is what makes the unchecked `Sendable` sound.
 final class SQLiteConnection: @unchecked Sendable {
+    /// The most bytes any string, blob or row may hold, read or written: a sealed item is
+    /// at most this long. Sessions take ~1.3 KB; the bound keeps a value a group member
+    /// planted in a shared database from making a reader allocate without limit.
+    static let maximumLength = 1 << 20
+
     let path: String
     /// How long a statement waits for another connection's lock before reporting busy.
     let busyTimeout: Duration
@@ -39,6 +44,12 @@ final class SQLiteConnection: @unchecked Sendable {
         let result = sqlite3_open_v2(path, &connection, flags, nil)
         guard result == SQLITE_OK else {
             let error = KeystoreError.sqlite(result, connection: connection, path: path, operation: "open")
+            sqlite3_close_v2(connection)
+            throw error
+        }
+        let hardened = ib_sqlite3_harden(connection, Int32(Self.maximumLength))
+        guard hardened == SQLITE_OK else {
+            let error = KeystoreError.sqlite(hardened, connection: connection, path: path, operation: "configuring the connection")
             sqlite3_close_v2(connection)
             throw error
         }

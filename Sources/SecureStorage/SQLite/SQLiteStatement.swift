@@ -15,6 +15,12 @@ struct SQLiteStatement {
     }
 
     func bind(_ index: Int32, blob: [UInt8]) throws(KeystoreError) {
+        // SQLite takes an Int32 count; past the connection's limit it refuses anyway.
+        guard blob.count <= SQLiteConnection.maximumLength else {
+            throw KeystoreError(
+                .corruptFormat, "the value is larger than the keystore's limit of \(SQLiteConnection.maximumLength) bytes",
+                path: connection.path)
+        }
         // A nil pointer would bind NULL; an empty blob still needs a valid one.
         let result = blob.isEmpty
             ? sqlite3_bind_zeroblob(statement, index, 0)

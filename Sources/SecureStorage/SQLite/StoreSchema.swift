@@ -106,6 +106,7 @@ enum StoreSchema {
                 }
                 try check(name, found: found, expected: value, path: connection.path)
             }
+            try checkObjects(on: connection)
         }
     }
 
@@ -121,7 +122,9 @@ enum StoreSchema {
             _ = try statement.step()
             return statement.int64(0)
         }
-        guard tables == 3, let foundVersion = try meta("schema_version", on: connection),
+        guard tables == 3 else { return false }
+        try checkObjects(on: connection)
+        guard let foundVersion = try meta("schema_version", on: connection),
               try checkVersion(foundVersion, path: connection.path) == version
         else { return false }
         for (name, value) in expectedMeta(service: service, group: group) {
@@ -130,6 +133,42 @@ enum StoreSchema {
         }
         return true
     }
+
+    /// Refuses a database whose schema holds anything the keystore does not make: a trigger,
+    /// a view, a virtual table, another table or index. A shared group's database is writable
+    /// by every member, and its schema runs in every member's process; connections switch
+    /// triggers and views off (``SQLiteConnection``), and this check names the tampering at
+    /// open instead of leaving it to fail or slow a later statement. The object's name is not
+    /// quoted: it is text a member chose.
+    static func checkObjects(on connection: SQLiteConnection) throws(KeystoreError) {
+        try connection.withStatement(schemaObjects) { statement throws(KeystoreError) in
+            while try statement.step() {
+                let type = statement.text(0)
+                let name = statement.text(1)
+                let table = statement.text(2)
+                let sql = statement.text(3)
+                let ours = table == "meta" || table == "items" || table == "changes"
+                let expected: Bool
+                switch type {
+                // `sqlite_sequence` stays in a database upgraded from version 1 (whose change
+                // log was AUTOINCREMENT): SQLite's own, and it cannot be dropped.
+                case "table": expected = (ours && name == table || name == "sqlite_sequence") && sql.hasPrefix("CREATE TABLE ")
+                case "index": expected = ours && sql.isEmpty && name.hasPrefix("sqlite_autoindex_")
+                default: expected = false
+                }
+                guard expected else {
+                    let what = ["table", "index", "trigger", "view"].contains(type) ? type : "schema object"
+                    throw KeystoreError(
+                        .corruptFormat,
+                        "the database holds a \(what) this keystore does not make: someone who can write it changed its schema; "
+                            + "remove it, or restore the database",
+                        path: connection.path)
+                }
+            }
+        }
+    }
+
+    private static let schemaObjects = "SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master"
 
     private static let hasMeta = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
 

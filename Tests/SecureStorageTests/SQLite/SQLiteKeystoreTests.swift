@@ -223,14 +223,14 @@ final class SQLiteKeystoreTests: XCTestCase {
         let temporary = try TemporaryRoot()
         let keystore = try SQLiteKeystore(root: temporary.root, service: "tool")
         defer { keystore.close() }
-        // A trigger makes one key's write fail inside the shared transaction.
-        try tamper(keystore.namespace.databasePath) { connection throws(KeystoreError) in
-            try connection.execute("CREATE TRIGGER refuse BEFORE INSERT ON items WHEN NEW.key = 'poison' BEGIN SELECT RAISE(ABORT, 'refused'); END")
-        }
+        // A value over the connection's length limit fails one key's write inside the shared
+        // transaction.
+        let poison = [UInt8](repeating: 0, count: SQLiteConnection.maximumLength)
         let results = await withTaskGroup(of: (String, Bool).self) { group -> [String: Bool] in
             for index in 0..<32 {
                 let key = index == 16 ? "poison" : "k\(index)"
-                group.addTask { ((key), (try? await keystore.set(bytes(key), forKey: key)) != nil) }
+                let value = index == 16 ? poison : bytes(key)
+                group.addTask { ((key), (try? await keystore.set(value, forKey: key)) != nil) }
             }
             var results: [String: Bool] = [:]
             for await (key, ok) in group { results[key] = ok }

@@ -1,4 +1,5 @@
 import BrokerTestSupport
+import CSQLite
 import Foundation
 import XCTest
 @testable import SecureStorage
@@ -98,5 +99,20 @@ func collectChanges(
             break
         }
         return result
+    }
+}
+
+/// Runs `sql` on a database through a plain libsqlite3 connection, without the keystore's
+/// connection settings (triggers and views on, no length limit): what a group member who
+/// can write a shared database runs.
+func plainSQLite(_ path: String, _ sql: String) throws {
+    var handle: OpaquePointer?
+    defer { sqlite3_close_v2(handle) }
+    guard sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK else {
+        throw KeystoreError(.io, "could not open the database", path: path)
+    }
+    sqlite3_busy_timeout(handle, 5000)
+    guard sqlite3_exec(handle, sql, nil, nil, nil) == SQLITE_OK else {
+        throw KeystoreError(.io, "could not run the SQL: \(String(cString: sqlite3_errmsg(handle)))", path: path)
     }
 }
