@@ -103,6 +103,11 @@ extension FederationClient {
             apply(session) { machine, now, margin in machine.federationEnded(holding: nil, now: now, margin: margin) }
             throw FederationError(code: .cancelled, message: "\(operationName) was cancelled by the client's shutdown before its commit")
         }
+        if let implausible = implausibleExpiration(result.credentials.expiration) {
+            sessionLogger.debug("federation failed: implausible expiration")
+            apply(session) { machine, now, margin in machine.federationEnded(holding: nil, now: now, margin: margin) }
+            throw implausible
+        }
         let record = SessionRecord(phase: .federated, identityId: result.identityId, provider: provider, credentials: result.credentials)
         let stored: Bool
         do {
@@ -135,6 +140,30 @@ extension FederationClient {
             markForReload(session)
         }
         return result
+    }
+
+    /// The longest credentials any flow hands out last: Cognito's are good for an hour, STS's
+    /// for at most 12 hours. Beyond that (with a margin for a skewed clock) the answer is not
+    /// plausible, and storing it would do harm: the store keeps the record with the later
+    /// expiration, so one far in the future would win over every later federation.
+    static let longestPlausibleLifetime: TimeInterval = 36 * 3600
+
+    /// An `invalidResponse` for credentials that expired already or would last longer than
+    /// ``longestPlausibleLifetime``, else `nil`.
+    private func implausibleExpiration(_ expiration: Date) -> FederationError? {
+        let lifetime = expiration.timeIntervalSince(now())
+        if lifetime <= 0 {
+            return FederationError(
+                code: .invalidResponse,
+                message: "the service sent credentials that expired \(Int(-lifetime)) s ago; check this machine's clock, or the endpoint")
+        }
+        if lifetime > Self.longestPlausibleLifetime {
+            return FederationError(
+                code: .invalidResponse,
+                message: "the service sent credentials that would last \(Int(lifetime / 3600)) hours, longer than any AWS flow gives; "
+                    + "check this machine's clock, or the endpoint")
+        }
+        return nil
     }
 
     /// What the session holds before a federation: from the cache or the store. A saved

@@ -329,7 +329,7 @@ final class FederationClientClassicFlowTests: XCTestCase {
         let client = try FederationClient(
             configuration: FederationConfiguration(identityPoolId: testPoolId, endpoint: testEndpoint),
             transport: fake.transport, keystore: keystore, environment: [:], retryRunner: noSleepRunner(),
-            now: { testEpoch }, logger: nil)
+            now: { Date() }, logger: nil)
         try await client.federate(token: TestJWT.valid(), provider: .google, options: classic, session: "alice")
         let reader = FederationClient(keystore: keystore)
         let credentials = try await reader.credentials(for: "alice")

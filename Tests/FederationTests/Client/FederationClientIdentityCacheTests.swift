@@ -39,6 +39,7 @@ final class FederationClientIdentityCacheTests: XCTestCase {
         let expired = try await harness.client.session("alice")
         XCTAssertEqual(expired.state, .expired)
         let fresh = TestJWT.make(sub: "x", exp: harness.clock.now.addingTimeInterval(600))
+        harness.fake.expiration = harness.clock.now.addingTimeInterval(3600)
         try await harness.client.federate(token: fresh, provider: .google, session: "alice")
         XCTAssertEqual(harness.fake.operations, ["GetCredentialsForIdentity"])
         XCTAssertEqual(harness.fake.calls.first?.string("IdentityId"), cached)

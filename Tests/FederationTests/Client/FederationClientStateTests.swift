@@ -59,6 +59,33 @@ final class FederationClientStateTests: XCTestCase {
         XCTAssertEqual(states, [.notFederated, .federating, .notFederated])
     }
 
+    /// An answer whose credentials expired already, or would outlast any AWS flow (a broken
+    /// emulator, proxy or endpoint), is refused and not stored: the store keeps the record with
+    /// the later expiration, so one far in the future would win over every later federation.
+    func testCredentialsWithAnImplausibleExpirationAreRefusedAndNotStored() async throws {
+        let harness = try Harness()
+        let first = try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        for (expiration, words) in [
+            (testEpoch.addingTimeInterval(10 * 365 * 86400), "hours, longer than any AWS flow gives"),
+            (testEpoch.addingTimeInterval(37 * 3600), "hours, longer than any AWS flow gives"),
+            (testEpoch.addingTimeInterval(-60), "expired 60 s ago"),
+            (testEpoch, "expired 0 s ago"),
+        ] {
+            harness.fake.expiration = expiration
+            let error = await assertThrows(FederationError.self, code: .invalidResponse) {
+                try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+            }
+            XCTAssertTrue(error?.message.contains(words) ?? false, error?.message ?? "")
+            let snapshot = try await harness.client.session("alice")
+            XCTAssertEqual(snapshot.state, .federated)
+            XCTAssertEqual(snapshot.credentials, first.credentials, "the previous session stays")
+        }
+        // The longest real lifetime (STS: 12 hours) is accepted, and then replaced as usual.
+        harness.fake.expiration = testEpoch.addingTimeInterval(12 * 3600)
+        let long = try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        XCTAssertEqual(long.credentials.expiration, testEpoch.addingTimeInterval(12 * 3600))
+    }
+
     // MARK: Terminated identities
 
     func testResourceNotFoundForADeveloperProvidedIdTerminatesTheSessionUntilCleared() async throws {

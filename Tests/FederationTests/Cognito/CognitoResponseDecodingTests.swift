@@ -6,8 +6,12 @@ import XCTest
 
 /// Successful Cognito Identity responses → results, and what happens when they are malformed.
 final class CognitoResponseDecodingTests: XCTestCase {
-    private func federateWith(_ reply: FakeCognito.Reply) async throws -> Result<FederationResult, FederationError> {
-        let harness = try Harness(retry: .none)
+    /// The fixtures' credentials expire at 1_522_664_214 (2018): a client reading them runs an
+    /// hour before, or it refuses them as already expired.
+    private let fixtureClock = Date(timeIntervalSince1970: 1_522_660_614)
+
+    private func federateWith(_ reply: FakeCognito.Reply, at now: Date = testEpoch) async throws -> Result<FederationResult, FederationError> {
+        let harness = try Harness(clock: TestClock(now), retry: .none)
         harness.fake.enqueue(.identityId("us-east-1:asked"), for: .getId)
         harness.fake.enqueue(reply, for: .getCredentialsForIdentity)
         do {
@@ -18,7 +22,7 @@ final class CognitoResponseDecodingTests: XCTestCase {
     }
 
     func testExponentFormExpirationFromTheFixture() async throws {
-        let result = try await federateWith(.init(status: 200, body: try Fixtures.bytes("GetCredentialsForIdentity.success"))).get()
+        let result = try await federateWith(.init(status: 200, body: try Fixtures.bytes("GetCredentialsForIdentity.success")), at: fixtureClock).get()
         XCTAssertEqual(result.credentials.expiration, Date(timeIntervalSince1970: 1_522_664_214))
         XCTAssertEqual(result.credentials.accessKeyId, "ASIAXAMPLEFIXTURE0001")
         XCTAssertEqual(result.credentials.secretAccessKey, "wJalrXUtnFEMI/K7MDENG/bPxRfiCYFIXTUREKEY")
@@ -27,7 +31,7 @@ final class CognitoResponseDecodingTests: XCTestCase {
     }
 
     func testFractionalExpirationFromTheFixture() async throws {
-        let result = try await federateWith(.init(status: 200, body: try Fixtures.bytes("GetCredentialsForIdentity.fractional-expiration"))).get()
+        let result = try await federateWith(.init(status: 200, body: try Fixtures.bytes("GetCredentialsForIdentity.fractional-expiration")), at: fixtureClock).get()
         XCTAssertEqual(result.credentials.expiration.timeIntervalSince1970, 1_522_664_214.625, accuracy: 0.0005)
     }
 
