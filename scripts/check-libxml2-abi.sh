@@ -6,7 +6,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 flags=$(pkg-config --cflags libxml-2.0 2>/dev/null || echo -I/usr/include/libxml2)
+# Swift's Debian images ship the toolchain's clang but not always a `cc`.
+compiler=${CC:-$(command -v cc || command -v gcc || command -v clang || true)}
+if [ -z "$compiler" ]; then
+    echo "libxml2 ABI: no C compiler found (cc, gcc or clang); install one or set CC" >&2
+    exit 1
+fi
 # shellcheck disable=SC2086
-cc -std=gnu11 -Wall -Werror -Wno-unused-function -DIB_XML_ABI_CHECK $flags -ISources/CXMLLoader/include \
+"$compiler" -std=gnu11 -Wall -Werror -Wno-unused-function -DIB_XML_ABI_CHECK $flags -ISources/CXMLLoader/include \
     -fsyntax-only Sources/CXMLLoader/XMLLoader.c
 echo "libxml2 ABI: Sources/CXMLLoader matches $(pkg-config --modversion libxml-2.0 2>/dev/null || echo 'the installed headers')" >&2

@@ -26,6 +26,8 @@ if ! command -v python3 >/dev/null || ! python3 -m pip --version >/dev/null 2>&1
     sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-pip >/dev/null
 fi
 
+# A per-user pip install (below) puts `aws` in the user base's bin, often not on PATH.
+if user_base=$(python3 -m site --user-base 2>/dev/null); then PATH="$user_base/bin:$PATH"; fi
 if ! python3 -c 'import moto.server, flask, flask_cors, boto3' 2>/dev/null || ! command -v aws >/dev/null; then
     echo "setup: installing moto[server], boto3 and the AWS CLI" >&2
     # A Debian-managed python3 refuses plain pip installs (PEP 668); the tests and

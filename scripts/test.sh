@@ -6,6 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+# The AWS CLI may have gone to the per-user base (setup.sh); the interop tests run `aws`.
+if user_base=$(python3 -m site --user-base 2>/dev/null); then export PATH="$PATH:$user_base/bin"; fi
 swift build --build-tests -Xswiftc -warnings-as-errors
 # The samples and benchmarks are packages of their own; building them here keeps them
 # compiling against the library's public API.
