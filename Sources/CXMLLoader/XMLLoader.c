@@ -19,7 +19,13 @@ enum {
 typedef struct {
     int domain;
     int code;
+    char *message;
+    int level;  // xmlErrorLevel: 1 warning, 2 error, 3 fatal
 } ib_xml_error_head;
+
+// libxml2 reports warnings (a relative namespace URI, XML 1.1, a bad xml:lang) through the
+// same callback as errors; they do not make a document unreadable.
+#define IB_XML_ERR_WARNING 1
 
 typedef void (*ib_xml_any_callback)(void);
 typedef void (*ib_xml_characters_callback)(void *, const unsigned char *, int);
@@ -154,7 +160,7 @@ static void ib_xml_characters(void *user, const unsigned char *bytes, int length
 
 static void ib_xml_error(void *user, const ib_xml_error_head *error) {
     ib_xml_parse_state *state = user;
-    if (state->stopped || error == NULL) return;
+    if (state->stopped || error == NULL || error->level == IB_XML_ERR_WARNING) return;
     state->events->error(state->events->context, error->code != 0 ? error->code : -1);
 }
 
@@ -198,6 +204,9 @@ IB_XML_SAME_OFFSET(serror, serror);
 _Static_assert(offsetof(ib_xml_sax_handler, reserved) == sizeof(xmlSAXHandler), "xmlSAXHandler grew");
 _Static_assert(offsetof(xmlError, domain) == offsetof(ib_xml_error_head, domain), "xmlError.domain moved");
 _Static_assert(offsetof(xmlError, code) == offsetof(ib_xml_error_head, code), "xmlError.code moved");
+_Static_assert(offsetof(xmlError, level) == offsetof(ib_xml_error_head, level), "xmlError.level moved");
+_Static_assert(sizeof(((xmlError *)0)->level) == sizeof(int), "xmlErrorLevel is not int-sized");
+_Static_assert((int)XML_ERR_WARNING == IB_XML_ERR_WARNING, "XML_ERR_WARNING changed");
 _Static_assert((int)XML_PARSE_NOERROR == (int)IB_XML_PARSE_NOERROR && (int)XML_PARSE_NOWARNING == (int)IB_XML_PARSE_NOWARNING
                    && (int)XML_PARSE_NONET == (int)IB_XML_PARSE_NONET, "xmlParserOption values changed");
 _Static_assert(XML_SAX2_MAGIC == IB_XML_SAX2_MAGIC, "XML_SAX2_MAGIC changed");

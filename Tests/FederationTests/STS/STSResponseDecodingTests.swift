@@ -94,6 +94,24 @@ final class STSResponseDecodingTests: XCTestCase {
         }
     }
 
+    /// libxml2 reports warnings through its error callback too; a warning does not make a
+    /// well-formed answer unreadable (emulators and proxies send a relative namespace, XML 1.1).
+    func testWarningsDoNotFailAWellFormedAnswer() throws {
+        let success = try Fixtures.text("AssumeRoleWithWebIdentity.success.xml")
+        guard let namespace = success.range(of: #"xmlns="[^"]*""#, options: .regularExpression) else { return XCTFail("fixture has no namespace") }
+        for variant in [
+            success.replacingCharacters(in: namespace, with: #"xmlns="sts""#),
+            #"<?xml version="1.1"?>"# + "\n" + success.replacingOccurrences(of: #"<?xml version="1.0"?>"#, with: ""),
+        ] {
+            let output = try decode(variant)
+            XCTAssertEqual(output.credentials.accessKeyId, "ASIAIOSFODNN7EXAMPLE")
+        }
+        let relative = FakeCognito.stsErrorBody(code: "AccessDenied", message: "no").replacingOccurrences(
+            of: #"xmlns="https://sts.amazonaws.com/doc/2011-06-15/""#, with: #"xmlns="sts""#)
+        XCTAssertTrue(relative.contains(#"xmlns="sts""#), relative)
+        XCTAssertEqual(STSResponseDecoder.errorFields(from: Array(relative.utf8))?.code, "AccessDenied")
+    }
+
     func testErrorResponseFields() {
         let fields = STSResponseDecoder.errorFields(from: Array(FakeCognito.stsErrorBody(code: "AccessDenied", message: "a & b").utf8))
         XCTAssertEqual(fields?.code, "AccessDenied")
