@@ -93,9 +93,22 @@ struct StoreLayout: Sendable {
 
         let container = group.isShared ? groupsDirectory : usersDirectory
         let containerMode: mode_t = sharedRoot ? (group.isShared ? 0o3770 : 0o1770 | inheritedSetgid) : 0o700
+        let mayNotMakeUsers = !group.isShared && sharedRoot && create && userID != 0 && userID != rootInfo.st_uid
+        if mayNotMakeUsers, try status(container) == nil {
+            // Whoever owns `users/` may rename any entry in it, sticky or not: a member who
+            // made it could swap a user's private directory for an older copy of it.
+            throw KeystoreError(
+                .insecurePermissions,
+                "the shared keystore root has no users/ directory, and only the root's owner (uid \(rootInfo.st_uid)) or root may make it, "
+                    + "so that no member can rename another's private directory; as that user, run: install -d -m \(String(0o1770 | inheritedSetgid, radix: 8)) \(container)",
+                path: container, mode: UInt32(rootInfo.st_mode))
+        }
         guard try makeDirectory(container, mode: containerMode, create: create) else { return false }
         guard let containerInfo = try status(container) else { return false }
         try checkSharedDirectory(containerInfo, path: container)
+        if !group.isShared {
+            try checkUsersDirectoryOwner(containerInfo, rootOwner: rootInfo.st_uid)
+        }
 
         let directory = namespaceDirectory(group)
         guard try makeDirectory(directory, mode: group.isShared ? 0o2770 : 0o700, create: create) else { return false }
@@ -130,6 +143,18 @@ struct StoreLayout: Sendable {
         }
     }
 
+    /// `users/`, when others can write it: owned by root, the keystore root's owner (who can
+    /// rename `users/` itself anyway) or this user. Any other owner could rename this user's
+    /// private directory and later put an older copy of it back, which every check would pass.
+    private func checkUsersDirectoryOwner(_ info: stat, rootOwner: uid_t) throws(KeystoreError) {
+        guard info.st_mode & 0o022 != 0, info.st_uid != 0, info.st_uid != rootOwner, info.st_uid != userID else { return }
+        throw KeystoreError(
+            .insecurePermissions,
+            "users/ belongs to another member (uid \(info.st_uid)), who could rename your private directory; "
+                + "the keystore root's owner (uid \(rootOwner)) should take it over: chown \(rootOwner) \(usersDirectory)",
+            path: usersDirectory, mode: UInt32(info.st_mode))
+    }
+
     /// `users/<uid>`: 0700 and ours; a group's directory: no access for others.
     private func checkNamespaceDirectory(_ info: stat, path: String, shared: Bool) throws(KeystoreError) {
         guard POSIX.isDirectory(info) else {
@@ -144,7 +169,10 @@ struct StoreLayout: Sendable {
                 throw KeystoreError(.insecurePermissions, "private directory is accessible to group or others; expected 0700", path: path, mode: UInt32(info.st_mode))
             }
             guard info.st_uid == userID else {
-                throw KeystoreError(.insecurePermissions, "private directory is owned by another user", path: path, mode: UInt32(info.st_mode))
+                throw KeystoreError(
+                    .insecurePermissions,
+                    "private directory is owned by another user (uid \(info.st_uid)); in a shared root, its owner or the root's owner can remove it",
+                    path: path, mode: UInt32(info.st_mode))
             }
         }
     }

@@ -165,6 +165,15 @@ final class SQLiteMultiProcessTests: XCTestCase {
         XCTAssertEqual(chown(root, 0, gid_t(Self.groupId)), 0)
         XCTAssertEqual(chmod(root, 0o3770), 0)
 
+        // Only the root's owner (here root) may make users/: whoever owns it can rename any
+        // user's private directory in it and put an older copy back later.
+        let beforeUsers = try runShared(as: 60_001, root: root, key: "alice")
+        XCTAssertNotEqual(beforeUsers.status, 0)
+        XCTAssertTrue(beforeUsers.output.contains("install -d -m 3770 \(root)/users"), beforeUsers.output)
+        XCTAssertEqual(mkdir(root + "/users", 0o700), 0)
+        XCTAssertEqual(chown(root + "/users", 0, gid_t(Self.groupId)), 0)
+        XCTAssertEqual(chmod(root + "/users", 0o3770), 0)
+
         let alice = try runShared(as: 60_001, root: root, key: "alice")
         XCTAssertEqual(alice.status, 0, alice.output)
         let bob = try runShared(as: 60_002, root: root, key: "bob")
@@ -179,6 +188,18 @@ final class SQLiteMultiProcessTests: XCTestCase {
         XCTAssertEqual(mode(of: layout.databasePath(team)), 0o660)
         XCTAssertEqual(mode(of: layout.keyFilePath(team)), 0o640)
         XCTAssertEqual(mode(of: root + "/users/60001"), 0o700)
+
+        // A users/ that a member owns (made by an earlier release) keeps working for that
+        // member and is refused for every other one.
+        XCTAssertEqual(chown(root + "/users", 60_001, gid_t(Self.groupId)), 0)
+        XCTAssertEqual(chmod(root + "/users", 0o3770), 0)
+        let owner = try runShared(as: 60_001, root: root, key: "alice3")
+        XCTAssertEqual(owner.status, 0, owner.output)
+        let other = try runShared(as: 60_002, root: root, key: "bob2")
+        XCTAssertNotEqual(other.status, 0)
+        XCTAssertTrue(other.output.contains("users/ belongs to another member (uid 60001)"), other.output)
+        XCTAssertEqual(chown(root + "/users", 0, gid_t(Self.groupId)), 0)
+        XCTAssertEqual(chmod(root + "/users", 0o3770), 0)
 
         // A group-writable root without the sticky bit is refused for every member.
         XCTAssertEqual(chmod(root, 0o2770), 0)
