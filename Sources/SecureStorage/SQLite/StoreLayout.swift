@@ -134,6 +134,14 @@ struct StoreLayout: Sendable {
         guard POSIX.isDirectory(info) else {
             throw KeystoreError(.insecurePermissions, "expected a directory (symbolic links are refused)", path: path, mode: UInt32(info.st_mode))
         }
+        if info.st_mode & 0o002 != 0 {
+            // Sharing is by Unix group; a directory anyone can write is most likely one someone
+            // else made in a shared place (`/tmp/ks`), ready to be used by whoever comes next.
+            throw KeystoreError(
+                .insecurePermissions,
+                "directory is writable by everyone; a shared keystore root is writable by its group only (install -d -m 3770 -g GROUP)",
+                path: path, mode: UInt32(info.st_mode))
+        }
         if info.st_mode & 0o022 != 0 && info.st_mode & S_ISVTX == 0 {
             throw KeystoreError(
                 .insecurePermissions,

@@ -70,6 +70,27 @@ final class SQLitePermissionTests: XCTestCase {
         XCTAssertEqual(layout.databasePath(.none), real + "/store/users/\(geteuid())/" + Base64.urlEncode("tool".utf8) + ".sqlite")
     }
 
+    /// Sharing is by Unix group: a root, `users/` or `groups/` anyone may write (a sticky
+    /// `/tmp/ks` someone else made first) is refused, sticky or not.
+    func testAWorldWritableRootOrContainerIsRefused() throws {
+        let temporary = try TemporaryRoot()
+        XCTAssertEqual(mkdir(temporary.root, 0o700), 0)
+        XCTAssertEqual(chmod(temporary.root, 0o1777), 0)
+        guard case .failure(let error) = openResult(root: temporary.root) else { return XCTFail("opened a world-writable root") }
+        XCTAssertEqual(error.code, .insecurePermissions)
+        XCTAssertTrue(error.reason.contains("writable by everyone"), error.reason)
+        XCTAssertEqual(error.path, temporary.root)
+
+        XCTAssertEqual(chmod(temporary.root, 0o700), 0)
+        guard case .success(let keystore) = openResult(root: temporary.root) else { return XCTFail("a private root did not open") }
+        keystore.close()
+        let layout = try StoreLayout(root: temporary.root, service: "tool")
+        XCTAssertEqual(chmod(layout.usersDirectory, 0o1777), 0)
+        guard case .failure(let users) = openResult(root: temporary.root) else { return XCTFail("opened with a world-writable users/") }
+        XCTAssertEqual(users.path, layout.usersDirectory)
+        XCTAssertTrue(users.reason.contains("writable by everyone"), users.reason)
+    }
+
     func testGroupWritableRootWithoutStickyIsRefused() throws {
         let temporary = try TemporaryRoot()
         XCTAssertEqual(mkdir(temporary.root, 0o700), 0)
