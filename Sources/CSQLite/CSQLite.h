@@ -22,6 +22,30 @@ static inline int ib_sqlite3_bind_text_transient(sqlite3_stmt *statement, int in
 // Triggers and views are switched off, SQL functions in the schema are limited to those
 // without side effects, the schema cannot be edited through pragmas, and no string, blob or
 // row may exceed `maximum_length` bytes (a member cannot make a reader allocate gigabytes).
+// What a connection's authorizer reads: while `guarding`, SQLite compiling anything means a
+// statement prepared earlier is being compiled again because the schema changed (a member
+// of a shared group can change it at any time), so the compile is refused and `refused` set;
+// the connection then checks the new schema before preparing the statement anew.
+typedef struct {
+    int guarding;
+    int refused;
+} ib_sqlite3_compile_guard;
+
+static int ib_sqlite3_guard_authorizer(void *context, int action, const char *first, const char *second,
+                                       const char *database, const char *trigger_or_view) {
+    (void)action; (void)first; (void)second; (void)database; (void)trigger_or_view;
+    ib_sqlite3_compile_guard *guard = (ib_sqlite3_compile_guard *)context;
+    if (guard->guarding) {
+        guard->refused = 1;
+        return SQLITE_DENY;
+    }
+    return SQLITE_OK;
+}
+
+static inline int ib_sqlite3_install_compile_guard(sqlite3 *db, ib_sqlite3_compile_guard *guard) {
+    return sqlite3_set_authorizer(db, ib_sqlite3_guard_authorizer, guard);
+}
+
 static inline int ib_sqlite3_harden(sqlite3 *db, int maximum_length) {
     int result = sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, (int *)0);
 #ifdef SQLITE_DBCONFIG_ENABLE_VIEW

@@ -33,6 +33,11 @@ final class SQLiteConnection: @unchecked Sendable {
     /// cost a short-lived process (`federate credentials`) more than all its SQL did.
     private var statements: [PreparedStatement] = []
     private var walHook: Unmanaged<WALHook>?
+    /// The authorizer's state (see `ib_sqlite3_compile_guard`): set while a statement prepared
+    /// earlier runs, so that SQLite compiling it again for a changed schema is refused until
+    /// the new schema has passed ``StoreSchema/checkObjects(on:)``. Freed in `deinit`, after
+    /// the connection that points at it has closed.
+    private let compileGuard: UnsafeMutablePointer<ib_sqlite3_compile_guard>
 
     /// Opens an existing database file (``StoreLayout`` creates and checks it first); never
     /// follows a symbolic link and never creates the file.
@@ -53,12 +58,18 @@ final class SQLiteConnection: @unchecked Sendable {
             sqlite3_close_v2(connection)
             throw error
         }
+        compileGuard = .allocate(capacity: 1)
+        compileGuard.initialize(to: ib_sqlite3_compile_guard(guarding: 0, refused: 0))
         handle = connection
+        ib_sqlite3_install_compile_guard(connection, compileGuard)
         let milliseconds = busyTimeout.wholeMilliseconds
         sqlite3_busy_timeout(connection, Int32(clamping: milliseconds))
     }
 
-    deinit { close() }
+    deinit {
+        close()
+        compileGuard.deallocate()
+    }
 
     /// Finalises every cached statement and closes the connection; later calls fail with
     /// ``KeystoreError/Code/storeUnavailable``.
@@ -117,23 +128,75 @@ final class SQLiteConnection: @unchecked Sendable {
 
     /// Runs `body` with the cached prepared statement for `sql`, reset and cleared afterwards
     /// so it holds no read snapshot and no bound value.
+    ///
+    /// A statement is prepared only against a schema that passed
+    /// ``StoreSchema/checkObjects(on:)``, and runs guarded: if the schema changes afterwards
+    /// (SQLite then compiles the statement again before running it), the compile is refused,
+    /// the new schema is checked, and the statement is prepared anew. So no statement of this
+    /// connection ever runs SQL a group member put in a shared database's schema.
     func withStatement<R>(_ sql: String, _ body: (SQLiteStatement) throws(KeystoreError) -> R) throws(KeystoreError) -> R {
+        var attempts = 0
+        while true {
+            let statement = try preparedStatement(sql)
+            let outer = compileGuard.pointee.guarding
+            compileGuard.pointee = ib_sqlite3_compile_guard(guarding: 1, refused: 0)
+            do {
+                defer {
+                    compileGuard.pointee.guarding = outer
+                    sqlite3_reset(statement)
+                    sqlite3_clear_bindings(statement)
+                }
+                return try body(SQLiteStatement(statement: statement, connection: self))
+            } catch {
+                attempts += 1
+                guard compileGuard.pointee.refused != 0, attempts < 3 else { throw error }
+                // The schema changed since the statement was prepared: prepare it again, which
+                // checks the new schema first.
+                compileGuard.pointee.refused = 0
+                forget(statement)
+            }
+        }
+    }
+
+    /// The cached statement for `sql`, or a new one prepared against a schema just checked.
+    private func preparedStatement(_ sql: String) throws(KeystoreError) -> OpaquePointer {
+        if let cached = statements.first(where: { $0.sql == sql }) { return cached.statement }
         let connection = try open()
-        let statement: OpaquePointer
-        if let cached = statements.first(where: { $0.sql == sql }) {
-            statement = cached.statement
-        } else {
+        let outer = compileGuard.pointee.guarding
+        compileGuard.pointee.guarding = 0
+        defer { compileGuard.pointee.guarding = outer }
+        for _ in 0..<3 {
+            let checked = try StoreSchema.checkObjects(on: self)
             var prepared: OpaquePointer?
             let result = sqlite3_prepare_v3(connection, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &prepared, nil)
             guard result == SQLITE_OK, let prepared else { throw error(result, "preparing a statement") }
-            statements.append(PreparedStatement(sql: sql, statement: prepared))
-            statement = prepared
+            // Compiled against the schema checked above, unless it changed in between.
+            if try StoreSchema.schemaVersion(on: self) == checked {
+                statements.append(PreparedStatement(sql: sql, statement: prepared))
+                return prepared
+            }
+            sqlite3_finalize(prepared)
         }
-        defer {
-            sqlite3_reset(statement)
-            sqlite3_clear_bindings(statement)
-        }
-        return try body(SQLiteStatement(statement: statement, connection: self))
+        throw KeystoreError(.storeUnavailable, "the database's schema kept changing while a statement was prepared", path: path)
+    }
+
+    private func forget(_ statement: OpaquePointer) {
+        statements.removeAll { $0.statement == statement }
+        sqlite3_finalize(statement)
+    }
+
+    /// Runs `body` with a statement prepared for this call only and finalised after it,
+    /// unguarded and without a schema check: for the schema check itself.
+    func withUncheckedStatement<R>(_ sql: String, _ body: (SQLiteStatement) throws(KeystoreError) -> R) throws(KeystoreError) -> R {
+        let connection = try open()
+        let outer = compileGuard.pointee.guarding
+        compileGuard.pointee.guarding = 0
+        defer { compileGuard.pointee.guarding = outer }
+        var prepared: OpaquePointer?
+        let result = sqlite3_prepare_v2(connection, sql, -1, &prepared, nil)
+        guard result == SQLITE_OK, let prepared else { throw error(result, "preparing a statement") }
+        defer { sqlite3_finalize(prepared) }
+        return try body(SQLiteStatement(statement: prepared, connection: self))
     }
 
     /// Rows changed by the last INSERT, UPDATE or DELETE on this connection.

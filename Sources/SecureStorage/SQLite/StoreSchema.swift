@@ -134,26 +134,30 @@ enum StoreSchema {
         return true
     }
 
-    /// Refuses a database whose schema holds anything the keystore does not make: a trigger,
-    /// a view, a virtual table, another table or index. A shared group's database is writable
-    /// by every member, and its schema runs in every member's process; connections switch
-    /// triggers and views off (``SQLiteConnection``), and this check names the tampering at
-    /// open instead of leaving it to fail or slow a later statement. The object's name is not
+    /// Refuses a database whose schema holds anything the keystore does not make: a table
+    /// whose definition differs in any way from one a release created (a CHECK constraint, a
+    /// default or a generated column runs an expression in every statement that touches the
+    /// table, and built-in functions can take hours on a 1 MiB string), a trigger, a view, a
+    /// virtual table, another table or index. A shared group's database is writable by every
+    /// member, and its schema runs in every member's process: ``SQLiteConnection`` prepares
+    /// statements only against a schema that passed this check. The object's name is not
     /// quoted: it is text a member chose.
-    static func checkObjects(on connection: SQLiteConnection) throws(KeystoreError) {
-        try connection.withStatement(schemaObjects) { statement throws(KeystoreError) in
+    /// - Returns: The schema version checked (`PRAGMA schema_version`), read in the same
+    ///   statement as the objects.
+    @discardableResult
+    static func checkObjects(on connection: SQLiteConnection) throws(KeystoreError) -> Int64 {
+        try connection.withUncheckedStatement(schemaObjects) { statement throws(KeystoreError) -> Int64 in
+            var version: Int64 = 0
             while try statement.step() {
-                let type = statement.text(0)
-                let name = statement.text(1)
-                let table = statement.text(2)
-                let sql = statement.text(3)
-                let ours = table == "meta" || table == "items" || table == "changes"
+                version = statement.int64(0)
+                if statement.isNull(1) { continue }  // an empty database
+                let type = statement.text(1)
+                let name = statement.text(2)
+                let table = statement.text(3)
                 let expected: Bool
                 switch type {
-                // `sqlite_sequence` stays in a database upgraded from version 1 (whose change
-                // log was AUTOINCREMENT): SQLite's own, and it cannot be dropped.
-                case "table": expected = (ours && name == table || name == "sqlite_sequence") && sql.hasPrefix("CREATE TABLE ")
-                case "index": expected = ours && sql.isEmpty && name.hasPrefix("sqlite_autoindex_")
+                case "table": expected = name == table && knownTables[name]?.contains(normalised(statement.text(4))) == true
+                case "index": expected = statement.isNull(4) && name == "sqlite_autoindex_\(table)_1" && (table == "meta" || table == "items")
                 default: expected = false
                 }
                 guard expected else {
@@ -165,10 +169,49 @@ enum StoreSchema {
                         path: connection.path)
                 }
             }
+            return version
         }
     }
 
-    private static let schemaObjects = "SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master"
+    /// The database's schema version (`PRAGMA schema_version`), which every schema change raises.
+    static func schemaVersion(on connection: SQLiteConnection) throws(KeystoreError) -> Int64 {
+        try connection.withUncheckedStatement("PRAGMA schema_version") { statement throws(KeystoreError) -> Int64 in
+            _ = try statement.step()
+            return statement.int64(0)
+        }
+    }
+
+    /// Every table definition a release of this keystore has created, as SQLite stores it
+    /// (``normalised(_:)``): version 2's, version 1's (read once, by the upgrade), and
+    /// `sqlite_sequence`, which version 1's change log left and SQLite does not drop.
+    private static let knownTables: [String: Set<String>] = [
+        "meta": ["CREATE TABLE meta(name TEXT PRIMARY KEY, value TEXT NOT NULL)"],
+        "items": [
+            "CREATE TABLE items(id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, version INTEGER, value BLOB NOT NULL)",
+            "CREATE TABLE items(key TEXT PRIMARY KEY, version INTEGER, value BLOB NOT NULL) WITHOUT ROWID",
+        ],
+        "changes": [
+            "CREATE TABLE changes(seq INTEGER PRIMARY KEY, key TEXT NOT NULL, origin INTEGER NOT NULL)",
+            "CREATE TABLE changes(seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL, origin INTEGER NOT NULL)",
+        ],
+        "sqlite_sequence": ["CREATE TABLE sqlite_sequence(name,seq)"],
+    ]
+
+    /// A stored definition with the quotes `ALTER TABLE … RENAME` puts around the new name
+    /// (`CREATE TABLE "items"(…)`, as the version 1 upgrade leaves it) removed.
+    private static func normalised(_ sql: String) -> String {
+        for name in ["items", "changes", "meta"] where sql.hasPrefix("CREATE TABLE \"\(name)\"(") {
+            return "CREATE TABLE \(name)" + sql.dropFirst("CREATE TABLE \"\(name)\"".count)
+        }
+        return sql
+    }
+
+    /// The schema version and every schema object, in one statement (one snapshot); one row of
+    /// NULL objects for an empty database.
+    private static let schemaObjects = """
+        SELECT (SELECT schema_version FROM pragma_schema_version), type, name, tbl_name, sql
+        FROM (SELECT 1) LEFT JOIN sqlite_master
+        """
 
     private static let hasMeta = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
 
