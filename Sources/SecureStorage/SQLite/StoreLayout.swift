@@ -100,13 +100,14 @@ struct StoreLayout: Sendable {
             throw KeystoreError(
                 .insecurePermissions,
                 "the shared keystore root has no users/ directory, and only the root's owner (uid \(rootInfo.st_uid)) or root may make it, "
-                    + "so that no member can rename another's private directory; as that user, run: install -d -m \(String(0o1770 | inheritedSetgid, radix: 8)) \(container)",
-                path: container, mode: UInt32(rootInfo.st_mode))
+                    + "so that no member can rename another's private directory; as that user, run: "
+                    + "install -d -m \(String(0o1770 | inheritedSetgid, radix: 8)) -g \(rootInfo.st_gid) \(container)",
+                path: container)
         }
         guard try makeDirectory(container, mode: containerMode, create: create) else { return false }
         guard let containerInfo = try status(container) else { return false }
         try checkSharedDirectory(containerInfo, path: container)
-        if !group.isShared {
+        if !group.isShared && (sharedRoot || containerInfo.st_mode & 0o022 != 0) {
             try checkUsersDirectoryOwner(containerInfo, rootOwner: rootInfo.st_uid)
         }
 
@@ -151,11 +152,12 @@ struct StoreLayout: Sendable {
         }
     }
 
-    /// `users/`, when others can write it: owned by root, the keystore root's owner (who can
-    /// rename `users/` itself anyway) or this user. Any other owner could rename this user's
-    /// private directory and later put an older copy of it back, which every check would pass.
+    /// `users/` in a shared root (or writable by others): owned by root, the keystore root's
+    /// owner (who can rename `users/` itself anyway) or this user. Any other owner could rename
+    /// this user's private directory, whatever the mode (a directory's owner can always
+    /// `chmod` it back), and later put an older copy of it back, which every check would pass.
     private func checkUsersDirectoryOwner(_ info: stat, rootOwner: uid_t) throws(KeystoreError) {
-        guard info.st_mode & 0o022 != 0, info.st_uid != 0, info.st_uid != rootOwner, info.st_uid != userID else { return }
+        guard info.st_uid != 0, info.st_uid != rootOwner, info.st_uid != userID else { return }
         throw KeystoreError(
             .insecurePermissions,
             "users/ belongs to another member (uid \(info.st_uid)), who could rename your private directory; "

@@ -169,7 +169,7 @@ final class SQLiteMultiProcessTests: XCTestCase {
         // user's private directory in it and put an older copy back later.
         let beforeUsers = try runShared(as: 60_001, root: root, key: "alice")
         XCTAssertNotEqual(beforeUsers.status, 0)
-        XCTAssertTrue(beforeUsers.output.contains("install -d -m 3770 \(root)/users"), beforeUsers.output)
+        XCTAssertTrue(beforeUsers.output.contains("install -d -m 3770 -g \(Self.groupId) \(root)/users"), beforeUsers.output)
         XCTAssertEqual(mkdir(root + "/users", 0o700), 0)
         XCTAssertEqual(chown(root + "/users", 0, gid_t(Self.groupId)), 0)
         XCTAssertEqual(chmod(root + "/users", 0o3770), 0)
@@ -198,6 +198,10 @@ final class SQLiteMultiProcessTests: XCTestCase {
         let other = try runShared(as: 60_002, root: root, key: "bob2")
         XCTAssertNotEqual(other.status, 0)
         XCTAssertTrue(other.output.contains("users/ belongs to another member (uid 60001)"), other.output)
+        // Whatever its mode: its owner can rename entries in it, and chmod it back.
+        XCTAssertEqual(chmod(root + "/users", 0o2750), 0)
+        let closed = try runShared(as: 60_002, root: root, key: "bob2")
+        XCTAssertTrue(closed.output.contains("users/ belongs to another member (uid 60001)"), closed.output)
         XCTAssertEqual(chown(root + "/users", 0, gid_t(Self.groupId)), 0)
         XCTAssertEqual(chmod(root + "/users", 0o3770), 0)
 
