@@ -114,16 +114,21 @@ struct StoreMigration {
     /// Reads and opens every source item; throws, naming how many failed, before anything
     /// moves, unless ``leavingUnreadable`` (then returns how many did not open).
     private func read(_ source: StoreNamespace, on connection: SQLiteConnection) throws(KeystoreError) -> ([SourceItem], Int) {
-        let rows = try connection.withStatement(StoreSchema.selectItems) { statement throws(KeystoreError) -> [(String, Int64?, [UInt8])] in
-            var rows: [(String, Int64?, [UInt8])] = []
+        let rows = try connection.withStatement(StoreSchema.selectItems) { statement throws(KeystoreError) -> [(String, Int64?, [UInt8]?)] in
+            var rows: [(String, Int64?, [UInt8]?)] = []
             while try statement.step() {
-                rows.append((statement.text(0), statement.isNull(1) ? nil : statement.int64(1), statement.blob(2)))
+                rows.append((statement.text(0), statement.isNull(1) ? nil : statement.int64(1), statement.isNull(2) ? nil : statement.blob(2)))
             }
             return rows
         }
         var items: [SourceItem] = []
         var failures: [KeystoreError] = []
         for (key, version, sealed) in rows {
+            guard let sealed else {
+                failures.append(KeystoreError(
+                    .corruptFormat, "an item is not a value of at most \(SQLiteConnection.maximumLength) bytes", path: source.databasePath))
+                continue
+            }
             do {
                 items.append(SourceItem(key: key, version: version, sealed: sealed, plaintext: try source.open(sealed, forKey: key)))
             } catch {

@@ -56,7 +56,13 @@ enum StoreSchema {
     static let selectValue = "SELECT value FROM items WHERE key = ?1"
     static let replaceRaw = "INSERT OR REPLACE INTO items(key, version, value) VALUES(?1, NULL, ?2)"
     static let selectKeys = "SELECT key FROM items"
-    static let selectItems = "SELECT key, version, value FROM items"
+    /// Every item; a value over the connection's length limit comes back NULL (its length is
+    /// read from the row's header, the value never loaded), so one oversized row a member
+    /// planted fails its own item and not the whole scan.
+    static let selectItems = """
+        SELECT key, version, CASE WHEN typeof(value) = 'blob' AND length(value) <= \(SQLiteConnection.maximumLength) THEN value END
+        FROM items
+        """
     static let selectMeta = "SELECT value FROM meta WHERE name = ?1"
     static let upsertMeta = "INSERT INTO meta(name, value) VALUES(?1, ?2) ON CONFLICT(name) DO UPDATE SET value = excluded.value"
     /// Two subqueries, not `SELECT min(seq), max(seq)`: SQLite answers a lone min() or max()
