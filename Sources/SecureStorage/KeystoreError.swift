@@ -26,6 +26,7 @@ public struct KeystoreError: Error, Sendable, Hashable, CustomStringConvertible 
             case cryptoFailure
             case migrationFailed
             case storeUnavailable
+            case valueTooLarge
         }
 
         private let base: Base
@@ -43,8 +44,12 @@ public struct KeystoreError: Error, Sendable, Hashable, CustomStringConvertible 
         /// which file and what was found.
         public static let insecurePermissions = Code(.insecurePermissions)
         /// An item, a salt file or a database has an unknown format version, is truncated, or
-        /// is otherwise malformed (a corrupt database file, a database of another service).
+        /// is otherwise malformed (a corrupt database file, a database of another service, a
+        /// schema the keystore did not make, a stored item larger than the engine reads).
         public static let corruptFormat = Code(.corruptFormat)
+        /// A value to write is larger than the engine stores (``SQLiteKeystore``: 1 MiB
+        /// sealed, which is the value plus 29 bytes). Nothing was written.
+        public static let valueTooLarge = Code(.valueTooLarge)
         /// A system call failed; ``KeystoreError/errno`` and ``KeystoreError/path`` say which.
         public static let io = Code(.io)
         /// The key source gave no usable key: missing or malformed environment variable,

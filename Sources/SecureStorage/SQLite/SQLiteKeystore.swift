@@ -13,7 +13,9 @@ import Dispatch
 /// Opening creates and checks the directories, key and database (see the layout and
 /// permission rules in the SecureStorage documentation), and, when
 /// ``Configuration/moveItemsFromPreviousGroup`` is on and the service last used another
-/// group, moves its items first. Only ciphertext reaches the database.
+/// group, moves its items first. Only ciphertext reaches the database. An item holds at most
+/// 1 MiB sealed (its value plus 29 bytes); a larger one is refused with
+/// ``KeystoreError/Code/valueTooLarge``.
 ///
 /// Writes from any number of tasks go to one writer connection on its own queue; batches that
 /// arrive while a commit runs share the next commit (one fsync for all). Reads use separate

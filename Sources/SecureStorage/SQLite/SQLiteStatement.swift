@@ -18,7 +18,7 @@ struct SQLiteStatement {
         // SQLite takes an Int32 count; past the connection's limit it refuses anyway.
         guard blob.count <= SQLiteConnection.maximumLength else {
             throw KeystoreError(
-                .corruptFormat, "the value is larger than the keystore's limit of \(SQLiteConnection.maximumLength) bytes",
+                .valueTooLarge, "the sealed value is larger than the keystore's limit of \(SQLiteConnection.maximumLength) bytes",
                 path: connection.path)
         }
         // A nil pointer would bind NULL; an empty blob still needs a valid one.

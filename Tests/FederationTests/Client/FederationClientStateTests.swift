@@ -1,6 +1,7 @@
 import BrokerTestSupport
 @testable import Federation
 import Foundation
+import SecureStorage
 import XCTest
 
 /// The session state machine: failures, termination, serialisation, expiry, observation.
@@ -63,7 +64,15 @@ final class FederationClientStateTests: XCTestCase {
     /// emulator, proxy or endpoint), is refused and not stored: the store keeps the record with
     /// the later expiration, so one far in the future would win over every later federation.
     func testCredentialsWithAnImplausibleExpirationAreRefusedAndNotStored() async throws {
-        let harness = try Harness()
+        let keystore = InMemoryKeystore()
+        let fake = FakeCognito(expiration: testEpoch.addingTimeInterval(3600))
+        func client() throws -> FederationClient {
+            try FederationClient(
+                configuration: FederationConfiguration(identityPoolId: testPoolId, endpoint: testEndpoint),
+                transport: fake.transport, keystore: keystore, environment: [:], retryRunner: noSleepRunner(),
+                now: { testEpoch }, logger: nil)
+        }
+        let harness = (client: try client(), fake: fake)
         let first = try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         for (expiration, words) in [
             (testEpoch.addingTimeInterval(10 * 365 * 86400), "hours, longer than any AWS flow gives"),
@@ -79,6 +88,8 @@ final class FederationClientStateTests: XCTestCase {
             let snapshot = try await harness.client.session("alice")
             XCTAssertEqual(snapshot.state, .federated)
             XCTAssertEqual(snapshot.credentials, first.credentials, "the previous session stays")
+            let stored = try await client().session("alice")
+            XCTAssertEqual(stored.credentials, first.credentials, "nothing was stored")
         }
         // The longest real lifetime (STS: 12 hours) is accepted, and then replaced as usual.
         harness.fake.expiration = testEpoch.addingTimeInterval(12 * 3600)

@@ -134,7 +134,7 @@ final class SQLiteSchemaTamperingTests: XCTestCase {
             try await keystore.set([UInt8](repeating: 1, count: SQLiteConnection.maximumLength + 1), forKey: "c")
             XCTFail("stored a value over the limit")
         } catch {
-            XCTAssertEqual(error.code, .corruptFormat)
+            XCTAssertEqual(error.code, .valueTooLarge)
         }
         let missing = try await keystore.value(forKey: "c")
         XCTAssertNil(missing)
