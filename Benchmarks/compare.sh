@@ -150,7 +150,10 @@ IDENTITY_ID="us-east-1:11111111-2222-4333-8444-555555555555"
 # A session token as long as real Cognito ones (about 1 KB of base64).
 SESSION_TOKEN=$(python3 -c 'import base64; print(base64.b64encode(bytes(range(256)) * 3).decode()[:1000])')
 GET_ID_BODY="{\"IdentityId\":\"$IDENTITY_ID\"}"
-GET_CREDS_BODY="{\"Credentials\":{\"AccessKeyId\":\"ASIAQBENCHMARK000001\",\"Expiration\":4102444800,\"SecretKey\":\"wJalrXUtnFEMI/K7MDENG/bPxRfiCYBENCHMARKEY\",\"SessionToken\":\"$SESSION_TOKEN\"},\"IdentityId\":\"$IDENTITY_ID\"}"
+# Credentials that expire 6 hours after this run starts: the client refuses an expiration in
+# the past or more than 36 hours ahead (a static one would soon be either).
+EXPIRATION=$(( $(date +%s) + 6 * 3600 ))
+GET_CREDS_BODY="{\"Credentials\":{\"AccessKeyId\":\"ASIAQBENCHMARK000001\",\"Expiration\":$EXPIRATION,\"SecretKey\":\"wJalrXUtnFEMI/K7MDENG/bPxRfiCYBENCHMARKEY\",\"SessionToken\":\"$SESSION_TOKEN\"},\"IdentityId\":\"$IDENTITY_ID\"}"
 
 mkdir -p "$WORK/nginx/logs"
 cat >"$WORK/nginx/nginx.conf" <<EOF

@@ -19,10 +19,13 @@ private struct PreparedStatement {
 /// poller's queue) uses it from one thread at a time,
 /// which is what makes the unchecked `Sendable` sound.
 final class SQLiteConnection: @unchecked Sendable {
-    /// The most bytes any string, blob or row may hold, read or written: a sealed item is
-    /// at most this long. Sessions take ~1.3 KB; the bound keeps a value a group member
-    /// planted in a shared database from making a reader allocate without limit.
+    /// The most bytes a sealed item may hold, written or read. Sessions take ~1.3 KB; the bound
+    /// keeps a value a group member planted in a shared database from making a reader
+    /// allocate without limit.
     static let maximumLength = 1 << 20
+    /// SQLite's length limit, which applies to whole rows: an item's key and the row's own
+    /// bytes on top of the largest value.
+    static let rowLimit = maximumLength + (64 << 10)
 
     let path: String
     /// How long a statement waits for another connection's lock before reporting busy.
@@ -38,32 +41,64 @@ final class SQLiteConnection: @unchecked Sendable {
     /// the new schema has passed ``StoreSchema/checkObjects(on:)``. Freed in `deinit`, after
     /// the connection that points at it has closed.
     private let compileGuard: UnsafeMutablePointer<ib_sqlite3_compile_guard>
+    /// Set when SQLite's in-memory schema may differ from what was checked: after a refused
+    /// recompile (SQLite loaded a changed schema to compile it) or a failed check. The next
+    /// statement prepared reopens the connection, so that the schema it compiles against is
+    /// loaded in the very snapshot ``StoreSchema/checkObjects(on:)`` reads. Otherwise a member
+    /// could load one schema into this connection and show the check another under the same
+    /// `schema_version` (which they can set), and SQLite would never reload.
+    private var schemaUntrusted = false
+    /// `PRAGMA` settings run through ``execute(_:)``, run again on a reopened connection.
+    private var settings: [String] = []
 
     /// Opens an existing database file (``StoreLayout`` creates and checks it first); never
     /// follows a symbolic link and never creates the file.
     init(path: String, busyTimeout: Duration) throws(KeystoreError) {
         self.path = path
         self.busyTimeout = busyTimeout
+        compileGuard = .allocate(capacity: 1)
+        compileGuard.initialize(to: ib_sqlite3_compile_guard(guarding: 0, refused: 0))
+        do {
+            handle = try Self.openHandle(path: path, busyTimeout: busyTimeout, guard: compileGuard)
+        } catch {
+            compileGuard.deallocate()
+            throw error
+        }
+    }
+
+    private static func openHandle(
+        path: String, busyTimeout: Duration, guard compileGuard: UnsafeMutablePointer<ib_sqlite3_compile_guard>
+    ) throws(KeystoreError) -> OpaquePointer {
         var connection: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_EXRESCODE
         let result = sqlite3_open_v2(path, &connection, flags, nil)
-        guard result == SQLITE_OK else {
+        guard result == SQLITE_OK, let connection else {
             let error = KeystoreError.sqlite(result, connection: connection, path: path, operation: "open")
             sqlite3_close_v2(connection)
             throw error
         }
-        let hardened = ib_sqlite3_harden(connection, Int32(Self.maximumLength))
+        let hardened = ib_sqlite3_harden(connection, Int32(rowLimit))
         guard hardened == SQLITE_OK else {
             let error = KeystoreError.sqlite(hardened, connection: connection, path: path, operation: "configuring the connection")
             sqlite3_close_v2(connection)
             throw error
         }
-        compileGuard = .allocate(capacity: 1)
-        compileGuard.initialize(to: ib_sqlite3_compile_guard(guarding: 0, refused: 0))
-        handle = connection
         ib_sqlite3_install_compile_guard(connection, compileGuard)
-        let milliseconds = busyTimeout.wholeMilliseconds
-        sqlite3_busy_timeout(connection, Int32(clamping: milliseconds))
+        sqlite3_busy_timeout(connection, Int32(clamping: busyTimeout.wholeMilliseconds))
+        return connection
+    }
+
+    /// A new connection in place of this one, with the same settings and WAL hook, and no
+    /// schema loaded yet. Only outside a transaction (a rolled-back one is gone anyway).
+    private func reopen() throws(KeystoreError) {
+        dropStatements()
+        if let handle { sqlite3_close_v2(handle) }
+        handle = nil
+        let connection = try Self.openHandle(path: path, busyTimeout: busyTimeout, guard: compileGuard)
+        handle = connection
+        if let walHook { sqlite3_wal_hook(connection, Self.walCallback, walHook.toOpaque()) }
+        for setting in settings { try exec(setting) }
+        schemaUntrusted = false
     }
 
     deinit {
@@ -74,8 +109,7 @@ final class SQLiteConnection: @unchecked Sendable {
     /// Finalises every cached statement and closes the connection; later calls fail with
     /// ``KeystoreError/Code/storeUnavailable``.
     func close() {
-        for prepared in statements { sqlite3_finalize(prepared.statement) }
-        statements.removeAll()
+        dropStatements()
         if let handle { sqlite3_close_v2(handle) }
         handle = nil
         walHook?.release()
@@ -88,12 +122,15 @@ final class SQLiteConnection: @unchecked Sendable {
     func onCommit(walPages body: @escaping @Sendable (Int) -> Void) throws(KeystoreError) {
         let connection = try open()
         let hook = Unmanaged.passRetained(WALHook(body))
-        sqlite3_wal_hook(connection, { context, _, _, pages in
-            if let context { Unmanaged<WALHook>.fromOpaque(context).takeUnretainedValue().body(Int(pages)) }
-            return SQLITE_OK
-        }, hook.toOpaque())
+        sqlite3_wal_hook(connection, Self.walCallback, hook.toOpaque())
         walHook?.release()
         walHook = hook
+    }
+
+    private static let walCallback: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<CChar>?, Int32) -> Int32 = {
+        context, _, _, pages in
+        if let context { Unmanaged<WALHook>.fromOpaque(context).takeUnretainedValue().body(Int(pages)) }
+        return SQLITE_OK
     }
 
     /// Copies what it can of the WAL into the database without waiting for any reader or
@@ -119,9 +156,31 @@ final class SQLiteConnection: @unchecked Sendable {
         KeystoreError.sqlite(code, connection: handle, path: path, operation: operation)
     }
 
-    /// Runs SQL without results (schema, pragmas that return nothing useful).
+    /// Runs SQL without results (schema, pragmas that return nothing useful). A
+    /// `PRAGMA synchronous` setting is remembered and applied again if the connection reopens.
     func execute(_ sql: String) throws(KeystoreError) {
+        try exec(sql)
+        if sql.hasPrefix("PRAGMA synchronous") {
+            settings.append(sql)
+        } else if !sql.hasPrefix("PRAGMA") {
+            // Schema statements of our own (under the write lock): what was compiled before
+            // them is stale, and the next statement prepared checks the result.
+            dropStatements()
+        }
+    }
+
+    private func dropStatements() {
+        for prepared in statements { sqlite3_finalize(prepared.statement) }
+        statements.removeAll()
+    }
+
+    /// `sqlite3_exec`, unguarded: for settings, schema statements run under the write lock
+    /// right after a check, and transaction control, none of which runs schema code.
+    private func exec(_ sql: String) throws(KeystoreError) {
         let connection = try open()
+        let outer = compileGuard.pointee.guarding
+        compileGuard.pointee.guarding = 0
+        defer { compileGuard.pointee.guarding = outer }
         let result = sqlite3_exec(connection, sql, nil, nil, nil)
         guard result == SQLITE_OK else { throw error(result, "executing SQL") }
     }
@@ -130,10 +189,11 @@ final class SQLiteConnection: @unchecked Sendable {
     /// so it holds no read snapshot and no bound value.
     ///
     /// A statement is prepared only against a schema that passed
-    /// ``StoreSchema/checkObjects(on:)``, and runs guarded: if the schema changes afterwards
-    /// (SQLite then compiles the statement again before running it), the compile is refused,
-    /// the new schema is checked, and the statement is prepared anew. So no statement of this
-    /// connection ever runs SQL a group member put in a shared database's schema.
+    /// ``StoreSchema/checkObjects(on:)`` in the snapshot SQLite loaded it from, and runs
+    /// guarded: if the schema changes afterwards (SQLite then compiles the statement again
+    /// before running it), the compile is refused, and the statement is prepared anew on a
+    /// reopened connection. So no statement of this connection ever runs SQL a group member
+    /// put in a shared database's schema.
     func withStatement<R>(_ sql: String, _ body: (SQLiteStatement) throws(KeystoreError) -> R) throws(KeystoreError) -> R {
         var attempts = 0
         while true {
@@ -148,41 +208,72 @@ final class SQLiteConnection: @unchecked Sendable {
                 }
                 return try body(SQLiteStatement(statement: statement, connection: self))
             } catch {
-                attempts += 1
-                guard compileGuard.pointee.refused != 0, attempts < 3 else { throw error }
-                // The schema changed since the statement was prepared: prepare it again, which
-                // checks the new schema first.
+                guard compileGuard.pointee.refused != 0 else { throw error }
+                // SQLite loaded a changed schema to compile the statement again, and the
+                // compile was refused: that schema was never checked.
                 compileGuard.pointee.refused = 0
-                forget(statement)
+                if isAutocommit {
+                    // Loaded in the failed statement's own snapshot, which no check can read
+                    // again: the next prepare starts over on a new connection.
+                    schemaUntrusted = true
+                } else {
+                    // Loaded in this transaction's snapshot, which a check reads too.
+                    do {
+                        try StoreSchema.checkObjects(on: self)
+                    } catch {
+                        schemaUntrusted = true
+                        throw error
+                    }
+                    dropStatements()
+                }
+                attempts += 1
+                guard attempts < 3 else {
+                    throw KeystoreError(.storeUnavailable, "the database's schema kept changing during the operation; try again", path: path)
+                }
             }
         }
     }
 
-    /// The cached statement for `sql`, or a new one prepared against a schema just checked.
+    /// The cached statement for `sql`, or a new one, compiled against a schema checked in the
+    /// same snapshot.
     private func preparedStatement(_ sql: String) throws(KeystoreError) -> OpaquePointer {
+        if schemaUntrusted {
+            // Every cached statement was compiled against a schema SQLite has since replaced.
+            guard isAutocommit else {
+                throw KeystoreError(.storeUnavailable, "the database's schema changed during the operation; try again", path: path)
+            }
+            try reopen()
+        }
         if let cached = statements.first(where: { $0.sql == sql }) { return cached.statement }
-        let connection = try open()
         let outer = compileGuard.pointee.guarding
         compileGuard.pointee.guarding = 0
         defer { compileGuard.pointee.guarding = outer }
-        for _ in 0..<3 {
-            let checked = try StoreSchema.checkObjects(on: self)
-            var prepared: OpaquePointer?
-            let result = sqlite3_prepare_v3(connection, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &prepared, nil)
-            guard result == SQLITE_OK, let prepared else { throw error(result, "preparing a statement") }
-            // Compiled against the schema checked above, unless it changed in between.
-            if try StoreSchema.schemaVersion(on: self) == checked {
-                statements.append(PreparedStatement(sql: sql, statement: prepared))
-                return prepared
+        // Outside a transaction, one is opened and its snapshot started (`PRAGMA data_version`
+        // reads no schema) before anything loads the schema, so SQLite loads it from the
+        // snapshot the check reads. Inside one (a write transaction, a read transaction), the
+        // snapshot is already fixed.
+        let ownTransaction = isAutocommit
+        if ownTransaction {
+            try exec("BEGIN")
+            do {
+                try withUncheckedStatement("PRAGMA data_version") { statement throws(KeystoreError) in _ = try statement.step() }
+            } catch {
+                try? exec("ROLLBACK")
+                throw error
             }
-            sqlite3_finalize(prepared)
         }
-        throw KeystoreError(.storeUnavailable, "the database's schema kept changing while a statement was prepared", path: path)
-    }
-
-    private func forget(_ statement: OpaquePointer) {
-        statements.removeAll { $0.statement == statement }
-        sqlite3_finalize(statement)
+        defer { if ownTransaction { try? exec("COMMIT") } }
+        do {
+            try StoreSchema.checkObjects(on: self)
+        } catch {
+            schemaUntrusted = true
+            throw error
+        }
+        var prepared: OpaquePointer?
+        let result = sqlite3_prepare_v3(try open(), sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &prepared, nil)
+        guard result == SQLITE_OK, let prepared else { throw error(result, "preparing a statement") }
+        statements.append(PreparedStatement(sql: sql, statement: prepared))
+        return prepared
     }
 
     /// Runs `body` with a statement prepared for this call only and finalised after it,
@@ -245,11 +336,16 @@ final class SQLiteConnection: @unchecked Sendable {
         try transaction(beginning: "BEGIN", body)
     }
 
+    /// Transaction control runs through `sqlite3_exec`: it needs no schema, so it can neither
+    /// be refused nor fail a schema check, and a rollback always ends the transaction.
     private func transaction<R>(beginning begin: String, _ body: () throws(KeystoreError) -> R) throws(KeystoreError) -> R {
-        try run(begin)
+        // Statements inside prepare against the transaction's snapshot, and a connection whose
+        // schema is not to be trusted can only start over outside one.
+        if schemaUntrusted && isAutocommit { try reopen() }
+        try exec(begin)
         do {
             let result = try body()
-            try run("COMMIT")
+            try exec("COMMIT")
             return result
         } catch {
             rollback()
@@ -258,7 +354,7 @@ final class SQLiteConnection: @unchecked Sendable {
     }
 
     func rollback() {
-        if !isAutocommit { try? run("ROLLBACK") }
+        if !isAutocommit { try? exec("ROLLBACK") }
     }
 
     /// Steps a statement without parameters to completion.

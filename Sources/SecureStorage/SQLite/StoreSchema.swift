@@ -148,22 +148,16 @@ enum StoreSchema {
     /// member, and its schema runs in every member's process: ``SQLiteConnection`` prepares
     /// statements only against a schema that passed this check. The object's name is not
     /// quoted: it is text a member chose.
-    /// - Returns: The schema version checked (`PRAGMA schema_version`), read in the same
-    ///   statement as the objects.
-    @discardableResult
-    static func checkObjects(on connection: SQLiteConnection) throws(KeystoreError) -> Int64 {
-        try connection.withUncheckedStatement(schemaObjects) { statement throws(KeystoreError) -> Int64 in
-            var version: Int64 = 0
+    static func checkObjects(on connection: SQLiteConnection) throws(KeystoreError) {
+        try connection.withUncheckedStatement(schemaObjects) { statement throws(KeystoreError) in
             while try statement.step() {
-                version = statement.int64(0)
-                if statement.isNull(1) { continue }  // an empty database
-                let type = statement.text(1)
-                let name = statement.text(2)
-                let table = statement.text(3)
+                let type = statement.text(0)
+                let name = statement.text(1)
+                let table = statement.text(2)
                 let expected: Bool
                 switch type {
-                case "table": expected = name == table && knownTables[name]?.contains(normalised(statement.text(4))) == true
-                case "index": expected = statement.isNull(4) && name == "sqlite_autoindex_\(table)_1" && (table == "meta" || table == "items")
+                case "table": expected = name == table && knownTables[name]?.contains(normalised(statement.text(3))) == true
+                case "index": expected = statement.isNull(3) && name == "sqlite_autoindex_\(table)_1" && (table == "meta" || table == "items")
                 default: expected = false
                 }
                 guard expected else {
@@ -175,15 +169,6 @@ enum StoreSchema {
                         path: connection.path)
                 }
             }
-            return version
-        }
-    }
-
-    /// The database's schema version (`PRAGMA schema_version`), which every schema change raises.
-    static func schemaVersion(on connection: SQLiteConnection) throws(KeystoreError) -> Int64 {
-        try connection.withUncheckedStatement("PRAGMA schema_version") { statement throws(KeystoreError) -> Int64 in
-            _ = try statement.step()
-            return statement.int64(0)
         }
     }
 
@@ -212,12 +197,7 @@ enum StoreSchema {
         return sql
     }
 
-    /// The schema version and every schema object, in one statement (one snapshot); one row of
-    /// NULL objects for an empty database.
-    private static let schemaObjects = """
-        SELECT (SELECT schema_version FROM pragma_schema_version), type, name, tbl_name, sql
-        FROM (SELECT 1) LEFT JOIN sqlite_master
-        """
+    private static let schemaObjects = "SELECT type, name, tbl_name, sql FROM sqlite_master"
 
     private static let hasMeta = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
 

@@ -76,6 +76,57 @@ final class SQLiteSchemaTamperingTests: XCTestCase {
         }
     }
 
+    /// A member can set `schema_version`, so it does not identify a schema: they plant a CHECK
+    /// (which the victim's connection loads, and refuses), then put the clean definition back
+    /// under the same version. SQLite would not load the schema again; a check of the rows
+    /// would pass while statements compiled against the CHECK. The connection starts over
+    /// instead, so what it compiles against is what it checked.
+    func testASchemaVersionPinnedByAMemberDoesNotHideADefinitionAlreadyLoaded() async throws {
+        let temporary = try TemporaryRoot()
+        let keystore = try open(temporary.root)
+        defer { keystore.close() }
+        try await keystore.set(bytes("a"), forKey: "a")
+        let path = keystore.namespace.databasePath
+        let clean = "CREATE TABLE items(id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, version INTEGER, value BLOB NOT NULL)"
+        let checked = "CREATE TABLE items(id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, version INTEGER, value BLOB NOT NULL CHECK (key <> 'b'))"
+        try plainSQLite(path, """
+            PRAGMA writable_schema = ON;
+            UPDATE sqlite_master SET sql = '\(checked.replacingOccurrences(of: "'", with: "''"))' WHERE name = 'items';
+            PRAGMA schema_version = 1000;
+            """)
+        await assertRefused(what: "table") { try await keystore.set(bytes("b"), forKey: "b") }
+
+        try plainSQLite(path, """
+            PRAGMA writable_schema = ON;
+            UPDATE sqlite_master SET sql = '\(clean)' WHERE name = 'items';
+            PRAGMA schema_version = 1000;
+            """)
+        // The schema is clean again: the write runs, and the CHECK loaded before does not.
+        try await keystore.set(bytes("b"), forKey: "b")
+        let value = try await keystore.value(forKey: "b")
+        XCTAssertEqual(string(value), "b")
+    }
+
+    /// A write refused for a planted schema ends its transaction: the writer does not keep the
+    /// database's write lock, other members can write, and once the schema is clean again
+    /// the keystore writes again.
+    func testARefusedWriteReleasesTheWriteLockAndTheKeystoreRecovers() async throws {
+        let temporary = try TemporaryRoot()
+        let keystore = try open(temporary.root)
+        defer { keystore.close() }
+        try await keystore.set(bytes("a"), forKey: "a")
+        let path = keystore.namespace.databasePath
+        try plainSQLite(path, "CREATE TRIGGER planted BEFORE INSERT ON items BEGIN SELECT RAISE(ABORT, 'planted ran'); END")
+        await assertRefused(what: "trigger") { try await keystore.set(bytes("b"), forKey: "b") }
+        await assertRefused(what: "trigger") { try await keystore.set(bytes("c"), forKey: "c") }
+
+        // Another connection takes the write lock at once, then removes the trigger.
+        try plainSQLite(path, "PRAGMA busy_timeout = 0; BEGIN IMMEDIATE; DROP TRIGGER planted; COMMIT;")
+        try await keystore.set(bytes("d"), forKey: "d")
+        let keys = try await keystore.keys()
+        XCTAssertEqual(keys.sorted(), ["a", "d"])
+    }
+
     /// An operation of an open keystore after the schema changed under it: refused as
     /// tampering, not failing inside what was planted.
     private func assertRefused(what: String, file: StaticString = #filePath, line: UInt = #line, _ body: () async throws -> Void) async {
