@@ -19,9 +19,9 @@ private struct PreparedStatement {
 /// poller's queue) uses it from one thread at a time,
 /// which is what makes the unchecked `Sendable` sound.
 final class SQLiteConnection: @unchecked Sendable {
-    /// The most bytes a sealed item may hold, written or read. Sessions take ~1.3 KB; the bound
-    /// keeps a value a group member planted in a shared database from making a reader
-    /// allocate without limit.
+    /// The most bytes a sealed item may hold when written, and in a migration's scan. Sessions
+    /// take ~1.3 KB; with ``rowLimit`` the bound keeps a value a group member planted in a
+    /// shared database from making a reader allocate without limit.
     static let maximumLength = 1 << 20
     /// SQLite's length limit, which applies to whole rows: an item's key and the row's own
     /// bytes on top of the largest value.
@@ -50,12 +50,18 @@ final class SQLiteConnection: @unchecked Sendable {
     private var schemaUntrusted = false
     /// `PRAGMA` settings run through ``execute(_:)``, run again on a reopened connection.
     private var settings: [String] = []
+    /// The busy timeout in force (zero inside ``withoutWaiting(_:)``), which a reopened
+    /// connection gets too.
+    private var activeBusyTimeout: Duration
+    /// Set by ``close()``: a closed connection never reopens.
+    private var isClosed = false
 
     /// Opens an existing database file (``StoreLayout`` creates and checks it first); never
     /// follows a symbolic link and never creates the file.
     init(path: String, busyTimeout: Duration) throws(KeystoreError) {
         self.path = path
         self.busyTimeout = busyTimeout
+        activeBusyTimeout = busyTimeout
         compileGuard = .allocate(capacity: 1)
         compileGuard.initialize(to: ib_sqlite3_compile_guard(guarding: 0, refused: 0))
         do {
@@ -91,14 +97,36 @@ final class SQLiteConnection: @unchecked Sendable {
     /// A new connection in place of this one, with the same settings and WAL hook, and no
     /// schema loaded yet. Only outside a transaction (a rolled-back one is gone anyway).
     private func reopen() throws(KeystoreError) {
+        guard !isClosed else { throw KeystoreError(.storeUnavailable, "the keystore is closed", path: path) }
         dropStatements()
         if let handle { sqlite3_close_v2(handle) }
         handle = nil
-        let connection = try Self.openHandle(path: path, busyTimeout: busyTimeout, guard: compileGuard)
+        let connection = try Self.openHandle(path: path, busyTimeout: activeBusyTimeout, guard: compileGuard)
         handle = connection
+        // The schema is loaded, and checked, in one snapshot before anything else runs: some
+        // settings load it too, in a snapshot of their own that no check reads, and SQLite
+        // keeps a schema it holds for as long as `schema_version` stays (a member sets it).
+        try inOwnSnapshot { () throws(KeystoreError) in try StoreSchema.checkObjects(on: self) }
         if let walHook { sqlite3_wal_hook(connection, Self.walCallback, walHook.toOpaque()) }
         for setting in settings { try exec(setting) }
         schemaUntrusted = false
+    }
+
+    /// Runs `body` in a read transaction whose snapshot is fixed before it (`PRAGMA
+    /// data_version` starts it and reads no schema), so a schema SQLite loads inside is
+    /// loaded from the snapshot `body` reads. A `BEGIN` alone starts no snapshot: a schema
+    /// loaded before the first read would come from one of its own.
+    private func inOwnSnapshot<R>(_ body: () throws(KeystoreError) -> R) throws(KeystoreError) -> R {
+        try exec("BEGIN")
+        do {
+            try withUncheckedStatement("PRAGMA data_version") { statement throws(KeystoreError) in _ = try statement.step() }
+            let result = try body()
+            try exec("COMMIT")
+            return result
+        } catch {
+            try? exec("ROLLBACK")
+            throw error
+        }
     }
 
     deinit {
@@ -109,6 +137,7 @@ final class SQLiteConnection: @unchecked Sendable {
     /// Finalises every cached statement and closes the connection; later calls fail with
     /// ``KeystoreError/Code/storeUnavailable``.
     func close() {
+        isClosed = true
         dropStatements()
         if let handle { sqlite3_close_v2(handle) }
         handle = nil
@@ -161,7 +190,7 @@ final class SQLiteConnection: @unchecked Sendable {
     func execute(_ sql: String) throws(KeystoreError) {
         try exec(sql)
         if sql.hasPrefix("PRAGMA synchronous") {
-            settings.append(sql)
+            if !settings.contains(sql) { settings.append(sql) }
         } else if !sql.hasPrefix("PRAGMA") {
             // Schema statements of our own (under the write lock): what was compiled before
             // them is stale, and the next statement prepared checks the result.
@@ -248,21 +277,15 @@ final class SQLiteConnection: @unchecked Sendable {
         let outer = compileGuard.pointee.guarding
         compileGuard.pointee.guarding = 0
         defer { compileGuard.pointee.guarding = outer }
-        // Outside a transaction, one is opened and its snapshot started (`PRAGMA data_version`
-        // reads no schema) before anything loads the schema, so SQLite loads it from the
-        // snapshot the check reads. Inside one (a write transaction, a read transaction), the
-        // snapshot is already fixed.
-        let ownTransaction = isAutocommit
-        if ownTransaction {
-            try exec("BEGIN")
-            do {
-                try withUncheckedStatement("PRAGMA data_version") { statement throws(KeystoreError) in _ = try statement.step() }
-            } catch {
-                try? exec("ROLLBACK")
-                throw error
-            }
+        // Outside a transaction, the check and the compile share a snapshot of their own.
+        // Inside one, its snapshot is already fixed (``transaction(beginning:_:)``).
+        if isAutocommit {
+            return try inOwnSnapshot { () throws(KeystoreError) -> OpaquePointer in try checkAndPrepare(sql) }
         }
-        defer { if ownTransaction { try? exec("COMMIT") } }
+        return try checkAndPrepare(sql)
+    }
+
+    private func checkAndPrepare(_ sql: String) throws(KeystoreError) -> OpaquePointer {
         do {
             try StoreSchema.checkObjects(on: self)
         } catch {
@@ -325,9 +348,13 @@ final class SQLiteConnection: @unchecked Sendable {
     /// Runs `body` with no busy timeout: a statement that needs another connection's lock
     /// fails at once with ``KeystoreError/Code/storeUnavailable`` instead of waiting.
     func withoutWaiting<R>(_ body: () throws(KeystoreError) -> R) throws(KeystoreError) -> R {
-        let connection = try open()
-        sqlite3_busy_timeout(connection, 0)
-        defer { sqlite3_busy_timeout(connection, Int32(clamping: busyTimeout.wholeMilliseconds)) }
+        sqlite3_busy_timeout(try open(), 0)
+        activeBusyTimeout = .zero
+        defer {
+            // On the handle in use now: `body` may have reopened the connection.
+            activeBusyTimeout = busyTimeout
+            if let handle { sqlite3_busy_timeout(handle, Int32(clamping: busyTimeout.wholeMilliseconds)) }
+        }
         return try body()
     }
 
@@ -343,6 +370,16 @@ final class SQLiteConnection: @unchecked Sendable {
         // schema is not to be trusted can only start over outside one.
         if schemaUntrusted && isAutocommit { try reopen() }
         try exec(begin)
+        if begin == "BEGIN" {
+            // A deferred BEGIN fixes no snapshot until the first read; start it now, before
+            // any statement prepared inside loads the schema.
+            do {
+                try withUncheckedStatement("PRAGMA data_version") { statement throws(KeystoreError) in _ = try statement.step() }
+            } catch {
+                rollback()
+                throw error
+            }
+        }
         do {
             let result = try body()
             try exec("COMMIT")

@@ -128,9 +128,9 @@ enum StoreSchema {
             _ = try statement.step()
             return statement.int64(0)
         }
-        guard tables == 3 else { return false }
-        try checkObjects(on: connection)
-        guard let foundVersion = try meta("schema_version", on: connection),
+        // Every statement above and below was prepared after `checkObjects` passed, in the
+        // snapshot the schema was loaded from (``SQLiteConnection/withStatement(_:_:)``).
+        guard tables == 3, let foundVersion = try meta("schema_version", on: connection),
               try checkVersion(foundVersion, path: connection.path) == version
         else { return false }
         for (name, value) in expectedMeta(service: service, group: group) {

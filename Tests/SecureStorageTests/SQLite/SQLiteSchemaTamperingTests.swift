@@ -7,17 +7,24 @@ import XCTest
 /// its rows are input from another user. What a member plants there must not run in another
 /// member's process, nor make it allocate without bound: it fails the open or the one item.
 final class SQLiteSchemaTamperingTests: XCTestCase {
-    private let team = try! AccessGroup(name: "team")
+    private let team = AccessGroup(name: "team")
 
     private func open(_ root: String) throws(KeystoreError) -> SQLiteKeystore {
         try SQLiteKeystore(root: root, service: "tool", accessGroup: team, keySource: testKey())
     }
 
-    func testAPlantedTriggerNeverRunsAndTheNextOpenIsRefused() async throws {
+    /// A keystore of the shared group under a new root, holding item "a" (the root lives as
+    /// long as the returned value).
+    private func openHoldingAnItem() async throws -> (TemporaryRoot, SQLiteKeystore) {
         let temporary = try TemporaryRoot()
         let keystore = try open(temporary.root)
-        defer { keystore.close() }
         try await keystore.set(bytes("a"), forKey: "a")
+        return (temporary, keystore)
+    }
+
+    func testAPlantedTriggerNeverRunsAndTheNextOpenIsRefused() async throws {
+        let (temporary, keystore) = try await openHoldingAnItem()
+        defer { withExtendedLifetime(temporary) { keystore.close() } }
         // A trigger that would refuse every write; one that spins would hang the victim.
         try plainSQLite(keystore.namespace.databasePath, "CREATE TRIGGER planted BEFORE INSERT ON items BEGIN SELECT RAISE(ABORT, 'planted ran'); END")
 
@@ -28,10 +35,8 @@ final class SQLiteSchemaTamperingTests: XCTestCase {
     }
 
     func testAViewInPlaceOfTheItemsTableIsNeverReadAndTheNextOpenIsRefused() async throws {
-        let temporary = try TemporaryRoot()
-        let keystore = try open(temporary.root)
-        defer { keystore.close() }
-        try await keystore.set(bytes("a"), forKey: "a")
+        let (temporary, keystore) = try await openHoldingAnItem()
+        defer { withExtendedLifetime(temporary) { keystore.close() } }
         // A view whose every read would run a query of the member's choosing.
         try plainSQLite(keystore.namespace.databasePath, """
             DROP TABLE items;
@@ -64,10 +69,8 @@ final class SQLiteSchemaTamperingTests: XCTestCase {
             ("meta", "CREATE TABLE meta(name TEXT PRIMARY KEY, stored TEXT NOT NULL, value TEXT AS (stored || ''))",
              "INSERT INTO meta(name, stored) SELECT name, value FROM kept"),
         ] {
-            let temporary = try TemporaryRoot()
-            let keystore = try open(temporary.root)
-            defer { keystore.close() }
-            try await keystore.set(bytes("a"), forKey: "a")
+            let (temporary, keystore) = try await openHoldingAnItem()
+            defer { withExtendedLifetime(temporary) { keystore.close() } }
             try plainSQLite(keystore.namespace.databasePath, "ALTER TABLE \(table) RENAME TO kept; \(definition); \(copy); DROP TABLE kept;")
 
             await assertRefused(what: "table") { try await keystore.set(bytes("b"), forKey: "b") }
@@ -82,10 +85,8 @@ final class SQLiteSchemaTamperingTests: XCTestCase {
     /// would pass while statements compiled against the CHECK. The connection starts over
     /// instead, so what it compiles against is what it checked.
     func testASchemaVersionPinnedByAMemberDoesNotHideADefinitionAlreadyLoaded() async throws {
-        let temporary = try TemporaryRoot()
-        let keystore = try open(temporary.root)
-        defer { keystore.close() }
-        try await keystore.set(bytes("a"), forKey: "a")
+        let (temporary, keystore) = try await openHoldingAnItem()
+        defer { withExtendedLifetime(temporary) { keystore.close() } }
         let path = keystore.namespace.databasePath
         let clean = "CREATE TABLE items(id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, version INTEGER, value BLOB NOT NULL)"
         let checked = "CREATE TABLE items(id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, version INTEGER, value BLOB NOT NULL CHECK (key <> 'b'))"
@@ -107,14 +108,54 @@ final class SQLiteSchemaTamperingTests: XCTestCase {
         XCTAssertEqual(string(value), "b")
     }
 
+    /// The same, with the member holding the write lock while the victim starts over: the
+    /// victim's new connection must check the schema it loads before anything else loads it
+    /// (a setting such as `PRAGMA synchronous` does), or it would hold the planted definition
+    /// and check the clean one the member commits meanwhile under the same version.
+    func testAStartedOverConnectionChecksTheSchemaItLoadsFirst() async throws {
+        let (temporary, keystore) = try await openHoldingAnItem()
+        defer { withExtendedLifetime(temporary) { keystore.close() } }
+        let path = keystore.namespace.databasePath
+        let clean = "CREATE TABLE items(id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, version INTEGER, value BLOB NOT NULL)"
+        let checked = "CREATE TABLE items(id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, version INTEGER, value BLOB NOT NULL CHECK (key <> 'b'))"
+        try plainSQLite(path, """
+            PRAGMA writable_schema = ON;
+            UPDATE sqlite_master SET sql = '\(checked.replacingOccurrences(of: "'", with: "''"))' WHERE name = 'items';
+            PRAGMA schema_version = 1000;
+            """)
+        await assertRefused(what: "table") { try await keystore.set(bytes("b"), forKey: "b") }
+
+        let member = try PlainSQLiteConnection(path)
+        try member.run("""
+            BEGIN IMMEDIATE;
+            PRAGMA writable_schema = ON;
+            UPDATE sqlite_master SET sql = '\(clean)' WHERE name = 'items';
+            PRAGMA schema_version = 1000;
+            """)
+        let write = Task { () -> KeystoreError? in
+            do {
+                try await keystore.set(bytes("b"), forKey: "b")
+                return nil
+            } catch {
+                return error as? KeystoreError ?? KeystoreError(.io, "\(error)")
+            }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        try member.run("COMMIT")
+        let error = await write.value
+        // Refused (the planted definition was still committed when the victim looked) or
+        // written (once the clean one was): never failing inside the planted CHECK.
+        if let error {
+            XCTAssertTrue(error.reason.contains("this keystore does not make"), error.reason)
+        }
+    }
+
     /// A write refused for a planted schema ends its transaction: the writer does not keep the
     /// database's write lock, other members can write, and once the schema is clean again
     /// the keystore writes again.
     func testARefusedWriteReleasesTheWriteLockAndTheKeystoreRecovers() async throws {
-        let temporary = try TemporaryRoot()
-        let keystore = try open(temporary.root)
-        defer { keystore.close() }
-        try await keystore.set(bytes("a"), forKey: "a")
+        let (temporary, keystore) = try await openHoldingAnItem()
+        defer { withExtendedLifetime(temporary) { keystore.close() } }
         let path = keystore.namespace.databasePath
         try plainSQLite(path, "CREATE TRIGGER planted BEFORE INSERT ON items BEGIN SELECT RAISE(ABORT, 'planted ran'); END")
         await assertRefused(what: "trigger") { try await keystore.set(bytes("b"), forKey: "b") }
@@ -166,10 +207,8 @@ final class SQLiteSchemaTamperingTests: XCTestCase {
     /// fails as a damaged item, without the victim copying the value, and every other item
     /// still reads.
     func testAnOversizedStoredValueFailsOnlyItsOwnItem() async throws {
-        let temporary = try TemporaryRoot()
-        let keystore = try open(temporary.root)
-        defer { keystore.close() }
-        try await keystore.set(bytes("a"), forKey: "a")
+        let (temporary, keystore) = try await openHoldingAnItem()
+        defer { withExtendedLifetime(temporary) { keystore.close() } }
         try plainSQLite(keystore.namespace.databasePath, "INSERT INTO items(key, version, value) VALUES('big', NULL, zeroblob(8388608))")
         do {
             _ = try await keystore.value(forKey: "big")

@@ -116,3 +116,26 @@ func plainSQLite(_ path: String, _ sql: String) throws {
         throw KeystoreError(.io, "could not run the SQL: \(String(cString: sqlite3_errmsg(handle)))", path: path)
     }
 }
+
+/// A plain libsqlite3 connection kept open, as a group member's process holds one: for
+/// attacks that need a transaction held across the victim's call.
+final class PlainSQLiteConnection: @unchecked Sendable {
+    private var handle: OpaquePointer?
+    let path: String
+
+    init(_ path: String) throws {
+        self.path = path
+        guard sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK else {
+            throw KeystoreError(.io, "could not open the database", path: path)
+        }
+        sqlite3_busy_timeout(handle, 5000)
+    }
+
+    deinit { sqlite3_close_v2(handle) }
+
+    func run(_ sql: String) throws {
+        guard sqlite3_exec(handle, sql, nil, nil, nil) == SQLITE_OK else {
+            throw KeystoreError(.io, "could not run the SQL: \(String(cString: sqlite3_errmsg(handle)))", path: path)
+        }
+    }
+}
