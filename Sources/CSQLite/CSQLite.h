@@ -57,8 +57,23 @@ static inline int ib_sqlite3_harden(sqlite3 *db, int maximum_length) {
     if (result == SQLITE_OK) result = sqlite3_db_config(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, (int *)0);
 #endif
     if (result == SQLITE_OK) result = sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, (int *)0);
-    if (result == SQLITE_OK) sqlite3_limit(db, SQLITE_LIMIT_LENGTH, maximum_length);
+    if (result == SQLITE_OK) {
+        sqlite3_limit(db, SQLITE_LIMIT_LENGTH, maximum_length);
+        // Loading a schema evaluates expressions before any check can read it: SQLite reads
+        // `sqlite_stat1` right after, generated columns included. With no function arguments
+        // allowed, a planted expression calling a function fails to parse instead of running
+        // (see ib_sqlite3_allow_function_arguments), and a shallow expression depth bounds
+        // what operators alone can do.
+        sqlite3_limit(db, SQLITE_LIMIT_FUNCTION_ARG, 0);
+        sqlite3_limit(db, SQLITE_LIMIT_EXPR_DEPTH, 64);
+    }
     return result;
+}
+
+// Function arguments for the keystore's own statements, compiled against a schema already
+// checked: on (`allow` non-zero) around such a compile, off again after it.
+static inline void ib_sqlite3_allow_function_arguments(sqlite3 *db, int allow) {
+    sqlite3_limit(db, SQLITE_LIMIT_FUNCTION_ARG, allow ? 8 : 0);
 }
 
 #endif

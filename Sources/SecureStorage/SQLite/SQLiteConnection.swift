@@ -292,11 +292,28 @@ final class SQLiteConnection: @unchecked Sendable {
             schemaUntrusted = true
             throw error
         }
+        let connection = try open()
         var prepared: OpaquePointer?
-        let result = sqlite3_prepare_v3(try open(), sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &prepared, nil)
+        // The schema is loaded and checked: our own SQL may call functions now.
+        ib_sqlite3_allow_function_arguments(connection, 1)
+        let result = sqlite3_prepare_v3(connection, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &prepared, nil)
+        ib_sqlite3_allow_function_arguments(connection, 0)
         guard result == SQLITE_OK, let prepared else { throw error(result, "preparing a statement") }
         statements.append(PreparedStatement(sql: sql, statement: prepared))
         return prepared
+    }
+
+    /// ``execute(_:)`` for our own schema statements that call functions (a table rename
+    /// does, internally), run inside a transaction after a statement of it checked the
+    /// schema, so the schema SQLite holds is a checked one.
+    func executeOnCheckedSchema(_ sql: String) throws(KeystoreError) {
+        guard !schemaUntrusted, !isAutocommit else {
+            throw KeystoreError(.storeUnavailable, "the database's schema changed during the operation; try again", path: path)
+        }
+        let connection = try open()
+        ib_sqlite3_allow_function_arguments(connection, 1)
+        defer { ib_sqlite3_allow_function_arguments(connection, 0) }
+        try execute(sql)
     }
 
     /// Runs `body` with a statement prepared for this call only and finalised after it,

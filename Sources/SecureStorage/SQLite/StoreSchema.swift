@@ -99,7 +99,7 @@ enum StoreSchema {
             try connection.execute(statements)
             if let foundVersion {
                 if try checkVersion(foundVersion, path: connection.path) == 1 {
-                    try connection.execute(upgradeFromVersion1)
+                    try connection.executeOnCheckedSchema(upgradeFromVersion1)
                     try setMeta("schema_version", "\(version)", on: connection)
                 }
             } else {

@@ -150,6 +150,30 @@ final class SQLiteSchemaTamperingTests: XCTestCase {
         }
     }
 
+    /// SQLite reads `sqlite_stat1` as it loads a schema, before any check can look at it, and
+    /// evaluates a generated column there. With no function arguments allowed outside the
+    /// keystore's own compiles, the planted expression fails to parse instead of running.
+    func testAPlantedStatisticsTableRunsNothingWhileTheSchemaLoads() async throws {
+        let (temporary, keystore) = try await openHoldingAnItem()
+        let path = keystore.namespace.databasePath
+        keystore.close()
+        let planted = "CREATE TABLE sqlite_stat1(tbl, idx, st, stat AS (printf('%.9c', 'x')))"
+        try plainSQLite(path, """
+            ANALYZE;
+            PRAGMA writable_schema = ON;
+            UPDATE sqlite_master SET sql = '\(planted.replacingOccurrences(of: "'", with: "''"))' WHERE name = 'sqlite_stat1';
+            PRAGMA schema_version = 2000;
+            """)
+        // Had the expression run, the load would succeed and the check refuse the table.
+        do {
+            try open(temporary.root).close()
+            XCTFail("opened a database with a planted statistics table")
+        } catch {
+            XCTAssertEqual(error.code, .corruptFormat, error.reason)
+            XCTAssertTrue(error.reason.contains("malformed database schema"), error.reason)
+        }
+    }
+
     /// A write refused for a planted schema ends its transaction: the writer does not keep the
     /// database's write lock, other members can write, and once the schema is clean again
     /// the keystore writes again.
