@@ -79,6 +79,20 @@ final class SQLiteSchemaTamperingTests: XCTestCase {
         }
     }
 
+    private static let cleanItems = "CREATE TABLE items(id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, version INTEGER, value BLOB NOT NULL)"
+    private static let itemsWithCheck =
+        "CREATE TABLE items(id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, version INTEGER, value BLOB NOT NULL CHECK (key <> 'b'))"
+
+    /// SQL that gives `items` the stored definition `sql` in place (the table's data stays)
+    /// and pins `schema_version` to 1000, as a member with `writable_schema` can.
+    private static func redefineItems(as sql: String) -> String {
+        """
+        PRAGMA writable_schema = ON;
+        UPDATE sqlite_master SET sql = '\(sql.replacingOccurrences(of: "'", with: "''"))' WHERE name = 'items';
+        PRAGMA schema_version = 1000;
+        """
+    }
+
     /// A member can set `schema_version`, so it does not identify a schema: they plant a CHECK
     /// (which the victim's connection loads, and refuses), then put the clean definition back
     /// under the same version. SQLite would not load the schema again; a check of the rows
@@ -88,20 +102,10 @@ final class SQLiteSchemaTamperingTests: XCTestCase {
         let (temporary, keystore) = try await openHoldingAnItem()
         defer { withExtendedLifetime(temporary) { keystore.close() } }
         let path = keystore.namespace.databasePath
-        let clean = "CREATE TABLE items(id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, version INTEGER, value BLOB NOT NULL)"
-        let checked = "CREATE TABLE items(id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, version INTEGER, value BLOB NOT NULL CHECK (key <> 'b'))"
-        try plainSQLite(path, """
-            PRAGMA writable_schema = ON;
-            UPDATE sqlite_master SET sql = '\(checked.replacingOccurrences(of: "'", with: "''"))' WHERE name = 'items';
-            PRAGMA schema_version = 1000;
-            """)
+        try plainSQLite(path, Self.redefineItems(as: Self.itemsWithCheck))
         await assertRefused(what: "table") { try await keystore.set(bytes("b"), forKey: "b") }
 
-        try plainSQLite(path, """
-            PRAGMA writable_schema = ON;
-            UPDATE sqlite_master SET sql = '\(clean)' WHERE name = 'items';
-            PRAGMA schema_version = 1000;
-            """)
+        try plainSQLite(path, Self.redefineItems(as: Self.cleanItems))
         // The schema is clean again: the write runs, and the CHECK loaded before does not.
         try await keystore.set(bytes("b"), forKey: "b")
         let value = try await keystore.value(forKey: "b")
@@ -116,22 +120,11 @@ final class SQLiteSchemaTamperingTests: XCTestCase {
         let (temporary, keystore) = try await openHoldingAnItem()
         defer { withExtendedLifetime(temporary) { keystore.close() } }
         let path = keystore.namespace.databasePath
-        let clean = "CREATE TABLE items(id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, version INTEGER, value BLOB NOT NULL)"
-        let checked = "CREATE TABLE items(id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, version INTEGER, value BLOB NOT NULL CHECK (key <> 'b'))"
-        try plainSQLite(path, """
-            PRAGMA writable_schema = ON;
-            UPDATE sqlite_master SET sql = '\(checked.replacingOccurrences(of: "'", with: "''"))' WHERE name = 'items';
-            PRAGMA schema_version = 1000;
-            """)
+        try plainSQLite(path, Self.redefineItems(as: Self.itemsWithCheck))
         await assertRefused(what: "table") { try await keystore.set(bytes("b"), forKey: "b") }
 
         let member = try PlainSQLiteConnection(path)
-        try member.run("""
-            BEGIN IMMEDIATE;
-            PRAGMA writable_schema = ON;
-            UPDATE sqlite_master SET sql = '\(clean)' WHERE name = 'items';
-            PRAGMA schema_version = 1000;
-            """)
+        try member.run("BEGIN IMMEDIATE; " + Self.redefineItems(as: Self.cleanItems))
         let write = Task { () -> KeystoreError? in
             do {
                 try await keystore.set(bytes("b"), forKey: "b")
