@@ -84,7 +84,7 @@ final class Checkpointer: Sendable {
             do throws(KeystoreError) {
                 if connection == nil {
                     let opened = try SQLiteConnection(path: path, busyTimeout: busyTimeout)
-                    try opened.execute("PRAGMA synchronous=FULL")
+                    try opened.applySetting("PRAGMA synchronous=FULL")
                     connection = opened
                 }
                 // Commits go on meanwhile, and a pass that ends "complete" has copied only the

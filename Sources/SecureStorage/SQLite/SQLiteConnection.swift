@@ -119,7 +119,7 @@ final class SQLiteConnection: @unchecked Sendable {
     private func inOwnSnapshot<R>(_ body: () throws(KeystoreError) -> R) throws(KeystoreError) -> R {
         try exec("BEGIN")
         do {
-            try withUncheckedStatement("PRAGMA data_version") { statement throws(KeystoreError) in _ = try statement.step() }
+            try startSnapshot()
             let result = try body()
             try exec("COMMIT")
             return result
@@ -127,6 +127,43 @@ final class SQLiteConnection: @unchecked Sendable {
             try? exec("ROLLBACK")
             throw error
         }
+    }
+
+    /// Starts the open transaction's read snapshot without loading the schema.
+    private func startSnapshot() throws(KeystoreError) {
+        try withUncheckedStatement("PRAGMA data_version") { statement throws(KeystoreError) in _ = try statement.step() }
+    }
+
+    /// Runs `body` with compiles allowed: for our own statements, compiled against a checked
+    /// schema or needing none.
+    private func unguarded<R, Failure: Error>(_ body: () throws(Failure) -> R) throws(Failure) -> R {
+        let outer = compileGuard.pointee.guarding
+        compileGuard.pointee.guarding = 0
+        defer { compileGuard.pointee.guarding = outer }
+        return try body()
+    }
+
+    /// ``StoreSchema/checkObjects(on:)``; a schema that fails it stays loaded, so the
+    /// connection is no longer trusted to compile anything.
+    private func checkSchema() throws(KeystoreError) {
+        do {
+            try StoreSchema.checkObjects(on: self)
+        } catch {
+            schemaUntrusted = true
+            throw error
+        }
+    }
+
+    /// Before anything is compiled or a transaction begins: a connection whose schema is not
+    /// to be trusted starts over, which it can only do outside a transaction.
+    private func startOverIfUntrusted() throws(KeystoreError) {
+        guard schemaUntrusted else { return }
+        guard isAutocommit else { throw Self.schemaChanged(path) }
+        try reopen()
+    }
+
+    private static func schemaChanged(_ path: String) -> KeystoreError {
+        KeystoreError(.storeUnavailable, "the database's schema changed during the operation; try again", path: path)
     }
 
     deinit {
@@ -185,17 +222,21 @@ final class SQLiteConnection: @unchecked Sendable {
         KeystoreError.sqlite(code, connection: handle, path: path, operation: operation)
     }
 
-    /// Runs SQL without results (schema, pragmas that return nothing useful). A
-    /// `PRAGMA synchronous` setting is remembered and applied again if the connection reopens.
+    /// Runs SQL without results (schema, pragmas that return nothing useful).
     func execute(_ sql: String) throws(KeystoreError) {
         try exec(sql)
-        if sql.hasPrefix("PRAGMA synchronous") {
-            if !settings.contains(sql) { settings.append(sql) }
-        } else if !sql.hasPrefix("PRAGMA") {
+        if !sql.hasPrefix("PRAGMA") {
             // Schema statements of our own (under the write lock): what was compiled before
             // them is stale, and the next statement prepared checks the result.
             dropStatements()
         }
+    }
+
+    /// Runs a connection setting (`PRAGMA synchronous=FULL`), and again on every connection
+    /// that replaces this one.
+    func applySetting(_ pragma: String) throws(KeystoreError) {
+        try exec(pragma)
+        if !settings.contains(pragma) { settings.append(pragma) }
     }
 
     private func dropStatements() {
@@ -207,10 +248,7 @@ final class SQLiteConnection: @unchecked Sendable {
     /// right after a check, and transaction control, none of which runs schema code.
     private func exec(_ sql: String) throws(KeystoreError) {
         let connection = try open()
-        let outer = compileGuard.pointee.guarding
-        compileGuard.pointee.guarding = 0
-        defer { compileGuard.pointee.guarding = outer }
-        let result = sqlite3_exec(connection, sql, nil, nil, nil)
+        let result = unguarded { sqlite3_exec(connection, sql, nil, nil, nil) }
         guard result == SQLITE_OK else { throw error(result, "executing SQL") }
     }
 
@@ -247,12 +285,7 @@ final class SQLiteConnection: @unchecked Sendable {
                     schemaUntrusted = true
                 } else {
                     // Loaded in this transaction's snapshot, which a check reads too.
-                    do {
-                        try StoreSchema.checkObjects(on: self)
-                    } catch {
-                        schemaUntrusted = true
-                        throw error
-                    }
+                    try checkSchema()
                     dropStatements()
                 }
                 attempts += 1
@@ -266,32 +299,22 @@ final class SQLiteConnection: @unchecked Sendable {
     /// The cached statement for `sql`, or a new one, compiled against a schema checked in the
     /// same snapshot.
     private func preparedStatement(_ sql: String) throws(KeystoreError) -> OpaquePointer {
-        if schemaUntrusted {
-            // Every cached statement was compiled against a schema SQLite has since replaced.
-            guard isAutocommit else {
-                throw KeystoreError(.storeUnavailable, "the database's schema changed during the operation; try again", path: path)
-            }
-            try reopen()
-        }
+        // Every cached statement of an untrusted connection was compiled against a schema
+        // SQLite has since replaced.
+        try startOverIfUntrusted()
         if let cached = statements.first(where: { $0.sql == sql }) { return cached.statement }
-        let outer = compileGuard.pointee.guarding
-        compileGuard.pointee.guarding = 0
-        defer { compileGuard.pointee.guarding = outer }
-        // Outside a transaction, the check and the compile share a snapshot of their own.
-        // Inside one, its snapshot is already fixed (``transaction(beginning:_:)``).
-        if isAutocommit {
-            return try inOwnSnapshot { () throws(KeystoreError) -> OpaquePointer in try checkAndPrepare(sql) }
+        return try unguarded { () throws(KeystoreError) -> OpaquePointer in
+            // Outside a transaction, the check and the compile share a snapshot of their own.
+            // Inside one, its snapshot is already fixed (``transaction(beginning:_:)``).
+            if isAutocommit {
+                return try inOwnSnapshot { () throws(KeystoreError) -> OpaquePointer in try checkAndPrepare(sql) }
+            }
+            return try checkAndPrepare(sql)
         }
-        return try checkAndPrepare(sql)
     }
 
     private func checkAndPrepare(_ sql: String) throws(KeystoreError) -> OpaquePointer {
-        do {
-            try StoreSchema.checkObjects(on: self)
-        } catch {
-            schemaUntrusted = true
-            throw error
-        }
+        try checkSchema()
         let connection = try open()
         var prepared: OpaquePointer?
         // The schema is loaded and checked: our own SQL may call functions now.
@@ -307,9 +330,7 @@ final class SQLiteConnection: @unchecked Sendable {
     /// does, internally), run inside a transaction after a statement of it checked the
     /// schema, so the schema SQLite holds is a checked one.
     func executeOnCheckedSchema(_ sql: String) throws(KeystoreError) {
-        guard !schemaUntrusted, !isAutocommit else {
-            throw KeystoreError(.storeUnavailable, "the database's schema changed during the operation; try again", path: path)
-        }
+        guard !schemaUntrusted, !isAutocommit else { throw Self.schemaChanged(path) }
         let connection = try open()
         ib_sqlite3_allow_function_arguments(connection, 1)
         defer { ib_sqlite3_allow_function_arguments(connection, 0) }
@@ -320,11 +341,8 @@ final class SQLiteConnection: @unchecked Sendable {
     /// unguarded and without a schema check: for the schema check itself.
     func withUncheckedStatement<R>(_ sql: String, _ body: (SQLiteStatement) throws(KeystoreError) -> R) throws(KeystoreError) -> R {
         let connection = try open()
-        let outer = compileGuard.pointee.guarding
-        compileGuard.pointee.guarding = 0
-        defer { compileGuard.pointee.guarding = outer }
         var prepared: OpaquePointer?
-        let result = sqlite3_prepare_v2(connection, sql, -1, &prepared, nil)
+        let result = unguarded { sqlite3_prepare_v2(connection, sql, -1, &prepared, nil) }
         guard result == SQLITE_OK, let prepared else { throw error(result, "preparing a statement") }
         defer { sqlite3_finalize(prepared) }
         return try body(SQLiteStatement(statement: prepared, connection: self))
@@ -383,15 +401,14 @@ final class SQLiteConnection: @unchecked Sendable {
     /// Transaction control runs through `sqlite3_exec`: it needs no schema, so it can neither
     /// be refused nor fail a schema check, and a rollback always ends the transaction.
     private func transaction<R>(beginning begin: String, _ body: () throws(KeystoreError) -> R) throws(KeystoreError) -> R {
-        // Statements inside prepare against the transaction's snapshot, and a connection whose
-        // schema is not to be trusted can only start over outside one.
-        if schemaUntrusted && isAutocommit { try reopen() }
+        // Statements inside prepare against the transaction's snapshot.
+        try startOverIfUntrusted()
         try exec(begin)
         if begin == "BEGIN" {
             // A deferred BEGIN fixes no snapshot until the first read; start it now, before
             // any statement prepared inside loads the schema.
             do {
-                try withUncheckedStatement("PRAGMA data_version") { statement throws(KeystoreError) in _ = try statement.step() }
+                try startSnapshot()
             } catch {
                 rollback()
                 throw error

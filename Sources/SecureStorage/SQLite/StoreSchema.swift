@@ -91,7 +91,7 @@ enum StoreSchema {
                 throw KeystoreError(.storeUnavailable, "the database could not switch to WAL mode", path: connection.path)
             }
         }
-        try connection.execute("PRAGMA synchronous=FULL")
+        try connection.applySetting("PRAGMA synchronous=FULL")
         try connection.immediateTransaction { () throws(KeystoreError) in
             // Read before the other CREATEs: they skip a version 1 database's tables by name.
             try connection.execute(createMeta)
