@@ -202,6 +202,16 @@ answer=$(curl -s -H 'X-Amz-Target: AWSCognitoIdentityService.GetId' -d '{}' "$EN
 last_line() { tail -n 1; }
 # median of the numbers on stdin
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# The storage targets' floor (Benchmarks/DurableFederationFloor): the same durable federation
+# at c = 1 in C, built on first use; durable_floor MODE ARGS prints its rate, or nothing
+# (and the figures that need it are null) when it does not build or run.
+durable_floor() {
+    if [ ! -x "$WORK/durable_federation_floor" ]; then
+        cc -O2 -o "$WORK/durable_federation_floor" "$ROOT/Benchmarks/DurableFederationFloor/durable_federation_floor.c" \
+            -lcurl -lsqlite3 -ldl >"$WORK/durable_floor.log" 2>&1 || { log "the C durable-federation floor did not build"; return 0; }
+    fi
+    "$WORK/durable_federation_floor" "$@" 2>>"$WORK/durable_floor.log" || log "the C durable-federation floor failed: $1"
+}
 
 # ---------------------------------------------------------------- CLI cache hit vs noop
 # The one source of the CLI start-up figure. Rounds alternate noop and the cache hit, so
@@ -418,6 +428,21 @@ if [ "${SKIP_STORAGE:-0}" != 1 ]; then
         fi
         rm -rf "$SQL_DIR/c$c"
     done
+    # The same durable federation in C, with its own in-memory and fdatasync figures (3
+    # alternating rounds, medians): the storage overhead no client of SQLite avoids here.
+    mems=(); durables=(); appends=()
+    for round in 1 2 3; do
+        mems+=("$(durable_floor memory "$ENDPOINT" "$STORAGE_FEDERATIONS")")
+        durables+=("$(durable_floor sqlite "$ENDPOINT" "$STORAGE_FEDERATIONS" "$SQL_DIR/floor$round.sqlite")")
+        appends+=("$(durable_floor append - "$STORAGE_FEDERATIONS" "$SQL_DIR/floor$round.append")")
+        log "  C floor round $round: in memory ${mems[-1]}, SQLite ${durables[-1]} fed/s; append+fdatasync ${appends[-1]}/s"
+        rm -f "$SQL_DIR/floor$round".*
+    done
+    if [ -n "${mems[*]// /}" ] && [ -n "${durables[*]// /}" ] && [ -n "${appends[*]// /}" ]; then
+        R[c_inmemory_c1]=$(printf '%s\n' "${mems[@]}" | median)
+        R[c_sqlite_c1]=$(printf '%s\n' "${durables[@]}" | median)
+        R[c_append]=$(printf '%s\n' "${appends[@]}" | median)
+    fi
 
     log "start-up: seeding $STARTUP_SESSIONS sessions"
     "$BIN/broker-bench" seed --endpoint "$ENDPOINT" --directory "$SQL_DIR/startup" --sessions "$STARTUP_SESSIONS" | tee /dev/stderr >/dev/null
@@ -495,6 +520,19 @@ if [ "${SKIP_POSTGRES:-0}" != 1 ]; then
         log "  pgbench floor round $round: ${floors[-1]} single-row commits/s ($RECORD_BYTES-byte bytea)"
     done
     R[pgbench_floor]=$(printf '%s\n' "${floors[@]}" | median)
+    # The same durable federation in C through libpq, with the keystore's own statements and a
+    # listening connection (3 alternating rounds, medians).
+    pg_conninfo="host=127.0.0.1 port=$PG_PORT user=postgres dbname=bench sslmode=disable"
+    mems=(); durables=()
+    for round in 1 2 3; do
+        mems+=("$(durable_floor memory "$ENDPOINT" "$STORAGE_FEDERATIONS")")
+        durables+=("$(durable_floor postgres "$ENDPOINT" "$STORAGE_FEDERATIONS" "$pg_conninfo")")
+        log "  C floor round $round: in memory ${mems[-1]}, PostgreSQL ${durables[-1]} fed/s"
+    done
+    if [ -n "${mems[*]// /}" ] && [ -n "${durables[*]// /}" ]; then
+        R[c_pg_inmemory_c1]=$(printf '%s\n' "${mems[@]}" | median)
+        R[c_postgres_c1]=$(printf '%s\n' "${durables[@]}" | median)
+    fi
 
     log "cross-instance event delay (${PG_EVENTS:-1000} events)"
     out=$("$BIN/broker-bench" postgres-events --endpoint "$ENDPOINT" --url "$PG_URL" --events "${PG_EVENTS:-1000}" | tee /dev/stderr)
@@ -571,8 +609,29 @@ def durable_ratios(engine, durable, inmemory, floor):
     out[keys[0]] = round(r[f"{durable}_c64"] / r[f"{inmemory}_c64"], 3)
     out[keys[1]] = round(r[f"{durable}_c1"] / bound_c1, 3)
     out[keys[2]] = round(bound_c1, 1)
+def c1_ceiling(engine, inmemory, floor, c_inmemory, c_durable, c_floor=None):
+    """What the C floor (Benchmarks/DurableFederationFloor) says about the c = 1 target.
+    - {engine}_c1_floor_storage_us: the C client's durable federation less its in-memory
+      one: the read and commit no client of this engine avoids on this machine;
+    - {engine}_c1_allowed_storage_us: what the broker's target (0.8 of its bound) leaves for
+      them, given the broker's own in-memory federation and the floor commit;
+    - {engine}_c1_ceiling: the broker's ratio if its storage cost no more than the C floor's;
+    - {engine}_c1_floor_vs_own_bound: the C client's ratio, on its own in-memory figure (and
+      its own append floor for SQLite)."""
+    keys = [f"{engine}_c1_{k}" for k in ("floor_storage_us", "allowed_storage_us", "ceiling", "floor_vs_own_bound")]
+    if not all(k in r for k in (f"{inmemory}_c1", floor, c_inmemory, c_durable)):
+        out.update(dict.fromkeys(keys))
+        return
+    t_memory, t_floor = 1 / r[f"{inmemory}_c1"], 1 / r[floor]
+    storage = 1 / r[c_durable] - 1 / r[c_inmemory]
+    out[keys[0]] = round(storage * 1e6, 1)
+    out[keys[1]] = round(((t_memory + t_floor) / 0.8 - t_memory) * 1e6, 1)
+    out[keys[2]] = round((t_memory + t_floor) / (t_memory + storage), 3)
+    own_floor = 1 / r[c_floor] if c_floor else t_floor
+    out[keys[3]] = round((1 / r[c_inmemory] + own_floor) * r[c_durable], 3)
 # The floor: one fdatasync of a sealed-session-sized record.
 durable_ratios("sqlite", "sqlite", "inmemory", "fdatasync_floor")
+c1_ceiling("sqlite", "inmemory", "fdatasync_floor", "c_inmemory_c1", "c_sqlite_c1", "c_append")
 for c in (1, 64):
     out[f"sqlite_fed_per_s_c{c}"] = value(f"sqlite_c{c}")
     out[f"inmemory_fed_per_s_c{c}"] = value(f"inmemory_c{c}")
@@ -584,6 +643,7 @@ out[f"sqlite_migrate_{count(sqlite_migrate_items)}_seconds"] = value("sqlite_mig
 # Issue 11: the PostgreSQL keystore behind the client (null when SKIP_POSTGRES=1).
 # The floor: one single-row commit (pgbench -c 1).
 durable_ratios("postgres", "postgres", "pg_inmemory", "pgbench_floor")
+c1_ceiling("postgres", "pg_inmemory", "pgbench_floor", "c_pg_inmemory_c1", "c_postgres_c1")
 for c in (1, 64):
     out[f"postgres_fed_per_s_c{c}"] = value(f"postgres_c{c}")
     out[f"postgres_inmemory_fed_per_s_c{c}"] = value(f"pg_inmemory_c{c}")
