@@ -88,6 +88,7 @@ struct StoreLayout: Sendable {
         }
         guard let rootInfo = try status(root, followLinks: true) else { return false }
         try checkSharedDirectory(rootInfo, path: root)
+        try checkRootOwner(rootInfo)
         let sharedRoot = rootInfo.st_mode & 0o070 != 0
         let inheritedSetgid = rootInfo.st_mode & S_ISGID
 
@@ -149,6 +150,36 @@ struct StoreLayout: Sendable {
                 "directory is writable by group or others but not sticky; run chmod +t on it",
                 path: path, mode: UInt32(info.st_mode)
             )
+        }
+    }
+
+    /// A root owned by another user (neither this one nor root) is that owner's administration
+    /// only where no one else could have put it: every directory above it belongs to root, this
+    /// user or the root's owner, and one that others can write (`/tmp`) is sticky and holds the
+    /// way to the root in an entry of root's or this user's. Otherwise whoever made the root
+    /// first owns it (`/tmp/ks`, made before its victim's first run), and can rename, replace
+    /// or withhold every private directory in it.
+    private func checkRootOwner(_ rootInfo: stat) throws(KeystoreError) {
+        let owner = rootInfo.st_uid
+        guard owner != 0, owner != userID else { return }
+        var path = root
+        var entryOwner = owner
+        while true {
+            let parent = POSIX.parentDirectory(of: path)
+            if parent == path { break }
+            // Not following links: `root` was resolved once, so a link here appeared since.
+            guard let info = try status(parent), POSIX.isDirectory(info), [0, userID, owner].contains(info.st_uid),
+                info.st_mode & 0o022 == 0 || (info.st_mode & S_ISVTX != 0 && (entryOwner == 0 || entryOwner == userID))
+            else {
+                throw KeystoreError(
+                    .insecurePermissions,
+                    "the keystore root belongs to another user (uid \(owner)), and \(parent) lets others put entries on the way to it, "
+                        + "so anyone could have made the root first and would control your private sessions in it; "
+                        + "use a root that you or root own (a shared one made by an administrator: install -d -m 3770 -g GROUP ROOT)",
+                    path: root, mode: UInt32(rootInfo.st_mode))
+            }
+            path = parent
+            entryOwner = info.st_uid
         }
     }
 

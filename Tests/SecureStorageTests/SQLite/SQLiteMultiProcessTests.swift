@@ -154,6 +154,49 @@ final class SQLiteMultiProcessTests: XCTestCase {
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 
+    /// A member who makes a root first where everyone can create entries (`/tmp/ks`, before
+    /// its victim's first run) would own it, and could rename or withhold the victim's private
+    /// directory in it: refused. The same root put in place where only root writes is its
+    /// owner's administration, and opens.
+    func testARootAnotherMemberMadeFirstInAPublicDirectoryIsRefused() throws {
+        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: Self.setpriv) else {
+            throw XCTSkip("needs root and setpriv to act as two users of one Unix group")
+        }
+        let temporary = try TemporaryRoot()
+        XCTAssertEqual(chmod(temporary.path, 0o711), 0)
+        let publicDirectory = temporary.path + "/tmp"
+        XCTAssertEqual(mkdir(publicDirectory, 0o700), 0)
+        XCTAssertEqual(chmod(publicDirectory, 0o1777), 0)
+        let root = publicDirectory + "/ks"
+        XCTAssertEqual(mkdir(root, 0o700), 0)
+        XCTAssertEqual(chown(root, 60_001, gid_t(Self.groupId)), 0)
+        XCTAssertEqual(chmod(root, 0o3770), 0)
+        // As the root's owner, the member may make users/ too.
+        XCTAssertEqual(mkdir(root + "/users", 0o700), 0)
+        XCTAssertEqual(chown(root + "/users", 60_001, gid_t(Self.groupId)), 0)
+        XCTAssertEqual(chmod(root + "/users", 0o3770), 0)
+
+        let victim = try runShared(as: 60_002, root: root, key: "bob")
+        XCTAssertNotEqual(victim.status, 0)
+        XCTAssertTrue(victim.output.contains("belongs to another user (uid 60001)"), victim.output)
+        XCTAssertTrue(victim.output.contains(publicDirectory + " lets others put entries"), victim.output)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: root + "/users/60002"))
+        let owner = try runShared(as: 60_001, root: root, key: "alice")
+        XCTAssertEqual(owner.status, 0, owner.output)
+
+        // A sticky directory others can write is safe only for entries of root's or the user's.
+        XCTAssertEqual(chmod(publicDirectory, 0o755), 0)
+        let placed = try runShared(as: 60_002, root: root, key: "bob")
+        XCTAssertEqual(placed.status, 0, placed.output)
+        XCTAssertEqual(placed.output, "alice=from-60001\nbob=from-60002\n")
+
+        // A directory above it that the member owns would let them rename the way to it.
+        XCTAssertEqual(chown(publicDirectory, 60_003, 0), 0)
+        let underAnother = try runShared(as: 60_002, root: root, key: "bob")
+        XCTAssertNotEqual(underAnother.status, 0)
+        XCTAssertTrue(underAnother.output.contains("belongs to another user (uid 60001)"), underAnother.output)
+    }
+
     func testTwoUsersOfOneGroupWithUmask077ShareItems() throws {
         guard getuid() == 0, FileManager.default.isExecutableFile(atPath: Self.setpriv) else {
             throw XCTSkip("needs root and setpriv to act as two users of one Unix group")
