@@ -44,6 +44,10 @@
 # synchronous_commit on) in a temporary directory, on 127.0.0.1 and a free port, as the
 # postgres user when run as root; apt postgresql is installed when no server is found.
 #
+# The storage figures at c = 1 run Benchmarks/DurableFederationFloor beside the broker: the same
+# durable federation in C (libcurl, then the keystore's own SQLite or PostgreSQL statements),
+# which gives the *_c1_floor_storage_us, *_c1_allowed_storage_us and *_c1_ceiling fields.
+#
 # The SQLite figures (issue 10) need ~2 GB free on the project's disk for the 1,000,000
 # seeded sessions (removed afterwards).
 #
