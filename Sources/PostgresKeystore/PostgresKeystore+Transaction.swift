@@ -5,7 +5,9 @@ import PostgresNIO
 extension PostgresKeystore {
     /// Runs `body` between `BEGIN` and `COMMIT`. A failure before `COMMIT` rolls back (and
     /// closes the connection if even that fails, so it never returns to the pool inside an
-    /// aborted transaction); a failure of `COMMIT` itself is ``CommitOutcomeUnknown``.
+    /// aborted transaction). `COMMIT` refused by the server (a deferred constraint, a
+    /// serialisation failure, a full `NOTIFY` queue) rolled back, and throws as it came; a
+    /// connection lost under it is ``CommitOutcomeUnknown``.
     static func transaction<T>(
         on connection: PostgresConnection, logger: Logger, _ body: () async throws -> T
     ) async throws -> T {
@@ -23,6 +25,8 @@ extension PostgresKeystore {
         }
         do {
             try await connection.query("COMMIT", logger: logger)
+        } catch let error as PSQLError where error.code == .server && !KeystoreError.isRetryableConnectionLoss(error) {
+            throw error
         } catch {
             throw CommitOutcomeUnknown(underlying: error)
         }
@@ -32,9 +36,12 @@ extension PostgresKeystore {
     /// Applies batches whose keys are all distinct (within and across them) in one
     /// statement; returns each batch's per-operation results.
     ///
-    /// A connection that dies once the statement may have been sent is
-    /// ``CommitOutcomeUnknown``: in autocommit the statement may have committed. One found
-    /// closed before sending is an ordinary connection loss, which ``perform(_:_:)`` retries.
+    /// The statement runs in an explicit transaction, though it is one statement: in
+    /// autocommit the server commits after the statement has answered, and postgres-nio
+    /// reports the statement's rows as a success even when that commit then fails, which
+    /// would acknowledge rows never written. In a transaction, a connection lost before
+    /// `COMMIT` left nothing applied, and ``perform(_:_:)`` runs the batches again on another
+    /// connection; only a connection lost under `COMMIT` is ``CommitOutcomeUnknown``.
     static func applyDistinct(
         _ batches: [[SealedOperation]], namespace: PostgresNamespace, origin: Int64,
         on connection: PostgresConnection, logger: Logger
@@ -55,11 +62,11 @@ extension PostgresKeystore {
         var (applied, removed): (Set<String>, Set<String>) = ([], [])
         for attempt in 1...3 {
             do {
-                (applied, removed) = try await PostgresSchema.applyDistinct(
-                    sets: sets, removes: removes, namespace: namespace, origin: origin, on: connection, logger: logger)
+                (applied, removed) = try await transaction(on: connection, logger: logger) {
+                    try await PostgresSchema.applyDistinct(
+                        sets: sets, removes: removes, namespace: namespace, origin: origin, on: connection, logger: logger)
+                }
                 break
-            } catch where KeystoreError.isRetryableConnectionLoss(error) {
-                throw CommitOutcomeUnknown(underlying: error)
             } catch where attempt < 3 && KeystoreError.isDeadlock(error) {
                 // The server rolled the statement back (a set and a remove of two statements
                 // can still cross); nothing applied, so it runs again.

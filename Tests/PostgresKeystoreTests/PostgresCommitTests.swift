@@ -92,6 +92,35 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(keys.count, 31)
     }
 
+    /// A transaction can fail when it commits, after its statement answered: a deferred
+    /// constraint, a serialisation failure, a full `NOTIFY` queue. Such a commit is an error,
+    /// never an acknowledgement of rows that were not written.
+    func testACommitThatFailsWhenItCommitsIsAnError() async throws {
+        let keystore = try await keystore()
+        try server.psql("""
+            CREATE FUNCTION refuse_doomed() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN IF NEW.key = 'doomed' THEN RAISE EXCEPTION 'refused at commit'; END IF; RETURN NEW; END $$;
+            CREATE CONSTRAINT TRIGGER refuse_doomed AFTER INSERT OR UPDATE ON identity_broker_items
+            DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_doomed();
+            """, database: database)
+        let recorder = ChangeRecorder(keystore.changes())
+        let error = await keystoreError { try await keystore.set([1], forKey: "doomed") }
+        XCTAssertNotNil(error, "a commit the server refused when committing was acknowledged")
+        XCTAssertEqual(error?.code, .io, "\(String(describing: error))")
+        let stored = try await keystore.value(forKey: "doomed")
+        XCTAssertNil(stored)
+        // The keystore keeps working, combined commits included.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<16 { group.addTask { try await keystore.set([1], forKey: "k\(index)") } }
+            try await group.waitForAll()
+        }
+        let keys = try await keystore.keys()
+        XCTAssertEqual(keys.count, 16)
+        XCTAssertTrue(recorder.contains(.item("k0")))
+        XCTAssertFalse(recorder.contains(.item("doomed")), "subscribers were told of a change that was not made")
+        recorder.stop()
+    }
+
     func testConcurrentReadsShareQueriesAndEachGetsItsOwnItem() async throws {
         let keystore = try await keystore()
         var seed = KeystoreBatch()
@@ -137,31 +166,53 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertLessThan(groups, keys.count, "concurrent reads were combined (\(groups) queries for \(keys.count) reads)")
     }
 
-    func testAConnectionLostAfterTheStatementWasSentIsReportedAsOutcomeUnknown() async throws {
+    /// A commit runs in a transaction: a connection lost under `COMMIT` may have committed,
+    /// so it is reported as such and not sent again; one lost before `COMMIT` applied
+    /// nothing, and the commit runs again on another connection.
+    func testAConnectionLostUnderCommitIsOutcomeUnknownAndOneLostBeforeIsRunAgain() async throws {
         let keystore = try await keystore()
         try await keystore.set([1], forKey: "before")
-        // The server process ends itself inside the commit statement; the attempts are counted
-        // by a sequence, which a rollback does not undo.
+        // The server process ends itself in a deferred trigger (which runs at COMMIT), or in a
+        // row trigger on the first attempt only; sequences count the attempts (a rollback
+        // does not undo them).
         try server.psql("""
-            CREATE SEQUENCE lose_attempts;
-            GRANT USAGE ON SEQUENCE lose_attempts TO \(server.passwordRole);
-            CREATE FUNCTION lose_connection() RETURNS trigger LANGUAGE plpgsql AS $$
+            CREATE SEQUENCE commit_attempts;
+            CREATE SEQUENCE statement_attempts;
+            GRANT USAGE ON SEQUENCE commit_attempts, statement_attempts TO \(server.passwordRole);
+            CREATE FUNCTION lose_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
             BEGIN
                 IF NEW.key = 'lost' THEN
-                    PERFORM nextval('lose_attempts');
+                    PERFORM nextval('commit_attempts');
                     PERFORM pg_terminate_backend(pg_backend_pid());
                     PERFORM pg_sleep(1);
                 END IF;
                 RETURN NEW;
             END $$;
-            CREATE TRIGGER lose_connection BEFORE INSERT OR UPDATE ON identity_broker_items
-            FOR EACH ROW EXECUTE FUNCTION lose_connection();
+            CREATE CONSTRAINT TRIGGER lose_at_commit AFTER INSERT OR UPDATE ON identity_broker_items
+            DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION lose_at_commit();
+            CREATE FUNCTION lose_in_statement() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.key = 'retried' AND nextval('statement_attempts') = 1 THEN
+                    PERFORM pg_terminate_backend(pg_backend_pid());
+                    PERFORM pg_sleep(1);
+                END IF;
+                RETURN NEW;
+            END $$;
+            CREATE TRIGGER lose_in_statement BEFORE INSERT OR UPDATE ON identity_broker_items
+            FOR EACH ROW EXECUTE FUNCTION lose_in_statement();
             """, database: database)
         let error = await keystoreError { try await keystore.set([2], forKey: "lost") }
         XCTAssertEqual(error?.code, .storeUnavailable, "\(String(describing: error))")
         XCTAssertTrue(error?.reason.contains("outcome is unknown") ?? false, "\(String(describing: error))")
-        let attempts = try server.psqlValue("SELECT last_value FROM lose_attempts", database: database)
-        XCTAssertEqual(attempts, "1", "a statement that may have committed is not sent again")
+        let attempts = try server.psqlValue("SELECT last_value FROM commit_attempts", database: database)
+        XCTAssertEqual(attempts, "1", "a commit that may have committed is not sent again")
+
+        try await keystore.set([4], forKey: "retried")
+        let retried = try await keystore.value(forKey: "retried")
+        XCTAssertEqual(retried, [4])
+        let statementAttempts = try server.psqlValue("SELECT last_value FROM statement_attempts", database: database)
+        XCTAssertEqual(statementAttempts, "2", "a commit lost before COMMIT ran again")
+
         try await keystore.set([3], forKey: "after")
         let after = try await keystore.value(forKey: "after")
         XCTAssertEqual(after, [3], "the keystore goes on with another connection")
