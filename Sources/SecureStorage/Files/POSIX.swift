@@ -177,6 +177,13 @@ enum POSIX {
         }
     }
 
+    /// The working directory; `nil` when it cannot be read.
+    static func currentDirectory() -> String? {
+        guard let directory = getcwd(nil, 0) else { return nil }
+        defer { free(directory) }
+        return String(cString: directory)
+    }
+
     static func lastComponent(of path: String) -> String {
         let components = path.utf8.split(separator: UInt8(ascii: "/"))
         return components.last.map { String(decoding: $0, as: UTF8.self) } ?? path

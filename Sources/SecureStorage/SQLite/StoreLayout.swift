@@ -22,6 +22,8 @@ import Darwin
 /// <root>/groups/<group>.group/key, salt        0640
 /// <root>/groups/<group>.group/<svc>.sqlite     0660 (-wal, -shm alike)
 /// ```
+/// Every directory and link on the way to `<root>`, as given and as resolved, the root included,
+/// belongs to root or this user, and is sticky where others can write it (`checkWayToRoot`).
 /// `<svc>` and `<group>` are unpadded base64url of the name's UTF-8, so no name can traverse
 /// paths or collide with `key` and `salt` (base64url has no `.`). Every directory and file is
 /// `chmod`ed after creation, so each member's umask (077 included) does not matter. The
@@ -29,6 +31,8 @@ import Darwin
 /// the user can write.
 struct StoreLayout: Sendable {
     let root: String
+    /// The root as given (made absolute), links and all: the way to it is checked too.
+    let givenRoot: String
     let service: String
     let userID: uid_t
 
@@ -40,10 +44,15 @@ struct StoreLayout: Sendable {
         guard !root.isEmpty else { throw KeystoreError(.invalidName, "the keystore root is empty") }
         var trimmed = root
         while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed.removeLast() }
-        // Links on the way to the root are the owner's choice (a `~/.local/share` linked
-        // elsewhere, say) and are followed once, here: SQLite's no-follow open refuses a link
-        // in any component, and below the root every link stays refused.
+        // Links on the way to the root are followed once, here, when they are this user's or
+        // root's (`checkWayToRoot`): a `~/.local/share` linked elsewhere, say. Below the root
+        // every link stays refused.
         self.root = POSIX.resolvingLinks(trimmed)
+        if trimmed.hasPrefix("/") {
+            self.givenRoot = trimmed
+        } else {
+            self.givenRoot = POSIX.currentDirectory().map { $0 + "/" + trimmed } ?? self.root
+        }
         self.service = service
         self.userID = geteuid()
     }
@@ -88,7 +97,7 @@ struct StoreLayout: Sendable {
         }
         guard let rootInfo = try status(root, followLinks: true) else { return false }
         try checkSharedDirectory(rootInfo, path: root)
-        try checkRootOwner(rootInfo)
+        try checkWayToRoot()
         let sharedRoot = rootInfo.st_mode & 0o070 != 0
         let inheritedSetgid = rootInfo.st_mode & S_ISGID
 
@@ -153,33 +162,46 @@ struct StoreLayout: Sendable {
         }
     }
 
-    /// A root owned by another user (neither this one nor root) is that owner's administration
-    /// only where no one else could have put it: every directory above it belongs to root, this
-    /// user or the root's owner, and one that others can write (`/tmp`) is sticky and holds the
-    /// way to the root in an entry of root's or this user's. Otherwise whoever made the root
-    /// first owns it (`/tmp/ks`, made before its victim's first run), and can rename, replace
-    /// or withhold every private directory in it.
-    private func checkRootOwner(_ rootInfo: stat) throws(KeystoreError) {
-        let owner = rootInfo.st_uid
-        guard owner != 0, owner != userID else { return }
-        var path = root
-        var entryOwner = owner
-        while true {
-            let parent = POSIX.parentDirectory(of: path)
-            if parent == path { break }
-            // Not following links: `root` was resolved once, so a link here appeared since.
-            guard let info = try status(parent), POSIX.isDirectory(info), [0, userID, owner].contains(info.st_uid),
-                info.st_mode & 0o022 == 0 || (info.st_mode & S_ISVTX != 0 && (entryOwner == 0 || entryOwner == userID))
-            else {
-                throw KeystoreError(
-                    .insecurePermissions,
-                    "the keystore root belongs to another user (uid \(owner)), and \(parent) lets others put entries on the way to it, "
-                        + "so anyone could have made the root first and would control your private sessions in it; "
-                        + "use a root that you or root own (a shared one made by an administrator: install -d -m 3770 -g GROUP ROOT)",
-                    path: root, mode: UInt32(rootInfo.st_mode))
+    /// The way to the root, as given and as resolved: every directory and link on it, the
+    /// root included, belongs to root or this user, and a directory on it that others can
+    /// write is sticky. Otherwise another user could rename what is on the way, and move,
+    /// withhold or roll back every private directory under it: a `/tmp/ks` or a `/tmp/x/`
+    /// another member made before this user's first run, a link a member put in a team
+    /// directory, a root a member owns. Checked after the root is made, so a directory a
+    /// member made meanwhile is seen.
+    private func checkWayToRoot() throws(KeystoreError) {
+        try Self.checkWay(to: givenRoot, userID: userID, root: root)
+        if givenRoot != root { try Self.checkWay(to: root, userID: userID, root: root) }
+    }
+
+    private static func checkWay(to path: String, userID: uid_t, root: String) throws(KeystoreError) {
+        func refuse(_ reason: String, _ path: String, _ info: stat) -> KeystoreError {
+            KeystoreError(
+                .insecurePermissions,
+                "the way to the keystore root is not safe: \(reason); use a root that only you or root control "
+                    + "(a shared one made by an administrator: install -d -m 3770 -g GROUP ROOT)",
+                path: path, mode: UInt32(info.st_mode))
+        }
+        let trusted: (uid_t) -> Bool = { $0 == 0 || $0 == userID }
+        var directory = "/"
+        guard var containing = try KeystoreError.rethrowing({ try POSIX.status("/", followLinks: true) }) else { return }
+        for component in path.utf8.split(separator: UInt8(ascii: "/")) {
+            let entry = (directory == "/" ? "" : directory) + "/" + String(decoding: component, as: UTF8.self)
+            guard let own = try KeystoreError.rethrowing({ try POSIX.status(entry) }) else { return }
+            guard trusted(own.st_uid) else {
+                throw refuse("\(entry) belongs to another user (uid \(own.st_uid)), who could move or replace it", entry, own)
             }
-            path = parent
-            entryOwner = info.st_uid
+            if containing.st_mode & 0o022 != 0 && containing.st_mode & S_ISVTX == 0 {
+                throw refuse("\(directory) is writable by others and not sticky, so anyone could rename \(entry)", directory, containing)
+            }
+            // A link's target: its own placement is the resolved way's to check.
+            guard let followed = try KeystoreError.rethrowing({ try POSIX.status(entry, followLinks: true) }) else { return }
+            guard POSIX.isDirectory(followed) else { throw refuse("\(entry) is not a directory", entry, followed) }
+            guard trusted(followed.st_uid) else {
+                throw refuse("\(entry) leads to a directory of another user (uid \(followed.st_uid))", entry, followed)
+            }
+            directory = entry
+            containing = followed
         }
     }
 

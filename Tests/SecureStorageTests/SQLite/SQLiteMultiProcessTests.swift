@@ -154,11 +154,12 @@ final class SQLiteMultiProcessTests: XCTestCase {
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 
-    /// A member who makes a root first where everyone can create entries (`/tmp/ks`, before
-    /// its victim's first run) would own it, and could rename or withhold the victim's private
-    /// directory in it: refused. The same root put in place where only root writes is its
-    /// owner's administration, and opens.
-    func testARootAnotherMemberMadeFirstInAPublicDirectoryIsRefused() throws {
+    /// Whoever controls a directory or link on the way to a root can rename what is under it,
+    /// and move, withhold or roll back a user's private directory: every one must be root's or
+    /// the user's (and a directory others can write, sticky). A member's root made first in
+    /// `/tmp`, a member's root wherever it is, a member's directory in `/tmp` above the user's
+    /// own root, and a link a member put in a team directory are all refused.
+    func testTheWayToTheRootMustBeRootsOrTheUsers() throws {
         guard getuid() == 0, FileManager.default.isExecutableFile(atPath: Self.setpriv) else {
             throw XCTSkip("needs root and setpriv to act as two users of one Unix group")
         }
@@ -167,34 +168,52 @@ final class SQLiteMultiProcessTests: XCTestCase {
         let publicDirectory = temporary.path + "/tmp"
         XCTAssertEqual(mkdir(publicDirectory, 0o700), 0)
         XCTAssertEqual(chmod(publicDirectory, 0o1777), 0)
-        let root = publicDirectory + "/ks"
-        XCTAssertEqual(mkdir(root, 0o700), 0)
-        XCTAssertEqual(chown(root, 60_001, gid_t(Self.groupId)), 0)
-        XCTAssertEqual(chmod(root, 0o3770), 0)
-        // As the root's owner, the member may make users/ too.
-        XCTAssertEqual(mkdir(root + "/users", 0o700), 0)
-        XCTAssertEqual(chown(root + "/users", 60_001, gid_t(Self.groupId)), 0)
-        XCTAssertEqual(chmod(root + "/users", 0o3770), 0)
+        func makeDirectory(_ path: String, owner: uid_t, mode: mode_t) {
+            XCTAssertEqual(mkdir(path, 0o700), 0, path)
+            XCTAssertEqual(chown(path, owner, gid_t(Self.groupId)), 0, path)
+            XCTAssertEqual(chmod(path, mode), 0, path)
+        }
 
-        let victim = try runShared(as: 60_002, root: root, key: "bob")
+        // A member's root, made first where everyone can make entries; users/ too, as its owner.
+        let memberRoot = publicDirectory + "/ks"
+        makeDirectory(memberRoot, owner: 60_001, mode: 0o3770)
+        makeDirectory(memberRoot + "/users", owner: 60_001, mode: 0o3770)
+        let victim = try runShared(as: 60_002, root: memberRoot, key: "bob")
         XCTAssertNotEqual(victim.status, 0)
-        XCTAssertTrue(victim.output.contains("belongs to another user (uid 60001)"), victim.output)
-        XCTAssertTrue(victim.output.contains(publicDirectory + " lets others put entries"), victim.output)
-        XCTAssertFalse(FileManager.default.fileExists(atPath: root + "/users/60002"))
-        let owner = try runShared(as: 60_001, root: root, key: "alice")
+        XCTAssertTrue(victim.output.contains("\(memberRoot) belongs to another user (uid 60001)"), victim.output)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: memberRoot + "/users/60002"))
+        let owner = try runShared(as: 60_001, root: memberRoot, key: "alice")
         XCTAssertEqual(owner.status, 0, owner.output)
-
-        // A sticky directory others can write is safe only for entries of root's or the user's.
+        // Wherever it is: its owner can rename users/ and everything in it.
         XCTAssertEqual(chmod(publicDirectory, 0o755), 0)
-        let placed = try runShared(as: 60_002, root: root, key: "bob")
-        XCTAssertEqual(placed.status, 0, placed.output)
-        XCTAssertEqual(placed.output, "alice=from-60001\nbob=from-60002\n")
+        let placed = try runShared(as: 60_002, root: memberRoot, key: "bob")
+        XCTAssertNotEqual(placed.status, 0)
+        XCTAssertTrue(placed.output.contains("belongs to another user (uid 60001)"), placed.output)
+        XCTAssertEqual(chmod(publicDirectory, 0o1777), 0)
 
-        // A directory above it that the member owns would let them rename the way to it.
-        XCTAssertEqual(chown(publicDirectory, 60_003, 0), 0)
-        let underAnother = try runShared(as: 60_002, root: root, key: "bob")
-        XCTAssertNotEqual(underAnother.status, 0)
-        XCTAssertTrue(underAnother.output.contains("belongs to another user (uid 60001)"), underAnother.output)
+        // A member's directory made first in /tmp, above the user's own (new) root.
+        let memberParent = publicDirectory + "/federate"
+        makeDirectory(memberParent, owner: 60_001, mode: 0o1777)
+        let underMember = try runShared(as: 60_002, root: memberParent + "/ks", key: "bob")
+        XCTAssertNotEqual(underMember.status, 0)
+        XCTAssertTrue(underMember.output.contains("\(memberParent) belongs to another user (uid 60001)"), underMember.output)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: memberParent + "/ks/users"))
+
+        // A link a member put in a team directory, to a directory the user owns.
+        let team = temporary.path + "/team"
+        makeDirectory(team, owner: 0, mode: 0o3770)
+        let own = temporary.path + "/bob-home"
+        makeDirectory(own, owner: 60_002, mode: 0o700)
+        XCTAssertEqual(symlink(own, team + "/bob-ks"), 0)
+        XCTAssertEqual(lchown(team + "/bob-ks", 60_001, gid_t(Self.groupId)), 0)
+        let throughLink = try runShared(as: 60_002, root: team + "/bob-ks", key: "bob")
+        XCTAssertNotEqual(throughLink.status, 0)
+        XCTAssertTrue(throughLink.output.contains("\(team)/bob-ks belongs to another user (uid 60001)"), throughLink.output)
+        // The user's own link there is followed.
+        XCTAssertEqual(lchown(team + "/bob-ks", 60_002, gid_t(Self.groupId)), 0)
+        let ownLink = try runShared(as: 60_002, root: team + "/bob-ks", key: "bob")
+        XCTAssertEqual(ownLink.status, 0, ownLink.output)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: own + "/users/60002"))
     }
 
     func testTwoUsersOfOneGroupWithUmask077ShareItems() throws {

@@ -91,6 +91,24 @@ final class SQLitePermissionTests: XCTestCase {
         XCTAssertTrue(users.reason.contains("writable by everyone"), users.reason)
     }
 
+    /// Anyone who can write a directory on the way to the root could rename the root away
+    /// and put another in its place.
+    func testARootInADirectoryOthersCanWriteWithoutStickyIsRefused() throws {
+        let temporary = try TemporaryRoot()
+        let parent = temporary.path + "/team"
+        XCTAssertEqual(mkdir(parent, 0o700), 0)
+        XCTAssertEqual(chmod(parent, 0o2770), 0)
+        let root = parent + "/ks"
+        guard case .failure(let error) = openResult(root: root) else { return XCTFail("opened a root others could rename") }
+        XCTAssertEqual(error.code, .insecurePermissions)
+        XCTAssertTrue(error.reason.contains("\(parent) is writable by others and not sticky"), error.reason)
+        XCTAssertEqual(error.path, parent)
+
+        XCTAssertEqual(chmod(parent, 0o3770), 0)
+        guard case .success(let keystore) = openResult(root: root) else { return XCTFail("a sticky parent did not open") }
+        keystore.close()
+    }
+
     func testGroupWritableRootWithoutStickyIsRefused() throws {
         let temporary = try TemporaryRoot()
         XCTAssertEqual(mkdir(temporary.root, 0o700), 0)
