@@ -35,10 +35,13 @@ public import ServiceLifecycle
 /// handling and graceful shutdown, or call ``run()`` and ``shutdown()`` yourself. A server
 /// runs once.
 public final class CredentialServer: Service, Sendable {
-    /// Connections served at once. Past it the server accepts no more until one closes, so
-    /// a local user opening connections cannot run the process out of file descriptors
-    /// (SwiftNIO would then retry `accept` in a busy loop); the SDKs open one at a time.
+    /// Connections kept open at once: one more closes the oldest that has sent no request
+    /// (``ConnectionRoster``), so that silent connections cannot crowd out the child's.
     static let maximumConnections = 256
+    /// Connections accepted at once, however briefly: past it the server accepts no more
+    /// until one closes, so a local user opening connections cannot run the process out of
+    /// file descriptors (SwiftNIO would then retry `accept` in a busy loop).
+    static let maximumAcceptedConnections = 320
 
     /// The token every request must present; hand its value only to the child.
     public let authorizationToken: CredentialServerToken
@@ -87,12 +90,14 @@ public final class CredentialServer: Service, Sendable {
         sessions = unique
         self.logger = logger
         let responder = CredentialResponder(client: client, token: token, sessions: Set(unique), logger: logger)
+        let roster = ConnectionRoster(limit: Self.maximumConnections, logger: logger)
         let application = Application(
             responder: responder,
-            server: .http1(configuration: HTTP1Channel.Configuration(idleTimeout: TimeAmount(configuration.idleTimeout))),
+            server: .http1(configuration: HTTP1Channel.Configuration(
+                additionalChannelHandlers: [roster.handler()], idleTimeout: TimeAmount(configuration.idleTimeout))),
             configuration: ApplicationConfiguration(
                 address: .hostname("127.0.0.1", port: 0),
-                availableConnectionsDelegate: MaximumAvailableConnections(Self.maximumConnections, logger: logger)),
+                availableConnectionsDelegate: MaximumAvailableConnections(Self.maximumAcceptedConnections, logger: logger)),
             onServerRunning: { [state, logger] channel in
                 guard let port = channel.localAddress?.port else { return }
                 logger.debug("credential server listening", metadata: ["broker.address": "127.0.0.1:\(port)"])

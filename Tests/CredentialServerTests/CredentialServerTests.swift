@@ -296,6 +296,38 @@ final class CredentialServerTests: XCTestCase {
         try await running.stop()
     }
 
+    /// A local user who opens as many connections as the server keeps, and sends nothing on
+    /// them, does not hold up the child: its silent connections make room for new ones.
+    func testSilentConnectionsAtTheLimitDoNotHoldUpARequest() async throws {
+        let client = try federatingClient(fake, keystore: InMemoryKeystore())
+        try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        var configuration = CredentialServerConfiguration(session: "alice")
+        configuration.idleTimeout = .seconds(30)
+        let running = RunningServer(try CredentialServer(client: client, configuration: configuration))
+        let base = try await running.server.baseURL()
+        let port = try XCTUnwrap(UInt16(base.split(separator: ":").last ?? ""))
+        var silent: [HalfSentRequest] = []
+        for _ in 0..<(CredentialServer.maximumConnections + 8) {
+            silent.append(try XCTUnwrap(HalfSentRequest(port: port, sending: ""), "could not connect"))
+        }
+        let start = ContinuousClock.now
+        let served = try await running.request("/credentials/alice")
+        XCTAssertEqual(served.status, 200)
+        XCTAssertLessThan(ContinuousClock.now - start, .seconds(5), "silent connections held up the request until they timed out")
+        // The oldest silent ones were closed; the newest are still open.
+        let (first, last) = (silent[0], silent[silent.count - 1])
+        let oldest = await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: first.waitForClose(within: .seconds(2))) }
+        }
+        guard case .closed = oldest else { return XCTFail("the oldest silent connection is still open: \(oldest)") }
+        let newest = await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: last.waitForClose(within: .milliseconds(300))) }
+        }
+        guard case .stillOpen = newest else { return XCTFail("the newest silent connection was closed: \(newest)") }
+        silent.removeAll()
+        try await running.stop()
+    }
+
     /// A local user without the token cannot hold connections open: every refusal closes
     /// its connection (a refused request every few seconds, or a body sent a byte at a time,
     /// kept it open and filled the server's 256 connections); a served request keeps it.

@@ -1,0 +1,103 @@
+import Logging
+import NIOCore
+import Synchronization
+
+/// The server's open connections, so that silent ones cannot crowd out the child.
+///
+/// Any local user can connect to the port without the token. One who opens connections and
+/// sends nothing used to fill the server's connection limit, and the child's next fetch then
+/// waited in the kernel's queue until the idle timeout freed a place (10 s; the SDKs give up
+/// after 2 s and 3 attempts). Now a connection that arrives when ``limit`` are open closes
+/// the oldest one that has not sent a request yet. The child's connections send theirs at
+/// once, and a refused request closes its own connection, so what gets closed this way is
+/// a connection that only held a place.
+final class ConnectionRoster: Sendable {
+    private struct Entry {
+        let channel: any Channel
+        var sentRequest: Bool
+    }
+
+    private struct State {
+        var nextID: UInt64 = 0
+        var open: [UInt64: Entry] = [:]
+    }
+
+    /// Connections kept open at once.
+    let limit: Int
+    private let state = Mutex(State())
+    private let logger: Logger
+
+    init(limit: Int, logger: Logger) {
+        self.limit = limit
+        self.logger = logger
+    }
+
+    /// Connections open now.
+    var count: Int { state.withLock { $0.open.count } }
+
+    /// Records `channel`; when that makes more than ``limit``, closes the oldest connection
+    /// that has sent no request (which may be this one). Returns `channel`'s place.
+    func opened(_ channel: any Channel) -> UInt64 {
+        let (id, evicted) = state.withLock { state -> (UInt64, (any Channel)?) in
+            let id = state.nextID
+            state.nextID += 1
+            state.open[id] = Entry(channel: channel, sentRequest: false)
+            guard state.open.count > limit else { return (id, nil) }
+            // Places are handed out in order: the smallest is the oldest.
+            guard let oldest = state.open.filter({ !$0.value.sentRequest }).keys.min() else { return (id, nil) }
+            return (id, state.open.removeValue(forKey: oldest)?.channel)
+        }
+        if let evicted {
+            logger.debug("closed a connection that sent no request, to make room")
+            evicted.close(promise: nil)
+        }
+        return id
+    }
+
+    /// The connection at `id` sent (the head of) a request.
+    func sentRequest(_ id: UInt64) {
+        state.withLock { $0.open[id]?.sentRequest = true }
+    }
+
+    /// The connection at `id` closed.
+    func closed(_ id: UInt64) {
+        _ = state.withLock { $0.open.removeValue(forKey: id) }
+    }
+
+    /// A handler for each connection's pipeline, after HTTP decoding: the first request part
+    /// it passes on marks the connection as one that sent a request.
+    func handler() -> any RemovableChannelHandler {
+        Handler(roster: self)
+    }
+
+    private final class Handler: ChannelInboundHandler, RemovableChannelHandler {
+        // Parts pass through unread; only their arrival matters.
+        typealias InboundIn = NIOAny
+        typealias InboundOut = NIOAny
+
+        private let roster: ConnectionRoster
+        private var id: UInt64?
+        private var marked = false
+
+        init(roster: ConnectionRoster) {
+            self.roster = roster
+        }
+
+        func handlerAdded(context: ChannelHandlerContext) {
+            id = roster.opened(context.channel)
+        }
+
+        func handlerRemoved(context: ChannelHandlerContext) {
+            if let id { roster.closed(id) }
+            id = nil
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            if !marked, let id {
+                marked = true
+                roster.sentRequest(id)
+            }
+            context.fireChannelRead(data)
+        }
+    }
+}
