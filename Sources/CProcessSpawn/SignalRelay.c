@@ -40,6 +40,12 @@ void ib_signal_relay_uninstall(const int *signals, int count) {
     }
 }
 
+int ib_signal_is_ignored(int signo) {
+    struct sigaction current;
+    if (sigaction(signo, NULL, &current) != 0) return 0;
+    return !(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_IGN;
+}
+
 int ib_si_kernel(void) {
 #ifdef SI_KERNEL
     return SI_KERNEL;

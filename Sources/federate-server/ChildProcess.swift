@@ -10,9 +10,10 @@ import Darwin
 
 /// A command `federate exec` runs, started with `posix_spawnp` (PATH lookup as a shell
 /// does) with a clean signal state: an empty blocked-signal mask and every catchable
-/// signal at its default disposition. Without that, a child started from a Swift
-/// concurrency thread inherits a mask that blocks SIGTERM, and signals `federate` traps
-/// or ignores (SIGINT, SIGTERM, SIGPIPE) would stay ignored in the child. It also starts
+/// signal at its default disposition, except those `federate` was started with ignored
+/// (``InheritedSignals``: `nohup`'s SIGHUP), which stay ignored. Without that, a child
+/// started from a Swift concurrency thread inherits a mask that blocks SIGTERM, and signals
+/// `federate` traps or ignores (SIGINT, SIGTERM, SIGPIPE) would stay ignored in the child. It also starts
 /// with only standard input, output and error open, plus what `federate` itself inherited
 /// (``InheritedDescriptors``), and nothing `federate` opened: SwiftNIO opens its listening socket and
 /// epoll descriptors without close-on-exec, and a PostgreSQL keystore's pool holds logged-in
@@ -29,8 +30,11 @@ struct ChildProcess: Sendable {
     }
 
     /// Starts `arguments[0]` with `arguments` and `environment` (`NAME=VALUE` entries), with
-    /// standard input, output and error and the descriptors in `keeping` open, and no other.
-    static func spawn(_ arguments: [String], environment: [String], keeping: [Int32]) throws(SpawnFailure) -> ChildProcess {
+    /// standard input, output and error and the descriptors in `keeping` open, and no other;
+    /// the signals in `ignoring` stay ignored, every other one is at its default.
+    static func spawn(
+        _ arguments: [String], environment: [String], keeping: [Int32], ignoring: Set<Int32> = []
+    ) throws(SpawnFailure) -> ChildProcess {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -39,7 +43,7 @@ struct ChildProcess: Sendable {
         posix_spawnattr_setsigmask(&attributes, &empty)
         var defaults = sigset_t()
         sigemptyset(&defaults)
-        for signal in 1..<32 where signal != SIGKILL && signal != SIGSTOP {
+        for signal in 1..<32 where signal != SIGKILL && signal != SIGSTOP && !ignoring.contains(Int32(signal)) {
             sigaddset(&defaults, Int32(signal))
         }
         posix_spawnattr_setsigdefault(&attributes, &defaults)

@@ -23,7 +23,7 @@ enum ExecRunner {
             // Trapped before the command starts, so no signal between spawn and forwarding is lost.
             let relay: SignalRelay
             do {
-                relay = try SignalRelay(trapping: [SIGINT, SIGTERM, SIGHUP])
+                relay = try SignalRelay(trapping: [SIGINT, SIGTERM, SIGHUP].filter { !InheritedSignals.ignoredAtStart.contains($0) })
             } catch {
                 throw CLIFailure(.internalError, "cannot trap signals for the command: \(String(cString: strerror(error.code))); please report it")
             }
@@ -38,7 +38,9 @@ enum ExecRunner {
             }
             let child: ChildProcess
             do {
-                child = try ChildProcess.spawn(command, environment: Self.childEnvironment(endpoint), keeping: InheritedDescriptors.atStart)
+                child = try ChildProcess.spawn(
+                    command, environment: Self.childEnvironment(endpoint), keeping: InheritedDescriptors.atStart,
+                    ignoring: InheritedSignals.ignoredAtStart)
             } catch {
                 throw Self.spawnFailure(command[0], error)
             }

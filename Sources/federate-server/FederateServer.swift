@@ -8,6 +8,7 @@ import FederateCLI
 enum FederateServer {
     static func main() async {
         InheritedDescriptors.record()
+        InheritedSignals.record()
         await Federate.main(serverSide: LinkedServerSide())
     }
 }

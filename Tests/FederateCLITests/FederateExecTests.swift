@@ -180,6 +180,18 @@ final class FederateExecTests: XCTestCase {
         // Signals 1 to 31; glibc's posix_spawn leaves its two internal real-time signals
         // (32, 33) ignored in every child it starts from a threaded process.
         XCTAssertEqual(masks["SigIgn"].map { $0 & 0x7FFF_FFFF }, 0, signals.stdout)
+
+        // Signals federate was started with ignored (`nohup`, a script's background job) stay
+        // ignored in the command, and a SIGHUP sent to federate then ends neither.
+        let ignoring = ["sh", "-c", "trap '' HUP INT; exec \"$@\"", "sh"]
+        let kept = try harness.run(["exec", "--session", "bob", "--", "grep", "^SigIgn:", "/proc/self/status"], launcher: ignoring)
+        XCTAssertEqual(kept.status, 0, "\(kept)")
+        let ignored = UInt64(kept.stdout.dropFirst("SigIgn:".count).trimmingCharacters(in: .whitespacesAndNewlines), radix: 16)
+        XCTAssertEqual(ignored.map { $0 & 0x7FFF_FFFF }, 0b11, "SIGHUP and SIGINT ignored, nothing else: \(kept.stdout)")
+        let hungUp = try harness.run(
+            ["exec", "--session", "bob", "--", "sh", "-c", "kill -HUP $PPID; sleep 0.3; echo survived"], launcher: ignoring)
+        XCTAssertEqual(hungUp.status, 0, "\(hungUp)")
+        XCTAssertEqual(hungUp.stdout, "survived\n")
     }
 
     func testExitStatusOfTheCommandPropagates() throws {

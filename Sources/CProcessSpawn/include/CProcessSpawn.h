@@ -48,4 +48,7 @@ void ib_signal_relay_uninstall(const int *signals, int count);
 /// `SI_KERNEL`, which Swift cannot see as a constant.
 int ib_si_kernel(void);
 
+/// 1 when `signo`'s disposition is SIG_IGN now, else 0.
+int ib_signal_is_ignored(int signo);
+
 #endif
