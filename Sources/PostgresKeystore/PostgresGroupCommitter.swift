@@ -14,10 +14,13 @@ import Synchronization
 /// in arrival order, and the versioned rule decides between them in the database as it would
 /// for separate commits. A batch naming one key twice goes alone, as a transaction.
 ///
-/// A group that fails with a server error applied nothing (a statement is atomic), so its
-/// batches are retried one by one and a bad batch fails alone. Any other failure (server
-/// unreachable, timeout, connection lost with the outcome unknown) is reported to every
-/// caller in the group; nothing is retried whose outcome is unknown.
+/// A group that fails with a server error applied nothing (it runs in a transaction), so its
+/// batches are retried one by one and a bad batch fails alone, for as long as the group's
+/// own time (`retryBudget`, the operation timeout) lasts; the batches left then get the
+/// group's error. Without that bound a group of 256 batches held the commit slot for 256
+/// timeouts, and applied batches long after their callers were told they failed. Any other
+/// failure (server unreachable, timeout, connection lost with the outcome unknown) is
+/// reported to every caller in the group; nothing is retried whose outcome is unknown.
 final class PostgresGroupCommitter: Sendable {
     typealias Outcome = Result<[Bool], KeystoreError>
     /// Applies a group: batches with distinct keys, or one batch naming a key twice.
@@ -32,7 +35,7 @@ final class PostgresGroupCommitter: Sendable {
     private let grouper: PostgresGrouper<Batch, [Bool]>
 
     init(
-        maximumInFlight: Int, maximumOperations: Int, deadlines: DeadlineQueue,
+        maximumInFlight: Int, maximumOperations: Int, deadlines: DeadlineQueue, retryBudget: Duration,
         closedError: @escaping @Sendable () -> KeystoreError,
         timeoutError: @escaping @Sendable () -> KeystoreError,
         execute: @escaping Execute
@@ -43,12 +46,17 @@ final class PostgresGroupCommitter: Sendable {
             select: { waiting in Self.select(waiting, maximumOperations: maximumOperations) },
             run: { group in
                 let distinct = group.count > 1 || group[0].keys != nil
+                let started = ContinuousClock.now
                 switch await execute(group.map(\.operations), distinct) {
                 case .success(let results):
                     return results.map { .success($0) }
                 case .failure(let error) where group.count > 1 && error.code != .storeUnavailable:
                     var outcomes: [Outcome] = []
                     for batch in group {
+                        guard ContinuousClock.now - started < retryBudget else {
+                            outcomes.append(.failure(error))
+                            continue
+                        }
                         outcomes.append(await execute([batch.operations], true).map { $0[0] })
                     }
                     return outcomes

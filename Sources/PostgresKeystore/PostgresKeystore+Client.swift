@@ -140,9 +140,11 @@ extension PostgresKeystore {
                         }
                     }
                 } catch let error as CommitOutcomeUnknown {
-                    throw KeystoreError.postgres(
+                    let mapped = KeystoreError.postgres(
                         error.underlying, operation: "\(operation) (the connection was lost while committing: the outcome is unknown)",
                         configuration: configuration)
+                    // Never `io`, which a group takes as "nothing applied" and retries batch by batch.
+                    throw mapped.code == .storeUnavailable ? mapped : KeystoreError(.storeUnavailable, mapped.reason, path: mapped.path)
                 } catch {
                     if attempt <= configuration.poolSize && !Task.isCancelled
                         && KeystoreError.isRetryableConnectionLoss(error) { continue }

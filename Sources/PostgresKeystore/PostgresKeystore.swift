@@ -147,6 +147,7 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
                 maximumInFlight: Self.committingConnections,
                 maximumOperations: Self.maximumGroupOperations,
                 deadlines: deadlines,
+                retryBudget: configuration.operationTimeout,
                 closedError: closedError,
                 timeoutError: { Self.timeout("committing a batch", configuration) },
                 execute: { [client, quiet, connectionSetup] batches, distinct in

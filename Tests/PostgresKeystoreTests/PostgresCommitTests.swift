@@ -121,6 +121,42 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         recorder.stop()
     }
 
+    /// A combined group that fails is retried batch by batch only within its own time: slow
+    /// batches do not hold the commit slot for a timeout each, or land long after their
+    /// callers were told they failed.
+    func testAFailedGroupIsRetriedOnlyWithinTheOperationTimeout() async throws {
+        let keystore = try await keystore { $0.operationTimeout = .seconds(1) }
+        try server.psql("""
+            CREATE FUNCTION slow_or_bad() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.key = 'bad' THEN RAISE EXCEPTION 'bad batch'; END IF;
+                IF NEW.key LIKE 'slow%' THEN PERFORM pg_sleep(0.6); END IF;
+                RETURN NEW;
+            END $$;
+            CREATE TRIGGER slow_or_bad BEFORE INSERT OR UPDATE ON identity_broker_items
+            FOR EACH ROW EXECUTE FUNCTION slow_or_bad();
+            """, database: database)
+        // One batch holds the commit slot while the others queue and form one group.
+        async let holding: Void = keystore.set([0], forKey: "slow0")
+        try await Task.sleep(for: .milliseconds(100))
+        await withTaskGroup(of: Void.self) { group in
+            for key in ["bad"] + (1...6).map({ "slow\($0)" }) {
+                group.addTask { _ = try? await keystore.set([1], forKey: key) }
+            }
+            await group.waitForAll()
+        }
+        _ = try? await holding
+        // Every caller has its answer; what the group retries after its second runs out is not.
+        try await Task.sleep(for: .seconds(4))
+        let landed = try server.psqlValue(
+            "SELECT count(*) FROM identity_broker_items WHERE key LIKE 'slow%' AND key <> 'slow0'", database: database)
+        XCTAssertLessThanOrEqual(Int(landed) ?? 99, 3, "batches were retried long after the group's time ran out")
+        // The slot is free again: a new commit goes through at once.
+        let start = ContinuousClock.now
+        try await keystore.set([2], forKey: "probe")
+        XCTAssertLessThan(ContinuousClock.now - start, .milliseconds(900))
+    }
+
     func testConcurrentReadsShareQueriesAndEachGetsItsOwnItem() async throws {
         let keystore = try await keystore()
         var seed = KeystoreBatch()
