@@ -6,8 +6,9 @@ import Synchronization
 /// The keystore's change feed over `LISTEN`/`NOTIFY`.
 ///
 /// Every commit `NOTIFY`s in its own transaction with a payload naming the namespace, the
-/// committing instance's random origin and the changed keys (or `*`, every key, when they do
-/// not fit PostgreSQL's 8,000-byte payload limit); see
+/// committing instance's random origin and the changed keys, in several notifications when
+/// they do not fit PostgreSQL's 8,000-byte payload limit (`*`, every key, only where a batch
+/// that names a key twice overflows it); see
 /// ``PostgresNamespace/notification(origin:keys:)``. PostgreSQL delivers notifications after
 /// commit, in commit order, so the payload is all the feed needs: no change log is read.
 /// This instance's own commits go to its subscribers at once, without the database, except

@@ -29,6 +29,13 @@ enum PostgresSchema {
     /// PostgreSQL refuses a `NOTIFY` payload of this many bytes or more.
     static let maximumPayloadBytes = 8000
 
+    /// The keys one notification of a commit carries, in bytes with its header, before the
+    /// next notification starts: a group of up to 256 session keys (~140 are enough) would
+    /// overflow one payload, and `*` in its place makes every other instance reload every
+    /// session it caches. A chunk can end one key past this, so it stays far enough below
+    /// ``maximumPayloadBytes`` for the longest key.
+    static let payloadChunkBytes = 7000
+
     /// The advisory lock key that serialises schema creation ("IBSCHEMA" in ASCII).
     static let schemaLock: Int64 = 0x49_42_53_43_48_45_4D_41
 
@@ -184,10 +191,16 @@ enum PostgresSchema {
                 RETURNING key
             ), removed AS (
                 SELECT key FROM removed_one UNION ALL SELECT key FROM removed_many
-            ), changed AS (
-                SELECT $8 || string_agg(length(c.key) || ':' || c.key, '') AS payload
+            ), records AS (
+                SELECT length(c.key) || ':' || c.key AS record
                 FROM (SELECT key FROM upserted UNION ALL SELECT key FROM removed) AS c
-                HAVING count(*) > 0
+            ), placed AS (
+                SELECT record, sum(octet_length(record)) OVER (ORDER BY record ROWS UNBOUNDED PRECEDING) AS ending
+                FROM records
+            ), changed AS (
+                SELECT $8 || string_agg(record, '' ORDER BY record) AS payload
+                FROM placed
+                GROUP BY (ending - 1) / (\(PostgresSchema.payloadChunkBytes) - octet_length($8))
             )
             SELECT (SELECT array_agg(key) FROM upserted), (SELECT array_agg(key) FROM removed),
                 (SELECT count(*) FROM changed, pg_notify('\(PostgresSchema.channel)', CASE

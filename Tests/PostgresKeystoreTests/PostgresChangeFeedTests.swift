@@ -39,6 +39,25 @@ final class PostgresChangeFeedTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(b.subtracting([.all]), both, "another namespace's commits are not reported")
     }
 
+    /// A commit of more keys than one notification holds sends several, never `*` (which
+    /// makes every other instance reload everything it caches).
+    func testALargeCommitIsAnnouncedKeyByKeyInSeveralNotifications() async throws {
+        let writer = try await keystore()
+        let reader = try await keystore()
+        let stream = reader.changes()
+        let listening = await eventually { reader.isListeningForChanges }
+        XCTAssertTrue(listening)
+        // 300 keys as long as a Cognito identity ID: ~18 KB of records.
+        let keys = (0..<300).map { "session.us-east-1:\(UUID().uuidString.lowercased())-\($0)" }
+        var batch = KeystoreBatch()
+        for key in keys { batch.set([1], forKey: key) }
+        try await writer.commit(batch)
+        let expected = Set(keys.map(KeystoreChange.item))
+        let seen = await collectChanges(stream, within: 2) { $0.isSuperset(of: expected) }
+        XCTAssertTrue(seen.isSuperset(of: expected), "\(expected.subtracting(seen).count) keys were not announced")
+        XCTAssertEqual(seen.subtracting(expected), [.all], "only the listener's start gives .all")
+    }
+
     /// A FederationClient's feed leaves out its own commits (it holds what it stored); every
     /// other writer's commits, and the same commits seen from another instance, still come.
     func testAWritersOwnCommitsAreLeftOutOfItsFilteredFeedOnly() async throws {
