@@ -60,7 +60,7 @@ public final class CredentialServer: Service, Sendable {
     ///     ``FederationClient/init(keystore:expiryMargin:sessionCacheCapacity:logger:)``
     ///     is enough: the server never federates.
     ///   - configuration: the sessions to serve.
-    ///   - logger: where to log (debug: each request's session and status; info: the
+    ///   - logger: where to log, at debug level (each request's session and status, the
     ///     listening address); nothing is logged when `nil`. Never a secret.
     /// - Throws: ``CredentialServerError/Code/invalidConfiguration`` for no session or a
     ///   name that breaks ``SessionName``'s rule.
