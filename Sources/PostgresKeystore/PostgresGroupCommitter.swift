@@ -30,7 +30,13 @@ final class PostgresGroupCommitter: Sendable {
         let operations: [SealedOperation]
         /// The batch's keys; `nil` when it names a key twice.
         let keys: Set<String>?
+        /// Who committed it, for the change feed (``KeystoreBatch/writer``).
+        let writer: UInt64?
     }
+    /// Told of every batch that applied, with its per-operation results, before its caller
+    /// is, and whether or not the caller still waits (one past its deadline was told the
+    /// commit failed, but the change happened all the same).
+    typealias Applied = @Sendable (_ batch: Batch, _ applied: [Bool]) -> Void
 
     private let grouper: PostgresGrouper<Batch, [Bool]>
 
@@ -38,6 +44,7 @@ final class PostgresGroupCommitter: Sendable {
         maximumInFlight: Int, maximumOperations: Int, deadlines: DeadlineQueue, retryBudget: Duration,
         closedError: @escaping @Sendable () -> KeystoreError,
         timeoutError: @escaping @Sendable () -> KeystoreError,
+        applied: @escaping Applied,
         execute: @escaping Execute
     ) {
         let maximumOperations = max(1, maximumOperations)
@@ -49,6 +56,7 @@ final class PostgresGroupCommitter: Sendable {
                 let started = ContinuousClock.now
                 switch await execute(group.map(\.operations), distinct) {
                 case .success(let results):
+                    for (batch, result) in zip(group, results) { applied(batch, result) }
                     return results.map { .success($0) }
                 case .failure(let error) where group.count > 1 && error.code != .storeUnavailable:
                     var outcomes: [Outcome] = []
@@ -57,7 +65,9 @@ final class PostgresGroupCommitter: Sendable {
                             outcomes.append(.failure(error))
                             continue
                         }
-                        outcomes.append(await execute([batch.operations], true).map { $0[0] })
+                        let outcome = await execute([batch.operations], true).map { $0[0] }
+                        if case .success(let result) = outcome { applied(batch, result) }
+                        outcomes.append(outcome)
                     }
                     return outcomes
                 case .failure(let error):
@@ -70,10 +80,10 @@ final class PostgresGroupCommitter: Sendable {
     /// Cancelled or past its deadline while still queued, the batch is withdrawn (never
     /// applied); once its group runs, it is too late to withdraw, and the caller gets the
     /// error while the outcome is left to the group.
-    func commit(_ operations: [SealedOperation]) async -> Outcome {
+    func commit(_ operations: [SealedOperation], writer: UInt64?) async -> Outcome {
         var keys: Set<String>? = Set(minimumCapacity: operations.count)
         for operation in operations where keys?.insert(operation.key).inserted == false { keys = nil }
-        return await grouper.submit(Batch(operations: operations, keys: keys))
+        return await grouper.submit(Batch(operations: operations, keys: keys, writer: writer))
     }
 
     /// How many groups ran (for tests: fewer than the batches committed means they combined).

@@ -129,8 +129,9 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
             self.runTask = runTask
             self.logger = quiet
             self.callerLogger = logger
-            self.feed = PostgresChangeFeed(
+            let feed = PostgresChangeFeed(
                 client: client, namespace: namespace, origin: origin, configuration: configuration, logger: quiet)
+            self.feed = feed
             let deadlines = DeadlineQueue(configuration.operationTimeout)
             self.deadlines = deadlines
             let connectionSetup = ConnectionSetup(statementTimeout: configuration.operationTimeout)
@@ -150,6 +151,17 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
                 retryBudget: configuration.operationTimeout,
                 closedError: closedError,
                 timeoutError: { Self.timeout("committing a batch", configuration) },
+                applied: { batch, applied in
+                    // Here rather than in `commit`: a caller past its deadline is gone, and
+                    // this instance's subscribers would never learn of the change (the feed
+                    // skips notifications of its own origin).
+                    var changed: [String] = []
+                    var seen: Set<String> = []
+                    for (operation, didApply) in zip(batch.operations, applied) where didApply && seen.insert(operation.key).inserted {
+                        changed.append(operation.key)
+                    }
+                    feed.deliverLocal(changed, writer: batch.writer)
+                },
                 execute: { [client, quiet, connectionSetup] batches, distinct in
                     do throws(KeystoreError) {
                         return .success(try await Self.perform(
@@ -282,13 +294,13 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
 
     /// Applies every operation of `batch` atomically.
     ///
-    /// A batch whose keys are distinct is one statement in autocommit: the versioned upserts,
-    /// the removes and the `NOTIFY` naming the changed keys, with no advisory lock, so
-    /// concurrent commits of a namespace proceed together. Batches of concurrent calls are
+    /// A batch whose keys are distinct is one statement in a transaction: the versioned
+    /// upserts, the removes and the `NOTIFY` naming the changed keys, with no advisory lock,
+    /// so concurrent commits of a namespace proceed together. Batches of concurrent calls are
     /// combined into one such statement when their keys are disjoint. A batch naming a key
-    /// more than once runs as a transaction, operation by operation. A connection lost once
-    /// the statement (or `COMMIT`) may have been sent is reported, since the outcome is
-    /// unknown; one that never got it is replaced and the commit runs again.
+    /// more than once runs operation by operation. A connection lost once `COMMIT` may have
+    /// been sent is reported, since the outcome is unknown; one lost before is replaced and
+    /// the commit runs again.
     ///
     /// - Returns: Per operation, whether it was applied.
     /// - Throws: ``KeystoreError/Code/invalidName`` for an empty or over-long key (nothing is
@@ -305,13 +317,8 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
             seal: { (value, key) throws(KeystoreError) in try namespace.seal(value, forKey: key) })
         // The committer enforces the caller's deadline: a batch still queued when it passes
         // is withdrawn.
-        let applied = try await committer.commit(sealed).get()
-        var changed: [String] = []
-        var seen: Set<String> = []
-        for (operation, didApply) in zip(sealed, applied) where didApply && seen.insert(operation.key).inserted {
-            changed.append(operation.key)
-        }
-        feed.deliverLocal(changed, writer: batch.writer)
+        // Its changes reach this instance's subscribers from the committer, before it returns.
+        let applied = try await committer.commit(sealed, writer: batch.writer).get()
         callerLogger?.trace("keystore batch committed", metadata: [
             "broker.service": "\(service)",
             "broker.operations": "\(applied.count)",
