@@ -110,6 +110,13 @@ final class HalfSentRequest: Sendable {
 
     deinit { close(descriptor) }
 
+    /// Whether the server has closed the connection, without waiting.
+    var isClosedByServer: Bool {
+        var byte: UInt8 = 0
+        let count = recv(descriptor, &byte, 1, Int32(MSG_DONTWAIT | MSG_PEEK))
+        return count == 0 || (count < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+    }
+
     /// Blocks until the server closes the connection, sends something, or `limit` passes.
     func waitForClose(within limit: Duration) -> Outcome {
         let deadline = ContinuousClock.now + limit
