@@ -8,7 +8,10 @@ extension PostgresKeystore {
     static func tlsSettings(_ configuration: Configuration) -> TLSConfiguration? {
         guard configuration.tls != .disable else { return nil }
         var settings = TLSConfiguration.makeClientConfiguration()
-        if !configuration.tls.verifiesCertificate {
+        // As libpq: `require` with a root certificate file checks the certificate (verify-ca).
+        let checksCertificate = configuration.tls.verifiesCertificate
+            || (configuration.tls == .require && configuration.rootCertificatePath != nil)
+        if !checksCertificate {
             settings.certificateVerification = .none
         } else if !configuration.tls.verifiesHostName {
             settings.certificateVerification = .noHostnameVerification

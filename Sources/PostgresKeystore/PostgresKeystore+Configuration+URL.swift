@@ -117,6 +117,10 @@ extension PostgresKeystore.Configuration {
             hostPart = text[..<colon]
             portPart = text[text.index(after: colon)...]
         }
+        // `u@::1/db` would read as host ":", port 1.
+        guard text.hasPrefix("[") || !hostPart.contains(":") else {
+            throw PostgresURLError("an IPv6 host must be written in brackets ([::1])")
+        }
         let host = try decode(hostPart, part: "host")
         guard !host.isEmpty else { throw PostgresURLError("the URL names no host") }
         var port = 5432

@@ -5,7 +5,7 @@ extension PostgresKeystore {
     /// |---|---|---|
     /// | ``disable`` | never | – |
     /// | ``prefer`` | when the server offers it | no |
-    /// | ``require`` | always | no (as libpq's `require`) |
+    /// | ``require`` | always | no, unless a root certificate file is given: then the chain (as libpq's `require`) |
     /// | ``verifyCA`` | always | chain to a trusted root, host name not checked |
     /// | ``verifyFull`` | always | chain and host name |
     ///
@@ -27,7 +27,9 @@ extension PostgresKeystore {
         public static let disable = TLSMode(.disable)
         /// TLS when the server supports it, without checking its certificate.
         public static let prefer = TLSMode(.prefer)
-        /// TLS always, without checking the server's certificate (libpq's `require`).
+        /// TLS always, without checking the server's certificate unless
+        /// ``Configuration/rootCertificatePath`` is set, which makes it ``verifyCA`` (as libpq's
+        /// `require` with a root certificate file).
         public static let require = TLSMode(.require)
         /// TLS always; the certificate must chain to a trusted root, whatever host it names.
         public static let verifyCA = TLSMode(.verifyCA)

@@ -44,6 +44,14 @@ final class PostgresConfigurationTests: XCTestCase {
         for (mode, expected) in [("disable", PostgresKeystore.TLSMode.disable), ("allow", .prefer), ("prefer", .prefer), ("verify-ca", .verifyCA)] {
             XCTAssertEqual(try PostgresKeystore.Configuration(url: "postgres://u@h/d?sslmode=\(mode)").tls, expected)
         }
+
+        // As libpq: `require` checks nothing, unless given a root certificate file; then the chain.
+        let require = try PostgresKeystore.Configuration(url: "postgres://u@h/d?sslmode=require")
+        XCTAssertEqual(PostgresKeystore.tlsSettings(require)?.certificateVerification, CertificateVerification.none)
+        let requireWithRoots = try PostgresKeystore.Configuration(url: "postgres://u@h/d?sslmode=require&sslrootcert=/etc/ca.pem")
+        XCTAssertEqual(PostgresKeystore.tlsSettings(requireWithRoots)?.certificateVerification, .noHostnameVerification)
+        let full = try PostgresKeystore.Configuration(url: "postgres://u@h/d?sslmode=verify-full")
+        XCTAssertEqual(PostgresKeystore.tlsSettings(full)?.certificateVerification, .fullVerification)
     }
 
     func testThePoolRunsKeepAliveQueriesOnlyWithAnInterval() {
@@ -65,6 +73,8 @@ final class PostgresConfigurationTests: XCTestCase {
             "postgres://u:\(secret)@h/d?sslcert=x",
             "postgres://u:\(secret)%zz@h/d",
             "postgres://u:\(secret)@[::1/d",
+            "postgres://u:\(secret)@::1/d",
+            "postgres://u:\(secret)@fe80::1:5432/d",
             "postgres://u:\(secret)@h/d/extra",
         ]
         for url in bad {
