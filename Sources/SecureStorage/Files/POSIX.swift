@@ -23,6 +23,15 @@ enum POSIX {
 
     static func isDirectory(_ info: stat) -> Bool { info.st_mode & S_IFMT == S_IFDIR }
     static func isRegular(_ info: stat) -> Bool { info.st_mode & S_IFMT == S_IFREG }
+    static func isLink(_ info: stat) -> Bool { info.st_mode & S_IFMT == S_IFLNK }
+
+    /// What the symbolic link at `path` points to, as written.
+    static func linkTarget(_ path: String) throws -> String {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlink(path, &buffer, buffer.count - 1)
+        guard count >= 0 else { throw KeystoreError.io("readlink", path: path) }
+        return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
 
     /// Opens a file, retrying on `EINTR`; `nil` when it does not exist and `missingOK`.
     static func openFile(_ path: String, _ flags: Int32, mode: mode_t = 0, missingOK: Bool = false) throws -> Int32? {

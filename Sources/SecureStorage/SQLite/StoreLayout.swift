@@ -162,49 +162,6 @@ struct StoreLayout: Sendable {
         }
     }
 
-    /// The way to the root, as given and as resolved: every directory and link on it, the
-    /// root included, belongs to root or this user, and a directory on it that others can
-    /// write is sticky. Otherwise another user could rename what is on the way, and move,
-    /// withhold or roll back every private directory under it: a `/tmp/ks` or a `/tmp/x/`
-    /// another member made before this user's first run, a link a member put in a team
-    /// directory, a root a member owns. Checked after the root is made, so a directory a
-    /// member made meanwhile is seen.
-    private func checkWayToRoot() throws(KeystoreError) {
-        try Self.checkWay(to: givenRoot, userID: userID, root: root)
-        if givenRoot != root { try Self.checkWay(to: root, userID: userID, root: root) }
-    }
-
-    private static func checkWay(to path: String, userID: uid_t, root: String) throws(KeystoreError) {
-        func refuse(_ reason: String, _ path: String, _ info: stat) -> KeystoreError {
-            KeystoreError(
-                .insecurePermissions,
-                "the way to the keystore root is not safe: \(reason); use a root that only you or root control "
-                    + "(a shared one made by an administrator: install -d -m 3770 -g GROUP ROOT)",
-                path: path, mode: UInt32(info.st_mode))
-        }
-        let trusted: (uid_t) -> Bool = { $0 == 0 || $0 == userID }
-        var directory = "/"
-        guard var containing = try KeystoreError.rethrowing({ try POSIX.status("/", followLinks: true) }) else { return }
-        for component in path.utf8.split(separator: UInt8(ascii: "/")) {
-            let entry = (directory == "/" ? "" : directory) + "/" + String(decoding: component, as: UTF8.self)
-            guard let own = try KeystoreError.rethrowing({ try POSIX.status(entry) }) else { return }
-            guard trusted(own.st_uid) else {
-                throw refuse("\(entry) belongs to another user (uid \(own.st_uid)), who could move or replace it", entry, own)
-            }
-            if containing.st_mode & 0o022 != 0 && containing.st_mode & S_ISVTX == 0 {
-                throw refuse("\(directory) is writable by others and not sticky, so anyone could rename \(entry)", directory, containing)
-            }
-            // A link's target: its own placement is the resolved way's to check.
-            guard let followed = try KeystoreError.rethrowing({ try POSIX.status(entry, followLinks: true) }) else { return }
-            guard POSIX.isDirectory(followed) else { throw refuse("\(entry) is not a directory", entry, followed) }
-            guard trusted(followed.st_uid) else {
-                throw refuse("\(entry) leads to a directory of another user (uid \(followed.st_uid))", entry, followed)
-            }
-            directory = entry
-            containing = followed
-        }
-    }
-
     /// `users/` in a shared root (or writable by others): owned by root, the keystore root's
     /// owner (who can rename `users/` itself anyway) or this user. Any other owner could rename
     /// this user's private directory, whatever the mode (a directory's owner can always

@@ -214,6 +214,15 @@ final class SQLiteMultiProcessTests: XCTestCase {
         let ownLink = try runShared(as: 60_002, root: team + "/bob-ks", key: "bob")
         XCTAssertEqual(ownLink.status, 0, ownLink.output)
         XCTAssertTrue(FileManager.default.fileExists(atPath: own + "/users/60002"))
+
+        // A member's link reached through the user's own: every link on the way counts.
+        XCTAssertEqual(symlink(own, team + "/current"), 0)
+        XCTAssertEqual(lchown(team + "/current", 60_001, gid_t(Self.groupId)), 0)
+        XCTAssertEqual(symlink(team + "/current", own + "-link"), 0)
+        XCTAssertEqual(lchown(own + "-link", 60_002, gid_t(Self.groupId)), 0)
+        let chained = try runShared(as: 60_002, root: own + "-link", key: "bob")
+        XCTAssertNotEqual(chained.status, 0)
+        XCTAssertTrue(chained.output.contains("\(team)/current belongs to another user (uid 60001)"), chained.output)
     }
 
     func testTwoUsersOfOneGroupWithUmask077ShareItems() throws {

@@ -92,11 +92,14 @@ final class SQLitePermissionTests: XCTestCase {
     }
 
     /// Anyone who can write a directory on the way to the root could rename the root away
-    /// and put another in its place.
+    /// and put another in its place: a directory another group can write is refused unless
+    /// sticky.
     func testARootInADirectoryOthersCanWriteWithoutStickyIsRefused() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root to give a directory another group") }
         let temporary = try TemporaryRoot()
         let parent = temporary.path + "/team"
         XCTAssertEqual(mkdir(parent, 0o700), 0)
+        XCTAssertEqual(chown(parent, 0, 60_000), 0)
         XCTAssertEqual(chmod(parent, 0o2770), 0)
         let root = parent + "/ks"
         guard case .failure(let error) = openResult(root: root) else { return XCTFail("opened a root others could rename") }
@@ -107,6 +110,34 @@ final class SQLitePermissionTests: XCTestCase {
         XCTAssertEqual(chmod(parent, 0o3770), 0)
         guard case .success(let keystore) = openResult(root: root) else { return XCTFail("a sticky parent did not open") }
         keystore.close()
+    }
+
+    /// Under umask 002 (Debian's and Fedora's user-private groups) `~/.local` is writable by
+    /// the user's own group, which no one else is in: the default root under it opens.
+    func testADirectoryOnlyTheUsersPrivateGroupCanWriteIsOnTheWay() throws {
+        guard let group = WayToRoot.privateGroup(of: geteuid()) else {
+            throw XCTSkip("this user's primary group is not a private one")
+        }
+        let temporary = try TemporaryRoot()
+        let parent = temporary.path + "/local"
+        XCTAssertEqual(mkdir(parent, 0o700), 0)
+        XCTAssertEqual(chown(parent, geteuid(), group), 0)
+        XCTAssertEqual(chmod(parent, 0o775), 0)
+        guard case .success(let keystore) = openResult(root: parent + "/ks") else {
+            return XCTFail("a directory only the user's private group can write was refused")
+        }
+        keystore.close()
+    }
+
+    /// A directory that vanishes while the way is walked was moved by someone: refused,
+    /// never taken as the end of the walk.
+    func testAWayThatChangesWhileWalkedIsRefused() {
+        var walk = WayToRoot(userID: geteuid())
+        let missing = FileManager.default.temporaryDirectory.path + "/gone-\(UUID().uuidString)/ks"
+        XCTAssertThrowsError(try walk.check(missing)) { error in
+            let reason = (error as? KeystoreError)?.reason ?? ""
+            XCTAssertTrue(reason.contains("changed while it was checked"), reason)
+        }
     }
 
     func testGroupWritableRootWithoutStickyIsRefused() throws {
