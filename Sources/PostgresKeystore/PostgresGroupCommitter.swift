@@ -23,8 +23,10 @@ import Synchronization
 /// reported to every caller in the group; nothing is retried whose outcome is unknown.
 final class PostgresGroupCommitter: Sendable {
     typealias Outcome = Result<[Bool], KeystoreError>
-    /// Applies a group: batches with distinct keys, or one batch naming a key twice.
-    typealias Execute = @Sendable (_ batches: [[SealedOperation]], _ distinct: Bool) async -> Result<[[Bool]], KeystoreError>
+    /// Applies a group: batches with distinct keys, or one batch naming a key twice; and tells
+    /// the change feed what applied, as soon as it knows, whether or not the callers still
+    /// wait (one past its deadline was told the commit failed, but the change happened).
+    typealias Execute = @Sendable (_ batches: [Batch], _ distinct: Bool) async -> Result<[[Bool]], KeystoreError>
 
     struct Batch: Sendable {
         let operations: [SealedOperation]
@@ -33,10 +35,6 @@ final class PostgresGroupCommitter: Sendable {
         /// Who committed it, for the change feed (``KeystoreBatch/writer``).
         let writer: UInt64?
     }
-    /// Told of every batch that applied, with its per-operation results, before its caller
-    /// is, and whether or not the caller still waits (one past its deadline was told the
-    /// commit failed, but the change happened all the same).
-    typealias Applied = @Sendable (_ batch: Batch, _ applied: [Bool]) -> Void
 
     private let grouper: PostgresGrouper<Batch, [Bool]>
 
@@ -44,7 +42,6 @@ final class PostgresGroupCommitter: Sendable {
         maximumInFlight: Int, maximumOperations: Int, deadlines: DeadlineQueue, retryBudget: Duration,
         closedError: @escaping @Sendable () -> KeystoreError,
         timeoutError: @escaping @Sendable () -> KeystoreError,
-        applied: @escaping Applied,
         execute: @escaping Execute
     ) {
         let maximumOperations = max(1, maximumOperations)
@@ -54,9 +51,8 @@ final class PostgresGroupCommitter: Sendable {
             run: { group in
                 let distinct = group.count > 1 || group[0].keys != nil
                 let started = ContinuousClock.now
-                switch await execute(group.map(\.operations), distinct) {
+                switch await execute(group, distinct) {
                 case .success(let results):
-                    for (batch, result) in zip(group, results) { applied(batch, result) }
                     return results.map { .success($0) }
                 case .failure(let error) where group.count > 1 && error.code != .storeUnavailable:
                     var outcomes: [Outcome] = []
@@ -65,9 +61,7 @@ final class PostgresGroupCommitter: Sendable {
                             outcomes.append(.failure(error))
                             continue
                         }
-                        let outcome = await execute([batch.operations], true).map { $0[0] }
-                        if case .success(let result) = outcome { applied(batch, result) }
-                        outcomes.append(outcome)
+                        outcomes.append(await execute([batch], true).map { $0[0] })
                     }
                     return outcomes
                 case .failure(let error):

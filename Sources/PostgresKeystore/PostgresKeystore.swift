@@ -151,29 +151,24 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
                 retryBudget: configuration.operationTimeout,
                 closedError: closedError,
                 timeoutError: { Self.timeout("committing a batch", configuration) },
-                applied: { batch, applied in
-                    // Here rather than in `commit`: a caller past its deadline is gone, and
-                    // this instance's subscribers would never learn of the change (the feed
-                    // skips notifications of its own origin).
-                    var changed: [String] = []
-                    var seen: Set<String> = []
-                    for (operation, didApply) in zip(batch.operations, applied) where didApply && seen.insert(operation.key).inserted {
-                        changed.append(operation.key)
-                    }
-                    feed.deliverLocal(changed, writer: batch.writer)
-                },
                 execute: { [client, quiet, connectionSetup] batches, distinct in
                     do throws(KeystoreError) {
                         return .success(try await Self.perform(
                             "committing a batch", client: client, setup: connectionSetup, configuration: configuration, deadlines: deadlines,
                             cancellable: false, logger: quiet
                         ) { connection, logger in
-                            if distinct {
-                                return try await Self.applyDistinct(
-                                    batches, namespace: namespace, origin: origin, on: connection, logger: logger)
+                            let operations = batches.map(\.operations)
+                            let applied = distinct
+                                ? try await Self.applyDistinct(operations, namespace: namespace, origin: origin, on: connection, logger: logger)
+                                : [try await Self.applyInOrder(operations[0], namespace: namespace, origin: origin, on: connection, logger: logger)]
+                            // Told here, as soon as the commit is known to have applied, rather
+                            // than to the callers: one past its deadline (a COMMIT that answered
+                            // late) is gone, and this instance's subscribers would never learn of
+                            // the change, since the feed skips notifications of its own origin.
+                            for (batch, results) in zip(batches, applied) {
+                                Self.deliver(batch, results, to: feed)
                             }
-                            return [try await Self.applyInOrder(
-                                batches[0], namespace: namespace, origin: origin, on: connection, logger: logger)]
+                            return applied
                         })
                     } catch {
                         return .failure(error)
@@ -212,6 +207,16 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
             "broker.keySource": "\(keySource)",
             "broker.endpoint": "\(configuration.endpoint)",
         ])
+    }
+
+    /// Tells this instance's subscribers which keys `batch` changed.
+    private static func deliver(_ batch: PostgresGroupCommitter.Batch, _ applied: [Bool], to feed: PostgresChangeFeed) {
+        var changed: [String] = []
+        var seen: Set<String> = []
+        for (operation, didApply) in zip(batch.operations, applied) where didApply && seen.insert(operation.key).inserted {
+            changed.append(operation.key)
+        }
+        feed.deliverLocal(changed, writer: batch.writer)
     }
 
     deinit {
