@@ -14,8 +14,13 @@ import Synchronization
 final class ConnectionRoster: Sendable {
     private struct Entry {
         let channel: any Channel
+        let opened: ContinuousClock.Instant
         var sentRequest: Bool
     }
+
+    /// How long a new connection has to send its request before it is the first to close:
+    /// a flood of new connections pushes the child's toward the front within milliseconds.
+    static let gracePeriod: Duration = .milliseconds(100)
 
     private struct State {
         var nextID: UInt64 = 0
@@ -36,15 +41,19 @@ final class ConnectionRoster: Sendable {
     var count: Int { state.withLock { $0.open.count } }
 
     /// Records `channel`; when that makes more than ``limit``, closes the oldest connection
-    /// that has sent no request (which may be this one). Returns `channel`'s place.
+    /// that has sent no request, one past ``gracePeriod`` if there is one (else the oldest,
+    /// which may be this one). Returns `channel`'s place.
     func opened(_ channel: any Channel) -> UInt64 {
+        let now = ContinuousClock.now
         let (id, evicted) = state.withLock { state -> (UInt64, (any Channel)?) in
             let id = state.nextID
             state.nextID += 1
-            state.open[id] = Entry(channel: channel, sentRequest: false)
+            state.open[id] = Entry(channel: channel, opened: now, sentRequest: false)
             guard state.open.count > limit else { return (id, nil) }
             // Places are handed out in order: the smallest is the oldest.
-            guard let oldest = state.open.filter({ !$0.value.sentRequest }).keys.min() else { return (id, nil) }
+            let silent = state.open.filter { !$0.value.sentRequest }
+            let pastGrace = silent.filter { now - $0.value.opened >= Self.gracePeriod }
+            guard let oldest = pastGrace.keys.min() ?? silent.keys.min() else { return (id, nil) }
             return (id, state.open.removeValue(forKey: oldest)?.channel)
         }
         if let evicted {
