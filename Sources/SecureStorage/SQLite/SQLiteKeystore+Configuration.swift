@@ -20,17 +20,30 @@ extension SQLiteKeystore {
         /// ``KeystoreChange/all``. Default: 10,000.
         public var changeLogRetention: Int
 
+        /// Whether opening checks the way to the root: every directory and link on it must
+        /// belong to root or this user, and one that others can write must be sticky, so that
+        /// no other user can move, withhold or roll back the private directories under it.
+        /// Default: `true`.
+        ///
+        /// Set it to `false` only where no other user can reach the directories above the root:
+        /// a container whose volume only this application mounts, such as a Kubernetes
+        /// `emptyDir` (mode 0777) or a volume under `fsGroup` (group-writable), which the check
+        /// refuses. Everything below the root is checked either way.
+        public var checksWayToRoot: Bool
+
         /// Creates a configuration; every parameter has the documented default.
         public init(
             busyTimeout: Duration = .seconds(5),
             changePollInterval: Duration = .milliseconds(100),
             moveItemsFromPreviousGroup: Bool = false,
-            changeLogRetention: Int = 10_000
+            changeLogRetention: Int = 10_000,
+            checksWayToRoot: Bool = true
         ) {
             self.busyTimeout = busyTimeout
             self.changePollInterval = changePollInterval
             self.moveItemsFromPreviousGroup = moveItemsFromPreviousGroup
             self.changeLogRetention = changeLogRetention
+            self.checksWayToRoot = checksWayToRoot
         }
     }
 }

@@ -41,7 +41,7 @@ extension SQLiteKeystore {
             DispatchQueue.global().async {
                 continuation.resume(returning: Result { () throws(KeystoreError) -> Int in
                     try KeystoreError.rethrowing { try CryptoRuntime.ensureInitialised() }
-                    let layout = try StoreLayout(root: root, service: service)
+                    let layout = try StoreLayout(root: root, service: service, checksWayToRoot: configuration.checksWayToRoot)
                     var migration = StoreMigration(layout: layout, from: from, to: to, keySource: keySource, busyTimeout: configuration.busyTimeout)
                     migration.checkpoint = checkpoint
                     return try migration.run().moved

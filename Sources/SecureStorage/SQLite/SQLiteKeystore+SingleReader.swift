@@ -35,7 +35,7 @@ extension SQLiteKeystore {
             // The same steps, in the same order, as SQLiteKeystore.init and recordGroup, with
             // nothing created: the first failing check throws the same error.
             try KeystoreError.rethrowing { try CryptoRuntime.ensureInitialised() }
-            let layout = try StoreLayout(root: root, service: service)
+            let layout = try StoreLayout(root: root, service: service, checksWayToRoot: configuration.checksWayToRoot)
             if let name = accessGroup.name {
                 try StoreLayout.validate(name: name, what: "access group name", limit: StoreLayout.maximumNameBytes)
             }

@@ -64,7 +64,7 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
         logger: Logger? = nil
     ) throws(KeystoreError) {
         try KeystoreError.rethrowing { try CryptoRuntime.ensureInitialised() }
-        let layout = try StoreLayout(root: root, service: service)
+        let layout = try StoreLayout(root: root, service: service, checksWayToRoot: configuration.checksWayToRoot)
         let (privateStore, privateConnection) = try Self.recordGroup(
             accessGroup, layout: layout, keySource: keySource, configuration: configuration, logger: logger
         )

@@ -86,7 +86,8 @@ struct WayToRoot {
     }
 
     private func refuse(_ reason: String, _ path: String, _ info: stat) -> KeystoreError {
-        var advice = "use a root that only you or root control (a shared one made by an administrator: install -d -m 3770 -g GROUP ROOT)"
+        var advice = "use a root that only you or root control (a shared one made by an administrator: install -d -m 3770 -g GROUP ROOT; "
+            + "in a container no other user shares, see SQLiteKeystore.Configuration.checksWayToRoot)"
         if info.st_mode & 0o022 == 0o020 && info.st_uid == userID {
             advice = "run chmod g-w on it, or use a root that only you or root control"
         }

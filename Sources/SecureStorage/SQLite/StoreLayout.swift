@@ -33,13 +33,15 @@ struct StoreLayout: Sendable {
     let root: String
     /// The root as given (made absolute), links and all: the way to it is checked too.
     let givenRoot: String
+    /// Whether ``checkWayToRoot()`` runs (``SQLiteKeystore/Configuration/checksWayToRoot``).
+    let checksWayToRoot: Bool
     let service: String
     let userID: uid_t
 
     static let maximumNameBytes = AccessGroup.maximumNameBytes
     static let maximumKeyBytes = 180
 
-    init(root: String, service: String) throws(KeystoreError) {
+    init(root: String, service: String, checksWayToRoot: Bool = true) throws(KeystoreError) {
         try Self.validate(name: service, what: "service name", limit: Self.maximumNameBytes)
         guard !root.isEmpty else { throw KeystoreError(.invalidName, "the keystore root is empty") }
         var trimmed = root
@@ -55,6 +57,7 @@ struct StoreLayout: Sendable {
         }
         self.service = service
         self.userID = geteuid()
+        self.checksWayToRoot = checksWayToRoot
     }
 
     static func validate(name: String, what: String, limit: Int) throws(KeystoreError) {
@@ -97,7 +100,7 @@ struct StoreLayout: Sendable {
         }
         guard let rootInfo = try status(root, followLinks: true) else { return false }
         try checkSharedDirectory(rootInfo, path: root)
-        try checkWayToRoot()
+        if checksWayToRoot { try checkWayToRoot() }
         let sharedRoot = rootInfo.st_mode & 0o070 != 0
         let inheritedSetgid = rootInfo.st_mode & S_ISGID
 

@@ -112,6 +112,24 @@ final class SQLitePermissionTests: XCTestCase {
         keystore.close()
     }
 
+    /// A directory everyone can write, not sticky (a Kubernetes `emptyDir`), above the root:
+    /// refused, unless the configuration says no one else can reach it.
+    func testAWayOthersCanWriteOpensOnlyWhenTheCheckIsTurnedOff() throws {
+        let temporary = try TemporaryRoot()
+        let volume = temporary.path + "/volume"
+        XCTAssertEqual(mkdir(volume, 0o700), 0)
+        XCTAssertEqual(chmod(volume, 0o777), 0)
+        guard case .failure(let error) = openResult(root: volume + "/ks") else { return XCTFail("opened under a world-writable directory") }
+        XCTAssertTrue(error.reason.contains("\(volume) is writable by others and not sticky"), error.reason)
+        let keystore = try SQLiteKeystore(
+            root: volume + "/ks", service: "tool", keySource: testKey(), configuration: .init(checksWayToRoot: false))
+        keystore.close()
+        // What is below the root is checked either way.
+        XCTAssertEqual(chmod(volume + "/ks", 0o777), 0)
+        XCTAssertThrowsError(try SQLiteKeystore(
+            root: volume + "/ks", service: "tool", keySource: testKey(), configuration: .init(checksWayToRoot: false)))
+    }
+
     /// Under umask 002 (Debian's and Fedora's user-private groups) `~/.local` is writable by
     /// the user's own group, which no one else is in: the default root under it opens.
     func testADirectoryOnlyTheUsersPrivateGroupCanWriteIsOnTheWay() throws {
