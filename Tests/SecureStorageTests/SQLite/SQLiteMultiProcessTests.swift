@@ -136,6 +136,24 @@ final class SQLiteMultiProcessTests: XCTestCase {
     private static let groupId = 60_000
     private static let setpriv = "/usr/bin/setpriv"
 
+    /// A temporary directory others can pass through (0711), for tests that act as several
+    /// users; skips without root and setpriv.
+    private func multiUserTemporary() throws -> TemporaryRoot {
+        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: Self.setpriv) else {
+            throw XCTSkip("needs root and setpriv to act as two users of one Unix group")
+        }
+        let temporary = try TemporaryRoot()
+        XCTAssertEqual(chmod(temporary.path, 0o711), 0)
+        return temporary
+    }
+
+    /// A directory of `owner` and the shared group, with exactly `mode`.
+    private func makeDirectory(_ path: String, owner: uid_t, mode: mode_t) {
+        XCTAssertEqual(mkdir(path, 0o700), 0, path)
+        XCTAssertEqual(chown(path, owner, gid_t(Self.groupId)), 0, path)
+        XCTAssertEqual(chmod(path, mode), 0, path)
+    }
+
     /// Runs `keystore-stress sqlite-shared …` as `uid` in the shared group with umask 077.
     private func runShared(as uid: Int, root: String, key: String) throws -> (status: Int32, output: String) {
         let process = Process()
@@ -160,19 +178,9 @@ final class SQLiteMultiProcessTests: XCTestCase {
     /// `/tmp`, a member's root wherever it is, a member's directory in `/tmp` above the user's
     /// own root, and a link a member put in a team directory are all refused.
     func testTheWayToTheRootMustBeRootsOrTheUsers() throws {
-        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: Self.setpriv) else {
-            throw XCTSkip("needs root and setpriv to act as two users of one Unix group")
-        }
-        let temporary = try TemporaryRoot()
-        XCTAssertEqual(chmod(temporary.path, 0o711), 0)
+        let temporary = try multiUserTemporary()
         let publicDirectory = temporary.path + "/tmp"
-        XCTAssertEqual(mkdir(publicDirectory, 0o700), 0)
-        XCTAssertEqual(chmod(publicDirectory, 0o1777), 0)
-        func makeDirectory(_ path: String, owner: uid_t, mode: mode_t) {
-            XCTAssertEqual(mkdir(path, 0o700), 0, path)
-            XCTAssertEqual(chown(path, owner, gid_t(Self.groupId)), 0, path)
-            XCTAssertEqual(chmod(path, mode), 0, path)
-        }
+        makeDirectory(publicDirectory, owner: 0, mode: 0o1777)
 
         // A member's root, made first where everyone can make entries; users/ too, as its owner.
         let memberRoot = publicDirectory + "/ks"
@@ -226,15 +234,9 @@ final class SQLiteMultiProcessTests: XCTestCase {
     }
 
     func testTwoUsersOfOneGroupWithUmask077ShareItems() throws {
-        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: Self.setpriv) else {
-            throw XCTSkip("needs root and setpriv to act as two users of one Unix group")
-        }
-        let temporary = try TemporaryRoot()
-        XCTAssertEqual(chmod(temporary.path, 0o711), 0)
+        let temporary = try multiUserTemporary()
         let root = temporary.path + "/shared-root"
-        XCTAssertEqual(mkdir(root, 0o770), 0)
-        XCTAssertEqual(chown(root, 0, gid_t(Self.groupId)), 0)
-        XCTAssertEqual(chmod(root, 0o3770), 0)
+        makeDirectory(root, owner: 0, mode: 0o3770)
 
         // Only the root's owner (here root) may make users/: whoever owns it can rename any
         // user's private directory in it and put an older copy back later.
