@@ -181,9 +181,10 @@ final class FederateExecTests: XCTestCase {
         // (32, 33) ignored in every child it starts from a threaded process.
         XCTAssertEqual(masks["SigIgn"].map { $0 & 0x7FFF_FFFF }, 0, signals.stdout)
 
-        // Signals federate was started with ignored (`nohup`, a script's background job) stay
-        // ignored in the command, and a SIGHUP sent to federate then ends neither.
-        let ignoring = ["sh", "-c", "trap '' HUP INT; exec \"$@\"", "sh"]
+        // Job-control signals federate was started with ignored (`nohup`, a script's
+        // background job) stay ignored in the command, and a SIGHUP sent to federate then ends
+        // neither; an ignored SIGPIPE (a runtime's own) does not leak into the command.
+        let ignoring = ["sh", "-c", "trap '' HUP INT PIPE; exec \"$@\"", "sh"]
         let kept = try harness.run(["exec", "--session", "bob", "--", "grep", "^SigIgn:", "/proc/self/status"], launcher: ignoring)
         XCTAssertEqual(kept.status, 0, "\(kept)")
         let ignored = UInt64(kept.stdout.dropFirst("SigIgn:".count).trimmingCharacters(in: .whitespacesAndNewlines), radix: 16)

@@ -29,13 +29,14 @@ struct WayToRoot {
     let userID: uid_t
     /// The user's own group under the user-private-group convention (named after the user,
     /// no other member), which Debian and Fedora give every user with umask 002: a directory
-    /// only it can write (`~/.local`, made by pip) is writable by no one else.
-    private let privateGroup: gid_t?
+    /// only it can write (`~/.local`, made by pip) is writable by no one else. Looked up only
+    /// when a group-writable directory is on the way: the user and group databases can be a
+    /// network service, slow or down.
+    private var privateGroup: gid_t??
     private var linksFollowed = 0
 
     init(userID: uid_t) {
         self.userID = userID
-        self.privateGroup = Self.privateGroup(of: userID)
     }
 
     mutating func check(_ path: String) throws(KeystoreError) {
@@ -69,8 +70,12 @@ struct WayToRoot {
 
     private func trusted(_ owner: uid_t) -> Bool { owner == 0 || owner == userID }
 
-    private func othersCanWrite(_ info: stat) -> Bool {
-        info.st_mode & 0o002 != 0 || (info.st_mode & 0o020 != 0 && info.st_gid != privateGroup)
+    private mutating func othersCanWrite(_ info: stat) -> Bool {
+        if info.st_mode & 0o002 != 0 { return true }
+        guard info.st_mode & 0o020 != 0 else { return false }
+        if privateGroup == nil { privateGroup = .some(Self.privateGroup(of: userID)) }
+        let group: gid_t? = privateGroup ?? nil
+        return info.st_gid != group
     }
 
     /// The entry's status; one missing was there a moment ago (the root exists), so someone
