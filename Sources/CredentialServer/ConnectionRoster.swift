@@ -37,9 +37,6 @@ final class ConnectionRoster: Sendable {
         self.logger = logger
     }
 
-    /// Connections open now.
-    var count: Int { state.withLock { $0.open.count } }
-
     /// Records `channel`; when that makes more than ``limit``, closes the oldest connection
     /// that has sent no request, one past ``gracePeriod`` if there is one (else the oldest,
     /// which may be this one). Returns `channel`'s place.

@@ -27,9 +27,13 @@ enum ContainerCredentialsBody {
             accessKeyId = credentials.accessKeyId
             secretAccessKey = credentials.secretAccessKey
             token = credentials.sessionToken
-            // Whole seconds, rounded down, like the CLI's credential_process output.
-            let whole = Date(timeIntervalSince1970: credentials.expiration.timeIntervalSince1970.rounded(.down))
-            expiration = whole.formatted(Date.ISO8601FormatStyle())
+            expiration = Self.expirationSent(for: credentials).formatted(Date.ISO8601FormatStyle())
+        }
+
+        /// The `Expiration` the document carries: whole seconds, rounded down, like the CLI's
+        /// credential_process output.
+        static func expirationSent(for credentials: AWSCredentials) -> Date {
+            Date(timeIntervalSince1970: credentials.expiration.timeIntervalSince1970.rounded(.down))
         }
     }
 

@@ -65,10 +65,10 @@ struct CredentialResponder: HTTPResponder {
         }
         do throws(FederationError) {
             let credentials = try await client.credentialsReadingStore(for: session)
-            // `Expiration` goes out in whole seconds, rounded down: in their last second (an
-            // expiry margin of zero) credentials would go out already expired, which the SDKs
-            // refuse as "refreshed credentials are still expired".
-            guard credentials.expiration.timeIntervalSince1970.rounded(.down) > Date().timeIntervalSince1970 else {
+            // `Expiration` goes out rounded down to the second: in their last second (an expiry
+            // margin of zero) credentials would go out already expired, which the SDKs refuse
+            // as "refreshed credentials are still expired".
+            guard ContainerCredentialsBody.Credentials.expirationSent(for: credentials) > Date() else {
                 throw FederationError(code: .noValidCredentials, message: "session '\(session)' has credentials in their last second")
             }
             logger.debug("credentials served", metadata: ["broker.session": "\(session)", "broker.status": "200"])

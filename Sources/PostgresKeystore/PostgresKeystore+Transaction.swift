@@ -93,25 +93,26 @@ extension PostgresKeystore {
     ) async throws -> [Bool] {
         try await transaction(on: connection, logger: logger) {
             var applied: [Bool] = []
-            var changed: [String] = []
-            var seen: Set<String> = []
             for operation in operations {
-                let key: String
-                let didApply: Bool
                 switch operation {
-                case .set(let itemKey, let sealed, let version):
-                    key = itemKey
-                    didApply = try await PostgresSchema.upsert(
-                        namespace, key: itemKey, version: version, sealed: sealed, on: connection, logger: logger)
-                case .remove(let itemKey):
-                    key = itemKey
-                    didApply = try await PostgresSchema.delete(namespace, key: itemKey, on: connection, logger: logger)
+                case .set(let key, let sealed, let version):
+                    applied.append(try await PostgresSchema.upsert(
+                        namespace, key: key, version: version, sealed: sealed, on: connection, logger: logger))
+                case .remove(let key):
+                    applied.append(try await PostgresSchema.delete(namespace, key: key, on: connection, logger: logger))
                 }
-                applied.append(didApply)
-                if didApply && seen.insert(key).inserted { changed.append(key) }
             }
-            try await PostgresSchema.notify(changed, namespace: namespace, origin: origin, on: connection, logger: logger)
+            try await PostgresSchema.notify(
+                changedKeys(operations, applied: applied), namespace: namespace, origin: origin, on: connection, logger: logger)
             return applied
+        }
+    }
+
+    /// The keys `operations` changed, each once, in order: those whose operation applied.
+    static func changedKeys(_ operations: [SealedOperation], applied: [Bool]) -> [String] {
+        var seen: Set<String> = []
+        return zip(operations, applied).compactMap { operation, didApply in
+            didApply && seen.insert(operation.key).inserted ? operation.key : nil
         }
     }
 }

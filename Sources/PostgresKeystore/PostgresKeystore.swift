@@ -166,7 +166,7 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
                             // late) is gone, and this instance's subscribers would never learn of
                             // the change, since the feed skips notifications of its own origin.
                             for (batch, results) in zip(batches, applied) {
-                                Self.deliver(batch, results, to: feed)
+                                feed.deliverLocal(Self.changedKeys(batch.operations, applied: results), writer: batch.writer)
                             }
                             return applied
                         })
@@ -207,16 +207,6 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
             "broker.keySource": "\(keySource)",
             "broker.endpoint": "\(configuration.endpoint)",
         ])
-    }
-
-    /// Tells this instance's subscribers which keys `batch` changed.
-    private static func deliver(_ batch: PostgresGroupCommitter.Batch, _ applied: [Bool], to feed: PostgresChangeFeed) {
-        var changed: [String] = []
-        var seen: Set<String> = []
-        for (operation, didApply) in zip(batch.operations, applied) where didApply && seen.insert(operation.key).inserted {
-            changed.append(operation.key)
-        }
-        feed.deliverLocal(changed, writer: batch.writer)
     }
 
     deinit {

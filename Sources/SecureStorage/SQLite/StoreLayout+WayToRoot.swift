@@ -7,9 +7,9 @@ import Darwin
 #endif
 
 extension StoreLayout {
-    /// The way to the root, as given and as resolved: every directory and link on it, the
-    /// root included, belongs to root or this user, and a directory on it that others can
-    /// write is sticky. Otherwise another user could rename what is on the way, and move,
+    /// The way to the root, as given, each link followed through its own way (which covers
+    /// the resolved path too): every directory and link on it, the root included, belongs to
+    /// root or this user, and a directory on it that others can write is sticky. Otherwise another user could rename what is on the way, and move,
     /// withhold or roll back every private directory under it: a `/tmp/ks` or a `/tmp/x/`
     /// another member made before this user's first run, a link a member put in a team
     /// directory, a root a member owns. Checked after the root is made, so a directory a
@@ -17,7 +17,6 @@ extension StoreLayout {
     func checkWayToRoot() throws(KeystoreError) {
         var walk = WayToRoot(userID: userID)
         try walk.check(givenRoot)
-        if givenRoot != root { try walk.check(root) }
     }
 }
 
