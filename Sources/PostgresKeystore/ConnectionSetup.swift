@@ -51,13 +51,13 @@ final class ConnectionSetup: Sendable {
         guard !done.withLock({ $0.contains(connection.id) }) else { return }
         let timeout = String(statementTimeoutMilliseconds)
         do {
-            try await connection.query("""
+            try await connection.runUnlessClosed("""
                 SELECT set_config('statement_timeout', \(timeout), false), set_config('plan_cache_mode', 'force_generic_plan', false)
                 """, logger: logger)
         } catch let error as PSQLError where error.code == .server && error.serverInfo?[.sqlState] == "42704" {
             // undefined_object: no plan_cache_mode on this server (nothing of the statement applied).
             logger.debug("the server has no plan_cache_mode setting; prepared statements keep its default plans")
-            try await connection.query("SELECT set_config('statement_timeout', \(timeout), false)", logger: logger)
+            try await connection.runUnlessClosed("SELECT set_config('statement_timeout', \(timeout), false)", logger: logger)
         }
         done.withLock { done in
             // Closed connections leave their IDs behind; past a bound, forget them all (a live

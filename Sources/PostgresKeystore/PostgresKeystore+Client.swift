@@ -124,22 +124,32 @@ extension PostgresKeystore {
                     return try await client.withConnection { connection in
                         let done = OperationDone()
                         defer { done.mark() }
-                        return try await withTaskCancellationHandler {
-                            try await setup.prepare(connection, logger: logger)
-                            return try await body(connection, logger)
-                        } onCancel: {
-                            // Past its deadline (or cancelled by its caller), a statement on a
-                            // connection that carries nothing more (a dropped flow gives no
-                            // error) would hold it for good. A live server ends any statement
-                            // within the timeout (statement_timeout), so one still unanswered a
-                            // whole timeout later is on a dead flow: closed, the pool replaces
-                            // it. Closing at once would churn connections on a merely slow server.
-                            Task {
-                                try? await Task.sleep(for: configuration.operationTimeout)
-                                guard !done.isMarked else { return }
-                                let closing: EventLoopFuture<Void> = connection.close()
-                                _ = closing
+                        do {
+                            return try await withTaskCancellationHandler {
+                                try await setup.prepare(connection, logger: logger)
+                                return try await body(connection, logger)
+                            } onCancel: {
+                                // Past its deadline (or cancelled by its caller), a statement on a
+                                // connection that carries nothing more (a dropped flow gives no
+                                // error) would hold it for good. A live server ends any statement
+                                // within the timeout (statement_timeout), so one still unanswered a
+                                // whole timeout later is on a dead flow: closed, the pool replaces
+                                // it. Closing at once would churn connections on a merely slow server.
+                                Task {
+                                    try? await Task.sleep(for: configuration.operationTimeout)
+                                    guard !done.isMarked else { return }
+                                    let closing: EventLoopFuture<Void> = connection.close()
+                                    _ = closing
+                                }
                             }
+                        } catch {
+                            // The pool learns that a connection closed from its close future,
+                            // on the connection's event loop, after the failed statement was
+                            // already reported here. Run again before that, and the pool can
+                            // hand back the same dead connection, each attempt in turn (seen
+                            // in CI: every attempt used up in microseconds on a busy machine).
+                            if connection.isClosed { try? await connection.closeFuture.get() }
+                            throw error
                         }
                     }
                 } catch let error as CommitOutcomeUnknown {

@@ -7,25 +7,28 @@ extension PostgresKeystore {
     /// closes the connection if even that fails, so it never returns to the pool inside an
     /// aborted transaction). `COMMIT` refused by the server (a deferred constraint, a
     /// serialisation failure, a full `NOTIFY` queue) rolled back, and throws as it came; a
-    /// connection lost under it is ``CommitOutcomeUnknown``.
+    /// connection lost under it is ``CommitOutcomeUnknown``. One found closed before `COMMIT`
+    /// was sent committed nothing: ``StaleConnection``, which runs again.
     static func transaction<T>(
         on connection: PostgresConnection, logger: Logger, _ body: () async throws -> T
     ) async throws -> T {
-        try await connection.query("BEGIN", logger: logger)
+        try await connection.runUnlessClosed("BEGIN", logger: logger)
         let value: T
         do {
             value = try await body()
         } catch {
             do {
-                try await connection.query("ROLLBACK", logger: logger)
+                try await connection.runUnlessClosed("ROLLBACK", logger: logger)
             } catch {
                 try? await connection.close()
             }
             throw error
         }
         do {
-            try await connection.query("COMMIT", logger: logger)
+            try await connection.runUnlessClosed("COMMIT", logger: logger)
         } catch let error as PSQLError where error.code == .server && !KeystoreError.isRetryableConnectionLoss(error) {
+            throw error
+        } catch let error as StaleConnection {
             throw error
         } catch {
             throw CommitOutcomeUnknown(underlying: error)
@@ -58,7 +61,6 @@ extension PostgresKeystore {
         // another) lock rows in the same order and cannot deadlock on their upserts.
         sets.sort { $0.key < $1.key }
         removes.sort()
-        guard !connection.isClosed else { throw StaleConnection() }
         var (applied, removed): (Set<String>, Set<String>) = ([], [])
         for attempt in 1...3 {
             do {

@@ -78,7 +78,7 @@ enum PostgresSchema {
     /// TABLE IF NOT EXISTS` would refuse a role that has only `SELECT`, `INSERT`, `UPDATE`
     /// and `DELETE` on tables an owner created.
     static func install(on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("BEGIN", logger: logger)
+        try await connection.runUnlessClosed("BEGIN", logger: logger)
         do {
             try await connection.query("SELECT pg_advisory_xact_lock(\(schemaLock))", logger: logger)
             let existing = try await connection.query(PostgresQuery(unsafeSQL: tablesExist), logger: logger).collect()
@@ -104,9 +104,9 @@ enum PostgresSchema {
                 try await connection.query("DROP TABLE IF EXISTS identity_broker_changes", logger: logger)
                 try await connection.query("UPDATE identity_broker_schema SET version = \(version)", logger: logger)
             }
-            try await connection.query("COMMIT", logger: logger)
+            try await connection.runUnlessClosed("COMMIT", logger: logger)
         } catch {
-            _ = try? await connection.query("ROLLBACK", logger: logger)
+            try? await connection.runUnlessClosed("ROLLBACK", logger: logger)
             throw error
         }
     }

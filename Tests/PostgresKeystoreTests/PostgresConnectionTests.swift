@@ -1,3 +1,4 @@
+import BrokerTestSupport
 import Foundation
 @testable import PostgresKeystore
 import PostgresNIO
@@ -49,5 +50,27 @@ final class PostgresConnectionTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(ids.count, 5, "five connections held at once")
         XCTAssertEqual(loops, 1, "on one event loop")
         _ = feed
+    }
+
+    /// postgres-nio drops a statement written to a connection that has closed and never
+    /// answers it. The keystore never sends one there: the transaction fails at once as a
+    /// stale connection and runs again on another, instead of waiting out its deadline (in
+    /// CI, a commit lost before `COMMIT` timed out this way rather than running again).
+    func testATransactionOnAConnectionThatClosedRunsAgainOnAnother() async throws {
+        let keystore = try await keystore { $0.operationTimeout = .seconds(30) }
+        let server: PostgresServer = server
+        let attempts = Locked(0)
+        let answer = try await keystore.perform("a transaction") { connection, logger in
+            if attempts.withLock({ $0 += 1; return $0 }) == 1 {
+                let pid = try await connection.query("SELECT pg_backend_pid()", logger: logger).collect()[0].decode(Int32.self)
+                _ = try server.psql("SELECT pg_terminate_backend(\(pid))")
+                while !connection.isClosed { try await Task.sleep(for: .milliseconds(10)) }
+            }
+            return try await PostgresKeystore.transaction(on: connection, logger: logger) {
+                try await connection.query("SELECT 42", logger: logger).collect()[0].decode(Int.self)
+            }
+        }
+        XCTAssertEqual(answer, 42)
+        XCTAssertEqual(attempts.withLock { $0 }, 2, "ran again on another connection")
     }
 }
