@@ -42,10 +42,16 @@ final class PostgresChangeFeedTests: PostgresTestCase, @unchecked Sendable {
     /// A commit whose caller was past its deadline when its group applied it still reaches
     /// the instance's own subscribers (which the notifications of its own origin do not).
     func testACommitThatLandsAfterItsCallerGaveUpIsStillDelivered() async throws {
-        let keystore = try await keystore { $0.operationTimeout = .seconds(1) }
+        let keystore = try await keystore { $0.operationTimeout = .seconds(2) }
+        // Each under the statement timeout (the operation timeout), so both apply; the second
+        // waits for the first, then takes longer than its caller's time left.
         try server.psql("""
             CREATE FUNCTION slow_keys() RETURNS trigger LANGUAGE plpgsql AS $$
-            BEGIN IF NEW.key LIKE 'slow%' THEN PERFORM pg_sleep(0.7); END IF; RETURN NEW; END $$;
+            BEGIN
+                IF NEW.key = 'slow-a' THEN PERFORM pg_sleep(1); END IF;
+                IF NEW.key = 'slow-b' THEN PERFORM pg_sleep(1.8); END IF;
+                RETURN NEW;
+            END $$;
             CREATE TRIGGER slow_keys BEFORE INSERT OR UPDATE ON identity_broker_items
             FOR EACH ROW EXECUTE FUNCTION slow_keys();
             """, database: database)
@@ -54,13 +60,13 @@ final class PostgresChangeFeedTests: PostgresTestCase, @unchecked Sendable {
         // The first holds the commit slot; the second queues behind it, and its deadline
         // passes while its own group runs.
         async let first: Void = keystore.set([1], forKey: "slow-a")
-        try await Task.sleep(for: .milliseconds(50))
+        try await waitForSleepingStatements()
         let second = await keystoreError { try await keystore.set([2], forKey: "slow-b") }
         XCTAssertEqual(second?.code, .storeUnavailable, "the second caller gave up: \(String(describing: second))")
         try await first
-        let stored = await eventually(timeout: .seconds(3)) { (try? await keystore.value(forKey: "slow-b")) == [2] }
+        let stored = await eventually(timeout: .seconds(10)) { (try? await keystore.value(forKey: "slow-b")) == [2] }
         XCTAssertTrue(stored, "the group applied the batch after its caller gave up")
-        let delivered = await eventually(timeout: .seconds(1)) { recorder.contains(.item("slow-b")) }
+        let delivered = await eventually(timeout: .seconds(5)) { recorder.contains(.item("slow-b")) }
         XCTAssertTrue(delivered, "this instance's subscribers never learned of it: \(recorder.changes)")
     }
 

@@ -52,8 +52,8 @@ final class PostgresFleetTests: PostgresTestCase, @unchecked Sendable {
         var aEvents = await a.allStateUpdates().makeAsyncIterator()
         let initial = await bStates.next()
         XCTAssertEqual(initial, .notFederated)
-        // Let both feeds listen before the first change.
-        try await Task.sleep(for: .milliseconds(300))
+        let listening = await everyKeystoreListens()
+        XCTAssertTrue(listening, "both feeds listen before the first change")
 
         let started = ContinuousClock.now
         try await a.federate(token: token(), provider: .google, session: "alice")

@@ -13,6 +13,8 @@ final class PostgresMigrationTests: PostgresTestCase, @unchecked Sendable {
         try await source.set(Array("bob".utf8), forKey: "session.bob")
         let target = try await keystore(group: AccessGroup(name: "team"))
         let watcher = target.changes()
+        let listening = await eventually { target.isListeningForChanges }
+        XCTAssertTrue(listening, "the target's feed listens before the migration commits")
 
         let moved = try await PostgresKeystore.migrate(
             configuration: configuration(), service: "tool", from: .none, to: AccessGroup(name: "team"), keySource: .raw(key))
@@ -25,7 +27,7 @@ final class PostgresMigrationTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(targetKeys, ["session.alice", "session.bob"])
         let version = try server.psqlValue("SELECT version FROM identity_broker_items WHERE access_group = 'team' AND key = 'session.alice'", database: database)
         XCTAssertEqual(version, "3", "versions are kept")
-        let seen = await collectChanges(watcher, within: 2) { $0.isSuperset(of: [.item("session.alice"), .item("session.bob")]) }
+        let seen = await collectChanges(watcher, within: 10) { $0.isSuperset(of: [.item("session.alice"), .item("session.bob")]) }
         XCTAssertTrue(seen.isSuperset(of: [.item("session.alice"), .item("session.bob")]), "the target's feed reports the moved items: \(seen)")
 
         let again = try await PostgresKeystore.migrate(

@@ -60,6 +60,27 @@ class PostgresTestCase: XCTestCase, @unchecked Sendable {
         return configuration
     }
 
+    /// Waits until `count` statements on this test's database sleep in `pg_sleep` (a test's
+    /// trigger holding a commit), so that what a test queues behind them queues for certain.
+    func waitForSleepingStatements(_ count: Int = 1, file: StaticString = #filePath, line: UInt = #line) async throws {
+        let query = "SELECT count(*) FROM pg_stat_activity WHERE datname = '\(database!)' AND wait_event = 'PgSleep'"
+        let started = ContinuousClock.now
+        while try (Int(server.psqlValue(query)) ?? 0) < count {
+            guard ContinuousClock.now - started < .seconds(30) else {
+                XCTFail("no statement of the test began its sleep", file: file, line: line)
+                return
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    /// Whether every keystore the test opened listens for other instances' changes, within
+    /// `timeout`.
+    func everyKeystoreListens(timeout: Duration = .seconds(10)) async -> Bool {
+        let keystores = opened.withLock { $0 }
+        return await eventually(timeout: timeout) { keystores.allSatisfy(\.isListeningForChanges) }
+    }
+
     /// Opens a keystore on this test's database, closed in `tearDown`.
     func keystore(
         service: String = "tool",
