@@ -121,7 +121,7 @@ final class PostgresChangeFeed: Sendable {
             // The query cannot be cancelled, so the timeout closes the connection itself,
             // which ends the query too; the group then finishes.
             let answered = await withTaskGroup(of: Bool.self) { group in
-                group.addTask { [logger] in (try? await connection.query("SELECT 1", logger: logger)) != nil }
+                group.addTask { [logger] in (try? await connection.runUnlessClosed("SELECT 1", logger: logger)) != nil }
                 group.addTask { [configuration] in
                     // Twice the operation timeout: a busy server is not a dead connection, and
                     // each needless reconnect makes every client re-read what it holds.

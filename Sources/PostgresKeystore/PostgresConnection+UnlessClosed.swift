@@ -9,13 +9,16 @@ extension PostgresConnection {
     /// postgres-nio (1.33) writes a query to its channel without a promise for the write: one
     /// written after the channel closed is dropped, and its answer never comes, so the caller
     /// waits until its operation's deadline. That is likely for the statement sent right
-    /// after another failed because the server went away (a `ROLLBACK`; seen in CI, where a
+    /// after another failed because the server went away (a `ROLLBACK`: on a busy machine a
     /// commit lost before `COMMIT` timed out instead of running again), and for the first
     /// statement on a connection the pool handed out before it learned of the close.
     ///
     /// The check and the write happen together on the connection's event loop, where the
     /// channel cannot close in between: a statement written while it is open is answered or
-    /// failed by the connection when it closes.
+    /// failed by the connection when it closes. Used for transaction control, a connection's
+    /// set-up and the change feed's heartbeat; other statements (a read's, a commit's own)
+    /// follow one answered on the same connection a moment before, or `perform`'s check,
+    /// which leaves a window of a few instructions rather than none.
     func runUnlessClosed(_ query: PostgresQuery, logger: Logger) async throws {
         try await eventLoop.flatSubmit { () -> EventLoopFuture<Void> in
             guard !self.isClosed else { return self.eventLoop.makeFailedFuture(StaleConnection()) }

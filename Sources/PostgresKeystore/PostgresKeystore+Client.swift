@@ -127,6 +127,9 @@ extension PostgresKeystore {
                         do {
                             return try await withTaskCancellationHandler {
                                 try await setup.prepare(connection, logger: logger)
+                                // The set-up sends nothing on a connection used before, and
+                                // `body`'s statements are not checked (`runUnlessClosed`).
+                                guard !connection.isClosed else { throw StaleConnection() }
                                 return try await body(connection, logger)
                             } onCancel: {
                                 // Past its deadline (or cancelled by its caller), a statement on a

@@ -26,7 +26,7 @@ public final class MotoServer: @unchecked Sendable {
     /// Starts moto and waits until it accepts connections (up to 30 s).
     public static func start(file: StaticString = #filePath, line: UInt = #line) throws -> MotoServer {
         do {
-            return try launch()
+            return try onAFreePort { try launch(port: $0) }
         } catch {
             let message = "moto's server could not be started (\(error)); install it with: pip install \"moto[server]\""
             if ProcessInfo.processInfo.environment["CI"] == "true" {
@@ -37,8 +37,7 @@ public final class MotoServer: @unchecked Sendable {
         }
     }
 
-    private static func launch() throws -> MotoServer {
-        let port = try freeLoopbackPort()
+    private static func launch(port: Int) throws -> MotoServer {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", "-m", "moto.server", "-H", "127.0.0.1", "-p", "\(port)"]
@@ -140,6 +139,20 @@ public struct MotoError: Error, CustomStringConvertible {
     public var description: String { message }
     /// Creates an error with `message`.
     public init(message: String) { self.message = message }
+}
+
+/// Runs `start` on a port that was free a moment ago, and on another if it fails, up to
+/// three ports: between the look-up and the server's own `bind`, an outgoing connection of
+/// the test process can take the port as its local one.
+public func onAFreePort<T>(_ start: (Int) throws -> T) throws -> T {
+    var attempt = 1
+    while true {
+        do {
+            return try start(try freeLoopbackPort())
+        } catch where attempt < 3 {
+            attempt += 1
+        }
+    }
 }
 
 /// A port on 127.0.0.1 that was free a moment ago.

@@ -69,6 +69,11 @@ public final class PostgresServer: @unchecked Sendable {
             }
             throw XCTSkip(message)
         }
+        return try onAFreePort { port in try create(port: port, binaries: binaries) }
+    }
+
+    /// Creates a cluster listening on `port` in a temporary directory and starts it.
+    private static func create(port: Int, binaries: String) throws -> PostgresServer {
         let runAsPostgres = geteuid() == 0
         let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("broker-pg-\(UUID().uuidString.prefix(8))").path
@@ -81,7 +86,7 @@ public final class PostgresServer: @unchecked Sendable {
                 throw PostgresServerError(message: "chown of \(directory) to postgres failed: errno \(errno)")
             }
         }
-        let server = PostgresServer(port: try freeLoopbackPort(), directory: directory, binaries: binaries, runAsPostgres: runAsPostgres)
+        let server = PostgresServer(port: port, directory: directory, binaries: binaries, runAsPostgres: runAsPostgres)
         do {
             try server.run("initdb", ["-D", server.dataDirectory, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
             let hba = """
