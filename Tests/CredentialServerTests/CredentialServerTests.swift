@@ -139,13 +139,14 @@ final class CredentialServerTests: XCTestCase {
         let client = try federatingClient(fake, keystore: InMemoryKeystore(), margin: .zero)
         let running = try start(client)
         let base = Date().timeIntervalSince1970.rounded(.down)
-        let expiration = Date(timeIntervalSince1970: base + 3.6)
+        // At least 4 s to federate and be served before the last second begins.
+        let expiration = Date(timeIntervalSince1970: base + 5.6)
         fake.setDefault(.credentials(identityId: FakeCognito.defaultIdentityId, expiration: expiration), for: .getCredentialsForIdentity)
         try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         let served = try await running.request("/credentials/alice")
         XCTAssertEqual(served.status, 200, served.body)
         // Past the whole second of the expiration, before the expiration itself.
-        let wait = base + 3.15 - Date().timeIntervalSince1970
+        let wait = base + 5.15 - Date().timeIntervalSince1970
         if wait > 0 { try await Task.sleep(for: .milliseconds(Int(wait * 1000))) }
         let last = try await running.request("/credentials/alice")
         XCTAssertEqual(last.status, 404, "served credentials whose Expiration had passed: \(last.body)")

@@ -121,6 +121,34 @@ final class FederateKeystoreTests: XCTestCase {
         try harness.expect(0, credentials("linked"), environment: ["IDENTITY_BROKER_KEYSTORE": linkedKeystore])
     }
 
+    /// A volume everyone can write, not sticky, above the keystore (a Kubernetes `emptyDir`):
+    /// refused with a hint, and usable once `IDENTITY_BROKER_WAY_TO_ROOT_CHECK=off` says no
+    /// other user shares it; what is below the keystore directory is checked either way.
+    func testAWorldWritableVolumeOpensOnlyWithTheWayToRootCheckOff() throws {
+        let volume = harness.directory + "/volume"
+        XCTAssertEqual(mkdir(volume, 0o700), 0)
+        XCTAssertEqual(chmod(volume, 0o777), 0)
+        let keystore = volume + "/identity-broker"
+        let checked: [String: String?] = ["IDENTITY_BROKER_KEYSTORE": keystore]
+        let off: [String: String?] = ["IDENTITY_BROKER_KEYSTORE": keystore, "IDENTITY_BROKER_WAY_TO_ROOT_CHECK": "off"]
+
+        let refused = try harness.expect(6, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint, "--session", "pod"],
+                                         environment: checked)
+        XCTAssertTrue(refused.stderr.contains("\(volume) is writable by others and not sticky"), "\(refused)")
+        XCTAssertTrue(refused.stderr.contains("IDENTITY_BROKER_WAY_TO_ROOT_CHECK=off"), "the error names the switch: \(refused)")
+
+        try guest("pod", environment: off)
+        try harness.expect(0, credentials("pod"), environment: off)
+        try harness.expect(0, ["status", "--session", "pod"], environment: off)
+        try harness.expect(6, credentials("pod"), environment: checked)
+        try harness.expect(6, ["status", "--session", "pod"], environment: checked)
+        try harness.expect(2, credentials("pod"), environment: ["IDENTITY_BROKER_KEYSTORE": keystore, "IDENTITY_BROKER_WAY_TO_ROOT_CHECK": "no"])
+
+        XCTAssertEqual(chmod("\(keystore)/users/\(geteuid())", 0o755), 0)
+        let below = try harness.expect(6, credentials("pod"), environment: off)
+        XCTAssertTrue(below.stderr.contains("chmod 700"), "below the keystore directory is still checked: \(below)")
+    }
+
     func testTruncatedDatabaseExitsSix() throws {
         try guest("alice")
         let database = harness.database()

@@ -33,6 +33,9 @@ package struct KeystoreAccess {
     package let root: String
     let accessGroup: AccessGroup
     let keySource: KeySource
+    /// The SQLite engine's settings: the defaults, with the way-to-root check off only when
+    /// ``wayToRootCheckVariable`` says so.
+    let sqliteConfiguration: SQLiteKeystore.Configuration
     let logger: Logger?
 
     package init(_ options: CommonOptions) throws(CLIFailure) {
@@ -45,7 +48,25 @@ package struct KeystoreAccess {
         root = location.displayName
         self.accessGroup = Self.group(accessGroup)
         keySource = try KeySelection.keySource(for: location)
+        sqliteConfiguration = try Self.sqliteConfiguration()
         self.logger = logger
+    }
+
+    /// Set to `off` in a container whose volume no other user shares (a Kubernetes
+    /// `emptyDir` is 0777, not sticky): the directories above the keystore directory are then
+    /// not checked (``SQLiteKeystore/Configuration/checksWayToRoot``). Everything from the
+    /// keystore directory down still is.
+    package static let wayToRootCheckVariable = "IDENTITY_BROKER_WAY_TO_ROOT_CHECK"
+
+    static func sqliteConfiguration() throws(CLIFailure) -> SQLiteKeystore.Configuration {
+        var configuration = SQLiteKeystore.Configuration()
+        switch environment(wayToRootCheckVariable) {
+        case nil, "on": break
+        case "off": configuration.checksWayToRoot = false
+        case _?:
+            throw CLIFailure(.usage, "\(wayToRootCheckVariable) is neither on nor off; set it to off only in a container no other user shares, else unset it")
+        }
+        return configuration
     }
 
     /// `nil` or `none` → private; anything else a named group (no migration on open:
@@ -81,7 +102,9 @@ package struct KeystoreAccess {
         switch location {
         case .directory(let path):
             do {
-                return try SQLiteKeystore(root: path, service: Self.service, accessGroup: accessGroup, keySource: keySource, logger: logger)
+                return try SQLiteKeystore(
+                    root: path, service: Self.service, accessGroup: accessGroup, keySource: keySource,
+                    configuration: sqliteConfiguration, logger: logger)
             } catch {
                 throw CLIFailure.keystore(error, root: root)
             }
@@ -97,7 +120,8 @@ package struct KeystoreAccess {
         case .directory(let path):
             do {
                 return try await SQLiteKeystore.migrate(
-                    root: path, service: Self.service, from: source, to: target, keySource: keySource, logger: logger)
+                    root: path, service: Self.service, from: source, to: target, keySource: keySource,
+                    configuration: sqliteConfiguration, logger: logger)
             } catch {
                 // Source items that do not open stop the migration before anything moves; the
                 // error's reason says how many and why.
@@ -148,7 +172,8 @@ package struct KeystoreAccess {
         let reader: SQLiteKeystore.SingleReader
         do {
             guard let opened = try SQLiteKeystore.SingleReader.open(
-                root: path, service: Self.service, accessGroup: accessGroup, keySource: keySource)
+                root: path, service: Self.service, accessGroup: accessGroup, keySource: keySource,
+                configuration: sqliteConfiguration)
             else { return nil }
             reader = opened
         } catch {

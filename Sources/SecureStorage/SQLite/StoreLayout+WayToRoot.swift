@@ -96,7 +96,7 @@ struct WayToRoot {
             advice = "run chmod g-w on it, or use a root that only you or root control"
         }
         return KeystoreError(
-            .insecurePermissions, "the way to the keystore root is not safe: \(reason); \(advice)",
+            .insecurePermissions, "\(KeystoreError.unsafeWayToRootReason): \(reason); \(advice)",
             path: path, mode: UInt32(info.st_mode))
     }
 
@@ -130,4 +130,10 @@ struct WayToRoot {
         }
         return isPrivate ? user.gid : nil
     }
+}
+
+extension KeystoreError {
+    /// How the reason of a refusal by the way-to-root check begins (for a front end that
+    /// offers its own way to turn the check off).
+    package static let unsafeWayToRootReason = "the way to the keystore root is not safe"
 }

@@ -372,7 +372,7 @@ final class CurlTransportTests: XCTestCase {
         }
         // Cancel once the request is really in flight at the server.
         let clock = ContinuousClock()
-        let arrived = await eventually(timeout: .seconds(2)) { server.requestCount > 0 }
+        let arrived = await eventually(timeout: .seconds(10)) { server.requestCount > 0 }
         XCTAssertTrue(arrived)
         XCTAssertEqual(server.requestCount, 1)
 
@@ -409,7 +409,7 @@ final class CurlTransportTests: XCTestCase {
             }
         }
         let clock = ContinuousClock()
-        let arrived = await eventually(timeout: .seconds(2)) { server.requestCount > 0 }
+        let arrived = await eventually(timeout: .seconds(10)) { server.requestCount > 0 }
         XCTAssertTrue(arrived)
         XCTAssertEqual(server.requestCount, 1)
 
