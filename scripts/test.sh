@@ -22,12 +22,12 @@ status=${PIPESTATUS[0]}
 set -e
 # Repeat what failed just above the summary line, where a reader of only the log's tail
 # (a CI page) finds it.
-failed_lines=$(grep -E "(: error: |^Test Case '.*' failed \()" "$log" | cut -c 1-400 | head -n 60 || true)
-if [ -n "$failed_lines" ]; then
+failed_lines=$(grep -aE "(: error: |^Test Case '.*' failed \(|Fatal error)" "$log" | cut -c 1-400 | head -n 60 || true)
+if [ "$status" -ne 0 ] && [ -n "$failed_lines" ]; then
     echo "test: what failed:"
     printf '%s\n' "$failed_lines"
 fi
-summary=$(grep -E "^[[:space:]]*Executed [0-9]+ tests?, with" "$log" | tail -n 1)
+summary=$(grep -aE "^[[:space:]]*Executed [0-9]+ tests?, with" "$log" | tail -n 1 || true)
 if [ -z "$summary" ]; then
     echo "0 passed, 1 failed"
     echo "test: no XCTest summary found (exit status $status)" >&2

@@ -42,14 +42,14 @@ final class PostgresChangeFeedTests: PostgresTestCase, @unchecked Sendable {
     /// A commit whose caller was past its deadline when its group applied it still reaches
     /// the instance's own subscribers (which the notifications of its own origin do not).
     func testACommitThatLandsAfterItsCallerGaveUpIsStillDelivered() async throws {
-        let keystore = try await keystore { $0.operationTimeout = .seconds(2) }
+        let keystore = try await keystore { $0.operationTimeout = .seconds(3) }
         // Each under the statement timeout (the operation timeout), so both apply; the second
         // waits for the first, then takes longer than its caller's time left.
         try server.psql("""
             CREATE FUNCTION slow_keys() RETURNS trigger LANGUAGE plpgsql AS $$
             BEGIN
-                IF NEW.key = 'slow-a' THEN PERFORM pg_sleep(1); END IF;
-                IF NEW.key = 'slow-b' THEN PERFORM pg_sleep(1.8); END IF;
+                IF NEW.key = 'slow-a' THEN PERFORM pg_sleep(2); END IF;
+                IF NEW.key = 'slow-b' THEN PERFORM pg_sleep(2.5); END IF;
                 RETURN NEW;
             END $$;
             CREATE TRIGGER slow_keys BEFORE INSERT OR UPDATE ON identity_broker_items

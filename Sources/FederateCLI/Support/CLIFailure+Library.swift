@@ -65,7 +65,8 @@ extension CLIFailure {
             next = "an item was tampered with or the key is wrong: check $IDENTITY_BROKER_KEY or the key file, or clear the session and log in again"
         case .corruptFormat:
             next = "for a damaged session, 'federate clear' it and log in again; for a damaged database or salt file (the path above), move it aside or restore it from a backup, then log in again"
-        case .insecurePermissions where error.reason.hasPrefix(KeystoreError.unsafeWayToRootReason):
+        case .insecurePermissions where error.reason.hasPrefix(KeystoreError.unsafeWayToRootReason)
+            && error.reason.contains(KeystoreError.unstickyWayToRootReason):
             next = "in a container whose volume no other user shares, \(KeystoreAccess.wayToRootCheckVariable)=off skips the directories above the keystore directory"
         case .insecurePermissions:
             next = "fix the permissions of the path above (private: chmod 700 on directories, chmod 600 on files; a shared access group: 2770 directories, 0660 databases, 0640 key files), or choose another --keystore"

@@ -48,7 +48,7 @@ struct WayToRoot {
                 throw refuse("\(entry) belongs to another user (uid \(own.st_uid)), who could move or replace it", entry, own)
             }
             if othersCanWrite(containing) && containing.st_mode & S_ISVTX == 0 {
-                throw refuse("\(directory) is writable by others and not sticky, so they could rename \(entry)", directory, containing)
+                throw refuse("\(directory) \(KeystoreError.unstickyWayToRootReason), so they could rename \(entry)", directory, containing)
             }
             if POSIX.isLink(own) {
                 // Where it points has a way of its own, links in it included.
@@ -133,7 +133,10 @@ struct WayToRoot {
 }
 
 extension KeystoreError {
-    /// How the reason of a refusal by the way-to-root check begins (for a front end that
-    /// offers its own way to turn the check off).
+    /// How the reason of a refusal by the way-to-root check begins.
     package static let unsafeWayToRootReason = "the way to the keystore root is not safe"
+    /// What the reason says of a directory above the root that others can write and that is
+    /// not sticky: the one refusal a container volume no other user shares meets (for a front
+    /// end that offers its own way to turn the check off).
+    package static let unstickyWayToRootReason = "is writable by others and not sticky"
 }
