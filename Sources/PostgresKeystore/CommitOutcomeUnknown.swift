@@ -1,7 +1,8 @@
 /// A connection failed while `COMMIT` was in flight: the transaction may or may not have been
 /// applied, so the operation must not be retried blindly.
-struct CommitOutcomeUnknown: Error {
+struct CommitOutcomeUnknown: Error, CustomStringConvertible {
     let underlying: any Error
+    var description: String { "the connection was lost while committing: the outcome is unknown" }
 }
 
 /// The pool handed out a connection that had already closed; nothing was sent on it, so the

@@ -78,8 +78,7 @@ enum PostgresSchema {
     /// TABLE IF NOT EXISTS` would refuse a role that has only `SELECT`, `INSERT`, `UPDATE`
     /// and `DELETE` on tables an owner created.
     static func install(on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.runUnlessClosed("BEGIN", logger: logger)
-        do {
+        try await PostgresKeystore.transaction(on: connection, logger: logger) {
             try await connection.query("SELECT pg_advisory_xact_lock(\(schemaLock))", logger: logger)
             let existing = try await connection.query(PostgresQuery(unsafeSQL: tablesExist), logger: logger).collect()
             if try existing.first?.decode(Bool.self) != true {
@@ -104,10 +103,6 @@ enum PostgresSchema {
                 try await connection.query("DROP TABLE IF EXISTS identity_broker_changes", logger: logger)
                 try await connection.query("UPDATE identity_broker_schema SET version = \(version)", logger: logger)
             }
-            try await connection.runUnlessClosed("COMMIT", logger: logger)
-        } catch {
-            try? await connection.runUnlessClosed("ROLLBACK", logger: logger)
-            throw error
         }
     }
 
