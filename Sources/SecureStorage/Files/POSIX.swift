@@ -49,6 +49,25 @@ enum POSIX {
 
     static func closeFile(_ fd: Int32) { _ = close(fd) }
 
+    /// The names in a directory (without `.` and `..`), opened without following a link;
+    /// `nil` when it does not exist.
+    static func directoryEntries(_ path: String) throws -> [String]? {
+        guard let fd = try openFile(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, missingOK: true) else { return nil }
+        guard let directory = fdopendir(fd) else {
+            closeFile(fd)
+            throw KeystoreError.io("fdopendir", path: path)
+        }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafePointer(to: &entry.pointee.d_name) {
+                String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
     /// Reads a whole regular file opened without following links; `nil` when it is missing.
     static func readFile(_ path: String) throws -> [UInt8]? {
         // O_NONBLOCK: a FIFO planted at the path must not hang the reader before fstat refuses it.

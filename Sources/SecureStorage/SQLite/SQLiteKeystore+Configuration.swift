@@ -28,7 +28,8 @@ extension SQLiteKeystore {
         /// Set it to `false` only where no other user can reach the directories above the root:
         /// a container whose volume only this application mounts, such as a Kubernetes
         /// `emptyDir` (mode 0777) or a volume under `fsGroup` (group-writable), which the check
-        /// refuses. Everything below the root is checked either way.
+        /// refuses. The root's owner (root or this user) and everything below the root are checked
+        /// either way.
         public var checksWayToRoot: Bool
 
         /// Creates a configuration; every parameter has the documented default.

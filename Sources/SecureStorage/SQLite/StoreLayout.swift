@@ -15,6 +15,8 @@ import Darwin
 /// <root>/users/                        1770 (+ setgid inherited) under a group-shared root, else 0700;
 ///                                      sticky whenever group- or world-writable
 /// <root>/users/<uid>/                  0700, owned by that uid: the user's private namespaces
+///                                      (`<uid>.N` when another member took `<uid>` first:
+///                                      `privateDirectoryName(in:userID:)`)
 /// <root>/users/<uid>/key, salt         the private key file (0600) and passphrase salt
 /// <root>/users/<uid>/<svc>.sqlite      a service's private database, 0600 (-wal, -shm alike)
 /// <root>/groups/                       3770 under a group-shared root, else 0700; checked like users/
@@ -37,6 +39,8 @@ struct StoreLayout: Sendable {
     let checksWayToRoot: Bool
     let service: String
     let userID: uid_t
+    /// `users/<uid>`, or the `users/<uid>.N` that stands in for it.
+    let userDirectory: String
 
     static let maximumNameBytes = AccessGroup.maximumNameBytes
     static let maximumKeyBytes = 180
@@ -58,6 +62,8 @@ struct StoreLayout: Sendable {
         self.service = service
         self.userID = geteuid()
         self.checksWayToRoot = checksWayToRoot
+        let users = self.root + "/users"
+        self.userDirectory = users + "/" + Self.privateDirectoryName(in: users, userID: userID)
     }
 
     static func validate(name: String, what: String, limit: Int) throws(KeystoreError) {
@@ -70,7 +76,6 @@ struct StoreLayout: Sendable {
 
     var usersDirectory: String { "\(root)/users" }
     var groupsDirectory: String { "\(root)/groups" }
-    var userDirectory: String { "\(usersDirectory)/\(userID)" }
 
     /// The directory of `group`'s key, salt and databases.
     func namespaceDirectory(_ group: AccessGroup) -> String {
@@ -100,7 +105,17 @@ struct StoreLayout: Sendable {
         }
         guard let rootInfo = try status(root, followLinks: true) else { return false }
         try checkSharedDirectory(rootInfo, path: root)
-        if checksWayToRoot { try checkWayToRoot() }
+        if checksWayToRoot {
+            try checkWayToRoot()
+        } else if rootInfo.st_uid != 0 && rootInfo.st_uid != userID {
+            // The walk is off for a volume no other user shares, but the root's owner is
+            // known already, and one who is neither root nor this user could rename its
+            // contents whatever the walk says.
+            throw KeystoreError(
+                .insecurePermissions,
+                "\(root) belongs to another user (uid \(rootInfo.st_uid)), who could move or replace what is in it",
+                path: root, mode: UInt32(rootInfo.st_mode))
+        }
         let sharedRoot = rootInfo.st_mode & 0o070 != 0
         let inheritedSetgid = rootInfo.st_mode & S_ISGID
 
@@ -194,7 +209,7 @@ struct StoreLayout: Sendable {
             guard info.st_uid == userID else {
                 throw KeystoreError(
                     .insecurePermissions,
-                    "private directory is owned by another user (uid \(info.st_uid)); in a shared root, its owner or the root's owner can remove it",
+                    "private directory is owned by another user (uid \(info.st_uid)), who made it while this open was choosing it; opening again chooses another",
                     path: path, mode: UInt32(info.st_mode))
             }
         }

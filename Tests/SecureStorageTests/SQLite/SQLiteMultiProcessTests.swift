@@ -249,9 +249,18 @@ final class SQLiteMultiProcessTests: XCTestCase {
 
         let alice = try runShared(as: 60_001, root: root, key: "alice")
         XCTAssertEqual(alice.status, 0, alice.output)
+        // Alice takes the name of Bob's private directory before his first run (she cannot
+        // remove it once he has one; sticky users/): Bob gets users/60002.1 instead.
+        makeDirectory(root + "/users/60002", owner: 60_001, mode: 0o700)
         let bob = try runShared(as: 60_002, root: root, key: "bob")
         XCTAssertEqual(bob.status, 0, bob.output)
         XCTAssertEqual(bob.output, "alice=from-60001\nbob=from-60002\n")
+        var info = stat()
+        XCTAssertEqual(lstat(root + "/users/60002.1", &info), 0)
+        XCTAssertEqual(info.st_uid, 60_002)
+        XCTAssertEqual(info.st_mode & 0o7777, 0o700)
+        let bobAgain = try runShared(as: 60_002, root: root, key: "bob")
+        XCTAssertEqual(bobAgain.status, 0, bobAgain.output)
         let aliceAgain = try runShared(as: 60_001, root: root, key: "alice2")
         XCTAssertEqual(aliceAgain.status, 0, aliceAgain.output)
         XCTAssertEqual(aliceAgain.output, "alice=from-60001\nalice2=from-60001\nbob=from-60002\n")

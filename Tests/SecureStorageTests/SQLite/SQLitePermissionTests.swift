@@ -128,6 +128,72 @@ final class SQLitePermissionTests: XCTestCase {
         XCTAssertEqual(chmod(volume + "/ks", 0o777), 0)
         XCTAssertThrowsError(try SQLiteKeystore(
             root: volume + "/ks", service: "tool", keySource: testKey(), configuration: .init(checksWayToRoot: false)))
+        // And so is the root's owner: "no other user here" is a claim the owner can refute.
+        XCTAssertEqual(chmod(volume + "/ks", 0o700), 0)
+        guard getuid() == 0 else { return }
+        XCTAssertEqual(chown(volume + "/ks", 60_001, 60_000), 0)
+        XCTAssertThrowsError(try SQLiteKeystore(
+            root: volume + "/ks", service: "tool", keySource: testKey(), configuration: .init(checksWayToRoot: false))
+        ) { error in
+            let reason = (error as? KeystoreError)?.reason ?? ""
+            XCTAssertTrue(reason.contains("\(volume)/ks belongs to another user (uid 60001)"), reason)
+        }
+        XCTAssertEqual(chown(volume + "/ks", 0, 0), 0)
+        let again = try SQLiteKeystore(
+            root: volume + "/ks", service: "tool", keySource: testKey(), configuration: .init(checksWayToRoot: false))
+        again.close()
+    }
+
+    /// Under a shared root any member can make entries in `users/`, and none can remove
+    /// another's: a member who makes `users/<uid>` (or links, files and further names) before
+    /// a user's first run must not shut the user out of private sessions. The user's
+    /// directory is the first name no one else owns, and stays found when the squatter's
+    /// entries go.
+    func testAMemberWhoTakesTheUsersDirectoryNameFirstDoesNotShutTheUserOut() async throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root to make entries another user owns") }
+        let temporary = try TemporaryRoot()
+        let root = temporary.root
+        XCTAssertEqual(mkdir(root, 0o700), 0)
+        XCTAssertEqual(chown(root, 0, 60_000), 0)
+        XCTAssertEqual(chmod(root, 0o3770), 0)
+        let users = root + "/users"
+        XCTAssertEqual(mkdir(users, 0o700), 0)
+        XCTAssertEqual(chown(users, 0, 60_000), 0)
+        XCTAssertEqual(chmod(users, 0o3770), 0)
+        let me = "\(geteuid())"
+        func squat(_ name: String) {
+            XCTAssertEqual(mkdir(users + "/" + name, 0o700), 0, name)
+            XCTAssertEqual(chown(users + "/" + name, 60_001, 60_000), 0, name)
+        }
+        squat(me)
+        squat(me + ".1")
+        XCTAssertEqual(symlink(root, users + "/\(me).2"), 0)
+        XCTAssertEqual(lchown(users + "/\(me).2", 60_001, 60_000), 0)
+        squat(me + ".04")  // not a name the keystore uses: ignored
+
+        let first = try SQLiteKeystore(root: root, service: "tool", keySource: testKey())
+        try await first.set([1, 2, 3], forKey: "k")
+        first.close()
+        let layout = try StoreLayout(root: root, service: "tool")
+        XCTAssertEqual(layout.userDirectory, users + "/\(me).3")
+        var info = stat()
+        XCTAssertEqual(lstat(layout.userDirectory, &info), 0)
+        XCTAssertEqual(info.st_uid, geteuid())
+        XCTAssertEqual(info.st_mode & 0o7777, 0o700)
+
+        // Later squats, and the early ones gone: the same directory, the same item.
+        squat(me + ".4")
+        for name in [me, me + ".1", me + ".2"] { XCTAssertEqual(remove(users + "/" + name), 0, name) }
+        let second = try SQLiteKeystore(root: root, service: "tool", keySource: testKey())
+        defer { second.close() }
+        let value = try await second.value(forKey: "k")
+        XCTAssertEqual(value, [1, 2, 3])
+        XCTAssertEqual(lstat(users + "/" + me, &info), -1, "no second private directory was made")
+        XCTAssertEqual(try StoreLayout(root: root, service: "tool").userDirectory, users + "/\(me).3")
+        // The reader that opens nothing new finds it too.
+        let reader = try XCTUnwrap(try SQLiteKeystore.SingleReader.open(root: root, service: "tool", keySource: testKey()))
+        defer { reader.close() }
+        XCTAssertEqual(try reader.value(forKey: "k"), [1, 2, 3])
     }
 
     /// Under umask 002 (Debian's and Fedora's user-private groups) `~/.local` is writable by
