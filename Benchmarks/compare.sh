@@ -46,7 +46,9 @@
 #
 # The storage figures at c = 1 run Benchmarks/DurableFederationFloor beside the broker: the same
 # durable federation in C (libcurl, then the keystore's own SQLite or PostgreSQL statements),
-# which gives the *_c1_floor_storage_us, *_c1_allowed_storage_us and *_c1_ceiling fields.
+# which gives the *_c1_floor_storage_us, *_c1_allowed_storage_us and *_c1_ceiling fields; at
+# c = 64 it keeps 64 federations in flight with shared reads and a group commit, for the
+# *_c64_floor_storage_us, *_c64_allowed_storage_us and *_c64_ceiling fields.
 #
 # The SQLite figures (issue 10) need ~2 GB free on the project's disk for the 1,000,000
 # seeded sessions (removed afterwards).
@@ -212,7 +214,7 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]
 durable_floor() {
     if [ ! -x "$WORK/durable_federation_floor" ]; then
         cc -O2 -o "$WORK/durable_federation_floor" "$ROOT/Benchmarks/DurableFederationFloor/durable_federation_floor.c" \
-            -lcurl -lsqlite3 -ldl >"$WORK/durable_floor.log" 2>&1 || { log "the C durable-federation floor did not build"; return 0; }
+            -lcurl -lsqlite3 -ldl -lpthread >"$WORK/durable_floor.log" 2>&1 || { log "the C durable-federation floor did not build"; return 0; }
     fi
     "$WORK/durable_federation_floor" "$@" 2>>"$WORK/durable_floor.log" || log "the C durable-federation floor failed: $1"
 }
@@ -447,6 +449,18 @@ if [ "${SKIP_STORAGE:-0}" != 1 ]; then
         R[c_sqlite_c1]=$(printf '%s\n' "${durables[@]}" | median)
         R[c_append]=$(printf '%s\n' "${appends[@]}" | median)
     fi
+    # And at c = 64: 64 C federations in flight, reads and commits shared (group commit).
+    mems=(); durables=()
+    for round in 1 2 3; do
+        mems+=("$(FLOOR_CONCURRENCY=64 durable_floor memory "$ENDPOINT" "$FEDERATIONS")")
+        durables+=("$(FLOOR_CONCURRENCY=64 durable_floor sqlite "$ENDPOINT" "$FEDERATIONS" "$SQL_DIR/floor64-$round.sqlite")")
+        log "  C floor c = 64, round $round: in memory ${mems[-1]}, SQLite ${durables[-1]} fed/s"
+        rm -f "$SQL_DIR/floor64-$round".*
+    done
+    if [ -n "${mems[*]// /}" ] && [ -n "${durables[*]// /}" ]; then
+        R[c_inmemory_c64]=$(printf '%s\n' "${mems[@]}" | median)
+        R[c_sqlite_c64]=$(printf '%s\n' "${durables[@]}" | median)
+    fi
 
     log "start-up: seeding $STARTUP_SESSIONS sessions"
     "$BIN/broker-bench" seed --endpoint "$ENDPOINT" --directory "$SQL_DIR/startup" --sessions "$STARTUP_SESSIONS" | tee /dev/stderr >/dev/null
@@ -536,6 +550,16 @@ if [ "${SKIP_POSTGRES:-0}" != 1 ]; then
     if [ -n "${mems[*]// /}" ] && [ -n "${durables[*]// /}" ]; then
         R[c_pg_inmemory_c1]=$(printf '%s\n' "${mems[@]}" | median)
         R[c_postgres_c1]=$(printf '%s\n' "${durables[@]}" | median)
+    fi
+    mems=(); durables=()
+    for round in 1 2 3; do
+        mems+=("$(FLOOR_CONCURRENCY=64 durable_floor memory "$ENDPOINT" "$FEDERATIONS")")
+        durables+=("$(FLOOR_CONCURRENCY=64 durable_floor postgres "$ENDPOINT" "$FEDERATIONS" "$pg_conninfo")")
+        log "  C floor c = 64, round $round: in memory ${mems[-1]}, PostgreSQL ${durables[-1]} fed/s"
+    done
+    if [ -n "${mems[*]// /}" ] && [ -n "${durables[*]// /}" ]; then
+        R[c_pg_inmemory_c64]=$(printf '%s\n' "${mems[@]}" | median)
+        R[c_postgres_c64]=$(printf '%s\n' "${durables[@]}" | median)
     fi
 
     log "cross-instance event delay (${PG_EVENTS:-1000} events)"
@@ -633,9 +657,30 @@ def c1_ceiling(engine, inmemory, floor, c_inmemory, c_durable, c_floor=None):
     out[keys[2]] = round((t_memory + t_floor) / (t_memory + storage), 3)
     own_floor = 1 / r[c_floor] if c_floor else t_floor
     out[keys[3]] = round((1 / r[c_inmemory] + own_floor) * r[c_durable], 3)
+def c64_ceiling(engine, durable, inmemory, target):
+    """What the C floor at c = 64 (64 federations in flight, group commit) says about the
+    c = 64 target (durable ÷ in-memory ≥ target):
+    - {engine}_c64_floor_storage_us: the C client's durable federation less its in-memory one,
+      per federation at full throughput;
+    - {engine}_c64_allowed_storage_us: what the target leaves the broker, given its own
+      in-memory federation: t_memory / target − t_memory;
+    - {engine}_c64_ceiling: the broker's ratio if its storage cost no more than the C floor's;
+    - {engine}_c64_floor_own_ratio: the C client's durable ÷ in-memory."""
+    keys = [f"{engine}_c64_{k}" for k in ("floor_storage_us", "allowed_storage_us", "ceiling", "floor_own_ratio")]
+    c_memory, c_durable = f"c_{'pg_' if engine == 'postgres' else ''}inmemory_c64", f"c_{engine}_c64"
+    if not all(k in r for k in (f"{inmemory}_c64", f"{durable}_c64", c_memory, c_durable)):
+        out.update(dict.fromkeys(keys))
+        return
+    t_memory = 1 / r[f"{inmemory}_c64"]
+    storage = 1 / r[c_durable] - 1 / r[c_memory]
+    out[keys[0]] = round(storage * 1e6, 1)
+    out[keys[1]] = round((t_memory / target - t_memory) * 1e6, 1)
+    out[keys[2]] = round(t_memory / (t_memory + storage), 3)
+    out[keys[3]] = round(r[c_durable] / r[c_memory], 3)
 # The floor: one fdatasync of a sealed-session-sized record.
 durable_ratios("sqlite", "sqlite", "inmemory", "fdatasync_floor")
 c1_ceiling("sqlite", "inmemory", "fdatasync_floor", "c_inmemory_c1", "c_sqlite_c1", "c_append")
+c64_ceiling("sqlite", "sqlite", "inmemory", 0.8)
 for c in (1, 64):
     out[f"sqlite_fed_per_s_c{c}"] = value(f"sqlite_c{c}")
     out[f"inmemory_fed_per_s_c{c}"] = value(f"inmemory_c{c}")
@@ -648,6 +693,7 @@ out[f"sqlite_migrate_{count(sqlite_migrate_items)}_seconds"] = value("sqlite_mig
 # The floor: one single-row commit (pgbench -c 1).
 durable_ratios("postgres", "postgres", "pg_inmemory", "pgbench_floor")
 c1_ceiling("postgres", "pg_inmemory", "pgbench_floor", "c_pg_inmemory_c1", "c_postgres_c1")
+c64_ceiling("postgres", "postgres", "pg_inmemory", 0.5)
 for c in (1, 64):
     out[f"postgres_fed_per_s_c{c}"] = value(f"postgres_c{c}")
     out[f"postgres_inmemory_fed_per_s_c{c}"] = value(f"pg_inmemory_c{c}")

@@ -25,11 +25,22 @@
 //   durable_federation_floor postgres ENDPOINT COUNT CONNINFO
 //   durable_federation_floor append   -        COUNT FILE
 // prints one line: the operations per second.
+//
+// With FLOOR_CONCURRENCY=C (C > 1) memory, sqlite and postgres keep C federations in flight,
+// as the broker's benchmark does at c = 64: one thread drives every transfer through libcurl's
+// multi interface (as the broker's driver does), a reader thread serves the store reads of
+// whoever is waiting in one go (SQLite: one read transaction; PostgreSQL: one `key = ANY`
+// statement), and a writer thread commits whoever is waiting in one transaction (a group
+// commit: SQLite's BEGIN IMMEDIATE ... COMMIT, PostgreSQL's ApplyDistinct with every key). A
+// federation's slot starts its next one only once its commit returned.
 #define _GNU_SOURCE
 #include <curl/curl.h>
+#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sqlite3.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,8 +85,11 @@ static void post(struct curl_slist *headers, const char *body, const char *expec
     if (curl_easy_perform(curl) != CURLE_OK || !strstr(answer.data, expect)) fail("Cognito did not answer as expected");
 }
 
+static const char *curl_endpoint;
+
 static void cognito_setup(const char *endpoint) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
+    curl_endpoint = endpoint;
     curl = curl_easy_init();
     curl_easy_setopt(curl, CURLOPT_URL, endpoint);
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect);
@@ -256,6 +270,250 @@ static void postgres_commit(const char *key, long version) {
     for (PGnotify *notify; (notify = PQnotifies(listener)) != NULL;) PQfreemem(notify);
 }
 
+
+// MARK: C federations in flight (FLOOR_CONCURRENCY)
+
+enum step { STEP_READ, STEP_GET_ID, STEP_CREDENTIALS, STEP_COMMIT };
+
+struct slot {
+    CURL *easy;
+    struct answer answer;
+    enum step step;
+    long index;
+    char key[64];
+    struct slot *next;  // in a worker's queue
+};
+
+static CURLM *multi;
+static long total, started, finished;
+static const char *engine;  // "memory", "sqlite" or "postgres"
+
+// A thread that takes every slot waiting for it and serves them in one go, then hands them
+// back to the driver (done list + curl_multi_wakeup).
+struct worker {
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    struct slot *waiting;
+    void (*serve)(struct slot **slots, int count);
+};
+
+static pthread_mutex_t done_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct slot *done_list;
+
+static void worker_push(struct worker *worker, struct slot *slot) {
+    pthread_mutex_lock(&worker->lock);
+    slot->next = worker->waiting;
+    worker->waiting = slot;
+    pthread_cond_signal(&worker->wake);
+    pthread_mutex_unlock(&worker->lock);
+}
+
+static void *worker_run(void *context) {
+    struct worker *worker = context;
+    struct slot *batch[1024];
+    for (;;) {
+        pthread_mutex_lock(&worker->lock);
+        while (!worker->waiting) pthread_cond_wait(&worker->wake, &worker->lock);
+        int count = 0;
+        for (struct slot *slot = worker->waiting; slot && count < 1024; slot = slot->next) batch[count++] = slot;
+        worker->waiting = NULL;
+        pthread_mutex_unlock(&worker->lock);
+        worker->serve(batch, count);
+        pthread_mutex_lock(&done_lock);
+        for (int i = 0; i < count; i++) {
+            batch[i]->next = done_list;
+            done_list = batch[i];
+        }
+        pthread_mutex_unlock(&done_lock);
+        curl_multi_wakeup(multi);
+    }
+    return NULL;
+}
+
+static struct worker reader = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL};
+static struct worker writer = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL};
+
+static sqlite3 *read_database;
+static sqlite3_stmt *shared_read_statement;
+
+static void sqlite_serve_reads(struct slot **slots, int count) {
+    sqlite3_exec(read_database, "BEGIN", NULL, NULL, NULL);
+    for (int i = 0; i < count; i++) {
+        sqlite3_bind_text(shared_read_statement, 1, slots[i]->key, -1, SQLITE_STATIC);
+        int code = sqlite3_step(shared_read_statement);
+        if (code != SQLITE_DONE && code != SQLITE_ROW) fail("read");
+        sqlite3_reset(shared_read_statement);
+    }
+    sqlite3_exec(read_database, "COMMIT", NULL, NULL, NULL);
+}
+
+static void sqlite_serve_commits(struct slot **slots, int count) {
+    sqlite_check(sqlite3_exec(database, "BEGIN IMMEDIATE", NULL, NULL, NULL), "begin");
+    for (int i = 0; i < count; i++) {
+        sqlite3_bind_text(upsert_statement, 1, slots[i]->key, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(upsert_statement, 2, slots[i]->index + 1);
+        sqlite3_bind_blob(upsert_statement, 3, record, RECORD_BYTES, SQLITE_STATIC);
+        sqlite_check(sqlite3_step(upsert_statement), "upsert");
+        sqlite3_reset(upsert_statement);
+        sqlite3_bind_text(change_statement, 1, slots[i]->key, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(change_statement, 2, 1);
+        sqlite_check(sqlite3_step(change_statement), "change");
+        sqlite3_reset(change_statement);
+    }
+    sqlite_check(sqlite3_exec(database, "COMMIT", NULL, NULL, NULL), "commit");
+}
+
+static PGconn *read_connection;
+static const char *pg_read_many =
+    "SELECT key, value FROM identity_broker_items WHERE service = $1 AND access_group = $2 AND key = ANY($3::text[])";
+
+// "{k1,k2,…}" for count slots' keys.
+static char *key_array(struct slot **slots, int count) {
+    char *text = malloc((size_t)count * 68 + 4), *end = text;
+    *end++ = '{';
+    for (int i = 0; i < count; i++) end += sprintf(end, "%s%s", i ? "," : "", slots[i]->key);
+    strcpy(end, "}");
+    return text;
+}
+
+static void postgres_serve_reads(struct slot **slots, int count) {
+    char *keys = key_array(slots, count);
+    const char *values[3] = {service, "", keys};
+    PGresult *result = PQexecPrepared(read_connection, "floor_read_many", 3, values, NULL, NULL, 0);
+    if (PQresultStatus(result) != PGRES_TUPLES_OK) fail("read");
+    PQclear(result);
+    free(keys);
+}
+
+static void postgres_serve_commits(struct slot **slots, int count) {
+    char *keys = key_array(slots, count);
+    char *versions = malloc((size_t)count * 24 + 4), *flags = malloc((size_t)count * 2 + 4);
+    // The values as a binary bytea[] (as postgres-nio sends them), not 2.6 KB of hex each.
+    size_t binary_length = 20 + (size_t)count * (4 + RECORD_BYTES);
+    unsigned char *binary = malloc(binary_length), *b = binary;
+    uint32_t header[5] = {htonl(1), 0, htonl(17), htonl((uint32_t)count), htonl(1)};
+    memcpy(b, header, sizeof header);
+    b += sizeof header;
+    char *v = versions, *f = flags;
+    *v++ = '{'; *f++ = '{';
+    for (int i = 0; i < count; i++) {
+        v += sprintf(v, "%s%ld", i ? "," : "", slots[i]->index + 1);
+        f += sprintf(f, "%st", i ? "," : "");
+        uint32_t length = htonl(RECORD_BYTES);
+        memcpy(b, &length, 4);
+        memcpy(b + 4, record, RECORD_BYTES);
+        b += 4 + RECORD_BYTES;
+    }
+    strcpy(v, "}"); strcpy(f, "}");
+    const char *values[8] = {service, "", keys, versions, flags, (const char *)binary, "{}", "1:0:floor:"};
+    int lengths[8] = {0, 0, 0, 0, 0, (int)binary_length, 0, 0};
+    int formats[8] = {0, 0, 0, 0, 0, 1, 0, 0};
+    pg_check(PQexecPrepared(connection, "floor_apply", 8, values, lengths, formats, 0), "apply");
+    PQconsumeInput(listener);
+    for (PGnotify *notify; (notify = PQnotifies(listener)) != NULL;) PQfreemem(notify);
+    free(keys); free(versions); free(flags); free(binary);
+}
+
+static void slot_post(struct slot *slot, struct curl_slist *headers, const char *body) {
+    slot->answer.length = 0;
+    curl_easy_setopt(slot->easy, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(slot->easy, CURLOPT_POSTFIELDS, body);
+    curl_multi_add_handle(multi, slot->easy);
+}
+
+static const char *get_id_body =
+    "{\"IdentityPoolId\":\"us-east-1:00000000-0000-4000-8000-000000000000\",\"Logins\":{\"accounts.google.com\":\"token\"}}";
+static const char *credentials_body =
+    "{\"IdentityId\":\"us-east-1:11111111-2222-4333-8444-555555555555\",\"Logins\":{\"accounts.google.com\":\"token\"}}";
+
+// Moves a slot on from the step it just finished (or starts its next federation).
+static void advance(struct slot *slot) {
+    switch (slot->step) {
+    case STEP_COMMIT:  // a federation finished (or the slot is new)
+        if (slot->index >= 0) finished++;
+        if (started >= total) { slot->index = -2; return; }
+        slot->index = started++;
+        snprintf(slot->key, sizeof slot->key, "%s-session-%ld", service, slot->index);
+        slot->step = STEP_READ;
+        if (strcmp(engine, "memory") != 0) { worker_push(&reader, slot); return; }
+        // fall through: no store to read
+    case STEP_READ:
+        slot->step = STEP_GET_ID;
+        slot_post(slot, get_id_headers, get_id_body);
+        return;
+    case STEP_GET_ID:
+        if (!strstr(slot->answer.data, "\"IdentityId\"")) fail("Cognito did not answer as expected");
+        slot->step = STEP_CREDENTIALS;
+        slot_post(slot, credentials_headers, credentials_body);
+        return;
+    case STEP_CREDENTIALS:
+        if (!strstr(slot->answer.data, "\"SessionToken\"")) fail("Cognito did not answer as expected");
+        slot->step = STEP_COMMIT;
+        if (strcmp(engine, "memory") != 0) { worker_push(&writer, slot); return; }
+        // Restarted with the others the driver finished in this pass, as served slots are.
+        pthread_mutex_lock(&done_lock);
+        slot->next = done_list;
+        done_list = slot;
+        pthread_mutex_unlock(&done_lock);
+        return;
+    }
+}
+
+static double run_concurrently(long count, int concurrency) {
+    long warmup = count / 10;
+    total = warmup + count;
+    multi = curl_multi_init();
+    curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)concurrency);
+    if (strcmp(engine, "sqlite") == 0) {
+        reader.serve = sqlite_serve_reads;
+        writer.serve = sqlite_serve_commits;
+    } else if (strcmp(engine, "postgres") == 0) {
+        reader.serve = postgres_serve_reads;
+        writer.serve = postgres_serve_commits;
+    }
+    if (reader.serve) {
+        pthread_t thread;
+        pthread_create(&thread, NULL, worker_run, &reader);
+        pthread_create(&thread, NULL, worker_run, &writer);
+    }
+    struct slot *slots = calloc((size_t)concurrency, sizeof *slots);
+    for (int i = 0; i < concurrency; i++) {
+        slots[i].easy = curl_easy_init();
+        curl_easy_setopt(slots[i].easy, CURLOPT_URL, curl_endpoint);
+        curl_easy_setopt(slots[i].easy, CURLOPT_WRITEFUNCTION, collect);
+        curl_easy_setopt(slots[i].easy, CURLOPT_WRITEDATA, &slots[i].answer);
+        curl_easy_setopt(slots[i].easy, CURLOPT_TCP_NODELAY, 1L);
+        curl_easy_setopt(slots[i].easy, CURLOPT_PRIVATE, &slots[i]);
+        slots[i].step = STEP_COMMIT;
+        slots[i].index = -1;
+        advance(&slots[i]);
+    }
+    double start = 0;
+    while (finished < total) {
+        if (start == 0 && finished >= warmup) start = seconds();
+        int running;
+        curl_multi_perform(multi, &running);
+        for (CURLMsg *message; (message = curl_multi_info_read(multi, &running)) != NULL;) {
+            if (message->msg != CURLMSG_DONE) continue;
+            if (message->data.result != CURLE_OK) fail("a request failed");
+            struct slot *slot;
+            curl_easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, (char **)&slot);
+            curl_multi_remove_handle(multi, message->easy_handle);
+            advance(slot);
+        }
+        pthread_mutex_lock(&done_lock);
+        struct slot *served = done_list;
+        done_list = NULL;
+        pthread_mutex_unlock(&done_lock);
+        for (struct slot *slot = served, *next; slot; slot = next) {
+            next = slot->next;
+            advance(slot);
+        }
+        if (!served) curl_multi_poll(multi, NULL, 0, 1000, NULL);
+    }
+    return (double)(finished - warmup) / (seconds() - start);
+}
+
 // MARK: The runs
 
 int main(int argc, char **argv) {
@@ -285,6 +543,24 @@ int main(int argc, char **argv) {
     cognito_setup(argv[2]);
     if (sqlite) sqlite_setup(argv[4]);
     if (postgres) postgres_setup(argv[4]);
+
+    const char *concurrency_text = getenv("FLOOR_CONCURRENCY");
+    int concurrency = concurrency_text ? atoi(concurrency_text) : 1;
+    if (concurrency > 1) {
+        engine = mode;
+        if (sqlite) {
+            sqlite_check(sqlite3_open_v2(argv[4], &read_database, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW, NULL), "open");
+            sqlite_check(sqlite3_prepare_v2(read_database, "SELECT value FROM items WHERE key = ?1", -1, &shared_read_statement, NULL), "prepare");
+        }
+        if (postgres) {
+            read_connection = PQconnectdb(argv[4]);
+            if (PQstatus(read_connection) != 0) fail("cannot connect to PostgreSQL");
+            pg_check(PQexec(read_connection, "SET plan_cache_mode = force_generic_plan"), "plan cache mode");
+            pg_check(PQprepare(read_connection, "floor_read_many", pg_read_many, 0, NULL), "prepare read");
+        }
+        printf("%.1f\n", run_concurrently(count, concurrency));
+        return 0;
+    }
 
     char key[64];
     long warmup = count / 10;

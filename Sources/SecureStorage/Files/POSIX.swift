@@ -49,23 +49,32 @@ enum POSIX {
 
     static func closeFile(_ fd: Int32) { _ = close(fd) }
 
-    /// The names in a directory (without `.` and `..`), opened without following a link;
-    /// `nil` when it does not exist.
-    static func directoryEntries(_ path: String) throws -> [String]? {
+    /// The names in a directory that start with `prefix`, opened without following a link;
+    /// `nil` when it does not exist. Names are compared as bytes before any is kept, so a
+    /// directory of many other entries costs time, not memory.
+    static func directoryEntries(_ path: String, prefix: String) throws -> [String]? {
         guard let fd = try openFile(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, missingOK: true) else { return nil }
         guard let directory = fdopendir(fd) else {
             closeFile(fd)
             throw KeystoreError.io("fdopendir", path: path)
         }
         defer { closedir(directory) }
+        let wanted = Array(prefix.utf8)
         var names: [String] = []
-        while let entry = readdir(directory) {
-            let name = withUnsafePointer(to: &entry.pointee.d_name) {
-                String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))
+        while true {
+            errno = 0
+            guard let entry = readdir(directory) else {
+                // NULL is the end, or an error (EIO, ESTALE on NFS) that a partial list would hide.
+                if errno != 0 { throw KeystoreError.io("readdir", path: path) }
+                return names
             }
-            if name != "." && name != ".." { names.append(name) }
+            let name: String? = withUnsafePointer(to: &entry.pointee.d_name) { pointer in
+                let bytes = UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self)
+                for (index, byte) in wanted.enumerated() where bytes[index] != byte { return nil }
+                return String(cString: bytes)
+            }
+            if let name { names.append(name) }
         }
-        return names
     }
 
     /// Reads a whole regular file opened without following links; `nil` when it is missing.

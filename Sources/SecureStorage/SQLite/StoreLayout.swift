@@ -16,7 +16,7 @@ import Darwin
 ///                                      sticky whenever group- or world-writable
 /// <root>/users/<uid>/                  0700, owned by that uid: the user's private namespaces
 ///                                      (`<uid>.N` when another member took `<uid>` first:
-///                                      `privateDirectoryName(in:userID:)`)
+///                                      `choosePrivateDirectory(create:)`)
 /// <root>/users/<uid>/key, salt         the private key file (0600) and passphrase salt
 /// <root>/users/<uid>/<svc>.sqlite      a service's private database, 0600 (-wal, -shm alike)
 /// <root>/groups/                       3770 under a group-shared root, else 0700; checked like users/
@@ -39,8 +39,8 @@ struct StoreLayout: Sendable {
     let checksWayToRoot: Bool
     let service: String
     let userID: uid_t
-    /// `users/<uid>`, or the `users/<uid>.N` that stands in for it.
-    let userDirectory: String
+    /// This user's directory in `users/`, once `prepareDirectories(.none, …)` found or made it.
+    let privateChoice = PrivateDirectoryChoice()
 
     static let maximumNameBytes = AccessGroup.maximumNameBytes
     static let maximumKeyBytes = 180
@@ -62,8 +62,6 @@ struct StoreLayout: Sendable {
         self.service = service
         self.userID = geteuid()
         self.checksWayToRoot = checksWayToRoot
-        let users = self.root + "/users"
-        self.userDirectory = users + "/" + Self.privateDirectoryName(in: users, userID: userID)
     }
 
     static func validate(name: String, what: String, limit: Int) throws(KeystoreError) {
@@ -76,6 +74,9 @@ struct StoreLayout: Sendable {
 
     var usersDirectory: String { "\(root)/users" }
     var groupsDirectory: String { "\(root)/groups" }
+    /// `users/<uid>`, or the `users/<uid>.N` that stands in for it, as
+    /// `prepareDirectories(.none, …)` found it; `users/<uid>` before that.
+    var userDirectory: String { privateChoice.path ?? "\(usersDirectory)/\(userID)" }
 
     /// The directory of `group`'s key, salt and databases.
     func namespaceDirectory(_ group: AccessGroup) -> String {
@@ -113,7 +114,8 @@ struct StoreLayout: Sendable {
             // contents whatever the walk says.
             throw KeystoreError(
                 .insecurePermissions,
-                "\(root) belongs to another user (uid \(rootInfo.st_uid)), who could move or replace what is in it",
+                "\(root) belongs to another user (uid \(rootInfo.st_uid)), who could move or replace what is in it; "
+                    + "use a directory of your own inside it (or chown it to you)",
                 path: root, mode: UInt32(rootInfo.st_mode))
         }
         let sharedRoot = rootInfo.st_mode & 0o070 != 0
@@ -139,8 +141,15 @@ struct StoreLayout: Sendable {
             try checkUsersDirectoryOwner(containerInfo, rootOwner: rootInfo.st_uid)
         }
 
-        let directory = namespaceDirectory(group)
-        guard try makeDirectory(directory, mode: group.isShared ? 0o2770 : 0o700, create: create) else { return false }
+        let directory: String
+        if group.isShared {
+            directory = namespaceDirectory(group)
+            guard try makeDirectory(directory, mode: 0o2770, create: create) else { return false }
+        } else {
+            guard let chosen = try choosePrivateDirectory(create: create) else { return false }
+            privateChoice.choose(chosen)
+            directory = chosen
+        }
         guard let info = try status(directory) else { return false }
         try checkNamespaceDirectory(info, path: directory, shared: group.isShared)
         return true
@@ -203,14 +212,14 @@ struct StoreLayout: Sendable {
                 throw KeystoreError(.insecurePermissions, "group directory is accessible to others; expected 2770", path: path, mode: UInt32(info.st_mode))
             }
         } else {
-            guard info.st_mode & 0o077 == 0 else {
-                throw KeystoreError(.insecurePermissions, "private directory is accessible to group or others; expected 0700", path: path, mode: UInt32(info.st_mode))
-            }
+            // Owner first: a mode the user cannot change is no advice to give.
             guard info.st_uid == userID else {
                 throw KeystoreError(
-                    .insecurePermissions,
-                    "private directory is owned by another user (uid \(info.st_uid)), who made it while this open was choosing it; opening again chooses another",
+                    .insecurePermissions, "private directory is owned by another user (uid \(info.st_uid))",
                     path: path, mode: UInt32(info.st_mode))
+            }
+            guard info.st_mode & 0o077 == 0 else {
+                throw KeystoreError(.insecurePermissions, "private directory is accessible to group or others; expected 0700", path: path, mode: UInt32(info.st_mode))
             }
         }
     }

@@ -131,6 +131,40 @@ final class SQLiteMultiProcessTests: XCTestCase {
         XCTAssertTrue(target.isEmpty)
     }
 
+    /// Several first runs at once, with the name of the user's directory taken by another
+    /// member: they agree on one directory of the user's, and nothing any of them wrote is
+    /// hidden in another.
+    func testConcurrentFirstRunsWhoseNameIsTakenAgreeOnOneDirectory() async throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root to make an entry another user owns") }
+        let temporary = try TemporaryRoot()
+        let root = temporary.root
+        for path in [root, root + "/users"] {
+            XCTAssertEqual(mkdir(path, 0o700), 0)
+            XCTAssertEqual(chown(path, 0, gid_t(Self.groupId)), 0)
+            XCTAssertEqual(chmod(path, 0o3770), 0)
+        }
+        XCTAssertEqual(mkdir(root + "/users/\(geteuid())", 0o700), 0)
+        XCTAssertEqual(chown(root + "/users/\(geteuid())", 60_001, gid_t(Self.groupId)), 0)
+        let workers = 6
+        let count = 5
+        let processes = try (0..<workers).map { try helper(["sqlite-write", root, "\($0)", "\(count)"]) }
+        for process in processes {
+            process.waitUntilExit()
+            XCTAssertEqual(process.terminationStatus, 0)
+        }
+        XCTAssertEqual(try ownEntries(in: root + "/users", prefix: "\(geteuid()).", owner: geteuid()).count, 1)
+        let items = try await contents(root)
+        XCTAssertEqual(items.count, workers * count + 1)
+    }
+
+    /// The names in `directory` that start with `prefix` and belong to `owner`.
+    private func ownEntries(in directory: String, prefix: String, owner: uid_t) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: directory).filter { name in
+            var info = stat()
+            return name.hasPrefix(prefix) && lstat(directory + "/" + name, &info) == 0 && info.st_uid == owner
+        }.sorted()
+    }
+
     // MARK: Two Unix users of one group
 
     private static let groupId = 60_000
@@ -249,18 +283,19 @@ final class SQLiteMultiProcessTests: XCTestCase {
 
         let alice = try runShared(as: 60_001, root: root, key: "alice")
         XCTAssertEqual(alice.status, 0, alice.output)
-        // Alice takes the name of Bob's private directory before his first run (she cannot
-        // remove it once he has one; sticky users/): Bob gets users/60002.1 instead.
+        // Alice takes the name of Bob's private directory before his first run (he could not
+        // remove it; sticky users/): Bob gets a users/60002.<N> of his own instead, and
+        // keeps it.
         makeDirectory(root + "/users/60002", owner: 60_001, mode: 0o700)
         let bob = try runShared(as: 60_002, root: root, key: "bob")
         XCTAssertEqual(bob.status, 0, bob.output)
         XCTAssertEqual(bob.output, "alice=from-60001\nbob=from-60002\n")
-        var info = stat()
-        XCTAssertEqual(lstat(root + "/users/60002.1", &info), 0)
-        XCTAssertEqual(info.st_uid, 60_002)
-        XCTAssertEqual(info.st_mode & 0o7777, 0o700)
+        let bobs = try ownEntries(in: root + "/users", prefix: "60002.", owner: 60_002)
+        XCTAssertEqual(bobs.count, 1, "\(bobs)")
+        XCTAssertEqual(mode(of: root + "/users/" + (bobs.first ?? "-")), 0o700)
         let bobAgain = try runShared(as: 60_002, root: root, key: "bob")
         XCTAssertEqual(bobAgain.status, 0, bobAgain.output)
+        XCTAssertEqual(try ownEntries(in: root + "/users", prefix: "60002.", owner: 60_002), bobs)
         let aliceAgain = try runShared(as: 60_001, root: root, key: "alice2")
         XCTAssertEqual(aliceAgain.status, 0, aliceAgain.output)
         XCTAssertEqual(aliceAgain.output, "alice=from-60001\nalice2=from-60001\nbob=from-60002\n")

@@ -145,10 +145,10 @@ final class SQLitePermissionTests: XCTestCase {
     }
 
     /// Under a shared root any member can make entries in `users/`, and none can remove
-    /// another's: a member who makes `users/<uid>` (or links, files and further names) before
-    /// a user's first run must not shut the user out of private sessions. The user's
-    /// directory is the first name no one else owns, and stays found when the squatter's
-    /// entries go.
+    /// another's: a member who makes `users/<uid>` (or other names, links, or a hard link to
+    /// one of the user's files) before a user's first run must not shut the user out of
+    /// private sessions. The user's directory is the one the user owns, under a name no one
+    /// could guess, and stays found when the squatter's entries go.
     func testAMemberWhoTakesTheUsersDirectoryNameFirstDoesNotShutTheUserOut() async throws {
         guard getuid() == 0 else { throw XCTSkip("needs root to make entries another user owns") }
         let temporary = try TemporaryRoot()
@@ -169,31 +169,64 @@ final class SQLitePermissionTests: XCTestCase {
         squat(me + ".1")
         XCTAssertEqual(symlink(root, users + "/\(me).2"), 0)
         XCTAssertEqual(lchown(users + "/\(me).2", 60_001, 60_000), 0)
-        squat(me + ".04")  // not a name the keystore uses: ignored
+        // A file of the user's, hard-linked there by a member: not a directory, so not counted.
+        XCTAssertTrue(FileManager.default.createFile(atPath: users + "/\(me).3", contents: Data([1])))
+        func privateDirectory() throws -> String {
+            let layout = try StoreLayout(root: root, service: "tool")
+            XCTAssertTrue(try layout.prepareDirectories(.none, create: false))
+            return layout.userDirectory
+        }
 
         let first = try SQLiteKeystore(root: root, service: "tool", keySource: testKey())
         try await first.set([1, 2, 3], forKey: "k")
         first.close()
-        let layout = try StoreLayout(root: root, service: "tool")
-        XCTAssertEqual(layout.userDirectory, users + "/\(me).3")
+        let chosen = try privateDirectory()
+        XCTAssertTrue(chosen.hasPrefix(users + "/\(me)."), chosen)
+        XCTAssertFalse([me, me + ".1", me + ".2", me + ".3"].map { users + "/" + $0 }.contains(chosen), chosen)
         var info = stat()
-        XCTAssertEqual(lstat(layout.userDirectory, &info), 0)
+        XCTAssertEqual(lstat(chosen, &info), 0)
         XCTAssertEqual(info.st_uid, geteuid())
         XCTAssertEqual(info.st_mode & 0o7777, 0o700)
 
-        // Later squats, and the early ones gone: the same directory, the same item.
-        squat(me + ".4")
+        // The squatter's entries gone: the same directory, the same item, no second directory.
         for name in [me, me + ".1", me + ".2"] { XCTAssertEqual(remove(users + "/" + name), 0, name) }
         let second = try SQLiteKeystore(root: root, service: "tool", keySource: testKey())
-        defer { second.close() }
         let value = try await second.value(forKey: "k")
         XCTAssertEqual(value, [1, 2, 3])
+        second.close()
         XCTAssertEqual(lstat(users + "/" + me, &info), -1, "no second private directory was made")
-        XCTAssertEqual(try StoreLayout(root: root, service: "tool").userDirectory, users + "/\(me).3")
+        XCTAssertEqual(try privateDirectory(), chosen)
         // The reader that opens nothing new finds it too.
         let reader = try XCTUnwrap(try SQLiteKeystore.SingleReader.open(root: root, service: "tool", keySource: testKey()))
-        defer { reader.close() }
         XCTAssertEqual(try reader.value(forKey: "k"), [1, 2, 3])
+        reader.close()
+
+        // A second directory of the user's there (one a member could move in, were it
+        // writable to them): an error naming both, never a silent choice that hides one.
+        XCTAssertEqual(mkdir(users + "/\(me).5", 0o770), 0)
+        guard case .failure(let error) = openResult(root: root, keySource: testKey()) else { return XCTFail("chose one of two") }
+        XCTAssertEqual(error.code, .insecurePermissions)
+        XCTAssertTrue(error.reason.contains("more than one entry of yours") && error.reason.contains("\(me).5")
+            && error.reason.contains(POSIX.lastComponent(of: chosen)), error.reason)
+        XCTAssertEqual(rmdir(users + "/\(me).5"), 0)
+        guard case .success(let third) = openResult(root: root, keySource: testKey()) else { return XCTFail("did not open again") }
+        third.close()
+    }
+
+    /// Two first runs of one user at once, each making a directory: the one that lists second
+    /// sees both, removes its own (still empty) and takes the other, so no session is written
+    /// where later opens would not look.
+    func testOfTwoPrivateDirectoriesMadeAtOnceOnlyOneStays() throws {
+        let temporary = try TemporaryRoot()
+        let layout = try StoreLayout(root: temporary.root, service: "tool")
+        XCTAssertTrue(try layout.prepareDirectories(.none, create: true))
+        let theirs = layout.userDirectory
+        let ours = layout.usersDirectory + "/\(geteuid()).12345"
+        XCTAssertEqual(mkdir(ours, 0o700), 0)
+        XCTAssertFalse(try layout.keepsPrivateDirectory(justMade: ours))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: ours), "the later one is removed")
+        XCTAssertEqual(try layout.choosePrivateDirectory(create: true), theirs)
+        XCTAssertTrue(try layout.keepsPrivateDirectory(justMade: theirs), "alone, it stays")
     }
 
     /// Under umask 002 (Debian's and Fedora's user-private groups) `~/.local` is writable by
