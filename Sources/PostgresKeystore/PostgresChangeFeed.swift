@@ -77,6 +77,7 @@ final class PostgresChangeFeed: Sendable {
         var pause: Duration = .milliseconds(50)
         var reconnecting = false
         while !Task.isCancelled {
+            var listeningSince: ContinuousClock.Instant?
             do {
                 try await client.withConnection { connection in
                     // Started before LISTEN, which a silent connection would never acknowledge.
@@ -87,7 +88,7 @@ final class PostgresChangeFeed: Sendable {
                     defer { heartbeat?.cancel() }
                     try await connection.listen(on: PostgresSchema.channel) { notifications in
                         self.listening.store(true, ordering: .releasing)
-                        pause = .milliseconds(50)
+                        listeningSince = .now
                         // What was committed while nobody listened is reloaded, not replayed.
                         self.subscribers.deliver([.all])
                         if reconnecting {
@@ -107,6 +108,12 @@ final class PostgresChangeFeed: Sendable {
             listening.store(false, ordering: .releasing)
             guard !Task.isCancelled else { return }
             reconnecting = true
+            // Only a connection that lasted starts the pauses afresh: one ended again and again
+            // just after LISTEN (a proxy, a session timeout) would otherwise make every client
+            // reload all it holds 20 times a second, once per `.all`.
+            if let listeningSince, ContinuousClock.now - listeningSince >= configuration.reconnectDelay {
+                pause = .milliseconds(50)
+            }
             try? await Task.sleep(for: pause)
             pause = min(pause * 2, configuration.reconnectDelay)
         }

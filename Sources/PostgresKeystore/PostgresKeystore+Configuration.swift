@@ -52,7 +52,9 @@ extension PostgresKeystore {
         /// (docs/performance.md).
         public var keepAliveInterval: Duration?
         /// The longest pause between the change feed's attempts to reconnect after it lost its
-        /// connection. Default: 1 second.
+        /// connection (each reconnect yields `.all`, which makes clients reload what they
+        /// hold); pauses start afresh only after a connection that listened this long.
+        /// Default: 1 second.
         public var reconnectDelay: Duration
         /// How often the change feed checks that its listening connection still answers (a
         /// `SELECT 1` on it, which must answer within twice ``operationTimeout``), or `nil`

@@ -19,6 +19,31 @@ final class PostgresChangeFeedTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(seen.subtracting([.all]), [.item("a"), .item("b")])
     }
 
+    /// A listening connection ended again and again just after its LISTEN (a proxy, a session
+    /// timeout): the feed backs off as after a failed connect, so `.all`, which makes every
+    /// client reload what it holds, comes a few times, not every 50 ms.
+    func testAListenerEndedAgainAndAgainBacksOffItsReloads() async throws {
+        let keystore = try await keystore { $0.reconnectDelay = .seconds(1) }  // the default
+        let recorder = ChangeRecorder(keystore.changes())
+        defer { recorder.stop() }
+        let listening = await everyKeystoreListens()
+        XCTAssertTrue(listening)
+        let start = ContinuousClock.now
+        var ended = 0
+        while ContinuousClock.now - start < .seconds(3) {
+            ended += Int(try server.psqlValue("""
+                SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                WHERE datname = '\(database!)' AND query ILIKE 'LISTEN%'
+                """)) ?? 0
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let reloads = recorder.changes.filter { $0 == .all }.count
+        XCTAssertGreaterThanOrEqual(ended, 3, "the listener was ended again and again")
+        // Pauses of 50, 100, 200, 400, 800, 1,000 ms: 6 reconnects in 3 s, and the first
+        // LISTEN's. Starting afresh after each (before) gave one every ~100 ms.
+        XCTAssertLessThanOrEqual(reloads, 9, "\(reloads) reloads for \(ended) ended connections")
+    }
+
     func testTwoInstancesSeeEachOthersChangesWithinASecond() async throws {
         let first = try await keystore()
         let second = try await keystore()
