@@ -24,71 +24,110 @@ extension StoreLayout {
     ///
     /// Under a shared root every member can make entries in `users/` (sticky, so none can
     /// remove another's). A member who made `users/<uid>` before the user's first run would
-    /// otherwise shut the user out for good. So the user's directory is the one entry named
-    /// `<uid>` or `<uid>.<N>` that the user owns, whatever its number: only root can make an
-    /// entry another user owns, and no member can move one of the user's directories there
-    /// without write access to it (which a private directory never gives).
-    /// - `<uid>` ours and private (the usual case): one `lstat`, nothing listed.
-    /// - None of ours: `mkdir <uid>`, or, when someone else holds that name, `mkdir
-    ///   <uid>.<random N>`, a name no member can take first because none can guess it. The
-    ///   atomic `mkdir` decides; then `users/` is listed again, and if another process of this
-    ///   user made one meanwhile, ours (still empty) is removed and theirs used, so that every
-    ///   process ends up in one directory.
-    /// - More than one of ours: a typed error naming them, not a guess; one may be a
-    ///   directory of the user's that someone moved there, and picking it would hide the
-    ///   sessions in the other.
+    /// otherwise shut the user out for good. So the user's directory is the one directory
+    /// named `<uid>` or `<uid>.<N>` that the user owns and has committed (below): only root can
+    /// make an entry another user owns, and no member can move one of the user's directories
+    /// there without write access to it, which neither a private nor a pending one gives.
+    /// - `<uid>` ours and 0700 (the usual case): one `lstat`, nothing listed.
+    /// - None of ours: made *pending*, mode 000, as `<uid>`, or, when someone else holds that
+    ///   name, as `<uid>.<random N>`, a name no member can take first because none can guess
+    ///   it. Then `users/` is listed again: alone, it is *committed* (`chmod 0700`, the one
+    ///   step that makes it usable); with another of the user's beside it (another process of
+    ///   the user choosing at the same moment), it is removed and the next attempt, after a
+    ///   short random pause, takes theirs. A committed directory is never removed, so no
+    ///   process loses a directory another already chose, and a crash before the commit
+    ///   leaves only a pending one, which is never chosen and is removed once stale.
+    /// - Pending ones of the user's but none committed: another process of the user is
+    ///   choosing; this one waits for it (up to ``stalePendingAge``).
+    /// - More than one committed: a typed error naming them, not a guess that would hide the
+    ///   sessions in the other (one may be a directory of the user's that someone moved in).
     func choosePrivateDirectory(create: Bool) throws(KeystoreError) -> String? {
         let preferred = "\(usersDirectory)/\(userID)"
-        if let info = try status(preferred), info.st_uid == userID, POSIX.isDirectory(info), info.st_mode & 0o077 == 0 {
+        if let info = try status(preferred), info.st_uid == userID, POSIX.isDirectory(info), info.st_mode & 0o777 == 0o700 {
             return preferred
         }
-        for attempt in 0..<Self.privateDirectoryAttempts {
-            let ours = try ownPrivateEntries()
-            if ours.count == 1 { return ours[0] }
-            if ours.count > 1 { throw severalPrivateDirectories(ours) }
+        // Until a pending directory would count as stale: another process's is committed by
+        // then, however slow its disk, or removed.
+        let deadline = ContinuousClock.now + .seconds(Self.stalePendingAge)
+        var pause: UInt32 = 0
+        while ContinuousClock.now < deadline {
+            if pause > 0 { usleep(UInt32.random(in: pause / 2...pause)) }
+            pause = min(max(pause * 2, 200), 20_000)
+            let ours = try ownPrivateEntries(removingStale: create)
+            let committed = ours.filter { !$0.pending }.map(\.path)
+            if committed.count == 1 { return committed[0] }
+            if committed.count > 1 { throw severalPrivateDirectories(committed) }
             guard create else { return nil }
-            let name: String
-            if attempt == 0, try status(preferred) == nil {
-                name = preferred
-            } else {
-                name = "\(preferred).\(UInt32.random(in: 1...999_999_999))"
+            // Another process of the user is choosing: let it finish.
+            if !ours.isEmpty { continue }
+            let name = try status(preferred) == nil ? preferred : "\(preferred).\(UInt32.random(in: 1...999_999_999))"
+            // Mode 000 exactly (umask only removes bits; the commit's chmod clears an inherited
+            // setgid), and no sync: only the commit needs to last.
+            guard mkdir(name, 0) == 0 else {
+                if errno == EEXIST { continue }
+                throw KeystoreError.io("mkdir", path: name)
             }
-            guard try KeystoreError.rethrowing({ try POSIX.makeDirectory(name, mode: 0o700) }) else { continue }
-            if try keepsPrivateDirectory(justMade: name) { return name }
+            if try commitsPrivateDirectory(justMade: name) { return name }
         }
         throw KeystoreError(
-            .io, "could not make a private directory in users/: every name tried was taken while it was made",
+            .io, "could not settle on a private directory in users/ (other processes of yours kept choosing at the same time); try again",
             path: usersDirectory, errno: EEXIST)
     }
 
-    static let privateDirectoryAttempts = 16
+    /// A pending directory older than this is what a crash between making and committing
+    /// it left behind (committing takes microseconds).
+    static let stalePendingAge: Int64 = 10
 
-    /// Whether the directory this process just made stays this user's: not when another
-    /// process of the user made one at the same moment (whichever listed second sees both),
-    /// in which case ours, still empty, is removed and the next attempt takes theirs.
-    func keepsPrivateDirectory(justMade path: String) throws(KeystoreError) -> Bool {
-        if try ownPrivateEntries().allSatisfy({ $0 == path }) { return true }
-        _ = rmdir(path)
-        return false
+    /// Commits the pending directory this process just made, when it is the only one of the
+    /// user's in `users/`; otherwise removes it (still empty: nothing can be made in a
+    /// directory of mode 000) and returns `false`. The commit is synced: a committed
+    /// directory is one later opens find.
+    func commitsPrivateDirectory(justMade path: String) throws(KeystoreError) -> Bool {
+        guard try ownPrivateEntries(removingStale: false).allSatisfy({ $0.path == path }) else {
+            _ = rmdir(path)
+            return false
+        }
+        guard chmod(path, 0o700) == 0 else {
+            // Removed meanwhile as stale (a process stopped for longer than stalePendingAge).
+            if errno == ENOENT { return false }
+            throw KeystoreError.io("chmod", path: path)
+        }
+        try KeystoreError.rethrowing { try POSIX.fsyncDirectory(usersDirectory) }
+        return true
     }
 
-    /// The directories `<uid>` and `<uid>.<N>` in `users/` that this user owns, whatever
-    /// their mode (the namespace check says what is wrong with one). Files are left out: a
-    /// member can hard-link a file of the user's there, never a directory.
-    private func ownPrivateEntries() throws(KeystoreError) -> [String] {
+    private struct OwnEntry {
+        let path: String
+        /// Mode 000: made, not yet committed.
+        let pending: Bool
+    }
+
+    /// The directories `<uid>` and `<uid>.<N>` in `users/` that this user owns, committed
+    /// (whatever their mode: the namespace check says what is wrong with one) or pending.
+    /// Files are left out: a member can hard-link a file of the user's there, never a
+    /// directory. Stale pending ones are removed when `removingStale`.
+    private func ownPrivateEntries(removingStale: Bool) throws(KeystoreError) -> [OwnEntry] {
         let prefix = "\(userID)"
         guard let names = try KeystoreError.rethrowing({ try POSIX.directoryEntries(usersDirectory, prefix: prefix) }) else {
             return []
         }
-        var ours: [String] = []
+        var ours: [OwnEntry] = []
         for name in names where name == prefix || Self.isNumberedName(name, prefix: prefix) {
             let path = "\(usersDirectory)/\(name)"
-            if let info = try status(path), info.st_uid == userID, POSIX.isDirectory(info) { ours.append(path) }
+            guard let info = try status(path), info.st_uid == userID, POSIX.isDirectory(info) else { continue }
+            let pending = info.st_mode & 0o777 == 0
+            // mtime: a pending directory never holds an entry, so it is when it was made.
+            if pending && removingStale && Int64(time(nil) - info.st_mtim.tv_sec) > Self.stalePendingAge {
+                _ = rmdir(path)
+                continue
+            }
+            ours.append(OwnEntry(path: path, pending: pending))
         }
-        return ours.sorted()
+        return ours.sorted { $0.path < $1.path }
     }
 
-    /// `<uid>.<N>`: N decimal, 1 to 9 digits, no leading zero.
+    /// `<uid>.<N>` (the caller has matched the `<uid>` prefix): N decimal, 1 to 9 digits, no
+    /// leading zero.
     private static func isNumberedName(_ name: String, prefix: String) -> Bool {
         let digits = name.utf8.dropFirst(prefix.utf8.count + 1)
         guard name.utf8.count > prefix.utf8.count + 1,
@@ -101,8 +140,8 @@ extension StoreLayout {
     private func severalPrivateDirectories(_ paths: [String]) -> KeystoreError {
         KeystoreError(
             .insecurePermissions,
-            "users/ holds more than one entry of yours for your private sessions (\(paths.map(POSIX.lastComponent(of:)).joined(separator: ", "))); "
-                + "another member may have moved one of your directories there: keep the one that holds your sessions and remove the others",
+            "users/ holds more than one directory of yours for private sessions (\(paths.map(POSIX.lastComponent(of:)).joined(separator: ", "))); "
+                + "keep the one that holds your sessions and remove the others (one may be a directory of yours that someone moved there)",
             path: usersDirectory)
     }
 }

@@ -206,27 +206,66 @@ final class SQLitePermissionTests: XCTestCase {
         XCTAssertEqual(mkdir(users + "/\(me).5", 0o770), 0)
         guard case .failure(let error) = openResult(root: root, keySource: testKey()) else { return XCTFail("chose one of two") }
         XCTAssertEqual(error.code, .insecurePermissions)
-        XCTAssertTrue(error.reason.contains("more than one entry of yours") && error.reason.contains("\(me).5")
+        XCTAssertTrue(error.reason.contains("more than one directory of yours") && error.reason.contains("\(me).5")
             && error.reason.contains(POSIX.lastComponent(of: chosen)), error.reason)
         XCTAssertEqual(rmdir(users + "/\(me).5"), 0)
         guard case .success(let third) = openResult(root: root, keySource: testKey()) else { return XCTFail("did not open again") }
         third.close()
     }
 
-    /// Two first runs of one user at once, each making a directory: the one that lists second
-    /// sees both, removes its own (still empty) and takes the other, so no session is written
-    /// where later opens would not look.
-    func testOfTwoPrivateDirectoriesMadeAtOnceOnlyOneStays() throws {
+    /// First runs of one user at once: a directory is made pending (mode 000) and committed
+    /// (0700) only when it is the user's only one, so no process writes where later opens
+    /// would not look, and a committed directory, which another process may already use, is
+    /// never removed.
+    func testOnlyAPrivateDirectoryThatIsTheUsersOnlyOneIsCommitted() throws {
         let temporary = try TemporaryRoot()
         let layout = try StoreLayout(root: temporary.root, service: "tool")
         XCTAssertTrue(try layout.prepareDirectories(.none, create: true))
         let theirs = layout.userDirectory
         let ours = layout.usersDirectory + "/\(geteuid()).12345"
-        XCTAssertEqual(mkdir(ours, 0o700), 0)
-        XCTAssertFalse(try layout.keepsPrivateDirectory(justMade: ours))
-        XCTAssertFalse(FileManager.default.fileExists(atPath: ours), "the later one is removed")
+        XCTAssertEqual(mkdir(ours, 0), 0)
+        XCTAssertFalse(try layout.commitsPrivateDirectory(justMade: ours))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: ours), "the pending one is removed")
+        XCTAssertEqual(mode(of: theirs), 0o700, "the committed one stays")
         XCTAssertEqual(try layout.choosePrivateDirectory(create: true), theirs)
-        XCTAssertTrue(try layout.keepsPrivateDirectory(justMade: theirs), "alone, it stays")
+
+        let fresh = try TemporaryRoot()
+        let alone = try StoreLayout(root: fresh.root, service: "tool")
+        XCTAssertTrue(try alone.prepareDirectories(.none, create: false) == false)
+        XCTAssertEqual(mkdir(fresh.root, 0o700), 0)
+        XCTAssertEqual(mkdir(alone.usersDirectory, 0o700), 0)
+        let pending = alone.usersDirectory + "/\(geteuid())"
+        XCTAssertEqual(mkdir(pending, 0), 0)
+        XCTAssertTrue(try alone.commitsPrivateDirectory(justMade: pending), "alone, it is committed")
+        XCTAssertEqual(mode(of: pending), 0o700)
+    }
+
+    /// A crash between making a directory and committing it leaves a pending one: never
+    /// chosen, even as `<uid>` beside the user's `<uid>.<N>` (which would hide its sessions),
+    /// and removed once stale.
+    func testAPendingDirectoryACrashLeftIsNeverChosenAndGoesOnceStale() async throws {
+        let temporary = try TemporaryRoot()
+        let keystore = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey())
+        try await keystore.set([4], forKey: "k")
+        keystore.close()
+        let layout = try StoreLayout(root: temporary.root, service: "tool")
+        let numbered = layout.usersDirectory + "/\(geteuid()).77"
+        XCTAssertEqual(rename(layout.userDirectory, numbered), 0)
+        let leftover = layout.usersDirectory + "/\(geteuid())"
+        XCTAssertEqual(mkdir(leftover, 0), 0)
+
+        let reader = try XCTUnwrap(try SQLiteKeystore.SingleReader.open(root: temporary.root, service: "tool", keySource: testKey()))
+        XCTAssertEqual(try reader.value(forKey: "k"), [4], "the committed one is read, not the pending <uid>")
+        reader.close()
+        XCTAssertTrue(FileManager.default.fileExists(atPath: leftover), "a fresh pending one may be another process's")
+
+        var old = [timespec(tv_sec: time(nil) - 60, tv_nsec: 0), timespec(tv_sec: time(nil) - 60, tv_nsec: 0)]
+        XCTAssertEqual(utimensat(AT_FDCWD, leftover, &old, 0), 0)
+        let again = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey())
+        let value = try await again.value(forKey: "k")
+        XCTAssertEqual(value, [4])
+        again.close()
+        XCTAssertFalse(FileManager.default.fileExists(atPath: leftover), "a stale pending one is removed")
     }
 
     /// Under umask 002 (Debian's and Fedora's user-private groups) `~/.local` is writable by
