@@ -218,6 +218,25 @@ durable_floor() {
     fi
     "$WORK/durable_federation_floor" "$@" 2>>"$WORK/durable_floor.log" || log "the C durable-federation floor failed: $1"
 }
+# c_floor_rounds CONCURRENCY COUNT ENGINE TARGET MEMORY_KEY DURABLE_KEY: 3 alternating rounds of
+# the C floor in memory and on ENGINE (TARGET: its database, "%d" taking the round; for SQLite
+# the files are removed after each round); the medians go to R[MEMORY_KEY] and R[DURABLE_KEY].
+c_floor_rounds() {
+    local concurrency=$1 count=$2 engine=$3 target=$4 memory_key=$5 durable_key=$6 round path
+    local mems=() durables=()
+    for round in 1 2 3; do
+        # shellcheck disable=SC2059
+        path=$(printf "$target" "$round")
+        mems+=("$(FLOOR_CONCURRENCY=$concurrency durable_floor memory "$ENDPOINT" "$count")")
+        durables+=("$(FLOOR_CONCURRENCY=$concurrency durable_floor "$engine" "$ENDPOINT" "$count" "$path")")
+        log "  C floor c = $concurrency, round $round: in memory ${mems[-1]}, $engine ${durables[-1]} fed/s"
+        if [ "$engine" = sqlite ]; then rm -f "$path" "$path"-*; fi
+    done
+    if [ -n "${mems[*]// /}" ] && [ -n "${durables[*]// /}" ]; then
+        R[$memory_key]=$(printf '%s\n' "${mems[@]}" | median)
+        R[$durable_key]=$(printf '%s\n' "${durables[@]}" | median)
+    fi
+}
 
 # ---------------------------------------------------------------- CLI cache hit vs noop
 # The one source of the CLI start-up figure. Rounds alternate noop and the cache hit, so
@@ -450,17 +469,7 @@ if [ "${SKIP_STORAGE:-0}" != 1 ]; then
         R[c_append]=$(printf '%s\n' "${appends[@]}" | median)
     fi
     # And at c = 64: 64 C federations in flight, reads and commits shared (group commit).
-    mems=(); durables=()
-    for round in 1 2 3; do
-        mems+=("$(FLOOR_CONCURRENCY=64 durable_floor memory "$ENDPOINT" "$FEDERATIONS")")
-        durables+=("$(FLOOR_CONCURRENCY=64 durable_floor sqlite "$ENDPOINT" "$FEDERATIONS" "$SQL_DIR/floor64-$round.sqlite")")
-        log "  C floor c = 64, round $round: in memory ${mems[-1]}, SQLite ${durables[-1]} fed/s"
-        rm -f "$SQL_DIR/floor64-$round".*
-    done
-    if [ -n "${mems[*]// /}" ] && [ -n "${durables[*]// /}" ]; then
-        R[c_inmemory_c64]=$(printf '%s\n' "${mems[@]}" | median)
-        R[c_sqlite_c64]=$(printf '%s\n' "${durables[@]}" | median)
-    fi
+    c_floor_rounds 64 "$FEDERATIONS" sqlite "$SQL_DIR/floor64-%d.sqlite" c_inmemory_c64 c_sqlite_c64
 
     log "start-up: seeding $STARTUP_SESSIONS sessions"
     "$BIN/broker-bench" seed --endpoint "$ENDPOINT" --directory "$SQL_DIR/startup" --sessions "$STARTUP_SESSIONS" | tee /dev/stderr >/dev/null
@@ -541,26 +550,8 @@ if [ "${SKIP_POSTGRES:-0}" != 1 ]; then
     # The same durable federation in C through libpq, with the keystore's own statements and a
     # listening connection (3 alternating rounds, medians).
     pg_conninfo="host=127.0.0.1 port=$PG_PORT user=postgres dbname=bench sslmode=disable"
-    mems=(); durables=()
-    for round in 1 2 3; do
-        mems+=("$(durable_floor memory "$ENDPOINT" "$STORAGE_FEDERATIONS")")
-        durables+=("$(durable_floor postgres "$ENDPOINT" "$STORAGE_FEDERATIONS" "$pg_conninfo")")
-        log "  C floor round $round: in memory ${mems[-1]}, PostgreSQL ${durables[-1]} fed/s"
-    done
-    if [ -n "${mems[*]// /}" ] && [ -n "${durables[*]// /}" ]; then
-        R[c_pg_inmemory_c1]=$(printf '%s\n' "${mems[@]}" | median)
-        R[c_postgres_c1]=$(printf '%s\n' "${durables[@]}" | median)
-    fi
-    mems=(); durables=()
-    for round in 1 2 3; do
-        mems+=("$(FLOOR_CONCURRENCY=64 durable_floor memory "$ENDPOINT" "$FEDERATIONS")")
-        durables+=("$(FLOOR_CONCURRENCY=64 durable_floor postgres "$ENDPOINT" "$FEDERATIONS" "$pg_conninfo")")
-        log "  C floor c = 64, round $round: in memory ${mems[-1]}, PostgreSQL ${durables[-1]} fed/s"
-    done
-    if [ -n "${mems[*]// /}" ] && [ -n "${durables[*]// /}" ]; then
-        R[c_pg_inmemory_c64]=$(printf '%s\n' "${mems[@]}" | median)
-        R[c_postgres_c64]=$(printf '%s\n' "${durables[@]}" | median)
-    fi
+    c_floor_rounds 1 "$STORAGE_FEDERATIONS" postgres "$pg_conninfo" c_pg_inmemory_c1 c_postgres_c1
+    c_floor_rounds 64 "$FEDERATIONS" postgres "$pg_conninfo" c_pg_inmemory_c64 c_postgres_c64
 
     log "cross-instance event delay (${PG_EVENTS:-1000} events)"
     out=$("$BIN/broker-bench" postgres-events --endpoint "$ENDPOINT" --url "$PG_URL" --events "${PG_EVENTS:-1000}" | tee /dev/stderr)
