@@ -34,11 +34,12 @@ extension StoreLayout {
     ///   it. Then `users/` is listed again: alone, it is *committed* (`chmod 0700`, the one
     ///   step that makes it usable); with another of the user's beside it (another process of
     ///   the user choosing at the same moment), it is removed and the next attempt, after a
-    ///   short random pause, takes theirs. A committed directory is never removed, so no
-    ///   process loses a directory another already chose, and a crash before the commit
-    ///   leaves only a pending one, which is never chosen and is removed once stale.
+    ///   short random pause, takes theirs. Only a pending directory is ever removed (by its
+    ///   maker, or by a later open once stale, while still empty), so no process loses a
+    ///   directory another already chose, and a crash before the commit leaves only a pending
+    ///   one, which is never chosen.
     /// - Pending ones of the user's but none committed: another process of the user is
-    ///   choosing; this one waits for it (up to ``stalePendingAge``).
+    ///   choosing; this one waits for it (up to ``stalePendingAge`` and a margin).
     /// - More than one committed: a typed error naming them, not a guess that would hide the
     ///   sessions in the other (one may be a directory of the user's that someone moved in).
     func choosePrivateDirectory(create: Bool) throws(KeystoreError) -> String? {
@@ -46,54 +47,87 @@ extension StoreLayout {
         if let info = try status(preferred), info.st_uid == userID, POSIX.isDirectory(info), info.st_mode & 0o777 == 0o700 {
             return preferred
         }
-        // Until a pending directory would count as stale: another process's is committed by
-        // then, however slow its disk, or removed.
-        let deadline = ContinuousClock.now + .seconds(Self.stalePendingAge)
-        var pause: UInt32 = 0
-        while ContinuousClock.now < deadline {
-            if pause > 0 { usleep(UInt32.random(in: pause / 2...pause)) }
-            pause = min(max(pause * 2, 200), 20_000)
+        // Past the age at which another process's pending directory counts as stale (with a
+        // margin for whole-second mtimes): by then it is committed, however slow its disk, or
+        // a later listing removes it.
+        let deadline = ContinuousClock.now + .seconds(Self.stalePendingAge + 2)
+        var pause: Int64 = 0  // µs
+        while true {
+            if pause > 0 { usleep(UInt32(clamping: Int64.random(in: pause / 2...pause))) }
+            let listed = ContinuousClock.now
             let ours = try ownPrivateEntries(removingStale: create)
             let committed = ours.filter { !$0.pending }.map(\.path)
             if committed.count == 1 { return committed[0] }
             if committed.count > 1 { throw severalPrivateDirectories(committed) }
             guard create else { return nil }
+            guard ContinuousClock.now < deadline else {
+                throw KeystoreError(
+                    .io, "could not settle on a private directory in users/: other processes of yours kept choosing at the same time; try again",
+                    path: usersDirectory, errno: ETIMEDOUT)
+            }
+            // Random pauses of at least two listings, so that two processes of the user that
+            // saw each other's directory and both stepped back do not stay in step (a member
+            // can make the listing slow by filling users/).
+            pause = max(min(max(pause * 2, 200), 20_000), (ContinuousClock.now - listed).wholeMicroseconds * 2)
             // Another process of the user is choosing: let it finish.
             if !ours.isEmpty { continue }
             let name = try status(preferred) == nil ? preferred : "\(preferred).\(UInt32.random(in: 1...999_999_999))"
-            // Mode 000 exactly (umask only removes bits; the commit's chmod clears an inherited
-            // setgid), and no sync: only the commit needs to last.
-            guard mkdir(name, 0) == 0 else {
-                if errno == EEXIST { continue }
-                throw KeystoreError.io("mkdir", path: name)
-            }
-            if try commitsPrivateDirectory(justMade: name) { return name }
+            guard let made = try makePendingDirectory(name) else { continue }
+            if try commitsPrivateDirectory(made) { return name }
         }
-        throw KeystoreError(
-            .io, "could not settle on a private directory in users/ (other processes of yours kept choosing at the same time); try again",
-            path: usersDirectory, errno: EEXIST)
     }
 
-    /// A pending directory older than this is what a crash between making and committing
-    /// it left behind (committing takes microseconds).
+    /// A pending directory's mtime older than this is what a crash between making and
+    /// committing it left behind: a process commits its own within half of it, or not at all.
     static let stalePendingAge: Int64 = 10
 
-    /// Commits the pending directory this process just made, when it is the only one of the
-    /// user's in `users/`; otherwise removes it (still empty: nothing can be made in a
-    /// directory of mode 000) and returns `false`. The commit is synced: a committed
-    /// directory is one later opens find.
-    func commitsPrivateDirectory(justMade path: String) throws(KeystoreError) -> Bool {
-        guard try ownPrivateEntries(removingStale: false).allSatisfy({ $0.path == path }) else {
-            _ = rmdir(path)
+    /// A directory this process made pending, and which it alone may commit or remove.
+    struct PendingDirectory {
+        let path: String
+        let device: dev_t
+        let inode: ino_t
+        let madeAt: ContinuousClock.Instant
+    }
+
+    /// Makes `path` with mode 000 exactly (umask only removes bits; the commit's chmod clears
+    /// an inherited setgid), unsynced: only the commit needs to last. `nil` when it exists.
+    func makePendingDirectory(_ path: String) throws(KeystoreError) -> PendingDirectory? {
+        let madeAt = ContinuousClock.now
+        guard mkdir(path, 0) == 0 else {
+            if errno == EEXIST { return nil }
+            throw KeystoreError.io("mkdir", path: path)
+        }
+        guard let info = try status(path) else { return nil }
+        return PendingDirectory(path: path, device: info.st_dev, inode: info.st_ino, madeAt: madeAt)
+    }
+
+    /// Commits a pending directory this process made when it is the only one of the user's in
+    /// `users/`, and made recently enough that no other open can take it for a crash's
+    /// leftover; otherwise removes it (still empty: no one but root can make an entry in a
+    /// directory of mode 000) and returns `false`. The commit is synced, the directory's own
+    /// inode and `users/`: a committed directory is one later opens find.
+    func commitsPrivateDirectory(_ made: PendingDirectory) throws(KeystoreError) -> Bool {
+        let alone = try ownPrivateEntries(removingStale: false).allSatisfy { $0.path == made.path }
+        guard alone, ContinuousClock.now - made.madeAt < .seconds(Self.stalePendingAge / 2) else {
+            if try isStill(made) { _ = rmdir(made.path) }
             return false
         }
-        guard chmod(path, 0o700) == 0 else {
-            // Removed meanwhile as stale (a process stopped for longer than stalePendingAge).
+        // The same directory, not one another process made under the name after removing ours.
+        guard try isStill(made) else { return false }
+        guard chmod(made.path, 0o700) == 0 else {
             if errno == ENOENT { return false }
-            throw KeystoreError.io("chmod", path: path)
+            throw KeystoreError.io("chmod", path: made.path)
         }
-        try KeystoreError.rethrowing { try POSIX.fsyncDirectory(usersDirectory) }
+        try KeystoreError.rethrowing {
+            try POSIX.fsyncDirectory(made.path)
+            try POSIX.fsyncDirectory(usersDirectory)
+        }
         return true
+    }
+
+    private func isStill(_ made: PendingDirectory) throws(KeystoreError) -> Bool {
+        guard let info = try status(made.path) else { return false }
+        return info.st_dev == made.device && info.st_ino == made.inode
     }
 
     private struct OwnEntry {
@@ -117,9 +151,19 @@ extension StoreLayout {
             guard let info = try status(path), info.st_uid == userID, POSIX.isDirectory(info) else { continue }
             let pending = info.st_mode & 0o777 == 0
             // mtime: a pending directory never holds an entry, so it is when it was made.
-            if pending && removingStale && Int64(time(nil) - info.st_mtim.tv_sec) > Self.stalePendingAge {
-                _ = rmdir(path)
-                continue
+            #if canImport(Darwin)
+            let modified = Int64(info.st_mtimespec.tv_sec)
+            #else
+            let modified = Int64(info.st_mtim.tv_sec)
+            #endif
+            if pending && removingStale && Int64(time(nil)) - modified > Self.stalePendingAge {
+                if rmdir(path) == 0 || errno == ENOENT { continue }
+                guard errno == ENOTEMPTY || errno == EEXIST else { throw KeystoreError.io("rmdir", path: path) }
+                // Not a leftover of the protocol: the user's own directory, chmod 000 by hand.
+                throw KeystoreError(
+                    .insecurePermissions,
+                    "a directory of yours in users/ has mode 000 but holds entries: chmod 700 it if it holds your sessions, else remove it",
+                    path: path, mode: UInt32(info.st_mode))
             }
             ours.append(OwnEntry(path: path, pending: pending))
         }

@@ -147,11 +147,14 @@ struct StoreLayout: Sendable {
             guard try makeDirectory(directory, mode: 0o2770, create: create) else { return false }
         } else {
             guard let chosen = try choosePrivateDirectory(create: create) else { return false }
-            privateChoice.choose(chosen)
             directory = chosen
         }
-        guard let info = try status(directory) else { return false }
+        guard let info = try status(directory) else {
+            guard create && !group.isShared else { return false }
+            throw KeystoreError(.io, "the private directory went away while it was opened; try again", path: directory, errno: ENOENT)
+        }
         try checkNamespaceDirectory(info, path: directory, shared: group.isShared)
+        if !group.isShared { privateChoice.choose(directory) }
         return true
     }
 

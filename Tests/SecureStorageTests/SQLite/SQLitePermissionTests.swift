@@ -223,8 +223,9 @@ final class SQLitePermissionTests: XCTestCase {
         XCTAssertTrue(try layout.prepareDirectories(.none, create: true))
         let theirs = layout.userDirectory
         let ours = layout.usersDirectory + "/\(geteuid()).12345"
-        XCTAssertEqual(mkdir(ours, 0), 0)
-        XCTAssertFalse(try layout.commitsPrivateDirectory(justMade: ours))
+        let made = try XCTUnwrap(try layout.makePendingDirectory(ours))
+        XCTAssertEqual(mode(of: ours), 0)
+        XCTAssertFalse(try layout.commitsPrivateDirectory(made))
         XCTAssertFalse(FileManager.default.fileExists(atPath: ours), "the pending one is removed")
         XCTAssertEqual(mode(of: theirs), 0o700, "the committed one stays")
         XCTAssertEqual(try layout.choosePrivateDirectory(create: true), theirs)
@@ -235,9 +236,21 @@ final class SQLitePermissionTests: XCTestCase {
         XCTAssertEqual(mkdir(fresh.root, 0o700), 0)
         XCTAssertEqual(mkdir(alone.usersDirectory, 0o700), 0)
         let pending = alone.usersDirectory + "/\(geteuid())"
-        XCTAssertEqual(mkdir(pending, 0), 0)
-        XCTAssertTrue(try alone.commitsPrivateDirectory(justMade: pending), "alone, it is committed")
+        let mine = try XCTUnwrap(try alone.makePendingDirectory(pending))
+        XCTAssertNil(try alone.makePendingDirectory(pending), "mkdir decides")
+        XCTAssertTrue(try alone.commitsPrivateDirectory(mine), "alone, it is committed")
         XCTAssertEqual(mode(of: pending), 0o700)
+
+        // One this process made and another process removed and made again under the same
+        // name is not this process's to commit or remove.
+        let other = alone.usersDirectory + "/\(geteuid()).5"
+        let replaced = try XCTUnwrap(try alone.makePendingDirectory(other))
+        // Moved aside rather than removed, so that the new one cannot reuse its inode number.
+        XCTAssertEqual(rename(other, fresh.path + "/aside"), 0)
+        XCTAssertEqual(mkdir(other, 0), 0)
+        XCTAssertFalse(try alone.commitsPrivateDirectory(replaced))
+        XCTAssertTrue(FileManager.default.fileExists(atPath: other), "the other process's directory stays")
+        XCTAssertEqual(mode(of: other), 0, "and stays pending")
     }
 
     /// A crash between making a directory and committing it leaves a pending one: never
@@ -266,6 +279,20 @@ final class SQLitePermissionTests: XCTestCase {
         XCTAssertEqual(value, [4])
         again.close()
         XCTAssertFalse(FileManager.default.fileExists(atPath: leftover), "a stale pending one is removed")
+
+        // A directory of the user's with mode 000 that holds entries is no leftover: neither
+        // removed nor passed over for a new one, which would hide what it holds.
+        XCTAssertEqual(rename(numbered, leftover), 0)
+        XCTAssertEqual(chmod(leftover, 0), 0)
+        XCTAssertEqual(utimensat(AT_FDCWD, leftover, &old, 0), 0)
+        guard case .failure(let error) = openResult(root: temporary.root, keySource: testKey()) else { return XCTFail("passed it over") }
+        XCTAssertTrue(error.reason.contains("has mode 000 but holds entries"), error.reason)
+        XCTAssertEqual(chmod(leftover, 0o700), 0)
+        XCTAssertEqual(try ownNames(in: layout.usersDirectory), ["\(geteuid())"], "nothing else was made")
+    }
+
+    private func ownNames(in directory: String) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("\(geteuid())") }.sorted()
     }
 
     /// Under umask 002 (Debian's and Fedora's user-private groups) `~/.local` is writable by
