@@ -87,14 +87,25 @@ static void post(struct curl_slist *headers, const char *body, const char *expec
 
 static const char *curl_endpoint;
 
+// An easy handle for the canned Cognito, writing its answers into `into`.
+static CURL *cognito_handle(struct answer *into) {
+    CURL *easy = curl_easy_init();
+    curl_easy_setopt(easy, CURLOPT_URL, curl_endpoint);
+    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(easy, CURLOPT_WRITEDATA, into);
+    curl_easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
+    return easy;
+}
+
+static const char *get_id_body =
+    "{\"IdentityPoolId\":\"us-east-1:00000000-0000-4000-8000-000000000000\",\"Logins\":{\"accounts.google.com\":\"token\"}}";
+static const char *credentials_body =
+    "{\"IdentityId\":\"us-east-1:11111111-2222-4333-8444-555555555555\",\"Logins\":{\"accounts.google.com\":\"token\"}}";
+
 static void cognito_setup(const char *endpoint) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     curl_endpoint = endpoint;
-    curl = curl_easy_init();
-    curl_easy_setopt(curl, CURLOPT_URL, endpoint);
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, collect);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &answer);
-    curl_easy_setopt(curl, CURLOPT_TCP_NODELAY, 1L);
+    curl = cognito_handle(&answer);
     const char *type = "Content-Type: application/x-amz-json-1.1";
     get_id_headers = curl_slist_append(curl_slist_append(NULL, type), "X-Amz-Target: AWSCognitoIdentityService.GetId");
     credentials_headers = curl_slist_append(
@@ -102,12 +113,8 @@ static void cognito_setup(const char *endpoint) {
 }
 
 static void cognito_exchange(void) {
-    post(get_id_headers,
-         "{\"IdentityPoolId\":\"us-east-1:00000000-0000-4000-8000-000000000000\",\"Logins\":{\"accounts.google.com\":\"token\"}}",
-         "\"IdentityId\"");
-    post(credentials_headers,
-         "{\"IdentityId\":\"us-east-1:11111111-2222-4333-8444-555555555555\",\"Logins\":{\"accounts.google.com\":\"token\"}}",
-         "\"SessionToken\"");
+    post(get_id_headers, get_id_body, "\"IdentityId\"");
+    post(credentials_headers, credentials_body, "\"SessionToken\"");
 }
 
 static unsigned char record[RECORD_BYTES];
@@ -146,8 +153,8 @@ static void sqlite_read(const char *key) {
     sqlite3_reset(read_statement);
 }
 
-static void sqlite_commit(const char *key, long version) {
-    sqlite_check(sqlite3_exec(database, "BEGIN IMMEDIATE", NULL, NULL, NULL), "begin");
+// The keystore's upsert and change-log row for one record, inside the caller's transaction.
+static void sqlite_write(const char *key, long version) {
     sqlite3_bind_text(upsert_statement, 1, key, -1, SQLITE_STATIC);
     sqlite3_bind_int64(upsert_statement, 2, version);
     sqlite3_bind_blob(upsert_statement, 3, record, RECORD_BYTES, SQLITE_STATIC);
@@ -157,6 +164,11 @@ static void sqlite_commit(const char *key, long version) {
     sqlite3_bind_int64(change_statement, 2, 1);
     sqlite_check(sqlite3_step(change_statement), "change");
     sqlite3_reset(change_statement);
+}
+
+static void sqlite_commit(const char *key, long version) {
+    sqlite_check(sqlite3_exec(database, "BEGIN IMMEDIATE", NULL, NULL, NULL), "begin");
+    sqlite_write(key, version);
     sqlite_check(sqlite3_exec(database, "COMMIT", NULL, NULL, NULL), "commit");
 }
 
@@ -300,6 +312,16 @@ struct worker {
 static pthread_mutex_t done_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct slot *done_list;
 
+// Hands slots back to the driver, which moves them on in its next pass.
+static void hand_back(struct slot **slots, int count) {
+    pthread_mutex_lock(&done_lock);
+    for (int i = 0; i < count; i++) {
+        slots[i]->next = done_list;
+        done_list = slots[i];
+    }
+    pthread_mutex_unlock(&done_lock);
+}
+
 static void worker_push(struct worker *worker, struct slot *slot) {
     pthread_mutex_lock(&worker->lock);
     slot->next = worker->waiting;
@@ -319,12 +341,7 @@ static void *worker_run(void *context) {
         worker->waiting = NULL;
         pthread_mutex_unlock(&worker->lock);
         worker->serve(batch, count);
-        pthread_mutex_lock(&done_lock);
-        for (int i = 0; i < count; i++) {
-            batch[i]->next = done_list;
-            done_list = batch[i];
-        }
-        pthread_mutex_unlock(&done_lock);
+        hand_back(batch, count);
         curl_multi_wakeup(multi);
     }
     return NULL;
@@ -349,17 +366,7 @@ static void sqlite_serve_reads(struct slot **slots, int count) {
 
 static void sqlite_serve_commits(struct slot **slots, int count) {
     sqlite_check(sqlite3_exec(database, "BEGIN IMMEDIATE", NULL, NULL, NULL), "begin");
-    for (int i = 0; i < count; i++) {
-        sqlite3_bind_text(upsert_statement, 1, slots[i]->key, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(upsert_statement, 2, slots[i]->index + 1);
-        sqlite3_bind_blob(upsert_statement, 3, record, RECORD_BYTES, SQLITE_STATIC);
-        sqlite_check(sqlite3_step(upsert_statement), "upsert");
-        sqlite3_reset(upsert_statement);
-        sqlite3_bind_text(change_statement, 1, slots[i]->key, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(change_statement, 2, 1);
-        sqlite_check(sqlite3_step(change_statement), "change");
-        sqlite3_reset(change_statement);
-    }
+    for (int i = 0; i < count; i++) sqlite_write(slots[i]->key, slots[i]->index + 1);
     sqlite_check(sqlite3_exec(database, "COMMIT", NULL, NULL, NULL), "commit");
 }
 
@@ -421,11 +428,6 @@ static void slot_post(struct slot *slot, struct curl_slist *headers, const char 
     curl_multi_add_handle(multi, slot->easy);
 }
 
-static const char *get_id_body =
-    "{\"IdentityPoolId\":\"us-east-1:00000000-0000-4000-8000-000000000000\",\"Logins\":{\"accounts.google.com\":\"token\"}}";
-static const char *credentials_body =
-    "{\"IdentityId\":\"us-east-1:11111111-2222-4333-8444-555555555555\",\"Logins\":{\"accounts.google.com\":\"token\"}}";
-
 // Moves a slot on from the step it just finished (or starts its next federation).
 static void advance(struct slot *slot) {
     switch (slot->step) {
@@ -451,10 +453,7 @@ static void advance(struct slot *slot) {
         slot->step = STEP_COMMIT;
         if (strcmp(engine, "memory") != 0) { worker_push(&writer, slot); return; }
         // Restarted with the others the driver finished in this pass, as served slots are.
-        pthread_mutex_lock(&done_lock);
-        slot->next = done_list;
-        done_list = slot;
-        pthread_mutex_unlock(&done_lock);
+        hand_back(&slot, 1);
         return;
     }
 }
@@ -478,11 +477,7 @@ static double run_concurrently(long count, int concurrency) {
     }
     struct slot *slots = calloc((size_t)concurrency, sizeof *slots);
     for (int i = 0; i < concurrency; i++) {
-        slots[i].easy = curl_easy_init();
-        curl_easy_setopt(slots[i].easy, CURLOPT_URL, curl_endpoint);
-        curl_easy_setopt(slots[i].easy, CURLOPT_WRITEFUNCTION, collect);
-        curl_easy_setopt(slots[i].easy, CURLOPT_WRITEDATA, &slots[i].answer);
-        curl_easy_setopt(slots[i].easy, CURLOPT_TCP_NODELAY, 1L);
+        slots[i].easy = cognito_handle(&slots[i].answer);
         curl_easy_setopt(slots[i].easy, CURLOPT_PRIVATE, &slots[i]);
         slots[i].step = STEP_COMMIT;
         slots[i].index = -1;

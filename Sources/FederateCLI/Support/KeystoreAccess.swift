@@ -54,9 +54,8 @@ package struct KeystoreAccess {
 
     /// Set to `off` in a container whose volume no other user shares (a Kubernetes
     /// `emptyDir` is 0777, not sticky): the directories and links on the way to the keystore
-    /// directory, and its owner, are then not checked
-    /// (``SQLiteKeystore/Configuration/checksWayToRoot``); its mode and everything in it still
-    /// are.
+    /// directory are then not checked (``SQLiteKeystore/Configuration/checksWayToRoot``); its
+    /// owner, its mode and everything in it still are.
     package static let wayToRootCheckVariable = "IDENTITY_BROKER_WAY_TO_ROOT_CHECK"
 
     static func sqliteConfiguration() throws(CLIFailure) -> SQLiteKeystore.Configuration {
