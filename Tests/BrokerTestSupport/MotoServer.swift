@@ -47,15 +47,21 @@ public final class MotoServer: @unchecked Sendable {
         process.standardOutput = handle
         process.standardError = handle
         process.standardInput = FileHandle.nullDevice
+        // The child has its own descriptor; the parent's would stay open for the whole run.
+        defer { try? handle.close() }
         try process.run()
         let server = MotoServer(process: process, port: port)
+        // Only moto's own "Running on" line proves the listener is moto's: another process
+        // that took the port first also accepts connections, until moto gives up on it.
+        let listening = "Running on http://127.0.0.1:\(port)"
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
             guard process.isRunning else {
                 let output = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
                 throw MotoError(message: "moto exited with status \(process.terminationStatus): \(output.suffix(400))")
             }
-            if canConnect(port: port) { return server }
+            let output = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+            if output.contains(listening) && canConnect(port: port) { return server }
             usleep(100_000)
         }
         server.stop()

@@ -80,10 +80,13 @@ public final class PostgresServer: @unchecked Sendable {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         if runAsPostgres {
             guard let account = getpwnam("postgres") else {
+                try? FileManager.default.removeItem(atPath: directory)
                 throw PostgresServerError(message: "running as root, but there is no postgres user to run PostgreSQL as")
             }
             guard chown(directory, account.pointee.pw_uid, account.pointee.pw_gid) == 0 else {
-                throw PostgresServerError(message: "chown of \(directory) to postgres failed: errno \(errno)")
+                let error = errno
+                try? FileManager.default.removeItem(atPath: directory)
+                throw PostgresServerError(message: "chown of \(directory) to postgres failed: errno \(error)")
             }
         }
         let server = PostgresServer(port: port, directory: directory, binaries: binaries, runAsPostgres: runAsPostgres)
