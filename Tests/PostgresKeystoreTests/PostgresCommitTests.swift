@@ -282,6 +282,44 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(value, [2], "the remove that timed out never applied")
     }
 
+    /// A `COMMIT` that answers after its caller's deadline: the caller is told the commit
+    /// did not complete in time (not that it failed to apply), and the change, which did
+    /// apply, still reaches this instance's subscribers and the other instances'. The
+    /// deferred trigger runs inside `COMMIT`, after the server stopped the statement timeout.
+    func testACommitThatAnswersAfterItsDeadlineStillReachesEverySubscriber() async throws {
+        let keystore = try await keystore { $0.operationTimeout = .seconds(1) }
+        let other = try await self.keystore()
+        let local = ChangeRecorder(keystore.changes())
+        let remote = ChangeRecorder(other.changes())
+        let listening = await everyKeystoreListens()
+        XCTAssertTrue(listening, "both feeds listen")
+        try server.psql("""
+            CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN IF NEW.key = 'late' THEN PERFORM pg_sleep(1.6); END IF; RETURN NEW; END $$;
+            CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT OR UPDATE ON identity_broker_items
+            DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit();
+            """, database: database)
+
+        let started = ContinuousClock.now
+        let error = await keystoreError { try await keystore.set([7], forKey: "late") }
+        XCTAssertEqual(error?.code, .storeUnavailable, "\(String(describing: error))")
+        XCTAssertTrue(error?.reason.contains("did not complete within") ?? false, "\(String(describing: error))")
+        XCTAssertLessThan(ContinuousClock.now - started, .milliseconds(1_500), "the caller was answered at its deadline")
+
+        let reachedLocal = await eventually { local.contains(.item("late")) }
+        XCTAssertTrue(reachedLocal, "this instance's subscribers learn of the late commit")
+        let reachedRemote = await eventually { remote.contains(.item("late")) }
+        XCTAssertTrue(reachedRemote, "other instances learn of it")
+        let stored = try await other.value(forKey: "late")
+        XCTAssertEqual(stored, [7], "the commit applied")
+        // The keystore goes on: its connection was not closed under the late answer.
+        try await keystore.set([8], forKey: "next")
+        let next = try await other.value(forKey: "next")
+        XCTAssertEqual(next, [8])
+        local.stop()
+        remote.stop()
+    }
+
     func testConcurrentCommitsFromTwoKeystoresOnOneKeyConvergeToTheLaterVersion() async throws {
         let first = try await keystore()
         let second = try await keystore()
