@@ -79,14 +79,11 @@ public final class PostgresServer: @unchecked Sendable {
             .appendingPathComponent("broker-pg-\(UUID().uuidString.prefix(8))").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         if runAsPostgres {
-            guard let account = getpwnam("postgres") else {
+            do {
+                try giveToPostgres(directory)
+            } catch {
                 try? FileManager.default.removeItem(atPath: directory)
-                throw PostgresServerError(message: "running as root, but there is no postgres user to run PostgreSQL as")
-            }
-            guard chown(directory, account.pointee.pw_uid, account.pointee.pw_gid) == 0 else {
-                let error = errno
-                try? FileManager.default.removeItem(atPath: directory)
-                throw PostgresServerError(message: "chown of \(directory) to postgres failed: errno \(error)")
+                throw error
             }
         }
         let server = PostgresServer(port: port, directory: directory, binaries: binaries, runAsPostgres: runAsPostgres)
@@ -226,9 +223,17 @@ public final class PostgresServer: @unchecked Sendable {
     }
 
     private func chownToPostgres(_ path: String) throws {
-        guard runAsPostgres, let account = getpwnam("postgres") else { return }
+        guard runAsPostgres else { return }
+        try Self.giveToPostgres(path)
+    }
+
+    /// Makes the postgres user own `path` (the server runs as postgres when the tests run as root).
+    private static func giveToPostgres(_ path: String) throws {
+        guard let account = getpwnam("postgres") else {
+            throw PostgresServerError(message: "running as root, but there is no postgres user to run PostgreSQL as")
+        }
         guard chown(path, account.pointee.pw_uid, account.pointee.pw_gid) == 0 else {
-            throw PostgresServerError(message: "chown of \(path) failed: errno \(errno)")
+            throw PostgresServerError(message: "chown of \(path) to postgres failed: errno \(errno)")
         }
     }
 }
