@@ -26,7 +26,7 @@ import Synchronization
 /// and replaced the same way.
 final class PostgresChangeFeed: Sendable {
     private let subscribers: ChangeFanOut
-    private let client: PostgresClient
+    private let pool: PostgresPool
     private let namespace: PostgresNamespace
     private let origin: Int64
     /// What starts this instance's own notifications (the header is prefix-free).
@@ -36,10 +36,10 @@ final class PostgresChangeFeed: Sendable {
     private let listening = Atomic<Bool>(false)
 
     init(
-        client: PostgresClient, namespace: PostgresNamespace, origin: Int64,
+        pool: PostgresPool, namespace: PostgresNamespace, origin: Int64,
         configuration: PostgresKeystore.Configuration, logger: Logger
     ) {
-        self.client = client
+        self.pool = pool
         self.namespace = namespace
         self.origin = origin
         self.ownHeader = namespace.notificationHeader(origin: origin)
@@ -78,8 +78,20 @@ final class PostgresChangeFeed: Sendable {
         var reconnecting = false
         while !Task.isCancelled {
             var listeningSince: ContinuousClock.Instant?
+            let generation = pool.current
+            // A connection that does not come within the operation timeout (a pool still backing
+            // off after the server came back) is trouble, as for a call: waiting for one has no
+            // deadline here, and the pool gives up on its own only after a minute.
+            let leased = Flag()
+            let overdue = Task { [pool, configuration] in
+                try? await Task.sleep(for: configuration.operationTimeout)
+                if !Task.isCancelled && !leased.isSet { pool.reportTrouble(on: generation) }
+            }
+            defer { overdue.cancel() }
             do {
-                try await client.withConnection { connection in
+                // Not a holding call: a replaced pool need not wait for the listener to end.
+                try await pool.withConnection(on: generation, holding: false) { connection in
+                    leased.set()
                     // Started before LISTEN, which a silent connection would never acknowledge.
                     var heartbeat: Task<Void, Never>?
                     if let interval = self.configuration.changeFeedHeartbeat, interval > .zero {
@@ -88,6 +100,7 @@ final class PostgresChangeFeed: Sendable {
                     defer { heartbeat?.cancel() }
                     try await connection.listen(on: PostgresSchema.channel) { notifications in
                         self.listening.store(true, ordering: .releasing)
+                        self.pool.noteServed()
                         listeningSince = .now
                         // What was committed while nobody listened is reloaded, not replayed.
                         self.subscribers.deliver([.all])
@@ -100,6 +113,8 @@ final class PostgresChangeFeed: Sendable {
                     }
                 }
             } catch {
+                // Lost or never had (the server is away): the pool watches for its return.
+                if !Task.isCancelled { pool.reportTrouble(on: generation) }
                 logger.debug("keystore change feed lost its connection", metadata: [
                     "broker.endpoint": "\(configuration.endpoint)",
                     "broker.error": "\(KeystoreError.postgres(error, operation: "listening", configuration: configuration).reason)",

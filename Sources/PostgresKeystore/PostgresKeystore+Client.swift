@@ -53,6 +53,16 @@ extension PostgresKeystore {
     /// what is wrong (refused, TLS, a failed login with its SQLSTATE) at once: the pool
     /// would retry such failures quietly until the operation timed out.
     static func probe(_ configuration: Configuration, logger: Logger) async throws(KeystoreError) {
+        do {
+            try await connectOnce(configuration, logger: logger)
+        } catch {
+            throw KeystoreError.postgres(error, operation: "connecting", configuration: configuration)
+        }
+    }
+
+    /// Opens and closes one connection outside the pool; throws a ``KeystoreError`` when TLS
+    /// cannot be set up, otherwise what postgres-nio threw.
+    static func connectOnce(_ configuration: Configuration, logger: Logger) async throws {
         let tls: PostgresConnection.Configuration.TLS
         do {
             if let settings = tlsSettings(configuration) {
@@ -71,12 +81,8 @@ extension PostgresKeystore {
             password: configuration.password, database: configuration.database, tls: tls)
         let timeout = configuration.connectTimeout.components
         connection.options.connectTimeout = .nanoseconds(timeout.seconds * 1_000_000_000 + timeout.attoseconds / 1_000_000_000)
-        do {
-            let opened = try await PostgresConnection.connect(configuration: connection, id: 0, logger: logger)
-            try? await opened.close()
-        } catch {
-            throw KeystoreError.postgres(error, operation: "connecting", configuration: configuration)
-        }
+        let opened = try await PostgresConnection.connect(configuration: connection, id: 0, logger: logger)
+        try? await opened.close()
     }
 
     /// The error of an operation that ran out of time.
@@ -99,81 +105,109 @@ extension PostgresKeystore {
         guard !isClosed else {
             throw KeystoreError(.storeUnavailable, "the keystore is closed", path: configuration.endpoint)
         }
-        return try await Self.perform(
-            operation, client: client, setup: connectionSetup, configuration: configuration, deadlines: deadlines, logger: logger, body)
+        return try await Self.perform(operation, pool: pool, deadlines: deadlines, logger: logger, body)
     }
 
     /// - Parameter cancellable: `false` for a group done on behalf of several callers, which
     ///   one caller's cancellation must not fail for the others.
     static func perform<T: Sendable>(
         _ operation: String,
-        client: PostgresClient,
-        setup: ConnectionSetup,
-        configuration: Configuration,
+        pool: PostgresPool,
         deadlines: DeadlineQueue,
         cancellable: Bool = true,
         logger: Logger,
         _ body: @escaping @Sendable (PostgresConnection, Logger) async throws -> T
     ) async throws(KeystoreError) -> T {
-        try await OperationDeadline.run(deadlines, cancellable: cancellable, onTimeout: { timeout(operation, configuration) }) {
+        let configuration = pool.configuration
+        return try await OperationDeadline.run(deadlines, cancellable: cancellable, onTimeout: { timeout(operation, configuration) }) {
             () throws(KeystoreError) -> T in
             var attempt = 0
             while true {
                 attempt += 1
+                let generation = pool.current
+                let leased = Flag()
                 do {
-                    return try await client.withConnection { connection in
-                        let done = OperationDone()
-                        defer { done.mark() }
-                        do {
-                            return try await withTaskCancellationHandler {
-                                try await setup.prepare(connection, logger: logger)
-                                // The set-up sends nothing on a connection used before, and
-                                // `body`'s statements are not checked (`runUnlessClosed`).
-                                guard !connection.isClosed else { throw StaleConnection() }
-                                return try await body(connection, logger)
-                            } onCancel: {
-                                // Past its deadline (or cancelled by its caller), a statement on a
-                                // connection that carries nothing more (a dropped flow gives no
-                                // error) would hold it for good. A live server ends any statement
-                                // within the timeout (statement_timeout), so one still unanswered a
-                                // whole timeout later is on a dead flow: closed, the pool replaces
-                                // it. Closing at once would churn connections on a merely slow server.
-                                Task {
-                                    try? await Task.sleep(for: configuration.operationTimeout)
-                                    guard !done.isMarked else { return }
-                                    let closing: EventLoopFuture<Void> = connection.close()
-                                    _ = closing
-                                }
-                            }
-                        } catch {
-                            // The pool learns that a connection closed from its close future,
-                            // on the connection's event loop, after the failed statement was
-                            // already reported here. Run again before that, and the pool can
-                            // hand back the same dead connection, each attempt in turn (seen
-                            // in CI: every attempt used up in microseconds on a busy machine).
-                            if connection.isClosed { try? await connection.closeFuture.get() }
-                            throw error
-                        }
+                    return try await pool.withConnection(on: generation) { connection in
+                        leased.set()
+                        return try await run(body, on: connection, setup: generation.setup, configuration: configuration, logger: logger)
                     }
                 } catch let error as CommitOutcomeUnknown {
+                    pool.reportTrouble(on: generation)
                     let mapped = KeystoreError.postgres(
                         error.underlying, operation: "\(operation) (the connection was lost while committing: the outcome is unknown)",
                         configuration: configuration)
                     // Never `io`, which a group takes as "nothing applied" and retries batch by batch.
                     throw mapped.code == .storeUnavailable ? mapped : KeystoreError(.storeUnavailable, mapped.reason, path: mapped.path)
                 } catch {
+                    // A replaced pool fails the calls still waiting for its connections when
+                    // it shuts down: they run on the new one (nothing of theirs was sent).
+                    if !Task.isCancelled && !leased.isSet && pool.wasReplaced(generation) {
+                        attempt -= 1
+                        continue
+                    }
                     if attempt <= configuration.poolSize && !Task.isCancelled
                         && KeystoreError.isRetryableConnectionLoss(error) { continue }
-                    throw KeystoreError.postgres(error, operation: operation, configuration: configuration)
+                    let mapped = KeystoreError.postgres(error, operation: operation, configuration: configuration)
+                    // No connection to be had (the deadline cancels the wait), or connections
+                    // that keep dying: the pool watches for the server. Not a statement the
+                    // server refused or cancelled on a working connection.
+                    if mapped.code == .storeUnavailable && (!leased.isSet || KeystoreError.isRetryableConnectionLoss(error)) {
+                        pool.reportTrouble(on: generation)
+                    }
+                    throw mapped
                 }
             }
         }
     }
+
+    /// Runs `body` on a leased connection, set up on its first use; closes the connection
+    /// when the operation is cancelled or times out and its statement is still unanswered a
+    /// whole operation timeout later.
+    private static func run<T: Sendable>(
+        _ body: @escaping @Sendable (PostgresConnection, Logger) async throws -> T,
+        on connection: PostgresConnection,
+        setup: ConnectionSetup,
+        configuration: Configuration,
+        logger: Logger
+    ) async throws -> T {
+        let done = Flag()
+        defer { done.set() }
+        do {
+            return try await withTaskCancellationHandler {
+                try await setup.prepare(connection, logger: logger)
+                // The set-up sends nothing on a connection used before, and
+                // `body`'s statements are not checked (`runUnlessClosed`).
+                guard !connection.isClosed else { throw StaleConnection() }
+                return try await body(connection, logger)
+            } onCancel: {
+                // Past its deadline (or cancelled by its caller), a statement on a
+                // connection that carries nothing more (a dropped flow gives no
+                // error) would hold it for good. A live server ends any statement
+                // within the timeout (statement_timeout), so one still unanswered a
+                // whole timeout later is on a dead flow: closed, the pool replaces
+                // it. Closing at once would churn connections on a merely slow server.
+                Task {
+                    try? await Task.sleep(for: configuration.operationTimeout)
+                    guard !done.isSet else { return }
+                    let closing: EventLoopFuture<Void> = connection.close()
+                    _ = closing
+                }
+            }
+        } catch {
+            // The pool learns that a connection closed from its close future,
+            // on the connection's event loop, after the failed statement was
+            // already reported here. Run again before that, and the pool can
+            // hand back the same dead connection, each attempt in turn (seen
+            // in CI: every attempt used up in microseconds on a busy machine).
+            if connection.isClosed { try? await connection.closeFuture.get() }
+            throw error
+        }
+    }
 }
 
-/// Whether an operation's body has finished with its connection.
-private final class OperationDone: Sendable {
-    private let flag = Atomic<Bool>(false)
-    func mark() { flag.store(true, ordering: .releasing) }
-    var isMarked: Bool { flag.load(ordering: .acquiring) }
+/// A flag that is set once and read from any task.
+final class Flag: Sendable {
+    private let value = Atomic<Bool>(false)
+    func set() { value.store(true, ordering: .releasing) }
+    var isSet: Bool { value.load(ordering: .acquiring) }
 }

@@ -31,7 +31,9 @@ extension PostgresKeystore {
         public var rootCertificatePath: String?
         /// The most connections the keystore opens to the server; one of them is held by the
         /// change feed while anyone iterates ``PostgresKeystore/changes()``. At least 2.
-        /// Default: 8.
+        /// Default: 8. (For a moment after an outage, a pool replaced because it was slow to
+        /// reconnect can still hold the connections of calls it was serving, at most two
+        /// operation timeouts; the keystore's probe opens one more, briefly.)
         public var maximumConnections: Int
         /// How long opening one connection (TCP, TLS and login) may take. Default: 5 seconds.
         public var connectTimeout: Duration
@@ -53,8 +55,12 @@ extension PostgresKeystore {
         public var keepAliveInterval: Duration?
         /// The longest pause between the change feed's attempts to reconnect after it lost its
         /// connection (each reconnect yields `.all`, which makes clients reload what they
-        /// hold); pauses start afresh only after a connection that listened this long.
-        /// Default: 1 second.
+        /// hold); pauses start afresh only after a connection that listened this long. Also
+        /// the longest pause between the keystore's own connection attempts while calls find
+        /// the server unreachable (while the server answers but refuses, such as a failed
+        /// login, they go up to a minute), and how long the pool then has to answer before it
+        /// is replaced by a new one: postgres-nio's own retries can lag a minute behind the
+        /// server's return. Default: 1 second.
         public var reconnectDelay: Duration
         /// How often the change feed checks that its listening connection still answers (a
         /// `SELECT 1` on it, which must answer within twice ``operationTimeout``), or `nil`

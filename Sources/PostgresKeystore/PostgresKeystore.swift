@@ -28,13 +28,14 @@ import Synchronization
 ///   are combined into one query (`key = ANY(…)`), and each caller opens only its own row.
 /// - ``changes()`` follows every instance's commits through `LISTEN`/`NOTIFY`.
 /// - Outages: calls fail with ``KeystoreError/Code/storeUnavailable`` naming `host:port`
-///   within ``Configuration/operationTimeout`` and succeed again once the server is back;
-///   nothing needs recreating. Change streams get ``KeystoreChange/all`` after a reconnect.
+///   within ``Configuration/operationTimeout`` and succeed again soon after the server is
+///   back (within about twice ``Configuration/reconnectDelay`` once calls have seen the
+///   outage), however long it was away; nothing needs recreating. Change streams get ``KeystoreChange/all`` after a reconnect.
 ///
 /// ## Lifecycle
 ///
 /// The keystore owns a postgres-nio `PostgresClient` (a connection pool) and the task that
-/// runs it. Call ``close()`` when done: it ends every change stream and that task, closing
+/// runs it (a new pool after an outage whose end the old one was slow to notice). Call ``close()`` when done: it ends every change stream and that task, closing
 /// the connections. A keystore released without ``close()`` cancels the task from `deinit`.
 public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
     /// The service (tool) whose items this keystore holds.
@@ -44,17 +45,15 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
     /// The configuration the keystore was opened with.
     public let configuration: Configuration
 
-    let client: PostgresClient
+    /// The connection pool, replaced when it lags behind the server's return after an outage.
+    let pool: PostgresPool
     let namespace: PostgresNamespace
     let origin: Int64
-    private let runTask: Task<Void, Never>
     private let feed: PostgresChangeFeed
     private let committer: PostgresGroupCommitter
     private let reader: PostgresGrouper<String, [UInt8]?>
     /// Every operation's deadline (they all have the configuration's length).
     let deadlines: DeadlineQueue
-    /// Sets each pooled connection's session up on its first use.
-    let connectionSetup: ConnectionSetup
     let logger: Logger
     private let callerLogger: Logger?
     private let closed = Atomic<Bool>(false)
@@ -88,15 +87,10 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
     ) async throws(KeystoreError) {
         try PostgresNamespace.validate(service: service, group: accessGroup)
         try CryptoRuntime.ensureInitialised()
-        // Every connection on one event loop (a thread of NIO's shared group): a commit's
-        // answer and the notification of the same commit, which arrives on the listening
-        // connection right after it, are then read by one thread instead of waking a second.
-        // Measured at c = 64: 15-20 % fewer context switches and ~10 % less client CPU per
-        // durable federation; the loop itself used ~0.2 of a CPU there.
-        let client = PostgresClient(
-            configuration: Self.clientConfiguration(configuration), eventLoopGroup: PostgresClient.defaultEventLoopGroup.next())
-        let runTask = Task { await client.run() }
         let quiet = logger ?? Logger(label: "IdentityBroker.PostgresKeystore", factory: { _ in SwiftLogNoOpLogHandler() })
+        let pool = PostgresPool(configuration: configuration, logger: quiet)
+        // Nothing reports trouble before the keystore is open, so this pool serves the opening.
+        let client = pool.current.client
         do throws(KeystoreError) {
             let opened = try await OperationDeadline.run(configuration.operationTimeout, onTimeout: {
                 Self.timeout("opening the keystore", configuration)
@@ -123,19 +117,16 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
             self.service = service
             self.accessGroup = accessGroup
             self.configuration = configuration
-            self.client = client
+            self.pool = pool
             self.namespace = namespace
             self.origin = origin
-            self.runTask = runTask
             self.logger = quiet
             self.callerLogger = logger
             let feed = PostgresChangeFeed(
-                client: client, namespace: namespace, origin: origin, configuration: configuration, logger: quiet)
+                pool: pool, namespace: namespace, origin: origin, configuration: configuration, logger: quiet)
             self.feed = feed
             let deadlines = DeadlineQueue(configuration.operationTimeout)
             self.deadlines = deadlines
-            let connectionSetup = ConnectionSetup(statementTimeout: configuration.operationTimeout)
-            self.connectionSetup = connectionSetup
             let closedError = { @Sendable in
                 KeystoreError(.storeUnavailable, "the keystore is closed", path: configuration.endpoint)
             }
@@ -151,10 +142,10 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
                 retryBudget: configuration.operationTimeout,
                 closedError: closedError,
                 timeoutError: { Self.timeout("committing a batch", configuration) },
-                execute: { [client, quiet, connectionSetup] batches, distinct in
+                execute: { [pool, quiet] batches, distinct in
                     do throws(KeystoreError) {
                         return .success(try await Self.perform(
-                            "committing a batch", client: client, setup: connectionSetup, configuration: configuration, deadlines: deadlines,
+                            "committing a batch", pool: pool, deadlines: deadlines,
                             cancellable: false, logger: quiet
                         ) { connection, logger in
                             let operations = batches.map(\.operations)
@@ -184,10 +175,10 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
                 closedError: closedError,
                 timeoutError: { Self.timeout("reading an item", configuration) },
                 select: { waiting in Array(waiting.indices.prefix(Self.maximumGroupReads)) },
-                run: { [client, quiet, connectionSetup] keys in
+                run: { [pool, quiet] keys in
                     do throws(KeystoreError) {
                         let rows = try await Self.perform(
-                            "reading an item", client: client, setup: connectionSetup, configuration: configuration, deadlines: deadlines,
+                            "reading an item", pool: pool, deadlines: deadlines,
                             cancellable: false, logger: quiet
                         ) { connection, logger in
                             try await Self.readSealed(keys, namespace: namespace, on: connection, logger: logger)
@@ -198,7 +189,7 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
                     }
                 })
         } catch {
-            runTask.cancel()
+            pool.shutDown()
             throw error
         }
         logger?.debug("keystore opened", metadata: [
@@ -211,7 +202,7 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
 
     deinit {
         feed.close()
-        runTask.cancel()
+        pool.shutDown()
     }
 
     /// Ends every ``changes()`` stream, then the connection pool's task, closing its
@@ -222,8 +213,7 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
         feed.close()
         committer.close()
         reader.close()
-        runTask.cancel()
-        await runTask.value
+        await pool.close()
     }
 
     /// Returns the value stored under `key`, or `nil` when there is none.

@@ -1,6 +1,6 @@
 import BrokerTestSupport
 import Foundation
-import PostgresKeystore
+@testable import PostgresKeystore
 import SecureStorage
 import Synchronization
 import XCTest
@@ -155,6 +155,94 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(error?.code, .storeUnavailable, "\(String(describing: error))")
         let recovered = await eventually(timeout: .seconds(10)) { (try? await keystore.value(forKey: "k")) == [1] }
         XCTAssertTrue(recovered, "new connections replace the silent ones")
+    }
+
+    /// postgres-nio's pool backs off up to a minute between connection attempts, so after a
+    /// long outage it could lag the server's return by that much. A pool aimed at a port
+    /// where nothing listens stands for one in that state: the call that finds no connection
+    /// fails at its deadline, the keystore sees that the server itself takes connections,
+    /// and calls soon after succeed on a new pool; the change feed listens again and follows
+    /// another instance. Nothing is reopened.
+    func testAPoolThatLagsBehindTheServersReturnIsReplaced() async throws {
+        let writer = try await keystore()
+        let keystore = try await keystore {
+            $0.operationTimeout = .seconds(1)
+            $0.reconnectDelay = .milliseconds(200)
+        }
+        try await keystore.set([1], forKey: "k")
+        let recorder = ChangeRecorder(keystore.changes())
+        defer { recorder.stop() }
+        let listening = await eventually { keystore.isListeningForChanges }
+        XCTAssertTrue(listening)
+
+        let nowhere = try FreezableTCPProxy(targetPort: UInt16(server.port))
+        nowhere.stop()
+        var lagging = keystore.configuration
+        lagging.port = Int(nowhere.port)
+        keystore.pool.replaceForTesting(aimingAt: lagging)
+        let replaced = keystore.pool.replacements
+
+        let error = await keystoreError { _ = try await keystore.value(forKey: "k") }
+        XCTAssertEqual(error?.code, .storeUnavailable, "\(String(describing: error))")
+        let recovered = await eventually(timeout: .seconds(5)) { (try? await keystore.value(forKey: "k")) == [1] }
+        XCTAssertTrue(recovered, "a new pool serves once the server is seen to take connections")
+        XCTAssertEqual(keystore.pool.replacements, replaced + 1, "replaced once")
+        XCTAssertEqual(keystore.pool.current.number, replaced + 1)
+
+        let listensAgain = await eventually(timeout: .seconds(5)) { keystore.isListeningForChanges }
+        XCTAssertTrue(listensAgain, "the change feed listens on the new pool")
+        let followed = await eventually(timeout: .seconds(5)) {
+            _ = try? await writer.set([2], forKey: "after-replacement")
+            return recorder.contains(.item("after-replacement"))
+        }
+        XCTAssertTrue(followed, "the feed follows the other instance again: \(recorder.changes)")
+        try await keystore.set([3], forKey: "k")
+        let value = try await writer.value(forKey: "k")
+        XCTAssertEqual(value, [3])
+    }
+
+    /// Only a pool that cannot hand out connections is replaced: a statement that runs out of
+    /// time on a working connection, with nothing else going on, leaves the pool in place.
+    func testAStatementThatTimesOutOnAWorkingServerKeepsThePool() async throws {
+        let keystore = try await keystore { $0.operationTimeout = .seconds(1) }
+        try await keystore.set([1], forKey: "k")
+        try server.psql("""
+            CREATE FUNCTION slow_write() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN IF NEW.key = 'slow' THEN PERFORM pg_sleep(3); END IF; RETURN NEW; END $$;
+            CREATE TRIGGER slow_write BEFORE INSERT OR UPDATE ON identity_broker_items
+            FOR EACH ROW EXECUTE FUNCTION slow_write();
+            """, database: database)
+        let error = await keystoreError { try await keystore.set([2], forKey: "slow") }
+        XCTAssertEqual(error?.code, .storeUnavailable, "\(String(describing: error))")
+        // Past several of the watch's pauses (100 ms, doubling up to the reconnect delay).
+        try await Task.sleep(for: .seconds(2))
+        XCTAssertEqual(keystore.pool.replacements, 0)
+        let value = try await keystore.value(forKey: "k")
+        XCTAssertEqual(value, [1])
+    }
+
+    /// A commit whose connection dies under `COMMIT` is trouble (the keystore watches for the
+    /// server), but with the server up and the pool answering a `SELECT 1`, the pool stays,
+    /// even with nothing else served meanwhile.
+    func testTroubleOnAPoolThatStillAnswersKeepsThePool() async throws {
+        let keystore = try await keystore { $0.reconnectDelay = .milliseconds(200) }
+        try await keystore.set([1], forKey: "k")
+        try server.psql("""
+            CREATE FUNCTION lose_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.key = 'lost' THEN PERFORM pg_terminate_backend(pg_backend_pid()); PERFORM pg_sleep(1); END IF;
+                RETURN NEW;
+            END $$;
+            CREATE CONSTRAINT TRIGGER lose_at_commit AFTER INSERT OR UPDATE ON identity_broker_items
+            DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION lose_at_commit();
+            """, database: database)
+        let error = await keystoreError { try await keystore.set([2], forKey: "lost") }
+        XCTAssertTrue(error?.reason.contains("outcome is unknown") ?? false, "\(String(describing: error))")
+        // Past the watch's probe and its check of the pool (100 ms, then up to 200 ms each).
+        try await Task.sleep(for: .seconds(2))
+        XCTAssertEqual(keystore.pool.replacements, 0)
+        let value = try await keystore.value(forKey: "k")
+        XCTAssertEqual(value, [1])
     }
 
     func testNothingAcknowledgedIsLostAcrossARestart() async throws {
