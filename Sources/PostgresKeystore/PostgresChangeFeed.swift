@@ -100,7 +100,6 @@ final class PostgresChangeFeed: Sendable {
                     defer { heartbeat?.cancel() }
                     try await connection.listen(on: PostgresSchema.channel) { notifications in
                         self.listening.store(true, ordering: .releasing)
-                        self.pool.noteServed()
                         listeningSince = .now
                         // What was committed while nobody listened is reloaded, not replayed.
                         self.subscribers.deliver([.all])

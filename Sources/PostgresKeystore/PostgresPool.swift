@@ -12,11 +12,11 @@ import Synchronization
 /// feed finds the server unreachable (``reportTrouble(on:)``), this type watches for its
 /// return itself: it connects outside the pool (as opening a keystore does), after pauses
 /// growing to ``PostgresKeystore/Configuration/reconnectDelay`` (to a minute, as the pool's
-/// own, while the server answers but refuses: a failed login, too many clients). Once such a
-/// connection succeeds, the pool is replaced only if it has served nothing since the watch
-/// began and still cannot run a `SELECT 1` within the reconnect delay; a pool that serves
-/// (its own retry got there first, or the trouble was a slow moment on a working server) is
-/// kept. The old pool is shut down once no call holds one of its connections (at most two
+/// own, while the server refuses logins or has no free slot). Once such a connection
+/// succeeds, the pool is replaced only if it has handed out no connection since the watch
+/// began, no call holds one of its connections, and a `SELECT 1` through it gets none within
+/// the reconnect delay; a pool that hands connections out (its own retry got there first,
+/// its calls wait behind slow statements, or a pooler in front lost its server) is kept. The old pool is shut down once no call holds one of its connections (at most two
 /// operation timeouts later, when their statements have certainly ended); calls still
 /// waiting for one of its connections then run again on the new pool.
 final class PostgresPool: Sendable {
@@ -66,8 +66,10 @@ final class PostgresPool: Sendable {
     let configuration: PostgresKeystore.Configuration
     private let logger: Logger
     fileprivate let state: Mutex<State>
-    /// Calls and listens that the pools served, ever: a watch compares it with its value when
-    /// the watch began.
+    /// Connections the pools handed out, ever: a watch compares it with its value when the
+    /// watch began. A lease, not a success: a pool whose calls wait behind slow statements
+    /// (or behind a pooler that lost its server) still hands connections out, and replacing
+    /// it would not help.
     private let served = Atomic<Int>(0)
 
     init(configuration: PostgresKeystore.Configuration, logger: Logger) {
@@ -82,26 +84,19 @@ final class PostgresPool: Sendable {
     /// How many times the pool was replaced (for tests).
     var replacements: Int { current.number }
 
-    /// Runs `body` on a connection of `generation`'s pool. A call that returns counts as
-    /// served (the pool works); `holding` calls delay the pool's shutdown when it is replaced.
+    /// Runs `body` on a connection of `generation`'s pool. `holding` calls delay the pool's
+    /// shutdown when it is replaced, and a pool with such calls is not replaced.
     func withConnection<T: Sendable>(
         on generation: Generation,
         holding: Bool = true,
         _ body: (PostgresConnection) async throws -> T
     ) async throws -> T {
-        let result = try await generation.client.withConnection { connection in
+        try await generation.client.withConnection { connection in
+            served.add(1, ordering: .relaxed)
             if holding { generation.holding.add(1, ordering: .relaxed) }
             defer { if holding { generation.holding.subtract(1, ordering: .relaxed) } }
             return try await body(connection)
         }
-        served.add(1, ordering: .relaxed)
-        return result
-    }
-
-    /// Records that the pool served something other than a call (the change feed started
-    /// listening).
-    func noteServed() {
-        served.add(1, ordering: .relaxed)
     }
 
     /// Whether `generation` was replaced while the keystore is still open: a call that failed
@@ -129,12 +124,14 @@ final class PostgresPool: Sendable {
         }
     }
 
-    /// Connects outside the pool until the server takes a connection or the pool serves again;
-    /// replaces the pool when the server takes one and the pool has served nothing since
-    /// `servedBefore` and still cannot run a statement.
+    /// Connects outside the pool until the server takes a connection or the pool hands one
+    /// out; replaces the pool when the server takes one while the pool has handed out none
+    /// since `servedBefore`, no call holds one of its connections, and a `SELECT 1` through
+    /// it gets no connection either.
     private func watch(servedBefore: Int) async {
         var pause: Duration = .milliseconds(100)
-        var longestPause = max(.milliseconds(100), configuration.reconnectDelay)
+        let reconnectDelay = max(.milliseconds(100), configuration.reconnectDelay)
+        var longestPause = reconnectDelay
         var replacement: Generation?
         defer {
             let again = state.withLock { state -> Generation? in
@@ -148,20 +145,24 @@ final class PostgresPool: Sendable {
         while true {
             try? await Task.sleep(for: pause)
             pause = min(pause * 2, longestPause)
-            guard !isClosed, served.load(ordering: .relaxed) == servedBefore else { return }
+            let old = current
+            guard !isClosed, !hasServed(old, since: servedBefore) else { return }
             do {
                 try await PostgresKeystore.connectOnce(configuration, logger: logger)
-            } catch let error as PSQLError where error.code == .server {
-                // The server answers but refuses (a login, too many clients, starting up):
-                // tried no more often than the pool itself tries, to spare its log and slots.
+            } catch let error as PSQLError where error.code == .server && Self.refusesForLong(error) {
+                // The server answers but refuses a login or has no slot: tried no more often
+                // than the pool itself tries, to spare its log and its slots.
                 longestPause = .seconds(60)
                 continue
             } catch {
+                // Unreachable, or starting up or shutting down (57P03), which a restart passes
+                // through: back to the short pauses.
+                longestPause = reconnectDelay
+                pause = min(pause, longestPause)
                 continue
             }
-            guard served.load(ordering: .relaxed) == servedBefore else { return }
-            let old = current
-            guard !(await answers(old)) else { return }
+            guard !hasServed(old, since: servedBefore) else { return }
+            guard !(await answers(old)), !hasServed(old, since: servedBefore) else { return }
             replacement = state.withLock { state -> Generation? in
                 guard !state.closed, state.current === old else { return nil }
                 state.current = Generation(configuration, number: old.number + 1)
@@ -172,6 +173,19 @@ final class PostgresPool: Sendable {
         }
     }
 
+    /// Whether any pool handed out a connection since `servedBefore`, or a call holds one of
+    /// `generation`'s.
+    private func hasServed(_ generation: Generation, since servedBefore: Int) -> Bool {
+        served.load(ordering: .relaxed) != servedBefore || generation.holding.load(ordering: .relaxed) > 0
+    }
+
+    /// Refusals that last (SQLSTATE class 28, a failed login; 53300, too many connections),
+    /// unlike a server starting up or shutting down.
+    private static func refusesForLong(_ error: PSQLError) -> Bool {
+        guard let state = error.serverInfo?[.sqlState] else { return false }
+        return state.hasPrefix("28") || state == "53300"
+    }
+
     /// Whether a `SELECT 1` through `generation`'s pool answers within the reconnect delay.
     private func answers(_ generation: Generation) async -> Bool {
         let wait = max(.milliseconds(100), configuration.reconnectDelay)
@@ -179,7 +193,7 @@ final class PostgresPool: Sendable {
             try await OperationDeadline.run(wait, onTimeout: { KeystoreError(.storeUnavailable, "no connection") }) {
                 () throws(KeystoreError) in
                 do {
-                    try await self.withConnection(on: generation) { connection in
+                    try await self.withConnection(on: generation, holding: false) { connection in
                         try await connection.runUnlessClosed("SELECT 1", logger: self.logger)
                     }
                 } catch {

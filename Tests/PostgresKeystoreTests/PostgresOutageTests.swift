@@ -245,6 +245,57 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(value, [1])
     }
 
+    /// A pool whose calls wait behind slow statements (every connection busy, calls timing
+    /// out while waiting for one) still hands connections out: it is kept, and the change
+    /// feed's connection with it.
+    func testAPoolWhoseCallsWaitBehindSlowStatementsIsKept() async throws {
+        let keystore = try await keystore {
+            $0.maximumConnections = 2
+            $0.operationTimeout = .seconds(1)
+            $0.reconnectDelay = .milliseconds(200)
+        }
+        try await keystore.set([1], forKey: "k")
+        let recorder = ChangeRecorder(keystore.changes())
+        defer { recorder.stop() }
+        let listening = await eventually { keystore.isListeningForChanges }
+        XCTAssertTrue(listening)
+        try server.psql("""
+            CREATE FUNCTION slow_write() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN IF NEW.key LIKE 'slow%' THEN PERFORM pg_sleep(5); END IF; RETURN NEW; END $$;
+            CREATE TRIGGER slow_write BEFORE INSERT OR UPDATE ON identity_broker_items
+            FOR EACH ROW EXECUTE FUNCTION slow_write();
+            """, database: database)
+        let stop = Locked<Bool>(false)
+        let timedOut = Locked<Int>(0)
+        let load = Task {
+            await withTaskGroup(of: Void.self) { group in
+                for worker in 0..<4 {
+                    group.addTask {
+                        var index = 0
+                        while !stop.withLock({ $0 }) {
+                            do {
+                                if worker == 0 {
+                                    try await keystore.set([1], forKey: "slow\(index)")
+                                } else {
+                                    _ = try await keystore.value(forKey: "k")
+                                }
+                            } catch {
+                                timedOut.withLock { $0 += 1 }
+                            }
+                            index += 1
+                        }
+                    }
+                }
+            }
+        }
+        try await Task.sleep(for: .seconds(4))
+        stop.withLock { $0 = true }
+        await load.value
+        XCTAssertGreaterThan(timedOut.withLock { $0 }, 0, "calls timed out waiting behind the slow statements")
+        XCTAssertEqual(keystore.pool.replacements, 0)
+        XCTAssertEqual(recorder.changes.filter { $0 == .all }.count, 1, "the feed kept its connection: \(recorder.changes)")
+    }
+
     func testNothingAcknowledgedIsLostAcrossARestart() async throws {
         let keystore = try await keystore()
         let acknowledged = Locked<[Int]>([])
