@@ -165,15 +165,8 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
     /// another instance. Nothing is reopened.
     func testAPoolThatLagsBehindTheServersReturnIsReplaced() async throws {
         let writer = try await keystore()
-        let keystore = try await keystore {
-            $0.operationTimeout = .seconds(1)
-            $0.reconnectDelay = .milliseconds(200)
-        }
-        try await keystore.set([1], forKey: "k")
-        let recorder = ChangeRecorder(keystore.changes())
+        let (keystore, recorder) = try await listeningKeystore()
         defer { recorder.stop() }
-        let listening = await eventually { keystore.isListeningForChanges }
-        XCTAssertTrue(listening)
 
         let nowhere = try FreezableTCPProxy(targetPort: UInt16(server.port))
         nowhere.stop()
@@ -206,19 +199,10 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
     func testAStatementThatTimesOutOnAWorkingServerKeepsThePool() async throws {
         let keystore = try await keystore { $0.operationTimeout = .seconds(1) }
         try await keystore.set([1], forKey: "k")
-        try server.psql("""
-            CREATE FUNCTION slow_write() RETURNS trigger LANGUAGE plpgsql AS $$
-            BEGIN IF NEW.key = 'slow' THEN PERFORM pg_sleep(3); END IF; RETURN NEW; END $$;
-            CREATE TRIGGER slow_write BEFORE INSERT OR UPDATE ON identity_broker_items
-            FOR EACH ROW EXECUTE FUNCTION slow_write();
-            """, database: database)
+        try createItemTrigger("slow_write", "IF NEW.key = 'slow' THEN PERFORM pg_sleep(3); END IF;")
         let error = await keystoreError { try await keystore.set([2], forKey: "slow") }
         XCTAssertEqual(error?.code, .storeUnavailable, "\(String(describing: error))")
-        // Past several of the watch's pauses (100 ms, doubling up to the reconnect delay).
-        try await Task.sleep(for: .seconds(2))
-        XCTAssertEqual(keystore.pool.replacements, 0)
-        let value = try await keystore.value(forKey: "k")
-        XCTAssertEqual(value, [1])
+        try await assertPoolKept(keystore)
     }
 
     /// A commit whose connection dies under `COMMIT` is trouble (the keystore watches for the
@@ -227,44 +211,21 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
     func testTroubleOnAPoolThatStillAnswersKeepsThePool() async throws {
         let keystore = try await keystore { $0.reconnectDelay = .milliseconds(200) }
         try await keystore.set([1], forKey: "k")
-        try server.psql("""
-            CREATE FUNCTION lose_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-            BEGIN
-                IF NEW.key = 'lost' THEN PERFORM pg_terminate_backend(pg_backend_pid()); PERFORM pg_sleep(1); END IF;
-                RETURN NEW;
-            END $$;
-            CREATE CONSTRAINT TRIGGER lose_at_commit AFTER INSERT OR UPDATE ON identity_broker_items
-            DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION lose_at_commit();
-            """, database: database)
+        try createItemTrigger(
+            "lose_at_commit", atCommit: true,
+            "IF NEW.key = 'lost' THEN PERFORM pg_terminate_backend(pg_backend_pid()); PERFORM pg_sleep(1); END IF;")
         let error = await keystoreError { try await keystore.set([2], forKey: "lost") }
         XCTAssertTrue(error?.reason.contains("outcome is unknown") ?? false, "\(String(describing: error))")
-        // Past the watch's probe and its check of the pool (100 ms, then up to 200 ms each).
-        try await Task.sleep(for: .seconds(2))
-        XCTAssertEqual(keystore.pool.replacements, 0)
-        let value = try await keystore.value(forKey: "k")
-        XCTAssertEqual(value, [1])
+        try await assertPoolKept(keystore)
     }
 
     /// A pool whose calls wait behind slow statements (every connection busy, calls timing
     /// out while waiting for one) still hands connections out: it is kept, and the change
     /// feed's connection with it.
     func testAPoolWhoseCallsWaitBehindSlowStatementsIsKept() async throws {
-        let keystore = try await keystore {
-            $0.maximumConnections = 2
-            $0.operationTimeout = .seconds(1)
-            $0.reconnectDelay = .milliseconds(200)
-        }
-        try await keystore.set([1], forKey: "k")
-        let recorder = ChangeRecorder(keystore.changes())
+        let (keystore, recorder) = try await listeningKeystore { $0.maximumConnections = 2 }
         defer { recorder.stop() }
-        let listening = await eventually { keystore.isListeningForChanges }
-        XCTAssertTrue(listening)
-        try server.psql("""
-            CREATE FUNCTION slow_write() RETURNS trigger LANGUAGE plpgsql AS $$
-            BEGIN IF NEW.key LIKE 'slow%' THEN PERFORM pg_sleep(5); END IF; RETURN NEW; END $$;
-            CREATE TRIGGER slow_write BEFORE INSERT OR UPDATE ON identity_broker_items
-            FOR EACH ROW EXECUTE FUNCTION slow_write();
-            """, database: database)
+        try createItemTrigger("slow_write", "IF NEW.key LIKE 'slow%' THEN PERFORM pg_sleep(5); END IF;")
         let stop = Locked<Bool>(false)
         let timedOut = Locked<Int>(0)
         let load = Task {
@@ -294,6 +255,45 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertGreaterThan(timedOut.withLock { $0 }, 0, "calls timed out waiting behind the slow statements")
         XCTAssertEqual(keystore.pool.replacements, 0)
         XCTAssertEqual(recorder.changes.filter { $0 == .all }.count, 1, "the feed kept its connection: \(recorder.changes)")
+    }
+
+    /// Opens a keystore holding `k` = [1] (a 1 s operation timeout, a 200 ms reconnect delay,
+    /// then `configure`) and waits until its change feed listens; the caller stops the recorder.
+    private func listeningKeystore(
+        _ configure: (inout PostgresKeystore.Configuration) -> Void = { _ in }
+    ) async throws -> (PostgresKeystore, ChangeRecorder) {
+        let keystore = try await keystore {
+            $0.operationTimeout = .seconds(1)
+            $0.reconnectDelay = .milliseconds(200)
+            configure(&$0)
+        }
+        try await keystore.set([1], forKey: "k")
+        let recorder = ChangeRecorder(keystore.changes())
+        let listening = await eventually { keystore.isListeningForChanges }
+        XCTAssertTrue(listening, "the change feed listens")
+        return (keystore, recorder)
+    }
+
+    /// Creates a row trigger on the items table that runs `statements` (PL/pgSQL) before each
+    /// insert or update, or at commit when `atCommit`.
+    private func createItemTrigger(_ name: String, atCommit: Bool = false, _ statements: String) throws {
+        let trigger = atCommit
+            ? "CREATE CONSTRAINT TRIGGER \(name) AFTER INSERT OR UPDATE ON identity_broker_items DEFERRABLE INITIALLY DEFERRED"
+            : "CREATE TRIGGER \(name) BEFORE INSERT OR UPDATE ON identity_broker_items"
+        try server.psql("""
+            CREATE FUNCTION \(name)() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN \(statements) RETURN NEW; END $$;
+            \(trigger) FOR EACH ROW EXECUTE FUNCTION \(name)();
+            """, database: database)
+    }
+
+    /// Waits past the watch's probe and its check of the pool (100 ms, then pauses up to the
+    /// reconnect delay), then checks that the pool was not replaced and still reads `k` = [1].
+    private func assertPoolKept(_ keystore: PostgresKeystore, file: StaticString = #filePath, line: UInt = #line) async throws {
+        try await Task.sleep(for: .seconds(2))
+        XCTAssertEqual(keystore.pool.replacements, 0, file: file, line: line)
+        let value = try await keystore.value(forKey: "k")
+        XCTAssertEqual(value, [1], file: file, line: line)
     }
 
     func testNothingAcknowledgedIsLostAcrossARestart() async throws {
