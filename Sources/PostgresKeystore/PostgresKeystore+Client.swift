@@ -1,7 +1,6 @@
 import Logging
 import PostgresNIO
 import SecureStorage
-import Synchronization
 
 extension PostgresKeystore {
     /// NIOSSL's settings for the TLS mode, or `nil` for ``TLSMode/disable``.
@@ -203,11 +202,4 @@ extension PostgresKeystore {
             throw error
         }
     }
-}
-
-/// A flag that is set once and read from any task.
-final class Flag: Sendable {
-    private let value = Atomic<Bool>(false)
-    func set() { value.store(true, ordering: .releasing) }
-    var isSet: Bool { value.load(ordering: .acquiring) }
 }

@@ -30,13 +30,14 @@ import Synchronization
 /// - Outages: calls fail with ``KeystoreError/Code/storeUnavailable`` naming `host:port`
 ///   within ``Configuration/operationTimeout`` and succeed again soon after the server is
 ///   back (within about twice ``Configuration/reconnectDelay`` once calls have seen the
-///   outage), however long it was away; nothing needs recreating. Change streams get ``KeystoreChange/all`` after a reconnect.
+///   outage), however long it was away; nothing needs recreating. Change streams get
+///   ``KeystoreChange/all`` after a reconnect.
 ///
 /// ## Lifecycle
 ///
 /// The keystore owns a postgres-nio `PostgresClient` (a connection pool) and the task that
-/// runs it (a new pool after an outage whose end the old one was slow to notice). Call ``close()`` when done: it ends every change stream and that task, closing
-/// the connections. A keystore released without ``close()`` cancels the task from `deinit`.
+/// runs it (a new pool after an outage whose end the old one was slow to notice). Call
+/// ``close()`` when done: it ends every change stream and that task, closing the connections. A keystore released without ``close()`` cancels the task from `deinit`.
 public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
     /// The service (tool) whose items this keystore holds.
     public let service: String

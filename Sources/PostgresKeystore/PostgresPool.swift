@@ -51,7 +51,7 @@ final class PostgresPool: Sendable {
         }
     }
 
-    fileprivate struct State: Sendable {
+    private struct State: Sendable {
         var current: Generation
         /// The running watch for the server's return, if any.
         var watch: Task<Void, Never>?
@@ -65,7 +65,7 @@ final class PostgresPool: Sendable {
 
     let configuration: PostgresKeystore.Configuration
     private let logger: Logger
-    fileprivate let state: Mutex<State>
+    private let state: Mutex<State>
     /// Connections the pools handed out, ever: a watch compares it with its value when the
     /// watch began. A lease, not a success: a pool whose calls wait behind slow statements
     /// (or behind a pooler that lost its server) still hands connections out, and replacing
@@ -130,16 +130,14 @@ final class PostgresPool: Sendable {
     /// it gets no connection either.
     private func watch(servedBefore: Int) async {
         var pause: Duration = .milliseconds(100)
-        let reconnectDelay = max(.milliseconds(100), configuration.reconnectDelay)
         var longestPause = reconnectDelay
-        var replacement: Generation?
+        var replaced = false
         defer {
             let again = state.withLock { state -> Generation? in
                 state.watch = nil
                 defer { state.troubledAgain = false }
-                return !state.closed && replacement == nil && state.troubledAgain ? state.current : nil
+                return !state.closed && !replaced && state.troubledAgain ? state.current : nil
             }
-            if let replacement { replaced(by: replacement) }
             if let again { reportTrouble(on: again) }
         }
         while true {
@@ -161,16 +159,34 @@ final class PostgresPool: Sendable {
                 pause = min(pause, longestPause)
                 continue
             }
-            guard !hasServed(old, since: servedBefore) else { return }
-            guard !(await answers(old)), !hasServed(old, since: servedBefore) else { return }
-            replacement = state.withLock { state -> Generation? in
-                guard !state.closed, state.current === old else { return nil }
-                state.current = Generation(configuration, number: old.number + 1)
-                state.retiring.append(old)
-                return old
+            guard !hasServed(old, since: servedBefore), !(await answers(old)), !hasServed(old, since: servedBefore) else {
+                return
+            }
+            replaced = replace(old, aimingAt: configuration)
+            if replaced {
+                logger.debug("keystore replaced its connection pool, which had not reconnected to the server", metadata: [
+                    "broker.endpoint": "\(configuration.endpoint)",
+                ])
             }
             return
         }
+    }
+
+    /// The watch's longest pause while the server cannot be reached, and how long a pool has
+    /// to answer its check.
+    private var reconnectDelay: Duration { max(.milliseconds(100), configuration.reconnectDelay) }
+
+    /// Puts a new pool aimed at `target` in place of `old` and retires `old`, unless the
+    /// keystore closed or `old` is no longer the current pool; returns whether it did.
+    fileprivate func replace(_ old: Generation, aimingAt target: PostgresKeystore.Configuration) -> Bool {
+        let swapped = state.withLock { state -> Bool in
+            guard !state.closed, state.current === old else { return false }
+            state.current = Generation(target, number: old.number + 1)
+            state.retiring.append(old)
+            return true
+        }
+        if swapped { Task.detached { await self.retire(old) } }
+        return swapped
     }
 
     /// Whether any pool handed out a connection since `servedBefore`, or a call holds one of
@@ -188,9 +204,8 @@ final class PostgresPool: Sendable {
 
     /// Whether a `SELECT 1` through `generation`'s pool answers within the reconnect delay.
     private func answers(_ generation: Generation) async -> Bool {
-        let wait = max(.milliseconds(100), configuration.reconnectDelay)
         do throws(KeystoreError) {
-            try await OperationDeadline.run(wait, onTimeout: { KeystoreError(.storeUnavailable, "no connection") }) {
+            try await OperationDeadline.run(reconnectDelay, onTimeout: { KeystoreError(.storeUnavailable, "no connection") }) {
                 () throws(KeystoreError) in
                 do {
                     try await self.withConnection(on: generation, holding: false) { connection in
@@ -206,20 +221,12 @@ final class PostgresPool: Sendable {
         }
     }
 
-    /// Logs the replacement of `old` and retires it.
-    private func replaced(by old: Generation) {
-        logger.debug("keystore replaced its connection pool, which had not reconnected to the server", metadata: [
-            "broker.endpoint": "\(configuration.endpoint)",
-        ])
-        Task.detached { await self.retire(old) }
-    }
-
     /// Shuts `old` down once no call holds one of its connections (seen twice, 20 ms apart:
     /// a call that leased one just before the replacement counts itself a moment after the
     /// lease), or two operation timeouts later: by then every statement sent on it has ended
     /// (the server's statement timeout) or its connection was closed. Calls waiting for a
     /// connection fail and run again on the new pool; the change feed reconnects.
-    fileprivate func retire(_ old: Generation) async {
+    private func retire(_ old: Generation) async {
         let giveUp = ContinuousClock.now.advanced(by: configuration.operationTimeout * 2)
         var idleChecks = 0
         while idleChecks < 2, ContinuousClock.now < giveUp, !isClosed {
@@ -259,13 +266,6 @@ extension PostgresPool {
     /// replacement (for tests: a pool aimed at a port where nothing listens stands for one
     /// waiting out its backoff while the server is back).
     func replaceForTesting(aimingAt other: PostgresKeystore.Configuration) {
-        let old = state.withLock { state -> Generation? in
-            guard !state.closed else { return nil }
-            let old = state.current
-            state.current = Generation(other, number: old.number + 1)
-            state.retiring.append(old)
-            return old
-        }
-        if let old { Task.detached { await self.retire(old) } }
+        _ = replace(current, aimingAt: other)
     }
 }
