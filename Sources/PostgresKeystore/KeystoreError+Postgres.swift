@@ -26,6 +26,9 @@ extension KeystoreError {
                 if state == "57014" {
                     // statement_timeout (ConnectionSetup): the server cancelled it; nothing applied.
                     detail += " (the statement took longer than the operation timeout; nothing of it was applied)"
+                } else if state == "42501" {
+                    detail += " (the role lacks a privilege: a fleet's role needs the rights RunningAFleet lists, and"
+                        + " creating or upgrading the schema needs a role that may create in it, such as its owner)"
                 }
                 code = isUnavailable(sqlState: state) ? .storeUnavailable : .io
             case .connectionError:

@@ -24,8 +24,18 @@ extension PostgresKeystore {
             }
             throw error
         }
+        try await committing { try await connection.runUnlessClosed("COMMIT", logger: logger) }
+        return value
+    }
+
+    /// Runs `body`, which commits (a `COMMIT`, or a `CALL` of the commit procedure), and tells
+    /// what its failure left: an error the server answered with, or ``StaleConnection`` (found
+    /// closed before anything was sent), committed nothing and throws as it came; any other
+    /// failure (the connection lost while the server may have committed) is
+    /// ``CommitOutcomeUnknown``.
+    static func committing<T>(_ body: () async throws -> T) async throws -> T {
         do {
-            try await connection.runUnlessClosed("COMMIT", logger: logger)
+            return try await body()
         } catch let error as PSQLError where error.code == .server && !KeystoreError.isRetryableConnectionLoss(error) {
             throw error
         } catch let error as StaleConnection {
@@ -33,18 +43,18 @@ extension PostgresKeystore {
         } catch {
             throw CommitOutcomeUnknown(underlying: error)
         }
-        return value
     }
 
     /// Applies batches whose keys are all distinct (within and across them) in one
-    /// statement; returns each batch's per-operation results.
+    /// statement, committed by the server before it answers (``PostgresSchema/CommitDistinct``):
+    /// one round trip. Returns each batch's per-operation results.
     ///
-    /// The statement runs in an explicit transaction, though it is one statement: in
-    /// autocommit the server commits after the statement has answered, and postgres-nio
-    /// reports the statement's rows as a success even when that commit then fails, which
-    /// would acknowledge rows never written. In a transaction, a connection lost before
-    /// `COMMIT` left nothing applied, and ``perform(_:_:)`` runs the batches again on another
-    /// connection; only a connection lost under `COMMIT` is ``CommitOutcomeUnknown``.
+    /// Not a statement in autocommit: there the server commits after the statement has
+    /// answered, and postgres-nio reports the statement's rows as a success even when that
+    /// commit then fails, which would acknowledge rows never written. Not `BEGIN`, the
+    /// statement and `COMMIT` either, which cost three round trips, each with two hand-offs
+    /// between the caller's task and the connection's event loop. A connection lost under
+    /// the call is ``CommitOutcomeUnknown``.
     static func applyDistinct(
         _ batches: [[SealedOperation]], namespace: PostgresNamespace, origin: Int64,
         on connection: PostgresConnection, logger: Logger
@@ -64,8 +74,8 @@ extension PostgresKeystore {
         var (applied, removed): (Set<String>, Set<String>) = ([], [])
         for attempt in 1...3 {
             do {
-                (applied, removed) = try await transaction(on: connection, logger: logger) {
-                    try await PostgresSchema.applyDistinct(
+                (applied, removed) = try await committing {
+                    try await PostgresSchema.commitDistinct(
                         sets: sets, removes: removes, namespace: namespace, origin: origin, on: connection, logger: logger)
                 }
                 break

@@ -20,8 +20,9 @@ import Synchronization
 /// to another key, service or group fails to open. The service and access group are columns:
 /// many tools and groups share one database.
 ///
-/// - Writes: ``commit(_:)`` applies a batch atomically, in one statement (one round trip, no
-///   lock beyond the rows it writes); concurrent commits are combined into one statement. A
+/// - Writes: ``commit(_:)`` applies a batch atomically, in one statement that the server
+///   commits before it answers (one round trip, no lock beyond the rows it writes);
+///   concurrent commits are combined into one statement. A
 ///   versioned set applies when there is no item, either side is unversioned, or the stored
 ///   version is not newer.
 /// - Reads never wait for commits (PostgreSQL's MVCC); concurrent ``value(forKey:)`` calls
@@ -280,13 +281,14 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
 
     /// Applies every operation of `batch` atomically.
     ///
-    /// A batch whose keys are distinct is one statement in a transaction: the versioned
-    /// upserts, the removes and the `NOTIFY` naming the changed keys, with no advisory lock,
-    /// so concurrent commits of a namespace proceed together. Batches of concurrent calls are
-    /// combined into one such statement when their keys are disjoint. A batch naming a key
-    /// more than once runs operation by operation. A connection lost once `COMMIT` may have
-    /// been sent is reported, since the outcome is unknown; one lost before is replaced and
-    /// the commit runs again.
+    /// A batch whose keys are distinct is one statement, committed by the server before it
+    /// answers (a procedure): the versioned upserts, the removes and the `NOTIFY` naming the
+    /// changed keys, with no advisory lock, so concurrent commits of a namespace proceed
+    /// together. Batches of concurrent calls are combined into one such statement when their
+    /// keys are disjoint. A batch naming a key more than once runs operation by operation, in
+    /// a transaction. A connection lost once the commit may have been sent is reported, since
+    /// the outcome is unknown; one found closed before is replaced and the commit runs on
+    /// another.
     ///
     /// - Returns: Per operation, whether it was applied.
     /// - Throws: ``KeystoreError/Code/invalidName`` for an empty or over-long key (nothing is

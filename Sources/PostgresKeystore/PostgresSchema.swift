@@ -9,6 +9,7 @@ import SecureStorage
 /// identity_broker_items(service, access_group, key,       -- sealed items; access_group is ''
 ///                       version, value bytea)             -- for AccessGroup.none
 /// identity_broker_key_salts(access_group, salt bytea)     -- passphrase salt + scrypt parameters
+/// identity_broker_commit_v3(…)                            -- procedure: a commit's statement, then COMMIT
 /// ```
 ///
 /// Creation runs in one transaction under a transaction-scoped advisory lock, so instances
@@ -18,9 +19,10 @@ import SecureStorage
 ///
 /// Version 2 dropped version 1's change log (`identity_broker_changes`): the change feed now
 /// learns the changed keys from the notifications themselves, so a commit writes nothing but
-/// the items.
+/// the items. Version 3 added the commit procedure (``CommitDistinct``); version 2 instances
+/// still running keep committing in transactions, beside it.
 enum PostgresSchema {
-    static let version = 2
+    static let version = 3
 
     /// The `NOTIFY` channel every commit signals on; the payload names the namespace, the
     /// committing instance and the keys (see ``PostgresNamespace/notification(origin:keys:)``).
@@ -62,13 +64,38 @@ enum PostgresSchema {
             salt bytea NOT NULL
         )
         """,
+        createCommitProcedure,
     ]
 
-    /// Whether every table exists (as the search path finds them, like the unqualified
-    /// statements that use them).
+    /// The procedure every commit calls (``CommitDistinct``); versioned by name, so a later
+    /// release that changes it adds its own and leaves this one to the instances still
+    /// calling it.
+    static let commitProcedure = "identity_broker_commit_v\(version)"
+
+    /// ``ApplyDistinct``, then `COMMIT`, inside the server: a `CALL` of it commits before it
+    /// answers, so a commit the server refuses (a full `NOTIFY` queue, a serialisation
+    /// failure) fails the `CALL` itself, and a commit is one round trip instead of three
+    /// (`BEGIN`, the statement, `COMMIT`). See ``CommitDistinct``.
+    static let createCommitProcedure = """
+        CREATE OR REPLACE PROCEDURE \(commitProcedure)(
+            text, text, text[], int8[], bool[], bytea[], text[], text,
+            INOUT applied_keys text[], INOUT removed_keys text[])
+        LANGUAGE plpgsql AS $procedure$
+        DECLARE
+            notices_sent bigint;
+        BEGIN
+            \(ApplyDistinct.changes) SELECT \(ApplyDistinct.results) INTO applied_keys, removed_keys, notices_sent;
+            COMMIT;
+        END
+        $procedure$
+        """
+
+    /// Whether every table and the commit procedure exist (as the search path finds them,
+    /// like the unqualified statements that use them).
     static let tablesExist = """
         SELECT to_regclass('identity_broker_schema') IS NOT NULL AND to_regclass('identity_broker_items') IS NOT NULL
             AND to_regclass('identity_broker_key_salts') IS NOT NULL
+            AND to_regprocedure('\(commitProcedure)(text, text, text[], int8[], bool[], bytea[], text[], text, text[], text[])') IS NOT NULL
         """
 
     /// Creates what is missing and checks the schema version, in one transaction.
@@ -99,8 +126,13 @@ enum PostgresSchema {
             }
             if stored == 1 {
                 // Version 1 instances still running fail their commits from now on (the table
-                // is gone) instead of writing rows no version-2 feed would read.
+                // is gone) instead of writing rows no later feed would read.
                 try await connection.query("DROP TABLE IF EXISTS identity_broker_changes", logger: logger)
+            }
+            if stored < version {
+                // Version 2 had no commit procedure (the `CREATE` statements above ran only if
+                // something was missing, which it was); its instances still running go on
+                // committing in transactions of their own, which work beside this one's.
                 try await connection.query("UPDATE identity_broker_schema SET version = \(version)", logger: logger)
             }
         }
@@ -123,19 +155,25 @@ enum PostgresSchema {
         sets: [(key: String, version: Int64?, sealed: [UInt8])], removes: [String],
         namespace: PostgresNamespace, origin: Int64, on connection: PostgresConnection, logger: Logger
     ) async throws -> (sets: Set<String>, removes: Set<String>) {
-        let statement = ApplyDistinct(
-            service: namespace.service, group: namespace.groupColumn,
-            keys: sets.map(\.key), versions: sets.map { $0.version ?? 0 }, versioned: sets.map { $0.version != nil },
-            values: sets.map { ByteBuffer(bytes: $0.sealed) }, removes: removes,
-            header: namespace.notificationHeader(origin: origin))
-        var applied: Set<String> = []
-        var removed: Set<String> = []
-        let rows = try await run(statement, on: connection, logger: logger)
-        for (appliedKeys, removedKeys) in rows {
-            applied = Set(appliedKeys ?? [])
-            removed = Set(removedKeys ?? [])
-        }
-        return (applied, removed)
+        let statement = ApplyDistinct(sets: sets, removes: removes, namespace: namespace, origin: origin)
+        return changedKeys(try await run(statement, on: connection, logger: logger))
+    }
+
+    /// ``applyDistinct(sets:removes:namespace:origin:on:logger:)`` committed by the server
+    /// before it answers (``CommitDistinct``), on a connection in no transaction. Nothing applied
+    /// when the server answers with an error; a connection lost meanwhile leaves the outcome
+    /// unknown.
+    static func commitDistinct(
+        sets: [(key: String, version: Int64?, sealed: [UInt8])], removes: [String],
+        namespace: PostgresNamespace, origin: Int64, on connection: PostgresConnection, logger: Logger
+    ) async throws -> (sets: Set<String>, removes: Set<String>) {
+        let statement = CommitDistinct(ApplyDistinct(sets: sets, removes: removes, namespace: namespace, origin: origin))
+        return changedKeys(try await run(statement, on: connection, logger: logger))
+    }
+
+    /// The keys set and removed, from the one row of ``ApplyDistinct`` or ``CommitDistinct``.
+    private static func changedKeys(_ rows: [([String]?, [String]?)]) -> (sets: Set<String>, removes: Set<String>) {
+        (Set(rows.first?.0 ?? []), Set(rows.first?.1 ?? []))
     }
 
     /// Runs `statement` prepared: postgres-nio parses it once per connection, and the server
@@ -167,7 +205,10 @@ enum PostgresSchema {
     ///   of many tiny namespaces and one huge one, this delete can still scan its namespace.
     struct ApplyDistinct: PostgresPreparedStatement {
         static let name = "identity_broker_apply_distinct_v\(PostgresSchema.version)"
-        static let sql = """
+        static let sql = "\(changes) SELECT \(results)"
+
+        /// The statement's common table expressions: the writes and the notifications.
+        static let changes = """
             WITH upserted AS (
                 INSERT INTO identity_broker_items AS items (service, access_group, key, version, value)
                 SELECT $1, $2, s.key, CASE WHEN s.versioned THEN s.version END, s.value
@@ -197,7 +238,10 @@ enum PostgresSchema {
                 FROM placed
                 GROUP BY (ending - 1) / (\(PostgresSchema.payloadChunkBytes) - octet_length($8))
             )
-            SELECT (SELECT array_agg(key) FROM upserted), (SELECT array_agg(key) FROM removed),
+            """
+        /// The keys set, the keys removed, and how many notifications were sent.
+        static let results = """
+            (SELECT array_agg(key) FROM upserted), (SELECT array_agg(key) FROM removed),
                 (SELECT count(*) FROM changed, pg_notify('\(PostgresSchema.channel)', CASE
                     WHEN octet_length(changed.payload) < \(PostgresSchema.maximumPayloadBytes) THEN changed.payload
                     ELSE $8 || '*' END) AS notified)
@@ -212,6 +256,20 @@ enum PostgresSchema {
         let values: [ByteBuffer]
         let removes: [String]
         let header: String
+
+        init(
+            sets: [(key: String, version: Int64?, sealed: [UInt8])], removes: [String],
+            namespace: PostgresNamespace, origin: Int64
+        ) {
+            service = namespace.service
+            group = namespace.groupColumn
+            keys = sets.map(\.key)
+            versions = sets.map { $0.version ?? 0 }
+            versioned = sets.map { $0.version != nil }
+            values = sets.map { ByteBuffer(bytes: $0.sealed) }
+            self.removes = removes
+            header = namespace.notificationHeader(origin: origin)
+        }
 
         func makeBindings() -> PostgresBindings {
             var bindings = PostgresBindings(capacity: 8)
@@ -230,6 +288,29 @@ enum PostgresSchema {
             let (applied, removed, _) = try row.decode(([String]?, [String]?, Int64).self)
             return (applied, removed)
         }
+    }
+
+    /// ``ApplyDistinct`` run and committed by the commit procedure (``createCommitProcedure``),
+    /// prepared once per connection like it; the procedure's statement is planned once per
+    /// connection by PL/pgSQL, on the same generic plan.
+    ///
+    /// In autocommit a statement's rows come back before the server commits it, and
+    /// postgres-nio reports them as a success even when that commit then fails; the `CALL`
+    /// commits before it answers. A statement timeout or cancellation that lands in the
+    /// instant after the procedure's `COMMIT` fails a call that applied: repeating it (the
+    /// group's retry) is harmless under the versioned rule.
+    struct CommitDistinct: PostgresPreparedStatement {
+        static let name = "identity_broker_commit_distinct_v\(PostgresSchema.version)"
+        static let sql = "CALL \(commitProcedure)($1, $2, $3, $4, $5, $6, $7, $8, NULL, NULL)"
+        typealias Row = ([String]?, [String]?)
+
+        let apply: ApplyDistinct
+
+        init(_ apply: ApplyDistinct) { self.apply = apply }
+
+        func makeBindings() -> PostgresBindings { apply.makeBindings() }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(([String]?, [String]?).self) }
     }
 
     /// The sealed value of one key (the common read: one caller), prepared once per

@@ -1,6 +1,6 @@
 import BrokerTestSupport
 import Foundation
-import PostgresKeystore
+@testable import PostgresKeystore
 import SecureStorage
 import XCTest
 
@@ -229,7 +229,7 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
             try await group.waitForAll()
         }
         let version = try server.psqlValue("SELECT version FROM identity_broker_schema", database: database)
-        XCTAssertEqual(version, "2")
+        XCTAssertEqual(version, String(PostgresSchema.version))
         try server.psql("UPDATE identity_broker_schema SET version = 99", database: database)
         let error = await keystoreError { try await self.keystore() }
         XCTAssertEqual(error?.code, .corruptFormat)
@@ -251,9 +251,25 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
             """, database: database)
         let canCreate = try server.psqlValue("SELECT has_schema_privilege('\(role)', 'public', 'CREATE')", database: database)
         XCTAssertEqual(canCreate, "f", "the role cannot create tables")
-
         var configuration = try configuration(withPassword: false)
         configuration.username = role
+
+        // A version 2 schema (an earlier release's: no commit procedure) is upgraded by the
+        // owner, not by the role, which is told why it cannot open.
+        try server.psql("""
+            DROP PROCEDURE \(PostgresSchema.commitProcedure);
+            UPDATE identity_broker_schema SET version = 2;
+            """, database: database)
+        let refused = await keystoreError {
+            try await PostgresKeystore(configuration: configuration, service: "tool", keySource: .raw(self.key))
+        }
+        XCTAssertEqual(refused?.code, .io, "\(String(describing: refused))")
+        XCTAssertTrue(refused?.reason.contains("42501") ?? false, "\(String(describing: refused))")
+        XCTAssertTrue(refused?.reason.contains("such as its owner") ?? false, "\(String(describing: refused))")
+        _ = try await keystore()
+        let version = try server.psqlValue("SELECT version FROM identity_broker_schema", database: database)
+        XCTAssertEqual(version, String(PostgresSchema.version), "the owner upgraded the schema")
+
         let keystore = try await PostgresKeystore(configuration: configuration, service: "tool", keySource: .raw(key))
         let read = try await keystore.value(forKey: "session.alice")
         XCTAssertEqual(read, Array("from the owner".utf8))
