@@ -49,6 +49,9 @@ extension KeystoreError {
                 code = .io
                 detail = "\(error.code)"
             }
+        } else if let error = error as? UntrustedCommitProcedure {
+            code = .insecurePermissions
+            detail = error.description
         } else if error is CancellationError {
             detail = "the operation was cancelled"
         } else {

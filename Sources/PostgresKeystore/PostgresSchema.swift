@@ -9,7 +9,7 @@ import SecureStorage
 /// identity_broker_items(service, access_group, key,       -- sealed items; access_group is ''
 ///                       version, value bytea)             -- for AccessGroup.none
 /// identity_broker_key_salts(access_group, salt bytea)     -- passphrase salt + scrypt parameters
-/// identity_broker_commit_v3(…)                            -- procedure: a commit's statement, then COMMIT
+/// identity_broker_commit_<hash>(…)                       -- procedure: a commit's statement, then COMMIT
 /// ```
 ///
 /// Creation runs in one transaction under a transaction-scoped advisory lock, so instances
@@ -67,27 +67,53 @@ enum PostgresSchema {
         createCommitProcedure,
     ]
 
-    /// The procedure every commit calls (``CommitDistinct``); versioned by name, so a later
-    /// release that changes it adds its own and leaves this one to the instances still
-    /// calling it.
-    static let commitProcedure = "identity_broker_commit_v\(version)"
+    /// The procedure every commit calls (``CommitDistinct``), named after its body: a
+    /// release that changes the statement gets a procedure of its own, created beside the
+    /// one earlier instances still call, never a stale body under a familiar name.
+    static let commitProcedure = "identity_broker_commit_" + fingerprint(commitProcedureBody)
+
+    /// The commit procedure's argument types, as `to_regprocedure` names it.
+    static let commitProcedureSignature = "\(commitProcedure)(text, text, text[], int8[], bool[], bytea[], text[], text, text[], text[])"
 
     /// ``ApplyDistinct``, then `COMMIT`, inside the server: a `CALL` of it commits before it
     /// answers, so a commit the server refuses (a full `NOTIFY` queue, a serialisation
     /// failure) fails the `CALL` itself, and a commit is one round trip instead of three
-    /// (`BEGIN`, the statement, `COMMIT`). See ``CommitDistinct``.
+    /// (`BEGIN`, the statement, `COMMIT`). See ``CommitDistinct``. No `SET` clause: a
+    /// procedure with one may not `COMMIT`.
     static let createCommitProcedure = """
         CREATE OR REPLACE PROCEDURE \(commitProcedure)(
             text, text, text[], int8[], bool[], bytea[], text[], text,
             INOUT applied_keys text[], INOUT removed_keys text[])
-        LANGUAGE plpgsql AS $procedure$
+        LANGUAGE plpgsql AS $procedure$\(commitProcedureBody)$procedure$
+        """
+
+    private static let commitProcedureBody = """
         DECLARE
             notices_sent bigint;
         BEGIN
             \(ApplyDistinct.changes) SELECT \(ApplyDistinct.results) INTO applied_keys, removed_keys, notices_sent;
             COMMIT;
         END
-        $procedure$
+        """
+
+    /// 16 hex digits of the FNV-1a hash of `text`: a name that changes with it (not a
+    /// security measure: who may create the procedure is checked by owner, see
+    /// ``commitProcedureOwnerCheck``).
+    static func fingerprint(_ text: String) -> String {
+        let hash = text.utf8.reduce(UInt64(0xcbf2_9ce4_8422_2325)) { ($0 ^ UInt64($1)) &* 0x0000_0100_0000_01b3 }
+        let hex = String(hash, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+
+    /// Who owns the commit procedure, and whether that may be trusted: the owner of the items
+    /// table, or a superuser. Before PostgreSQL 15 any role may create in `public`, so a
+    /// member of the database could otherwise plant a procedure of that name before an
+    /// upgraded fleet first opens it, and acknowledge commits it never applied.
+    static let commitProcedureOwnerCheck = """
+        SELECT pg_get_userbyid(p.proowner), p.proowner = c.relowner OR r.rolsuper
+        FROM pg_proc p, pg_class c, pg_roles r
+        WHERE p.oid = to_regprocedure('\(commitProcedureSignature)') AND c.oid = to_regclass('identity_broker_items')
+            AND r.oid = p.proowner
         """
 
     /// Whether every table and the commit procedure exist (as the search path finds them,
@@ -95,7 +121,7 @@ enum PostgresSchema {
     static let tablesExist = """
         SELECT to_regclass('identity_broker_schema') IS NOT NULL AND to_regclass('identity_broker_items') IS NOT NULL
             AND to_regclass('identity_broker_key_salts') IS NOT NULL
-            AND to_regprocedure('\(commitProcedure)(text, text, text[], int8[], bool[], bytea[], text[], text, text[], text[])') IS NOT NULL
+            AND to_regprocedure('\(commitProcedureSignature)') IS NOT NULL
         """
 
     /// Creates what is missing and checks the schema version, in one transaction.
@@ -128,6 +154,10 @@ enum PostgresSchema {
                 // Version 1 instances still running fail their commits from now on (the table
                 // is gone) instead of writing rows no later feed would read.
                 try await connection.query("DROP TABLE IF EXISTS identity_broker_changes", logger: logger)
+            }
+            let owner = try await connection.query(PostgresQuery(unsafeSQL: commitProcedureOwnerCheck), logger: logger).collect()
+            if let (role, trusted) = try owner.first?.decode((String, Bool).self), !trusted {
+                throw UntrustedCommitProcedure(owner: role)
             }
             if stored < version {
                 // Version 2 had no commit procedure (the `CREATE` statements above ran only if
@@ -399,5 +429,16 @@ enum PostgresSchema {
         guard !keys.isEmpty else { return }
         try await connection.query(
             "SELECT pg_notify(\(channel), \(namespace.notification(origin: origin, keys: keys)))", logger: logger)
+    }
+}
+
+/// The commit procedure belongs to a role that owns neither the items table nor is a
+/// superuser (``PostgresSchema/commitProcedureOwnerCheck``): it is never called.
+struct UntrustedCommitProcedure: Error, CustomStringConvertible {
+    let owner: String
+    var description: String {
+        "the commit procedure \(PostgresSchema.commitProcedure) belongs to role \(owner), which neither owns "
+            + "identity_broker_items nor is a superuser, so it is not called (it could have been planted to acknowledge "
+            + "commits it never applies): drop it, or give it to the table's owner (ALTER PROCEDURE … OWNER TO …)"
     }
 }

@@ -291,6 +291,37 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(moved, 1)
     }
 
+    /// Before PostgreSQL 15 any role may create in `public`: one could plant the commit
+    /// procedure before a fleet first opens an upgraded schema, and acknowledge commits it
+    /// never applies. A procedure the items table's owner (or a superuser) does not own is
+    /// refused, and nothing is committed through it.
+    func testACommitProcedurePlantedByAnotherRoleIsRefused() async throws {
+        let owner = try await keystore()
+        try await owner.set([1], forKey: "session.alice")
+        await owner.close()
+        let attacker = "planter_\(database!)"
+        try server.psql("""
+            CREATE ROLE \(attacker);
+            GRANT USAGE, CREATE ON SCHEMA public TO \(attacker);
+            DROP PROCEDURE \(PostgresSchema.commitProcedure);
+            SET ROLE \(attacker);
+            CREATE PROCEDURE \(PostgresSchema.commitProcedure)(
+                text, text, text[], int8[], bool[], bytea[], text[], text, INOUT applied_keys text[], INOUT removed_keys text[])
+            LANGUAGE plpgsql AS $$ BEGIN applied_keys := $3; removed_keys := $7; COMMIT; END $$;
+            """, database: database)
+        let refused = await keystoreError { try await self.keystore() }
+        XCTAssertEqual(refused?.code, .insecurePermissions, "\(String(describing: refused))")
+        XCTAssertTrue(refused?.reason.contains(attacker) ?? false, "\(String(describing: refused))")
+        XCTAssertTrue(refused?.reason.contains(PostgresSchema.commitProcedure) ?? false, "\(String(describing: refused))")
+
+        try server.psql("DROP PROCEDURE \(PostgresSchema.commitProcedure)", database: database)
+        let reopened = try await keystore()
+        try await reopened.set([2], forKey: "session.bob")
+        let stored = try server.psqlValue(
+            "SELECT count(*) FROM identity_broker_items WHERE key IN ('session.alice', 'session.bob')", database: database)
+        XCTAssertEqual(stored, "2", "commits go through the owner's procedure again")
+    }
+
     func testDumpHoldsNoPlaintext() async throws {
         let keystore = try await keystore(group: AccessGroup(name: "team"))
         let secrets = (0..<8).map { "SECRET-\($0)-" + UUID().uuidString + "-ASIAEXAMPLEKEY\($0)" }
