@@ -49,8 +49,8 @@ extension KeystoreError {
                 code = .io
                 detail = "\(error.code)"
             }
-        } else if let error = error as? UntrustedCommitProcedure {
-            code = .insecurePermissions
+        } else if let error = error as? UnusableCommitProcedure {
+            if case .planted = error { code = .insecurePermissions } else { code = .io }
             detail = error.description
         } else if error is CancellationError {
             detail = "the operation was cancelled"

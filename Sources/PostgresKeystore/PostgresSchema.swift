@@ -105,12 +105,14 @@ enum PostgresSchema {
         return String(repeating: "0", count: 16 - hex.count) + hex
     }
 
-    /// Who owns the commit procedure, and whether that may be trusted: the owner of the items
-    /// table, or a superuser. Before PostgreSQL 15 any role may create in `public`, so a
-    /// member of the database could otherwise plant a procedure of that name before an
-    /// upgraded fleet first opens it, and acknowledge commits it never applied.
+    /// Who owns the commit procedure, whether that may be trusted (the owner of the items
+    /// table, or a superuser), and whether this role may call it. Before PostgreSQL 15 any
+    /// role may create in `public`, so a member of the database could otherwise plant a
+    /// procedure of that name before an upgraded fleet first opens it, and acknowledge
+    /// commits it never applied. A role that may not call it would fail every commit: it
+    /// fails the open instead.
     static let commitProcedureOwnerCheck = """
-        SELECT pg_get_userbyid(p.proowner), p.proowner = c.relowner OR r.rolsuper
+        SELECT pg_get_userbyid(p.proowner), p.proowner = c.relowner OR r.rolsuper, has_function_privilege(p.oid, 'EXECUTE')
         FROM pg_proc p, pg_class c, pg_roles r
         WHERE p.oid = to_regprocedure('\(commitProcedureSignature)') AND c.oid = to_regclass('identity_broker_items')
             AND r.oid = p.proowner
@@ -156,8 +158,9 @@ enum PostgresSchema {
                 try await connection.query("DROP TABLE IF EXISTS identity_broker_changes", logger: logger)
             }
             let owner = try await connection.query(PostgresQuery(unsafeSQL: commitProcedureOwnerCheck), logger: logger).collect()
-            if let (role, trusted) = try owner.first?.decode((String, Bool).self), !trusted {
-                throw UntrustedCommitProcedure(owner: role)
+            if let (role, trusted, executable) = try owner.first?.decode((String, Bool, Bool).self) {
+                guard trusted else { throw UnusableCommitProcedure.planted(owner: role) }
+                guard executable else { throw UnusableCommitProcedure.notExecutable }
             }
             if stored < version {
                 // Version 2 had no commit procedure (the `CREATE` statements above ran only if
@@ -432,13 +435,22 @@ enum PostgresSchema {
     }
 }
 
-/// The commit procedure belongs to a role that owns neither the items table nor is a
-/// superuser (``PostgresSchema/commitProcedureOwnerCheck``): it is never called.
-struct UntrustedCommitProcedure: Error, CustomStringConvertible {
-    let owner: String
+/// Why the commit procedure is not called: it belongs to a role that neither owns the items
+/// table nor is a superuser (``PostgresSchema/commitProcedureOwnerCheck``), or this role
+/// lacks `EXECUTE` on it.
+enum UnusableCommitProcedure: Error, CustomStringConvertible {
+    case planted(owner: String)
+    case notExecutable
+
     var description: String {
-        "the commit procedure \(PostgresSchema.commitProcedure) belongs to role \(owner), which neither owns "
-            + "identity_broker_items nor is a superuser, so it is not called (it could have been planted to acknowledge "
-            + "commits it never applies): drop it, or give it to the table's owner (ALTER PROCEDURE … OWNER TO …)"
+        switch self {
+        case .planted(let owner):
+            "the commit procedure \(PostgresSchema.commitProcedure) belongs to role \(owner), which neither owns "
+                + "identity_broker_items nor is a superuser, so it is not called (it could have been planted to acknowledge "
+                + "commits it never applies): drop it, or give it to the table's owner (ALTER PROCEDURE … OWNER TO …)"
+        case .notExecutable:
+            "this role may not call the commit procedure \(PostgresSchema.commitProcedure), which every commit needs: "
+                + "GRANT EXECUTE ON PROCEDURE \(PostgresSchema.commitProcedure) (see RunningAFleet)"
+        }
     }
 }

@@ -270,6 +270,15 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
         let version = try server.psqlValue("SELECT version FROM identity_broker_schema", database: database)
         XCTAssertEqual(version, String(PostgresSchema.version), "the owner upgraded the schema")
 
+        // A database that revokes EXECUTE from PUBLIC: the open fails, rather than every commit.
+        try server.psql("REVOKE EXECUTE ON PROCEDURE \(PostgresSchema.commitProcedure) FROM PUBLIC", database: database)
+        let uncallable = await keystoreError {
+            try await PostgresKeystore(configuration: configuration, service: "tool", keySource: .raw(self.key))
+        }
+        XCTAssertEqual(uncallable?.code, .io, "\(String(describing: uncallable))")
+        XCTAssertTrue(uncallable?.reason.contains("GRANT EXECUTE") ?? false, "\(String(describing: uncallable))")
+        try server.psql("GRANT EXECUTE ON PROCEDURE \(PostgresSchema.commitProcedure) TO \(role)", database: database)
+
         let keystore = try await PostgresKeystore(configuration: configuration, service: "tool", keySource: .raw(key))
         let read = try await keystore.value(forKey: "session.alice")
         XCTAssertEqual(read, Array("from the owner".utf8))
