@@ -330,10 +330,10 @@ enum PostgresSchema {
     /// In autocommit a statement's rows come back before the server commits it, and
     /// postgres-nio reports them as a success even when that commit then fails; the `CALL`
     /// commits before it answers. A statement timeout or cancellation that lands in the
-    /// instant after the procedure's `COMMIT` fails a call that applied: repeating it (the
-    /// group's retry) is harmless under the versioned rule.
+    /// instant after the procedure's `COMMIT` fails a call that applied, as an answer after
+    /// the caller's deadline does; repeating it is harmless under the versioned rule.
     struct CommitDistinct: PostgresPreparedStatement {
-        static let name = "identity_broker_commit_distinct_v\(PostgresSchema.version)"
+        static let name = "\(commitProcedure)_call"
         static let sql = "CALL \(commitProcedure)($1, $2, $3, $4, $5, $6, $7, $8, NULL, NULL)"
         typealias Row = ([String]?, [String]?)
 
