@@ -129,8 +129,7 @@ final class PostgresPool: Sendable {
     /// since `servedBefore`, no call holds one of its connections, and a `SELECT 1` through
     /// it gets no connection either.
     private func watch(servedBefore: Int) async {
-        var pause: Duration = .milliseconds(100)
-        var longestPause = reconnectDelay
+        var pauses = WatchPauses(reconnectDelay: reconnectDelay)
         var replaced = false
         defer {
             let again = state.withLock { state -> Generation? in
@@ -141,22 +140,13 @@ final class PostgresPool: Sendable {
             if let again { reportTrouble(on: again) }
         }
         while true {
-            try? await Task.sleep(for: pause)
-            pause = min(pause * 2, longestPause)
+            try? await Task.sleep(for: pauses.take())
             let old = current
             guard !isClosed, !hasServed(old, since: servedBefore) else { return }
             do {
                 try await PostgresKeystore.connectOnce(configuration, logger: logger)
-            } catch let error as PSQLError where error.code == .server && Self.refusesForLong(error) {
-                // The server answers but refuses a login or has no slot: tried no more often
-                // than the pool itself tries, to spare its log and its slots.
-                longestPause = .seconds(60)
-                continue
             } catch {
-                // Unreachable, or starting up or shutting down (57P03), which a restart passes
-                // through: back to the short pauses.
-                longestPause = reconnectDelay
-                pause = min(pause, longestPause)
+                pauses.failed(sqlState: (error as? PSQLError).flatMap { $0.code == .server ? $0.serverInfo?[.sqlState] : nil })
                 continue
             }
             guard !hasServed(old, since: servedBefore), !(await answers(old)), !hasServed(old, since: servedBefore) else {
@@ -193,13 +183,6 @@ final class PostgresPool: Sendable {
     /// `generation`'s.
     private func hasServed(_ generation: Generation, since servedBefore: Int) -> Bool {
         served.load(ordering: .relaxed) != servedBefore || generation.holding.load(ordering: .relaxed) > 0
-    }
-
-    /// Refusals that last (SQLSTATE class 28, a failed login; 53300, too many connections),
-    /// unlike a server starting up or shutting down.
-    private static func refusesForLong(_ error: PSQLError) -> Bool {
-        guard let state = error.serverInfo?[.sqlState] else { return false }
-        return state.hasPrefix("28") || state == "53300"
     }
 
     /// Whether a `SELECT 1` through `generation`'s pool answers within the reconnect delay.
