@@ -25,7 +25,8 @@ extension KeystoreError {
                 detail = "server error \(state): \(message)"
                 if state == "57014" {
                     // statement_timeout (ConnectionSetup): the server cancelled it; nothing applied.
-                    detail += " (the statement took longer than the operation timeout; nothing of it was applied)"
+                    detail += " (the statement took longer than the operation timeout; nothing of it was applied unless the"
+                        + " timeout came while it was committing)"
                 } else if state == "42501" {
                     detail += " (the role lacks a privilege: a fleet's role needs the rights RunningAFleet lists, and"
                         + " creating or upgrading the schema needs a role that may create in it, such as its owner)"

@@ -20,9 +20,16 @@ extension PostgresConnection {
     /// follow one answered on the same connection a moment before, or `perform`'s check,
     /// which leaves a window of a few instructions rather than none.
     func runUnlessClosed(_ query: PostgresQuery, logger: Logger) async throws {
-        try await eventLoop.flatSubmit { () -> EventLoopFuture<Void> in
+        _ = try await queryUnlessClosed(query, logger: logger)
+    }
+
+    /// ``runUnlessClosed(_:logger:)``, returning the rows (collected on the event loop): for
+    /// the commit's `CALL`, which must not be dropped unanswered nor reported as perhaps
+    /// applied when it was never sent.
+    func queryUnlessClosed(_ query: PostgresQuery, logger: Logger) async throws -> PostgresQueryResult {
+        try await eventLoop.flatSubmit { () -> EventLoopFuture<PostgresQueryResult> in
             guard !self.isClosed else { return self.eventLoop.makeFailedFuture(StaleConnection()) }
-            return self.query(query, logger: logger).map { _ in }
+            return self.query(query, logger: logger)
         }.get()
     }
 }

@@ -29,10 +29,11 @@ extension PostgresKeystore {
     }
 
     /// Runs `body`, which commits (a `COMMIT`, or a `CALL` of the commit procedure), and tells
-    /// what its failure left: an error the server answered with, or ``StaleConnection`` (found
-    /// closed before anything was sent), committed nothing and throws as it came; any other
-    /// failure (the connection lost while the server may have committed) is
-    /// ``CommitOutcomeUnknown``.
+    /// what its failure left: an error the server answered with (committed nothing, but see
+    /// ``PostgresSchema/commitDistinct(sets:removes:namespace:origin:on:logger:)`` on a
+    /// statement timeout), or ``StaleConnection`` (found closed before anything was sent),
+    /// throws as it came; any other failure (the connection lost while the server may have
+    /// committed) is ``CommitOutcomeUnknown``.
     static func committing<T>(_ body: () async throws -> T) async throws -> T {
         do {
             return try await body()
@@ -46,7 +47,7 @@ extension PostgresKeystore {
     }
 
     /// Applies batches whose keys are all distinct (within and across them) in one
-    /// statement, committed by the server before it answers (``PostgresSchema/CommitDistinct``):
+    /// statement, committed by the server before it answers (``PostgresSchema/commitCall``):
     /// one round trip. Returns each batch's per-operation results.
     ///
     /// Not a statement in autocommit: there the server commits after the statement has

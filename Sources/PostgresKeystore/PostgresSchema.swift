@@ -19,10 +19,12 @@ import SecureStorage
 ///
 /// Version 2 dropped version 1's change log (`identity_broker_changes`): the change feed now
 /// learns the changed keys from the notifications themselves, so a commit writes nothing but
-/// the items. Version 3 added the commit procedure (``CommitDistinct``); version 2 instances
-/// still running keep committing in transactions, beside it.
+/// the items.
+///
+/// The commit procedure is not versioned with the tables: it is created wherever it is
+/// missing, and releases that commit in transactions of their own ignore it.
 enum PostgresSchema {
-    static let version = 3
+    static let version = 2
 
     /// The `NOTIFY` channel every commit signals on; the payload names the namespace, the
     /// committing instance and the keys (see ``PostgresNamespace/notification(origin:keys:)``).
@@ -64,27 +66,18 @@ enum PostgresSchema {
             salt bytea NOT NULL
         )
         """,
-        createCommitProcedure,
     ]
 
-    /// The procedure every commit calls (``CommitDistinct``), named after its body: a
-    /// release that changes the statement gets a procedure of its own, created beside the
+    /// The procedure every commit calls (``commitCall``), named after its parameters and
+    /// body: a release that changes either gets a procedure of its own, created beside the
     /// one earlier instances still call, never a stale body under a familiar name.
-    static let commitProcedure = "identity_broker_commit_" + fingerprint(commitProcedureBody)
+    static let commitProcedure = "identity_broker_commit_" + fingerprint(commitProcedureParameters + commitProcedureBody)
 
     /// The commit procedure's argument types, as `to_regprocedure` names it.
     static let commitProcedureSignature = "\(commitProcedure)(text, text, text[], int8[], bool[], bytea[], text[], text, text[], text[])"
 
-    /// ``ApplyDistinct``, then `COMMIT`, inside the server: a `CALL` of it commits before it
-    /// answers, so a commit the server refuses (a full `NOTIFY` queue, a serialisation
-    /// failure) fails the `CALL` itself, and a commit is one round trip instead of three
-    /// (`BEGIN`, the statement, `COMMIT`). See ``CommitDistinct``. No `SET` clause: a
-    /// procedure with one may not `COMMIT`.
-    static let createCommitProcedure = """
-        CREATE OR REPLACE PROCEDURE \(commitProcedure)(
-            text, text, text[], int8[], bool[], bytea[], text[], text,
-            INOUT applied_keys text[], INOUT removed_keys text[])
-        LANGUAGE plpgsql AS $procedure$\(commitProcedureBody)$procedure$
+    private static let commitProcedureParameters = """
+        text, text, text[], int8[], bool[], bytea[], text[], text, INOUT applied_keys text[], INOUT removed_keys text[]
         """
 
     private static let commitProcedureBody = """
@@ -96,34 +89,66 @@ enum PostgresSchema {
         END
         """
 
+    /// ``ApplyDistinct``, then `COMMIT`, inside the server, created in `schema` (quoted: the
+    /// items table's): a `CALL` of it commits before it answers, so a commit the server
+    /// refuses (a full `NOTIFY` queue, a serialisation failure) fails the `CALL` itself, and a
+    /// commit is one round trip instead of three (`BEGIN`, the statement, `COMMIT`). No `SET`
+    /// clause: a procedure with one may not `COMMIT`.
+    static func createCommitProcedure(inSchema schema: String) -> String {
+        """
+        CREATE OR REPLACE PROCEDURE \(schema).\(commitProcedure)(\(commitProcedureParameters))
+        LANGUAGE plpgsql AS $procedure$\(commitProcedureBody)$procedure$
+        """
+    }
+
+    /// The commit: ``ApplyDistinct``'s eight parameters, and typed `NULL`s for the results, so
+    /// that the call resolves to the exact signature the owner check looked at, never to an
+    /// overload someone added with other types in those places.
+    ///
+    /// In autocommit a statement's rows come back before the server commits it, and
+    /// postgres-nio reports them as a success even when that commit then fails; the `CALL`
+    /// commits before it answers. Sent unnamed (not prepared): parsing a `CALL` costs the
+    /// server next to nothing (PL/pgSQL keeps the statement's plan per connection), and an
+    /// unnamed statement goes out in one message, after the closed-connection check.
+    static let commitCall = "CALL \(commitProcedure)($1, $2, $3, $4, $5, $6, $7, $8, NULL::text[], NULL::text[])"
+
     /// 16 hex digits of the FNV-1a hash of `text`: a name that changes with it (not a
-    /// security measure: who may create the procedure is checked by owner, see
-    /// ``commitProcedureOwnerCheck``).
+    /// security measure: who owns the procedure is checked, see ``commitProcedureCheck``).
     static func fingerprint(_ text: String) -> String {
         let hash = text.utf8.reduce(UInt64(0xcbf2_9ce4_8422_2325)) { ($0 ^ UInt64($1)) &* 0x0000_0100_0000_01b3 }
         let hex = String(hash, radix: 16)
         return String(repeating: "0", count: 16 - hex.count) + hex
     }
 
-    /// Who owns the commit procedure, whether that may be trusted (the owner of the items
-    /// table, or a superuser), and whether this role may call it. Before PostgreSQL 15 any
-    /// role may create in `public`, so a member of the database could otherwise plant a
-    /// procedure of that name before an upgraded fleet first opens it, and acknowledge
-    /// commits it never applied. A role that may not call it would fail every commit: it
-    /// fails the open instead.
-    static let commitProcedureOwnerCheck = """
-        SELECT pg_get_userbyid(p.proowner), p.proowner = c.relowner OR r.rolsuper, has_function_privilege(p.oid, 'EXECUTE')
-        FROM pg_proc p, pg_class c, pg_roles r
-        WHERE p.oid = to_regprocedure('\(commitProcedureSignature)') AND c.oid = to_regclass('identity_broker_items')
-            AND r.oid = p.proowner
-        """
-
-    /// Whether every table and the commit procedure exist (as the search path finds them,
-    /// like the unqualified statements that use them).
+    /// Whether every table exists (as the search path finds them, like the unqualified
+    /// statements that use them).
     static let tablesExist = """
         SELECT to_regclass('identity_broker_schema') IS NOT NULL AND to_regclass('identity_broker_items') IS NOT NULL
             AND to_regclass('identity_broker_key_salts') IS NOT NULL
-            AND to_regprocedure('\(commitProcedureSignature)') IS NOT NULL
+        """
+
+    /// Whether the commit procedure exists (as a `CALL` would find it), and the items
+    /// table's schema, quoted, where it is created when it does not.
+    static let commitProcedureLookup = """
+        SELECT to_regprocedure('\(commitProcedureSignature)') IS NOT NULL, quote_ident(n.nspname)
+        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE c.oid = to_regclass('identity_broker_items')
+        """
+
+    /// Who owns the commit procedure, whether that may be trusted, and whether this role may
+    /// call it. Trusted: the owner of the items table, a superuser, or this role itself (a
+    /// procedure runs with its caller's rights, so one of its own is no plant). Before
+    /// PostgreSQL 15 any role may create in `public`, so a member of the database could
+    /// otherwise plant a procedure of that name before a fleet first needs it, and acknowledge
+    /// commits it never applied. A role that may not call it would fail every commit: it fails
+    /// the open instead.
+    static let commitProcedureCheck = """
+        SELECT pg_get_userbyid(p.proowner),
+            p.proowner = c.relowner OR r.rolsuper OR pg_get_userbyid(p.proowner) = current_user,
+            has_function_privilege(p.oid, 'EXECUTE')
+        FROM pg_proc p, pg_class c, pg_roles r
+        WHERE p.oid = to_regprocedure('\(commitProcedureSignature)') AND c.oid = to_regclass('identity_broker_items')
+            AND r.oid = p.proowner
         """
 
     /// Creates what is missing and checks the schema version, in one transaction.
@@ -141,6 +166,10 @@ enum PostgresSchema {
                     try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }
             }
+            let procedure = try await connection.query(PostgresQuery(unsafeSQL: commitProcedureLookup), logger: logger).collect()
+            if let (exists, schema) = try procedure.first?.decode((Bool, String).self), !exists {
+                try await connection.query(PostgresQuery(unsafeSQL: createCommitProcedure(inSchema: schema)), logger: logger)
+            }
             var rows = try await connection.query("SELECT version FROM identity_broker_schema", logger: logger).collect()
             if rows.isEmpty {
                 try await connection.query(
@@ -154,20 +183,16 @@ enum PostgresSchema {
             }
             if stored == 1 {
                 // Version 1 instances still running fail their commits from now on (the table
-                // is gone) instead of writing rows no later feed would read.
+                // is gone) instead of writing rows no version-2 feed would read.
                 try await connection.query("DROP TABLE IF EXISTS identity_broker_changes", logger: logger)
-            }
-            let owner = try await connection.query(PostgresQuery(unsafeSQL: commitProcedureOwnerCheck), logger: logger).collect()
-            if let (role, trusted, executable) = try owner.first?.decode((String, Bool, Bool).self) {
-                guard trusted else { throw UnusableCommitProcedure.planted(owner: role) }
-                guard executable else { throw UnusableCommitProcedure.notExecutable }
-            }
-            if stored < version {
-                // Version 2 had no commit procedure (the `CREATE` statements above ran only if
-                // something was missing, which it was); its instances still running go on
-                // committing in transactions of their own, which work beside this one's.
                 try await connection.query("UPDATE identity_broker_schema SET version = \(version)", logger: logger)
             }
+            let check = try await connection.query(PostgresQuery(unsafeSQL: commitProcedureCheck), logger: logger).collect()
+            guard let (owner, trusted, callable) = try check.first?.decode((String, Bool, Bool).self) else {
+                throw UnusableCommitProcedure.missing
+            }
+            guard trusted else { throw UnusableCommitProcedure.planted(owner: owner) }
+            guard callable else { throw UnusableCommitProcedure.notCallable }
         }
     }
 
@@ -177,7 +202,7 @@ enum PostgresSchema {
     }
 
     /// Applies sets and removes of distinct keys, and notifies listeners of the keys that
-    /// changed, in one statement: one round trip, and in autocommit its own transaction.
+    /// changed, in one statement, inside the caller's transaction (a migration's).
     ///
     /// The caller guarantees every key occurs once (`ON CONFLICT` cannot touch a row twice in
     /// one statement). The notification is built in SQL because only the statement knows
@@ -193,18 +218,25 @@ enum PostgresSchema {
     }
 
     /// ``applyDistinct(sets:removes:namespace:origin:on:logger:)`` committed by the server
-    /// before it answers (``CommitDistinct``), on a connection in no transaction. Nothing applied
-    /// when the server answers with an error; a connection lost meanwhile leaves the outcome
-    /// unknown.
+    /// before it answers (``commitCall``), on a connection in no transaction; throws
+    /// ``StaleConnection`` without sending anything on one already closed.
+    ///
+    /// An error the server answers with applied nothing, but for a statement timeout (or a
+    /// cancellation) that the server could only act on once the procedure's `COMMIT` was done:
+    /// it holds interrupts while it commits, WAL flush included. That fails a call that
+    /// applied, as an answer after the caller's deadline does; repeating it is harmless under
+    /// the versioned rule. A connection lost under the call leaves the outcome unknown.
     static func commitDistinct(
         sets: [(key: String, version: Int64?, sealed: [UInt8])], removes: [String],
         namespace: PostgresNamespace, origin: Int64, on connection: PostgresConnection, logger: Logger
     ) async throws -> (sets: Set<String>, removes: Set<String>) {
-        let statement = CommitDistinct(ApplyDistinct(sets: sets, removes: removes, namespace: namespace, origin: origin))
-        return changedKeys(try await run(statement, on: connection, logger: logger))
+        let apply = ApplyDistinct(sets: sets, removes: removes, namespace: namespace, origin: origin)
+        let result = try await connection.queryUnlessClosed(
+            PostgresQuery(unsafeSQL: commitCall, binds: apply.makeBindings()), logger: logger)
+        return changedKeys(try result.rows.map { try $0.decode(([String]?, [String]?).self) })
     }
 
-    /// The keys set and removed, from the one row of ``ApplyDistinct`` or ``CommitDistinct``.
+    /// The keys set and removed, from the one row of ``ApplyDistinct`` or ``commitCall``.
     private static func changedKeys(_ rows: [([String]?, [String]?)]) -> (sets: Set<String>, removes: Set<String>) {
         (Set(rows.first?.0 ?? []), Set(rows.first?.1 ?? []))
     }
@@ -323,29 +355,6 @@ enum PostgresSchema {
         }
     }
 
-    /// ``ApplyDistinct`` run and committed by the commit procedure (``createCommitProcedure``),
-    /// prepared once per connection like it; the procedure's statement is planned once per
-    /// connection by PL/pgSQL, on the same generic plan.
-    ///
-    /// In autocommit a statement's rows come back before the server commits it, and
-    /// postgres-nio reports them as a success even when that commit then fails; the `CALL`
-    /// commits before it answers. A statement timeout or cancellation that lands in the
-    /// instant after the procedure's `COMMIT` fails a call that applied, as an answer after
-    /// the caller's deadline does; repeating it is harmless under the versioned rule.
-    struct CommitDistinct: PostgresPreparedStatement {
-        static let name = "\(commitProcedure)_call"
-        static let sql = "CALL \(commitProcedure)($1, $2, $3, $4, $5, $6, $7, $8, NULL, NULL)"
-        typealias Row = ([String]?, [String]?)
-
-        let apply: ApplyDistinct
-
-        init(_ apply: ApplyDistinct) { self.apply = apply }
-
-        func makeBindings() -> PostgresBindings { apply.makeBindings() }
-
-        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(([String]?, [String]?).self) }
-    }
-
     /// The sealed value of one key (the common read: one caller), prepared once per
     /// connection like ``ApplyDistinct``.
     struct ReadOne: PostgresPreparedStatement {
@@ -435,22 +444,27 @@ enum PostgresSchema {
     }
 }
 
-/// Why the commit procedure is not called: it belongs to a role that neither owns the items
-/// table nor is a superuser (``PostgresSchema/commitProcedureOwnerCheck``), or this role
-/// lacks `EXECUTE` on it.
+/// Why the commit procedure is not called: it belongs to a role that is neither the items
+/// table's owner, a superuser nor this role (``PostgresSchema/commitProcedureCheck``), this
+/// role may not call it, or it is not found where a `CALL` looks.
 enum UnusableCommitProcedure: Error, CustomStringConvertible {
     case planted(owner: String)
-    case notExecutable
+    case notCallable
+    case missing
 
     var description: String {
         switch self {
         case .planted(let owner):
-            "the commit procedure \(PostgresSchema.commitProcedure) belongs to role \(owner), which neither owns "
-                + "identity_broker_items nor is a superuser, so it is not called (it could have been planted to acknowledge "
-                + "commits it never applies): drop it, or give it to the table's owner (ALTER PROCEDURE … OWNER TO …)"
-        case .notExecutable:
+            "the commit procedure \(PostgresSchema.commitProcedure) belongs to role \(owner), which is neither the owner "
+                + "of identity_broker_items, a superuser nor this role, so this keystore does not open (the procedure could "
+                + "have been planted to acknowledge commits it never applies): drop it, or give it to the table's owner "
+                + "(ALTER PROCEDURE … OWNER TO …)"
+        case .notCallable:
             "this role may not call the commit procedure \(PostgresSchema.commitProcedure), which every commit needs: "
                 + "GRANT EXECUTE ON PROCEDURE \(PostgresSchema.commitProcedure) (see RunningAFleet)"
+        case .missing:
+            "the commit procedure \(PostgresSchema.commitProcedure) is not found on this role's search path, where "
+                + "identity_broker_items is"
         }
     }
 }

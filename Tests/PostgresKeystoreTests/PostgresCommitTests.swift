@@ -293,7 +293,7 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
     /// behind another group for most of its caller's time, then runs within the server's
     /// statement timeout (which counts from the statement's start).
     func testACommitThatAnswersAfterItsDeadlineStillReachesEverySubscriber() async throws {
-        let keystore = try await keystore { $0.operationTimeout = .seconds(2) }
+        let keystore = try await keystore { $0.operationTimeout = .seconds(3) }
         let other = try await self.keystore()
         let local = ChangeRecorder(keystore.changes())
         let remote = ChangeRecorder(other.changes())
@@ -301,19 +301,23 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertTrue(listening, "both feeds listen")
         try server.psql("""
             CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-            BEGIN IF NEW.key IN ('held', 'late') THEN PERFORM pg_sleep(1.5); END IF; RETURN NEW; END $$;
+            BEGIN IF NEW.key IN ('held', 'late') THEN PERFORM pg_sleep(2); END IF; RETURN NEW; END $$;
             CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT OR UPDATE ON identity_broker_items
             DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit();
             """, database: database)
 
-        // One group commits at a time: "late" waits ~1.5 s for "held", then takes 1.5 s.
+        // One group commits at a time: "late" waits ~2 s for "held" (inside its 3 s), then
+        // takes 2 s (inside the statement timeout, 3 s), and answers ~1 s after its deadline.
         let held = Task { try await keystore.set([6], forKey: "held") }
-        try await Task.sleep(for: .milliseconds(200))
+        let holding = await eventually(timeout: .seconds(5)) {
+            (try? self.server.psqlValue("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'", database: self.database)) == "1"
+        }
+        XCTAssertTrue(holding, "held's commit is under way")
         let started = ContinuousClock.now
         let error = await keystoreError { try await keystore.set([7], forKey: "late") }
         XCTAssertEqual(error?.code, .storeUnavailable, "\(String(describing: error))")
         XCTAssertTrue(error?.reason.contains("did not complete within") ?? false, "\(String(describing: error))")
-        XCTAssertLessThan(ContinuousClock.now - started, .milliseconds(2_600), "the caller was answered at its deadline")
+        XCTAssertLessThan(ContinuousClock.now - started, .milliseconds(3_700), "the caller was answered at its deadline")
         try await held.value
 
         let reachedLocal = await eventually { local.contains(.item("late")) }

@@ -254,12 +254,9 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
         var configuration = try configuration(withPassword: false)
         configuration.username = role
 
-        // A version 2 schema (an earlier release's: no commit procedure) is upgraded by the
-        // owner, not by the role, which is told why it cannot open.
-        try server.psql("""
-            DROP PROCEDURE \(PostgresSchema.commitProcedure);
-            UPDATE identity_broker_schema SET version = 2;
-            """, database: database)
+        // A database an earlier release created has no commit procedure: the owner's next open
+        // adds it; the role, which may not, is told why it cannot open.
+        try server.psql("DROP PROCEDURE \(PostgresSchema.commitProcedure)", database: database)
         let refused = await keystoreError {
             try await PostgresKeystore(configuration: configuration, service: "tool", keySource: .raw(self.key))
         }
@@ -267,8 +264,9 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertTrue(refused?.reason.contains("42501") ?? false, "\(String(describing: refused))")
         XCTAssertTrue(refused?.reason.contains("such as its owner") ?? false, "\(String(describing: refused))")
         _ = try await keystore()
-        let version = try server.psqlValue("SELECT version FROM identity_broker_schema", database: database)
-        XCTAssertEqual(version, String(PostgresSchema.version), "the owner upgraded the schema")
+        let added = try server.psqlValue(
+            "SELECT to_regprocedure('\(PostgresSchema.commitProcedureSignature)') IS NOT NULL", database: database)
+        XCTAssertEqual(added, "t", "the owner added the procedure")
 
         // A database that revokes EXECUTE from PUBLIC: the open fails, rather than every commit.
         try server.psql("REVOKE EXECUTE ON PROCEDURE \(PostgresSchema.commitProcedure) FROM PUBLIC", database: database)
@@ -298,6 +296,22 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
         let moved = try await PostgresKeystore.migrate(
             configuration: configuration, service: "tool", from: .none, to: AccessGroup(name: "ops"), keySource: .raw(key))
         XCTAssertEqual(moved, 1)
+
+        // Given CREATE on the schema (anyone's before PostgreSQL 15), the role adds the
+        // procedure itself, and calls it: one of its own is no plant.
+        try server.psql("""
+            DROP PROCEDURE \(PostgresSchema.commitProcedure);
+            GRANT CREATE ON SCHEMA public TO \(role);
+            """, database: database)
+        let creator = try await PostgresKeystore(configuration: configuration, service: "tool", keySource: .raw(key))
+        try await creator.set([3], forKey: "session.dave")
+        let dave = try await creator.value(forKey: "session.dave")
+        XCTAssertEqual(dave, [3])
+        await creator.close()
+        let procedureOwner = try server.psqlValue(
+            "SELECT pg_get_userbyid(proowner) FROM pg_proc WHERE oid = to_regprocedure('\(PostgresSchema.commitProcedureSignature)')",
+            database: database)
+        XCTAssertEqual(procedureOwner, role)
     }
 
     /// Before PostgreSQL 15 any role may create in `public`: one could plant the commit
@@ -326,9 +340,25 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
         try server.psql("DROP PROCEDURE \(PostgresSchema.commitProcedure)", database: database)
         let reopened = try await keystore()
         try await reopened.set([2], forKey: "session.bob")
-        let stored = try server.psqlValue(
+        var stored = try server.psqlValue(
             "SELECT count(*) FROM identity_broker_items WHERE key IN ('session.alice', 'session.bob')", database: database)
         XCTAssertEqual(stored, "2", "commits go through the owner's procedure again")
+
+        // An overload beside it, text where the results are text[]: an untyped NULL would
+        // prefer it; the call names its types, and the owner's procedure applies the commit.
+        try server.psql("""
+            SET ROLE \(attacker);
+            CREATE PROCEDURE \(PostgresSchema.commitProcedure)(
+                text, text, text[], int8[], bool[], bytea[], text[], text, INOUT applied_keys text, INOUT removed_keys text)
+            LANGUAGE plpgsql AS $$ BEGIN COMMIT; END $$;
+            """, database: database)
+        try await reopened.set([3], forKey: "session.carol")
+        stored = try server.psqlValue("SELECT count(*) FROM identity_broker_items WHERE key = 'session.carol'", database: database)
+        XCTAssertEqual(stored, "1", "the commit applied through the owner's procedure, not the overload")
+        let late = try await keystore()
+        try await late.set([4], forKey: "session.erin")
+        stored = try server.psqlValue("SELECT count(*) FROM identity_broker_items WHERE key = 'session.erin'", database: database)
+        XCTAssertEqual(stored, "1", "an open after the overload was planted commits through the owner's procedure too")
     }
 
     func testDumpHoldsNoPlaintext() async throws {
