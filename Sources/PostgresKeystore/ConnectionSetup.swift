@@ -21,7 +21,8 @@ import Synchronization
 /// cancel it); without a limit on the server, a remove held up by a lock or a slow trigger
 /// could then apply long after the caller was told it failed, even after a later write of
 /// the same key that was acknowledged, and delete it. The server now cancels such a
-/// statement (nothing of it applies) an operation timeout after it started: that bounds how
+/// statement (nothing of it applies, unless the timeout comes while a commit's `CALL` is
+/// already committing) an operation timeout after it started: that bounds how
 /// late it can land (about twice the timeout after its caller gave up, for a statement that
 /// waited behind another group), and `FederationClient` re-reads a session for a minute after
 /// a write of it failed.
