@@ -51,7 +51,10 @@ extension KeystoreError {
                 detail = "\(error.code)"
             }
         } else if let error = error as? UnusableCommitProcedure {
-            if case .planted = error { code = .insecurePermissions } else { code = .io }
+            switch error {
+            case .planted, .overloaded: code = .insecurePermissions
+            case .notCallable, .missing: code = .io
+            }
             detail = error.description
         } else if error is CancellationError {
             detail = "the operation was cancelled"

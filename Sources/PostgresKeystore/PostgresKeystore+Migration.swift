@@ -50,7 +50,7 @@ extension PostgresKeystore {
             let sourceCount: Int
             do {
                 sourceCount = try await client.withConnection { connection in
-                    try await PostgresSchema.install(on: connection, logger: quiet)
+                    _ = try await PostgresSchema.install(on: connection, logger: quiet)
                     let rows = try await connection.query("""
                         SELECT count(*) FROM identity_broker_items
                         WHERE service = \(service) AND access_group = \(PostgresNamespace.column(for: from))

@@ -30,7 +30,7 @@ extension PostgresKeystore {
 
     /// Runs `body`, which commits (a `COMMIT`, or a `CALL` of the commit procedure), and tells
     /// what its failure left: an error the server answered with (committed nothing, but see
-    /// ``PostgresSchema/commitDistinct(sets:removes:namespace:origin:on:logger:)`` on a
+    /// ``PostgresSchema/commitDistinct(sets:removes:namespace:origin:call:on:logger:)`` on a
     /// statement timeout), or ``StaleConnection`` (found closed before anything was sent),
     /// throws as it came; any other failure (the connection lost while the server may have
     /// committed) is ``CommitOutcomeUnknown``.
@@ -47,7 +47,7 @@ extension PostgresKeystore {
     }
 
     /// Applies batches whose keys are all distinct (within and across them) in one
-    /// statement, committed by the server before it answers (``PostgresSchema/commitCall``):
+    /// statement, committed by the server before it answers (``PostgresSchema/commitCall(inSchema:)``):
     /// one round trip. Returns each batch's per-operation results.
     ///
     /// Not a statement in autocommit: there the server commits after the statement has
@@ -56,8 +56,10 @@ extension PostgresKeystore {
     /// statement and `COMMIT` either, which cost three round trips, each with two hand-offs
     /// between the caller's task and the connection's event loop. A connection lost under
     /// the call is ``CommitOutcomeUnknown``.
+    ///
+    /// - Parameter call: The `CALL` statement ``PostgresSchema/install(on:logger:)`` returned.
     static func applyDistinct(
-        _ batches: [[SealedOperation]], namespace: PostgresNamespace, origin: Int64,
+        _ batches: [[SealedOperation]], namespace: PostgresNamespace, origin: Int64, call: String,
         on connection: PostgresConnection, logger: Logger
     ) async throws -> [[Bool]] {
         var sets: [(key: String, version: Int64?, sealed: [UInt8])] = []
@@ -77,7 +79,7 @@ extension PostgresKeystore {
             do {
                 (applied, removed) = try await committing {
                     try await PostgresSchema.commitDistinct(
-                        sets: sets, removes: removes, namespace: namespace, origin: origin, on: connection, logger: logger)
+                        sets: sets, removes: removes, namespace: namespace, origin: origin, call: call, on: connection, logger: logger)
                 }
                 break
             } catch where attempt < 3 && KeystoreError.isDeadlock(error) {

@@ -96,10 +96,11 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
         do throws(KeystoreError) {
             let opened = try await OperationDeadline.run(configuration.operationTimeout, onTimeout: {
                 Self.timeout("opening the keystore", configuration)
-            }) { () throws(KeystoreError) -> SecretBytes in
+            }) { () throws(KeystoreError) -> (key: SecretBytes, commitCall: String) in
                 try await Self.probe(configuration, logger: quiet)
+                let commitCall: String
                 do {
-                    try await client.withConnection { connection in
+                    commitCall = try await client.withConnection { connection in
                         try await PostgresSchema.install(on: connection, logger: quiet)
                     }
                 } catch {
@@ -109,9 +110,9 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
                     for: accessGroup, source: keySource, configuration: configuration, client: client, logger: quiet)
                 try await PostgresKeyCheck.verify(
                     service: service, group: accessGroup, key: key, configuration: configuration, client: client, logger: quiet)
-                return key
+                return (key, commitCall)
             }
-            let key = opened
+            let (key, commitCall) = opened
             let namespace = PostgresNamespace(service: service, group: accessGroup, key: key)
             let origin = Int64(bitPattern: try KeystoreError.rethrowing {
                 try CryptoRuntime.randomBytes(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
@@ -152,7 +153,8 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
                         ) { connection, logger in
                             let operations = batches.map(\.operations)
                             let applied = distinct
-                                ? try await Self.applyDistinct(operations, namespace: namespace, origin: origin, on: connection, logger: logger)
+                                ? try await Self.applyDistinct(
+                                    operations, namespace: namespace, origin: origin, call: commitCall, on: connection, logger: logger)
                                 : [try await Self.applyInOrder(operations[0], namespace: namespace, origin: origin, on: connection, logger: logger)]
                             // Told here, as soon as the commit is known to have applied, rather
                             // than to the callers: one past its deadline (a COMMIT that answered

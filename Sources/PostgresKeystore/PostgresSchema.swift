@@ -68,7 +68,7 @@ enum PostgresSchema {
         """,
     ]
 
-    /// The procedure every commit calls (``commitCall``), named after its parameters and
+    /// The procedure every commit calls (``commitCall(inSchema:)``), named after its parameters and
     /// body: a release that changes either gets a procedure of its own, created beside the
     /// one earlier instances still call, never a stale body under a familiar name.
     static let commitProcedure = "identity_broker_commit_" + fingerprint(commitProcedureParameters + commitProcedureBody)
@@ -96,24 +96,28 @@ enum PostgresSchema {
     /// clause: a procedure with one may not `COMMIT`.
     static func createCommitProcedure(inSchema schema: String) -> String {
         """
-        CREATE OR REPLACE PROCEDURE \(schema).\(commitProcedure)(\(commitProcedureParameters))
+        CREATE PROCEDURE \(schema).\(commitProcedure)(\(commitProcedureParameters))
         LANGUAGE plpgsql AS $procedure$\(commitProcedureBody)$procedure$
         """
     }
 
-    /// The commit: ``ApplyDistinct``'s eight parameters, and typed `NULL`s for the results, so
-    /// that the call resolves to the exact signature the owner check looked at, never to an
-    /// overload someone added with other types in those places.
+    /// The commit, on the procedure in `schema` (quoted: the one ``install(on:logger:)``
+    /// checked): ``ApplyDistinct``'s eight parameters, and typed `NULL`s for the results.
+    /// Qualified, so a procedure of that name planted in a schema earlier on the search path
+    /// is never reached; typed, so an overload in the same schema could only make the call
+    /// ambiguous (an error), and the check refuses one at open.
     ///
     /// In autocommit a statement's rows come back before the server commits it, and
     /// postgres-nio reports them as a success even when that commit then fails; the `CALL`
     /// commits before it answers. Sent unnamed (not prepared): parsing a `CALL` costs the
     /// server next to nothing (PL/pgSQL keeps the statement's plan per connection), and an
     /// unnamed statement goes out in one message, after the closed-connection check.
-    static let commitCall = "CALL \(commitProcedure)($1, $2, $3, $4, $5, $6, $7, $8, NULL::text[], NULL::text[])"
+    static func commitCall(inSchema schema: String) -> String {
+        "CALL \(schema).\(commitProcedure)($1, $2, $3, $4, $5, $6, $7, $8, NULL::text[], NULL::text[])"
+    }
 
     /// 16 hex digits of the FNV-1a hash of `text`: a name that changes with it (not a
-    /// security measure: who owns the procedure is checked, see ``commitProcedureCheck``).
+    /// security measure: who owns the procedure is checked, see ``commitProcedureCheck(inSchema:)``).
     static func fingerprint(_ text: String) -> String {
         let hash = text.utf8.reduce(UInt64(0xcbf2_9ce4_8422_2325)) { ($0 ^ UInt64($1)) &* 0x0000_0100_0000_01b3 }
         let hex = String(hash, radix: 16)
@@ -127,10 +131,10 @@ enum PostgresSchema {
             AND to_regclass('identity_broker_key_salts') IS NOT NULL
         """
 
-    /// Whether the commit procedure exists (as a `CALL` would find it), and the items
-    /// table's schema, quoted, where it is created when it does not.
+    /// The items table's schema, quoted, where the commit procedure lives, and whether it
+    /// is there.
     static let commitProcedureLookup = """
-        SELECT to_regprocedure('\(commitProcedureSignature)') IS NOT NULL, quote_ident(n.nspname)
+        SELECT quote_ident(n.nspname), to_regprocedure(quote_ident(n.nspname) || '.\(commitProcedureSignature)') IS NOT NULL
         FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
         WHERE c.oid = to_regclass('identity_broker_items')
         """
@@ -142,22 +146,29 @@ enum PostgresSchema {
     /// otherwise plant a procedure of that name before a fleet first needs it, and acknowledge
     /// commits it never applied. A role that may not call it would fail every commit: it fails
     /// the open instead.
-    static let commitProcedureCheck = """
+    ///
+    /// Also counts the routines of that name in its schema: an overload beside it (with a
+    /// defaulted extra parameter, say) could capture or block the call.
+    static func commitProcedureCheck(inSchema schema: String) -> PostgresQuery {
+        """
         SELECT pg_get_userbyid(p.proowner),
             p.proowner = c.relowner OR r.rolsuper OR pg_get_userbyid(p.proowner) = current_user,
-            has_function_privilege(p.oid, 'EXECUTE')
+            has_function_privilege(p.oid, 'EXECUTE'),
+            (SELECT count(*) FROM pg_proc o WHERE o.proname = p.proname AND o.pronamespace = p.pronamespace)
         FROM pg_proc p, pg_class c, pg_roles r
-        WHERE p.oid = to_regprocedure('\(commitProcedureSignature)') AND c.oid = to_regclass('identity_broker_items')
+        WHERE p.oid = to_regprocedure(\(schema + "." + commitProcedureSignature)) AND c.oid = to_regclass('identity_broker_items')
             AND r.oid = p.proowner
         """
+    }
 
-    /// Creates what is missing and checks the schema version, in one transaction.
+    /// Creates what is missing and checks the schema version, in one transaction; returns the
+    /// commit's `CALL` (``commitCall(inSchema:)``) on the procedure it checked.
     ///
     /// The `CREATE` statements run only when a table is missing: PostgreSQL checks the
     /// schema's `CREATE` privilege before it looks for an existing table, so even `CREATE
     /// TABLE IF NOT EXISTS` would refuse a role that has only `SELECT`, `INSERT`, `UPDATE`
     /// and `DELETE` on tables an owner created.
-    static func install(on connection: PostgresConnection, logger: Logger) async throws {
+    static func install(on connection: PostgresConnection, logger: Logger) async throws -> String {
         try await PostgresKeystore.transaction(on: connection, logger: logger) {
             try await connection.query("SELECT pg_advisory_xact_lock(\(schemaLock))", logger: logger)
             let existing = try await connection.query(PostgresQuery(unsafeSQL: tablesExist), logger: logger).collect()
@@ -166,8 +177,11 @@ enum PostgresSchema {
                     try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }
             }
-            let procedure = try await connection.query(PostgresQuery(unsafeSQL: commitProcedureLookup), logger: logger).collect()
-            if let (exists, schema) = try procedure.first?.decode((Bool, String).self), !exists {
+            let lookup = try await connection.query(PostgresQuery(unsafeSQL: commitProcedureLookup), logger: logger).collect()
+            guard let (schema, exists) = try lookup.first?.decode((String, Bool).self) else {
+                throw UnusableCommitProcedure.missing
+            }
+            if !exists {
                 try await connection.query(PostgresQuery(unsafeSQL: createCommitProcedure(inSchema: schema)), logger: logger)
             }
             var rows = try await connection.query("SELECT version FROM identity_broker_schema", logger: logger).collect()
@@ -187,12 +201,14 @@ enum PostgresSchema {
                 try await connection.query("DROP TABLE IF EXISTS identity_broker_changes", logger: logger)
                 try await connection.query("UPDATE identity_broker_schema SET version = \(version)", logger: logger)
             }
-            let check = try await connection.query(PostgresQuery(unsafeSQL: commitProcedureCheck), logger: logger).collect()
-            guard let (owner, trusted, callable) = try check.first?.decode((String, Bool, Bool).self) else {
+            let check = try await connection.query(commitProcedureCheck(inSchema: schema), logger: logger).collect()
+            guard let (owner, trusted, callable, named) = try check.first?.decode((String, Bool, Bool, Int).self) else {
                 throw UnusableCommitProcedure.missing
             }
             guard trusted else { throw UnusableCommitProcedure.planted(owner: owner) }
+            guard named == 1 else { throw UnusableCommitProcedure.overloaded(count: named) }
             guard callable else { throw UnusableCommitProcedure.notCallable }
+            return commitCall(inSchema: schema)
         }
     }
 
@@ -218,7 +234,7 @@ enum PostgresSchema {
     }
 
     /// ``applyDistinct(sets:removes:namespace:origin:on:logger:)`` committed by the server
-    /// before it answers (``commitCall``), on a connection in no transaction; throws
+    /// before it answers (``commitCall(inSchema:)``), on a connection in no transaction; throws
     /// ``StaleConnection`` without sending anything on one already closed.
     ///
     /// An error the server answers with applied nothing, but for a statement timeout (or a
@@ -228,15 +244,15 @@ enum PostgresSchema {
     /// the versioned rule. A connection lost under the call leaves the outcome unknown.
     static func commitDistinct(
         sets: [(key: String, version: Int64?, sealed: [UInt8])], removes: [String],
-        namespace: PostgresNamespace, origin: Int64, on connection: PostgresConnection, logger: Logger
+        namespace: PostgresNamespace, origin: Int64, call: String, on connection: PostgresConnection, logger: Logger
     ) async throws -> (sets: Set<String>, removes: Set<String>) {
         let apply = ApplyDistinct(sets: sets, removes: removes, namespace: namespace, origin: origin)
         let result = try await connection.queryUnlessClosed(
-            PostgresQuery(unsafeSQL: commitCall, binds: apply.makeBindings()), logger: logger)
+            PostgresQuery(unsafeSQL: call, binds: apply.makeBindings()), logger: logger)
         return changedKeys(try result.rows.map { try $0.decode(([String]?, [String]?).self) })
     }
 
-    /// The keys set and removed, from the one row of ``ApplyDistinct`` or ``commitCall``.
+    /// The keys set and removed, from the one row of ``ApplyDistinct`` or ``commitCall(inSchema:)``.
     private static func changedKeys(_ rows: [([String]?, [String]?)]) -> (sets: Set<String>, removes: Set<String>) {
         (Set(rows.first?.0 ?? []), Set(rows.first?.1 ?? []))
     }
@@ -284,11 +300,11 @@ enum PostgresSchema {
             ), removed_one AS (
                 DELETE FROM identity_broker_items
                 WHERE service = $1 AND access_group = $2
-                    AND key = CASE WHEN cardinality($7::text[]) = 1 THEN ($7::text[])[1] END
+                    AND key = CASE WHEN pg_catalog.cardinality($7::text[]) = 1 THEN ($7::text[])[1] END
                 RETURNING key
             ), removed_many AS (
                 DELETE FROM identity_broker_items
-                WHERE cardinality($7::text[]) > 1 AND service = $1 AND access_group = $2 AND key = ANY($7::text[])
+                WHERE pg_catalog.cardinality($7::text[]) > 1 AND service = $1 AND access_group = $2 AND key = ANY($7::text[])
                 RETURNING key
             ), removed AS (
                 SELECT key FROM removed_one UNION ALL SELECT key FROM removed_many
@@ -306,7 +322,7 @@ enum PostgresSchema {
             """
         /// The keys set, the keys removed, and how many notifications were sent.
         static let results = """
-            (SELECT array_agg(key) FROM upserted), (SELECT array_agg(key) FROM removed),
+            (SELECT pg_catalog.array_agg(key) FROM upserted), (SELECT pg_catalog.array_agg(key) FROM removed),
                 (SELECT count(*) FROM changed, pg_notify('\(PostgresSchema.channel)', CASE
                     WHEN octet_length(changed.payload) < \(PostgresSchema.maximumPayloadBytes) THEN changed.payload
                     ELSE $8 || '*' END) AS notified)
@@ -388,7 +404,7 @@ enum PostgresSchema {
         static let name = "identity_broker_read_many_v\(PostgresSchema.version)"
         static let sql = """
             SELECT r.key, (SELECT value FROM identity_broker_items WHERE service = $1 AND access_group = $2 AND key = r.key)
-            FROM unnest($3::text[]) AS r(key)
+            FROM pg_catalog.unnest($3::text[]) AS r(key)
             """
         /// A key and its value; `nil` when the key has no item.
         typealias Row = (String, ByteBuffer?)
@@ -445,10 +461,11 @@ enum PostgresSchema {
 }
 
 /// Why the commit procedure is not called: it belongs to a role that is neither the items
-/// table's owner, a superuser nor this role (``PostgresSchema/commitProcedureCheck``), this
+/// table's owner, a superuser nor this role (``PostgresSchema/commitProcedureCheck(inSchema:)``), this
 /// role may not call it, or it is not found where a `CALL` looks.
 enum UnusableCommitProcedure: Error, CustomStringConvertible {
     case planted(owner: String)
+    case overloaded(count: Int)
     case notCallable
     case missing
 
@@ -459,12 +476,15 @@ enum UnusableCommitProcedure: Error, CustomStringConvertible {
                 + "of identity_broker_items, a superuser nor this role, so this keystore does not open (the procedure could "
                 + "have been planted to acknowledge commits it never applies): drop it, or give it to the table's owner "
                 + "(ALTER PROCEDURE … OWNER TO …)"
+        case .overloaded(let count):
+            "\(count) routines are named \(PostgresSchema.commitProcedure) in the schema of identity_broker_items, where "
+                + "only the commit procedure should be: another could capture or block its calls, so this keystore does "
+                + "not open; drop the others"
         case .notCallable:
             "this role may not call the commit procedure \(PostgresSchema.commitProcedure), which every commit needs: "
                 + "GRANT EXECUTE ON PROCEDURE \(PostgresSchema.commitProcedure) (see RunningAFleet)"
         case .missing:
-            "the commit procedure \(PostgresSchema.commitProcedure) is not found on this role's search path, where "
-                + "identity_broker_items is"
+            "the commit procedure \(PostgresSchema.commitProcedure) or identity_broker_items is not found"
         }
     }
 }

@@ -344,21 +344,51 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
             "SELECT count(*) FROM identity_broker_items WHERE key IN ('session.alice', 'session.bob')", database: database)
         XCTAssertEqual(stored, "2", "commits go through the owner's procedure again")
 
+        // The same signature in a schema earlier on the role's search path: the call names
+        // the schema it checked, and the owner's procedure applies the commit.
+        try server.psql("""
+            CREATE SCHEMA early AUTHORIZATION \(attacker);
+            GRANT USAGE ON SCHEMA early TO PUBLIC;
+            ALTER ROLE \(server.passwordRole) IN DATABASE \(database!) SET search_path = early, public;
+            SET ROLE \(attacker);
+            CREATE PROCEDURE early.\(PostgresSchema.commitProcedure)(
+                text, text, text[], int8[], bool[], bytea[], text[], text, INOUT applied_keys text[], INOUT removed_keys text[])
+            LANGUAGE plpgsql AS $$ BEGIN applied_keys := $3; removed_keys := $7; COMMIT; END $$;
+            """, database: database)
+        let shadowed = try await keystore()
+        let appliedKeys = try await shadowed.commit({ var batch = KeystoreBatch(); batch.set([5], forKey: "session.frank"); return batch }())
+        XCTAssertEqual(appliedKeys, [true])
+        stored = try server.psqlValue("SELECT count(*) FROM public.identity_broker_items WHERE key = 'session.frank'", database: database)
+        XCTAssertEqual(stored, "1", "the commit applied through the owner's procedure, not the one earlier on the path")
+
         // An overload beside it, text where the results are text[]: an untyped NULL would
-        // prefer it; the call names its types, and the owner's procedure applies the commit.
+        // prefer it; the typed call does not, and an open refuses a schema with two.
         try server.psql("""
             SET ROLE \(attacker);
-            CREATE PROCEDURE \(PostgresSchema.commitProcedure)(
+            CREATE PROCEDURE public.\(PostgresSchema.commitProcedure)(
                 text, text, text[], int8[], bool[], bytea[], text[], text, INOUT applied_keys text, INOUT removed_keys text)
             LANGUAGE plpgsql AS $$ BEGIN COMMIT; END $$;
             """, database: database)
         try await reopened.set([3], forKey: "session.carol")
-        stored = try server.psqlValue("SELECT count(*) FROM identity_broker_items WHERE key = 'session.carol'", database: database)
+        stored = try server.psqlValue("SELECT count(*) FROM public.identity_broker_items WHERE key = 'session.carol'", database: database)
         XCTAssertEqual(stored, "1", "the commit applied through the owner's procedure, not the overload")
-        let late = try await keystore()
-        try await late.set([4], forKey: "session.erin")
-        stored = try server.psqlValue("SELECT count(*) FROM identity_broker_items WHERE key = 'session.erin'", database: database)
-        XCTAssertEqual(stored, "1", "an open after the overload was planted commits through the owner's procedure too")
+        let overloaded = await keystoreError { try await self.keystore() }
+        XCTAssertEqual(overloaded?.code, .insecurePermissions, "\(String(describing: overloaded))")
+        XCTAssertTrue(overloaded?.reason.contains("2 routines") ?? false, "\(String(describing: overloaded))")
+
+        // One with a defaulted extra parameter makes the call ambiguous: commits fail, typed,
+        // and none is acknowledged.
+        try server.psql("""
+            SET ROLE \(attacker);
+            CREATE PROCEDURE public.\(PostgresSchema.commitProcedure)(
+                text, text, text[], int8[], bool[], bytea[], text[], text,
+                INOUT applied_keys text[], INOUT removed_keys text[], extra int DEFAULT 0)
+            LANGUAGE plpgsql AS $$ BEGIN applied_keys := $3; COMMIT; END $$;
+            """, database: database)
+        let blocked = await keystoreError { try await reopened.set([4], forKey: "session.erin") }
+        XCTAssertNotNil(blocked, "the ambiguous call fails")
+        stored = try server.psqlValue("SELECT count(*) FROM public.identity_broker_items WHERE key = 'session.erin'", database: database)
+        XCTAssertEqual(stored, "0")
     }
 
     func testDumpHoldsNoPlaintext() async throws {
