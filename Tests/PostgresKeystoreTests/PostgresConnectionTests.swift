@@ -73,4 +73,32 @@ final class PostgresConnectionTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(answer, 42)
         XCTAssertEqual(attempts.withLock { $0 }, 2, "ran again on another connection")
     }
+
+    /// The same for the commit's `CALL`, which has no `BEGIN` before it: sent only on a
+    /// connection still open (`queryUnlessClosed`), so one found closed is a stale connection
+    /// (the commit runs on another), never a commit left waiting for its deadline or
+    /// reported with an unknown outcome.
+    func testACommitOnAConnectionThatClosedRunsAgainOnAnother() async throws {
+        let keystore = try await keystore { $0.operationTimeout = .seconds(30) }
+        let server: PostgresServer = server
+        let attempts = Locked(0)
+        let (namespace, origin) = (keystore.namespace, keystore.origin)
+        let call = PostgresSchema.commitCall(inSchema: "public")
+        let started = ContinuousClock.now
+        let applied = try await keystore.perform("a commit") { connection, logger in
+            if attempts.withLock({ $0 += 1; return $0 }) == 1 {
+                let pid = try await connection.query("SELECT pg_backend_pid()", logger: logger).collect()[0].decode(Int32.self)
+                _ = try server.psql("SELECT pg_terminate_backend(\(pid))")
+                while !connection.isClosed { try await Task.sleep(for: .milliseconds(10)) }
+            }
+            return try await PostgresKeystore.applyDistinct(
+                [[.set(key: "session.alice", sealed: [1, 2, 3], version: 1)]], namespace: namespace, origin: origin, call: call,
+                on: connection, logger: logger)
+        }
+        XCTAssertEqual(applied, [[true]])
+        XCTAssertEqual(attempts.withLock { $0 }, 2, "ran again on another connection")
+        XCTAssertLessThan(ContinuousClock.now - started, .seconds(10), "not after waiting for its deadline")
+        let stored = try server.psqlValue("SELECT count(*) FROM identity_broker_items WHERE key = 'session.alice'", database: database)
+        XCTAssertEqual(stored, "1")
+    }
 }
