@@ -73,12 +73,17 @@ enum PostgresSchema {
     /// one earlier instances still call, never a stale body under a familiar name.
     static let commitProcedure = "identity_broker_commit_" + fingerprint(commitProcedureParameters + commitProcedureBody)
 
-    /// The commit procedure's argument types, as `to_regprocedure` names it.
-    static let commitProcedureSignature = "\(commitProcedure)(text, text, text[], int8[], bool[], bytea[], text[], text, text[], text[])"
+    /// ``ApplyDistinct``'s parameter types, which the procedure takes first.
+    private static let commitInputTypes = ["text", "text", "text[]", "int8[]", "bool[]", "bytea[]", "text[]", "text"]
+    /// The procedure's results (`INOUT`: a procedure before PostgreSQL 14 has no `OUT`).
+    private static let commitResults = [(name: "applied_keys", type: "text[]"), (name: "removed_keys", type: "text[]")]
 
-    private static let commitProcedureParameters = """
-        text, text, text[], int8[], bool[], bytea[], text[], text, INOUT applied_keys text[], INOUT removed_keys text[]
-        """
+    /// The commit procedure's argument types, as `to_regprocedure` names it.
+    static let commitProcedureSignature =
+        "\(commitProcedure)(\((commitInputTypes + commitResults.map(\.type)).joined(separator: ", ")))"
+
+    private static let commitProcedureParameters =
+        (commitInputTypes + commitResults.map { "INOUT \($0.name) \($0.type)" }).joined(separator: ", ")
 
     private static let commitProcedureBody = """
         DECLARE
@@ -113,11 +118,12 @@ enum PostgresSchema {
     /// server next to nothing (PL/pgSQL keeps the statement's plan per connection), and an
     /// unnamed statement goes out in one message, after the closed-connection check.
     static func commitCall(inSchema schema: String) -> String {
-        "CALL \(schema).\(commitProcedure)($1, $2, $3, $4, $5, $6, $7, $8, NULL::text[], NULL::text[])"
+        let arguments = commitInputTypes.indices.map { "$\($0 + 1)" } + commitResults.map { "NULL::\($0.type)" }
+        return "CALL \(schema).\(commitProcedure)(\(arguments.joined(separator: ", ")))"
     }
 
     /// 16 hex digits of the FNV-1a hash of `text`: a name that changes with it (not a
-    /// security measure: who owns the procedure is checked, see ``commitProcedureCheck(inSchema:)``).
+    /// security measure: who owns the procedure is checked, see ``commitProcedureCheck``).
     static func fingerprint(_ text: String) -> String {
         let hash = text.utf8.reduce(UInt64(0xcbf2_9ce4_8422_2325)) { ($0 ^ UInt64($1)) &* 0x0000_0100_0000_01b3 }
         let hex = String(hash, radix: 16)
@@ -131,16 +137,8 @@ enum PostgresSchema {
             AND to_regclass('identity_broker_key_salts') IS NOT NULL
         """
 
-    /// The items table's schema, quoted, where the commit procedure lives, and whether it
-    /// is there.
-    static let commitProcedureLookup = """
-        SELECT quote_ident(n.nspname), to_regprocedure(quote_ident(n.nspname) || '.\(commitProcedureSignature)') IS NOT NULL
-        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-        WHERE c.oid = to_regclass('identity_broker_items')
-        """
-
-    /// Who owns the commit procedure, whether that may be trusted, and whether this role may
-    /// call it. Trusted: the owner of the items table, a superuser, or this role itself (a
+    /// The items table's schema (quoted), where the commit procedure lives, and, when it is
+    /// there, who owns it, whether that may be trusted, and whether this role may call it. Trusted: the owner of the items table, a superuser, or this role itself (a
     /// procedure runs with its caller's rights, so one of its own is no plant). Before
     /// PostgreSQL 15 any role may create in `public`, so a member of the database could
     /// otherwise plant a procedure of that name before a fleet first needs it, and acknowledge
@@ -149,17 +147,16 @@ enum PostgresSchema {
     ///
     /// Also counts the routines of that name in its schema: an overload beside it (with a
     /// defaulted extra parameter, say) could capture or block the call.
-    static func commitProcedureCheck(inSchema schema: String) -> PostgresQuery {
-        """
-        SELECT pg_get_userbyid(p.proowner),
+    static let commitProcedureCheck = """
+        SELECT quote_ident(n.nspname), pg_get_userbyid(p.proowner),
             p.proowner = c.relowner OR r.rolsuper OR pg_get_userbyid(p.proowner) = current_user,
             has_function_privilege(p.oid, 'EXECUTE'),
             (SELECT count(*) FROM pg_proc o WHERE o.proname = p.proname AND o.pronamespace = p.pronamespace)
-        FROM pg_proc p, pg_class c, pg_roles r
-        WHERE p.oid = to_regprocedure(\(schema + "." + commitProcedureSignature)) AND c.oid = to_regclass('identity_broker_items')
-            AND r.oid = p.proowner
+        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+            LEFT JOIN pg_proc p ON p.oid = to_regprocedure(quote_ident(n.nspname) || '.\(commitProcedureSignature)')
+            LEFT JOIN pg_roles r ON r.oid = p.proowner
+        WHERE c.oid = to_regclass('identity_broker_items')
         """
-    }
 
     /// Creates what is missing and checks the schema version, in one transaction; returns the
     /// commit's `CALL` (``commitCall(inSchema:)``) on the procedure it checked.
@@ -176,13 +173,6 @@ enum PostgresSchema {
                 for statement in createStatements {
                     try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }
-            }
-            let lookup = try await connection.query(PostgresQuery(unsafeSQL: commitProcedureLookup), logger: logger).collect()
-            guard let (schema, exists) = try lookup.first?.decode((String, Bool).self) else {
-                throw UnusableCommitProcedure.missing
-            }
-            if !exists {
-                try await connection.query(PostgresQuery(unsafeSQL: createCommitProcedure(inSchema: schema)), logger: logger)
             }
             var rows = try await connection.query("SELECT version FROM identity_broker_schema", logger: logger).collect()
             if rows.isEmpty {
@@ -201,15 +191,29 @@ enum PostgresSchema {
                 try await connection.query("DROP TABLE IF EXISTS identity_broker_changes", logger: logger)
                 try await connection.query("UPDATE identity_broker_schema SET version = \(version)", logger: logger)
             }
-            let check = try await connection.query(commitProcedureCheck(inSchema: schema), logger: logger).collect()
-            guard let (owner, trusted, callable, named) = try check.first?.decode((String, Bool, Bool, Int).self) else {
+            return try await checkCommitProcedure(on: connection, logger: logger)
+        }
+    }
+
+    /// Creates the commit procedure where it is missing, checks it, and returns its `CALL`.
+    private static func checkCommitProcedure(on connection: PostgresConnection, logger: Logger) async throws -> String {
+        for attempt in 1...2 {
+            let rows = try await connection.query(PostgresQuery(unsafeSQL: commitProcedureCheck), logger: logger).collect()
+            guard let (schema, owner, trusted, callable, named) = try rows.first?.decode((String, String?, Bool?, Bool?, Int?).self) else {
                 throw UnusableCommitProcedure.missing
+            }
+            guard let owner, let trusted, let callable, let named else {
+                // Not there yet: created in the items table's schema, then checked like any other.
+                guard attempt == 1 else { throw UnusableCommitProcedure.missing }
+                try await connection.query(PostgresQuery(unsafeSQL: createCommitProcedure(inSchema: schema)), logger: logger)
+                continue
             }
             guard trusted else { throw UnusableCommitProcedure.planted(owner: owner) }
             guard named == 1 else { throw UnusableCommitProcedure.overloaded(count: named) }
             guard callable else { throw UnusableCommitProcedure.notCallable }
             return commitCall(inSchema: schema)
         }
+        throw UnusableCommitProcedure.missing
     }
 
     /// Takes the namespace's transaction-scoped advisory lock (migrations only).
@@ -230,7 +234,7 @@ enum PostgresSchema {
         namespace: PostgresNamespace, origin: Int64, on connection: PostgresConnection, logger: Logger
     ) async throws -> (sets: Set<String>, removes: Set<String>) {
         let statement = ApplyDistinct(sets: sets, removes: removes, namespace: namespace, origin: origin)
-        return changedKeys(try await run(statement, on: connection, logger: logger))
+        return setsAndRemoves(try await run(statement, on: connection, logger: logger))
     }
 
     /// ``applyDistinct(sets:removes:namespace:origin:on:logger:)`` committed by the server
@@ -249,11 +253,11 @@ enum PostgresSchema {
         let apply = ApplyDistinct(sets: sets, removes: removes, namespace: namespace, origin: origin)
         let result = try await connection.queryUnlessClosed(
             PostgresQuery(unsafeSQL: call, binds: apply.makeBindings()), logger: logger)
-        return changedKeys(try result.rows.map { try $0.decode(([String]?, [String]?).self) })
+        return setsAndRemoves(try result.rows.map { try $0.decode(([String]?, [String]?).self) })
     }
 
     /// The keys set and removed, from the one row of ``ApplyDistinct`` or ``commitCall(inSchema:)``.
-    private static func changedKeys(_ rows: [([String]?, [String]?)]) -> (sets: Set<String>, removes: Set<String>) {
+    private static func setsAndRemoves(_ rows: [([String]?, [String]?)]) -> (sets: Set<String>, removes: Set<String>) {
         (Set(rows.first?.0 ?? []), Set(rows.first?.1 ?? []))
     }
 
@@ -461,7 +465,7 @@ enum PostgresSchema {
 }
 
 /// Why the commit procedure is not called: it belongs to a role that is neither the items
-/// table's owner, a superuser nor this role (``PostgresSchema/commitProcedureCheck(inSchema:)``), this
+/// table's owner, a superuser nor this role (``PostgresSchema/commitProcedureCheck``), this
 /// role may not call it, or it is not found where a `CALL` looks.
 enum UnusableCommitProcedure: Error, CustomStringConvertible {
     case planted(owner: String)
