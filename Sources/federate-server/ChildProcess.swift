@@ -32,8 +32,10 @@ struct ChildProcess: Sendable {
     /// Starts `arguments[0]` with `arguments` and `environment` (`NAME=VALUE` entries), with
     /// standard input, output and error and the descriptors in `keeping` open, and no other;
     /// the signals in `ignoring` stay ignored, every other one is at its default.
+    ///
+    /// Both are bytes, passed on unchanged: neither need be UTF-8 (``RawArguments``).
     static func spawn(
-        _ arguments: [String], environment: [String], keeping: [Int32], ignoring: Set<Int32> = []
+        _ arguments: [[UInt8]], environment: [[UInt8]], keeping: [Int32], ignoring: Set<Int32> = []
     ) throws(SpawnFailure) -> ChildProcess {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
@@ -57,8 +59,8 @@ struct ChildProcess: Sendable {
         // exit status, and its process ID free for reuse while signals are still forwarded.
         signal(SIGCHLD, SIG_DFL)
 
-        let argv = arguments.map { strdup($0) } + [nil]
-        let envp = environment.map { strdup($0) } + [nil]
+        let argv = arguments.map(Self.cString) + [nil]
+        let envp = environment.map(Self.cString) + [nil]
         defer {
             for pointer in argv { free(pointer) }
             for pointer in envp {
@@ -67,10 +69,21 @@ struct ChildProcess: Sendable {
                 free(pointer)
             }
         }
+        guard let path = argv[0], !(argv.dropLast() + envp.dropLast()).contains(nil) else { throw SpawnFailure(code: ENOMEM) }
         var pid = pid_t()
-        let code = posix_spawnp(&pid, arguments[0], &actions, &attributes, argv, envp)
+        let code = posix_spawnp(&pid, path, &actions, &attributes, argv, envp)
         guard code == 0 else { throw SpawnFailure(code: code) }
         return ChildProcess(pid: pid)
+    }
+
+    /// A `malloc`ed, NUL-terminated copy of `bytes` (which hold no NUL: they came from one).
+    private static func cString(_ bytes: [UInt8]) -> UnsafeMutablePointer<CChar>? {
+        guard let copy = malloc(bytes.count + 1)?.assumingMemoryBound(to: CChar.self) else { return nil }
+        bytes.withUnsafeBytes { source in
+            UnsafeMutableRawPointer(copy).copyMemory(from: source.baseAddress ?? UnsafeRawPointer(copy), byteCount: source.count)
+        }
+        copy[bytes.count] = 0
+        return copy
     }
 
     /// Sends `signal` to the child. Only before ``reap()``: until then its process ID cannot

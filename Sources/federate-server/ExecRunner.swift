@@ -39,7 +39,7 @@ enum ExecRunner {
             let child: ChildProcess
             do {
                 child = try ChildProcess.spawn(
-                    command, environment: Self.childEnvironment(endpoint), keeping: InheritedDescriptors.atStart,
+                    RawArguments.trailing(matching: command), environment: Self.childEnvironment(endpoint), keeping: InheritedDescriptors.atStart,
                     ignoring: InheritedSignals.ignoredAtStart)
             } catch {
                 throw Self.spawnFailure(command[0], error)
@@ -64,23 +64,37 @@ enum ExecRunner {
     }
 
     /// This process's environment, less the variables that would take precedence over the
-    /// endpoint and the broker's own secrets, plus the two that name the endpoint.
+    /// endpoint and the broker's own secrets, plus the two that name the endpoint: `NAME=VALUE`
+    /// entries in bytes, in `environ`'s order, values passed on unchanged even when they are
+    /// not UTF-8.
     ///
     /// The command gets one session through the endpoint, never the keystore: the keystore
     /// key (`$IDENTITY_BROKER_KEY`, or the passphrase or key file it comes from) opens every
     /// session, and a `postgres://` keystore URL carries the database password.
-    static func childEnvironment(_ endpoint: CredentialEndpoint) -> [String] {
-        var inherited: [String: String] = [:]
+    static func childEnvironment(_ endpoint: CredentialEndpoint) -> [[UInt8]] {
+        let removed = Set(
+            (KeySelection.secretVariables + [KeySelection.keyFileVariable] + CredentialEndpoint.conflictingVariables
+                + Array(endpoint.environment.keys)).map { Array($0.utf8) })
+        let equals = UInt8(ascii: "=")
+        var seen = Set<[UInt8]>()
+        var entries: [[UInt8]] = []
         var cursor = environ
         while let entry = cursor.pointee {
-            let parts = String(cString: entry).split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            // The first of repeated names wins, as for getenv(3).
-            if parts.count == 2, inherited[String(parts[0])] == nil { inherited[String(parts[0])] = String(parts[1]) }
             cursor += 1
+            let bytes = Array(UnsafeRawBufferPointer(start: entry, count: strlen(entry)))
+            // An entry without "=" is no variable; getenv(3) never finds it either.
+            guard let split = bytes.firstIndex(of: equals) else { continue }
+            let name = Array(bytes[..<split])
+            // The first of repeated names wins, as for getenv(3).
+            guard seen.insert(name).inserted, !removed.contains(name) else { continue }
+            // A postgres:// keystore URL carries the database password; a directory is no secret.
+            if name == Array(KeystoreAccess.keystoreVariable.utf8), String(decoding: bytes[(split + 1)...], as: UTF8.self).contains("://") {
+                continue
+            }
+            entries.append(bytes)
         }
-        for name in KeySelection.secretVariables + [KeySelection.keyFileVariable] { inherited[name] = nil }
-        if inherited[KeystoreAccess.keystoreVariable]?.contains("://") == true { inherited[KeystoreAccess.keystoreVariable] = nil }
-        return endpoint.childEnvironment(from: inherited).map { "\($0.key)=\($0.value)" }
+        let added = endpoint.environment.sorted { $0.key < $1.key }.map { Array("\($0.key)=\($0.value)".utf8) }
+        return entries + added
     }
 
     private static func spawnFailure(_ name: String, _ failure: ChildProcess.SpawnFailure) -> CLIFailure {

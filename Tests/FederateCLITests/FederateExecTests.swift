@@ -215,6 +215,21 @@ final class FederateExecTests: XCTestCase {
         XCTAssertEqual(stdin.stderr, "err\n")
     }
 
+    /// A file name in Latin-1, a byte pattern: the command gets its arguments and environment
+    /// byte for byte, through `federate`'s hand-over to `federate-server` as well. Swift's
+    /// `CommandLine.arguments` and `String(cString:)` would turn each byte into U+FFFD.
+    func testArgumentsAndEnvironmentThatAreNotUTF8ReachTheCommandUnchanged() throws {
+        let cognito = try countingCognito()
+        try login(cognito, session: "default")
+        // The launcher (a shell) adds what no Swift String holds: a variable, and a last argument.
+        let launcher = ["sh", "-c", #"export RAW_VALUE="$(printf 'caf\351\377')"; exec "$@" "$(printf 'r\351sum\351.txt')""#, "sh"]
+        let dump = #"printf %s "$1" | od -An -tx1; printf %s "$RAW_VALUE" | od -An -tx1"#
+        let run = try harness.run(["exec", "--", "sh", "-c", dump, "sh"], launcher: launcher)
+        XCTAssertEqual(run.status, 0, "\(run)")
+        let lines = run.stdout.split(separator: "\n").map { $0.split(separator: " ").joined(separator: " ") }
+        XCTAssertEqual(lines, ["72 e9 73 75 6d e9 2e 74 78 74", "63 61 66 e9 ff"], run.stdout)
+    }
+
     func testSignalsAreForwardedToTheCommand() throws {
         let cognito = try countingCognito()
         try login(cognito, session: "default")

@@ -43,9 +43,10 @@ package struct SiblingServer: ServerSide {
     private static func handOver() throws(CLIFailure) -> Never {
         let directory = executableDirectory()
         let path = directory + "/" + executableName
-        var arguments = CommandLine.arguments
-        if arguments.isEmpty { arguments = [path] } else { arguments[0] = path }
-        let argv = arguments.map { strdup($0) } + [nil]
+        // The arguments as the kernel passed them, not `CommandLine.arguments`, which replaces
+        // bytes that are not UTF-8: exec's command must reach the sibling unchanged.
+        let passed = (1..<max(Int(CommandLine.argc), 1)).map { CommandLine.unsafeArgv[$0] }
+        let argv = [strdup(path)] + passed + [nil]
         execv(path, argv)
         let code = errno
         throw CLIFailure(
