@@ -209,6 +209,7 @@ let package = Package(
         .testTarget(
             name: "FederateCLITests",
             dependencies: [
+                "CProcessSpawn",
                 "FederateCLI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 "federate",

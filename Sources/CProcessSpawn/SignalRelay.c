@@ -8,12 +8,13 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t relay_descriptor = -1;
+static volatile sig_atomic_t relay_command_started = 0;
 
 static void relay(int signo, siginfo_t *info, void *context) {
     (void)context;
     int saved = errno;
-    int record[2] = { signo, info != NULL ? info->si_code : 0 };
-    // 8 bytes: atomic on a pipe; a full non-blocking pipe drops the record.
+    int record[3] = { signo, info != NULL ? info->si_code : 0, relay_command_started };
+    // 12 bytes: atomic on a pipe; a full non-blocking pipe drops the record.
     ssize_t ignored = write(relay_descriptor, record, sizeof record);
     (void)ignored;
     errno = saved;
@@ -21,6 +22,7 @@ static void relay(int signo, siginfo_t *info, void *context) {
 
 int ib_signal_relay_install(int descriptor, const int *signals, int count) {
     relay_descriptor = descriptor;
+    relay_command_started = 0;
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_sigaction = relay;
@@ -32,6 +34,10 @@ int ib_signal_relay_install(int descriptor, const int *signals, int count) {
         }
     }
     return 0;
+}
+
+void ib_signal_relay_command_started(void) {
+    relay_command_started = 1;
 }
 
 void ib_signal_relay_uninstall(const int *signals, int count) {

@@ -23,7 +23,9 @@ import Darwin
 ///
 /// A signal handler (C, `ib_signal_relay_install`) writes each signal and its `si_code` to a
 /// pipe; a thread of its own reads them and calls `kill`. Installed before the command starts,
-/// so no signal between the start and the forwarding is lost: they wait in the pipe.
+/// so no signal between the start and the forwarding is lost: they wait in the pipe. Each
+/// record says whether the command had started: a Ctrl-C from just before is forwarded, as
+/// the terminal sent it to a process group the command was not in yet.
 final class SignalRelay: Sendable {
     /// Why the signals could not be trapped.
     struct SetupFailure: Error {
@@ -58,16 +60,17 @@ final class SignalRelay: Sendable {
         let flags = fcntl(readEnd, F_GETFL)
         _ = fcntl(readEnd, F_SETFL, flags | O_NONBLOCK)
         defer { _ = fcntl(readEnd, F_SETFL, flags) }
-        var record: (Int32, Int32) = (0, 0)
         var found: Int32?
-        while withUnsafeMutableBytes(of: &record, { read(readEnd, $0.baseAddress, $0.count) }) == MemoryLayout<(Int32, Int32)>.size {
-            if found == nil { found = record.0 }
+        while let record = Self.nextRecord(from: readEnd) {
+            if found == nil { found = record.signal }
         }
         return found
     }
 
     /// Forwards what arrived so far and everything after to `child`, on a thread of its own.
+    /// Call as soon as `child` has started.
     func forward(to child: ChildProcess) {
+        ib_signal_relay_command_started()
         target.withLock { $0 = child }
         let descriptor = readEnd
         // A serial queue of its own gets a thread of its own (an overcommitting one), which may
@@ -91,17 +94,33 @@ final class SignalRelay: Sendable {
 
     private func relay(from descriptor: Int32) {
         let fromTerminal = ib_si_kernel()
-        var record: (Int32, Int32) = (0, 0)
-        while true {
-            let count = withUnsafeMutableBytes(of: &record) { read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            guard count == MemoryLayout<(Int32, Int32)>.size else { return }
-            let (signal, code) = record
+        while let record = Self.nextRecord(from: descriptor) {
             target.withLock { child in
                 guard let child else { return }
-                if code == fromTerminal && Self.terminalReached(child, with: signal) { return }
-                child.send(signal)
+                // A terminal's signal that came before the command started never reached it.
+                if record.code == fromTerminal && record.afterStart && Self.terminalReached(child, with: record.signal) { return }
+                child.send(record.signal)
             }
+        }
+    }
+
+    /// One signal as the handler recorded it (`ib_signal_relay_install`).
+    private struct Record {
+        var signal: Int32
+        /// `si_code`: `SI_KERNEL` when a terminal sent it.
+        var code: Int32
+        /// Whether it came once the command had started (``forward(to:)``).
+        var afterStart: Bool
+    }
+
+    /// The next record on the pipe; `nil` at its end, or when a non-blocking read finds none.
+    private static func nextRecord(from descriptor: Int32) -> Record? {
+        var fields: (Int32, Int32, Int32) = (0, 0, 0)
+        while true {
+            let count = withUnsafeMutableBytes(of: &fields) { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count == MemoryLayout<(Int32, Int32, Int32)>.size else { return nil }
+            return Record(signal: fields.0, code: fields.1, afterStart: fields.2 != 0)
         }
     }
 }

@@ -29,9 +29,10 @@ int ib_open_descriptors(int *out, int capacity);
 /// `/proc/<pid>/environ`, which hold the keystore key. Returns 0, or an `errno` value.
 int ib_make_undumpable(void);
 
-/// Traps each of `signals` with a handler that writes two `int`s to `descriptor`: the
-/// signal number and the `si_code` it came with (`SI_KERNEL` when the terminal sent it to its
-/// foreground process group, `SI_USER` from `kill`). The handler only calls `write(2)`, which
+/// Traps each of `signals` with a handler that writes three `int`s to `descriptor`: the
+/// signal number, the `si_code` it came with (`SI_KERNEL` when the terminal sent it to its
+/// foreground process group, `SI_USER` from `kill`), and 1 when it came after
+/// `ib_signal_relay_command_started`, else 0. The handler only calls `write(2)`, which
 /// is async-signal-safe; `descriptor` should be the non-blocking write end of a pipe, so a
 /// full pipe drops a record rather than blocking the handler.
 ///
@@ -41,6 +42,11 @@ int ib_make_undumpable(void);
 ///
 /// Returns 0, or an `errno` value.
 int ib_signal_relay_install(int descriptor, const int *signals, int count);
+
+/// Marks the command as started: signals from now on are recorded with 1. Call when
+/// `posix_spawn` has returned. A terminal's Ctrl-C recorded with 0 reached the process group
+/// before the command was in it, so the command did not get it and it must be forwarded.
+void ib_signal_relay_command_started(void);
 
 /// Puts each of `signals` back to its default action (after the command has been reaped).
 void ib_signal_relay_uninstall(const int *signals, int count);
