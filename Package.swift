@@ -80,6 +80,13 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        // Keeps a process alive when another member of a shared group truncates a database's
+        // `-shm` file under it (SIGBUS).
+        .target(
+            name: "CSQLiteGuard",
+            dependencies: ["CSQLite"],
+            path: "Sources/CSQLiteGuard"
+        ),
 
         // MARK: Library modules
         .target(
@@ -87,6 +94,7 @@ let package = Package(
             dependencies: [
                 "CLibCrypto",
                 "CSQLite",
+                "CSQLiteGuard",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -203,7 +211,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "keystore-stress",
-            dependencies: ["SecureStorage"],
+            dependencies: ["CSQLiteGuard", "SecureStorage"],
             path: "Tests/KeystoreStress"
         ),
         .testTarget(

@@ -12,6 +12,13 @@
 //       migrates and SIGKILLs itself between the copy and the delete transactions
 //   keystore-stress sqlite-shared ROOT GROUP KEY
 //       in access group GROUP (key file): writes KEY = "from-<uid>", prints every "key=value"
+//   keystore-stress sqlite-shm-truncated ROOT GROUP
+//       writes k = "before" in GROUP ("none": private), prints "ready", waits for a line on stdin
+//       (meanwhile the test truncates the database's -shm file), then reads k, writes and reads
+//       k2 = "after", and prints "k=… k2=… repairs=N" (the SIGBUS guard's repairs)
+//   keystore-stress sqlite-bus-error ROOT
+//       opens a keystore (which installs the SIGBUS guard), then touches a mapping of its own
+//       whose file it truncated: a fault the guard must pass on, so the process dies of SIGBUS
 //   keystore-stress sqlite-bench ROOT WRITERS COMMITS
 //       WRITERS tasks make COMMITS one-item commits in all; prints "commits/s"
 //   keystore-stress fdatasync-bench PATH COUNT
@@ -21,6 +28,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import CSQLiteGuard
 import SecureStorage
 
 func printLine(_ text: String) {
@@ -94,6 +102,29 @@ func runSQLite(_ mode: String, _ arguments: [String]) async throws -> Bool {
         }
         let bytes = Array(lines.utf8)
         _ = bytes.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+    case "sqlite-shm-truncated":
+        guard arguments.count == 4 else { fail("bad arguments") }
+        let keystore = try SQLiteKeystore(root: arguments[2], service: "svc", accessGroup: group(arguments[3]))
+        defer { keystore.close() }
+        try await keystore.set(Array("before".utf8), forKey: "k")
+        printLine("ready")
+        guard readLine() != nil else { fail("no go-ahead on stdin") }
+        let before = String(decoding: try await keystore.requireValue(forKey: "k"), as: UTF8.self)
+        try await keystore.set(Array("after".utf8), forKey: "k2")
+        let after = String(decoding: try await keystore.requireValue(forKey: "k2"), as: UTF8.self)
+        printLine("k=\(before) k2=\(after) repairs=\(ib_sqlite3_shm_guard_repairs())")
+    case "sqlite-bus-error":
+        guard arguments.count == 3 else { fail("bad arguments") }
+        let keystore = try SQLiteKeystore(root: arguments[2], service: "svc")
+        try await keystore.set(Array("v".utf8), forKey: "k")
+        let path = arguments[2] + "/not-sqlite"
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0, ftruncate(descriptor, 4096) == 0 else { fail("cannot make \(path)") }
+        guard let mapping = mmap(nil, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, descriptor, 0), mapping != MAP_FAILED else { fail("mmap") }
+        guard ftruncate(descriptor, 0) == 0 else { fail("ftruncate") }
+        printLine("touching")
+        mapping.storeBytes(of: 1, as: UInt8.self)
+        printLine("survived")
     case "sqlite-bench":
         guard arguments.count == 5, let writers = Int(arguments[3]), let commits = Int(arguments[4]) else { fail("bad arguments") }
         let keystore = try SQLiteKeystore(root: arguments[2], service: "svc")

@@ -1,4 +1,5 @@
 import CSQLite
+import CSQLiteGuard
 
 /// The closure behind a connection's WAL hook, passed to SQLite as its context pointer.
 private final class WALHook: Sendable {
@@ -75,6 +76,7 @@ final class SQLiteConnection: @unchecked Sendable {
     private static func openHandle(
         path: String, busyTimeout: Duration, guard compileGuard: UnsafeMutablePointer<ib_sqlite3_compile_guard>
     ) throws(KeystoreError) -> OpaquePointer {
+        _ = shmGuard
         var connection: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_EXRESCODE
         let result = sqlite3_open_v2(path, &connection, flags, nil)
@@ -93,6 +95,12 @@ final class SQLiteConnection: @unchecked Sendable {
         sqlite3_busy_timeout(connection, Int32(clamping: busyTimeout.wholeMilliseconds))
         return connection
     }
+
+    /// Installed before the first database opens (`ib_sqlite3_shm_guard_install`): a member
+    /// of a shared group who truncates a database's `-shm` file would otherwise end every
+    /// process that has it open, with `SIGBUS`. Its result is not an error: without the
+    /// guard (an SQLite whose system calls cannot be replaced) the keystore works as before.
+    private static let shmGuard: Int32 = ib_sqlite3_shm_guard_install()
 
     /// A new connection in place of this one, with the same settings and WAL hook, and no
     /// schema loaded yet. Only outside a transaction (a rolled-back one is gone anyway).

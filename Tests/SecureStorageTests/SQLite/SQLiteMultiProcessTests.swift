@@ -50,6 +50,90 @@ final class SQLiteMultiProcessTests: XCTestCase {
         XCTAssertTrue(items["shared"]?.hasSuffix("-\(count - 1)") ?? false, items["shared"] ?? "nil")
     }
 
+    /// SQLite maps each database's `-shm` file into every process that has the database open,
+    /// and a member of a shared group may write that file: one who truncated it ended those
+    /// processes with SIGBUS at their next access, private sessions and all. The guard grows
+    /// the file back under the fault; the process goes on, and reads and writes work.
+    func testATruncatedShmFileEndsNoProcess() throws {
+        for group in ["none", "team"] {
+            let temporary = try TemporaryRoot()
+            let input = Pipe(), output = Pipe()
+            let process = Process()
+            process.executableURL = try stressExecutable()
+            process.arguments = ["sqlite-shm-truncated", temporary.root, group]
+            process.standardInput = input
+            process.standardOutput = output
+            try process.run()
+            let reader = output.fileHandleForReading
+            XCTAssertEqual(String(decoding: reader.availableData, as: UTF8.self), "ready\n", group)
+            let files = FileManager.default.enumerator(atPath: temporary.root)?.compactMap { $0 as? String }.filter { $0.hasSuffix("-shm") } ?? []
+            XCTAssertEqual(files.count, 1, "one database open in \(group): \(files)")
+            for file in files { XCTAssertEqual(truncate(temporary.root + "/" + file, 0), 0, file) }
+            input.fileHandleForWriting.write(Data("go\n".utf8))
+            let rest = String(decoding: reader.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            XCTAssertEqual(process.terminationReason, .exit, "ended by signal \(process.terminationStatus) in \(group)")
+            XCTAssertEqual(process.terminationStatus, 0, group)
+            XCTAssertTrue(rest.hasPrefix("k=before k2=after repairs="), "\(group): \(rest)")
+            XCTAssertGreaterThan(Int(rest.split(separator: "=").last?.trimmingCharacters(in: .newlines) ?? "") ?? 0, 0, "no fault was repaired: \(rest)")
+        }
+    }
+
+    /// A fault the guard did not cause to happen (a mapping that is not SQLite's) goes on to
+    /// the handler that was there before: the Swift runtime's crash report, or the default
+    /// action. Never swallowed, never repeated forever.
+    func testABusErrorElsewhereStillEndsTheProcess() throws {
+        for backtrace in ["enable=no", "enable=yes,interactive=no,symbolicate=off"] {
+            let temporary = try TemporaryRoot()
+            let printedPath = temporary.path + "/stdout", reportPath = temporary.path + "/stderr"
+            let (status, printed, report) = try Self.runInOwnGroup(
+                [try stressExecutable().path, "sqlite-bus-error", temporary.root], environment: ["SWIFT_BACKTRACE=" + backtrace],
+                stdout: printedPath, stderr: reportPath, limit: 60)
+            XCTAssertEqual(printed, "touching\n", backtrace)
+            XCTAssertEqual(status.signal, SIGBUS, "\(backtrace): ended with \(status) (nil: still running after 60 s, so killed): \(report)")
+            if backtrace.hasPrefix("enable=yes") {
+                XCTAssertTrue(report.contains("Program crashed: Bus error"), "the runtime's crash report did not run: \(report)")
+            }
+        }
+    }
+
+    /// Runs `arguments` as the leader of a process group of its own, with output to files, for
+    /// at most `limit` seconds; then kills the whole group. A crash reporter the process
+    /// started may outlive it, and Foundation's `Process` waits for such a grandchild too.
+    private static func runInOwnGroup(
+        _ arguments: [String], environment: [String], stdout: String, stderr: String, limit: Double
+    ) throws -> (status: (signal: Int32?, exit: Int32?), stdout: String, stderr: String) {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
+        let argv = arguments.map { strdup($0) } + [nil], envp = environment.map { strdup($0) } + [nil]
+        defer { for pointer in argv + envp { free(pointer) } }
+        var pid = pid_t()
+        let code = posix_spawn(&pid, arguments[0], &actions, &attributes, argv, envp)
+        guard code == 0 else { throw POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO) }
+        defer { kill(-pid, SIGKILL) }
+        var status: Int32 = 0
+        let deadline = Date().addingTimeInterval(limit)
+        while waitpid(pid, &status, WNOHANG) == 0 {
+            guard Date() < deadline else {
+                kill(-pid, SIGKILL)
+                waitpid(pid, &status, 0)
+                return ((nil, nil), (try? String(contentsOfFile: stdout, encoding: .utf8)) ?? "", (try? String(contentsOfFile: stderr, encoding: .utf8)) ?? "")
+            }
+            usleep(20_000)
+        }
+        let signal = status & 0x7F
+        return ((signal == 0 ? nil : signal, signal == 0 ? (status >> 8) & 0xFF : nil),
+                (try? String(contentsOfFile: stdout, encoding: .utf8)) ?? "", (try? String(contentsOfFile: stderr, encoding: .utf8)) ?? "")
+    }
+
     func testKillNineDuringWritesLeavesWholeBatches() async throws {
         let temporary = try TemporaryRoot()
         let keys = 5
