@@ -3,6 +3,7 @@
 #include "CSQLiteGuard.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -11,29 +12,32 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 // One writable shared mapping SQLite made: its address (0 when the slot is free), length,
-// and the descriptor and offset it maps. The handler reads slots without a lock: `start` is
-// written last when a slot is filled and cleared first when it is freed.
+// and the descriptor, file and offset it maps. The handler reads slots without a lock:
+// `start` is written last when a slot is filled and cleared first when it is freed.
 struct mapping {
     _Atomic uintptr_t start;
     size_t length;
     int descriptor;
+    dev_t device;
+    ino_t inode;
     off_t offset;
-    // Faults inside this mapping that found its file long enough already (another process
-    // grew it meanwhile). Past a few, the fault is not a truncation and goes on.
-    atomic_int unexplained;
 };
 
-// Each namespace's database has a handful of 32 KiB regions; beyond this many the mapping
-// is simply not recorded, and a fault in it goes on as without the guard.
-#define MAPPING_SLOTS 4096
-#define UNEXPLAINED_LIMIT 16
+// As many as the kernel lets a process map (vm.max_map_count is 65,530 by default), so an
+// attacker who makes SQLite map many regions of a shared database cannot use up the table and
+// leave a private database's mappings unrecorded. Untouched slots cost no memory.
+#define MAPPING_SLOTS 65536
 
 static struct mapping mappings[MAPPING_SLOTS];
+// One past the highest slot ever used: the scans stop there.
+static atomic_int slots_in_use;
 static pthread_mutex_t mappings_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_ulong repairs;
+static long page_size;
 
 typedef void *(*mmap_function)(void *, size_t, int, int, int, off_t);
 typedef int (*munmap_function)(void *, size_t);
@@ -41,23 +45,43 @@ static mmap_function original_mmap;
 static munmap_function original_munmap;
 static struct sigaction previous_action;
 
-static void record(void *address, size_t length, int descriptor, off_t offset) {
+// Faults that come back at once, at the same page, on the same thread, with the file found
+// whole each time (long enough, its blocks allocated): the page cannot be had (a disk full
+// under a write, a failing device). Past a bound they go on, so that the process ends rather
+// than spins for ever. A fault that found the file short again (a truncation, which is what
+// an attacker repeats) starts the count over.
+#define REPEATS_LIMIT 1000
+#define REPEAT_WINDOW_NS 10000000L
+static __thread uintptr_t last_fault_page __attribute__((tls_model("initial-exec")));
+static __thread long last_fault_ns __attribute__((tls_model("initial-exec")));
+static __thread int fault_repeats __attribute__((tls_model("initial-exec")));
+
+static int record(void *address, size_t length, int descriptor, off_t offset) {
+    struct stat status;
+    if (fstat(descriptor, &status) != 0) return 0;
+    int recorded = 0;
     pthread_mutex_lock(&mappings_lock);
+    int used = atomic_load(&slots_in_use);
     for (int index = 0; index < MAPPING_SLOTS; index++) {
-        if (atomic_load(&mappings[index].start) != 0) continue;
+        if (index < used && atomic_load(&mappings[index].start) != 0) continue;
         mappings[index].length = length;
         mappings[index].descriptor = descriptor;
+        mappings[index].device = status.st_dev;
+        mappings[index].inode = status.st_ino;
         mappings[index].offset = offset;
-        atomic_store(&mappings[index].unexplained, 0);
         atomic_store(&mappings[index].start, (uintptr_t)address);
+        if (index >= used) atomic_store(&slots_in_use, index + 1);
+        recorded = 1;
         break;
     }
     pthread_mutex_unlock(&mappings_lock);
+    return recorded;
 }
 
 static void forget(void *address) {
     pthread_mutex_lock(&mappings_lock);
-    for (int index = 0; index < MAPPING_SLOTS; index++) {
+    int used = atomic_load(&slots_in_use);
+    for (int index = 0; index < used; index++) {
         if (atomic_load(&mappings[index].start) == (uintptr_t)address) {
             atomic_store(&mappings[index].start, 0);
             break;
@@ -71,7 +95,12 @@ static void *guarded_mmap(void *address, size_t length, int protection, int flag
     // The wal-index: shared and writable. A read-only map of the database file itself
     // (`PRAGMA mmap_size`) is not, and growing that file would not be harmless.
     if (result != MAP_FAILED && (flags & MAP_SHARED) && (protection & PROT_WRITE) && descriptor >= 0) {
-        record(result, length, descriptor, offset);
+        if (!record(result, length, descriptor, offset)) {
+            // Unguarded, a truncation would end the process: SQLite reports an error instead.
+            original_munmap(result, length);
+            errno = ENOMEM;
+            return MAP_FAILED;
+        }
     }
     return result;
 }
@@ -82,15 +111,14 @@ static int guarded_munmap(void *address, size_t length) {
     return original_munmap(address, length);
 }
 
+// What the kernel would have done with the fault had the guard not been installed: the
+// previous handler, with the signals it asked to have blocked and its own flags, or the
+// default action.
 static void pass_on(int signo, siginfo_t *info, void *context) {
-    int has_handler = (previous_action.sa_flags & SA_SIGINFO)
-        ? previous_action.sa_sigaction != NULL
-        : (previous_action.sa_handler != SIG_DFL && previous_action.sa_handler != SIG_IGN);
-    if (has_handler) {
-        // With the signals it asked to have blocked while it runs, as the kernel would have
-        // blocked them had it called that handler itself.
-        sigset_t blocked, outer;
-        blocked = previous_action.sa_mask;
+    void *handler = (void *)previous_action.sa_handler;
+    if (handler != (void *)SIG_DFL && handler != (void *)SIG_IGN) {
+        if (previous_action.sa_flags & SA_RESETHAND) signal(signo, SIG_DFL);
+        sigset_t blocked = previous_action.sa_mask, outer;
         if (!(previous_action.sa_flags & SA_NODEFER)) sigaddset(&blocked, signo);
         pthread_sigmask(SIG_BLOCK, &blocked, &outer);
         if (previous_action.sa_flags & SA_SIGINFO) {
@@ -101,34 +129,63 @@ static void pass_on(int signo, siginfo_t *info, void *context) {
         pthread_sigmask(SIG_SETMASK, &outer, NULL);
         return;
     }
-    // The default action: returning repeats the access, which faults again and ends the
-    // process as it would have without the guard.
     signal(signo, SIG_DFL);
+    // A fault repeats when the handler returns, and ends the process; a sent signal would not.
+    if (info->si_code <= 0) raise(signo);
+}
+
+static long monotonic_ns(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return now.tv_sec * 1000000000L + now.tv_nsec;
+}
+
+enum repair { REPAIRED, FOUND_WHOLE, FAILED };
+
+// Makes the mapping's file whole again under it: long enough, and with its blocks allocated
+// (as SQLite allocates them when it extends the file), never shorter and with its data kept.
+static enum repair make_whole(const struct mapping *mapping, uintptr_t start, uintptr_t address) {
+    struct stat status;
+    if (fstat(mapping->descriptor, &status) != 0) return FAILED;
+    // The descriptor is SQLite's, so no rename in the directory can redirect this; the check
+    // is for a descriptor that was closed and reused while still recorded.
+    if (status.st_dev != mapping->device || status.st_ino != mapping->inode) return FAILED;
+    off_t end = mapping->offset + (off_t)mapping->length;
+    if (fallocate(mapping->descriptor, 0, mapping->offset, (off_t)mapping->length) != 0) {
+        if (errno != EOPNOTSUPP && errno != ENOSYS) return FAILED;
+        if (status.st_size < end && ftruncate(mapping->descriptor, end) != 0) return FAILED;
+    }
+    // A page that cannot be read now (an I/O error) will not be read by the access either.
+    // End of file means the file was cut short again meanwhile: the access faults again.
+    char byte;
+    off_t page = mapping->offset + (off_t)((address - start) & ~((uintptr_t)page_size - 1));
+    if (pread(mapping->descriptor, &byte, 1, page) < 0) return FAILED;
+    return status.st_size < end ? REPAIRED : FOUND_WHOLE;
 }
 
 static void on_bus_error(int signo, siginfo_t *info, void *context) {
     int saved = errno;
-    uintptr_t address = (uintptr_t)info->si_addr;
-    for (int index = 0; index < MAPPING_SLOTS; index++) {
-        struct mapping *mapping = &mappings[index];
-        uintptr_t start = atomic_load(&mapping->start);
-        if (start == 0 || address < start || address - start >= mapping->length) continue;
-        off_t end = mapping->offset + (off_t)mapping->length;
-        struct stat status;
-        if (fstat(mapping->descriptor, &status) == 0 && status.st_size < end) {
-            // Truncated under the mapping: grown back (zeros, as SQLite extends it), and the
-            // access repeats against the file again.
-            if (ftruncate(mapping->descriptor, end) == 0) {
-                atomic_fetch_add(&repairs, 1);
-                errno = saved;
-                return;
-            }
-        } else if (atomic_fetch_add(&mapping->unexplained, 1) < UNEXPLAINED_LIMIT) {
-            // Long enough: another process grew it between the fault and the check.
+    // Only an access beyond the end of a mapped file (not a memory error, not a sent signal).
+    if (info->si_code == BUS_ADRERR) {
+        uintptr_t address = (uintptr_t)info->si_addr;
+        int used = atomic_load(&slots_in_use);
+        for (int index = 0; index < used; index++) {
+            const struct mapping *mapping = &mappings[index];
+            uintptr_t start = atomic_load(&mapping->start);
+            if (start == 0 || address < start || address - start >= mapping->length) continue;
+            enum repair repair = make_whole(mapping, start, address);
+            if (repair == FAILED) break;
+            uintptr_t page = address & ~((uintptr_t)page_size - 1);
+            long now = monotonic_ns();
+            int repeated = repair == FOUND_WHOLE && page == last_fault_page && now - last_fault_ns < REPEAT_WINDOW_NS;
+            fault_repeats = repeated ? fault_repeats + 1 : 0;
+            last_fault_page = page;
+            last_fault_ns = now;
+            if (fault_repeats >= REPEATS_LIMIT) break;
+            if (repair == REPAIRED) atomic_fetch_add(&repairs, 1);
             errno = saved;
             return;
         }
-        break;
     }
     errno = saved;
     pass_on(signo, info, context);
@@ -139,13 +196,16 @@ static pthread_once_t install_once = PTHREAD_ONCE_INIT;
 
 static void install(void) {
     sqlite3_vfs *unix_vfs = sqlite3_vfs_find("unix");
-    if (unix_vfs == NULL || unix_vfs->iVersion < 3 || unix_vfs->xGetSystemCall == NULL || unix_vfs->xSetSystemCall == NULL) {
+    // A build that maps the database file writable would have it recorded, and grown.
+    if (unix_vfs == NULL || unix_vfs->iVersion < 3 || unix_vfs->xGetSystemCall == NULL || unix_vfs->xSetSystemCall == NULL
+        || sqlite3_compileoption_used("SQLITE_MMAP_READWRITE")) {
         install_result = ENOSYS;
         return;
     }
     original_mmap = (mmap_function)unix_vfs->xGetSystemCall(unix_vfs, "mmap");
     original_munmap = (munmap_function)unix_vfs->xGetSystemCall(unix_vfs, "munmap");
-    if (original_mmap == NULL || original_munmap == NULL) {
+    page_size = sysconf(_SC_PAGESIZE);
+    if (original_mmap == NULL || original_munmap == NULL || page_size <= 0) {
         install_result = ENOSYS;
         return;
     }
@@ -159,7 +219,8 @@ static void install(void) {
     // into the process's end.
     action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
     sigemptyset(&action.sa_mask);
-    if (sigaction(SIGBUS, &action, &previous_action) != 0) {
+    // The handler there now is read before ours replaces it, so a fault in between finds it.
+    if (sigaction(SIGBUS, NULL, &previous_action) != 0 || sigaction(SIGBUS, &action, NULL) != 0) {
         install_result = errno;
         return;
     }

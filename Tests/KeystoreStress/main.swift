@@ -16,6 +16,10 @@
 //       writes k = "before" in GROUP ("none": private), prints "ready", waits for a line on stdin
 //       (meanwhile the test truncates the database's -shm file), then reads k, writes and reads
 //       k2 = "after", and prints "k=… k2=… repairs=N" (the SIGBUS guard's repairs)
+//   keystore-stress sqlite-shm-hammered ROOT GROUP
+//       prints "ready", then reads and writes from 4 tasks until a line arrives on stdin
+//       (meanwhile the test truncates the database's -shm file again and again); prints
+//       "operations=N failures=M repairs=R"
 //   keystore-stress sqlite-bus-error ROOT
 //       opens a keystore (which installs the SIGBUS guard), then touches a mapping of its own
 //       whose file it truncated: a fault the guard must pass on, so the process dies of SIGBUS
@@ -29,7 +33,9 @@ import Glibc
 import Darwin
 #endif
 import CSQLiteGuard
+import Dispatch
 import SecureStorage
+import Synchronization
 
 func printLine(_ text: String) {
     let line = Array((text + "\n").utf8)
@@ -113,6 +119,37 @@ func runSQLite(_ mode: String, _ arguments: [String]) async throws -> Bool {
         try await keystore.set(Array("after".utf8), forKey: "k2")
         let after = String(decoding: try await keystore.requireValue(forKey: "k2"), as: UTF8.self)
         printLine("k=\(before) k2=\(after) repairs=\(ib_sqlite3_shm_guard_repairs())")
+    case "sqlite-shm-hammered":
+        guard arguments.count == 4 else { fail("bad arguments") }
+        let keystore = try SQLiteKeystore(root: arguments[2], service: "svc", accessGroup: group(arguments[3]))
+        defer { keystore.close() }
+        try await keystore.set(Array("v".utf8), forKey: "k")
+        let stop = Flag()
+        // A thread of its own blocks on stdin, not one of the tasks' cooperative threads.
+        DispatchQueue.global().async { _ = readLine(); stop.set() }
+        printLine("ready")
+        let counts = await withTaskGroup(of: (Int, Int).self) { tasks in
+            for worker in 0..<4 {
+                tasks.addTask {
+                    var operations = 0, failures = 0
+                    while !stop.isSet {
+                        do {
+                            if operations % 2 == 0 {
+                                _ = try await keystore.value(forKey: "k")
+                            } else {
+                                try await keystore.set(Array("w\(worker)-\(operations)".utf8), forKey: "w\(worker)")
+                            }
+                        } catch {
+                            failures += 1
+                        }
+                        operations += 1
+                    }
+                    return (operations, failures)
+                }
+            }
+            return await tasks.reduce((0, 0)) { ($0.0 + $1.0, $0.1 + $1.1) }
+        }
+        printLine("operations=\(counts.0) failures=\(counts.1) repairs=\(ib_sqlite3_shm_guard_repairs())")
     case "sqlite-bus-error":
         guard arguments.count == 3 else { fail("bad arguments") }
         let keystore = try SQLiteKeystore(root: arguments[2], service: "svc")
@@ -158,6 +195,13 @@ func runSQLite(_ mode: String, _ arguments: [String]) async throws -> Bool {
         return false
     }
     return true
+}
+
+/// Set once, read from any task or thread.
+final class Flag: Sendable {
+    private let value = Atomic<Bool>(false)
+    func set() { value.store(true, ordering: .releasing) }
+    var isSet: Bool { value.load(ordering: .acquiring) }
 }
 
 func fail(_ message: String) -> Never {

@@ -10,13 +10,17 @@
 /// which ended every process that had the database open, private sessions and all.
 ///
 /// The guard routes the `unix` VFS's `mmap` and `munmap` through wrappers that record each
-/// writable shared mapping with SQLite's own descriptor for its file, and traps `SIGBUS`.
-/// A fault inside a recorded mapping whose file is now shorter than the mapping grows the
-/// file back to cover it (`ftruncate`, with zeros) and returns, so the access succeeds. A
-/// zeroed wal-index is one SQLite knows: its header reads as uninitialised and the next
-/// transaction rebuilds it from the WAL file, in every process alike. Any other fault goes
-/// on to the handler that was there before (the Swift runtime's crash report, or the default
-/// action), as it would without the guard.
+/// writable shared mapping with SQLite's own descriptor for its file (a mapping that cannot be
+/// recorded is refused, and SQLite reports an I/O error), and traps `SIGBUS`. An access beyond
+/// the end of a recorded mapping's file (`BUS_ADRERR`) makes the file whole again: long
+/// enough and allocated (`fallocate`), never shorter, its remaining data kept; the access then
+/// repeats. What the truncation cut off reads as zeros. SQLite rebuilds a wal-index whose
+/// header was cut off from the WAL; one whose header survived over zeroed hash tables can
+/// make readers miss frames, as a member writing zeros into the file can. Any other fault (a
+/// memory error, a page that cannot be read, one that keeps coming back at once although the
+/// file is whole, a signal another process sent) goes on to the handler that was there before
+/// (the Swift runtime's crash report) with the mask and flags it asked for, or to the default
+/// action, as it would without the guard.
 ///
 /// Install before the first database opens: mappings made before are not recorded. Returns 0,
 /// or an `errno` value (`ENOSYS` when this SQLite has no `unix` VFS whose system calls can be

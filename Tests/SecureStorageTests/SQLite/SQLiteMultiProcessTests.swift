@@ -69,7 +69,7 @@ final class SQLiteMultiProcessTests: XCTestCase {
             let files = FileManager.default.enumerator(atPath: temporary.root)?.compactMap { $0 as? String }.filter { $0.hasSuffix("-shm") } ?? []
             XCTAssertEqual(files.count, 1, "one database open in \(group): \(files)")
             for file in files { XCTAssertEqual(truncate(temporary.root + "/" + file, 0), 0, file) }
-            input.fileHandleForWriting.write(Data("go\n".utf8))
+            Self.tell(input, "go")
             let rest = String(decoding: reader.readDataToEndOfFile(), as: UTF8.self)
             process.waitUntilExit()
             XCTAssertEqual(process.terminationReason, .exit, "ended by signal \(process.terminationStatus) in \(group)")
@@ -77,6 +77,53 @@ final class SQLiteMultiProcessTests: XCTestCase {
             XCTAssertTrue(rest.hasPrefix("k=before k2=after repairs="), "\(group): \(rest)")
             XCTAssertGreaterThan(Int(rest.split(separator: "=").last?.trimmingCharacters(in: .newlines) ?? "") ?? 0, 0, "no fault was repaired: \(rest)")
         }
+    }
+
+    /// Truncated again and again (every 200 µs for a second) while four tasks read and write:
+    /// several threads fault at once, and each finds the file cut short again. Operations may
+    /// fail (the wal-index is lost each time), the process must not end.
+    func testAShmFileTruncatedAgainAndAgainEndsNoProcess() throws {
+        let temporary = try TemporaryRoot()
+        let input = Pipe(), output = Pipe()
+        let process = Process()
+        process.executableURL = try stressExecutable()
+        process.arguments = ["sqlite-shm-hammered", temporary.root, "team"]
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+        let reader = output.fileHandleForReading
+        XCTAssertEqual(String(decoding: reader.availableData, as: UTF8.self), "ready\n")
+        let shm = (FileManager.default.enumerator(atPath: temporary.root)?.compactMap { $0 as? String }.filter { $0.hasSuffix("-shm") } ?? [])
+            .map { temporary.root + "/" + $0 }
+        XCTAssertEqual(shm.count, 1, "\(shm)")
+        let end = Date().addingTimeInterval(1)
+        var truncations = 0
+        while Date() < end, process.isRunning {
+            for path in shm where truncate(path, 0) == 0 { truncations += 1 }
+            usleep(200)
+        }
+        Self.tell(input, "stop")
+        let result = String(decoding: reader.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationReason, .exit, "ended by signal \(process.terminationStatus) after \(truncations) truncations")
+        XCTAssertEqual(process.terminationStatus, 0, result)
+        let fields = Dictionary(uniqueKeysWithValues: result.trimmingCharacters(in: .newlines).split(separator: " ").compactMap { field -> (String, Int)? in
+            let parts = field.split(separator: "=")
+            guard parts.count == 2, let value = Int(parts[1]) else { return nil }
+            return (String(parts[0]), value)
+        })
+        XCTAssertGreaterThan(fields["repairs"] ?? 0, 1, "\(truncations) truncations: \(result)")
+        XCTAssertGreaterThan(fields["operations"] ?? 0, 0, result)
+    }
+
+    /// Writes `line` to a helper's stdin. A helper that died (of the SIGBUS these tests are
+    /// about) has closed it, and the SIGPIPE would end the test process instead of failing the test.
+    private static func tell(_ input: Pipe, _ line: String) {
+        let descriptor = input.fileHandleForWriting.fileDescriptor
+        let bytes = Array((line + "\n").utf8)
+        let previous = signal(SIGPIPE, SIG_IGN)
+        defer { signal(SIGPIPE, previous) }
+        _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
     }
 
     /// A fault the guard did not cause to happen (a mapping that is not SQLite's) goes on to
