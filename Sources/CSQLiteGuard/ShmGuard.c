@@ -91,16 +91,20 @@ static void forget(void *address) {
 }
 
 static void *guarded_mmap(void *address, size_t length, int protection, int flags, int descriptor, off_t offset) {
+    if ((flags & MAP_SHARED) && descriptor >= 0 && !(protection & PROT_WRITE)) {
+        // A read-only shared map: a wal-index SQLite could not open for writing (a member made
+        // the file read-only to us), or the database file itself (`PRAGMA mmap_size`), which
+        // growing would not be harmless. Truncated, either would end the process, so none is
+        // made: SQLite reports an I/O error for the first and reads the second with read(2).
+        errno = ENOMEM;
+        return MAP_FAILED;
+    }
     void *result = original_mmap(address, length, protection, flags, descriptor, offset);
-    // The wal-index: shared and writable. A read-only map of the database file itself
-    // (`PRAGMA mmap_size`) is not, and growing that file would not be harmless.
-    if (result != MAP_FAILED && (flags & MAP_SHARED) && (protection & PROT_WRITE) && descriptor >= 0) {
-        if (!record(result, length, descriptor, offset)) {
-            // Unguarded, a truncation would end the process: SQLite reports an error instead.
-            original_munmap(result, length);
-            errno = ENOMEM;
-            return MAP_FAILED;
-        }
+    if (result != MAP_FAILED && (flags & MAP_SHARED) && descriptor >= 0 && !record(result, length, descriptor, offset)) {
+        // Unguarded, a truncation would end the process: SQLite reports an error instead.
+        original_munmap(result, length);
+        errno = ENOMEM;
+        return MAP_FAILED;
     }
     return result;
 }
@@ -129,9 +133,15 @@ static void pass_on(int signo, siginfo_t *info, void *context) {
         pthread_sigmask(SIG_SETMASK, &outer, NULL);
         return;
     }
+    if (info->si_code <= 0) {
+        // Sent by a process: ignored, as it was before the guard, or its default action now.
+        if (handler == (void *)SIG_IGN) return;
+        signal(signo, SIG_DFL);
+        raise(signo);
+        return;
+    }
+    // A fault repeats when the handler returns, and then ends the process.
     signal(signo, SIG_DFL);
-    // A fault repeats when the handler returns, and ends the process; a sent signal would not.
-    if (info->si_code <= 0) raise(signo);
 }
 
 static long monotonic_ns(void) {
@@ -151,15 +161,31 @@ static enum repair make_whole(const struct mapping *mapping, uintptr_t start, ui
     // is for a descriptor that was closed and reused while still recorded.
     if (status.st_dev != mapping->device || status.st_ino != mapping->inode) return FAILED;
     off_t end = mapping->offset + (off_t)mapping->length;
-    if (fallocate(mapping->descriptor, 0, mapping->offset, (off_t)mapping->length) != 0) {
-        if (errno != EOPNOTSUPP && errno != ENOSYS) return FAILED;
-        if (status.st_size < end && ftruncate(mapping->descriptor, end) != 0) return FAILED;
+    int result;
+    // tmpfs gives up with EINTR whenever a signal is pending.
+    int attempts = 0;
+    do result = fallocate(mapping->descriptor, 0, mapping->offset, (off_t)mapping->length);
+    while (result != 0 && errno == EINTR && ++attempts < 64);
+    if (result != 0) {
+        // No blocks to be had (a full disk or quota): long enough at least, which is all a
+        // read needs on most file systems. A write, or a read on tmpfs, then ends the process.
+        if (errno != EOPNOTSUPP && errno != ENOSYS && errno != ENOSPC && errno != EDQUOT) return FAILED;
+        if (status.st_size < end) {
+            attempts = 0;
+            do result = ftruncate(mapping->descriptor, end);
+            while (result != 0 && errno == EINTR && ++attempts < 64);
+            if (result != 0) return FAILED;
+        }
     }
     // A page that cannot be read now (an I/O error) will not be read by the access either.
     // End of file means the file was cut short again meanwhile: the access faults again.
     char byte;
     off_t page = mapping->offset + (off_t)((address - start) & ~((uintptr_t)page_size - 1));
-    if (pread(mapping->descriptor, &byte, 1, page) < 0) return FAILED;
+    ssize_t read_result;
+    attempts = 0;
+    do read_result = pread(mapping->descriptor, &byte, 1, page);
+    while (read_result < 0 && errno == EINTR && ++attempts < 64);
+    if (read_result < 0) return FAILED;
     return status.st_size < end ? REPAIRED : FOUND_WHOLE;
 }
 
@@ -178,7 +204,7 @@ static void on_bus_error(int signo, siginfo_t *info, void *context) {
             uintptr_t page = address & ~((uintptr_t)page_size - 1);
             long now = monotonic_ns();
             int repeated = repair == FOUND_WHOLE && page == last_fault_page && now - last_fault_ns < REPEAT_WINDOW_NS;
-            fault_repeats = repeated ? fault_repeats + 1 : 0;
+            fault_repeats = repeated ? fault_repeats + 1 : (repair == FOUND_WHOLE ? 1 : 0);
             last_fault_page = page;
             last_fault_ns = now;
             if (fault_repeats >= REPEATS_LIMIT) break;

@@ -10,11 +10,13 @@
 /// which ended every process that had the database open, private sessions and all.
 ///
 /// The guard routes the `unix` VFS's `mmap` and `munmap` through wrappers that record each
-/// writable shared mapping with SQLite's own descriptor for its file (a mapping that cannot be
-/// recorded is refused, and SQLite reports an I/O error), and traps `SIGBUS`. An access beyond
+/// writable shared mapping with SQLite's own descriptor for its file, and refuse a shared
+/// mapping they cannot guard (a read-only one, or one the table cannot hold): SQLite reports
+/// an I/O error, or reads the database file with read(2). `SIGBUS` is trapped: an access beyond
 /// the end of a recorded mapping's file (`BUS_ADRERR`) makes the file whole again: long
 /// enough and allocated (`fallocate`), never shorter, its remaining data kept; the access then
-/// repeats. What the truncation cut off reads as zeros. SQLite rebuilds a wal-index whose
+/// repeats. With no blocks to be had (a full disk or quota) it is only made long enough, and a
+/// write to it then ends the process. What the truncation cut off reads as zeros. SQLite rebuilds a wal-index whose
 /// header was cut off from the WAL; one whose header survived over zeroed hash tables can
 /// make readers miss frames, as a member writing zeros into the file can. Any other fault (a
 /// memory error, a page that cannot be read, one that keeps coming back at once although the
