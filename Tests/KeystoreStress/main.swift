@@ -16,6 +16,10 @@
 //       writes k = "before" in GROUP ("none": private), prints "ready", waits for a line on stdin
 //       (meanwhile the test truncates the database's -shm file), then reads k, writes and reads
 //       k2 = "after", and prints "k=… k2=… repairs=N" (the SIGBUS guard's repairs)
+//   keystore-stress sqlite-shm-read ROOT GROUP KEY
+//       reads KEY in GROUP as `federate credentials` does (one connection that never writes)
+//       and prints "ready", or "error CODE" and exits when the open or read fails; then waits for a
+//       line on stdin, reads KEY again and prints "read" or "error CODE"
 //   keystore-stress sqlite-shm-hammered ROOT GROUP
 //       prints "ready", then reads and writes from 4 tasks until a line arrives on stdin
 //       (meanwhile the test truncates the database's -shm file again and again); prints
@@ -119,6 +123,28 @@ func runSQLite(_ mode: String, _ arguments: [String]) async throws -> Bool {
         try await keystore.set(Array("after".utf8), forKey: "k2")
         let after = String(decoding: try await keystore.requireValue(forKey: "k2"), as: UTF8.self)
         printLine("k=\(before) k2=\(after) repairs=\(ib_sqlite3_shm_guard_repairs())")
+    case "sqlite-shm-read":
+        guard arguments.count == 5 else { fail("bad arguments") }
+        let reader: SQLiteKeystore.SingleReader
+        do {
+            guard let opened = try SQLiteKeystore.SingleReader.open(root: arguments[2], service: "svc", accessGroup: group(arguments[3])) else {
+                fail("the namespace needs a full open first")
+            }
+            reader = opened
+            _ = try reader.value(forKey: arguments[4])
+        } catch {
+            printLine("error \(error.code)")
+            return true
+        }
+        defer { reader.close() }
+        printLine("ready")
+        guard readLine() != nil else { fail("no go-ahead on stdin") }
+        do {
+            _ = try reader.value(forKey: arguments[4])
+            printLine("read")
+        } catch {
+            printLine("error \(error.code)")
+        }
     case "sqlite-shm-hammered":
         guard arguments.count == 4 else { fail("bad arguments") }
         let keystore = try SQLiteKeystore(root: arguments[2], service: "svc", accessGroup: group(arguments[3]))

@@ -398,6 +398,69 @@ final class SQLiteMultiProcessTests: XCTestCase {
         XCTAssertTrue(chained.output.contains("\(team)/current belongs to another user (uid 60001)"), chained.output)
     }
 
+    /// A member whose process has the group database open makes its `-shm` read-only (0440)
+    /// to the others. A reader that never writes (`federate credentials`) would then have
+    /// SQLite map that live wal-index read-only, which the guard could not repair, and a
+    /// truncation would end it. The guard refuses such a mapping: the reader gets an error at
+    /// once, never the SIGBUS, and the member's own process goes on.
+    func testAShmFileMadeReadOnlyByAMemberIsNotMapped() throws {
+        let temporary = try multiUserTemporary()
+        let root = temporary.path + "/shared-root"
+        makeDirectory(root, owner: 0, mode: 0o3770)
+        makeDirectory(root + "/users", owner: 0, mode: 0o3770)
+        for (uid, key) in [(60_001, "alice"), (60_002, "bob")] {
+            let run = try runShared(as: uid, root: root, key: key)
+            XCTAssertEqual(run.status, 0, run.output)
+        }
+        let alice = try AsUser(60_001, ["sqlite-shm-truncated", root, "team"])
+        XCTAssertEqual(alice.firstLine(), "ready\n")
+        let shm = try StoreLayout(root: root, service: "svc").databasePath(team) + "-shm"
+        XCTAssertEqual(chmod(shm, 0o440), 0, shm)
+
+        let bob = try AsUser(60_002, ["sqlite-shm-read", root, "team", "alice"])
+        let first = bob.firstLine()
+        if first == "ready\n" {
+            XCTAssertEqual(truncate(shm, 0), 0)
+            Self.tell(bob.input, "go")
+        }
+        let (bobEnd, bobRest) = bob.finish()
+        XCTAssertEqual(bobEnd, "exit 0", "bob: \(first)\(bobRest)")
+        XCTAssertTrue(first.hasPrefix("error "), "the read-only -shm was mapped: \(first)\(bobRest)")
+
+        XCTAssertEqual(chmod(shm, 0o660), 0, shm)
+        Self.tell(alice.input, "go")
+        let (aliceEnd, aliceRest) = alice.finish()
+        XCTAssertEqual(aliceEnd, "exit 0", aliceRest)
+        XCTAssertTrue(aliceRest.hasPrefix("k=before k2=after"), aliceRest)
+    }
+
+    /// A `keystore-stress` helper run as `uid` in the shared group, with pipes on stdin and stdout.
+    private struct AsUser {
+        let process = Process()
+        let input = Pipe()
+        let output = Pipe()
+
+        init(_ uid: Int, _ arguments: [String]) throws {
+            process.executableURL = URL(fileURLWithPath: SQLiteMultiProcessTests.setpriv)
+            process.arguments = ["--reuid=\(uid)", "--regid=\(SQLiteMultiProcessTests.groupId)", "--clear-groups", try stressExecutable().path] + arguments
+            process.standardInput = input
+            process.standardOutput = output
+            try process.run()
+        }
+
+        /// What the helper printed first (one line, or all it printed before exiting).
+        func firstLine() -> String {
+            String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
+        }
+
+        /// How it ended ("exit N" or "signal N") and the rest of its output.
+        func finish() -> (String, String) {
+            let rest = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            return ("\(process.terminationReason == .exit ? "exit" : "signal") \(process.terminationStatus)", rest)
+        }
+    }
+
     func testTwoUsersOfOneGroupWithUmask077ShareItems() throws {
         let temporary = try multiUserTemporary()
         let root = temporary.path + "/shared-root"
