@@ -57,23 +57,14 @@ final class SQLiteMultiProcessTests: XCTestCase {
     func testATruncatedShmFileEndsNoProcess() throws {
         for group in ["none", "team"] {
             let temporary = try TemporaryRoot()
-            let input = Pipe(), output = Pipe()
-            let process = Process()
-            process.executableURL = try stressExecutable()
-            process.arguments = ["sqlite-shm-truncated", temporary.root, group]
-            process.standardInput = input
-            process.standardOutput = output
-            try process.run()
-            let reader = output.fileHandleForReading
-            XCTAssertEqual(String(decoding: reader.availableData, as: UTF8.self), "ready\n", group)
-            let files = FileManager.default.enumerator(atPath: temporary.root)?.compactMap { $0 as? String }.filter { $0.hasSuffix("-shm") } ?? []
+            let helper = try Conversation(["sqlite-shm-truncated", temporary.root, group])
+            XCTAssertEqual(helper.firstLine(), "ready\n", group)
+            let files = Self.shmFiles(under: temporary.root)
             XCTAssertEqual(files.count, 1, "one database open in \(group): \(files)")
-            for file in files { XCTAssertEqual(truncate(temporary.root + "/" + file, 0), 0, file) }
-            Self.tell(input, "go")
-            let rest = String(decoding: reader.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            XCTAssertEqual(process.terminationReason, .exit, "ended by signal \(process.terminationStatus) in \(group)")
-            XCTAssertEqual(process.terminationStatus, 0, group)
+            for file in files { XCTAssertEqual(truncate(file, 0), 0, file) }
+            helper.tell("go")
+            let (end, rest) = helper.finish()
+            XCTAssertEqual(end, "exit 0", group)
             XCTAssertTrue(rest.hasPrefix("k=before k2=after repairs="), "\(group): \(rest)")
             XCTAssertGreaterThan(Int(rest.split(separator: "=").last?.trimmingCharacters(in: .newlines) ?? "") ?? 0, 0, "no fault was repaired: \(rest)")
         }
@@ -84,29 +75,19 @@ final class SQLiteMultiProcessTests: XCTestCase {
     /// fail (the wal-index is lost each time), the process must not end.
     func testAShmFileTruncatedAgainAndAgainEndsNoProcess() throws {
         let temporary = try TemporaryRoot()
-        let input = Pipe(), output = Pipe()
-        let process = Process()
-        process.executableURL = try stressExecutable()
-        process.arguments = ["sqlite-shm-hammered", temporary.root, "team"]
-        process.standardInput = input
-        process.standardOutput = output
-        try process.run()
-        let reader = output.fileHandleForReading
-        XCTAssertEqual(String(decoding: reader.availableData, as: UTF8.self), "ready\n")
-        let shm = (FileManager.default.enumerator(atPath: temporary.root)?.compactMap { $0 as? String }.filter { $0.hasSuffix("-shm") } ?? [])
-            .map { temporary.root + "/" + $0 }
+        let helper = try Conversation(["sqlite-shm-hammered", temporary.root, "team"])
+        XCTAssertEqual(helper.firstLine(), "ready\n")
+        let shm = Self.shmFiles(under: temporary.root)
         XCTAssertEqual(shm.count, 1, "\(shm)")
-        let end = Date().addingTimeInterval(1)
+        let deadline = Date().addingTimeInterval(1)
         var truncations = 0
-        while Date() < end, process.isRunning {
+        while Date() < deadline, helper.process.isRunning {
             for path in shm where truncate(path, 0) == 0 { truncations += 1 }
             usleep(200)
         }
-        Self.tell(input, "stop")
-        let result = String(decoding: reader.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationReason, .exit, "ended by signal \(process.terminationStatus) after \(truncations) truncations")
-        XCTAssertEqual(process.terminationStatus, 0, result)
+        helper.tell("stop")
+        let (end, result) = helper.finish()
+        XCTAssertEqual(end, "exit 0", "after \(truncations) truncations: \(result)")
         let fields = Dictionary(uniqueKeysWithValues: result.trimmingCharacters(in: .newlines).split(separator: " ").compactMap { field -> (String, Int)? in
             let parts = field.split(separator: "=")
             guard parts.count == 2, let value = Int(parts[1]) else { return nil }
@@ -116,14 +97,10 @@ final class SQLiteMultiProcessTests: XCTestCase {
         XCTAssertGreaterThan(fields["operations"] ?? 0, 0, result)
     }
 
-    /// Writes `line` to a helper's stdin. A helper that died (of the SIGBUS these tests are
-    /// about) has closed it, and the SIGPIPE would end the test process instead of failing the test.
-    private static func tell(_ input: Pipe, _ line: String) {
-        let descriptor = input.fileHandleForWriting.fileDescriptor
-        let bytes = Array((line + "\n").utf8)
-        let previous = signal(SIGPIPE, SIG_IGN)
-        defer { signal(SIGPIPE, previous) }
-        _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+    /// The `-shm` files under `root`: those of the databases a helper has open.
+    private static func shmFiles(under root: String) -> [String] {
+        (FileManager.default.enumerator(atPath: root)?.compactMap { $0 as? String }.filter { $0.hasSuffix("-shm") } ?? [])
+            .map { root + "/" + $0 }
     }
 
     /// A fault the guard did not cause to happen (a mapping that is not SQLite's) goes on to
@@ -412,37 +389,44 @@ final class SQLiteMultiProcessTests: XCTestCase {
             let run = try runShared(as: uid, root: root, key: key)
             XCTAssertEqual(run.status, 0, run.output)
         }
-        let alice = try AsUser(60_001, ["sqlite-shm-truncated", root, "team"])
+        let alice = try Conversation(["sqlite-shm-truncated", root, "team"], as: 60_001)
         XCTAssertEqual(alice.firstLine(), "ready\n")
         let shm = try StoreLayout(root: root, service: "svc").databasePath(team) + "-shm"
         XCTAssertEqual(chmod(shm, 0o440), 0, shm)
 
-        let bob = try AsUser(60_002, ["sqlite-shm-read", root, "team", "alice"])
+        let bob = try Conversation(["sqlite-shm-read", root, "team", "alice"], as: 60_002)
         let first = bob.firstLine()
         if first == "ready\n" {
             XCTAssertEqual(truncate(shm, 0), 0)
-            Self.tell(bob.input, "go")
+            bob.tell("go")
         }
         let (bobEnd, bobRest) = bob.finish()
         XCTAssertEqual(bobEnd, "exit 0", "bob: \(first)\(bobRest)")
         XCTAssertTrue(first.hasPrefix("error "), "the read-only -shm was mapped: \(first)\(bobRest)")
 
         XCTAssertEqual(chmod(shm, 0o660), 0, shm)
-        Self.tell(alice.input, "go")
+        alice.tell("go")
         let (aliceEnd, aliceRest) = alice.finish()
         XCTAssertEqual(aliceEnd, "exit 0", aliceRest)
         XCTAssertTrue(aliceRest.hasPrefix("k=before k2=after"), aliceRest)
     }
 
-    /// A `keystore-stress` helper run as `uid` in the shared group, with pipes on stdin and stdout.
-    private struct AsUser {
+    /// A `keystore-stress` helper spoken to through its stdin and stdout; run as `uid` in the
+    /// shared group when one is given.
+    private struct Conversation {
         let process = Process()
-        let input = Pipe()
-        let output = Pipe()
+        private let input = Pipe()
+        private let output = Pipe()
 
-        init(_ uid: Int, _ arguments: [String]) throws {
-            process.executableURL = URL(fileURLWithPath: SQLiteMultiProcessTests.setpriv)
-            process.arguments = ["--reuid=\(uid)", "--regid=\(SQLiteMultiProcessTests.groupId)", "--clear-groups", try stressExecutable().path] + arguments
+        init(_ arguments: [String], as uid: Int? = nil) throws {
+            let helper = try stressExecutable().path
+            if let uid {
+                process.executableURL = URL(fileURLWithPath: SQLiteMultiProcessTests.setpriv)
+                process.arguments = ["--reuid=\(uid)", "--regid=\(SQLiteMultiProcessTests.groupId)", "--clear-groups", helper] + arguments
+            } else {
+                process.executableURL = URL(fileURLWithPath: helper)
+                process.arguments = arguments
+            }
             process.standardInput = input
             process.standardOutput = output
             try process.run()
@@ -451,6 +435,16 @@ final class SQLiteMultiProcessTests: XCTestCase {
         /// What the helper printed first (one line, or all it printed before exiting).
         func firstLine() -> String {
             String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
+        }
+
+        /// Writes `line` to the helper's stdin. A helper that died (of the SIGBUS these tests
+        /// are about) has closed it, and the SIGPIPE would end the test process instead of
+        /// failing the test.
+        func tell(_ line: String) {
+            let bytes = Array((line + "\n").utf8)
+            let previous = signal(SIGPIPE, SIG_IGN)
+            defer { signal(SIGPIPE, previous) }
+            _ = bytes.withUnsafeBytes { write(input.fileHandleForWriting.fileDescriptor, $0.baseAddress, $0.count) }
         }
 
         /// How it ended ("exit N" or "signal N") and the rest of its output.
