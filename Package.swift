@@ -33,8 +33,10 @@ let package = Package(
         // Only CredentialServer (and the CLI through it) links Hummingbird and NIO; Federation
         // and SecureStorage stay free of them. No traits: swift-configuration is not needed.
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
-        // NIOCore's TimeAmount for the credential server's idle timeout (already Hummingbird's).
+        // The credential server's connection pipeline (both already Hummingbird's): NIOCore and
+        // NIOHTTP1 for the HTTP/1 handlers, NIOHTTPTypesHTTP1 for the conversion to HTTP types.
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
         // Only PostgresKeystore links postgres-nio (and so NIO).
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
@@ -125,6 +127,9 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]

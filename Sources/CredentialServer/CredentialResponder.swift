@@ -21,8 +21,10 @@ import NIOCore
 /// Every answer but a 200 closes the connection once written: a local user without the
 /// token must not be able to hold connections open (by sending a refused request every few
 /// seconds, or a body a byte at a time) until the server's connection limit is reached.
+/// A 200 closes it when the request asked for that (`Connection: close`, which
+/// ``ConnectionPolicy`` also puts on an HTTP/1.0 request without keep-alive).
 struct CredentialResponder: HTTPResponder {
-    typealias Context = CredentialRequestContext
+    typealias Context = BasicRequestContext
 
     static let pathPrefix = "/credentials/"
 
@@ -33,11 +35,13 @@ struct CredentialResponder: HTTPResponder {
 
     func respond(to request: Request, context: Context) async throws -> Response {
         var response = await answer(request)
-        if response.status != .ok {
-            // Said, so that a client does not reuse the connection; and done: reading ends,
-            // so the server closes it after writing the answer (an unread body is dropped).
+        if request.headers[.connection] == "close" {
             response.headers[.connection] = "close"
-            context.channel.close(mode: .input, promise: nil)
+        }
+        if response.status != .ok {
+            // Said, so that a client does not reuse the connection; and done:
+            // ``ConnectionPolicy`` ends reading when it sees this.
+            response.headers[.connection] = "close"
         }
         return response
     }
@@ -108,16 +112,5 @@ struct CredentialResponder: HTTPResponder {
             status: status,
             headers: [.contentType: "application/json", .cacheControl: "no-store"],
             body: ResponseBody(byteBuffer: buffer))
-    }
-}
-
-/// A request context that keeps the connection's channel, so the responder can end it.
-struct CredentialRequestContext: RequestContext {
-    var coreContext: CoreRequestContextStorage
-    let channel: any Channel
-
-    init(source: ApplicationRequestContextSource) {
-        coreContext = CoreRequestContextStorage(source: source)
-        channel = source.channel
     }
 }

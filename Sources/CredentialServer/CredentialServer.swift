@@ -91,10 +91,12 @@ public final class CredentialServer: Service, Sendable {
         self.logger = logger
         let responder = CredentialResponder(client: client, token: token, sessions: Set(unique), logger: logger)
         let roster = ConnectionRoster(limit: Self.maximumConnections, logger: logger)
+        let idleTimeout = configuration.idleTimeout
         let application = Application(
             responder: responder,
-            server: .http1(configuration: HTTP1Channel.Configuration(
-                additionalChannelHandlers: [roster.handler()], idleTimeout: TimeAmount(configuration.idleTimeout))),
+            server: HTTPServerBuilder { respond in
+                CredentialHTTPChannel(responder: respond, idleTimeout: idleTimeout, roster: roster)
+            },
             configuration: ApplicationConfiguration(
                 address: .hostname("127.0.0.1", port: 0),
                 availableConnectionsDelegate: MaximumAvailableConnections(Self.maximumAcceptedConnections, logger: logger)),

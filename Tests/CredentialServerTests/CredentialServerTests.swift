@@ -378,6 +378,71 @@ final class CredentialServerTests: XCTestCase {
         try await running.stop()
     }
 
+    /// A client that does not keep its connection (HTTP/1.0, which reads an answer until the
+    /// connection closes, or `Connection: close`) has it closed once answered, and is told
+    /// so; the server used to hold an HTTP/1.0 connection until the idle timeout. One that
+    /// asks for keep-alive keeps it.
+    func testARequestThatDoesNotKeepItsConnectionHasItClosedOnceAnswered() async throws {
+        let client = try federatingClient(fake, keystore: InMemoryKeystore())
+        try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        var configuration = CredentialServerConfiguration(session: "alice")
+        configuration.idleTimeout = .seconds(30)
+        let running = RunningServer(try CredentialServer(client: client, configuration: configuration))
+        let base = try await running.server.baseURL()
+        let port = try XCTUnwrap(UInt16(base.split(separator: ":").last ?? ""))
+        let token = running.server.authorizationToken.value
+        let cases: [(request: String, closes: Bool)] = [
+            ("GET /credentials/alice HTTP/1.0\r\nAuthorization: \(token)\r\n\r\n", true),
+            ("GET /credentials/alice HTTP/1.0\r\nConnection: keep-alive\r\nAuthorization: \(token)\r\n\r\n", false),
+            ("GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: \(token)\r\n\r\n", true),
+            ("GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(token)\r\n\r\n", false),
+        ]
+        for item in cases {
+            let connection = try XCTUnwrap(HalfSentRequest(port: port, sending: item.request), "could not connect")
+            let (text, closed) = await withCheckedContinuation { continuation in
+                Thread.detachNewThread { continuation.resume(returning: connection.readAll(within: .seconds(2))) }
+            }
+            let line = item.request.prefix { $0 != "\r" }
+            XCTAssertTrue(text.hasPrefix("HTTP/1.1 200"), "\(line): \(text.prefix(40))")
+            XCTAssertTrue(text.contains("\"SecretAccessKey\""), "\(line): the whole answer arrives")
+            XCTAssertEqual(closed, item.closes, "\(line) \(item.closes ? "closes" : "keeps") the connection")
+            XCTAssertEqual(text.lowercased().contains("connection: close"), item.closes, "\(line), and says so")
+        }
+        try await running.stop()
+    }
+
+    /// Requests sent together on one connection: a client with the token has each answered
+    /// in turn; after a refusal nothing more is answered, whatever follows it (each used to
+    /// be answered).
+    func testNothingSentWithARefusedRequestIsAnswered() async throws {
+        let client = try federatingClient(fake, keystore: InMemoryKeystore())
+        try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        var configuration = CredentialServerConfiguration(session: "alice")
+        configuration.idleTimeout = .seconds(30)
+        let running = RunningServer(try CredentialServer(client: client, configuration: configuration))
+        let base = try await running.server.baseURL()
+        let port = try XCTUnwrap(UInt16(base.split(separator: ":").last ?? ""))
+        let good = "GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(running.server.authorizationToken.value)\r\n\r\n"
+        let wrong = "GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: wrong\r\n\r\n"
+        let missing = "GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        let cases: [(name: String, requests: [String], statuses: [String], closes: Bool)] = [
+            ("three with the token", [good, good, good], ["200", "200", "200"], false),
+            ("a wrong token, then the token", [wrong, good, good], ["403"], true),
+            ("no token, then guesses", [missing] + Array(repeating: wrong, count: 20), ["401"], true),
+            ("the token, then a wrong one, then the token", [good, wrong, good], ["200", "403"], true),
+        ]
+        for item in cases {
+            let connection = try XCTUnwrap(HalfSentRequest(port: port, sending: item.requests.joined()), "could not connect")
+            let (text, closed) = await withCheckedContinuation { continuation in
+                Thread.detachNewThread { continuation.resume(returning: connection.readAll(within: .seconds(2))) }
+            }
+            let statuses = text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { String($0.prefix(3)) }
+            XCTAssertEqual(statuses, item.statuses, "\(item.name): \(text.prefix(400))")
+            XCTAssertEqual(closed, item.closes, "\(item.name)")
+        }
+        try await running.stop()
+    }
+
     func testRejectsABadConfiguration() {
         let client = FederationClient(keystore: InMemoryKeystore())
         for sessions in [[], ["../etc"], [""], ["a/b"]] {

@@ -1,0 +1,116 @@
+import HummingbirdCore
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
+
+/// Each connection's HTTP/1.1 pipeline: Hummingbird's `HTTP1Channel`, plus SwiftNIO's
+/// pipelining assistance and a ``ConnectionPolicy`` ahead of the conversion to HTTP types.
+///
+/// `HTTP1Channel` cannot serve here as it is: its handlers see requests only after the
+/// HTTP version is gone, so an HTTP/1.0 request was answered and its connection held open
+/// until the idle timeout (the client waits for the close that ends a 1.0 response); and a
+/// pipelined request that arrived with a refused one was still answered.
+struct CredentialHTTPChannel: HTTPChannelHandler {
+    typealias Value = NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>
+
+    let responder: HTTPChannelHandler.Responder
+    let idleTimeout: Duration
+    let roster: ConnectionRoster
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        channel.eventLoop.makeCompletedFuture {
+            let pipeline = channel.pipeline.syncOperations
+            // Hummingbird's own decoder limits and settings; with pipelining assistance, the
+            // next request is read only once the answer to this one is written, so the
+            // policy can still drop it.
+            let decoder = HTTP1Channel.Configuration.DecoderConfiguration()
+            var limits = NIOHTTPDecoderLimitConfiguration()
+            limits.maxHeaderFieldSize = decoder.maxHeaderFieldSize
+            limits.maxHeaderListSize = decoder.maxHeaderListSize
+            limits.maxHeaderFieldCount = decoder.maxHeaderFieldCount
+            try pipeline.configureHTTPServerPipeline(
+                withPipeliningAssistance: true,
+                withErrorHandling: false,
+                withOutboundHeaderValidation: false,
+                withEncoderConfiguration: .init(),
+                withDecoderLimitConfiguration: limits)
+            try pipeline.addHandler(ConnectionPolicy())
+            try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+            try pipeline.addHandler(roster.handler())
+            try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
+            return try NIOAsyncChannel(wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
+        }
+    }
+
+    func handle(value: Value, logger: Logger) async {
+        await handleHTTP(asyncChannel: value, logger: logger)
+    }
+}
+
+/// When a connection ends, seen where the HTTP version is still known.
+///
+/// - A request that does not keep its connection alive (HTTP/1.0 without
+///   `Connection: keep-alive`, or `Connection: close`) is passed on with
+///   `Connection: close`, so the server ends the connection once it has answered.
+/// - An answer that says `Connection: close` (every refusal does) ends reading: nothing
+///   after it reaches the responder, neither a request sent with it nor the parse error of
+///   a body cut short, so a client without the token gets one answer per connection,
+///   however many requests it sent at once. The server then ends the connection once the
+///   answer is written.
+final class ConnectionPolicy: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private var closing = false
+    /// Whether the handlers after this one were told that input ended.
+    private var toldInputEnded = false
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !closing else { return }
+        guard case .head(var head) = unwrapInboundIn(data), !head.isKeepAlive else {
+            context.fireChannelRead(data)
+            return
+        }
+        head.headers.replaceOrAdd(name: "connection", value: "close")
+        context.fireChannelRead(wrapInboundOut(.head(head)))
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // Hummingbird answers a parse error with a 400: a second answer to a refused request
+        // whose body was cut short when reading ended.
+        if closing, error is HTTPParserError { return }
+        context.fireErrorCaught(error)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case ChannelEvent.inputClosed = event {
+            if toldInputEnded { return }
+            toldInputEnded = true
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let part = unwrapOutboundIn(data)
+        context.write(data, promise: promise)
+        switch part {
+        case .head(let head) where !closing:
+            guard head.headers[canonicalForm: "connection"].contains(where: { $0.lowercased() == "close" }) else { return }
+            closing = true
+            // Nothing more is read from the socket; an unread body is dropped.
+            context.close(mode: .input, promise: nil)
+        case .end where closing && !toldInputEnded:
+            // The answer is out: the server's read loop ends here and it closes the
+            // connection. SwiftNIO's pipelining assistance would hold the socket's own end
+            // of input back behind a request sent with this one, which is never answered.
+            toldInputEnded = true
+            context.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        default:
+            break
+        }
+    }
+}
