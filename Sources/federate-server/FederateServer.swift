@@ -9,6 +9,7 @@ enum FederateServer {
     static func main() async {
         InheritedDescriptors.record()
         InheritedSignals.record()
+        StopSignals.trapForServe()
         await Federate.main(serverSide: LinkedServerSide())
     }
 }

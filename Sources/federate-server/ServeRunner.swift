@@ -4,6 +4,7 @@ import FederateCLI
 import Federation
 import Logging
 import ServiceLifecycle
+import Synchronization
 import UnixSignals
 
 /// `federate serve`'s work: print the two variables, serve until SIGINT/SIGTERM.
@@ -21,18 +22,36 @@ enum ServeRunner {
         } catch {
             Terminal.note("note: session '\(served.session)' has no valid credentials now (\(error.message)); requests fail until you log in with 'federate login --session \(served.session) …'")
         }
+        let trap = StopSignals.serve
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
-                services: [served.server], gracefulShutdownSignals: [.sigterm, .sigint], logger: common.logger ?? Self.silent))
+                services: [served.server], gracefulShutdownSignals: trap == nil ? [.sigterm, .sigint] : [],
+                logger: common.logger ?? Self.silent))
         let serving = Task { try await group.run() }
+        let stopped = Atomic(false)
+        // A stop that came while the keystore opened is taken at once: the group, told before
+        // it runs, starts the server and stops it again.
+        trap?.onFirstSignal { [trap] _ in
+            stopped.store(true, ordering: .sequentiallyConsistent)
+            // A second Ctrl-C ends a shutdown that hangs.
+            trap?.stop()
+            Task { await group.triggerGracefulShutdown() }
+        }
         do {
             let endpoint = try await served.endpoint()
+            // Stopped already: nobody will fetch from it.
+            guard !stopped.load(ordering: .sequentiallyConsistent) else {
+                _ = await serving.result
+                return
+            }
             try Terminal.out(
                 "export \(CredentialEndpoint.fullURIVariable)=\(Rendering.shellQuoted(endpoint.url))\n"
                     + "export \(CredentialEndpoint.authorizationTokenVariable)=\(Rendering.shellQuoted(endpoint.authorizationToken.value))\n")
         } catch {
             await group.triggerGracefulShutdown()
             _ = await serving.result
+            // A server stopped before it listened has no endpoint: asked for, not a failure.
+            if stopped.load(ordering: .sequentiallyConsistent) { return }
             throw error
         }
         if case .failure(let error) = await serving.result {

@@ -78,6 +78,15 @@ final class SignalRelay: Sendable {
         DispatchQueue(label: "federate.exec.signals").async { self.relay(from: descriptor) }
     }
 
+    /// Calls `action`, once and on a thread of its own, with the first signal trapped since
+    /// `init` (at once when one already was).
+    func onFirstSignal(_ action: @escaping @Sendable (Int32) -> Void) {
+        let descriptor = readEnd
+        DispatchQueue(label: "federate.serve.signals").async {
+            if let record = Self.nextRecord(from: descriptor) { action(record.signal) }
+        }
+    }
+
     /// Stops forwarding and gives the signals their default actions back, so that a Ctrl-C
     /// while `federate` shuts down (the server, a PostgreSQL pool) ends it.
     func stop() {

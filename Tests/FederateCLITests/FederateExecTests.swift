@@ -438,6 +438,47 @@ final class FederateExecTests: XCTestCase {
         }
     }
 
+    /// A supervisor that stops `serve` as soon as it started gets exit 0, as it does later: a
+    /// stop that arrives once `federate` runs its own code waits for `serve`'s handler, while
+    /// `federate` hands over and `federate-server` loads. It used to end the process (143)
+    /// until the service group installed its own, ~40–80 ms in; without `federate` blocking
+    /// the signals for the hand-over, until ~20 ms in. The delays are multiples of the median
+    /// time a whole `federate` run that fails at once takes (~11 ms here, debug build), so the
+    /// stop never lands while the loader maps `federate` itself, before any code of ours runs.
+    func testServeStoppedWhileStartingExitsZero() throws {
+        let cognito = try countingCognito()
+        try login(cognito, session: "carol")
+        var runs: [Duration] = []
+        for _ in 0..<5 {
+            let start = ContinuousClock.now
+            var pid: pid_t = 0
+            var actions: posix_spawn_file_actions_t = posix_spawn_file_actions_t()
+            posix_spawn_file_actions_init(&actions)
+            defer { posix_spawn_file_actions_destroy(&actions) }
+            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+            posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+            let argv: [UnsafeMutablePointer<CChar>?] = [strdup(harness.binary), strdup("--no-such-option"), nil]
+            defer { for argument in argv { free(argument) } }
+            XCTAssertEqual(posix_spawn(&pid, harness.binary, &actions, nil, argv, environ), 0)
+            var status: Int32 = 0
+            _ = waitpid(pid, &status, 0)
+            runs.append(ContinuousClock.now - start)
+        }
+        let typical = runs.sorted()[runs.count / 2]
+        for factor in [1.5, 2.0, 3.0, 4.0, 6.0] {
+            let delay = typical * factor
+            for signal in [SIGTERM, SIGINT] {
+                let serve = try BackgroundFederate(harness, ["serve", "--session", "carol"])
+                Thread.sleep(forTimeInterval: Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18)
+                serve.signal(signal)
+                XCTAssertEqual(serve.waitForExit(), 0, "serve stopped \(delay) after it started (signal \(signal)): \(serve.stderr)")
+                XCTAssertEqual(serve.stderr, "", "signal \(signal) after \(delay)")
+                // Either nothing, or both lines: never half an answer.
+                XCTAssertTrue([0, 2].contains(serve.stdoutLines.count), serve.stdout)
+            }
+        }
+    }
+
     func testServeWithoutCredentialsStillServesWithANote() async throws {
         let serve = try BackgroundFederate(harness, ["serve", "--session", "later"])
         let lines = serve.waitForLines(2)

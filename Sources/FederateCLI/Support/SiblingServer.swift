@@ -40,6 +40,23 @@ package struct SiblingServer: ServerSide {
         if root.hasPrefix("postgres://") || root.hasPrefix("postgresql://") { try Self.handOver() }
     }
 
+    /// Hands `federate serve …` to the sibling first thing, before anything is parsed, with
+    /// SIGINT and SIGTERM blocked: a stop sent while `federate` starts stays pending across
+    /// `execv` until `federate-server` traps it (``StopSignals`` there), so `serve` stopped at
+    /// once still exits 0 instead of being killed (143). Returns, with the mask as it was,
+    /// only when the sibling cannot be started; the usual path then reports that.
+    package static func handOverServeAtOnce() {
+        guard CommandLine.argc > 1, let first = CommandLine.unsafeArgv[1], strcmp(first, "serve") == 0 else { return }
+        var stops = sigset_t()
+        sigemptyset(&stops)
+        sigaddset(&stops, SIGINT)
+        sigaddset(&stops, SIGTERM)
+        var previous = sigset_t()
+        pthread_sigmask(SIG_BLOCK, &stops, &previous)
+        _ = try? handOver()
+        pthread_sigmask(SIG_SETMASK, &previous, nil)
+    }
+
     private static func handOver() throws(CLIFailure) -> Never {
         let directory = executableDirectory()
         let path = directory + "/" + executableName
