@@ -118,7 +118,13 @@ extension PostgresKeystore {
         _ body: @escaping @Sendable (PostgresConnection, Logger) async throws -> T
     ) async throws(KeystoreError) -> T {
         let configuration = pool.configuration
-        return try await OperationDeadline.run(deadlines, cancellable: cancellable, onTimeout: { timeout(operation, configuration) }) {
+        // Set before the operation is cancelled at its deadline: a wait for a connection that
+        // ends there is trouble, one its caller ends is not.
+        let timedOut = Flag()
+        return try await OperationDeadline.run(deadlines, cancellable: cancellable, onTimeout: {
+            timedOut.set()
+            return timeout(operation, configuration)
+        }) {
             () throws(KeystoreError) -> T in
             var attempt = 0
             while true {
@@ -149,8 +155,11 @@ extension PostgresKeystore {
                     let mapped = KeystoreError.postgres(error, operation: operation, configuration: configuration)
                     // No connection to be had (the deadline cancels the wait), or connections
                     // that keep dying: the pool watches for the server. Not a statement the
-                    // server refused or cancelled on a working connection.
-                    if mapped.code == .storeUnavailable && (!leased.isSet || KeystoreError.isRetryableConnectionLoss(error)) {
+                    // server refused or cancelled on a working connection, nor a wait the
+                    // caller gave up.
+                    let callerCancelled = Task.isCancelled && !timedOut.isSet
+                    if mapped.code == .storeUnavailable && !callerCancelled
+                        && (!leased.isSet || KeystoreError.isRetryableConnectionLoss(error)) {
                         pool.reportTrouble(on: generation)
                     }
                     throw mapped

@@ -84,6 +84,10 @@ final class PostgresPool: Sendable {
     /// How many times the pool was replaced (for tests).
     var replacements: Int { current.number }
 
+    /// How many watches for the server's return were started (for tests).
+    var watchesStarted: Int { startedWatches.load(ordering: .relaxed) }
+    private let startedWatches = Atomic<Int>(0)
+
     /// Runs `body` on a connection of `generation`'s pool. `holding` calls delay the pool's
     /// shutdown when it is replaced, and a pool with such calls is not replaced.
     func withConnection<T: Sendable>(
@@ -120,6 +124,7 @@ final class PostgresPool: Sendable {
             return true
         }
         if started {
+            startedWatches.add(1, ordering: .relaxed)
             logger.debug("keystore watches for the server's return", metadata: ["broker.endpoint": "\(configuration.endpoint)"])
         }
     }

@@ -257,6 +257,37 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(recorder.changes.filter { $0 == .all }.count, 1, "the feed kept its connection: \(recorder.changes)")
     }
 
+    /// A caller who gives up its own call while it waits for a connection says nothing about
+    /// the server: the pool does not watch for its return (a probe connection and a
+    /// `SELECT 1` on a working pool, for every such cancellation). A wait its deadline ends
+    /// still does (the outage tests: the pool is replaced after such waits).
+    func testACallersCancellationIsNoSignOfTrouble() async throws {
+        let keystore = try await keystore {
+            $0.operationTimeout = .seconds(3)
+            $0.maximumConnections = 2
+        }
+        try await keystore.set([1], forKey: "k")
+        // Both connections busy: two listings wait for a lock another session holds.
+        let lock = Task.detached { [server, database] in
+            _ = try server.psql("BEGIN; LOCK TABLE identity_broker_items IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(1.5); COMMIT;", database: database)
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let blocked = (0..<2).map { _ in Task { try await keystore.keys() } }
+        try await Task.sleep(for: .milliseconds(200))
+        let listing = Task { try await keystore.keys() }
+        try await Task.sleep(for: .milliseconds(200))
+        listing.cancel()
+        let cancelled = await keystoreError { try await listing.value }
+        XCTAssertEqual(cancelled?.code, .storeUnavailable, "the listing waited for a connection and was cancelled: \(String(describing: cancelled))")
+        for task in blocked {
+            let keys = try await task.value
+            XCTAssertEqual(keys, ["k"])
+        }
+        try await lock.value
+        try await Task.sleep(for: .milliseconds(200))
+        XCTAssertEqual(keystore.pool.watchesStarted, 0, "a caller's cancellation started a watch for the server")
+    }
+
     /// Opens a keystore holding `k` = [1] (a 1 s operation timeout, a 200 ms reconnect delay,
     /// then `configure`) and waits until its change feed listens; the caller stops the recorder.
     private func listeningKeystore(
