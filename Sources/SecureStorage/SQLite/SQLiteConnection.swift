@@ -102,6 +102,9 @@ final class SQLiteConnection: @unchecked Sendable {
     /// guard (an SQLite whose system calls cannot be replaced) the keystore works as before.
     private static let shmGuard: Int32 = ib_sqlite3_shm_guard_install()
 
+    /// The guard's install result: 0, or an `errno` value (logged when a keystore opens).
+    static var shmGuardResult: Int32 { shmGuard }
+
     /// A new connection in place of this one, with the same settings and WAL hook, and no
     /// schema loaded yet. Only outside a transaction (a rolled-back one is gone anyway).
     private func reopen() throws(KeystoreError) {

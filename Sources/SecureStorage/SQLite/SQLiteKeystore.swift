@@ -121,11 +121,18 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
             feed.deliverLocal(changes, lastSequence: lastSequence)
         }
         self.logger = logger
+        let guardResult = SQLiteConnection.shmGuardResult
         logger?.debug("keystore opened", metadata: [
             "broker.service": "\(service)",
             "broker.accessGroup": "\(accessGroup)",
             "broker.keySource": "\(keySource)",
+            "broker.shmGuard": "\(guardResult == 0 ? "installed" : "not installed (errno \(guardResult))")",
         ])
+        if guardResult != 0 && accessGroup.isShared {
+            logger?.warning(
+                "SIGBUS guard not installed: a member of the access group who truncates the database's -shm file can end this process",
+                metadata: ["broker.accessGroup": "\(accessGroup)", "broker.errno": "\(guardResult)"])
+        }
     }
 
     deinit { close() }

@@ -122,6 +122,20 @@ final class SQLiteKeystoreTests: XCTestCase {
         XCTAssertEqual(error?.path, keyPath)
     }
 
+    /// Opening says whether the SIGBUS guard is in place (a shared group without it is open
+    /// to a member who truncates the `-shm` file): on this system's SQLite it is.
+    func testOpeningLogsWhetherTheSIGBUSGuardIsInstalled() throws {
+        let temporary = try TemporaryRoot()
+        let handler = InMemoryLogHandler()
+        var logger = Logger(label: "test", factory: { _ in handler })
+        logger.logLevel = .debug
+        let keystore = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey(), logger: logger)
+        keystore.close()
+        let opened = handler.entries.first { $0.message.description == "keystore opened" }
+        XCTAssertEqual(opened?.metadata["broker.shmGuard"].map { "\($0)" }, "installed", "\(handler.entries.map(\.metadata))")
+        XCTAssertFalse(handler.entries.contains { $0.level == .warning }, "\(handler.entries.map(\.message))")
+    }
+
     func testLoggingNeverContainsSecrets() async throws {
         let temporary = try TemporaryRoot()
         let handler = InMemoryLogHandler()
