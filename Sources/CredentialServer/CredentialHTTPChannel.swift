@@ -59,6 +59,8 @@ struct CredentialHTTPChannel: HTTPChannelHandler {
 ///   a body cut short, so a client without the token gets one answer per connection,
 ///   however many requests it sent at once. The server then ends the connection once the
 ///   answer is written.
+/// - A request whose body does not parse gets the responder's answer alone (not also
+///   Hummingbird's 400), then the connection ends.
 final class ConnectionPolicy: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
@@ -68,21 +70,39 @@ final class ConnectionPolicy: ChannelDuplexHandler, RemovableChannelHandler {
     private var closing = false
     /// Whether the handlers after this one were told that input ended.
     private var toldInputEnded = false
+    /// Whether a request was passed on and its answer is not written yet.
+    private var answerPending = false
+    /// A parse error (a malformed body) that came while ``answerPending``.
+    private var heldParseError = false
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !closing else { return }
-        guard case .head(var head) = unwrapInboundIn(data), !head.isKeepAlive else {
+        guard case .head(var head) = unwrapInboundIn(data) else {
             context.fireChannelRead(data)
             return
         }
-        head.headers.replaceOrAdd(name: "connection", value: "close")
+        answerPending = true
+        if !head.isKeepAlive {
+            head.headers.replaceOrAdd(name: "connection", value: "close")
+        }
         context.fireChannelRead(wrapInboundOut(.head(head)))
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // Hummingbird answers a parse error with a 400: a second answer to a refused request
-        // whose body was cut short when reading ended.
-        if closing, error is HTTPParserError { return }
+        guard error is HTTPParserError else {
+            context.fireErrorCaught(error)
+            return
+        }
+        // Hummingbird answers a parse error with a 400. During a request (its body, sent in
+        // the same segment as its head, does not parse) that would be a second answer to it,
+        // after the responder's: SwiftNIO's pipelining assistance stops a debug build on
+        // that, and a release build sent both. The request's answer goes out alone, then
+        // the connection ends.
+        if closing { return }
+        if answerPending {
+            heldParseError = true
+            return
+        }
         context.fireErrorCaught(error)
     }
 
@@ -96,6 +116,13 @@ final class ConnectionPolicy: ChannelDuplexHandler, RemovableChannelHandler {
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let part = unwrapOutboundIn(data)
+        if case .end = part {
+            answerPending = false
+            if heldParseError && !closing {
+                closing = true
+                context.close(mode: .input, promise: nil)
+            }
+        }
         context.write(data, promise: promise)
         switch part {
         case .head(let head) where !closing:

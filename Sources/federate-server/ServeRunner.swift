@@ -4,7 +4,6 @@ import FederateCLI
 import Federation
 import Logging
 import ServiceLifecycle
-import Synchronization
 import UnixSignals
 
 /// `federate serve`'s work: print the two variables, serve until SIGINT/SIGTERM.
@@ -14,6 +13,7 @@ enum ServeRunner {
         // The processes handed the token run as the same user, and could otherwise read this
         // one's memory and /proc/<pid>/environ, which hold the keystore key (as for exec).
         _ = ib_make_undumpable()
+        let stop = StopSignals.serve.map(ServeStop.init(trap:))
         let served = try await ServedSession(common, requireCredentials: false)
         do {
             _ = try await served.client.credentials(for: served.session)
@@ -22,25 +22,16 @@ enum ServeRunner {
         } catch {
             Terminal.note("note: session '\(served.session)' has no valid credentials now (\(error.message)); requests fail until you log in with 'federate login --session \(served.session) …'")
         }
-        let trap = StopSignals.serve
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
-                services: [served.server], gracefulShutdownSignals: trap == nil ? [.sigterm, .sigint] : [],
+                services: [served.server], gracefulShutdownSignals: stop == nil ? [.sigterm, .sigint] : [],
                 logger: common.logger ?? Self.silent))
+        stop?.serving(group)
         let serving = Task { try await group.run() }
-        let stopped = Atomic(false)
-        // A stop that came while the keystore opened is taken at once: the group, told before
-        // it runs, starts the server and stops it again.
-        trap?.onFirstSignal { [trap] _ in
-            stopped.store(true, ordering: .sequentiallyConsistent)
-            // A second Ctrl-C ends a shutdown that hangs.
-            trap?.stop()
-            Task { await group.triggerGracefulShutdown() }
-        }
         do {
             let endpoint = try await served.endpoint()
             // Stopped already: nobody will fetch from it.
-            guard !stopped.load(ordering: .sequentiallyConsistent) else {
+            guard stop?.isStopping != true else {
                 _ = await serving.result
                 return
             }
@@ -51,7 +42,7 @@ enum ServeRunner {
             await group.triggerGracefulShutdown()
             _ = await serving.result
             // A server stopped before it listened has no endpoint: asked for, not a failure.
-            if stopped.load(ordering: .sequentiallyConsistent) { return }
+            if stop?.isStopping == true { return }
             throw error
         }
         if case .failure(let error) = await serving.result {

@@ -87,6 +87,11 @@ final class SignalRelay: Sendable {
         }
     }
 
+    /// Gives `released` (some of the trapped signals) their default actions back.
+    func release(_ released: [Int32]) {
+        ib_signal_relay_uninstall(released, Int32(released.count))
+    }
+
     /// Stops forwarding and gives the signals their default actions back, so that a Ctrl-C
     /// while `federate` shuts down (the server, a PostgreSQL pool) ends it.
     func stop() {

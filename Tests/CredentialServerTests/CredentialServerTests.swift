@@ -413,7 +413,7 @@ final class CredentialServerTests: XCTestCase {
 
     /// Requests sent together on one connection: a client with the token has each answered
     /// in turn; after a refusal nothing more is answered, whatever follows it (each used to
-    /// be answered).
+    /// be answered); a request whose body does not parse gets one answer.
     func testNothingSentWithARefusedRequestIsAnswered() async throws {
         let client = try federatingClient(fake, keystore: InMemoryKeystore())
         try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
@@ -430,8 +430,16 @@ final class CredentialServerTests: XCTestCase {
             ("a wrong token, then the token", [wrong, good, good], ["403"], true),
             ("no token, then guesses", [missing] + Array(repeating: wrong, count: 20), ["401"], true),
             ("the token, then a wrong one, then the token", [good, wrong, good], ["200", "403"], true),
+            // A body that does not parse, in the same segment as its head: the answer alone
+            // (a debug build of the server used to stop on the 400 that followed it).
+            ("a malformed body without the token", ["GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"], ["401"], true),
+            ("a malformed body with the token", [good.replacingOccurrences(of: "\r\n\r\n", with: "\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n")], ["200"], true),
+            ("the token, then garbage", [good, "NOT HTTP\r\n\r\n"], ["200", "400"], true),
         ]
         for item in cases {
+            // The server must still be there for each case (a malformed body once stopped it).
+            let before = try await running.request("/credentials/alice")
+            XCTAssertEqual(before.status, 200, "before: \(item.name)")
             let connection = try XCTUnwrap(HalfSentRequest(port: port, sending: item.requests.joined()), "could not connect")
             let (text, closed) = await withCheckedContinuation { continuation in
                 Thread.detachNewThread { continuation.resume(returning: connection.readAll(within: .seconds(2))) }

@@ -479,6 +479,54 @@ final class FederateExecTests: XCTestCase {
         }
     }
 
+    /// A stop while the keystore still opens (a PostgreSQL server that takes the connection
+    /// and never answers) ends `serve` at once, with 0 and nothing printed; it used to wait
+    /// for the connect timeout and exit 6.
+    func testServeStoppedWhileTheKeystoreOpensExitsAtOnce() throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        XCTAssertGreaterThanOrEqual(listener, 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(listener, pointer, length) == 0 && listen(listener, 16) == 0 && getsockname(listener, pointer, &length) == 0
+            }
+        }
+        XCTAssertTrue(bound)
+        let port = UInt16(bigEndian: address.sin_port)
+        let key = Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
+        for signal in [SIGTERM, SIGINT] {
+            let serve = try BackgroundFederate(harness, ["serve", "--session", "carol"], environment: [
+                "IDENTITY_BROKER_KEYSTORE": "postgres://nobody@127.0.0.1:\(port)/db?sslmode=disable",
+                "IDENTITY_BROKER_KEY": key,
+            ])
+            Thread.sleep(forTimeInterval: 1)
+            let sent = ContinuousClock.now
+            serve.signal(signal)
+            XCTAssertEqual(serve.waitForExit(), 0, "signal \(signal): \(serve.stderr)")
+            XCTAssertLessThan(ContinuousClock.now - sent, .seconds(2), "serve waited for the keystore before it stopped")
+            XCTAssertEqual(serve.stdout, "")
+        }
+    }
+
+    /// A supervisor that sends SIGTERM twice still sees 0: only a second SIGINT (an impatient
+    /// Ctrl-C) ends a shutdown under way.
+    func testServeStoppedTwiceBySIGTERMExitsZero() throws {
+        let cognito = try countingCognito()
+        try login(cognito, session: "carol")
+        for _ in 0..<4 {
+            let serve = try BackgroundFederate(harness, ["serve", "--session", "carol"])
+            XCTAssertEqual(serve.waitForLines(2).count, 2)
+            serve.signal(SIGTERM)
+            usleep(1_000)
+            serve.signal(SIGTERM)
+            XCTAssertEqual(serve.waitForExit(), 0, serve.stderr)
+        }
+    }
+
     func testServeWithoutCredentialsStillServesWithANote() async throws {
         let serve = try BackgroundFederate(harness, ["serve", "--session", "later"])
         let lines = serve.waitForLines(2)
