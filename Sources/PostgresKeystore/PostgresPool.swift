@@ -72,10 +72,14 @@ final class PostgresPool: Sendable {
     /// it would not help.
     private let served = Atomic<Int>(0)
 
+    /// Calls still waiting for a connection after the reconnect delay (see ``withConnection(on:holding:_:)``).
+    private let slowLeases: DeadlineQueue
+
     init(configuration: PostgresKeystore.Configuration, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
         self.state = Mutex(State(current: Generation(configuration, number: 0)))
+        self.slowLeases = DeadlineQueue(Self.reconnectDelay(configuration))
     }
 
     /// The pool that new calls use.
@@ -90,12 +94,25 @@ final class PostgresPool: Sendable {
 
     /// Runs `body` on a connection of `generation`'s pool. `holding` calls delay the pool's
     /// shutdown when it is replaced, and a pool with such calls is not replaced.
+    ///
+    /// A `holding` call that gets no connection within the reconnect delay reports trouble
+    /// while it goes on waiting: a pool that nobody used while the server was away (no change
+    /// stream) learns of the outage only now, and may be waiting out a backoff of up to a
+    /// minute although the server is back. The watch then replaces it, and the call runs on
+    /// the new pool (it used to wait for its deadline and fail). A pool that is only busy
+    /// hands connections out meanwhile, and is kept.
     func withConnection<T: Sendable>(
         on generation: Generation,
         holding: Bool = true,
         _ body: (PostgresConnection) async throws -> T
     ) async throws -> T {
-        try await generation.client.withConnection { connection in
+        let leased = Flag()
+        let slowLease = holding
+            ? slowLeases.register { [weak self] in if !leased.isSet { self?.reportTrouble(on: generation) } }
+            : nil
+        defer { if let slowLease { slowLeases.cancel(slowLease) } }
+        return try await generation.client.withConnection { connection in
+            leased.set()
             served.add(1, ordering: .relaxed)
             if holding { generation.holding.add(1, ordering: .relaxed) }
             defer { if holding { generation.holding.subtract(1, ordering: .relaxed) } }
@@ -169,7 +186,11 @@ final class PostgresPool: Sendable {
 
     /// The watch's longest pause while the server cannot be reached, and how long a pool has
     /// to answer its check.
-    private var reconnectDelay: Duration { max(.milliseconds(100), configuration.reconnectDelay) }
+    private var reconnectDelay: Duration { Self.reconnectDelay(configuration) }
+
+    private static func reconnectDelay(_ configuration: PostgresKeystore.Configuration) -> Duration {
+        max(.milliseconds(100), configuration.reconnectDelay)
+    }
 
     /// Puts a new pool aimed at `target` in place of `old` and retires `old`, unless the
     /// keystore closed or `old` is no longer the current pool; returns whether it did.
