@@ -12,6 +12,16 @@ import XCTest
 final class CredentialServerTests: XCTestCase {
     private let fake = FakeCognito(expiration: Date().addingTimeInterval(3600))
 
+    /// A server for session "alice", federated, with a 30 s idle timeout (so that a
+    /// connection the server keeps is still open when a test looks).
+    private func servingAlice(idleTimeout: Duration = .seconds(30)) async throws -> RunningServer {
+        let client = try federatingClient(fake, keystore: InMemoryKeystore())
+        try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        var configuration = CredentialServerConfiguration(session: "alice")
+        configuration.idleTimeout = idleTimeout
+        return RunningServer(try CredentialServer(client: client, configuration: configuration))
+    }
+
     private func start(_ client: FederationClient, sessions: [String] = ["alice"], logger: Logger? = nil) throws -> RunningServer {
         RunningServer(try CredentialServer(client: client, configuration: CredentialServerConfiguration(sessions: sessions), logger: logger))
     }
@@ -292,13 +302,8 @@ final class CredentialServerTests: XCTestCase {
     /// server closes it after ``CredentialServerConfiguration/idleTimeout``, and serves
     /// everyone else meanwhile.
     func testAConnectionThatSendsHalfARequestIsClosedAfterTheIdleTimeout() async throws {
-        let client = try federatingClient(fake, keystore: InMemoryKeystore())
-        try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
-        var configuration = CredentialServerConfiguration(session: "alice")
-        configuration.idleTimeout = .milliseconds(500)
-        let running = RunningServer(try CredentialServer(client: client, configuration: configuration))
-        let base = try await running.server.baseURL()
-        let port = try XCTUnwrap(UInt16(base.split(separator: ":").last ?? ""))
+        let running = try await servingAlice(idleTimeout: .milliseconds(500))
+        let port = try await running.port()
         let stalled = try XCTUnwrap(HalfSentRequest(port: port), "could not connect")
         let served = try await running.request("/credentials/alice")
         XCTAssertEqual(served.status, 200, "a stalled connection held up another client")
@@ -320,13 +325,8 @@ final class CredentialServerTests: XCTestCase {
     /// A local user who opens as many connections as the server keeps, and sends nothing on
     /// them, does not hold up the child: its silent connections make room for new ones.
     func testSilentConnectionsAtTheLimitDoNotHoldUpARequest() async throws {
-        let client = try federatingClient(fake, keystore: InMemoryKeystore())
-        try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
-        var configuration = CredentialServerConfiguration(session: "alice")
-        configuration.idleTimeout = .seconds(30)
-        let running = RunningServer(try CredentialServer(client: client, configuration: configuration))
-        let base = try await running.server.baseURL()
-        let port = try XCTUnwrap(UInt16(base.split(separator: ":").last ?? ""))
+        let running = try await servingAlice()
+        let port = try await running.port()
         var silent: [HalfSentRequest] = []
         for _ in 0..<(CredentialServer.maximumConnections + 8) {
             silent.append(try XCTUnwrap(HalfSentRequest(port: port, sending: ""), "could not connect"))
@@ -351,13 +351,11 @@ final class CredentialServerTests: XCTestCase {
 
     /// A local user without the token cannot hold connections open: every refusal closes
     /// its connection (a refused request every few seconds, or a body sent a byte at a time,
-    /// kept it open and filled the server's 256 connections); a served request keeps it.
+    /// kept it open and filled the server's 256 connections); a served request keeps it,
+    /// unless the client does not keep it (HTTP/1.0 without keep-alive, `Connection: close`),
+    /// and says so.
     func testRefusalsCloseTheirConnectionAndAnswersKeepIt() async throws {
-        let client = try federatingClient(fake, keystore: InMemoryKeystore())
-        try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
-        let running = RunningServer(try CredentialServer(client: client, configuration: CredentialServerConfiguration(session: "alice")))
-        let base = try await running.server.baseURL()
-        let port = try XCTUnwrap(UInt16(base.split(separator: ":").last ?? ""))
+        let running = try await servingAlice()
         let token = running.server.authorizationToken.value
         let cases: [(request: String, status: String, closes: Bool)] = [
             ("GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", "401", true),
@@ -365,48 +363,21 @@ final class CredentialServerTests: XCTestCase {
             ("GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: wrong\r\n\r\n", "403", true),
             ("GET /elsewhere HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(token)\r\n\r\n", "404", true),
             ("GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(token)\r\n\r\n", "200", false),
+            // A client that does not keep its connection: HTTP/1.0 reads an answer until the
+            // connection closes (it used to be held until the idle timeout).
+            ("GET /credentials/alice HTTP/1.0\r\nAuthorization: \(token)\r\n\r\n", "200", true),
+            ("GET /credentials/alice HTTP/1.0\r\nConnection: keep-alive\r\nAuthorization: \(token)\r\n\r\n", "200", false),
+            ("GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: \(token)\r\n\r\n", "200", true),
         ]
         for item in cases {
-            let connection = try XCTUnwrap(HalfSentRequest(port: port, sending: item.request), "could not connect")
-            let (text, closed) = await withCheckedContinuation { continuation in
-                Thread.detachNewThread { continuation.resume(returning: connection.readAll(within: .seconds(2))) }
-            }
-            XCTAssertTrue(text.hasPrefix("HTTP/1.1 \(item.status)"), "\(item.status): \(text.prefix(40))")
-            XCTAssertEqual(closed, item.closes, "\(item.status) \(item.closes ? "closes" : "keeps") the connection")
-            XCTAssertEqual(text.lowercased().contains("connection: close"), item.closes, "and says so: \(text.prefix(200))")
-        }
-        try await running.stop()
-    }
-
-    /// A client that does not keep its connection (HTTP/1.0, which reads an answer until the
-    /// connection closes, or `Connection: close`) has it closed once answered, and is told
-    /// so; the server used to hold an HTTP/1.0 connection until the idle timeout. One that
-    /// asks for keep-alive keeps it.
-    func testARequestThatDoesNotKeepItsConnectionHasItClosedOnceAnswered() async throws {
-        let client = try federatingClient(fake, keystore: InMemoryKeystore())
-        try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
-        var configuration = CredentialServerConfiguration(session: "alice")
-        configuration.idleTimeout = .seconds(30)
-        let running = RunningServer(try CredentialServer(client: client, configuration: configuration))
-        let base = try await running.server.baseURL()
-        let port = try XCTUnwrap(UInt16(base.split(separator: ":").last ?? ""))
-        let token = running.server.authorizationToken.value
-        let cases: [(request: String, closes: Bool)] = [
-            ("GET /credentials/alice HTTP/1.0\r\nAuthorization: \(token)\r\n\r\n", true),
-            ("GET /credentials/alice HTTP/1.0\r\nConnection: keep-alive\r\nAuthorization: \(token)\r\n\r\n", false),
-            ("GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: \(token)\r\n\r\n", true),
-            ("GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(token)\r\n\r\n", false),
-        ]
-        for item in cases {
-            let connection = try XCTUnwrap(HalfSentRequest(port: port, sending: item.request), "could not connect")
-            let (text, closed) = await withCheckedContinuation { continuation in
-                Thread.detachNewThread { continuation.resume(returning: connection.readAll(within: .seconds(2))) }
-            }
+            let (text, closed) = try await running.exchange(item.request)
             let line = item.request.prefix { $0 != "\r" }
-            XCTAssertTrue(text.hasPrefix("HTTP/1.1 200"), "\(line): \(text.prefix(40))")
-            XCTAssertTrue(text.contains("\"SecretAccessKey\""), "\(line): the whole answer arrives")
+            XCTAssertTrue(text.hasPrefix("HTTP/1.1 \(item.status)"), "\(line): \(text.prefix(40))")
+            if item.status == "200" {
+                XCTAssertTrue(text.contains("\"SecretAccessKey\""), "\(line): the whole answer arrives")
+            }
             XCTAssertEqual(closed, item.closes, "\(line) \(item.closes ? "closes" : "keeps") the connection")
-            XCTAssertEqual(text.lowercased().contains("connection: close"), item.closes, "\(line), and says so")
+            XCTAssertEqual(text.lowercased().contains("connection: close"), item.closes, "\(line), and says so: \(text.prefix(200))")
         }
         try await running.stop()
     }
@@ -415,13 +386,7 @@ final class CredentialServerTests: XCTestCase {
     /// in turn; after a refusal nothing more is answered, whatever follows it (each used to
     /// be answered); a request whose body does not parse gets one answer.
     func testNothingSentWithARefusedRequestIsAnswered() async throws {
-        let client = try federatingClient(fake, keystore: InMemoryKeystore())
-        try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
-        var configuration = CredentialServerConfiguration(session: "alice")
-        configuration.idleTimeout = .seconds(30)
-        let running = RunningServer(try CredentialServer(client: client, configuration: configuration))
-        let base = try await running.server.baseURL()
-        let port = try XCTUnwrap(UInt16(base.split(separator: ":").last ?? ""))
+        let running = try await servingAlice()
         let good = "GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(running.server.authorizationToken.value)\r\n\r\n"
         let wrong = "GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: wrong\r\n\r\n"
         let missing = "GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
@@ -440,10 +405,7 @@ final class CredentialServerTests: XCTestCase {
             // The server must still be there for each case (a malformed body once stopped it).
             let before = try await running.request("/credentials/alice")
             XCTAssertEqual(before.status, 200, "before: \(item.name)")
-            let connection = try XCTUnwrap(HalfSentRequest(port: port, sending: item.requests.joined()), "could not connect")
-            let (text, closed) = await withCheckedContinuation { continuation in
-                Thread.detachNewThread { continuation.resume(returning: connection.readAll(within: .seconds(2))) }
-            }
+            let (text, closed) = try await running.exchange(item.requests.joined())
             let statuses = text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { String($0.prefix(3)) }
             XCTAssertEqual(statuses, item.statuses, "\(item.name): \(text.prefix(400))")
             XCTAssertEqual(closed, item.closes, "\(item.name)")

@@ -70,6 +70,22 @@ final class RunningServer: Sendable {
         return Answer(status: response.status, headers: response.headers, body: String(decoding: response.body, as: UTF8.self))
     }
 
+    /// The port it listens on.
+    func port() async throws -> UInt16 {
+        let base = try await server.baseURL()
+        return try XCTUnwrap(UInt16(base.split(separator: ":").last ?? ""))
+    }
+
+    /// Sends `raw` bytes on a new connection and reads what comes back within `limit`
+    /// (blocking reads, off the cooperative pool): the text, and whether the server closed.
+    func exchange(_ raw: String, within limit: Duration = .seconds(2)) async throws -> (text: String, closed: Bool) {
+        let port = try await port()
+        let connection = try XCTUnwrap(HalfSentRequest(port: port, sending: raw), "could not connect")
+        return await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: connection.readAll(within: limit)) }
+        }
+    }
+
     func stop() async throws {
         await server.shutdown()
         try await task.value
