@@ -157,6 +157,17 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertTrue(recovered, "new connections replace the silent ones")
     }
 
+    /// Puts a pool aimed at a port where nothing listens in place of `keystore`'s, as one still
+    /// in postgres-nio's backoff after a long outage would be; returns the replacements so far.
+    private func aimAtNowhere(_ keystore: PostgresKeystore) throws -> Int {
+        let nowhere = try FreezableTCPProxy(targetPort: UInt16(server.port))
+        nowhere.stop()
+        var lagging = keystore.configuration
+        lagging.port = Int(nowhere.port)
+        keystore.pool.replaceForTesting(aimingAt: lagging)
+        return keystore.pool.replacements
+    }
+
     /// postgres-nio's pool backs off up to a minute between connection attempts, so after a
     /// long outage it could lag the server's return by that much. A pool aimed at a port
     /// where nothing listens stands for one in that state: the keystore sees that the server
@@ -167,12 +178,7 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         let (keystore, recorder) = try await listeningKeystore()
         defer { recorder.stop() }
 
-        let nowhere = try FreezableTCPProxy(targetPort: UInt16(server.port))
-        nowhere.stop()
-        var lagging = keystore.configuration
-        lagging.port = Int(nowhere.port)
-        keystore.pool.replaceForTesting(aimingAt: lagging)
-        let replaced = keystore.pool.replacements
+        let replaced = try aimAtNowhere(keystore)
 
         let recovered = await eventually(timeout: .seconds(5)) { (try? await keystore.value(forKey: "k")) == [1] }
         XCTAssertTrue(recovered, "a new pool serves once the server is seen to take connections")
@@ -202,12 +208,7 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
             $0.reconnectDelay = .milliseconds(200)
         }
         try await keystore.set([1], forKey: "k")
-        let nowhere = try FreezableTCPProxy(targetPort: UInt16(server.port))
-        nowhere.stop()
-        var lagging = keystore.configuration
-        lagging.port = Int(nowhere.port)
-        keystore.pool.replaceForTesting(aimingAt: lagging)
-        let replaced = keystore.pool.replacements
+        let replaced = try aimAtNowhere(keystore)
         XCTAssertEqual(keystore.pool.watchesStarted, 0)
 
         let first = try await keystore.value(forKey: "k")
@@ -285,16 +286,20 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
     /// A caller who gives up its own call while it waits for a connection says nothing about
     /// the server: the pool does not watch for its return (a probe connection and a
     /// `SELECT 1` on a working pool, for every such cancellation). A wait its deadline ends
-    /// still does (the outage tests: the pool is replaced after such waits).
+    /// still does (the outage tests: the pool is replaced after such waits), and so does a
+    /// wait that outlasts the reconnect delay; the cancelled one here ends well before it,
+    /// and the lock outlasts it, so that a cancelled lease postgres-nio keeps queued would
+    /// show too.
     func testACallersCancellationIsNoSignOfTrouble() async throws {
         let keystore = try await keystore {
-            $0.operationTimeout = .seconds(3)
+            $0.operationTimeout = .seconds(4)
             $0.maximumConnections = 2
+            $0.reconnectDelay = .seconds(1)
         }
         try await keystore.set([1], forKey: "k")
         // Both connections busy: two listings wait for a lock another session holds.
         let lock = Task.detached { [server, database] in
-            _ = try server.psql("BEGIN; LOCK TABLE identity_broker_items IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(1.5); COMMIT;", database: database)
+            _ = try server.psql("BEGIN; LOCK TABLE identity_broker_items IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(2.5); COMMIT;", database: database)
         }
         try await Task.sleep(for: .milliseconds(300))
         let blocked = (0..<2).map { _ in Task { try await keystore.keys() } }
