@@ -131,6 +131,7 @@ extension PostgresKeystore {
                 attempt += 1
                 let generation = pool.current
                 let leased = Flag()
+                let servedBefore = pool.servedSoFar
                 do {
                     return try await pool.withConnection(on: generation) { connection in
                         leased.set()
@@ -156,9 +157,13 @@ extension PostgresKeystore {
                     // No connection to be had (the deadline cancels the wait), or connections
                     // that keep dying: the pool watches for the server. Not a statement the
                     // server refused or cancelled on a working connection, nor a wait the
-                    // caller gave up.
+                    // caller gave up while the pool was busy; one it gave up on a pool that
+                    // handed out nothing and held nothing meanwhile counts (callers that all
+                    // give up sooner than the reconnect delay would otherwise leave a pool in
+                    // postgres-nio's backoff for as long as it lasts).
                     let callerCancelled = Task.isCancelled && !timedOut.isSet
-                    if mapped.code == .storeUnavailable && !callerCancelled
+                    let troubled = !callerCancelled || (!leased.isSet && pool.isIdle(generation, since: servedBefore))
+                    if mapped.code == .storeUnavailable && troubled
                         && (!leased.isSet || KeystoreError.isRetryableConnectionLoss(error)) {
                         pool.reportTrouble(on: generation)
                     }

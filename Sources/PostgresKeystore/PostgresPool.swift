@@ -95,20 +95,25 @@ final class PostgresPool: Sendable {
     /// Runs `body` on a connection of `generation`'s pool. `holding` calls delay the pool's
     /// shutdown when it is replaced, and a pool with such calls is not replaced.
     ///
-    /// A `holding` call that gets no connection within the reconnect delay reports trouble
-    /// while it goes on waiting: a pool that nobody used while the server was away (no change
-    /// stream) learns of the outage only now, and may be waiting out a backoff of up to a
-    /// minute although the server is back. The watch then replaces it, and the call runs on
-    /// the new pool (it used to wait for its deadline and fail). A pool that is only busy
-    /// hands connections out meanwhile, and is kept.
+    /// A `holding` call that gets no connection within the reconnect delay, from a pool that
+    /// meanwhile handed out none and holds none, reports trouble while it goes on waiting: a
+    /// pool that nobody used while the server was away (no change stream) learns of the
+    /// outage only now, and may be waiting out a backoff of up to a minute although the
+    /// server is back. The watch then replaces it, and the call runs on the new pool (it used
+    /// to wait for its deadline and fail). A pool that is only busy hands connections out or
+    /// holds them meanwhile: no watch, which would find just that.
     func withConnection<T: Sendable>(
         on generation: Generation,
         holding: Bool = true,
         _ body: (PostgresConnection) async throws -> T
     ) async throws -> T {
         let leased = Flag()
+        let servedBefore = servedSoFar
         let slowLease = holding
-            ? slowLeases.register { [weak self] in if !leased.isSet { self?.reportTrouble(on: generation) } }
+            ? slowLeases.register { [weak self] in
+                guard let self, !leased.isSet, self.isIdle(generation, since: servedBefore) else { return }
+                self.reportTrouble(on: generation)
+            }
             : nil
         defer { if let slowLease { slowLeases.cancel(slowLease) } }
         return try await generation.client.withConnection { connection in
@@ -203,6 +208,16 @@ final class PostgresPool: Sendable {
         }
         if swapped { Task.detached { await self.retire(old) } }
         return swapped
+    }
+
+    /// Connections the pools have handed out so far, for ``isIdle(_:since:)``.
+    var servedSoFar: Int { served.load(ordering: .relaxed) }
+
+    /// Whether no pool handed out a connection since `servedBefore` (a value of
+    /// ``servedSoFar``) and no call holds one of `generation`'s: a wait for a connection
+    /// then says the pool cannot get one, not that it is busy.
+    func isIdle(_ generation: Generation, since servedBefore: Int) -> Bool {
+        !hasServed(generation, since: servedBefore)
     }
 
     /// Whether any pool handed out a connection since `servedBefore`, or a call holds one of

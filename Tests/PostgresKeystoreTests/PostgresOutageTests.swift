@@ -283,13 +283,12 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(recorder.changes.filter { $0 == .all }.count, 1, "the feed kept its connection: \(recorder.changes)")
     }
 
-    /// A caller who gives up its own call while it waits for a connection says nothing about
-    /// the server: the pool does not watch for its return (a probe connection and a
-    /// `SELECT 1` on a working pool, for every such cancellation). A wait its deadline ends
-    /// still does (the outage tests: the pool is replaced after such waits), and so does a
-    /// wait that outlasts the reconnect delay; the cancelled one here ends well before it,
-    /// and the lock outlasts it, so that a cancelled lease postgres-nio keeps queued would
-    /// show too.
+    /// A caller who gives up its own call while it waits for a connection of a busy pool says
+    /// nothing about the server: the pool does not watch for its return (a detached task
+    /// that finds the pool busy, and a debug line, for every such cancellation). A wait its
+    /// deadline ends still does (the outage tests: the pool is replaced after such waits);
+    /// the cancelled one here ends well before the reconnect delay, and the lock outlasts
+    /// it, so that a cancelled lease postgres-nio kept queued would show too.
     func testACallersCancellationIsNoSignOfTrouble() async throws {
         let keystore = try await keystore {
             $0.operationTimeout = .seconds(4)
@@ -316,6 +315,62 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         try await lock.value
         try await Task.sleep(for: .milliseconds(200))
         XCTAssertEqual(keystore.pool.watchesStarted, 0, "a caller's cancellation started a watch for the server")
+    }
+
+    /// A caller who gives up sooner than the reconnect delay, on a pool that handed out no
+    /// connection and holds none while it waited (one still in postgres-nio's backoff, here
+    /// aimed where nothing listens), does make it watch: callers that all give up that soon
+    /// would otherwise leave the pool waiting out its backoff. The watch replaces it with
+    /// no further call.
+    func testACallersCancellationOnAPoolThatHandsOutNothingMakesItWatch() async throws {
+        let keystore = try await keystore {
+            $0.operationTimeout = .seconds(5)
+            $0.reconnectDelay = .seconds(1)
+        }
+        try await keystore.set([1], forKey: "k")
+        let replaced = try aimAtNowhere(keystore)
+        // A listing: a read of one key is shared with other readers, which no one caller's
+        // cancellation ends.
+        let listing = Task { try await keystore.keys() }
+        try await Task.sleep(for: .milliseconds(150))
+        listing.cancel()
+        let cancelled = await keystoreError { try await listing.value }
+        XCTAssertEqual(cancelled?.code, .storeUnavailable, "\(String(describing: cancelled))")
+        // The caller is resumed at once; the wait it ended winds down on its own.
+        let watched = await eventually(timeout: .milliseconds(500)) { keystore.pool.watchesStarted == 1 }
+        XCTAssertTrue(watched, "the cancelled wait on a pool that hands out nothing started a watch")
+        let replacedByItself = await eventually(timeout: .seconds(5)) { keystore.pool.replacements == replaced + 1 }
+        XCTAssertTrue(replacedByItself, "the watch replaced the pool")
+        let value = try await keystore.value(forKey: "k")
+        XCTAssertEqual(value, [1])
+    }
+
+    /// Calls that wait longer than the reconnect delay for a pool whose connections are all
+    /// held (behind a lock) start no watch: the pool is busy, and a watch would find just
+    /// that (one after another, every pause, while the wait lasts).
+    func testAWaitBehindHeldConnectionsStartsNoWatch() async throws {
+        let keystore = try await keystore {
+            $0.operationTimeout = .seconds(5)
+            $0.maximumConnections = 2
+            $0.reconnectDelay = .milliseconds(300)
+        }
+        try await keystore.set([1], forKey: "k")
+        let lock = Task.detached { [server, database] in
+            _ = try server.psql("BEGIN; LOCK TABLE identity_broker_items IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(1.5); COMMIT;", database: database)
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let blocked = (0..<2).map { _ in Task { try await keystore.keys() } }
+        try await Task.sleep(for: .milliseconds(100))
+        let waited = ContinuousClock.now
+        let keys = try await keystore.keys()
+        XCTAssertEqual(keys, ["k"])
+        XCTAssertGreaterThan(ContinuousClock.now - waited, .milliseconds(600), "the listing waited past the reconnect delay")
+        for task in blocked {
+            let keys = try await task.value
+            XCTAssertEqual(keys, ["k"])
+        }
+        try await lock.value
+        XCTAssertEqual(keystore.pool.watchesStarted, 0, "a wait behind held connections started a watch")
     }
 
     /// Opens a keystore holding `k` = [1] (a 1 s operation timeout, a 200 ms reconnect delay,
