@@ -132,6 +132,8 @@ extension PostgresKeystore {
                 let generation = pool.current
                 let leased = Flag()
                 let servedBefore = pool.servedSoFar
+                // A call made already cancelled never waits: it says nothing about the pool.
+                let cancelledAtStart = Task.isCancelled
                 do {
                     return try await pool.withConnection(on: generation) { connection in
                         leased.set()
@@ -160,9 +162,11 @@ extension PostgresKeystore {
                     // caller gave up while the pool was busy; one it gave up on a pool that
                     // handed out nothing and held nothing meanwhile counts (callers that all
                     // give up sooner than the reconnect delay would otherwise leave a pool in
-                    // postgres-nio's backoff for as long as it lasts).
+                    // postgres-nio's backoff for as long as it lasts). The two counters are
+                    // read apart: at worst one needless watch, which checks them again.
                     let callerCancelled = Task.isCancelled && !timedOut.isSet
-                    let troubled = !callerCancelled || (!leased.isSet && pool.isIdle(generation, since: servedBefore))
+                    let troubled = !callerCancelled
+                        || (!cancelledAtStart && !leased.isSet && pool.isIdle(generation, since: servedBefore))
                     if mapped.code == .storeUnavailable && troubled
                         && (!leased.isSet || KeystoreError.isRetryableConnectionLoss(error)) {
                         pool.reportTrouble(on: generation)

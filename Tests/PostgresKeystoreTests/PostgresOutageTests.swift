@@ -1,6 +1,7 @@
 import BrokerTestSupport
 import Foundation
 @testable import PostgresKeystore
+import PostgresNIO
 import SecureStorage
 import Synchronization
 import XCTest
@@ -297,10 +298,7 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         }
         try await keystore.set([1], forKey: "k")
         // Both connections busy: two listings wait for a lock another session holds.
-        let lock = Task.detached { [server, database] in
-            _ = try server.psql("BEGIN; LOCK TABLE identity_broker_items IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(2.5); COMMIT;", database: database)
-        }
-        try await Task.sleep(for: .milliseconds(300))
+        let lock = try await lockItems(for: .milliseconds(2500))
         let blocked = (0..<2).map { _ in Task { try await keystore.keys() } }
         try await Task.sleep(for: .milliseconds(200))
         let listing = Task { try await keystore.keys() }
@@ -337,12 +335,49 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         let cancelled = await keystoreError { try await listing.value }
         XCTAssertEqual(cancelled?.code, .storeUnavailable, "\(String(describing: cancelled))")
         // The caller is resumed at once; the wait it ended winds down on its own.
-        let watched = await eventually(timeout: .milliseconds(500)) { keystore.pool.watchesStarted == 1 }
+        let watched = await eventually(timeout: .seconds(2)) { keystore.pool.watchesStarted == 1 }
         XCTAssertTrue(watched, "the cancelled wait on a pool that hands out nothing started a watch")
         let replacedByItself = await eventually(timeout: .seconds(5)) { keystore.pool.replacements == replaced + 1 }
         XCTAssertTrue(replacedByItself, "the watch replaced the pool")
         let value = try await keystore.value(forKey: "k")
         XCTAssertEqual(value, [1])
+    }
+
+    /// A call made from a task already cancelled (clean-up after a request its client left)
+    /// never waits for a connection, so it says nothing about the pool: no watch, whose probe
+    /// connection and `SELECT 1` would load a healthy server for every such call.
+    func testACallMadeAlreadyCancelledStartsNoWatch() async throws {
+        let keystore = try await keystore { $0.reconnectDelay = .seconds(1) }
+        try await keystore.set([1], forKey: "k")
+        let idle = await eventually { keystore.pool.watchesStarted == 0 }
+        XCTAssertTrue(idle)
+        let listing = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await keystore.keys()
+        }
+        let error = await keystoreError { try await listing.value }
+        XCTAssertEqual(error?.code, .storeUnavailable, "\(String(describing: error))")
+        try await Task.sleep(for: .milliseconds(300))
+        XCTAssertEqual(keystore.pool.watchesStarted, 0, "a call made already cancelled started a watch")
+    }
+
+    /// Takes an exclusive lock on the items table for `duration` on a connection of another
+    /// keystore instance (its own pool, so nothing of the keystore under test counts it), and
+    /// returns once the server has granted it; the task ends when the lock is released.
+    private func lockItems(for duration: Duration) async throws -> Task<Void, any Error> {
+        let holder = try await keystore { $0.operationTimeout = duration + .seconds(5) }
+        let (granted, grant) = AsyncStream<Void>.makeStream()
+        let lock = Task {
+            try await holder.perform("holding a lock") { connection, logger in
+                try await PostgresKeystore.transaction(on: connection, logger: logger) {
+                    try await connection.query("LOCK TABLE identity_broker_items IN ACCESS EXCLUSIVE MODE", logger: logger)
+                    grant.yield()
+                    try await Task.sleep(for: duration)
+                }
+            }
+        }
+        for await _ in granted { break }
+        return lock
     }
 
     /// Calls that wait longer than the reconnect delay for a pool whose connections are all
@@ -355,10 +390,7 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
             $0.reconnectDelay = .milliseconds(300)
         }
         try await keystore.set([1], forKey: "k")
-        let lock = Task.detached { [server, database] in
-            _ = try server.psql("BEGIN; LOCK TABLE identity_broker_items IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(1.5); COMMIT;", database: database)
-        }
-        try await Task.sleep(for: .milliseconds(300))
+        let lock = try await lockItems(for: .milliseconds(1500))
         let blocked = (0..<2).map { _ in Task { try await keystore.keys() } }
         try await Task.sleep(for: .milliseconds(100))
         let waited = ContinuousClock.now
