@@ -69,7 +69,7 @@ final class ReaderPool: Sendable {
         let lane = lanes.min { $0.waiting.load(ordering: .relaxed) < $1.waiting.load(ordering: .relaxed) }!
         lane.waiting.add(1, ordering: .relaxed)
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, KeystoreError>, Never>) in
-            lane.queue.async {
+            lane.queue.sync {
                 let result = self.run(body, on: lane)
                 lane.waiting.subtract(1, ordering: .relaxed)
                 continuation.resume(returning: result)
@@ -97,17 +97,18 @@ final class ReaderPool: Sendable {
         }
     }
 
-    /// Refuses new reads and closes each lane's connection once the reads already queued on
-    /// it have finished.
+    /// Refuses new reads and closes the connections; returns once each lane's is closed,
+    /// after the read it was running (reads queued behind it fail as closed), as the writer
+    /// does, so that a closed keystore holds no descriptor of the database. An inline read in
+    /// progress holds its connection outside the array, and closes it when it hands it back
+    /// (see `read`).
     func close() {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        // An inline read in progress holds its connection outside the array, and closes it
-        // when it hands it back after the close (see `read`).
         for connection in inline.withLock({ connections in defer { connections.removeAll() }; return connections }) {
             connection.close()
         }
         for lane in lanes {
-            lane.queue.async {
+            lane.queue.sync {
                 lane.connection?.close()
                 lane.connection = nil
             }

@@ -438,4 +438,41 @@ final class SQLiteKeystoreTests: XCTestCase {
             _ = try await pool.read { _ throws(KeystoreError) -> Int in 1 }
         }
     }
+
+    /// `close()` returns with every reader connection closed, a lane's included, after the
+    /// read that lane was running (it used to close the lanes' connections later, on their
+    /// queues): a closed keystore holds no descriptor of its database.
+    func testClosingTheReadersClosesEveryConnectionBeforeItReturns() async throws {
+        let temporary = try TemporaryRoot()
+        let keystore = try SQLiteKeystore(root: temporary.root, service: "tool")
+        let path = keystore.namespace.databasePath
+        keystore.close()
+        XCTAssertEqual(try Self.descriptors(of: path), [], "the keystore's own connections are closed")
+        let pool = try ReaderPool(path: path, busyTimeout: .seconds(7))
+        let onLane = LockedBox(false)
+        // Busy inline, so the read goes to a lane, whose connection it holds for a while.
+        let slow = Task {
+            try await pool.read { connection throws(KeystoreError) -> Int in
+                if connection.busyTimeout == .zero { throw KeystoreError(.storeUnavailable, "database is locked") }
+                onLane.withLock { $0 = true }
+                Thread.sleep(forTimeInterval: 0.3)
+                return 1
+            }
+        }
+        while !onLane.current { try await Task.sleep(for: .milliseconds(5)) }
+        pool.close()
+        XCTAssertEqual(try Self.descriptors(of: path), [], "a connection was still open when close() returned")
+        let value = try await slow.value
+        XCTAssertEqual(value, 1, "the read the lane was running finished")
+    }
+
+    /// This process's descriptors open on the database at `path` or its `-wal` and `-shm`.
+    private static func descriptors(of path: String) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").compactMap { name in
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(name)"),
+                target.hasPrefix(path)
+            else { return nil }
+            return target
+        }
+    }
 }
