@@ -291,26 +291,15 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
     /// the cancelled one here ends well before the reconnect delay, and the lock outlasts
     /// it, so that a cancelled lease postgres-nio kept queued would show too.
     func testACallersCancellationIsNoSignOfTrouble() async throws {
-        let keystore = try await keystore {
-            $0.operationTimeout = .seconds(4)
-            $0.maximumConnections = 2
-            $0.reconnectDelay = .seconds(1)
-        }
-        try await keystore.set([1], forKey: "k")
-        // Both connections busy: two listings wait for a lock another session holds.
-        let lock = try await lockItems(for: .milliseconds(2500))
-        let blocked = (0..<2).map { _ in Task { try await keystore.keys() } }
-        try await Task.sleep(for: .milliseconds(200))
+        let busy = try await keystoreWithBothConnectionsHeld(for: .milliseconds(2500), reconnectDelay: .seconds(1))
+        let keystore = busy.keystore
+        try await Task.sleep(for: .milliseconds(100))
         let listing = Task { try await keystore.keys() }
         try await Task.sleep(for: .milliseconds(200))
         listing.cancel()
         let cancelled = await keystoreError { try await listing.value }
         XCTAssertEqual(cancelled?.code, .storeUnavailable, "the listing waited for a connection and was cancelled: \(String(describing: cancelled))")
-        for task in blocked {
-            let keys = try await task.value
-            XCTAssertEqual(keys, ["k"])
-        }
-        try await lock.value
+        try await busy.released()
         try await Task.sleep(for: .milliseconds(200))
         XCTAssertEqual(keystore.pool.watchesStarted, 0, "a caller's cancellation started a watch for the server")
     }
@@ -361,6 +350,28 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(keystore.pool.watchesStarted, 0, "a call made already cancelled started a watch")
     }
 
+    /// A keystore holding `k` = [1] with two connections, both held by listings that wait
+    /// behind a lock on the items table for `duration`; `released` waits for them and the lock.
+    private func keystoreWithBothConnectionsHeld(
+        for duration: Duration, reconnectDelay: Duration
+    ) async throws -> (keystore: PostgresKeystore, released: @Sendable () async throws -> Void) {
+        let keystore = try await keystore {
+            $0.operationTimeout = duration + .seconds(3)
+            $0.maximumConnections = 2
+            $0.reconnectDelay = reconnectDelay
+        }
+        try await keystore.set([1], forKey: "k")
+        let lock = try await lockItems(for: duration)
+        let blocked = (0..<2).map { _ in Task { try await keystore.keys() } }
+        return (keystore, {
+            for task in blocked {
+                let keys = try await task.value
+                XCTAssertEqual(keys, ["k"])
+            }
+            try await lock.value
+        })
+    }
+
     /// Takes an exclusive lock on the items table for `duration` on a connection of another
     /// keystore instance (its own pool, so nothing of the keystore under test counts it), and
     /// returns once the server has granted it; the task ends when the lock is released.
@@ -384,24 +395,14 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
     /// held (behind a lock) start no watch: the pool is busy, and a watch would find just
     /// that (one after another, every pause, while the wait lasts).
     func testAWaitBehindHeldConnectionsStartsNoWatch() async throws {
-        let keystore = try await keystore {
-            $0.operationTimeout = .seconds(5)
-            $0.maximumConnections = 2
-            $0.reconnectDelay = .milliseconds(300)
-        }
-        try await keystore.set([1], forKey: "k")
-        let lock = try await lockItems(for: .milliseconds(1500))
-        let blocked = (0..<2).map { _ in Task { try await keystore.keys() } }
+        let busy = try await keystoreWithBothConnectionsHeld(for: .milliseconds(1500), reconnectDelay: .milliseconds(300))
+        let keystore = busy.keystore
         try await Task.sleep(for: .milliseconds(100))
         let waited = ContinuousClock.now
         let keys = try await keystore.keys()
         XCTAssertEqual(keys, ["k"])
         XCTAssertGreaterThan(ContinuousClock.now - waited, .milliseconds(600), "the listing waited past the reconnect delay")
-        for task in blocked {
-            let keys = try await task.value
-            XCTAssertEqual(keys, ["k"])
-        }
-        try await lock.value
+        try await busy.released()
         XCTAssertEqual(keystore.pool.watchesStarted, 0, "a wait behind held connections started a watch")
     }
 
