@@ -60,8 +60,9 @@ extension PostgresKeystore {
         /// the server unreachable (while the server answers but refuses, such as a failed
         /// login, they go up to a minute), and how long the pool then has to answer before it
         /// is replaced by a new one: postgres-nio's own retries can lag a minute behind the
-        /// server's return. A call still waiting for a connection after this long starts
-        /// those attempts too. Default: 1 second.
+        /// server's return. A call still waiting for a connection after this long, from a
+        /// pool that meanwhile handed out none and has none in use, starts those attempts
+        /// too. Default: 1 second.
         public var reconnectDelay: Duration
         /// How often the change feed checks that its listening connection still answers (a
         /// `SELECT 1` on it, which must answer within twice ``operationTimeout``), or `nil`
