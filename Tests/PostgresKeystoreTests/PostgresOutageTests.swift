@@ -169,6 +169,17 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         return keystore.pool.replacements
     }
 
+    /// A keystore holding `k` = [1] (a 5 s operation timeout) whose pool is aimed where
+    /// nothing listens (``aimAtNowhere(_:)``), with no change stream; and the replacements so far.
+    private func laggingKeystore(reconnectDelay: Duration) async throws -> (PostgresKeystore, replaced: Int) {
+        let keystore = try await keystore {
+            $0.operationTimeout = .seconds(5)
+            $0.reconnectDelay = reconnectDelay
+        }
+        try await keystore.set([1], forKey: "k")
+        return (keystore, try aimAtNowhere(keystore))
+    }
+
     /// postgres-nio's pool backs off up to a minute between connection attempts, so after a
     /// long outage it could lag the server's return by that much. A pool aimed at a port
     /// where nothing listens stands for one in that state: the keystore sees that the server
@@ -204,12 +215,7 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
     /// finds the server there and replaces itself, and the call runs on the new pool. It used
     /// to fail at its deadline, and the calls just after it too.
     func testAnIdleKeystoresFirstCallAfterTheServersReturnRunsOnANewPool() async throws {
-        let keystore = try await keystore {
-            $0.operationTimeout = .seconds(5)
-            $0.reconnectDelay = .milliseconds(200)
-        }
-        try await keystore.set([1], forKey: "k")
-        let replaced = try aimAtNowhere(keystore)
+        let (keystore, replaced) = try await laggingKeystore(reconnectDelay: .milliseconds(200))
         XCTAssertEqual(keystore.pool.watchesStarted, 0)
 
         let first = try await keystore.value(forKey: "k")
@@ -310,12 +316,7 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
     /// would otherwise leave the pool waiting out its backoff. The watch replaces it with
     /// no further call.
     func testACallersCancellationOnAPoolThatHandsOutNothingMakesItWatch() async throws {
-        let keystore = try await keystore {
-            $0.operationTimeout = .seconds(5)
-            $0.reconnectDelay = .seconds(1)
-        }
-        try await keystore.set([1], forKey: "k")
-        let replaced = try aimAtNowhere(keystore)
+        let (keystore, replaced) = try await laggingKeystore(reconnectDelay: .seconds(1))
         // A listing: a read of one key is shared with other readers, which no one caller's
         // cancellation ends.
         let listing = Task { try await keystore.keys() }
