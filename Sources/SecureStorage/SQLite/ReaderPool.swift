@@ -69,7 +69,7 @@ final class ReaderPool: Sendable {
         let lane = lanes.min { $0.waiting.load(ordering: .relaxed) < $1.waiting.load(ordering: .relaxed) }!
         lane.waiting.add(1, ordering: .relaxed)
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, KeystoreError>, Never>) in
-            lane.queue.sync {
+            lane.queue.async {
                 let result = self.run(body, on: lane)
                 lane.waiting.subtract(1, ordering: .relaxed)
                 continuation.resume(returning: result)
