@@ -416,13 +416,21 @@ final class SQLiteKeystoreTests: XCTestCase {
         XCTAssertEqual(plain, .zero, "a read that can answer at once runs inline")
 
         let attempts = LockedBox<[Duration]>([])
+        let threads = LockedBox<[pthread_t]>([])
+        let caller = pthread_self()
         let busy = try await pool.read { connection throws(KeystoreError) -> Duration in
             attempts.withLock { $0.append(connection.busyTimeout) }
+            threads.withLock { $0.append(pthread_self()) }
             if connection.busyTimeout == .zero { throw KeystoreError(.storeUnavailable, "database is locked") }
             return connection.busyTimeout
         }
         XCTAssertEqual(busy, .seconds(7))
         XCTAssertEqual(attempts.current, [.zero, .seconds(7)])
+        // A lane's read, which may wait up to the busy timeout, runs on the lane's thread,
+        // never on the caller's (a thread of the cooperative pool).
+        XCTAssertEqual(threads.current.count, 2)
+        XCTAssertEqual(threads.current.first.map { pthread_equal($0, caller) }, 1, "the first try runs inline")
+        XCTAssertEqual(threads.current.last.map { pthread_equal($0, caller) }, 0, "the lane's read ran on the caller's thread")
 
         let damagedAttempts = LockedBox(0)
         await assertThrows(KeystoreError.self, code: .authenticationFailed) {
