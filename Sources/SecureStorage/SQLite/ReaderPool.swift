@@ -32,8 +32,16 @@ final class ReaderPool: Sendable {
     private static let laneCount = 2
     /// Inline connections: enough for the cooperative pool's threads on a small machine.
     private static let inlineCount = 2
+    /// The inline connections not in use, how many are in use, and what ``close()`` waits on
+    /// while some are.
+    private struct Inline {
+        var idle: [SQLiteConnection]
+        var inUse = 0
+        var closer: DispatchSemaphore?
+    }
+
     private let lanes: [Lane]
-    private let inline: Mutex<[SQLiteConnection]>
+    private let inline: Mutex<Inline>
     private let closed = Atomic<Bool>(false)
     private let path: String
     private let busyTimeout: Duration
@@ -44,18 +52,13 @@ final class ReaderPool: Sendable {
         self.lanes = (0..<Self.laneCount).map(Lane.init(index:))
         var inline: [SQLiteConnection] = []
         for _ in 0..<Self.inlineCount { inline.append(try SQLiteConnection(path: path, busyTimeout: .zero)) }
-        self.inline = Mutex(inline)
+        self.inline = Mutex(Inline(idle: inline))
     }
 
     func read<T: Sendable>(_ body: @escaping @Sendable (SQLiteConnection) throws(KeystoreError) -> T) async throws(KeystoreError) -> T {
-        if let connection = inline.withLock({ closed.load(ordering: .acquiring) ? nil : $0.popLast() }) {
+        if let connection = takeInline() {
             let result = Result { () throws(KeystoreError) -> T in try body(connection) }
-            let returned = inline.withLock { connections -> Bool in
-                guard !closed.load(ordering: .acquiring) else { return false }
-                connections.append(connection)
-                return true
-            }
-            if !returned { connection.close() }
+            handBack(connection)
             if case .failure(let error) = result, error.code == .storeUnavailable {
                 // Busy (or closed meanwhile): the lane waits, or says closed.
             } else {
@@ -63,6 +66,34 @@ final class ReaderPool: Sendable {
             }
         }
         return try await readOnLane(body)
+    }
+
+    /// An idle inline connection, counted in use; `nil` when none is idle or the pool closed.
+    private func takeInline() -> SQLiteConnection? {
+        inline.withLock { inline in
+            guard !closed.load(ordering: .acquiring), let connection = inline.idle.popLast() else { return nil }
+            inline.inUse += 1
+            return connection
+        }
+    }
+
+    /// Returns an inline connection after its read; once the pool is closed, closes it instead,
+    /// and the last one closed lets a waiting ``close()`` return.
+    private func handBack(_ connection: SQLiteConnection) {
+        let kept = inline.withLock { inline -> Bool in
+            guard !closed.load(ordering: .acquiring) else { return false }
+            inline.idle.append(connection)
+            inline.inUse -= 1
+            return true
+        }
+        if kept { return }
+        connection.close()
+        // Counted out only once closed, so that `close()` never returns before it is.
+        let closer = inline.withLock { inline -> DispatchSemaphore? in
+            inline.inUse -= 1
+            return inline.inUse == 0 ? inline.closer : nil
+        }
+        closer?.signal()
     }
 
     private func readOnLane<T: Sendable>(_ body: @escaping @Sendable (SQLiteConnection) throws(KeystoreError) -> T) async throws(KeystoreError) -> T {
@@ -97,16 +128,20 @@ final class ReaderPool: Sendable {
         }
     }
 
-    /// Refuses new reads and closes the connections; returns once each lane's is closed,
-    /// after the read it was running (reads queued behind it fail as closed), as the writer
-    /// does, so that a closed keystore holds no descriptor of the database. An inline read in
-    /// progress holds its connection outside the array, and closes it when it hands it back
-    /// (see `read`).
+    /// Refuses new reads and closes the connections; returns once every one is closed, after
+    /// the reads in progress (an inline read's and each lane's; reads queued behind a lane's
+    /// fail as closed), as the writer does, so that a closed keystore holds no descriptor of
+    /// the database. Inline reads take microseconds and never wait for a lock, so waiting
+    /// for them is short; a lane's may take up to the busy timeout.
     func close() {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        for connection in inline.withLock({ connections in defer { connections.removeAll() }; return connections }) {
-            connection.close()
+        let (idle, closer) = inline.withLock { inline -> ([SQLiteConnection], DispatchSemaphore?) in
+            defer { inline.idle.removeAll() }
+            if inline.inUse > 0 { inline.closer = DispatchSemaphore(value: 0) }
+            return (inline.idle, inline.closer)
         }
+        for connection in idle { connection.close() }
+        closer?.wait()
         for lane in lanes {
             lane.queue.sync {
                 lane.connection?.close()

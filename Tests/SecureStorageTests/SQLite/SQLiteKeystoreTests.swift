@@ -474,6 +474,37 @@ final class SQLiteKeystoreTests: XCTestCase {
         XCTAssertEqual(value, 1, "the read the lane was running finished")
     }
 
+    /// The same for an inline read: `close()` returns after the read in progress on the
+    /// caller's thread finished and its connection closed (it used to close that connection
+    /// when the read handed it back, after `close()` returned).
+    func testClosingTheReadersWaitsForAnInlineReadInProgress() async throws {
+        let temporary = try TemporaryRoot()
+        let keystore = try SQLiteKeystore(root: temporary.root, service: "tool")
+        let path = keystore.namespace.databasePath
+        keystore.close()
+        let pool = try ReaderPool(path: path, busyTimeout: .seconds(7))
+        let reading = LockedBox(false)
+        let finished = LockedBox(false)
+        let slow = Task {
+            try await pool.read { connection throws(KeystoreError) -> Int in
+                XCTAssertEqual(connection.busyTimeout, .zero, "the read runs inline")
+                reading.withLock { $0 = true }
+                Thread.sleep(forTimeInterval: 0.3)
+                finished.withLock { $0 = true }
+                return 1
+            }
+        }
+        while !reading.current { try await Task.sleep(for: .milliseconds(5)) }
+        pool.close()
+        XCTAssertTrue(finished.current, "close() returned while an inline read was in progress")
+        XCTAssertEqual(try Self.descriptors(of: path), [], "a connection was still open when close() returned")
+        let value = try await slow.value
+        XCTAssertEqual(value, 1, "the inline read finished with its answer")
+        await assertThrows(KeystoreError.self, code: .storeUnavailable) {
+            _ = try await pool.read { _ throws(KeystoreError) -> Int in 1 }
+        }
+    }
+
     /// This process's descriptors open on the database at `path` or its `-wal` and `-shm`.
     private static func descriptors(of path: String) throws -> [String] {
         try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").compactMap { name in
