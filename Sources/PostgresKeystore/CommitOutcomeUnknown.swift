@@ -10,3 +10,9 @@ struct CommitOutcomeUnknown: Error, CustomStringConvertible {
 struct StaleConnection: Error, CustomStringConvertible {
     var description: String { "the connection had closed" }
 }
+
+/// The pool that handed out the connection was replaced meanwhile (``PostgresPool``): nothing
+/// was sent on it, so the operation runs again on the new pool.
+struct RetiredPool: Error, CustomStringConvertible {
+    var description: String { "the connection pool was replaced" }
+}

@@ -87,7 +87,7 @@ extension KeystoreError {
     /// Whether the error is a connection that died under a statement before anything was
     /// committed, so the operation can run again on another connection.
     static func isRetryableConnectionLoss(_ error: any Error) -> Bool {
-        if error is StaleConnection { return true }
+        if error is StaleConnection || error is RetiredPool { return true }
         guard let error = error as? PSQLError else { return false }
         switch error.code {
         case .serverClosedConnection, .uncleanShutdown, .clientClosedConnection, .connectionError: return true

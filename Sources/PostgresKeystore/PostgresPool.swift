@@ -31,6 +31,9 @@ final class PostgresPool: Sendable {
         fileprivate let runTask: Task<Void, Never>
         /// Calls currently holding one of this pool's connections (not the change feed's).
         fileprivate let holding = Atomic<Int>(0)
+        /// Set when the pool is replaced: a call that gets one of its connections from then on
+        /// hands it back unused and runs again on the new pool (see ``retire(_:)``).
+        fileprivate let retired = Atomic<Bool>(false)
 
         fileprivate init(_ configuration: PostgresKeystore.Configuration, number: Int) {
             // Every connection on one event loop (a thread of NIO's shared group): a commit's
@@ -118,9 +121,18 @@ final class PostgresPool: Sendable {
         defer { if let slowLease { slowLeases.cancel(slowLease) } }
         return try await generation.client.withConnection { connection in
             leased.set()
+            guard holding else {
+                served.add(1, ordering: .relaxed)
+                return try await body(connection)
+            }
+            // Counted, then checked: with `retire(_:)`'s flag set, then count read, either
+            // the retirement waits for this call or this call sees the flag (both orders
+            // sequentially consistent). A lease the pool made just before it was replaced,
+            // but whose caller runs only now, must not start on a pool being shut down.
+            generation.holding.add(1, ordering: .sequentiallyConsistent)
+            defer { generation.holding.subtract(1, ordering: .sequentiallyConsistent) }
+            guard !generation.retired.load(ordering: .sequentiallyConsistent) else { throw RetiredPool() }
             served.add(1, ordering: .relaxed)
-            if holding { generation.holding.add(1, ordering: .relaxed) }
-            defer { if holding { generation.holding.subtract(1, ordering: .relaxed) } }
             return try await body(connection)
         }
     }
@@ -204,6 +216,7 @@ final class PostgresPool: Sendable {
             guard !state.closed, state.current === old else { return false }
             state.current = Generation(target, number: old.number + 1)
             state.retiring.append(old)
+            old.retired.store(true, ordering: .sequentiallyConsistent)
             return true
         }
         if swapped { Task.detached { await self.retire(old) } }
@@ -245,16 +258,16 @@ final class PostgresPool: Sendable {
         }
     }
 
-    /// Shuts `old` down once no call holds one of its connections (seen twice, 20 ms apart:
-    /// a call that leased one just before the replacement counts itself a moment after the
-    /// lease), or two operation timeouts later: by then every statement sent on it has ended
-    /// (the server's statement timeout) or its connection was closed. Calls waiting for a
-    /// connection fail and run again on the new pool; the change feed reconnects.
+    /// Shuts `old` down once no call holds one of its connections, or two operation timeouts
+    /// later: by then every statement sent on it has ended (the server's statement timeout)
+    /// or its connection was closed. `old` is marked retired before the count is read, so a
+    /// call that gets one of its connections afterwards, however late its task runs, hands
+    /// it back unused (``withConnection(on:holding:_:)``) instead of starting on a connection
+    /// about to close. Calls waiting for a connection fail and run again on the new pool; the
+    /// change feed reconnects.
     private func retire(_ old: Generation) async {
         let giveUp = ContinuousClock.now.advanced(by: configuration.operationTimeout * 2)
-        var idleChecks = 0
-        while idleChecks < 2, ContinuousClock.now < giveUp, !isClosed {
-            idleChecks = old.holding.load(ordering: .relaxed) == 0 ? idleChecks + 1 : 0
+        while old.holding.load(ordering: .sequentiallyConsistent) > 0, ContinuousClock.now < giveUp, !isClosed {
             try? await Task.sleep(for: .milliseconds(20))
         }
         old.runTask.cancel()

@@ -158,6 +158,16 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertTrue(recovered, "new connections replace the silent ones")
     }
 
+    /// Whether `body` threw.
+    private func throwsAnything(_ body: () async throws -> Void) async -> Bool {
+        do {
+            try await body()
+            return false
+        } catch {
+            return true
+        }
+    }
+
     /// Puts a pool aimed at a port where nothing listens in place of `keystore`'s, as one still
     /// in postgres-nio's backoff after a long outage would be; returns the replacements so far.
     private func aimAtNowhere(_ keystore: PostgresKeystore) throws -> Int {
@@ -207,6 +217,30 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         try await keystore.set([3], forKey: "k")
         let value = try await writer.value(forKey: "k")
         XCTAssertEqual(value, [3])
+    }
+
+    /// A call whose connection came from a pool that was replaced meanwhile (its task ran
+    /// late, after the lease) hands it back unused: it used to start on it, and the old pool's
+    /// shutdown, ~40 ms after the replacement when no call was counted, could close the
+    /// connection under its statement (a retry, or "outcome unknown" for a commit). The
+    /// keystore's own calls then run on the new pool.
+    func testACallThatLeasesFromAReplacedPoolDoesNotStartOnIt() async throws {
+        let keystore = try await keystore()
+        try await keystore.set([1], forKey: "k")
+        let old = keystore.pool.current
+        keystore.pool.replaceForTesting(aimingAt: keystore.configuration)
+        let started = Locked(false)
+        // Fails either way: the pool hands a connection out and the call sees it retired, or
+        // the pool has shut down already.
+        let failed = await throwsAnything {
+            try await keystore.pool.withConnection(on: old) { _ in started.withLock { $0 = true } }
+        }
+        XCTAssertTrue(failed, "a call started on a connection of the replaced pool")
+        XCTAssertFalse(started.withLock { $0 }, "the call's body ran on the replaced pool")
+        let value = try await keystore.value(forKey: "k")
+        XCTAssertEqual(value, [1])
+        try await keystore.set([2], forKey: "k")
+        XCTAssertEqual(keystore.pool.current.number, old.number + 1)
     }
 
     /// A keystore with no change stream learns of an outage only from its calls. Its first
