@@ -316,6 +316,13 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
         return applied
     }
 
+    /// Three operation timeouts, and at least a minute: a commit that started late (its group
+    /// queued behind another) may apply up to about two timeouts after its caller was told it
+    /// failed, since the server cancels a statement only one timeout after it started.
+    public var uncertainCommitWindow: Duration {
+        max(.seconds(60), configuration.operationTimeout * 3)
+    }
+
     /// Keys changed from now on by this instance (delivered right after each commit) and by
     /// any other instance sharing the database (through `LISTEN`/`NOTIFY`, while at least one
     /// stream is iterated).

@@ -45,4 +45,18 @@ public protocol Keystore: Sendable {
     /// stream's buffer dropped changes, or the store was reopened): reload everything you
     /// hold. The stream ends when the keystore is closed.
     func changes() -> AsyncStream<KeystoreChange>
+
+    /// How long a commit that failed with its outcome unknown (it timed out, or its
+    /// connection was lost after it was sent) may still take effect after its caller was told
+    /// it failed. Caches over the store re-read what such a commit wrote for this long, since
+    /// their own commits never come back through ``changes()``.
+    ///
+    /// The default, 60 seconds, suits a store whose commits end within seconds of their
+    /// deadline; a store whose operations may run longer reports its own bound.
+    var uncertainCommitWindow: Duration { get }
+}
+
+extension Keystore {
+    /// 60 seconds: see ``Keystore/uncertainCommitWindow``.
+    public var uncertainCommitWindow: Duration { .seconds(60) }
 }

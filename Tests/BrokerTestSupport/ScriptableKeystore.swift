@@ -51,6 +51,7 @@ package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
         var failWrites = false
         var failAfterWrites = false
         var applyLate: Duration?
+        var uncertainCommitWindow: Duration?
         var gates: [String: ReadGate] = [:]
     }
 
@@ -77,6 +78,14 @@ package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
     /// Makes commits fail at once and apply `delay` later, as a statement queued on a server
     /// that outlives its caller's timeout would (`nil`: commits as usual).
     package func setApplyLate(_ delay: Duration?) { state.withLock { $0.applyLate = delay } }
+
+    /// Reports `window` as the store's ``Keystore/uncertainCommitWindow`` (`nil`: the wrapped
+    /// keystore's).
+    package func setUncertainCommitWindow(_ window: Duration?) { state.withLock { $0.uncertainCommitWindow = window } }
+
+    package var uncertainCommitWindow: Duration {
+        state.withLock { $0.uncertainCommitWindow } ?? base.uncertainCommitWindow
+    }
 
     /// Holds the next read of `key` once it has read the store, until the gate is released.
     package func holdNextRead(ofKey key: String) -> ReadGate {

@@ -391,6 +391,16 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(stored, "0")
     }
 
+    /// A client over the keystore re-reads a session whose write had an unknown outcome for
+    /// as long as such a commit may still land: about two operation timeouts, so three, and
+    /// never less than the default minute.
+    func testTheUncertainCommitWindowCoversALongOperationTimeout() async throws {
+        let standard = try await keystore()
+        XCTAssertEqual(standard.uncertainCommitWindow, .seconds(60))
+        let patient = try await keystore { $0.operationTimeout = .seconds(45) }
+        XCTAssertEqual(patient.uncertainCommitWindow, .seconds(135))
+    }
+
     func testDumpHoldsNoPlaintext() async throws {
         let keystore = try await keystore(group: AccessGroup(name: "team"))
         let secrets = (0..<8).map { "SECRET-\($0)-" + UUID().uuidString + "-ASIAEXAMPLEKEY\($0)" }

@@ -1,4 +1,5 @@
 import Logging
+import SecureStorage
 
 /// Re-reading sessions the cache may hold wrongly: after a change the feed reported, after
 /// a re-read that failed, and after a write whose outcome is unknown.
@@ -6,15 +7,12 @@ import Logging
 /// A write that timed out or lost its connection may still land in the store, later than
 /// its caller was told it failed (a PostgreSQL statement queued behind another group runs for
 /// up to its own timeout once it starts), and the client's own commits never come back
-/// through its feed. So for ``uncertainWriteWindow`` after such a write, reads of the session
-/// keep re-reading it (in the background, at most every ``reloadRetryInterval``), and a read
-/// that began before the failure is dropped.
+/// through its feed. So for the keystore's `uncertainCommitWindow` after such a write, reads
+/// of the session keep re-reading it (in the background, at most every
+/// ``reloadRetryInterval``), and a read that began before the failure is dropped.
 extension FederationClient {
     /// How long after a failed re-read reads answer from the cache before trying again.
     static let reloadRetryInterval: Duration = .milliseconds(200)
-    /// How long a write whose outcome is unknown may still land: more than twice a
-    /// PostgreSQL keystore's default operation timeout (10 seconds).
-    static let uncertainWriteWindow: Duration = .seconds(60)
 
     /// Reads `session` from the store and applies it, unless a local change raced the read.
     /// When the read fails, or the session is within a write's uncertain window, a later
@@ -53,7 +51,7 @@ extension FederationClient {
     /// A write of `session` failed with its outcome unknown: reads in flight are dropped or
     /// read again, and reads re-read it until the uncertain window ends.
     func markWriteUncertain(_ session: String) {
-        let until = ContinuousClock.now.advanced(by: Self.uncertainWriteWindow)
+        let until = ContinuousClock.now.advanced(by: store.keystore.uncertainCommitWindow)
         loadsInFlight.changed(session)
         guard cache.peek(session) != nil else {
             // Not cached: the first read that caches it takes the window over.

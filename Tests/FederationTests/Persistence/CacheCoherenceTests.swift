@@ -138,6 +138,40 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         XCTAssertTrue(readBack, "the client reads what the store holds after a write with a lost outcome")
     }
 
+    /// How long the client keeps re-reading a session after a write whose outcome is unknown
+    /// is the keystore's own bound (`uncertainCommitWindow`), not a fixed minute: a store
+    /// whose commits may land later (a long PostgreSQL operation timeout) gets a longer watch,
+    /// and one that reports a short bound is not re-read past it.
+    func testTheUncertainWindowAfterALostWriteIsTheKeystoresOwn() async throws {
+        let spy = ScriptableKeystore(wrapping: try keystore())
+        spy.setUncertainCommitWindow(.milliseconds(400))
+        let client = try client(spy)
+        try await client.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
+        spy.setFailAfterWrites(true)
+        await assertThrows(FederationError.self, code: .storage) { try await client.clear(session: "alice") }
+        spy.setFailAfterWrites(false)
+
+        // Within the window, reads keep re-reading the store.
+        let readsAtFailure = spy.counts.reads(of: "session.alice")
+        let reReading = await eventually(timeout: .seconds(2)) {
+            _ = try? await client.session("alice")
+            return spy.counts.reads(of: "session.alice") >= readsAtFailure + 2
+        }
+        XCTAssertTrue(reReading, "reads re-read the store during the window")
+        // Past it, the cache answers alone.
+        try await Task.sleep(for: .milliseconds(600))
+        _ = try await client.session("alice")
+        try await Task.sleep(for: .milliseconds(300))
+        let readsAfterWindow = spy.counts.reads(of: "session.alice")
+        for _ in 0..<5 {
+            _ = try await client.session("alice")
+            try await Task.sleep(for: .milliseconds(250))
+        }
+        XCTAssertEqual(spy.counts.reads(of: "session.alice"), readsAfterWindow, "the store was re-read after the keystore's window ended")
+        let state = try await client.session("alice").state
+        XCTAssertEqual(state, .notFederated, "the clear that applied was read back")
+    }
+
     /// A clear that timed out but lands in the store later (a statement queued behind another
     /// on the server): reads made before it lands must not settle the question, and once it
     /// lands the client reads `notFederated`.
