@@ -391,6 +391,35 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(stored, "0")
     }
 
+    /// A role whose search path starts at another schema (here one whose name needs quoting)
+    /// gets the tables and the commit procedure there, commits through that procedure, and
+    /// leaves `public` untouched.
+    func testTablesAndTheCommitProcedureGoWhereTheSearchPathPointsFirst() async throws {
+        let schema = "Fleet Ops"
+        try server.psql("""
+            CREATE SCHEMA "\(schema)" AUTHORIZATION \(server.passwordRole);
+            ALTER ROLE \(server.passwordRole) IN DATABASE \(database!) SET search_path = "\(schema)";
+            """, database: database)
+        let keystore = try await keystore()
+        try await keystore.commit({ var batch = KeystoreBatch(); batch.set([1], forKey: "session.alice"); batch.set([2], forKey: "session.bob"); return batch }())
+        let value = try await keystore.value(forKey: "session.bob")
+        XCTAssertEqual(value, [2])
+        let tables = try server.psqlValue(
+            "SELECT string_agg(table_schema || '.' || table_name, ',' ORDER BY table_name) FROM information_schema.tables WHERE table_name LIKE 'identity_broker%'",
+            database: database)
+        XCTAssertEqual(tables, "\(schema).identity_broker_items,\(schema).identity_broker_key_salts,\(schema).identity_broker_schema")
+        let procedures = try server.psqlValue(
+            "SELECT string_agg(n.nspname, ',') FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE p.proname = '\(PostgresSchema.commitProcedure)'",
+            database: database)
+        XCTAssertEqual(procedures, schema, "the commit procedure lives beside the items table")
+        let stored = try server.psqlValue("SELECT count(*) FROM \"\(schema)\".identity_broker_items WHERE key LIKE 'session.%'", database: database)
+        XCTAssertEqual(stored, "2", "the commit applied through the procedure in that schema")
+        // A second instance finds what the first created.
+        let other = try await self.keystore()
+        let read = try await other.value(forKey: "session.alice")
+        XCTAssertEqual(read, [1])
+    }
+
     /// A client over the keystore re-reads a session whose write had an unknown outcome for
     /// as long as such a commit may still land: about two operation timeouts, so three, and
     /// never less than the default minute.
