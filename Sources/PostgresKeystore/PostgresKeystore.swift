@@ -316,11 +316,13 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
         return applied
     }
 
-    /// Three operation timeouts, and at least a minute: a commit that started late (its group
-    /// queued behind another) may apply up to about two timeouts after its caller was told it
-    /// failed, since the server cancels a statement only one timeout after it started.
+    /// Four operation timeouts, and at least a minute. A caller is told its commit failed at
+    /// its deadline; the group holding the batch may have started just before (up to one
+    /// timeout), retry its batches one by one until its own timeout (the next), and such a
+    /// retry may wait up to a timeout for a connection and run up to one more on the server
+    /// before the server cancels it.
     public var uncertainCommitWindow: Duration {
-        max(.seconds(60), configuration.operationTimeout * 3)
+        max(.seconds(60), configuration.operationTimeout * 4)
     }
 
     /// Keys changed from now on by this instance (delivered right after each commit) and by

@@ -52,7 +52,8 @@ public protocol Keystore: Sendable {
     /// their own commits never come back through ``changes()``.
     ///
     /// The default, 60 seconds, suits a store whose commits end within seconds of their
-    /// deadline; a store whose operations may run longer reports its own bound.
+    /// deadline; a store whose operations may run longer reports its own bound, and a
+    /// keystore that wraps another forwards the wrapped one's.
     var uncertainCommitWindow: Duration { get }
 }
 

@@ -131,8 +131,9 @@ final class ReaderPool: Sendable {
     /// Refuses new reads and closes the connections; returns once every one is closed, after
     /// the reads in progress (an inline read's and each lane's; reads queued behind a lane's
     /// fail as closed), as the writer does, so that a closed keystore holds no descriptor of
-    /// the database. Inline reads take microseconds and never wait for a lock, so waiting
-    /// for them is short; a lane's may take up to the busy timeout.
+    /// the database. An inline read is one statement that never waits for a lock (a lookup,
+    /// or the key listing's scan), so waiting for it is short; a lane's may take up to the
+    /// busy timeout. A second call returns at once, even while the first still waits.
     func close() {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         let (idle, closer) = inline.withLock { inline -> ([SQLiteConnection], DispatchSemaphore?) in

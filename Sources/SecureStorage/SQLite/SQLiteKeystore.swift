@@ -138,8 +138,10 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
     deinit { close() }
 
     /// Stops the change poller, ends every ``changes()`` stream, lets queued commits finish and
-    /// closes the connections. Later calls fail with ``KeystoreError/Code/storeUnavailable``.
-    /// Calling it again does nothing.
+    /// closes the connections, after the reads and the commit in progress; it returns once
+    /// they are closed. Later calls fail with ``KeystoreError/Code/storeUnavailable``.
+    /// Calling it again does nothing, and returns at once even while the first call still
+    /// waits.
     public func close() {
         feed.close()
         writer.close()
@@ -167,14 +169,20 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
     }
 
     /// The keys of every item of this service in this access group, sorted.
+    ///
+    /// A row whose key cannot be read (over the keystore's length limit, which a member of a
+    /// shared group can plant, or damaged) is left out, with a warning, rather than failing
+    /// the whole listing: like an unreadable item, it affects only itself.
     public func keys() async throws(KeystoreError) -> [String] {
-        try await readers.read { connection throws(KeystoreError) -> [String] in
-            try connection.withStatement(StoreSchema.selectKeys) { statement throws(KeystoreError) -> [String] in
-                var keys: [String] = []
-                while try statement.step() { keys.append(statement.text(0)) }
-                return keys
-            }
-        }.sorted()
+        let (keys, unreadable) = try await readers.read { connection throws(KeystoreError) -> ([String], Int) in
+            try StoreSchema.everyItem(StoreSchema.selectKeys, byId: StoreSchema.selectKeyById, on: connection) { $0.text(0) }
+        }
+        if unreadable > 0 {
+            logger?.warning("keys left out of the listing: their rows cannot be read", metadata: [
+                "broker.service": "\(service)", "broker.accessGroup": "\(accessGroup)", "broker.rows": "\(unreadable)",
+            ])
+        }
+        return keys.sorted()
     }
 
     /// Applies every operation of `batch` in one atomic, durable commit, shared with batches

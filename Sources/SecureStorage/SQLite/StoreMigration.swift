@@ -114,15 +114,16 @@ struct StoreMigration {
     /// Reads and opens every source item; throws, naming how many failed, before anything
     /// moves, unless ``leavingUnreadable`` (then returns how many did not open).
     private func read(_ source: StoreNamespace, on connection: SQLiteConnection) throws(KeystoreError) -> ([SourceItem], Int) {
-        let rows = try connection.withStatement(StoreSchema.selectItems) { statement throws(KeystoreError) -> [(String, Int64?, [UInt8]?)] in
-            var rows: [(String, Int64?, [UInt8]?)] = []
-            while try statement.step() {
-                rows.append((statement.text(0), statement.isNull(1) ? nil : statement.int64(1), statement.isNull(2) ? nil : statement.blob(2)))
-            }
-            return rows
+        let (rows, unreadableRows) = try StoreSchema.everyItem(StoreSchema.selectItems, byId: StoreSchema.selectItemById, on: connection) {
+            statement -> (String, Int64?, [UInt8]?) in
+            (statement.text(0), statement.isNull(1) ? nil : statement.int64(1), statement.isNull(2) ? nil : statement.blob(2))
         }
         var items: [SourceItem] = []
-        var failures: [KeystoreError] = []
+        var failures = [KeystoreError](
+            repeating: KeystoreError(
+                .corruptFormat, "an item's row cannot be read (a key over \(SQLiteConnection.maximumLength) bytes, or damaged)",
+                path: source.databasePath),
+            count: unreadableRows)
         for (key, version, sealed) in rows {
             guard let sealed else {
                 failures.append(KeystoreError(
@@ -139,7 +140,7 @@ struct StoreMigration {
             for index in items.indices { CryptoRuntime.cleanse(&items[index].plaintext) }
             throw KeystoreError(
                 first.code,
-                "\(failures.count) of \(rows.count) items cannot be opened with the source key (first: \(first.reason)); nothing was moved",
+                "\(failures.count) of \(rows.count + unreadableRows) items cannot be opened with the source key (first: \(first.reason)); nothing was moved",
                 path: source.databasePath
             )
         }

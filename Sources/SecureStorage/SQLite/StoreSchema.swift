@@ -56,13 +56,21 @@ enum StoreSchema {
     static let selectValue = "SELECT value FROM items WHERE key = ?1"
     static let replaceRaw = "INSERT OR REPLACE INTO items(key, version, value) VALUES(?1, NULL, ?2)"
     static let selectKeys = "SELECT key FROM items"
-    /// Every item; a value over the connection's length limit comes back NULL (its length is
-    /// read from the row's header, the value never loaded), so one oversized row a member
-    /// planted fails its own item and not the whole scan.
-    static let selectItems = """
-        SELECT key, version, CASE WHEN typeof(value) = 'blob' AND length(value) <= \(SQLiteConnection.maximumLength) THEN value END
-        FROM items
+    static let selectKeyById = "SELECT key FROM items WHERE id = ?1"
+    /// Row IDs in the table's own order: with `NOT INDEXED` SQLite walks the table's keys
+    /// (the IDs), where the covering index on `key` it would otherwise pick loads every key,
+    /// a planted one of a gigabyte included, to find the ID at its end.
+    static let selectItemIds = "SELECT id FROM items NOT INDEXED"
+    /// An item's key, version and value; a value over the connection's length limit comes
+    /// back NULL (its length is read from the row's header, the value never loaded), so one
+    /// oversized value a member planted fails its own item and not the whole scan. (A key
+    /// over the limit still fails the statement: SQLite 3.40 loads text to measure it. See
+    /// ``everyItem(_:byId:on:_:)``.)
+    private static let itemColumns = """
+        key, version, CASE WHEN typeof(value) = 'blob' AND length(value) <= \(SQLiteConnection.maximumLength) THEN value END
         """
+    static let selectItems = "SELECT \(itemColumns) FROM items"
+    static let selectItemById = "SELECT \(itemColumns) FROM items WHERE id = ?1"
     static let selectMeta = "SELECT value FROM meta WHERE name = ?1"
     static let upsertMeta = "INSERT INTO meta(name, value) VALUES(?1, ?2) ON CONFLICT(name) DO UPDATE SET value = excluded.value"
     /// Two subqueries, not `SELECT min(seq), max(seq)`: SQLite answers a lone min() or max()
@@ -262,6 +270,49 @@ enum StoreSchema {
             try statement.bind(1, text: name)
             try statement.bind(2, text: value)
             _ = try statement.step()
+        }
+    }
+
+    /// Every item's row: through `scan`, one statement over the table; when a row fails it
+    /// (a key over the length limit, which a member of a shared group can plant, or a damaged
+    /// row), item by item instead, by row ID in one read transaction, leaving out the rows
+    /// that cannot be read, so that such a row fails only itself. Returns the rows and how
+    /// many were left out. `lookup` is `scan`'s statement for the one row `?1`.
+    static func everyItem<Row>(
+        _ scan: String,
+        byId lookup: String,
+        on connection: SQLiteConnection,
+        _ row: (SQLiteStatement) -> Row
+    ) throws(KeystoreError) -> (rows: [Row], unreadable: Int) {
+        do throws(KeystoreError) {
+            let rows = try connection.withStatement(scan) { statement throws(KeystoreError) -> [Row] in
+                var rows: [Row] = []
+                while try statement.step() { rows.append(row(statement)) }
+                return rows
+            }
+            return (rows, 0)
+        } catch where error.code == .corruptFormat {
+            return try connection.readTransaction { () throws(KeystoreError) -> (rows: [Row], unreadable: Int) in
+                let ids = try connection.withStatement(selectItemIds) { statement throws(KeystoreError) -> [Int64] in
+                    var ids: [Int64] = []
+                    while try statement.step() { ids.append(statement.int64(0)) }
+                    return ids
+                }
+                var rows: [Row] = []
+                var unreadable = 0
+                for id in ids {
+                    do throws(KeystoreError) {
+                        let found = try connection.withStatement(lookup) { statement throws(KeystoreError) -> Row? in
+                            try statement.bind(1, int64: id)
+                            return try statement.step() ? row(statement) : nil
+                        }
+                        if let found { rows.append(found) }
+                    } catch where error.code == .corruptFormat {
+                        unreadable += 1
+                    }
+                }
+                return (rows, unreadable)
+            }
         }
     }
 

@@ -340,6 +340,9 @@ final class SQLiteMigrationTests: XCTestCase {
         }
         // A value over the length limit: read as a damaged item, not a failed scan.
         try plainSQLite(path, "INSERT INTO items(key, version, value) VALUES('big', NULL, zeroblob(2097152))")
+        // A key over the length limit fails the one-statement scan: read row by row, it stays
+        // behind as a damaged item too (it made the whole move fail).
+        try plainSQLite(path, "INSERT INTO items(key, version, value) VALUES(CAST(zeroblob(2097152) AS TEXT) || 'x', NULL, x'00')")
         // In the target, a newer copy of k2 planted by someone who can write the file.
         let target = try SQLiteKeystore(root: root, service: "tool", accessGroup: team, keySource: testKey())
         try target.replaceStoredRow(sealing: bytes("planted"), withKey: [UInt8](repeating: 9, count: 32), forKey: "k2")
@@ -359,7 +362,7 @@ final class SQLiteMigrationTests: XCTestCase {
         let warnings = logs.entries.filter { $0.level == .warning && $0.message.description.contains("stay in the previous access group") }
         XCTAssertEqual(warnings.count, 1, "a warning says so: \(logs.entries.map(\.message))")
         XCTAssertEqual(try lastGroup(root), StoreSchema.encode(team), "recorded anyway: the move runs once, so the old group cannot feed this one later")
-        XCTAssertEqual(try itemCount(root, .none), 3, "the damaged k1, the oversized item and the k2 whose newer target copy does not open stay")
+        XCTAssertEqual(try itemCount(root, .none), 4, "the damaged k1, the two oversized items and the k2 whose newer target copy does not open stay")
     }
 
     /// Members of a shared group can write its database: what they do to it (spoil its key

@@ -1,5 +1,7 @@
 import BrokerTestSupport
 import Foundation
+import InMemoryLogging
+import Logging
 import XCTest
 @testable import SecureStorage
 
@@ -218,6 +220,41 @@ final class SQLiteSchemaTamperingTests: XCTestCase {
             XCTAssertEqual(error.code, .corruptFormat, file: file, line: line)
             XCTAssertTrue(error.reason.contains("holds a \(what) this keystore does not make"), error.reason, file: file, line: line)
         }
+    }
+
+    /// A member stores an item whose key is over the length limit: listing the keys (the
+    /// CLI's `status`, a client's session list) leaves that row out, with a warning, instead of
+    /// failing for everyone in the group; every other item still reads.
+    func testAnOversizedPlantedKeyIsLeftOutOfTheListing() async throws {
+        let temporary = try TemporaryRoot()
+        let logs = InMemoryLogHandler()
+        let keystore = try SQLiteKeystore(
+            root: temporary.root, service: "tool", accessGroup: team, keySource: testKey(), logger: Logger(label: "listing", factory: { _ in logs }))
+        defer { keystore.close() }
+        try await keystore.set(Array("a".utf8), forKey: "a")
+        try await keystore.set(Array("b".utf8), forKey: "b")
+        try plainSQLite(
+            keystore.namespace.databasePath,
+            "INSERT INTO items(key, version, value) VALUES(CAST(zeroblob(2097152) AS TEXT) || 'x', NULL, x'00')")
+        let keys = try await keystore.keys()
+        XCTAssertEqual(keys, ["a", "b"])
+        let warnings = logs.entries.filter { $0.level == .warning && $0.message.description.contains("keys left out of the listing") }
+        XCTAssertEqual(warnings.count, 1, "a warning says so: \(logs.entries.map(\.message))")
+        let a = try await keystore.value(forKey: "a")
+        XCTAssertEqual(string(a), "a")
+
+        // The row-by-row listing finds the row IDs in the table itself: the covering index on
+        // `key` SQLite would otherwise pick loads every key (a planted gigabyte included) to
+        // reach the ID at its end.
+        var plan: [String] = []
+        try tamper(keystore.namespace.databasePath) { connection throws(KeystoreError) in
+            plan = try connection.withStatement("EXPLAIN QUERY PLAN " + StoreSchema.selectItemIds) { statement throws(KeystoreError) -> [String] in
+                var details: [String] = []
+                while try statement.step() { details.append(statement.text(3)) }
+                return details
+            }
+        }
+        XCTAssertEqual(plan, ["SCAN items"], "the row IDs are read through an index")
     }
 
     /// A member stores a value of several megabytes under a key the victim reads: that read
