@@ -4,10 +4,15 @@ import PostgresKeystore
 import SecureStorage
 import Synchronization
 
-/// A `postgres://` (or `postgresql://`) keystore: the parsed URL, its password registered
-/// with ``Terminal`` so no stderr line can show it.
+/// A `postgres://` (or `postgresql://`) keystore: the parsed URL, its password (from the URL,
+/// else from libpq's password file, ``PostgresPassFile``) registered with ``Terminal`` so no
+/// stderr line can show it.
 struct PostgresURL: PostgresTarget {
     let configuration: PostgresKeystore.Configuration
+    /// Why the password file was not used, when it exists but is not: told only if the
+    /// database then cannot be used (a failure stays one line; a server that needs no
+    /// password makes it moot).
+    private let passFileIgnored: String?
 
     init(url: String) throws(CLIFailure) {
         var configuration: PostgresKeystore.Configuration
@@ -17,11 +22,34 @@ struct PostgresURL: PostgresTarget {
             // The reason never holds the password, and the URL is not repeated.
             throw CLIFailure(.usage, "--keystore: the PostgreSQL URL cannot be used: \(error.reason); pass postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=MODE] (docs/cli.md, PostgreSQL keystores)")
         }
+        var passFileIgnored: String?
+        if configuration.password?.isEmpty ?? true {
+            // As libpq: a URL without a password takes one from the password file.
+            switch PostgresPassFile.load(home: KeystoreAccess.homeDirectory, environment: KeystoreAccess.environment) {
+            case .none:
+                break
+            case .ignored(let reason):
+                passFileIgnored = reason
+            case .file(let file):
+                configuration.password = file.password(
+                    host: configuration.host, port: configuration.port,
+                    database: configuration.database ?? configuration.username, user: configuration.username)
+            }
+        }
         if let password = configuration.password, !password.isEmpty { Terminal.neverShow(password) }
         if let keyFile = KeystoreAccess.environment(KeySelection.keyFileVariable) {
             configuration.keyFilePath = keyFile
         }
         self.configuration = configuration
+        self.passFileIgnored = passFileIgnored
+    }
+
+    /// `failure`, saying why the password file was not used when it was not.
+    func withPassFileNote(_ failure: CLIFailure) -> CLIFailure {
+        guard let passFileIgnored else { return failure }
+        var failure = failure
+        failure.message += " (not used: \(passFileIgnored))"
+        return failure
     }
 
     /// `postgres://user@host:port/db?sslmode=…`: never the password.
@@ -38,7 +66,7 @@ extension PostgresURL {
             OpenKeystores.register(keystore)
             return keystore
         } catch {
-            throw CLIFailure.keystore(error, root: displayName)
+            throw withPassFileNote(CLIFailure.keystore(error, root: displayName))
         }
     }
 
@@ -49,7 +77,7 @@ extension PostgresURL {
             return try await PostgresKeystore.migrate(
                 configuration: configuration, service: service, from: source, to: destination, keySource: keySource, logger: logger)
         } catch {
-            throw CLIFailure.keystore(error, root: displayName, context: context)
+            throw withPassFileNote(CLIFailure.keystore(error, root: displayName, context: context))
         }
     }
 }

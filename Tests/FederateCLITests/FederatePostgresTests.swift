@@ -113,6 +113,39 @@ final class FederatePostgresTests: FederatePostgresTestCase {
         XCTAssertTrue(wrongPassword.stderr.contains("127.0.0.1:\(server.port)"), wrongPassword.stderr)
     }
 
+    /// A URL without a password takes it from libpq's password file (`~/.pgpass`, or
+    /// `$PGPASSFILE`), so it need not be on the command line or in an AWS config file; a
+    /// file others may read is ignored with a warning (the login then fails), and nothing
+    /// shows the password.
+    func testAURLWithoutAPasswordTakesItFromThePasswordFile() throws {
+        let cognito = try FakeCognito.served()
+        let token = TestJWT.valid(sub: "pgpass-user")
+        harness.neverPrinted.append(token)
+        let bare = "postgres://\(server.passwordRole)@127.0.0.1:\(server.port)/\(database!)?sslmode=disable"
+        let escaped = server.password.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: ":", with: "\\:")
+        let passFile = try harness.write("""
+            # another database first, then the one the URL names
+            127.0.0.1:\(server.port):elsewhere:\(server.passwordRole):not-the-password
+            127.0.0.1:\(server.port):\(database!):\(server.passwordRole):\(escaped)
+
+            """, to: ".pgpass")
+        XCTAssertEqual(chmod(passFile, 0o600), 0)
+        try harness.expect(0, loginArguments(cognito, session: "carol") + ["--keystore", bare], stdin: token)
+        let status = try Output.jsonObject(try harness.expect(0, ["status", "--session", "carol", "--keystore", bare]).stdout)
+        XCTAssertEqual(status["state"] as? String, "federated")
+
+        // Readable by the group: not used, and the database refuses the login without it.
+        XCTAssertEqual(chmod(passFile, 0o640), 0)
+        let shared = try harness.expect(6, ["status", "--session", "carol", "--keystore", bare])
+        XCTAssertTrue(shared.stderr.contains("group or world access"), shared.stderr)
+        XCTAssertTrue(shared.stderr.contains("127.0.0.1:\(server.port)"), shared.stderr)
+
+        // $PGPASSFILE names the file to use instead.
+        let elsewhere = try harness.write("*:*:*:*:\(escaped)\n", to: "elsewhere.pgpass")
+        XCTAssertEqual(chmod(elsewhere, 0o600), 0)
+        try harness.expect(0, ["credentials", "--session", "carol", "--keystore", bare], environment: ["PGPASSFILE": elsewhere])
+    }
+
     /// A passphrase, the same on two hosts, derives the same key from the salt in the database.
     func testPassphraseIsSharedThroughTheDatabase() throws {
         let cognito = try FakeCognito.served()

@@ -194,6 +194,9 @@ package struct KeystoreAccess {
         return String(cString: value)
     }
 
+    /// `$HOME`, else the user's home directory from the password database.
+    package static var homeDirectory: String? { environment("HOME") ?? passwordHome() }
+
     private static func passwordHome() -> String? {
         guard let entry = getpwuid(getuid()), let directory = entry.pointee.pw_dir, directory.pointee != 0 else { return nil }
         return String(cString: directory)
