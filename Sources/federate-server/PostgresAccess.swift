@@ -25,15 +25,17 @@ struct PostgresURL: PostgresTarget {
         var passFileIgnored: String?
         if configuration.password?.isEmpty ?? true {
             // As libpq: a URL without a password takes one from the password file.
-            switch PostgresPassFile.load(home: KeystoreAccess.homeDirectory, environment: KeystoreAccess.environment) {
+            let found = PostgresPassFile.lookup(
+                home: KeystoreAccess.homeDirectory, environment: KeystoreAccess.environment,
+                host: configuration.host, port: configuration.port,
+                database: configuration.database ?? configuration.username, user: configuration.username)
+            switch found {
             case .none:
                 break
             case .ignored(let reason):
                 passFileIgnored = reason
-            case .file(let file):
-                configuration.password = file.password(
-                    host: configuration.host, port: configuration.port,
-                    database: configuration.database ?? configuration.username, user: configuration.username)
+            case .password(let password):
+                configuration.password = password
             }
         }
         if let password = configuration.password, !password.isEmpty { Terminal.neverShow(password) }
