@@ -11,6 +11,8 @@ package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
         package var commits = 0
         /// Reads of each key.
         package var readsByKey: [String: Int] = [:]
+        /// The most reads that were in flight at once.
+        package var mostConcurrentReads = 0
 
         package init() {}
 
@@ -51,12 +53,16 @@ package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
         var failWrites = false
         var failAfterWrites = false
         var applyLate: Duration?
+        var readDelay: Duration?
+        var readsInFlight = 0
+        var dropsStoreChanges = false
         var uncertainCommitWindow: Duration?
         var gates: [String: ReadGate] = [:]
     }
 
     private let base: any Keystore
     private let state = Mutex(State())
+    private let injected = ChangeFanOut(bufferSize: 4096)
 
     package init(wrapping base: any Keystore) { self.base = base }
 
@@ -87,6 +93,13 @@ package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
         state.withLock { $0.uncertainCommitWindow } ?? base.uncertainCommitWindow
     }
 
+    /// Makes every read take `delay` longer (`nil`: as the wrapped keystore takes).
+    package func setReadDelay(_ delay: Duration?) { state.withLock { $0.readDelay = delay } }
+
+    /// Makes the change streams drop what the wrapped store's feed reports (`true`), as a
+    /// feed that lost its connection would; injected changes still arrive.
+    package func setDropsStoreChanges(_ value: Bool) { state.withLock { $0.dropsStoreChanges = value } }
+
     /// Holds the next read of `key` once it has read the store, until the gate is released.
     package func holdNextRead(ofKey key: String) -> ReadGate {
         let gate = ReadGate()
@@ -102,11 +115,16 @@ package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
     }
 
     package func value(forKey key: String) async throws(KeystoreError) -> [UInt8]? {
-        state.withLock {
-            $0.counts.reads += 1
-            $0.counts.readsByKey[key, default: 0] += 1
+        let delay = state.withLock { state -> Duration? in
+            state.counts.reads += 1
+            state.counts.readsByKey[key, default: 0] += 1
+            state.readsInFlight += 1
+            state.counts.mostConcurrentReads = max(state.counts.mostConcurrentReads, state.readsInFlight)
+            return state.readDelay
         }
+        defer { state.withLock { $0.readsInFlight -= 1 } }
         try check(write: false)
+        if let delay { try? await Task.sleep(for: delay) }
         let value = try await base.value(forKey: key)
         if let gate = state.withLock({ $0.gates.removeValue(forKey: key) }) { await gate.hold() }
         return value
@@ -136,8 +154,30 @@ package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
         return applied
     }
 
-    package func changes() -> AsyncStream<KeystoreChange> { base.changes() }
+    /// Delivers `change` to every change stream, as the store's feed would (`.all` after a
+    /// reconnect, or from anyone who may `NOTIFY` on a PostgreSQL database).
+    package func inject(_ change: KeystoreChange) { injected.deliver([change]) }
+
+    package func changes() -> AsyncStream<KeystoreChange> { merged(base.changes()) }
     package func changes(excludingWriter writer: UInt64) -> AsyncStream<KeystoreChange> {
-        (base as? any WriterFilteringKeystore)?.changes(excludingWriter: writer) ?? base.changes()
+        merged((base as? any WriterFilteringKeystore)?.changes(excludingWriter: writer) ?? base.changes())
+    }
+
+    /// `stream`'s changes and the injected ones; ends when `stream` does.
+    private func merged(_ stream: AsyncStream<KeystoreChange>) -> AsyncStream<KeystoreChange> {
+        let extra = injected.subscribe()
+        return AsyncStream(bufferingPolicy: .bufferingNewest(4096)) { continuation in
+            let forwarding = Task { [self] in
+                for await change in stream where !self.state.withLock({ $0.dropsStoreChanges }) { continuation.yield(change) }
+                continuation.finish()
+            }
+            let forwardingInjected = Task {
+                for await change in extra { continuation.yield(change) }
+            }
+            continuation.onTermination = { _ in
+                forwarding.cancel()
+                forwardingInjected.cancel()
+            }
+        }
     }
 }

@@ -224,10 +224,65 @@ extension FederationClient {
             await reload(session)
         case .all:
             loadsInFlight.changedAll()
-            for session in Set(cache.keys).union(broadcaster.observedSessions()) {
-                await reload(session)
+            reloadEverything()
+        }
+    }
+
+    /// How many sessions a re-read of everything reads at once: enough for a keystore that
+    /// groups concurrent reads (PostgreSQL) to answer many in one statement.
+    static let reloadWidth = 32
+    /// The least time between the starts of two re-reads of everything.
+    static let reloadOfEverythingInterval: Duration = .seconds(1)
+
+    /// Re-reads every cached and observed session, `reloadWidth` at a time, in a task of its
+    /// own so that the feed's later changes are not held up behind it. `.all` comes after a
+    /// reconnect, an overflowing buffer, and from anyone who may `NOTIFY` on a PostgreSQL
+    /// database: one that comes while a re-read runs is folded into one more re-read, which
+    /// starts no sooner than ``reloadOfEverythingInterval`` after the last one started. A
+    /// flood of them thus costs each client at most one re-read of its cache a second, not
+    /// one per `.all`.
+    func reloadEverything() {
+        guard !isShutDown else { return }
+        guard reloadOfEverything == nil else {
+            reloadOfEverythingAgain = true
+            return
+        }
+        reloadOfEverything = Task { [weak self] in
+            var started = ContinuousClock.now
+            while let sessions = await self?.sessionsToReloadAll() {
+                await withTaskGroup(of: Void.self) { group in
+                    var pending = sessions.makeIterator()
+                    for _ in 0..<Self.reloadWidth {
+                        guard let session = pending.next() else { break }
+                        group.addTask { await self?.reload(session) }
+                    }
+                    while await group.next() != nil {
+                        guard !Task.isCancelled, let session = pending.next() else { continue }
+                        group.addTask { await self?.reload(session) }
+                    }
+                }
+                guard !Task.isCancelled, await self?.reloadEverythingAgain() == true else { return }
+                try? await Task.sleep(until: started.advanced(by: Self.reloadOfEverythingInterval))
+                started = ContinuousClock.now
             }
         }
+    }
+
+    /// The sessions a re-read of everything reads, or `nil` once the client shut down.
+    private func sessionsToReloadAll() -> Set<String>? {
+        isShutDown ? nil : Set(cache.keys).union(broadcaster.observedSessions())
+    }
+
+    /// Whether another `.all` came during the re-read that just ended; if none did, the
+    /// re-reads end here, in the same step, so that the next `.all` starts a new one.
+    private func reloadEverythingAgain() -> Bool {
+        if reloadOfEverythingAgain && !isShutDown {
+            reloadOfEverythingAgain = false
+            return true
+        }
+        reloadOfEverything = nil
+        reloadOfEverythingAgain = false
+        return false
     }
 
     /// Whether a change of `session` by another client matters here.

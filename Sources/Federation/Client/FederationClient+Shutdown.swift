@@ -32,6 +32,7 @@ extension FederationClient {
         expiryTimer?.cancel()
         expiryTimer = nil
         changeFeed?.cancel()
+        reloadOfEverything?.cancel()
 
         if federationsInFlight > 0 {
             let deadline = Task { [weak self] in

@@ -68,6 +68,10 @@ public actor FederationClient {
     var expiryTimer: Task<Void, Never>?
     var expiryTimerDue: Date?
     var changeFeed: Task<Void, Never>?
+    /// The re-read of every cached and observed session the feed's `.all` asks for, while
+    /// one runs, and whether another `.all` came meanwhile (see `storeChanged(_:)`).
+    var reloadOfEverything: Task<Void, Never>?
+    var reloadOfEverythingAgain = false
     var nextGeneration: UInt64 = 0
     /// The transport this client created and stops at shutdown (none when injected).
     let ownedTransport: CurlTransport?
@@ -220,6 +224,7 @@ public actor FederationClient {
     deinit {
         expiryTimer?.cancel()
         changeFeed?.cancel()
+        reloadOfEverything?.cancel()
         broadcaster.finishAll()
     }
 

@@ -172,6 +172,40 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         XCTAssertEqual(state, .notFederated, "the clear that applied was read back")
     }
 
+    /// `.all` (after a reconnect, an overflowing buffer, or from anyone who may `NOTIFY` on a
+    /// PostgreSQL database) makes the client re-read every session it holds, so a change it
+    /// missed is read. Several sessions at a time, and a flood of `.all` costs one more
+    /// re-read, not one each: it used to re-read the whole cache once per `.all`, one session
+    /// at a time, holding up the feed's later changes meanwhile.
+    func testAFloodOfReloadEverythingCostsOneMoreReReadNotOneEach() async throws {
+        let store = try keystore()
+        let spy = ScriptableKeystore(wrapping: store)
+        let client = try client(spy)
+        let other = try self.client(store)
+        let sessions = ["alice", "bob", "carol", "dave"]
+        for session in sessions {
+            try await client.federate(token: TestJWT.valid(sub: session), provider: .google, session: session)
+        }
+        // The feed loses track: a clear elsewhere is not reported.
+        spy.setDropsStoreChanges(true)
+        try await other.clear(session: "alice")
+        try await Task.sleep(for: .milliseconds(200))
+        let stale = try await client.session("alice").state
+        XCTAssertEqual(stale, .federated, "the test's feed dropped the clear")
+
+        spy.setReadDelay(.milliseconds(100))
+        let readsBefore = spy.counts.reads(of: "session.bob")
+        for _ in 0..<50 { spy.inject(.all) }
+        let cleared = await eventually(timeout: .seconds(5)) { (try? await client.session("alice").state) == .notFederated }
+        XCTAssertTrue(cleared, "after .all the client read the clear it had missed")
+        // Long enough for many passes, had each .all made one (four reads of 100 ms each).
+        try await Task.sleep(for: .milliseconds(2_500))
+        let reads = spy.counts.reads(of: "session.bob") - readsBefore
+        XCTAssertGreaterThanOrEqual(reads, 1, "bob was re-read")
+        XCTAssertLessThanOrEqual(reads, 2, "50 .all cost \(reads) re-reads of one session")
+        XCTAssertGreaterThan(spy.counts.mostConcurrentReads, 1, "the sessions were re-read one at a time")
+    }
+
     /// A clear that timed out but lands in the store later (a statement queued behind another
     /// on the server): reads made before it lands must not settle the question, and once it
     /// lands the client reads `notFederated`.
