@@ -17,7 +17,24 @@ extension FederationClient {
     /// Reads `session` from the store and applies it, unless a local change raced the read.
     /// When the read fails, or the session is within a write's uncertain window, a later
     /// read re-reads it.
+    ///
+    /// One re-read of a session at a time: one asked for while another runs makes that one
+    /// read again once it is done, and returns at once. Two re-reads running side by side (a
+    /// feed event's and a re-read of everything's, say) could apply their answers in the
+    /// other order, the older last, and the newer one's was then dropped as raced.
     func reload(_ session: String) async {
+        guard reloadsAskedAgain[session] == nil else {
+            reloadsAskedAgain[session] = true
+            return
+        }
+        repeat {
+            reloadsAskedAgain[session] = false
+            await reloadOnce(session)
+        } while reloadsAskedAgain[session] == true
+        reloadsAskedAgain[session] = nil
+    }
+
+    private func reloadOnce(_ session: String) async {
         let generation = cache.peek(session)?.generation
         let record: SessionRecord?
         do {

@@ -61,6 +61,8 @@ public actor FederationClient {
     var loadsInFlight = LoadsInFlight()
     /// Sessions being re-read in the background (one re-read at a time each).
     var reloadsInFlight: Set<String> = []
+    /// Sessions being re-read, and whether another re-read of each was asked for meanwhile.
+    var reloadsAskedAgain: [String: Bool] = [:]
     /// Uncertain windows of failed writes of sessions that were not cached.
     var uncertainWrites: [String: ContinuousClock.Instant] = [:]
     var locks = SessionLockTable()

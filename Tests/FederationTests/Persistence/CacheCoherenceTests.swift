@@ -206,6 +206,36 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         XCTAssertGreaterThan(spy.counts.mostConcurrentReads, 1, "the sessions were re-read one at a time")
     }
 
+    /// Two re-reads of one session never run side by side: one asked for while another runs
+    /// reads again after it. Side by side, the older answer could be applied last and the
+    /// newer one then dropped as raced, leaving the cache behind the store for good.
+    func testReReadsOfOneSessionAreAppliedInTheOrderTheyRead() async throws {
+        let store = try keystore()
+        let spy = ScriptableKeystore(wrapping: store)
+        let client = try client(spy)
+        let other = try self.client(store)
+        try await client.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
+        spy.setDropsStoreChanges(true)
+
+        // A re-read of everything reads the clear another client made, and is held before it
+        // applies it.
+        try await other.clear(session: "alice")
+        let first = spy.holdNextRead(ofKey: "session.alice")
+        spy.inject(.all)
+        await first.arrived()
+        // Meanwhile alice is federated again, and the feed reports it.
+        try await other.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
+        let second = spy.holdNextRead(ofKey: "session.alice")
+        spy.inject(.item("session.alice"))
+        try await Task.sleep(for: .milliseconds(200))
+        first.release()
+        try await Task.sleep(for: .milliseconds(200))
+        second.release()
+
+        let current = await eventually(timeout: .seconds(3)) { (try? await client.session("alice").state) == .federated }
+        XCTAssertTrue(current, "the client kept the older answer (notFederated) although the store holds a federation")
+    }
+
     /// A clear that timed out but lands in the store later (a statement queued behind another
     /// on the server): reads made before it lands must not settle the question, and once it
     /// lands the client reads `notFederated`.
