@@ -237,9 +237,9 @@ extension FederationClient {
     /// Re-reads every cached and observed session, `reloadWidth` at a time, in a task of its
     /// own so that the feed's later changes are not held up behind it. `.all` comes after a
     /// reconnect, an overflowing buffer, and from anyone who may `NOTIFY` on a PostgreSQL
-    /// database: one that comes while a re-read runs is folded into one more re-read, which
-    /// starts no sooner than ``reloadOfEverythingInterval`` after the last one started. A
-    /// flood of them thus costs each client at most one re-read of its cache a second, not
+    /// database: one that comes while a re-read runs is folded into one more re-read, and no
+    /// re-read starts sooner than ``reloadOfEverythingInterval`` after the last one started.
+    /// A flood of them thus costs each client at most one re-read of its cache a second, not
     /// one per `.all`.
     func reloadEverything() {
         guard !isShutDown else { return }
@@ -248,8 +248,11 @@ extension FederationClient {
             return
         }
         reloadOfEverything = Task { [weak self] in
-            var started = ContinuousClock.now
-            while let sessions = await self?.sessionsToReloadAll() {
+            while true {
+                if let earliest = await self?.earliestReloadOfEverything, earliest > .now {
+                    try? await Task.sleep(until: earliest)
+                }
+                guard let sessions = await self?.sessionsToReloadAll() else { return }
                 await withTaskGroup(of: Void.self) { group in
                     var pending = sessions.makeIterator()
                     for _ in 0..<Self.reloadWidth {
@@ -262,15 +265,23 @@ extension FederationClient {
                     }
                 }
                 guard !Task.isCancelled, await self?.reloadEverythingAgain() == true else { return }
-                try? await Task.sleep(until: started.advanced(by: Self.reloadOfEverythingInterval))
-                started = ContinuousClock.now
             }
         }
     }
 
-    /// The sessions a re-read of everything reads, or `nil` once the client shut down.
+    /// When the next re-read of everything may start.
+    private var earliestReloadOfEverything: ContinuousClock.Instant? {
+        lastReloadOfEverything?.advanced(by: Self.reloadOfEverythingInterval)
+    }
+
+    /// The sessions a re-read of everything reads, starting now, or `nil` once the client
+    /// shut down.
     private func sessionsToReloadAll() -> Set<String>? {
-        isShutDown ? nil : Set(cache.keys).union(broadcaster.observedSessions())
+        guard !isShutDown, !Task.isCancelled else { return nil }
+        lastReloadOfEverything = .now
+        // What this re-read reads covers every `.all` so far.
+        reloadOfEverythingAgain = false
+        return Set(cache.keys).union(broadcaster.observedSessions())
     }
 
     /// Whether another `.all` came during the re-read that just ended; if none did, the

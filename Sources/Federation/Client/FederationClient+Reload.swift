@@ -18,20 +18,22 @@ extension FederationClient {
     /// When the read fails, or the session is within a write's uncertain window, a later
     /// read re-reads it.
     ///
-    /// One re-read of a session at a time: one asked for while another runs makes that one
-    /// read again once it is done, and returns at once. Two re-reads running side by side (a
-    /// feed event's and a re-read of everything's, say) could apply their answers in the
-    /// other order, the older last, and the newer one's was then dropped as raced.
+    /// One re-read of a session at a time: one asked for while another runs returns at once,
+    /// and the running one, once done, starts one more in a task of its own (not in its
+    /// caller's: the feed loop or a re-read of everything must not be held up by asks that
+    /// keep coming). Two re-reads side by side (a feed event's and a re-read of everything's,
+    /// say) could apply their answers in the other order, the older last, and the newer
+    /// one's was then dropped as raced.
     func reload(_ session: String) async {
         guard reloadsAskedAgain[session] == nil else {
             reloadsAskedAgain[session] = true
             return
         }
-        repeat {
-            reloadsAskedAgain[session] = false
-            await reloadOnce(session)
-        } while reloadsAskedAgain[session] == true
-        reloadsAskedAgain[session] = nil
+        reloadsAskedAgain[session] = false
+        await reloadOnce(session)
+        if reloadsAskedAgain.removeValue(forKey: session) == true {
+            Task { [weak self] in await self?.reload(session) }
+        }
     }
 
     private func reloadOnce(_ session: String) async {
@@ -96,6 +98,11 @@ extension FederationClient {
     /// Re-reads `session` in a task of its own, one at a time per session, so that a store
     /// that hangs never holds up a read the cache can answer.
     func reloadInTheBackground(_ session: String) {
+        if reloadsAskedAgain[session] != nil {
+            // One runs: it reads again when done, with no task of its own per read here.
+            reloadsAskedAgain[session] = true
+            return
+        }
         guard reloadsInFlight.insert(session).inserted else { return }
         Task { [weak self] in await self?.reloadFromTheBackground(session) }
     }

@@ -74,6 +74,7 @@ public actor FederationClient {
     /// one runs, and whether another `.all` came meanwhile (see `storeChanged(_:)`).
     var reloadOfEverything: Task<Void, Never>?
     var reloadOfEverythingAgain = false
+    var lastReloadOfEverything: ContinuousClock.Instant?
     var nextGeneration: UInt64 = 0
     /// The transport this client created and stops at shutdown (none when injected).
     let ownedTransport: CurlTransport?

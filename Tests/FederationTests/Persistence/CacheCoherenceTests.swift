@@ -193,12 +193,15 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         let stale = try await client.session("alice").state
         XCTAssertEqual(stale, .federated, "the test's feed dropped the clear")
 
-        spy.setReadDelay(.milliseconds(100))
+        // Reads long enough that all 50 arrive while the first re-read runs, even on a loaded
+        // machine.
+        spy.setReadDelay(.milliseconds(400))
         let readsBefore = spy.counts.reads(of: "session.bob")
         for _ in 0..<50 { spy.inject(.all) }
         let cleared = await eventually(timeout: .seconds(5)) { (try? await client.session("alice").state) == .notFederated }
         XCTAssertTrue(cleared, "after .all the client read the clear it had missed")
-        // Long enough for many passes, had each .all made one (four reads of 100 ms each).
+        // Long enough for several passes, had each .all made one, and for a third one, had
+        // any .all come after the first pass ended (the second starts a second after it).
         try await Task.sleep(for: .milliseconds(2_500))
         let reads = spy.counts.reads(of: "session.bob") - readsBefore
         XCTAssertGreaterThanOrEqual(reads, 1, "bob was re-read")
@@ -234,6 +237,33 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
 
         let current = await eventually(timeout: .seconds(3)) { (try? await client.session("alice").state) == .federated }
         XCTAssertTrue(current, "the client kept the older answer (notFederated) although the store holds a federation")
+    }
+
+    /// A re-read asked for again and again (anyone may `NOTIFY` a session's key on a
+    /// PostgreSQL database) does not hold up whoever started it: here a re-read of
+    /// everything, which ends and lets the next `.all` re-read the other sessions while the
+    /// asks go on. (Once, its re-read of that session looped for as long as they came.)
+    func testAReReadAskedForAgainAndAgainDoesNotHoldUpAReReadOfEverything() async throws {
+        let spy = ScriptableKeystore(wrapping: try keystore())
+        let client = try client(spy)
+        for session in ["alice", "bob"] {
+            try await client.federate(token: TestJWT.valid(sub: session), provider: .google, session: session)
+        }
+        spy.setReadDelay(.milliseconds(100))
+        let bobBefore = spy.counts.reads(of: "session.bob")
+        spy.inject(.all)
+        let flood = Task {
+            for _ in 0..<60 {
+                spy.inject(.item("session.alice"))
+                try? await Task.sleep(for: .milliseconds(50))
+            }
+        }
+        defer { flood.cancel() }
+        try await Task.sleep(for: .milliseconds(300))
+        spy.inject(.all)
+        // The second .all's re-read starts a second after the first's, ~2 s before the asks stop.
+        let reReadAgain = await eventually(timeout: .milliseconds(2_200)) { spy.counts.reads(of: "session.bob") >= bobBefore + 2 }
+        XCTAssertTrue(reReadAgain, "the second .all re-read nothing while alice was asked for")
     }
 
     /// A clear that timed out but lands in the store later (a statement queued behind another
