@@ -29,7 +29,13 @@ enum BoundedInput {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard descriptor >= 0 else { throw .open(errno) }
         defer { close(descriptor) }
-        return try readToEnd(descriptor, limit: limit, deadline: .now.advanced(by: fileWait))
+        return try readOpenedFile(descriptor, limit: limit)
+    }
+
+    /// The bytes of a file the caller opened non-blocking (and checked), as ``readFile(_:limit:)``
+    /// reads them.
+    static func readOpenedFile(_ descriptor: Int32, limit: Int) throws(Failure) -> [UInt8] {
+        try readToEnd(descriptor, limit: limit, deadline: .now.advanced(by: fileWait))
     }
 
     /// The bytes of standard input, read to its end or until past `limit`.

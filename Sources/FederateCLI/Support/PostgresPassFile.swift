@@ -64,17 +64,16 @@ package enum PostgresPassFile {
             return .ignored("password file \(path) was replaced while it was opened")
         }
         if let refused = refusal(of: opened, at: path) { return .ignored(refused) }
-        var contents = [UInt8](repeating: 0, count: Int(opened.st_size))
-        defer { ProviderTokenText.wipe(&contents) }
-        var filled = 0
-        while filled < contents.count {
-            let count = contents.withUnsafeMutableBytes { read(descriptor, $0.baseAddress! + filled, $0.count - filled) }
-            if count < 0 && errno == EINTR { continue }
-            guard count >= 0 else { return .ignored("password file \(path) cannot be read: \(String(cString: strerror(errno)))") }
-            guard count > 0 else { break }
-            filled += count
+        var contents: [UInt8]
+        do {
+            contents = try BoundedInput.readOpenedFile(descriptor, limit: maximumBytes)
+        } catch {
+            return .ignored(BoundedInput.describe(error, source: "password file \(path)"))
         }
-        guard var password = self.password(in: contents[..<filled], host: host, port: String(port), database: database, user: user) else {
+        defer { ProviderTokenText.wipe(&contents) }
+        // Grown since it was checked: as large a file is not read either.
+        guard contents.count <= maximumBytes else { return .ignored("password file \(path) is larger than \(maximumBytes) bytes") }
+        guard var password = self.password(in: contents[...], host: host, port: String(port), database: database, user: user) else {
             return .none
         }
         defer { ProviderTokenText.wipe(&password) }

@@ -25,15 +25,25 @@ extension FederationClient {
     /// say) could apply their answers in the other order, the older last, and the newer
     /// one's was then dropped as raced.
     func reload(_ session: String) async {
+        guard claimReload(of: session) else { return }
+        await runClaimedReload(of: session)
+    }
+
+    /// Whether the caller may re-read `session` now; if one is running or about to, it is
+    /// asked to read again, and the caller may not.
+    private func claimReload(of session: String) -> Bool {
         guard reloadsAskedAgain[session] == nil else {
             reloadsAskedAgain[session] = true
-            return
+            return false
         }
         reloadsAskedAgain[session] = false
+        return true
+    }
+
+    /// Re-reads a claimed session once, then hands an ask that came meanwhile to a task.
+    private func runClaimedReload(of session: String) async {
         await reloadOnce(session)
-        if reloadsAskedAgain.removeValue(forKey: session) == true {
-            Task { [weak self] in await self?.reload(session) }
-        }
+        if reloadsAskedAgain.removeValue(forKey: session) == true { reloadInTheBackground(session) }
     }
 
     private func reloadOnce(_ session: String) async {
@@ -95,20 +105,11 @@ extension FederationClient {
         entry.reloadAfter = .now
     }
 
-    /// Re-reads `session` in a task of its own, one at a time per session, so that a store
-    /// that hangs never holds up a read the cache can answer.
+    /// Re-reads `session` in a task of its own, so that a store that hangs never holds up a
+    /// read the cache can answer. Claimed here, before the task starts: asks meanwhile start
+    /// no task of their own (see ``reload(_:)``).
     func reloadInTheBackground(_ session: String) {
-        if reloadsAskedAgain[session] != nil {
-            // One runs: it reads again when done, with no task of its own per read here.
-            reloadsAskedAgain[session] = true
-            return
-        }
-        guard reloadsInFlight.insert(session).inserted else { return }
-        Task { [weak self] in await self?.reloadFromTheBackground(session) }
-    }
-
-    private func reloadFromTheBackground(_ session: String) async {
-        await reload(session)
-        reloadsInFlight.remove(session)
+        guard claimReload(of: session) else { return }
+        Task { [weak self] in await self?.runClaimedReload(of: session) }
     }
 }

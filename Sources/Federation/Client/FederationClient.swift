@@ -59,9 +59,8 @@ public actor FederationClient {
     var reminderMemories: LRUCache<ReminderMemory>
     /// First reads of uncached sessions in flight, and whether a change arrived meanwhile.
     var loadsInFlight = LoadsInFlight()
-    /// Sessions being re-read in the background (one re-read at a time each).
-    var reloadsInFlight: Set<String> = []
-    /// Sessions being re-read, and whether another re-read of each was asked for meanwhile.
+    /// Sessions being re-read (one re-read at a time each, in the background or not), and
+    /// whether another re-read of each was asked for meanwhile.
     var reloadsAskedAgain: [String: Bool] = [:]
     /// Uncertain windows of failed writes of sessions that were not cached.
     var uncertainWrites: [String: ContinuousClock.Instant] = [:]
