@@ -72,6 +72,9 @@ package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
     /// What was asked of the store so far.
     package var counts: Counts { state.withLock { $0.counts } }
 
+    /// Reads under way now.
+    package var readsInFlight: Int { state.withLock { $0.readsInFlight } }
+
     /// Makes every call fail (`true`) or pass through (`false`).
     package func setUnreachable(_ value: Bool) { state.withLock { $0.unreachable = value } }
 

@@ -107,9 +107,20 @@ extension FederationClient {
 
     /// Re-reads `session` in a task of its own, so that a store that hangs never holds up a
     /// read the cache can answer. Claimed here, before the task starts: asks meanwhile start
-    /// no task of their own (see ``reload(_:)``).
+    /// no task of their own (see ``reload(_:)``). None starts once shutdown began, which
+    /// cancels and waits for those running.
     func reloadInTheBackground(_ session: String) {
-        guard claimReload(of: session) else { return }
-        Task { [weak self] in await self?.runClaimedReload(of: session) }
+        guard !isShutDown, claimReload(of: session) else { return }
+        let id = nextBackgroundReload
+        nextBackgroundReload &+= 1
+        // Registered before the task can end: its removal runs on this actor, after this call.
+        backgroundReloads[id] = Task { [weak self] in
+            await self?.runClaimedReload(of: session)
+            await self?.backgroundReloadEnded(id)
+        }
+    }
+
+    private func backgroundReloadEnded(_ id: UInt64) {
+        backgroundReloads[id] = nil
     }
 }

@@ -18,10 +18,13 @@ extension FederationClient {
     ///    call already under way at the deadline is not interrupted; it ends by itself or by
     ///    the keystore's own timeout (the PostgreSQL keystore's `operationTimeout`).
     /// 3. The expiry and reminder timer and the change feed stop; every stream ends.
+    ///    Re-reads of sessions the client runs on its own (after the feed reported a
+    ///    change, or in the background) are cancelled, and shutdown waits for them to end.
     /// 4. The client's libcurl driver thread stops and its connections close.
     ///
-    /// Calling it again waits for the first call to finish. The keystore is the caller's
-    /// and stays open.
+    /// Once it returns, the client calls the keystore only for reads its callers make (a
+    /// session not cached yet), so the caller may close the keystore. Calling it again waits
+    /// for the first call to finish. The keystore is the caller's and stays open.
     public func shutdown(gracePeriod: Duration = .seconds(10)) async {
         guard !isShutDown else {
             if !isShutDownCompletely { await withCheckedContinuation { shutdownCompletionWaiters.append($0) } }
@@ -33,6 +36,7 @@ extension FederationClient {
         expiryTimer = nil
         changeFeed?.cancel()
         reloadOfEverything?.cancel()
+        for reload in backgroundReloads.values { reload.cancel() }
 
         if federationsInFlight > 0 {
             let deadline = Task { [weak self] in
@@ -42,6 +46,7 @@ extension FederationClient {
             await withCheckedContinuation { shutdownWaiters.append($0) }
             deadline.cancel()
         }
+        await storeWorkOfItsOwnEnded()
         ownedTransport?.shutdown()
         broadcaster.finishAll()
         isShutDownCompletely = true
@@ -49,6 +54,18 @@ extension FederationClient {
         shutdownCompletionWaiters = []
         for waiter in waiters { waiter.resume() }
         logger.debug("client shut down")
+    }
+
+    /// Waits for the change feed's task and every re-read the client started (all
+    /// cancelled): none starts any more, so the keystore is left to its callers.
+    private func storeWorkOfItsOwnEnded() async {
+        await changeFeed?.value
+        await reloadOfEverything?.value
+        // A re-read that ends removes itself; none is added once shutdown began.
+        while let reload = backgroundReloads.values.first {
+            await reload.value
+            backgroundReloads = backgroundReloads.filter { $0.value != reload }
+        }
     }
 
     /// Whether ``shutdown(gracePeriod:)`` was called.

@@ -74,6 +74,10 @@ public actor FederationClient {
     var reloadOfEverything: Task<Void, Never>?
     var reloadOfEverythingAgain = false
     var lastReloadOfEverything: ContinuousClock.Instant?
+    /// Re-reads running in tasks of their own (see `reloadInTheBackground(_:)`), which
+    /// shutdown cancels and waits for.
+    var backgroundReloads: [UInt64: Task<Void, Never>] = [:]
+    var nextBackgroundReload: UInt64 = 0
     var nextGeneration: UInt64 = 0
     /// The transport this client created and stops at shutdown (none when injected).
     let ownedTransport: CurlTransport?

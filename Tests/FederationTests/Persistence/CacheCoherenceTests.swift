@@ -209,6 +209,41 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         XCTAssertGreaterThan(spy.counts.mostConcurrentReads, 1, "the sessions were re-read one at a time")
     }
 
+    /// Once shutdown returns, the client has no re-read of its own under way and starts
+    /// none: the caller may close the keystore. A re-read of everything the feed asked for,
+    /// and a background re-read after a write whose outcome is unknown, are both cancelled
+    /// and waited for.
+    func testShutdownWaitsForTheReReadsItStarted() async throws {
+        let spy = ScriptableKeystore(wrapping: try keystore())
+        let client = try client(spy)
+        for session in ["alice", "bob", "carol"] {
+            try await client.federate(token: TestJWT.valid(sub: session), provider: .google, session: session)
+        }
+        spy.setFailAfterWrites(true)
+        await assertThrows(FederationError.self, code: .storage) { try await client.clear(session: "alice") }
+        spy.setFailAfterWrites(false)
+
+        // Reads that would outlast the test: only cancellation ends them early.
+        spy.setReadDelay(.seconds(30))
+        _ = try await client.session("alice")  // answers from the cache, re-reads in the background
+        spy.inject(.all)
+        let reading = await eventually(timeout: .seconds(3)) { spy.readsInFlight >= 3 }
+        XCTAssertTrue(reading, "the background re-read and the re-read of everything are under way (\(spy.readsInFlight))")
+
+        let started = ContinuousClock.now
+        await client.shutdown(gracePeriod: .seconds(5))
+        XCTAssertEqual(spy.readsInFlight, 0, "shutdown returned with re-reads of its own under way")
+        XCTAssertLessThan(ContinuousClock.now - started, .seconds(10), "the re-reads were cancelled, not waited out")
+
+        // Nothing starts afterwards: not the background re-read a read of an uncertain
+        // session would start, not a re-read of everything.
+        let readsAfter = spy.counts.reads
+        _ = try await client.session("alice")
+        spy.inject(.all)
+        try await Task.sleep(for: .milliseconds(300))
+        XCTAssertEqual(spy.counts.reads, readsAfter, "the client read the store on its own after shutdown")
+    }
+
     /// Two re-reads of one session never run side by side: one asked for while another runs
     /// reads again after it. Side by side, the older answer could be applied last and the
     /// newer one then dropped as raced, leaving the cache behind the store for good.
