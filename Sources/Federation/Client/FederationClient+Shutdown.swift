@@ -22,8 +22,9 @@ extension FederationClient {
     ///    change, or in the background) are cancelled, and shutdown waits for them to end.
     /// 4. The client's libcurl driver thread stops and its connections close.
     ///
-    /// Once it returns, the client calls the keystore only for reads its callers make (a
-    /// session not cached yet), so the caller may close the keystore. Calling it again waits
+    /// Once it returns, the client calls the keystore only for its callers' calls (a read of
+    /// a session not cached yet, ``sessionNames()``, ``clear(session:)``), so the caller
+    /// may close the keystore. Calling it again waits
     /// for the first call to finish. The keystore is the caller's and stays open.
     public func shutdown(gracePeriod: Duration = .seconds(10)) async {
         guard !isShutDown else {
