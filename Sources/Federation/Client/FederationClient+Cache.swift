@@ -124,7 +124,12 @@ extension FederationClient {
         if localWrite || entry.machine.record != before || entry.generation == 0 {
             entry.generation = newGeneration()
         }
-        if localWrite { entry.reloadAfter = Self.nextReload(whileUncertain: &entry.uncertainUntil) }
+        if localWrite {
+            entry.reloadAfter = Self.nextReload(whileUncertain: &entry.uncertainUntil)
+            // A first read in flight read before this commit; should the entry be evicted
+            // before it ends, it must not cache what it read.
+            loadsInFlight.changed(session)
+        }
         if let announced { publish(announced, session: session) }
         place(session, entry, replacing: cached == nil ? nil : announcedBefore)
     }
@@ -161,12 +166,19 @@ extension FederationClient {
     }
 
     /// Keeps what evicted sessions were reminded of or postponed, so that reading one again
-    /// neither reminds twice nor forgets a "not now".
+    /// neither reminds twice nor forgets a "not now", and the uncertain window of a failed
+    /// write.
     private func forget(_ evicted: [(key: String, value: CachedSession)]) {
         for (session, entry) in evicted {
             if let memory = entry.machine.reminderMemory {
                 reminderMemories.set(session, memory) { _, _ in false }
             }
+            // A write whose outcome is unknown may still land: the next read that caches the
+            // session keeps re-reading it.
+            if let until = entry.uncertainUntil { keepUncertainWindow(of: session, until: until) }
+            // A read in flight began while the entry held what the store had; gone, nothing
+            // would tell that read about a local change made before the eviction.
+            loadsInFlight.changed(session)
         }
     }
 
@@ -297,7 +309,7 @@ extension FederationClient {
     }
 
     /// Whether a change of `session` by another client matters here.
-    private func isFollowed(_ session: String) -> Bool {
+    func isFollowed(_ session: String) -> Bool {
         cache.peek(session) != nil || broadcaster.isObserved(session) || broadcaster.hasObserversOfAll
     }
 

@@ -13,6 +13,10 @@ import SecureStorage
 extension FederationClient {
     /// How long after a failed re-read reads answer from the cache before trying again.
     static let reloadRetryInterval: Duration = .milliseconds(200)
+    /// How long after a failed re-read of an observed session the client tries again by
+    /// itself (longer: nobody waits on it, and a store that is away would otherwise take a
+    /// read per observed session five times a second).
+    static let observedReloadRetryInterval: Duration = .seconds(1)
 
     /// Reads `session` from the store and applies it, unless a local change raced the read.
     /// When the read fails, or the session is within a write's uncertain window, a later
@@ -47,18 +51,62 @@ extension FederationClient {
     }
 
     private func reloadOnce(_ session: String) async {
-        let generation = cache.peek(session)?.generation
-        let record: SessionRecord?
+        // Evicted since the re-read was asked for, and followed by nobody: nothing to bring up
+        // to date, and a change the feed reported meanwhile would have been dropped.
+        guard isFollowed(session) else { return }
         do {
-            record = try await store.load(session)
+            if try await loadAndApply(session) {
+                _ = cache.update(session) { $0.reloadAfter = Self.nextReload(whileUncertain: &$0.uncertainUntil) }
+            } else if cache.peek(session) == nil && isFollowed(session) {
+                // Raced by a change while not cached: what it read may be what the change
+                // replaced. The running re-read reads again once done.
+                reloadsAskedAgain[session] = true
+            }
         } catch {
             logger.debug("changed session unreadable", metadata: ["broker.session": "\(session)", "broker.error": "\(error.code)"])
             _ = cache.update(session) { $0.reloadAfter = .now.advanced(by: Self.reloadRetryInterval) }
-            return
+            // Nobody may read it soon: an observer would keep the state from before the
+            // change until something else changed it.
+            if broadcaster.isObserved(session) { retryReload(of: session) }
         }
-        guard cache.peek(session)?.generation == generation else { return }
+    }
+
+    /// Reads `session` from the store and applies what it read; `false` when something
+    /// raced the read and it was dropped: a local federation or clear committed meanwhile
+    /// (the cached entry's generation changed, or it was evicted), or, for a session not
+    /// cached, the feed reported a change (the read may hold what the change replaced, and
+    /// the feed ignores sessions nobody follows).
+    func loadAndApply(_ session: String) async throws(FederationError) -> Bool {
+        let generation = cache.peek(session)?.generation
+        let began = loadsInFlight.begin(session)
+        let record: SessionRecord?
+        do throws(FederationError) {
+            record = try await store.load(session)
+        } catch {
+            _ = loadsInFlight.end(session, began: began)
+            throw error
+        }
+        let raced = loadsInFlight.end(session, began: began)
+        guard cache.peek(session)?.generation == generation, generation != nil || !raced else { return false }
         apply(session) { machine, now, margin in machine.stored(record, now: now, margin: margin) }
-        _ = cache.update(session) { $0.reloadAfter = Self.nextReload(whileUncertain: &$0.uncertainUntil) }
+        return true
+    }
+
+    /// Re-reads an observed session whose re-read failed, a while later, once at a time.
+    private func retryReload(of session: String) {
+        guard !isShutDown, reloadRetries.insert(session).inserted else { return }
+        let id = nextBackgroundReload
+        nextBackgroundReload &+= 1
+        backgroundReloads[id] = Task { [weak self] in
+            try? await Task.sleep(for: Self.observedReloadRetryInterval)
+            await self?.retryDue(session, id)
+        }
+    }
+
+    private func retryDue(_ session: String, _ id: UInt64) {
+        reloadRetries.remove(session)
+        backgroundReloads[id] = nil
+        reloadInTheBackground(session)
     }
 
     /// When the next re-read is due: soon while `uncertainUntil` lies ahead, else never (and
@@ -84,9 +132,7 @@ extension FederationClient {
         loadsInFlight.changed(session)
         guard cache.peek(session) != nil else {
             // Not cached: the first read that caches it takes the window over.
-            let now = ContinuousClock.now
-            if uncertainWrites.count >= 64 { uncertainWrites = uncertainWrites.filter { $0.value > now } }
-            uncertainWrites[session] = until
+            keepUncertainWindow(of: session, until: until)
             return
         }
         let generation = newGeneration()
@@ -95,6 +141,15 @@ extension FederationClient {
             entry.uncertainUntil = until
             entry.reloadAfter = .now
         }
+    }
+
+    /// Keeps the uncertain window of a session that is not cached (never cached since the
+    /// write failed, or evicted since) for the first read that caches it.
+    func keepUncertainWindow(of session: String, until: ContinuousClock.Instant) {
+        let now = ContinuousClock.now
+        guard until > now else { return }
+        if uncertainWrites.count >= 64 { uncertainWrites = uncertainWrites.filter { $0.value > now } }
+        uncertainWrites[session] = until
     }
 
     /// Gives a session being cached the uncertain window of a failed write made while it

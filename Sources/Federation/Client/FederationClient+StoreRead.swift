@@ -24,13 +24,10 @@ extension FederationClient {
     package func credentialsReadingStore(for session: String) async throws(FederationError) -> AWSCredentials {
         try SessionName.validate(session)
         startChangeFeed()
-        let generation = cache.peek(session)?.generation
         do {
-            let record = try await store.load(session)
-            // A local federation or clear that committed while this read waited is newer.
-            if cache.peek(session)?.generation == generation {
-                apply(session) { machine, now, margin in machine.stored(record, now: now, margin: margin) }
-            }
+            // Dropped when raced (a local federation or clear that committed while this read
+            // waited is newer); the answer below then reads through the cache.
+            _ = try await loadAndApply(session)
         } catch where error.isUnreadableItem {
             // The store answered, and its item does not open (damaged, another key): that is
             // what the session is now, not something the cache may paper over.

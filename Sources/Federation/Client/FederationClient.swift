@@ -78,6 +78,8 @@ public actor FederationClient {
     /// shutdown cancels and waits for.
     var backgroundReloads: [UInt64: Task<Void, Never>] = [:]
     var nextBackgroundReload: UInt64 = 0
+    /// Observed sessions whose re-read failed, waiting to be re-read again.
+    var reloadRetries: Set<String> = []
     var nextGeneration: UInt64 = 0
     /// The transport this client created and stops at shutdown (none when injected).
     let ownedTransport: CurlTransport?

@@ -209,6 +209,101 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         XCTAssertGreaterThan(spy.counts.mostConcurrentReads, 1, "the sessions were re-read one at a time")
     }
 
+    /// A local clear is not undone by a first read that read before it, even when the entry
+    /// the clear left is evicted before that read returns: the read reads again.
+    func testALocalClearIsNotUndoneByAFirstReadWhenTheEntryIsEvictedMeanwhile() async throws {
+        let other = try client(keystore())
+        try await other.federate(token: TestJWT.valid(sub: "x"), provider: .google, session: "x")
+        let spy = ScriptableKeystore(wrapping: try keystore())
+        let client = try client(spy, cacheCapacity: 2)
+
+        let gate = spy.holdNextRead(ofKey: "session.x")
+        let firstRead = Task { try await client.session("x") }
+        await gate.arrived()  // the read holds x as federated
+        try await client.clear(session: "x")
+        for session in ["a", "b", "c"] { _ = try await client.session(session) }  // x is evicted
+        gate.release()
+        _ = try await firstRead.value
+
+        let state = try await client.session("x").state
+        XCTAssertEqual(state, .notFederated, "a read that began before the clear cached the cleared session")
+    }
+
+    /// A re-read of the store through `credentialsReadingStore` that a change raced, for a
+    /// session not cached, is not cached as it read: the change it missed would never
+    /// correct it (the feed ignores sessions nobody follows).
+    func testAStoreFirstReadRacedByAChangeIsNotCachedAsItRead() async throws {
+        let other = try client(keystore())
+        try await other.federate(token: TestJWT.valid(sub: "x"), provider: .google, session: "x")
+        let spy = ScriptableKeystore(wrapping: try keystore())
+        let client = try client(spy)
+        _ = try await client.session("bob")  // starts the change feed
+
+        let gate = spy.holdNextRead(ofKey: "session.x")
+        let read = Task { try? await client.credentialsReadingStore(for: "x") }
+        await gate.arrived()  // the read holds x as federated
+        try await other.clear(session: "x")
+        try await letTheFeedReport()
+        gate.release()
+        _ = await read.value
+
+        let current = await eventually(timeout: .seconds(3)) { (try? await client.session("x").state) == .notFederated }
+        XCTAssertTrue(current, "the client cached what a raced read returned, and kept it")
+    }
+
+    /// A re-read asked for again while the session was cached, which would run after the
+    /// session was evicted, reads nothing: nobody follows the session any more, so a change
+    /// the feed reported during that read would have been dropped and what it read cached
+    /// for good.
+    func testAReReadOfASessionEvictedMeanwhileCachesNothing() async throws {
+        let other = try client(keystore())
+        try await other.federate(token: TestJWT.valid(sub: "x"), provider: .google, session: "x")
+        let spy = ScriptableKeystore(wrapping: try keystore())
+        let client = try client(spy, cacheCapacity: 2)
+        _ = try await client.session("x")
+        spy.setDropsStoreChanges(true)  // only what the test injects
+
+        // A re-read of everything reads x (outside the feed's loop, which goes on)…
+        let first = spy.holdNextRead(ofKey: "session.x")
+        spy.inject(.all)
+        await first.arrived()
+        spy.inject(.item("session.x"))  // …and the feed asks for x again meanwhile
+        try await Task.sleep(for: .milliseconds(100))
+        for session in ["a", "b", "c"] { _ = try await client.session(session) }  // x is evicted
+        let second = spy.holdNextRead(ofKey: "session.x")
+        first.release()
+        // Were the re-read asked for again to run, it would read x as federated now…
+        try await Task.sleep(for: .milliseconds(300))
+        // …and the clear it would miss is not reported to a client that holds nothing of x.
+        try await other.clear(session: "x")
+        second.release()
+        try await Task.sleep(for: .milliseconds(300))
+
+        let state = try await client.session("x").state
+        XCTAssertEqual(state, .notFederated, "a re-read of an evicted session cached what it read before a change")
+    }
+
+    /// An observed session whose re-read failed is read again by the client itself, without
+    /// waiting for someone to read it: its observers hear of the change the feed reported.
+    func testAFailedReReadOfAnObservedSessionIsRetried() async throws {
+        let other = try client(keystore())
+        try await other.federate(token: TestJWT.valid(sub: "x"), provider: .google, session: "x")
+        let spy = ScriptableKeystore(wrapping: try keystore())
+        let client = try client(spy)
+        let updates = await client.stateUpdates(for: "x")
+        let received = Task { await collect(2, from: updates, timeout: .seconds(8)) }
+
+        spy.setUnreachable(true)
+        try await other.clear(session: "x")
+        try await letTheFeedReport()  // the feed's re-read fails
+        spy.setUnreachable(false)
+
+        let states = await received.value
+        XCTAssertEqual(states.first, .federated)
+        let next = states.dropFirst().first
+        XCTAssertEqual(next, .notFederated, "the observer never heard of the clear the failed re-read missed")
+    }
+
     /// Once shutdown returns, the client has no re-read of its own under way and starts
     /// none: the caller may close the keystore. A re-read of everything the feed asked for,
     /// and a background re-read after a write whose outcome is unknown, are both cancelled
@@ -316,6 +411,22 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
             _ = try await client.session("alice")
             try await Task.sleep(for: .milliseconds(50))
         }
+        let landed = await eventually(timeout: .seconds(5)) { (try? await client.session("alice").state) == .notFederated }
+        XCTAssertTrue(landed, "the clear that landed late is read")
+    }
+
+    /// The same, with the session evicted before it is read again: the uncertain window
+    /// outlives the cache entry, so the read that caches the session again keeps re-reading.
+    func testAWriteThatLandsLateIsReadOnceItLandsAfterItsSessionWasEvicted() async throws {
+        let spy = ScriptableKeystore(wrapping: try keystore())
+        let client = try client(spy, cacheCapacity: 2)
+        try await client.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
+        spy.setApplyLate(.milliseconds(800))
+        await assertThrows(FederationError.self, code: .storage) { try await client.clear(session: "alice") }
+        spy.setApplyLate(nil)
+        for session in ["a", "b", "c"] { _ = try await client.session(session) }  // alice is evicted
+        let before = try await client.session("alice").state
+        XCTAssertEqual(before, .federated, "read again before the clear lands")
         let landed = await eventually(timeout: .seconds(5)) { (try? await client.session("alice").state) == .notFederated }
         XCTAssertTrue(landed, "the clear that landed late is read")
     }
