@@ -34,6 +34,9 @@ final class PostgresChangeFeed: Sendable {
     private let configuration: PostgresKeystore.Configuration
     private let logger: Logger
     private let listening = Atomic<Bool>(false)
+    /// Until when this instance's own notifications are delivered as well (see
+    /// ``commitMayHaveApplied(_:window:)``).
+    private let ownNotificationsUntil = Mutex<ContinuousClock.Instant?>(nil)
 
     init(
         pool: PostgresPool, namespace: PostgresNamespace, origin: Int64,
@@ -63,6 +66,31 @@ final class PostgresChangeFeed: Sendable {
     /// has one writer).
     func deliverLocal(_ keys: [String], writer: UInt64?) {
         subscribers.deliver(keys.map { (change: KeystoreChange.item($0), writer: writer) })
+    }
+
+    /// A commit of `keys` failed in a way that may have applied it, now or later (its answer
+    /// lost, a timeout while it committed, a statement still queued on the server): every
+    /// subscriber, the writer's too, is told the keys changed, and for `window` this
+    /// instance's own notifications are delivered like another's, so a commit that lands
+    /// late is heard of. Otherwise the feed skips them, and a client sharing this keystore
+    /// with the writer would never learn of such a commit.
+    func commitMayHaveApplied(_ keys: [String], window: Duration) {
+        let until = ContinuousClock.now.advanced(by: window)
+        ownNotificationsUntil.withLock { current in
+            if current.map({ $0 < until }) ?? true { current = until }
+        }
+        var seen: Set<String> = []
+        subscribers.deliver(keys.filter { seen.insert($0).inserted }.map { (change: KeystoreChange.item($0), writer: nil) })
+    }
+
+    /// Whether this instance's own notifications are delivered now.
+    private var takesOwnNotifications: Bool {
+        ownNotificationsUntil.withLock { until in
+            guard let end = until else { return false }
+            if end > .now { return true }
+            until = nil
+            return false
+        }
     }
 
     /// Ends every stream and stops the listener.
@@ -98,18 +126,30 @@ final class PostgresChangeFeed: Sendable {
                         heartbeat = Task { await self.closeWhenSilent(connection, every: interval) }
                     }
                     defer { heartbeat?.cancel() }
-                    try await connection.listen(on: PostgresSchema.channel) { notifications in
-                        self.listening.store(true, ordering: .releasing)
-                        listeningSince = .now
-                        // What was committed while nobody listened is reloaded, not replayed.
-                        self.subscribers.deliver([.all])
-                        if reconnecting {
-                            self.logger.debug("keystore change feed reconnected", metadata: ["broker.endpoint": "\(self.configuration.endpoint)"])
-                        }
-                        for try await notification in notifications {
-                            self.received(notification.payload)
-                        }
+                    // Each notification is handled on the connection's event loop as it is
+                    // decoded, not handed to a task through postgres-nio's notification
+                    // sequence, which buffers without bound: anyone who may NOTIFY could send
+                    // faster than a task drains it and run this process out of memory. Here a
+                    // slow feed slows the socket's reads instead, and the server holds what
+                    // waits. It also spares a thread hand-off per notification, this
+                    // instance's own included.
+                    let listener = connection.addListener(channel: PostgresSchema.channel) { _, notification in
+                        self.received(notification.payload)
                     }
+                    // Detaching the last listener of the channel sends UNLISTEN.
+                    defer { listener.stop() }
+                    // Adding the listener sent LISTEN; a statement written after it is
+                    // answered after it, so LISTEN is in force once this (a second LISTEN,
+                    // which changes nothing) returns.
+                    try await connection.query(PostgresQuery(unsafeSQL: #"LISTEN "\#(PostgresSchema.channel)""#), logger: self.logger)
+                    self.listening.store(true, ordering: .releasing)
+                    listeningSince = .now
+                    // What was committed while nobody listened is reloaded, not replayed.
+                    self.subscribers.deliver([.all])
+                    if reconnecting {
+                        self.logger.debug("keystore change feed reconnected", metadata: ["broker.endpoint": "\(self.configuration.endpoint)"])
+                    }
+                    try await Self.untilClosed(connection)
                 }
             } catch {
                 // Lost or never had (the server is away): the pool watches for its return.
@@ -131,6 +171,23 @@ final class PostgresChangeFeed: Sendable {
             try? await Task.sleep(for: pause)
             pause = min(pause * 2, configuration.reconnectDelay)
         }
+    }
+
+    /// Returns when the task is cancelled; throws ``ListeningConnectionClosed`` when
+    /// `connection` closes first.
+    private static func untilClosed(_ connection: PostgresConnection) async throws {
+        let (ended, ending) = AsyncStream.makeStream(of: Void.self)
+        connection.closeFuture.whenComplete { _ in ending.finish() }
+        // Ends when the stream finishes or the task is cancelled.
+        for await _ in ended {}
+        guard connection.isClosed else { return }
+        throw ListeningConnectionClosed()
+    }
+
+    /// The listening connection closed under the feed (the server went away, the network
+    /// dropped, or the heartbeat closed a silent one).
+    struct ListeningConnectionClosed: Error, CustomStringConvertible {
+        var description: String { "the listening connection closed" }
     }
 
     /// Checks every `interval` that `connection` answers within twice the operation timeout, and
@@ -161,12 +218,15 @@ final class PostgresChangeFeed: Sendable {
         }
     }
 
-    /// Delivers another origin's keys of this namespace; ignores everything else.
+    /// Delivers another origin's keys of this namespace (and, for a while after a commit
+    /// whose outcome is unknown, this instance's own); ignores everything else. Runs on the
+    /// listening connection's event loop.
     private func received(_ payload: String) {
         // Every own commit comes back here too; a byte comparison skips it without parsing
         // its keys into scalars.
-        if payload.utf8.starts(with: ownHeader.utf8) { return }
-        guard let (sender, keys) = namespace.parseNotification(payload), sender != origin else { return }
+        let own = payload.utf8.starts(with: ownHeader.utf8)
+        if own && !takesOwnNotifications { return }
+        guard let (sender, keys) = namespace.parseNotification(payload), own || sender != origin else { return }
         guard let keys else { return subscribers.deliver([.all]) }
         var seen: Set<String> = []
         subscribers.deliver(keys.filter { seen.insert($0).inserted }.map { .item($0) })

@@ -166,6 +166,12 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
                             return applied
                         })
                     } catch {
+                        // A server's refusal rolled the transaction back; anything else (no
+                        // answer, a timeout, a lost connection) may have applied it.
+                        if error.code == .storeUnavailable {
+                            feed.commitMayHaveApplied(
+                                batches.flatMap { $0.operations.map(\.key) }, window: Self.uncertainCommitWindow(configuration))
+                        }
                         return .failure(error)
                     }
                 })
@@ -322,6 +328,10 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
     /// retry may wait up to a timeout for a connection and run up to one more on the server
     /// before the server cancels it.
     public var uncertainCommitWindow: Duration {
+        Self.uncertainCommitWindow(configuration)
+    }
+
+    static func uncertainCommitWindow(_ configuration: Configuration) -> Duration {
         max(.seconds(60), configuration.operationTimeout * 4)
     }
 

@@ -56,14 +56,18 @@ struct PostgresNamespace: Sendable {
     /// otherwise its origin and keys, with `nil` keys meaning every key (the `*` form, or
     /// anything that does not parse, which is safer reloaded than ignored).
     func parseNotification(_ payload: String) -> (origin: Int64?, keys: [String]?)? {
-        let prefix = notificationPrefix
-        guard payload.utf8.starts(with: prefix.utf8) else { return nil }
-        let scalars = Array(payload.unicodeScalars.dropFirst(prefix.unicodeScalars.count))
-        guard scalars.count >= 18, scalars[16] == "|",
-              let bits = UInt64(String(String.UnicodeScalarView(scalars[0..<16])), radix: 16)
+        let prefix = notificationPrefix.utf8
+        let utf8 = payload.utf8
+        guard utf8.starts(with: prefix) else { return nil }
+        // The origin and its bar are ASCII: checked on the bytes, so that a payload with a
+        // forged header costs no more than the comparison (the feed runs on an event loop).
+        let originStart = utf8.index(utf8.startIndex, offsetBy: prefix.count)
+        guard let bar = utf8.index(originStart, offsetBy: 16, limitedBy: utf8.endIndex), bar < utf8.endIndex,
+              utf8[bar] == UInt8(ascii: "|"),
+              let bits = UInt64(String(decoding: utf8[originStart..<bar], as: UTF8.self), radix: 16)
         else { return (nil, nil) }
         let origin = Int64(bitPattern: bits)
-        var rest = scalars[17...]
+        var rest = Array(payload.unicodeScalars[utf8.index(after: bar)...])[...]
         if rest.elementsEqual(["*"]) { return (origin, nil) }
         var keys: [String] = []
         while !rest.isEmpty {

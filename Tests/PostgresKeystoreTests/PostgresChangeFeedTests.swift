@@ -95,6 +95,52 @@ final class PostgresChangeFeedTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertTrue(delivered, "this instance's subscribers never learned of it: \(recorder.changes)")
     }
 
+    /// Anyone who may connect may NOTIFY on the channel, as fast as the server sends. The
+    /// feed handles each notification as its connection reads it (on the event loop), so a
+    /// flood waits on the server rather than in this process, and the feed still reports a
+    /// genuine change after it.
+    func testAFloodOfNotificationsIsHandledAsItIsReadAndTheFeedGoesOn() async throws {
+        let listener = try await keystore()
+        let writer = try await keystore()
+        let recorder = ChangeRecorder(listener.changes())
+        defer { recorder.stop() }
+        let listening = await eventually { listener.isListeningForChanges && recorder.contains(.all) }
+        XCTAssertTrue(listening)
+
+        let baseline = residentBytes()
+        let peak = Locked(baseline)
+        let sampler = Task {
+            while !Task.isCancelled {
+                let now = self.residentBytes()
+                peak.withLock { $0 = max($0, now) }
+                try? await Task.sleep(for: .milliseconds(5))
+            }
+        }
+        // 10,000 distinct notifications of ~7.5 KB (75 MB) for this namespace, committed at
+        // once, with a forged origin (each yields `.all`).
+        try await Task.detached { [server, database] in
+            _ = try server!.psql("""
+                SELECT count(pg_notify('identity_broker_changes',
+                    'ib2|4:tool0:' || repeat('z', 16) || '|' || repeat('3:abc', 1500) || i))
+                FROM generate_series(1, 10000) AS i
+                """, database: database!)
+        }.value
+        try await writer.set([1], forKey: "after-flood")
+        let through = await eventually(timeout: .seconds(60)) { recorder.contains(.item("after-flood")) }
+        sampler.cancel()
+        XCTAssertTrue(through, "the feed reported the change that followed the flood")
+        let grew = peak.withLock { $0 } - baseline
+        XCTAssertLessThan(grew, 40 << 20, "the process grew by \(grew >> 20) MiB while the flood was handled")
+    }
+
+    /// This process's resident set, in bytes.
+    private func residentBytes() -> Int {
+        guard let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8),
+              let pages = statm.split(separator: " ").dropFirst().first.flatMap({ Int($0) })
+        else { return 0 }
+        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+
     /// A commit of more keys than one notification holds sends several, never `*` (which
     /// makes every other instance reload everything it caches).
     func testALargeCommitIsAnnouncedKeyByKeyInSeveralNotifications() async throws {

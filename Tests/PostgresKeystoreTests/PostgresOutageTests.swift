@@ -158,6 +158,91 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertTrue(recovered, "new connections replace the silent ones")
     }
 
+    /// A commit that applied on the server but whose answer never came back fails its
+    /// caller, and its outcome is unknown to the keystore too. Its notification, were it to
+    /// arrive, is this instance's own, which the feed skips; so the keystore tells its own
+    /// subscribers (another client in this process) of the keys at once.
+    func testACommitWhoseAnswerIsLostIsStillReportedToThisInstancesSubscribers() async throws {
+        let proxy = try FreezableTCPProxy(targetPort: UInt16(server.port))
+        defer { proxy.stop() }
+        let keystore = try await keystore {
+            $0.port = Int(proxy.port)
+            $0.operationTimeout = .seconds(2)
+        }
+        try sleepOnInsert(of: "lost", seconds: 0.5)
+        let recorder = ChangeRecorder(keystore.changes())
+        defer { recorder.stop() }
+        let listening = await eventually { keystore.isListeningForChanges && recorder.contains(.all) }
+        XCTAssertTrue(listening)
+
+        async let failure = keystoreError { try await keystore.set([1], forKey: "lost") }
+        try await waitForSleepingStatements()
+        proxy.freezeExisting()  // the commit's answer, and the feed's notification, never arrive
+        let error = await failure
+        XCTAssertEqual(error?.code, .storeUnavailable, "\(String(describing: error))")
+        XCTAssertEqual(try server.psqlValue("SELECT count(*) FROM identity_broker_items WHERE key = 'lost'", database: database), "1")
+        let told = await eventually(timeout: .seconds(3)) { recorder.contains(.item("lost")) }
+        XCTAssertTrue(told, "the subscribers never learned of a commit that applied: \(recorder.changes)")
+    }
+
+    /// For a while after such a commit, this instance's own notifications are delivered like
+    /// another's, so that one landing late reaches even the subscriber that excluded its
+    /// writer (the writing client itself, which re-reads what it could not confirm).
+    func testAfterALostAnswerThisInstancesOwnNotificationsAreDeliveredForAWhile() async throws {
+        let proxy = try FreezableTCPProxy(targetPort: UInt16(server.port))
+        defer { proxy.stop() }
+        let keystore = try await keystore {
+            $0.port = Int(proxy.port)
+            $0.operationTimeout = .seconds(1)
+            $0.changeFeedHeartbeat = .milliseconds(300)
+        }
+        try sleepOnInsert(of: "lost", seconds: 0.5)
+        let writer: UInt64 = 7
+        let recorder = ChangeRecorder(keystore.changes(excludingWriter: writer))
+        defer { recorder.stop() }
+        let listening = await eventually { keystore.isListeningForChanges && recorder.contains(.all) }
+        XCTAssertTrue(listening)
+
+        // Before: the writer's own commits reach no subscriber that excluded it.
+        var before = KeystoreBatch()
+        before.set([1], forKey: "before")
+        before.writer = writer
+        try await keystore.commit(before)
+
+        async let failure = keystoreError { try await keystore.set([1], forKey: "lost") }
+        try await waitForSleepingStatements()
+        let allsBefore = recorder.changes.filter { $0 == .all }.count
+        proxy.freezeExisting()
+        _ = await failure
+        let reconnected = await eventually(timeout: .seconds(10)) { recorder.changes.filter { $0 == .all }.count > allsBefore }
+        XCTAssertTrue(reconnected, "the feed's silent connection was replaced: \(recorder.changes)")
+        // Commits run on a live connection again (a failed one would report its key itself).
+        let committing = await eventually(timeout: .seconds(10)) { (try? await keystore.set([0], forKey: "probe")) != nil }
+        XCTAssertTrue(committing)
+
+        var after = KeystoreBatch()
+        after.set([2], forKey: "after")
+        after.writer = writer
+        try await keystore.commit(after)
+        let heard = await eventually(timeout: .seconds(3)) { recorder.contains(.item("after")) }
+        XCTAssertTrue(heard, "the instance's own notification was skipped within the uncertain window: \(recorder.changes)")
+        XCTAssertFalse(recorder.contains(.item("before")), "outside the window its own notifications are skipped")
+    }
+
+    /// Makes inserting `key` take `seconds` on the server (under the operation timeout, so
+    /// it commits).
+    private func sleepOnInsert(of key: String, seconds: Double) throws {
+        try server.psql("""
+            CREATE FUNCTION slow_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.key = '\(key)' THEN PERFORM pg_sleep(\(seconds)); END IF;
+                RETURN NEW;
+            END $$;
+            CREATE TRIGGER slow_insert BEFORE INSERT OR UPDATE ON identity_broker_items
+            FOR EACH ROW EXECUTE FUNCTION slow_insert();
+            """, database: database)
+    }
+
     /// Whether `body` threw.
     private func throwsAnything(_ body: () async throws -> Void) async -> Bool {
         do {
