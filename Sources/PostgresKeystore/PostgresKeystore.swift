@@ -96,12 +96,14 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
         do throws(KeystoreError) {
             let opened = try await OperationDeadline.run(configuration.operationTimeout, onTimeout: {
                 Self.timeout("opening the keystore", configuration)
-            }) { () throws(KeystoreError) -> (key: SecretBytes, commitCall: String) in
+            }) { () throws(KeystoreError) -> (key: SecretBytes, commitCall: String, lengthsInBytes: Bool) in
                 try await Self.probe(configuration, logger: quiet)
                 let commitCall: String
+                let lengthsInBytes: Bool
                 do {
-                    commitCall = try await client.withConnection { connection in
-                        try await PostgresSchema.install(on: connection, logger: quiet)
+                    (commitCall, lengthsInBytes) = try await client.withConnection { connection in
+                        let call = try await PostgresSchema.install(on: connection, logger: quiet)
+                        return (call, try await PostgresSchema.countsBytes(on: connection, logger: quiet))
                     }
                 } catch {
                     throw KeystoreError.postgres(error, operation: "creating the schema", configuration: configuration)
@@ -110,10 +112,10 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
                     for: accessGroup, source: keySource, configuration: configuration, client: client, logger: quiet)
                 try await PostgresKeyCheck.verify(
                     service: service, group: accessGroup, key: key, configuration: configuration, client: client, logger: quiet)
-                return (key, commitCall)
+                return (key, commitCall, lengthsInBytes)
             }
-            let (key, commitCall) = opened
-            let namespace = PostgresNamespace(service: service, group: accessGroup, key: key)
+            let (key, commitCall, lengthsInBytes) = opened
+            let namespace = PostgresNamespace(service: service, group: accessGroup, key: key, keyLengthsInBytes: lengthsInBytes)
             let origin = Int64(bitPattern: try KeystoreError.rethrowing {
                 try CryptoRuntime.randomBytes(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
             })

@@ -8,17 +8,22 @@ struct PostgresNamespace: Sendable {
     let group: AccessGroup
     let key: SecretBytes
     let binding: ItemBinding
+    /// Whether the commit statement's `length(key)` counts bytes: on a `SQL_ASCII` database
+    /// it does, on every other (whose text the server converts to the client's UTF-8) it
+    /// counts characters, which are Unicode scalars.
+    let keyLengthsInBytes: Bool
 
     /// The longest service or access-group name, in UTF-8 bytes (as the SQLite engine).
     static let maximumNameBytes = AccessGroup.maximumNameBytes
     /// The longest item key, in UTF-8 bytes (as the SQLite engine).
     static let maximumKeyBytes = 180
 
-    init(service: String, group: AccessGroup, key: SecretBytes) {
+    init(service: String, group: AccessGroup, key: SecretBytes, keyLengthsInBytes: Bool = false) {
         self.service = service
         self.group = group
         self.key = key
         self.binding = ItemBinding(service: service, group: group)
+        self.keyLengthsInBytes = keyLengthsInBytes
     }
 
     /// The `access_group` column: the group's name, or the empty string for
@@ -42,45 +47,71 @@ struct PostgresNamespace: Sendable {
         return notificationPrefix + String(repeating: "0", count: 16 - hex.count) + hex + "|"
     }
 
-    /// A notification naming `keys`, each as its length in Unicode scalars, a colon and the
-    /// key (the encoding the commit statement builds in SQL); `*` (every key) when that
-    /// would reach PostgreSQL's payload limit.
+    /// A notification naming `keys`, each as its length (in Unicode scalars, or bytes: see
+    /// ``keyLengthsInBytes``), a colon and the key (the encoding the commit statement builds
+    /// in SQL); `*` (every key) when that would reach PostgreSQL's payload limit.
     func notification(origin: Int64, keys: [String]) -> String {
         let header = notificationHeader(origin: origin)
         var payload = header
-        for key in keys { payload += "\(key.unicodeScalars.count):\(key)" }
+        for key in keys { payload += "\(keyLengthsInBytes ? key.utf8.count : key.unicodeScalars.count):\(key)" }
         return payload.utf8.count < PostgresSchema.maximumPayloadBytes ? payload : header + "*"
     }
 
     /// What a notification says about this namespace: `nil` when it concerns another one;
     /// otherwise its origin and keys, with `nil` keys meaning every key (the `*` form, or
     /// anything that does not parse, which is safer reloaded than ignored).
+    ///
+    /// Parsed on the payload's UTF-8 bytes (the feed runs on an event loop): a forged
+    /// header costs no more than the comparison, and no copy of the payload is made.
     func parseNotification(_ payload: String) -> (origin: Int64?, keys: [String]?)? {
         let prefix = notificationPrefix.utf8
         let utf8 = payload.utf8
         guard utf8.starts(with: prefix) else { return nil }
-        // The origin and its bar are ASCII: checked on the bytes, so that a payload with a
-        // forged header costs no more than the comparison (the feed runs on an event loop).
         let originStart = utf8.index(utf8.startIndex, offsetBy: prefix.count)
         guard let bar = utf8.index(originStart, offsetBy: 16, limitedBy: utf8.endIndex), bar < utf8.endIndex,
               utf8[bar] == UInt8(ascii: "|"),
               let bits = UInt64(String(decoding: utf8[originStart..<bar], as: UTF8.self), radix: 16)
         else { return (nil, nil) }
         let origin = Int64(bitPattern: bits)
-        var rest = Array(payload.unicodeScalars[utf8.index(after: bar)...])[...]
-        if rest.elementsEqual(["*"]) { return (origin, nil) }
+        let records = utf8[utf8.index(after: bar)...]
+        if records.elementsEqual("*".utf8) { return (origin, nil) }
+        let keys = Self.keys(in: records, lengthsInBytes: keyLengthsInBytes)
+        return (origin, keys?.isEmpty == false ? keys : nil)
+    }
+
+    /// The keys of `<length>:<key>` records, or `nil` when they do not parse. A length
+    /// counts bytes or Unicode scalars; the bytes come from a `String`, so they are valid
+    /// UTF-8 and a scalar's first byte says how many bytes it has.
+    private static func keys(in records: Substring.UTF8View, lengthsInBytes: Bool) -> [String]? {
         var keys: [String] = []
-        while !rest.isEmpty {
-            guard let colon = rest.firstIndex(of: ":"),
-                  let length = Int(String(String.UnicodeScalarView(rest[rest.startIndex..<colon]))),
-                  length > 0, rest.distance(from: colon, to: rest.endIndex) > length
-            else { return (origin, nil) }
-            let start = rest.index(after: colon)
-            let end = rest.index(start, offsetBy: length)
-            keys.append(String(String.UnicodeScalarView(rest[start..<end])))
-            rest = rest[end...]
+        var index = records.startIndex
+        while index < records.endIndex {
+            guard let colon = records[index...].firstIndex(of: UInt8(ascii: ":")),
+                  records.distance(from: index, to: colon) <= 8,
+                  let length = Int(String(decoding: records[index..<colon], as: UTF8.self)), length > 0
+            else { return nil }
+            let start = records.index(after: colon)
+            var end = start
+            for _ in 0..<length {
+                guard end < records.endIndex else { return nil }
+                let width = lengthsInBytes ? 1 : scalarWidth(records[end])
+                guard let next = records.index(end, offsetBy: width, limitedBy: records.endIndex) else { return nil }
+                end = next
+            }
+            keys.append(String(decoding: records[start..<end], as: UTF8.self))
+            index = end
         }
-        return (origin, keys.isEmpty ? nil : keys)
+        return keys
+    }
+
+    /// How many bytes the UTF-8 scalar that starts with `lead` has.
+    private static func scalarWidth(_ lead: UInt8) -> Int {
+        switch lead {
+        case 0xF0...: 4
+        case 0xE0...: 3
+        case 0xC0...: 2
+        default: 1
+        }
     }
 
     /// The name hashed into the transaction-scoped advisory lock that keeps two migrations

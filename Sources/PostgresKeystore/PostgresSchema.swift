@@ -195,6 +195,13 @@ enum PostgresSchema {
         }
     }
 
+    /// Whether `length()` counts bytes on this database (its encoding is `SQL_ASCII`, whose
+    /// text the server neither checks nor converts), so notifications' key lengths do too.
+    static func countsBytes(on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        let rows = try await connection.query("SELECT pg_catalog.current_setting('server_encoding')", logger: logger).collect()
+        return try rows.first?.decode(String.self) == "SQL_ASCII"
+    }
+
     /// Creates the commit procedure where it is missing, checks it, and returns its `CALL`.
     private static func checkCommitProcedure(on connection: PostgresConnection, logger: Logger) async throws -> String {
         for attempt in 1...2 {

@@ -403,6 +403,50 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertNil(try XCTUnwrap(namespace.parseNotification(namespace.notificationPrefix + "garbage")).keys, "unparsable means every key")
     }
 
+    /// Keys of any script are reported key by key on a `SQL_ASCII` database too, where
+    /// `length()` counts bytes (initdb's default in the C locale): notifications' key lengths
+    /// are read in the unit the server wrote them in.
+    func testNonASCIIKeysAreReportedOnASQLASCIIDatabase() async throws {
+        let name = "broker_ascii_\(UUID().uuidString.prefix(8).lowercased())"
+        try server.psql("CREATE DATABASE \(name) OWNER \(server.passwordRole) ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+        database = name
+        let writer = try await keystore()
+        let listener = try await keystore()
+        let recorder = ChangeRecorder(listener.changes())
+        defer { recorder.stop() }
+        let listening = await eventually { listener.isListeningForChanges && recorder.contains(.all) }
+        XCTAssertTrue(listening)
+        let keys = ["clé", "straße-😀", "ascii", "ünï:|x"]
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for key in keys { group.addTask { try await writer.set([1], forKey: key) } }
+            try await group.waitForAll()
+        }
+        let reported = await eventually(timeout: .seconds(3)) { keys.allSatisfy { recorder.contains(.item($0)) } }
+        XCTAssertTrue(reported, "\(recorder.changes)")
+        let stored = try await listener.value(forKey: "straße-😀")
+        XCTAssertEqual(stored, [1])
+    }
+
+    func testNotificationsParseInEitherLengthUnit() throws {
+        let key = SecretBytes(copying: [UInt8](repeating: 7, count: 32))
+        for inBytes in [false, true] {
+            let namespace = PostgresNamespace(service: "tööl", group: .none, key: key, keyLengthsInBytes: inBytes)
+            let keys = ["a", "é:x|y", "😀😀", String(repeating: "ß", count: 90)]
+            let parsed = try XCTUnwrap(namespace.parseNotification(namespace.notification(origin: 7, keys: keys)))
+            XCTAssertEqual(parsed.keys, keys, "lengths in bytes: \(inBytes)")
+            // The other unit misreads them: never a crash, and never the right keys.
+            let misread = PostgresNamespace(service: "tööl", group: .none, key: key, keyLengthsInBytes: !inBytes)
+            XCTAssertNotEqual(misread.parseNotification(namespace.notification(origin: 7, keys: keys))?.keys, keys)
+        }
+        let namespace = PostgresNamespace(service: "tool", group: .none, key: key)
+        for forged in ["", "0123456789abcdef|", "0123456789abcdef|9:ab", "0123456789abcdef|1:", "0123456789abcdef|a:b",
+                       "0123456789abcdef|123456789:x", "0123456789abcde", "0123456789abcdef"] {
+            let parsed = namespace.parseNotification(namespace.notificationPrefix + forged)
+            XCTAssertNotNil(parsed, forged)
+            XCTAssertNil(parsed?.keys, "\(forged) parses as every key")
+        }
+    }
+
     func testAVersion1DatabaseIsMigrated() async throws {
         let old = try await keystore()
         try await old.set(Array("kept".utf8), forKey: "session.alice", version: 3)
