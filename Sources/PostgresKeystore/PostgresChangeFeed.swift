@@ -34,9 +34,13 @@ final class PostgresChangeFeed: Sendable {
     private let configuration: PostgresKeystore.Configuration
     private let logger: Logger
     private let listening = Atomic<Bool>(false)
-    /// Until when this instance's own notifications are delivered as well (see
-    /// ``commitMayHaveApplied(_:window:)``).
-    private let ownNotificationsUntil = Mutex<ContinuousClock.Instant?>(nil)
+    /// This instance's keys whose commit may yet land, and until when (see
+    /// ``commitMayHaveApplied(_:window:)``); `hasUncertain` mirrors whether there are any,
+    /// for the event loop's check of every own notification.
+    private let uncertain = Mutex(UncertainKeys())
+    private let hasUncertain = Atomic<Bool>(false)
+    /// The start of every notification about this namespace.
+    private let namespacePrefix: String
 
     init(
         pool: PostgresPool, namespace: PostgresNamespace, origin: Int64,
@@ -46,6 +50,7 @@ final class PostgresChangeFeed: Sendable {
         self.namespace = namespace
         self.origin = origin
         self.ownHeader = namespace.notificationHeader(origin: origin)
+        self.namespacePrefix = namespace.notificationPrefix
         self.configuration = configuration
         self.logger = logger
         self.subscribers = ChangeFanOut(bufferSize: max(2, configuration.changeBufferSize))
@@ -69,27 +74,60 @@ final class PostgresChangeFeed: Sendable {
     }
 
     /// A commit of `keys` failed in a way that may have applied it, now or later (its answer
-    /// lost, a timeout while it committed, a statement still queued on the server): every
+    /// lost, a timeout while it ran, a statement still queued on the server): every
     /// subscriber, the writer's too, is told the keys changed, and for `window` this
-    /// instance's own notifications are delivered like another's, so a commit that lands
-    /// late is heard of. Otherwise the feed skips them, and a client sharing this keystore
-    /// with the writer would never learn of such a commit.
+    /// instance's own notifications naming them are delivered like another's, so a commit
+    /// that lands late is heard of. Otherwise the feed skips its own notifications, and a
+    /// client sharing this keystore with the writer would never learn of such a commit.
     func commitMayHaveApplied(_ keys: [String], window: Duration) {
         let until = ContinuousClock.now.advanced(by: window)
-        ownNotificationsUntil.withLock { current in
-            if current.map({ $0 < until }) ?? true { current = until }
+        uncertain.withLock { uncertain in
+            uncertain.add(keys, until: until)
+            hasUncertain.store(!uncertain.isEmpty, ordering: .releasing)
         }
         var seen: Set<String> = []
         subscribers.deliver(keys.filter { seen.insert($0).inserted }.map { (change: KeystoreChange.item($0), writer: nil) })
     }
 
-    /// Whether this instance's own notifications are delivered now.
-    private var takesOwnNotifications: Bool {
-        ownNotificationsUntil.withLock { until in
-            guard let end = until else { return false }
-            if end > .now { return true }
-            until = nil
-            return false
+    private var hasUncertainKeys: Bool { hasUncertain.load(ordering: .acquiring) }
+
+    /// Those of `keys` whose commit is still uncertain.
+    private func uncertainKeys(among keys: [String]) -> [String] {
+        uncertain.withLock { uncertain in
+            let found = uncertain.current(among: keys)
+            hasUncertain.store(!uncertain.isEmpty, ordering: .releasing)
+            return found
+        }
+    }
+
+    /// Keys whose commit may yet land, each until its window ends; windows that ended are
+    /// forgotten at most once a second (a scan of every key).
+    struct UncertainKeys {
+        /// The most keys followed at once; past it (a long outage of a busy instance), new
+        /// ones are not.
+        static let limit = 10_000
+        private var until: [String: ContinuousClock.Instant] = [:]
+        private var lastSweep = ContinuousClock.now
+
+        var isEmpty: Bool { until.isEmpty }
+
+        mutating func add(_ keys: [String], until end: ContinuousClock.Instant) {
+            sweep(force: until.count >= Self.limit)
+            for key in keys where until.count < Self.limit || until[key] != nil { until[key] = end }
+        }
+
+        mutating func current(among keys: [String]) -> [String] {
+            sweep(force: false)
+            let now = ContinuousClock.now
+            var seen: Set<String> = []
+            return keys.filter { key in (until[key].map { $0 > now } ?? false) && seen.insert(key).inserted }
+        }
+
+        private mutating func sweep(force: Bool) {
+            let now = ContinuousClock.now
+            guard force || now - lastSweep >= .seconds(1) else { return }
+            lastSweep = now
+            until = until.filter { $0.value > now }
         }
     }
 
@@ -126,28 +164,38 @@ final class PostgresChangeFeed: Sendable {
                         heartbeat = Task { await self.closeWhenSilent(connection, every: interval) }
                     }
                     defer { heartbeat?.cancel() }
-                    // Each notification is handled on the connection's event loop as it is
-                    // decoded, not handed to a task through postgres-nio's notification
-                    // sequence, which buffers without bound: anyone who may NOTIFY could send
-                    // faster than a task drains it and run this process out of memory. Here a
-                    // slow feed slows the socket's reads instead, and the server holds what
-                    // waits. It also spares a thread hand-off per notification, this
-                    // instance's own included.
+                    // Notifications reach the listener callback on the connection's event loop,
+                    // which skips this instance's own and other namespaces' by comparing bytes
+                    // (no thread hand-off for them) and queues the rest, at most
+                    // `pendingLimit`, for a task that parses them off the event loop.
+                    // postgres-nio's notification sequence would buffer without bound instead.
+                    let (pending, queue) = AsyncStream.makeStream(
+                        of: String.self, bufferingPolicy: .bufferingNewest(Self.pendingLimit))
+                    let overflowed = Atomic<Bool>(false)
                     let listener = connection.addListener(channel: PostgresSchema.channel) { _, notification in
-                        self.received(notification.payload)
+                        guard self.concerns(notification.payload) else { return }
+                        if case .dropped = queue.yield(notification.payload) { overflowed.store(true, ordering: .releasing) }
                     }
                     // Detaching the last listener of the channel sends UNLISTEN.
                     defer { listener.stop() }
-                    // Adding the listener sent LISTEN; a statement written after it is
-                    // answered after it, so LISTEN is in force once this (a second LISTEN,
-                    // which changes nothing) returns.
-                    try await connection.query(PostgresQuery(unsafeSQL: #"LISTEN "\#(PostgresSchema.channel)""#), logger: self.logger)
+                    try await self.waitUntilListening(on: connection)
                     self.listening.store(true, ordering: .releasing)
                     listeningSince = .now
                     // What was committed while nobody listened is reloaded, not replayed.
                     self.subscribers.deliver([.all])
                     if reconnecting {
                         self.logger.debug("keystore change feed reconnected", metadata: ["broker.endpoint": "\(self.configuration.endpoint)"])
+                    }
+                    let parsing = Task {
+                        for await payload in pending {
+                            // A notification dropped for room: every key may have changed.
+                            if overflowed.exchange(false, ordering: .acquiringAndReleasing) { self.subscribers.deliver([.all]) }
+                            self.received(payload)
+                        }
+                    }
+                    defer {
+                        queue.finish()
+                        parsing.cancel()
                     }
                     try await Self.untilClosed(connection)
                 }
@@ -171,6 +219,34 @@ final class PostgresChangeFeed: Sendable {
             try? await Task.sleep(for: pause)
             pause = min(pause * 2, configuration.reconnectDelay)
         }
+    }
+
+    /// Notifications that wait to be parsed, at most; beyond, the oldest is dropped and
+    /// subscribers get ``KeystoreChange/all``. At 8,000 bytes each, 8 MB.
+    static let pendingLimit = 1_024
+
+    /// Returns once the server reports the connection listening on the channel.
+    ///
+    /// Adding the listener sends LISTEN at once, or, on a connection whose previous listener
+    /// still has an UNLISTEN queued, after it: so this asks the server rather than sending a
+    /// LISTEN of its own, which could put the connection in listening while postgres-nio
+    /// still expects it not to (a notification then would stop the process).
+    private func waitUntilListening(on connection: PostgresConnection) async throws {
+        let started = ContinuousClock.now
+        while true {
+            let rows = try await connection.query(Self.listeningCheck, logger: logger).collect()
+            if try rows.first?.decode(Bool.self) == true { return }
+            guard ContinuousClock.now - started < configuration.operationTimeout else { throw NotListening() }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    private static let listeningCheck = PostgresQuery(
+        unsafeSQL: "SELECT EXISTS (SELECT FROM pg_catalog.pg_listening_channels() AS c WHERE c = '\(PostgresSchema.channel)')")
+
+    /// The server did not report the connection listening within the operation timeout.
+    struct NotListening: Error, CustomStringConvertible {
+        var description: String { "LISTEN did not take effect" }
     }
 
     /// Returns when the task is cancelled; throws ``ListeningConnectionClosed`` when
@@ -218,15 +294,25 @@ final class PostgresChangeFeed: Sendable {
         }
     }
 
-    /// Delivers another origin's keys of this namespace (and, for a while after a commit
-    /// whose outcome is unknown, this instance's own); ignores everything else. Runs on the
-    /// listening connection's event loop.
+    /// Whether a notification may concern this instance's subscribers: one of this
+    /// namespace from another origin, or this instance's own while a commit's outcome is
+    /// uncertain. Decided on the event loop, on the bytes.
+    private func concerns(_ payload: String) -> Bool {
+        // Every own commit comes back here too, skipped without a hand-off or a parse.
+        if payload.utf8.starts(with: ownHeader.utf8) { return hasUncertainKeys }
+        return payload.utf8.starts(with: namespacePrefix.utf8)
+    }
+
+    /// Delivers another origin's keys of this namespace, and this instance's own keys whose
+    /// commit is uncertain; ignores everything else.
     private func received(_ payload: String) {
-        // Every own commit comes back here too; a byte comparison skips it without parsing
-        // its keys into scalars.
-        let own = payload.utf8.starts(with: ownHeader.utf8)
-        if own && !takesOwnNotifications { return }
-        guard let (sender, keys) = namespace.parseNotification(payload), own || sender != origin else { return }
+        guard let (sender, keys) = namespace.parseNotification(payload) else { return }
+        if sender == origin {
+            guard let keys else { return }
+            let uncertain = uncertainKeys(among: keys)
+            if !uncertain.isEmpty { subscribers.deliver(uncertain.map { (change: KeystoreChange.item($0), writer: nil) }) }
+            return
+        }
         guard let keys else { return subscribers.deliver([.all]) }
         var seen: Set<String> = []
         subscribers.deliver(keys.filter { seen.insert($0).inserted }.map { .item($0) })

@@ -148,11 +148,14 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
                 closedError: closedError,
                 timeoutError: { Self.timeout("committing a batch", configuration) },
                 execute: { [pool, quiet] batches, distinct in
+                    // Whether the statement may have reached the server.
+                    let sent = Flag()
                     do throws(KeystoreError) {
                         return .success(try await Self.perform(
                             "committing a batch", pool: pool, deadlines: deadlines,
                             cancellable: false, logger: quiet
                         ) { connection, logger in
+                            sent.set()
                             let operations = batches.map(\.operations)
                             let applied = distinct
                                 ? try await Self.applyDistinct(
@@ -168,9 +171,10 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
                             return applied
                         })
                     } catch {
-                        // A server's refusal rolled the transaction back; anything else (no
-                        // answer, a timeout, a lost connection) may have applied it.
-                        if error.code == .storeUnavailable {
+                        // A server's refusal rolled the transaction back, and a call that
+                        // never had a connection sent nothing; a statement sent and then
+                        // unanswered (a timeout, a lost connection) may have applied.
+                        if error.code == .storeUnavailable && sent.isSet {
                             feed.commitMayHaveApplied(
                                 batches.flatMap { $0.operations.map(\.key) }, window: Self.uncertainCommitWindow(configuration))
                         }

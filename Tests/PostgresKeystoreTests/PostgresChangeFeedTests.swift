@@ -33,7 +33,7 @@ final class PostgresChangeFeedTests: PostgresTestCase, @unchecked Sendable {
         while ContinuousClock.now - start < .seconds(3) {
             ended += Int(try server.psqlValue("""
                 SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-                WHERE datname = '\(database!)' AND query ILIKE 'LISTEN%'
+                WHERE datname = '\(database!)' AND query ILIKE '%pg_listening_channels%'
                 """)) ?? 0
             try await Task.sleep(for: .milliseconds(20))
         }

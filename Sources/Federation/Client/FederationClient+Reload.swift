@@ -17,6 +17,8 @@ extension FederationClient {
     /// itself (longer: nobody waits on it, and a store that is away would otherwise take a
     /// read per observed session five times a second).
     static let observedReloadRetryInterval: Duration = .seconds(1)
+    /// The longest wait between two such tries while the store stays unreadable.
+    static let observedReloadRetryLimit: Duration = .seconds(30)
 
     /// Reads `session` from the store and applies it, unless a local change raced the read.
     /// When the read fails, or the session is within a write's uncertain window, a later
@@ -56,6 +58,7 @@ extension FederationClient {
         guard isFollowed(session) else { return }
         do {
             if try await loadAndApply(session) {
+                failedRetries[session] = nil
                 _ = cache.update(session) { $0.reloadAfter = Self.nextReload(whileUncertain: &$0.uncertainUntil) }
             } else if cache.peek(session) == nil && isFollowed(session) {
                 // Raced by a change while not cached: what it read may be what the change
@@ -92,13 +95,17 @@ extension FederationClient {
         return true
     }
 
-    /// Re-reads an observed session whose re-read failed, a while later, once at a time.
+    /// Re-reads an observed session whose re-read failed, a while later (twice as long
+    /// after each failure in a row, at most ``observedReloadRetryLimit``), once at a time.
     private func retryReload(of session: String) {
         guard !isShutDown, reloadRetries.insert(session).inserted else { return }
+        let failures = (failedRetries[session] ?? 0) + 1
+        failedRetries[session] = failures
+        let delay = min(Self.observedReloadRetryInterval * (1 << min(failures - 1, 5)), Self.observedReloadRetryLimit)
         let id = nextBackgroundReload
         nextBackgroundReload &+= 1
         backgroundReloads[id] = Task { [weak self] in
-            try? await Task.sleep(for: Self.observedReloadRetryInterval)
+            try? await Task.sleep(for: delay)
             await self?.retryDue(session, id)
         }
     }
@@ -106,6 +113,11 @@ extension FederationClient {
     private func retryDue(_ session: String, _ id: UInt64) {
         reloadRetries.remove(session)
         backgroundReloads[id] = nil
+        // Observed no more: nobody waits for it, and the next read re-reads it.
+        guard broadcaster.isObserved(session) else {
+            failedRetries[session] = nil
+            return
+        }
         reloadInTheBackground(session)
     }
 
@@ -148,7 +160,12 @@ extension FederationClient {
     func keepUncertainWindow(of session: String, until: ContinuousClock.Instant) {
         let now = ContinuousClock.now
         guard until > now else { return }
-        if uncertainWrites.count >= 64 { uncertainWrites = uncertainWrites.filter { $0.value > now } }
+        // Swept when the count doubles, so that evictions during an outage with many such
+        // windows do not each scan them all.
+        if uncertainWrites.count >= uncertainWritesSweepAt {
+            uncertainWrites = uncertainWrites.filter { $0.value > now }
+            uncertainWritesSweepAt = max(64, uncertainWrites.count * 2)
+        }
         uncertainWrites[session] = until
     }
 

@@ -78,8 +78,12 @@ public actor FederationClient {
     /// shutdown cancels and waits for.
     var backgroundReloads: [UInt64: Task<Void, Never>] = [:]
     var nextBackgroundReload: UInt64 = 0
-    /// Observed sessions whose re-read failed, waiting to be re-read again.
+    /// Observed sessions whose re-read failed, waiting to be re-read again, and how many
+    /// such tries failed in a row.
     var reloadRetries: Set<String> = []
+    var failedRetries: [String: Int] = [:]
+    /// The size of ``uncertainWrites`` at which it is next swept of windows that ended.
+    var uncertainWritesSweepAt = 64
     var nextGeneration: UInt64 = 0
     /// The transport this client created and stops at shutdown (none when injected).
     let ownedTransport: CurlTransport?
