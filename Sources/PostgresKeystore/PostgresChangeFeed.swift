@@ -110,10 +110,23 @@ final class PostgresChangeFeed: Sendable {
         private var lastSweep = ContinuousClock.now
 
         var isEmpty: Bool { until.isEmpty }
+        /// Whether keys were left out for want of room.
+        private(set) var isFull = false
+        /// Every key whose window has not ended.
+        var all: [String] {
+            let now = ContinuousClock.now
+            return until.compactMap { $0.value > now ? $0.key : nil }
+        }
 
         mutating func add(_ keys: [String], until end: ContinuousClock.Instant) {
             sweep(force: until.count >= Self.limit)
-            for key in keys where until.count < Self.limit || until[key] != nil { until[key] = end }
+            for key in keys {
+                guard until.count < Self.limit || until[key] != nil else {
+                    isFull = true
+                    continue
+                }
+                until[key] = end
+            }
         }
 
         mutating func current(among keys: [String]) -> [String] {
@@ -128,6 +141,7 @@ final class PostgresChangeFeed: Sendable {
             guard force || now - lastSweep >= .seconds(1) else { return }
             lastSweep = now
             until = until.filter { $0.value > now }
+            if until.isEmpty { isFull = false }
         }
     }
 
@@ -172,7 +186,7 @@ final class PostgresChangeFeed: Sendable {
                     let (pending, queue) = AsyncStream.makeStream(
                         of: String.self, bufferingPolicy: .bufferingNewest(Self.pendingLimit))
                     let overflowed = Atomic<Bool>(false)
-                    let listener = connection.addListener(channel: PostgresSchema.channel) { _, notification in
+                    let listener = try await connection.addListenerUnlessClosed(channel: PostgresSchema.channel) { _, notification in
                         guard self.concerns(notification.payload) else { return }
                         if case .dropped = queue.yield(notification.payload) { overflowed.store(true, ordering: .releasing) }
                     }
@@ -233,11 +247,14 @@ final class PostgresChangeFeed: Sendable {
     /// still expects it not to (a notification then would stop the process).
     private func waitUntilListening(on connection: PostgresConnection) async throws {
         let started = ContinuousClock.now
+        var pause: Duration = .milliseconds(2)
         while true {
-            let rows = try await connection.query(Self.listeningCheck, logger: logger).collect()
+            // Unless closed: a statement written to a closed connection is never answered.
+            let rows = try await connection.queryUnlessClosed(Self.listeningCheck, logger: logger).rows
             if try rows.first?.decode(Bool.self) == true { return }
             guard ContinuousClock.now - started < configuration.operationTimeout else { throw NotListening() }
-            try await Task.sleep(for: .milliseconds(5))
+            try await Task.sleep(for: pause)
+            pause = min(pause * 2, .milliseconds(200))
         }
     }
 
@@ -308,7 +325,12 @@ final class PostgresChangeFeed: Sendable {
     private func received(_ payload: String) {
         guard let (sender, keys) = namespace.parseNotification(payload) else { return }
         if sender == origin {
-            guard let keys else { return }
+            guard let keys else {
+                // Every key of one of its commits: all those still uncertain, or every key
+                // when too many are followed to name.
+                let (all, complete) = uncertain.withLock { ($0.all, !$0.isFull) }
+                return complete ? subscribers.deliver(all.map { (change: KeystoreChange.item($0), writer: nil) }) : subscribers.deliver([.all])
+            }
             let uncertain = uncertainKeys(among: keys)
             if !uncertain.isEmpty { subscribers.deliver(uncertain.map { (change: KeystoreChange.item($0), writer: nil) }) }
             return

@@ -32,4 +32,20 @@ extension PostgresConnection {
             return self.query(query, logger: logger)
         }.get()
     }
+
+    /// Adds a listener for `channel` (postgres-nio then sends `LISTEN`), on the event loop
+    /// after checking that the connection is open; throws ``StaleConnection`` otherwise.
+    ///
+    /// postgres-nio writes the listener to its channel without a promise: written after the
+    /// channel closed, it is dropped unused, and its `deinit` then stops the process with a
+    /// precondition failure.
+    func addListenerUnlessClosed(
+        channel: String,
+        handler: @escaping @Sendable (PostgresListenContext, PostgresMessage.NotificationResponse) -> Void
+    ) async throws -> PostgresListenContext {
+        try await eventLoop.submit { () throws -> PostgresListenContext in
+            guard !self.isClosed else { throw StaleConnection() }
+            return self.addListener(channel: channel, handler: handler)
+        }.get()
+    }
 }

@@ -148,14 +148,13 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
                 closedError: closedError,
                 timeoutError: { Self.timeout("committing a batch", configuration) },
                 execute: { [pool, quiet] batches, distinct in
-                    // Whether the statement may have reached the server.
-                    let sent = Flag()
+                    let sending = CommitSending()
                     do throws(KeystoreError) {
                         return .success(try await Self.perform(
                             "committing a batch", pool: pool, deadlines: deadlines,
                             cancellable: false, logger: quiet
                         ) { connection, logger in
-                            sent.set()
+                            guard sending.mayBeSent() else { throw CommitAbandoned() }
                             let operations = batches.map(\.operations)
                             let applied = distinct
                                 ? try await Self.applyDistinct(
@@ -171,10 +170,10 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
                             return applied
                         })
                     } catch {
-                        // A server's refusal rolled the transaction back, and a call that
-                        // never had a connection sent nothing; a statement sent and then
-                        // unanswered (a timeout, a lost connection) may have applied.
-                        if error.code == .storeUnavailable && sent.isSet {
+                        // A server's refusal rolled the transaction back, and a statement
+                        // not sent yet never will be; one sent and then unanswered (a
+                        // timeout, a lost connection) may have applied, now or later.
+                        if sending.giveUp() && error.code == .storeUnavailable {
                             feed.commitMayHaveApplied(
                                 batches.flatMap { $0.operations.map(\.key) }, window: Self.uncertainCommitWindow(configuration))
                         }

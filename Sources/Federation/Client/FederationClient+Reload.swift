@@ -55,10 +55,14 @@ extension FederationClient {
     private func reloadOnce(_ session: String) async {
         // Evicted since the re-read was asked for, and followed by nobody: nothing to bring up
         // to date, and a change the feed reported meanwhile would have been dropped.
-        guard isFollowed(session) else { return }
+        guard isFollowed(session) else {
+            failedRetries[session] = nil
+            return
+        }
         do {
-            if try await loadAndApply(session) {
-                failedRetries[session] = nil
+            let applied = try await loadAndApply(session)
+            failedRetries[session] = nil
+            if applied {
                 _ = cache.update(session) { $0.reloadAfter = Self.nextReload(whileUncertain: &$0.uncertainUntil) }
             } else if cache.peek(session) == nil && isFollowed(session) {
                 // Raced by a change while not cached: what it read may be what the change
