@@ -24,8 +24,8 @@ extension FederationClient {
     ///
     /// Once it returns, the client calls the keystore only for its callers' calls (a read of
     /// a session not cached yet, ``sessionNames()``, ``clear(session:)``), so the caller
-    /// may close the keystore. Calling it again waits
-    /// for the first call to finish. The keystore is the caller's and stays open.
+    /// may close the keystore. Calling it again waits for the first call to finish. The
+    /// keystore is the caller's and stays open.
     public func shutdown(gracePeriod: Duration = .seconds(10)) async {
         guard !isShutDown else {
             if !isShutDownCompletely { await withCheckedContinuation { shutdownCompletionWaiters.append($0) } }
