@@ -106,17 +106,14 @@ extension FederationClient {
         let failures = (failedRetries[session] ?? 0) + 1
         failedRetries[session] = failures
         let delay = min(Self.observedReloadRetryInterval * (1 << min(failures - 1, 5)), Self.observedReloadRetryLimit)
-        let id = nextBackgroundReload
-        nextBackgroundReload &+= 1
-        backgroundReloads[id] = Task { [weak self] in
+        inBackground { client in
             try? await Task.sleep(for: delay)
-            await self?.retryDue(session, id)
+            client.retryDue(session)
         }
     }
 
-    private func retryDue(_ session: String, _ id: UInt64) {
+    private func retryDue(_ session: String) {
         reloadRetries.remove(session)
-        backgroundReloads[id] = nil
         // Observed no more: nobody waits for it, and the next read re-reads it.
         guard broadcaster.isObserved(session) else {
             failedRetries[session] = nil
@@ -187,16 +184,19 @@ extension FederationClient {
     /// cancels and waits for those running.
     func reloadInTheBackground(_ session: String) {
         guard !isShutDown, claimReload(of: session) else { return }
+        inBackground { client in await client.runClaimedReload(of: session) }
+    }
+
+    /// Runs `work` in a task of its own, which shutdown cancels and waits for.
+    private func inBackground(_ work: @escaping @Sendable (isolated FederationClient) async -> Void) {
         let id = nextBackgroundReload
         nextBackgroundReload &+= 1
         // Registered before the task can end: its removal runs on this actor, after this call.
-        backgroundReloads[id] = Task { [weak self] in
-            await self?.runClaimedReload(of: session)
-            await self?.backgroundReloadEnded(id)
-        }
+        backgroundReloads[id] = Task { [weak self] in await self?.runInBackground(work, id) }
     }
 
-    private func backgroundReloadEnded(_ id: UInt64) {
+    private func runInBackground(_ work: @Sendable (isolated FederationClient) async -> Void, _ id: UInt64) async {
+        await work(self)
         backgroundReloads[id] = nil
     }
 }
