@@ -175,10 +175,7 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         let listening = await eventually { keystore.isListeningForChanges && recorder.contains(.all) }
         XCTAssertTrue(listening)
 
-        async let failure = keystoreError { try await keystore.set([1], forKey: "lost") }
-        try await waitForSleepingStatements()
-        proxy.freezeExisting()  // the commit's answer, and the feed's notification, never arrive
-        let error = await failure
+        let error = try await loseTheAnswer(toSetting: "lost", on: keystore, through: proxy)
         XCTAssertEqual(error?.code, .storeUnavailable, "\(String(describing: error))")
         XCTAssertEqual(try server.psqlValue("SELECT count(*) FROM identity_broker_items WHERE key = 'lost'", database: database), "1")
         let told = await eventually(timeout: .seconds(3)) { recorder.contains(.item("lost")) }
@@ -206,11 +203,8 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         let listening = await eventually { keystore.isListeningForChanges && recorder.contains(.all) }
         XCTAssertTrue(listening)
 
-        async let failure = keystoreError { try await keystore.set([1], forKey: "lost") }
-        try await waitForSleepingStatements()
         let allsBefore = recorder.changes.filter { $0 == .all }.count
-        proxy.freezeExisting()
-        _ = await failure
+        _ = try await loseTheAnswer(toSetting: "lost", on: keystore, through: proxy)
         let reconnected = await eventually(timeout: .seconds(10)) { recorder.changes.filter { $0 == .all }.count > allsBefore }
         XCTAssertTrue(reconnected, "the feed's silent connection was replaced: \(recorder.changes)")
         try server.psql("DROP TRIGGER slow_insert ON identity_broker_items", database: database)
@@ -230,6 +224,16 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertTrue(heard, "the instance's own notification of an uncertain key was skipped: \(recorder.changes)")
         try await Task.sleep(for: .milliseconds(300))
         XCTAssertFalse(recorder.contains(.item("other")), "its own notifications of other keys are skipped")
+    }
+
+    /// Sets `key` (made slow by ``sleepOnInsert(of:seconds:)``) and freezes every connection
+    /// through `proxy` while the server runs the commit: it applies, and neither its answer
+    /// nor the feed's notification of it ever arrives. Returns the caller's error.
+    private func loseTheAnswer(toSetting key: String, on keystore: PostgresKeystore, through proxy: FreezableTCPProxy) async throws -> KeystoreError? {
+        async let failure = keystoreError { try await keystore.set([1], forKey: key) }
+        try await waitForSleepingStatements()
+        proxy.freezeExisting()
+        return await failure
     }
 
     /// Makes inserting `key` take `seconds` on the server (under the operation timeout, so
