@@ -64,16 +64,24 @@ extension PostgresKeystore {
         /// pool that meanwhile handed out none and has none in use, starts those attempts
         /// too. Default: 1 second.
         public var reconnectDelay: Duration
-        /// How often the change feed checks that its listening connection still answers (a
-        /// `SELECT 1` on it, which must answer within twice ``operationTimeout``), or `nil`
-        /// (or a duration that is not positive) for never.
+        /// How often the change feed checks that notifications still reach its listening
+        /// connection, or `nil` (or a duration that is not positive) for never.
+        ///
+        /// Each check commits a `NOTIFY` through the pool, as commits do, and the listening
+        /// connection must receive it within twice ``operationTimeout``. When the `NOTIFY`
+        /// cannot be committed (the server is away), the listening connection must at least
+        /// answer a `SELECT 1` within the same time.
         ///
         /// A connection that stays open but carries nothing (a server host that crashed, a
-        /// failover that moved its address, a NAT or firewall that dropped the idle flow) never
-        /// reports an error: without the check the feed would wait on it for good, and clients
+        /// NAT or firewall that dropped the idle flow) never reports an error, nor does one
+        /// that answers but no longer receives the writers' notifications (left on the old
+        /// primary after a failover, or behind a pooler in transaction mode, which does not
+        /// carry `LISTEN`). Without the check the feed would wait on it for good, and clients
         /// would never hear of other instances' changes again. A connection that fails the
-        /// check is closed, and the feed reconnects and reports ``KeystoreChange/all``.
-        /// Default: 10 seconds.
+        /// check is closed, and the feed reconnects and reports ``KeystoreChange/all``; a
+        /// check whose notification did not arrive also logs a warning. Each check's
+        /// notification reaches every listener of the database, which skips another
+        /// instance's by comparing a few bytes. Default: 10 seconds.
         public var changeFeedHeartbeat: Duration?
         /// How many changes each ``PostgresKeystore/changes()`` stream buffers for a slow
         /// reader; when it overflows, the oldest are dropped and ``KeystoreChange/all``

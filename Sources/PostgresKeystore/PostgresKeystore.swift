@@ -127,11 +127,12 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
             self.origin = origin
             self.logger = quiet
             self.callerLogger = logger
-            let feed = PostgresChangeFeed(
-                pool: pool, namespace: namespace, origin: origin, configuration: configuration, logger: quiet)
-            self.feed = feed
             let deadlines = DeadlineQueue(configuration.operationTimeout)
             self.deadlines = deadlines
+            let feed = PostgresChangeFeed(
+                pool: pool, namespace: namespace, origin: origin, configuration: configuration,
+                deadlines: deadlines, logger: quiet)
+            self.feed = feed
             let closedError = { @Sendable in
                 KeystoreError(.storeUnavailable, "the keystore is closed", path: configuration.endpoint)
             }

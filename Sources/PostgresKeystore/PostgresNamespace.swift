@@ -43,8 +43,20 @@ struct PostgresNamespace: Sendable {
     /// The prefix, the committing instance's origin (16 hex digits) and a bar: what precedes
     /// the changed keys in a notification.
     func notificationHeader(origin: Int64) -> String {
+        notificationPrefix + Self.hex(origin) + "|"
+    }
+
+    /// What starts the change feed's heartbeat notifications of the instance `origin`. It
+    /// starts like no namespace's prefix, so every listener, of any release since `ib2`,
+    /// skips other instances' heartbeats by comparing bytes.
+    static func heartbeatHeader(origin: Int64) -> String {
+        "ibhb|" + hex(origin) + "|"
+    }
+
+    /// An origin in 16 hex digits.
+    private static func hex(_ origin: Int64) -> String {
         let hex = String(UInt64(bitPattern: origin), radix: 16)
-        return notificationPrefix + String(repeating: "0", count: 16 - hex.count) + hex + "|"
+        return String(repeating: "0", count: 16 - hex.count) + hex
     }
 
     /// A notification naming `keys`, each as its length (in Unicode scalars, or bytes: see

@@ -7,6 +7,9 @@ import Glibc
 /// A loopback TCP proxy to a local port whose connections can be frozen: a frozen connection
 /// stays open but carries nothing more either way, as one through a NAT or firewall that
 /// silently dropped it would. Connections made after a freeze are carried normally.
+///
+/// A proxy in front of PostgreSQL can also drop the server's notifications while carrying
+/// everything else, as a connection whose `LISTEN` no longer works would.
 package final class FreezableTCPProxy: Sendable {
     /// The proxy's port on 127.0.0.1.
     package let port: UInt16
@@ -17,11 +20,17 @@ package final class FreezableTCPProxy: Sendable {
         var frozenUpTo = -1
         var stopped = false
         var descriptors: [Int32] = []
+        var dropsNotifications = false
     }
     private let state = Mutex(State())
+    private let framesPostgresMessages: Bool
 
-    package init(targetPort: UInt16) throws {
+    /// - Parameter postgres: Whether the target is PostgreSQL, whose messages to the client
+    ///   the proxy then frames (so that ``dropNotifications(_:)`` works); the client must not
+    ///   ask for TLS.
+    package init(targetPort: UInt16, postgres: Bool = false) throws {
         self.targetPort = targetPort
+        self.framesPostgresMessages = postgres
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw POSIXError(.EIO) }
         var address = Self.loopback(port: 0)
@@ -45,6 +54,13 @@ package final class FreezableTCPProxy: Sendable {
     /// Freezes every connection open now.
     package func freezeExisting() {
         state.withLock { $0.frozenUpTo = $0.nextId - 1 }
+    }
+
+    /// Drops (or, with `false`, carries again) the server's `NotificationResponse` messages on
+    /// every connection, open or made later; requires a proxy made with `postgres: true`.
+    package func dropNotifications(_ drop: Bool) {
+        precondition(framesPostgresMessages, "a proxy that does not frame PostgreSQL's messages cannot drop notifications")
+        state.withLock { $0.dropsNotifications = drop }
     }
 
     /// Stops accepting and closes every connection.
@@ -91,13 +107,14 @@ package final class FreezableTCPProxy: Sendable {
                 close(server)
                 return
             }
-            Thread { [self] in pump(from: client, to: server, id: id) }.start()
-            Thread { [self] in pump(from: server, to: client, id: id) }.start()
+            Thread { [self] in pump(from: client, to: server, id: id, framing: false) }.start()
+            Thread { [self] in pump(from: server, to: client, id: id, framing: framesPostgresMessages) }.start()
         }
     }
 
-    private func pump(from source: Int32, to destination: Int32, id: Int) {
+    private func pump(from source: Int32, to destination: Int32, id: Int, framing: Bool) {
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        var framer = PostgresMessageFramer()
         while true {
             let (frozen, stopped) = state.withLock { ($0.frozenUpTo >= id, $0.stopped) }
             if stopped { return }
@@ -113,12 +130,38 @@ package final class FreezableTCPProxy: Sendable {
                 shutdown(destination, Int32(SHUT_WR))
                 return
             }
+            let outgoing = framing
+                ? framer.forward(buffer[0..<count], droppingNotifications: state.withLock { $0.dropsNotifications })
+                : Array(buffer[0..<count])
             var offset = 0
-            while offset < count {
-                let written = buffer[offset..<count].withUnsafeBytes { write(destination, $0.baseAddress, $0.count) }
+            while offset < outgoing.count {
+                let written = outgoing[offset...].withUnsafeBytes { write(destination, $0.baseAddress, $0.count) }
                 if written <= 0 { return }
                 offset += written
             }
         }
+    }
+}
+
+/// Splits a PostgreSQL server's byte stream (no TLS) into its messages: a type byte, then a
+/// big-endian length that counts itself and the body.
+private struct PostgresMessageFramer {
+    private var pending: [UInt8] = []
+
+    /// The whole messages among what was held back and `bytes`, without notifications when
+    /// asked; keeps an incomplete last message for the next call.
+    mutating func forward(_ bytes: ArraySlice<UInt8>, droppingNotifications drop: Bool) -> [UInt8] {
+        pending += bytes
+        var outgoing: [UInt8] = []
+        var start = 0
+        while pending.count - start >= 5 {
+            let length = pending[start + 1..<start + 5].reduce(0) { $0 << 8 | Int($1) }
+            let end = start + 1 + length
+            guard end <= pending.count else { break }
+            if !(drop && pending[start] == UInt8(ascii: "A")) { outgoing += pending[start..<end] }
+            start = end
+        }
+        pending.removeFirst(start)
+        return outgoing
     }
 }

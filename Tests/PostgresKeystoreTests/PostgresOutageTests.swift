@@ -139,6 +139,42 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertTrue(followed, "the feed follows the other instance again: \(recorder.changes)")
     }
 
+    /// The feed's connection answers every statement, but notifications stop reaching it (a
+    /// listener left on a server the writers no longer use after a failover, a pooler that
+    /// does not carry `LISTEN`): a `SELECT 1` finds nothing wrong. The heartbeat's own
+    /// notification does not arrive either, so the feed reconnects and reports `.all` (a
+    /// client then re-reads what it holds), and follows the other instance again once
+    /// notifications flow.
+    func testAFeedThatStopsHearingNotificationsReconnects() async throws {
+        let proxy = try FreezableTCPProxy(targetPort: UInt16(server.port), postgres: true)
+        defer { proxy.stop() }
+        let writer = try await keystore()
+        let watcher = try await keystore {
+            $0.port = Int(proxy.port)
+            $0.changeFeedHeartbeat = .milliseconds(300)
+            $0.operationTimeout = .seconds(1)
+        }
+        let recorder = ChangeRecorder(watcher.changes())
+        defer { recorder.stop() }
+        let alls: @Sendable () -> Int = { recorder.changes.filter { $0 == .all }.count }
+        let started = await eventually { watcher.isListeningForChanges && alls() >= 1 }
+        XCTAssertTrue(started)
+        let allsBefore = alls()
+        try await Task.sleep(for: .milliseconds(1500))
+        XCTAssertEqual(alls(), allsBefore, "a feed that hears its heartbeats is kept: \(recorder.changes)")
+
+        proxy.dropNotifications(true)
+        try await writer.set([1], forKey: "unheard")
+        let reconnected = await eventually(timeout: .seconds(10)) { alls() > allsBefore }
+        XCTAssertTrue(reconnected, "a feed that no longer hears notifications is replaced: \(recorder.changes)")
+        XCTAssertFalse(recorder.contains(.item("unheard")), "the proxy let a notification through")
+
+        proxy.dropNotifications(false)
+        try await writer.set([2], forKey: "heard")
+        let followed = await eventually(timeout: .seconds(10)) { recorder.contains(.item("heard")) }
+        XCTAssertTrue(followed, "the feed follows the other instance again: \(recorder.changes)")
+    }
+
     /// Calls that run out of time on connections that carry nothing more must not hold them
     /// for good: with every pooled connection silent, a call fails with a timeout, and later
     /// ones run on new connections (kept, the two silent ones would have held the pool).
