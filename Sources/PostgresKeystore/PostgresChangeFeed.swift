@@ -26,13 +26,13 @@ import Synchronization
 /// same way (``PostgresKeystore/Configuration/changeFeedHeartbeat``).
 final class PostgresChangeFeed: Sendable {
     private let subscribers: ChangeFanOut
-    private let pool: PostgresPool
+    let pool: PostgresPool
     private let namespace: PostgresNamespace
     private let origin: Int64
     /// What starts this instance's own notifications (the header is prefix-free).
     private let ownHeader: String
-    private let configuration: PostgresKeystore.Configuration
-    private let logger: Logger
+    let configuration: PostgresKeystore.Configuration
+    let logger: Logger
     private let listening = Atomic<Bool>(false)
     /// This instance's keys whose commit may yet land, and until when (see
     /// ``commitMayHaveApplied(_:window:)``); `hasUncertain` mirrors whether there are any,
@@ -41,12 +41,10 @@ final class PostgresChangeFeed: Sendable {
     private let hasUncertain = Atomic<Bool>(false)
     /// The start of every notification about this namespace.
     private let namespacePrefix: String
-    /// The start of this instance's heartbeat notifications (see ``notificationsArrive()``).
-    private let heartbeatHeader: String
-    /// The heartbeat notification the listener waits for, and whether it came.
-    private let heartbeat = Mutex(HeartbeatWait())
+    /// The start of this instance's heartbeat notifications (see ``Heartbeat``).
+    let heartbeatHeader: String
     /// Every operation's deadline, for the heartbeat's `NOTIFY`.
-    private let deadlines: DeadlineQueue
+    let deadlines: DeadlineQueue
 
     init(
         pool: PostgresPool, namespace: PostgresNamespace, origin: Int64,
@@ -171,6 +169,7 @@ final class PostgresChangeFeed: Sendable {
             // off after the server came back) is trouble, as for a call: waiting for one has no
             // deadline here, and the pool gives up on its own only after a minute.
             let leased = Flag()
+            let heartbeat = Heartbeat()
             let overdue = Task { [pool, configuration] in
                 try? await Task.sleep(for: configuration.operationTimeout)
                 if !Task.isCancelled && !leased.isSet { pool.reportTrouble(on: generation) }
@@ -181,12 +180,11 @@ final class PostgresChangeFeed: Sendable {
                 try await pool.withConnection(on: generation, holding: false) { connection in
                     leased.set()
                     // Started before LISTEN, which a silent connection would never acknowledge.
-                    let listenConfirmed = Flag()
-                    var heartbeat: Task<Void, Never>?
+                    var checks: Task<Void, Never>?
                     if let interval = self.configuration.changeFeedHeartbeat, interval > .zero {
-                        heartbeat = Task { await self.closeWhenDeaf(connection, every: interval, listening: listenConfirmed) }
+                        checks = Task { await self.closeWhenDeaf(connection, every: interval, heartbeat: heartbeat) }
                     }
-                    defer { heartbeat?.cancel() }
+                    defer { checks?.cancel() }
                     // Notifications reach the listener callback on the connection's event loop,
                     // which skips this instance's own and other namespaces' by comparing bytes
                     // (no thread hand-off for them) and queues the rest, at most
@@ -196,13 +194,13 @@ final class PostgresChangeFeed: Sendable {
                         of: String.self, bufferingPolicy: .bufferingNewest(Self.pendingLimit))
                     let overflowed = Atomic<Bool>(false)
                     let listener = try await connection.addListenerUnlessClosed(channel: PostgresSchema.channel) { _, notification in
-                        guard self.concerns(notification.payload) else { return }
+                        guard self.concerns(notification.payload, heartbeat: heartbeat) else { return }
                         if case .dropped = queue.yield(notification.payload) { overflowed.store(true, ordering: .releasing) }
                     }
                     // Detaching the last listener of the channel sends UNLISTEN.
                     defer { listener.stop() }
                     try await self.waitUntilListening(on: connection)
-                    listenConfirmed.set()
+                    heartbeat.listenTookEffect()
                     self.listening.store(true, ordering: .releasing)
                     listeningSince = .now
                     // What was committed while nobody listened is reloaded, not replayed.
@@ -224,8 +222,10 @@ final class PostgresChangeFeed: Sendable {
                     try await Self.untilClosed(connection)
                 }
             } catch {
-                // Lost or never had (the server is away): the pool watches for its return.
-                if !Task.isCancelled { pool.reportTrouble(on: generation) }
+                // Lost or never had (the server is away): the pool watches for its return. Not
+                // when the heartbeat closed a connection that answers but hears nothing: the
+                // server is there.
+                if !Task.isCancelled && !heartbeat.closedAsDeaf { pool.reportTrouble(on: generation) }
                 logger.debug("keystore change feed lost its connection", metadata: [
                     "broker.endpoint": "\(configuration.endpoint)",
                     "broker.error": "\(KeystoreError.postgres(error, operation: "listening", configuration: configuration).reason)",
@@ -293,113 +293,18 @@ final class PostgresChangeFeed: Sendable {
         var description: String { "the listening connection closed" }
     }
 
-    /// Checks every `interval` that notifications reach `connection`, and closes it when they
-    /// do not (which ends the listening loop with an error, so the feed reconnects). Returns
-    /// when cancelled or once it closed the connection.
-    ///
-    /// Once `listening` is set, a heartbeat is a `NOTIFY` committed through the pool, as
-    /// commits are, that must reach this listener: that proves what a `SELECT 1` cannot (a
-    /// listener left on a server the writers no longer use after a failover, a pooler in
-    /// transaction mode that does not carry `LISTEN`). When the `NOTIFY` itself cannot be
-    /// committed (the server is away, or it refuses), and before `LISTEN` took effect, the
-    /// connection must at least answer a `SELECT 1`.
-    private func closeWhenDeaf(_ connection: PostgresConnection, every interval: Duration, listening: Flag) async {
-        while !Task.isCancelled {
-            do { try await Task.sleep(for: interval) } catch { return }
-            let arrival = listening.isSet ? await notificationsArrive() : nil
-            guard !Task.isCancelled else { return }
-            let healthy: Bool
-            switch arrival {
-            case true?:
-                healthy = true
-            case false?:
-                logger.warning(
-                    "keystore change feed: a committed notification did not reach the listening connection; reconnecting (a pooler in transaction mode does not carry LISTEN)",
-                    metadata: ["broker.endpoint": "\(configuration.endpoint)"])
-                healthy = false
-            case nil:
-                healthy = await answers(connection)
-                if !healthy {
-                    logger.debug("keystore change feed's connection stopped answering; reconnecting", metadata: ["broker.endpoint": "\(configuration.endpoint)"])
-                }
-            }
-            guard healthy || Task.isCancelled else {
-                try? await connection.close()
-                return
-            }
-        }
-    }
-
-    /// Commits a heartbeat notification through the pool and waits up to twice the operation
-    /// timeout for the listener to see it: `nil` when it could not be committed.
-    private func notificationsArrive() async -> Bool? {
-        let payload = heartbeatHeader + String(UInt64.random(in: .min ... .max), radix: 16)
-        heartbeat.withLock { $0 = HeartbeatWait(expected: payload) }
-        do {
-            try await PostgresKeystore.perform(
-                "sending the change feed's heartbeat", pool: pool, deadlines: deadlines, logger: logger
-            ) { connection, logger in
-                try await connection.runUnlessClosed("SELECT pg_notify(\(PostgresSchema.channel), \(payload))", logger: logger)
-            }
-        } catch {
-            heartbeat.withLock { $0 = HeartbeatWait() }
-            return nil
-        }
-        // Twice the operation timeout: a listener's event loop, or the server's delivery to a
-        // busy backend, may lag; each needless reconnect makes every client re-read what it
-        // holds.
-        let deadline = ContinuousClock.now.advanced(by: configuration.operationTimeout * 2)
-        var pause: Duration = .milliseconds(1)
-        while ContinuousClock.now < deadline {
-            if heartbeat.withLock({ $0.arrived }) { return true }
-            do { try await Task.sleep(for: pause) } catch { return true }
-            pause = min(pause * 2, .milliseconds(100))
-        }
-        return heartbeat.withLock { $0.arrived }
-    }
-
-    /// The heartbeat notification the listener waits for.
-    private struct HeartbeatWait {
-        var expected: String?
-        var arrived = false
-    }
-
-    /// Notes a heartbeat notification of this instance's (on the event loop).
-    private func heard(heartbeat payload: String) {
-        heartbeat.withLock { wait in
-            if let expected = wait.expected, payload.utf8.elementsEqual(expected.utf8) { wait.arrived = true }
-        }
-    }
-
-    /// Whether `connection` answers a `SELECT 1` within twice the operation timeout; closes it
-    /// when it does not.
-    private func answers(_ connection: PostgresConnection) async -> Bool {
-        // The query cannot be cancelled, so the timeout closes the connection itself, which
-        // ends the query too; the group then finishes.
-        await withTaskGroup(of: Bool.self) { group in
-            group.addTask { [logger] in (try? await connection.runUnlessClosed("SELECT 1", logger: logger)) != nil }
-            group.addTask { [configuration] in
-                // Twice the operation timeout: a busy server is not a dead connection, and
-                // each needless reconnect makes every client re-read what it holds.
-                try? await Task.sleep(for: configuration.operationTimeout * 2)
-                return false
-            }
-            let first = await group.next() ?? false
-            if !first && !Task.isCancelled { try? await connection.close() }
-            group.cancelAll()
-            return first
-        }
-    }
-
     /// Whether a notification may concern this instance's subscribers: one of this
     /// namespace from another origin, or this instance's own while a commit's outcome is
-    /// uncertain. Decided on the event loop, on the bytes, where this instance's heartbeat is
-    /// noted too.
-    private func concerns(_ payload: String) -> Bool {
+    /// uncertain. Decided on the event loop, on the bytes, where what proves the connection
+    /// hears this instance's commits is noted in `heartbeat` too.
+    private func concerns(_ payload: String, heartbeat: Heartbeat) -> Bool {
         // Every own commit comes back here too, skipped without a hand-off or a parse.
-        if payload.utf8.starts(with: ownHeader.utf8) { return hasUncertainKeys }
+        if payload.utf8.starts(with: ownHeader.utf8) {
+            heartbeat.heardOwnCommit()
+            return hasUncertainKeys
+        }
         if payload.utf8.starts(with: namespacePrefix.utf8) { return true }
-        if payload.utf8.starts(with: heartbeatHeader.utf8) { heard(heartbeat: payload) }
+        if payload.utf8.starts(with: heartbeatHeader.utf8) { heartbeat.heard(payload) }
         return false
     }
 

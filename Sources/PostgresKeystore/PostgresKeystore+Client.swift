@@ -107,13 +107,19 @@ extension PostgresKeystore {
         return try await Self.perform(operation, pool: pool, deadlines: deadlines, logger: logger, body)
     }
 
-    /// - Parameter cancellable: `false` for a group done on behalf of several callers, which
-    ///   one caller's cancellation must not fail for the others.
+    /// - Parameters:
+    ///   - cancellable: `false` for a group done on behalf of several callers, which one
+    ///     caller's cancellation must not fail for the others.
+    ///   - probing: `true` for the change feed's heartbeat, whose failures tell the pool
+    ///     nothing (the feed checks its own connection then): it reports no trouble and does
+    ///     not hold a connection against the pool's replacement, so that outages are handled
+    ///     as they would be without it.
     static func perform<T: Sendable>(
         _ operation: String,
         pool: PostgresPool,
         deadlines: DeadlineQueue,
         cancellable: Bool = true,
+        probing: Bool = false,
         logger: Logger,
         _ body: @escaping @Sendable (PostgresConnection, Logger) async throws -> T
     ) async throws(KeystoreError) -> T {
@@ -135,12 +141,12 @@ extension PostgresKeystore {
                 // A call made already cancelled never waits: it says nothing about the pool.
                 let cancelledAtStart = Task.isCancelled
                 do {
-                    return try await pool.withConnection(on: generation) { connection in
+                    return try await pool.withConnection(on: generation, holding: !probing) { connection in
                         leased.set()
                         return try await run(body, on: connection, setup: generation.setup, configuration: configuration, logger: logger)
                     }
                 } catch let error as CommitOutcomeUnknown {
-                    pool.reportTrouble(on: generation)
+                    if !probing { pool.reportTrouble(on: generation) }
                     let mapped = KeystoreError.postgres(
                         error.underlying, operation: "\(operation) (the connection was lost while committing: the outcome is unknown)",
                         configuration: configuration)
@@ -167,7 +173,7 @@ extension PostgresKeystore {
                     let callerCancelled = Task.isCancelled && !timedOut.isSet
                     let troubled = !callerCancelled
                         || (!cancelledAtStart && !leased.isSet && pool.isIdle(generation, since: servedBefore))
-                    if mapped.code == .storeUnavailable && troubled
+                    if mapped.code == .storeUnavailable && troubled && !probing
                         && (!leased.isSet || KeystoreError.isRetryableConnectionLoss(error)) {
                         pool.reportTrouble(on: generation)
                     }

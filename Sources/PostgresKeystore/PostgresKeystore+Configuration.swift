@@ -64,24 +64,26 @@ extension PostgresKeystore {
         /// pool that meanwhile handed out none and has none in use, starts those attempts
         /// too. Default: 1 second.
         public var reconnectDelay: Duration
-        /// How often the change feed checks that notifications still reach its listening
-        /// connection, or `nil` (or a duration that is not positive) for never.
+        /// How often the change feed checks that its listening connection still hears this
+        /// instance's commits, or `nil` (or a duration that is not positive) for never.
         ///
-        /// Each check commits a `NOTIFY` through the pool, as commits do, and the listening
-        /// connection must receive it within twice ``operationTimeout``. When the `NOTIFY`
-        /// cannot be committed (the server is away), the listening connection must at least
-        /// answer a `SELECT 1` within the same time.
+        /// A check passes when one of this instance's own commits reached the listener since
+        /// the last check. Otherwise it commits a `NOTIFY` through the pool, as commits are
+        /// made, which the listening connection must receive. When that `NOTIFY` cannot be
+        /// committed (the server is away, no connection is free in time), and before
+        /// `LISTEN` took effect, the listening connection must at least answer a `SELECT 1`.
+        /// Each check ends within twice ``operationTimeout``.
         ///
         /// A connection that stays open but carries nothing (a server host that crashed, a
         /// NAT or firewall that dropped the idle flow) never reports an error, nor does one
-        /// that answers but no longer receives the writers' notifications (left on the old
-        /// primary after a failover, or behind a pooler in transaction mode, which does not
-        /// carry `LISTEN`). Without the check the feed would wait on it for good, and clients
-        /// would never hear of other instances' changes again. A connection that fails the
-        /// check is closed, and the feed reconnects and reports ``KeystoreChange/all``; a
-        /// check whose notification did not arrive also logs a warning. Each check's
-        /// notification reaches every listener of the database, which skips another
-        /// instance's by comparing a few bytes. Default: 10 seconds.
+        /// that answers but no longer hears what this instance commits (left on a server the
+        /// pool no longer reaches after a failover moved the address, or behind a pooler in
+        /// transaction mode, which does not carry `LISTEN`). Without the check the feed would
+        /// wait on it for good, and clients would never hear of other instances' changes
+        /// again. A connection that fails the check is closed, and the feed reconnects and
+        /// reports ``KeystoreChange/all``; a check whose notification did not arrive also
+        /// logs a warning. An idle instance's check notifies every listener of the database,
+        /// which skips another instance's by comparing a few bytes. Default: 10 seconds.
         public var changeFeedHeartbeat: Duration?
         /// How many changes each ``PostgresKeystore/changes()`` stream buffers for a slow
         /// reader; when it overflows, the oldest are dropped and ``KeystoreChange/all``

@@ -1,6 +1,8 @@
 import BrokerTestSupport
 import Foundation
+import Logging
 import PostgresKeystore
+import PostgresNIO
 import SecureStorage
 import XCTest
 
@@ -42,6 +44,34 @@ final class PostgresChangeFeedTests: PostgresTestCase, @unchecked Sendable {
         // Pauses of 50, 100, 200, 400, 800, 1,000 ms: 6 reconnects in 3 s, and the first
         // LISTEN's. Starting afresh after each (before) gave one every ~100 ms.
         XCTAssertLessThanOrEqual(reloads, 9, "\(reloads) reloads for \(ended) ended connections")
+    }
+
+    /// The heartbeat's `NOTIFY` reaches every listener of the database, and each one is a
+    /// commit: an instance whose own commits keep reaching its listener has proved the path
+    /// and sends none; an idle one sends one per check.
+    func testAnInstanceThatCommitsSendsNoHeartbeatsAndAnIdleOneDoes() async throws {
+        let keystore = try await keystore { $0.changeFeedHeartbeat = .milliseconds(300) }
+        let recorder = ChangeRecorder(keystore.changes())
+        defer { recorder.stop() }
+        let listening = await everyKeystoreListens()
+        XCTAssertTrue(listening)
+        let heartbeats = try await HeartbeatCounter(try configuration())
+        defer { heartbeats.close() }
+
+        let busyStart = heartbeats.count
+        let busyUntil = ContinuousClock.now.advanced(by: .milliseconds(1800))
+        var commits = 0
+        while ContinuousClock.now < busyUntil {
+            try await keystore.set([UInt8(commits % 256)], forKey: "busy")
+            commits += 1
+            try await Task.sleep(for: .milliseconds(30))
+        }
+        let whileBusy = heartbeats.count - busyStart
+        try await Task.sleep(for: .milliseconds(1800))
+        let whileIdle = heartbeats.count - busyStart - whileBusy
+        // One check may fall just after the idle start, or before the first commit was heard.
+        XCTAssertLessThanOrEqual(whileBusy, 1, "heartbeats while \(commits) commits were heard")
+        XCTAssertGreaterThanOrEqual(whileIdle, 2, "an idle instance checks its listener")
     }
 
     func testTwoInstancesSeeEachOthersChangesWithinASecond() async throws {
@@ -205,5 +235,41 @@ final class PostgresChangeFeedTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertNil(next)
         let error = await keystoreError { try await keystore.value(forKey: "k") }
         XCTAssertEqual(error?.code, .storeUnavailable)
+    }
+}
+
+/// Counts the change feed's heartbeat notifications on a listening connection of its own.
+private final class HeartbeatCounter: Sendable {
+    private let seen = Locked(0)
+    private let connection: PostgresConnection
+    private let reading: Task<Void, Never>
+
+    init(_ configuration: PostgresKeystore.Configuration) async throws {
+        let connection = try await PostgresConnection.connect(
+            configuration: .init(
+                host: configuration.host, port: configuration.port, username: configuration.username,
+                password: configuration.password, database: configuration.database, tls: .disable),
+            id: 1, logger: Logger(label: "heartbeat-counter"))
+        self.connection = connection
+        let seen = self.seen
+        let listening = Locked(false)
+        reading = Task {
+            _ = try? await connection.listen(on: "identity_broker_changes") { notifications in
+                listening.withLock { $0 = true }
+                for try await notification in notifications where notification.payload.hasPrefix("ibhb|") {
+                    seen.withLock { $0 += 1 }
+                }
+            }
+        }
+        // LISTEN took effect once the sequence is handed over.
+        while !listening.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
+    }
+
+    var count: Int { seen.withLock { $0 } }
+
+    func close() {
+        reading.cancel()
+        let connection = connection
+        Task { try? await connection.close() }
     }
 }

@@ -1,0 +1,140 @@
+import Logging
+import PostgresNIO
+import Synchronization
+
+/// The change feed's check that its listening connection still hears this instance's commits.
+///
+/// A connection can stay open and answer statements while notifications no longer reach it:
+/// left on a server the pool no longer writes to (a failover that moved the address), behind
+/// a pooler in transaction mode (which does not carry `LISTEN`). A connection can also stay
+/// open and carry nothing (a NAT or firewall that dropped the flow, a server host gone without
+/// a word). Neither reports an error, and clients would never hear of other instances'
+/// changes again. So every ``PostgresKeystore/Configuration/changeFeedHeartbeat`` the
+/// listener must have heard one of this instance's commits, or hear a `NOTIFY` the check
+/// commits through the pool for the purpose; one that does not is closed, and the feed
+/// reconnects and reports ``KeystoreChange/all``.
+extension PostgresChangeFeed {
+    /// What one listening connection has heard, shared by its listener callback (on the
+    /// event loop) and its checks.
+    final class Heartbeat: Sendable {
+        private struct Wait {
+            var expected: String?
+            var arrived = false
+        }
+        private let wait = Mutex(Wait())
+        private let ownCommitHeard = Atomic<Bool>(false)
+        private let listening = Atomic<Bool>(false)
+        private let closedDeaf = Atomic<Bool>(false)
+
+        /// Notes one of this instance's commit notifications (on the event loop, for every
+        /// own commit: one relaxed store).
+        func heardOwnCommit() {
+            ownCommitHeard.store(true, ordering: .relaxed)
+        }
+
+        /// Notes one of this instance's heartbeat notifications.
+        func heard(_ payload: String) {
+            wait.withLock { wait in
+                if let expected = wait.expected, payload.utf8.elementsEqual(expected.utf8) { wait.arrived = true }
+            }
+        }
+
+        /// The server reports the connection listening.
+        func listenTookEffect() { listening.store(true, ordering: .releasing) }
+        var isListening: Bool { listening.load(ordering: .acquiring) }
+
+        /// Whether an own commit's notification arrived since the last call.
+        func takeOwnCommitHeard() -> Bool { ownCommitHeard.exchange(false, ordering: .relaxed) }
+
+        func expect(_ payload: String) { wait.withLock { $0 = Wait(expected: payload) } }
+        var arrived: Bool { wait.withLock { $0.arrived } }
+
+        /// Whether the check closed the connection because it heard nothing (it answers:
+        /// the server is there, and the pool need not watch for it).
+        var closedAsDeaf: Bool { closedDeaf.load(ordering: .acquiring) }
+        func closingAsDeaf() { closedDeaf.store(true, ordering: .releasing) }
+    }
+
+    /// Checks every `interval` that `connection` hears this instance's commits, and closes
+    /// it when it does not (which ends the listening loop with an error, so the feed
+    /// reconnects). Returns when cancelled or once it closed the connection.
+    ///
+    /// Once `LISTEN` took effect, a check passes at once when one of this instance's own
+    /// commits was heard since the last one (a busy instance sends nothing); otherwise it
+    /// commits a heartbeat `NOTIFY` through the pool, which must arrive. When that `NOTIFY`
+    /// cannot be committed (the server is away, the pool has no connection to spare), and
+    /// before `LISTEN` took effect, the connection must at least answer a `SELECT 1`. Each
+    /// check ends within twice the operation timeout: a busy server is not a dead connection,
+    /// and each needless reconnect makes every client re-read what it holds.
+    func closeWhenDeaf(_ connection: PostgresConnection, every interval: Duration, heartbeat: Heartbeat) async {
+        while !Task.isCancelled {
+            do { try await Task.sleep(for: interval) } catch { return }
+            let deadline = ContinuousClock.now.advanced(by: configuration.operationTimeout * 2)
+            var heard: Bool?
+            if heartbeat.isListening {
+                heard = heartbeat.takeOwnCommitHeard() ? true : await notificationArrives(heartbeat, until: deadline)
+            }
+            guard !Task.isCancelled else { return }
+            switch heard {
+            case true?:
+                continue
+            case false?:
+                logger.warning(
+                    "keystore change feed: its own notification did not reach the listening connection; reconnecting (a pooler in transaction mode does not carry LISTEN)",
+                    metadata: ["broker.endpoint": "\(configuration.endpoint)"])
+                heartbeat.closingAsDeaf()
+                try? await connection.close()
+                return
+            case nil:
+                guard await answers(connection, until: deadline) || Task.isCancelled else {
+                    logger.debug("keystore change feed's connection stopped answering; reconnecting", metadata: ["broker.endpoint": "\(configuration.endpoint)"])
+                    return
+                }
+            }
+        }
+    }
+
+    /// Commits a heartbeat notification through the pool and waits until `deadline` for the
+    /// listener to hear it; `nil` when it could not be committed.
+    private func notificationArrives(_ heartbeat: Heartbeat, until deadline: ContinuousClock.Instant) async -> Bool? {
+        let payload = heartbeatHeader + String(UInt64.random(in: .min ... .max), radix: 16)
+        // Expected before it is sent: it may arrive before the statement's answer.
+        heartbeat.expect(payload)
+        do {
+            try await PostgresKeystore.perform(
+                "sending the change feed's heartbeat", pool: pool, deadlines: deadlines, probing: true, logger: logger
+            ) { connection, logger in
+                try await connection.runUnlessClosed("SELECT pg_notify(\(PostgresSchema.channel), \(payload))", logger: logger)
+            }
+        } catch {
+            return nil
+        }
+        var pause: Duration = .milliseconds(1)
+        while ContinuousClock.now < deadline {
+            if heartbeat.arrived { return true }
+            do { try await Task.sleep(for: pause) } catch { return nil }
+            pause = min(pause * 2, .milliseconds(100))
+        }
+        return heartbeat.arrived
+    }
+
+    /// Whether `connection` answers a `SELECT 1` by `deadline`, or within an operation
+    /// timeout when less is left (a `NOTIFY` that failed may have used most of the check's
+    /// time); closes it when it does not.
+    private func answers(_ connection: PostgresConnection, until deadline: ContinuousClock.Instant) async -> Bool {
+        let wait = max(deadline - .now, configuration.operationTimeout)
+        // The query cannot be cancelled, so the timeout closes the connection itself, which
+        // ends the query too; the group then finishes.
+        return await withTaskGroup(of: Bool.self) { group in
+            group.addTask { [logger] in (try? await connection.runUnlessClosed("SELECT 1", logger: logger)) != nil }
+            group.addTask {
+                try? await Task.sleep(for: wait)
+                return false
+            }
+            let first = await group.next() ?? false
+            if !first && !Task.isCancelled { try? await connection.close() }
+            group.cancelAll()
+            return first
+        }
+    }
+}
