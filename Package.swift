@@ -216,7 +216,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "keystore-stress",
-            dependencies: ["CSQLiteGuard", "SecureStorage"],
+            dependencies: ["CSQLite", "CSQLiteGuard", "SecureStorage"],
             path: "Tests/KeystoreStress"
         ),
         .testTarget(

@@ -21,6 +21,8 @@
 struct mapping {
     _Atomic uintptr_t start;
     size_t length;
+    // The whole reservation: the file's pages and the zero pages after them.
+    size_t reserved;
     int descriptor;
     dev_t device;
     ino_t inode;
@@ -56,7 +58,7 @@ static __thread uintptr_t last_fault_page __attribute__((tls_model("initial-exec
 static __thread long last_fault_ns __attribute__((tls_model("initial-exec")));
 static __thread int fault_repeats __attribute__((tls_model("initial-exec")));
 
-static int record(void *address, size_t length, int descriptor, off_t offset) {
+static int record(void *address, size_t length, size_t reserved, int descriptor, off_t offset) {
     struct stat status;
     if (fstat(descriptor, &status) != 0) return 0;
     int recorded = 0;
@@ -65,6 +67,7 @@ static int record(void *address, size_t length, int descriptor, off_t offset) {
     for (int index = 0; index < MAPPING_SLOTS; index++) {
         if (index < used && atomic_load(&mappings[index].start) != 0) continue;
         mappings[index].length = length;
+        mappings[index].reserved = reserved;
         mappings[index].descriptor = descriptor;
         mappings[index].device = status.st_dev;
         mappings[index].inode = status.st_ino;
@@ -78,16 +81,39 @@ static int record(void *address, size_t length, int descriptor, off_t offset) {
     return recorded;
 }
 
-static void forget(void *address) {
+// Returns the reservation's length of the mapping at `address`, or 0 when none was recorded.
+static size_t forget(void *address) {
+    size_t reserved = 0;
     pthread_mutex_lock(&mappings_lock);
     int used = atomic_load(&slots_in_use);
     for (int index = 0; index < used; index++) {
         if (atomic_load(&mappings[index].start) == (uintptr_t)address) {
             atomic_store(&mappings[index].start, 0);
+            reserved = mappings[index].reserved;
             break;
         }
     }
     pthread_mutex_unlock(&mappings_lock);
+    return reserved;
+}
+
+// Zero pages readable past the end of every wal-index region SQLite maps. A wal-index hash
+// slot holds a 16-bit frame index, and SQLite 3.40 (Debian 12's) reads `aPgno[slot - 1]`
+// without checking it against the region's 4,096 entries: a member of a shared group who
+// writes a slot past them (and a header with a valid checksum) makes the next lookup read up
+// to 65,535 × 4 bytes past the start of the region's page numbers, beyond the 32 KiB mapping,
+// into whatever lies there: another mapping (a wrong page number, which at worst fails the
+// statement) or a page that faults and ends the process. Later releases mask the index. So
+// each region is mapped at the start of a reservation long enough for the farthest such
+// read, the rest of it private zero pages, read-only: a page number of 0 matches no page,
+// and the lookup goes on as after a miss. Address space only: untouched zero pages cost no
+// memory, touched ones share the kernel's zero page.
+#define WAL_INDEX_OVERREAD (65536 * 4 + 4096)
+
+static size_t overread_tail(size_t length) {
+    size_t end = length + WAL_INDEX_OVERREAD;
+    end = (end + (size_t)page_size - 1) & ~((size_t)page_size - 1);
+    return end - length;
 }
 
 static void *guarded_mmap(void *address, size_t length, int protection, int flags, int descriptor, off_t offset) {
@@ -99,10 +125,26 @@ static void *guarded_mmap(void *address, size_t length, int protection, int flag
         errno = ENOMEM;
         return MAP_FAILED;
     }
-    void *result = original_mmap(address, length, protection, flags, descriptor, offset);
-    if (result != MAP_FAILED && (flags & MAP_SHARED) && descriptor >= 0 && !record(result, length, descriptor, offset)) {
+    if (!(flags & MAP_SHARED) || descriptor < 0) return original_mmap(address, length, protection, flags, descriptor, offset);
+    // A writable shared map is a wal-index region: SQLite places none at a fixed address, and
+    // maps whole regions (so whole pages). `address` is only a hint, for the reservation.
+    if ((flags & MAP_FIXED) || (length & ((size_t)page_size - 1)) != 0) {
+        errno = ENOMEM;
+        return MAP_FAILED;
+    }
+    size_t tail = overread_tail(length);
+    void *reserved = original_mmap(address, length + tail, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (reserved == MAP_FAILED) return MAP_FAILED;
+    void *result = original_mmap(reserved, length, protection, flags | MAP_FIXED, descriptor, offset);
+    if (result == MAP_FAILED) {
+        int saved = errno;
+        original_munmap(reserved, length + tail);
+        errno = saved;
+        return MAP_FAILED;
+    }
+    if (!record(result, length, length + tail, descriptor, offset)) {
         // Unguarded, a truncation would end the process: SQLite reports an error instead.
-        original_munmap(result, length);
+        original_munmap(reserved, length + tail);
         errno = ENOMEM;
         return MAP_FAILED;
     }
@@ -110,9 +152,10 @@ static void *guarded_mmap(void *address, size_t length, int protection, int flag
 }
 
 static int guarded_munmap(void *address, size_t length) {
-    // Forgotten first: once unmapped, the address may be handed to another mapping.
-    forget(address);
-    return original_munmap(address, length);
+    // Forgotten first: once unmapped, the address may be handed to another mapping. A
+    // recorded mapping goes with its zero pages.
+    size_t reserved = forget(address);
+    return original_munmap(address, reserved > length ? reserved : length);
 }
 
 // What the kernel would have done with the fault had the guard not been installed: the

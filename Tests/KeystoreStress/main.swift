@@ -20,6 +20,15 @@
 //       reads KEY in GROUP as `federate credentials` does (one connection that never writes)
 //       and prints "ready", or "error CODE" and exits when the open or read fails; then waits for a
 //       line on stdin, reads KEY again and prints "read" or "error CODE"
+//   keystore-stress sqlite-shm-lookups ROOT GROUP
+//       writes and reads k = "v" in GROUP and prints "ready"; then for each line on stdin but
+//       "stop" (meanwhile the test forges the database's wal-index) reads k and prints "read"
+//       or "error CODE"; prints "done" at "stop"
+//   keystore-stress sqlite-shm-overread ROOT
+//       maps a 32 KiB file as SQLite maps a wal-index region, through the guard's mmap, right
+//       below inaccessible pages (the worst neighbour a mapping can have), then reads as far
+//       past the region's start as SQLite 3.40 may (65,535 page numbers); prints "read N" and
+//       exits 0, or dies of the fault
 //   keystore-stress sqlite-shm-hammered ROOT GROUP
 //       prints "ready", then reads and writes from 4 tasks until a line arrives on stdin
 //       (meanwhile the test truncates the database's -shm file again and again); prints
@@ -36,6 +45,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import CSQLite
 import CSQLiteGuard
 import Dispatch
 import SecureStorage
@@ -145,6 +155,25 @@ func runSQLite(_ mode: String, _ arguments: [String]) async throws -> Bool {
         } catch {
             printLine("error \(error.code)")
         }
+    case "sqlite-shm-lookups":
+        guard arguments.count == 4 else { fail("bad arguments") }
+        let keystore = try SQLiteKeystore(root: arguments[2], service: "svc", accessGroup: group(arguments[3]))
+        defer { keystore.close() }
+        try await keystore.set(Array("v".utf8), forKey: "k")
+        _ = try await keystore.value(forKey: "k")
+        printLine("ready")
+        while let line = readLine(), line != "stop" {
+            do {
+                _ = try await keystore.value(forKey: "k")
+                printLine("read")
+            } catch {
+                printLine("error \(error.code)")
+            }
+        }
+        printLine("done")
+    case "sqlite-shm-overread":
+        guard arguments.count == 3 else { fail("bad arguments") }
+        printLine("read \(try readPastAWalIndexRegion(in: arguments[2]))")
     case "sqlite-shm-hammered":
         guard arguments.count == 4 else { fail("bad arguments") }
         let keystore = try SQLiteKeystore(root: arguments[2], service: "svc", accessGroup: group(arguments[3]))
@@ -247,4 +276,39 @@ do {
     guard try await runSQLite(arguments[1], arguments) else { fail("unknown mode \(arguments[1])") }
 } catch {
     fail("\(error)")
+}
+
+/// Maps a 32 KiB file through the guard's `mmap` (SQLite's `unix` VFS system call, as SQLite
+/// maps a wal-index region) at an address right below inaccessible pages, and reads every
+/// page up to 136 + 65,535 × 4 bytes past the mapping's start: how far SQLite 3.40 reads
+/// when a forged hash slot points past the region's page numbers. Returns how many pages it
+/// read; a fault ends the process.
+func readPastAWalIndexRegion(in directory: String) throws -> Int {
+    struct Failed: Error { let step: String }
+    guard ib_sqlite3_shm_guard_install() == 0, let vfs = sqlite3_vfs_find("unix"),
+          let syscall = vfs.pointee.xGetSystemCall(vfs, "mmap")
+    else { throw Failed(step: "the guard") }
+    typealias Mmap = @convention(c) (UnsafeMutableRawPointer?, Int, Int32, Int32, Int32, off_t) -> UnsafeMutableRawPointer?
+    let guardedMmap = unsafeBitCast(syscall, to: Mmap.self)
+    let region = 32_768, farthest = 136 + 65_535 * 4
+    let descriptor = open(directory + "/region-shm", O_RDWR | O_CREAT | O_EXCL, 0o600)
+    guard descriptor >= 0, ftruncate(descriptor, off_t(region)) == 0 else { throw Failed(step: "the file") }
+    // Inaccessible pages with a free megabyte below them, so that a mapping placed at the hint
+    // ends right where they start.
+    let fenceLength = 512 * 1024, room = 1024 * 1024
+    guard let area = mmap(nil, room + fenceLength, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), area != MAP_FAILED,
+          munmap(area, room) == 0
+    else { throw Failed(step: "the fence") }
+    let fence = area + room
+    guard let mapped = guardedMmap(fence - region, region, PROT_READ | PROT_WRITE, MAP_SHARED, descriptor, 0),
+          mapped != MAP_FAILED
+    else { throw Failed(step: "the mapping") }
+    var pages = 0
+    var sum: UInt8 = 0
+    for offset in stride(from: 0, through: farthest, by: 4096) {
+        sum &+= mapped.load(fromByteOffset: offset, as: UInt8.self)
+        pages += 1
+    }
+    sum &+= mapped.load(fromByteOffset: farthest, as: UInt8.self)
+    return sum == 0 ? pages : -pages
 }

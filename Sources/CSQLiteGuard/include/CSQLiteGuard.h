@@ -24,6 +24,13 @@
 /// (the Swift runtime's crash report) with the mask and flags it asked for, or to the default
 /// action, as it would without the guard.
 ///
+/// The wrapper also maps each wal-index region at the start of a reservation whose rest is
+/// read-only zero pages, 65,536 × 4 bytes and a page long: SQLite 3.40 (Debian 12's) follows a
+/// hash slot to `aPgno[slot - 1]` without checking it against the region's page numbers, so a
+/// member who forges a slot (and a header with a valid checksum) made a lookup read up to
+/// 256 KiB past the 32 KiB mapping, and end the process where no page was mapped there. A
+/// zero read matches no page, and the lookup goes on as after a miss.
+///
 /// Install before the first database opens: mappings made before are not recorded. Returns 0,
 /// or an `errno` value (`ENOSYS` when this SQLite has no `unix` VFS whose system calls can be
 /// replaced). Installing again does nothing and returns the first result.

@@ -58,7 +58,7 @@ final class SQLiteMultiProcessTests: XCTestCase {
         for group in ["none", "team"] {
             let temporary = try TemporaryRoot()
             let helper = try Conversation(["sqlite-shm-truncated", temporary.root, group])
-            XCTAssertEqual(helper.firstLine(), "ready\n", group)
+            XCTAssertEqual(helper.nextOutput(), "ready\n", group)
             let files = Self.shmFiles(under: temporary.root)
             XCTAssertEqual(files.count, 1, "one database open in \(group): \(files)")
             for file in files { XCTAssertEqual(truncate(file, 0), 0, file) }
@@ -76,7 +76,7 @@ final class SQLiteMultiProcessTests: XCTestCase {
     func testAShmFileTruncatedAgainAndAgainEndsNoProcess() throws {
         let temporary = try TemporaryRoot()
         let helper = try Conversation(["sqlite-shm-hammered", temporary.root, "team"])
-        XCTAssertEqual(helper.firstLine(), "ready\n")
+        XCTAssertEqual(helper.nextOutput(), "ready\n")
         let shm = Self.shmFiles(under: temporary.root)
         XCTAssertEqual(shm.count, 1, "\(shm)")
         let deadline = Date().addingTimeInterval(1)
@@ -95,6 +95,81 @@ final class SQLiteMultiProcessTests: XCTestCase {
         })
         XCTAssertGreaterThan(fields["repairs"] ?? 0, 1, "\(truncations) truncations: \(result)")
         XCTAssertGreaterThan(fields["operations"] ?? 0, 0, result)
+    }
+
+    /// A member of the group writes the database's wal-index: a header with a valid checksum
+    /// that claims 65,535 frames, and a hash slot for page 1 pointing past the region's 4,096
+    /// page numbers. SQLite 3.40 (Debian 12's) reads that far without a check, past the
+    /// 32 KiB mapping, and such a read ended the process (SIGBUS or SIGSEGV, where no page
+    /// was mapped). The guard maps zero pages after every wal-index region: the process goes
+    /// on, and each read either succeeds or fails with a typed error.
+    func testAForgedWalIndexThatSendsLookupsPastTheirRegionEndsNoProcess() throws {
+        for group in ["team", "none"] {
+            let temporary = try TemporaryRoot()
+            let helper = try Conversation(["sqlite-shm-lookups", temporary.root, group])
+            XCTAssertEqual(helper.nextOutput(), "ready\n", group)
+            let files = Self.shmFiles(under: temporary.root)
+            XCTAssertEqual(files.count, 1, "one database open in \(group): \(files)")
+            guard let shm = files.first else { continue }
+            var outcomes: [String] = []
+            // Slot values spread over every distance SQLite 3.40 reads: from just past the
+            // region's page numbers to 65,535 × 4 bytes on.
+            for (round, slot) in [4_100, 6_000, 8_192, 9_000, 11_231, 12_000, 16_384, 20_000, 24_576, 32_768, 40_000, 49_152, 57_344, 65_535].enumerated() {
+                try Self.forgeWalIndex(shm, pageOneSlot: UInt16(slot), change: UInt32(round + 1))
+                helper.tell("read")
+                let outcome = helper.nextOutput()
+                outcomes.append("\(slot): \(outcome.trimmingCharacters(in: .newlines))")
+                if !(outcome == "read\n" || outcome.hasPrefix("error ")) { break }
+            }
+            helper.tell("stop")
+            let (end, rest) = helper.finish()
+            XCTAssertEqual(end, "exit 0", "\(group): \(outcomes) \(rest)")
+            XCTAssertEqual(rest, "done\n", "\(group): \(outcomes)")
+            XCTAssertEqual(outcomes.count, 14, "\(group): \(outcomes)")
+        }
+    }
+
+    /// Whatever lies right after a wal-index region's mapping (here, inaccessible pages), a
+    /// read as far past the region's start as SQLite 3.40 may go finds zeros: the guard maps
+    /// each region at the start of a reservation that long. Without it, such a read ended the
+    /// process wherever the next page was not mapped (a SIGBUS on the vvar page in one
+    /// reviewer's run).
+    func testReadsPastAWalIndexRegionFindZerosWhateverFollowsIt() throws {
+        let temporary = try TemporaryRoot()
+        let (status, output) = try runHelper(["sqlite-shm-overread", temporary.path])
+        XCTAssertEqual(status, 0, output)
+        XCTAssertEqual(output, "read \((136 + 65_535 * 4) / 4096 + 1)\n", "every page read, and every byte read zero")
+    }
+
+    /// Rewrites both copies of the wal-index header at `path` (native byte order, as SQLite
+    /// keeps it) to claim 65,535 frames, with `change` added to its change counter so that
+    /// readers drop their page caches, and a valid checksum; grows the file to the 17 regions
+    /// that many frames need; and sets page 1's hash slot (383) of the first region to `slot`.
+    private static func forgeWalIndex(_ path: String, pageOneSlot slot: UInt16, change: UInt32) throws {
+        let descriptor = open(path, O_RDWR)
+        guard descriptor >= 0 else { throw POSIXError(.EIO) }
+        defer { close(descriptor) }
+        var header = [UInt8](repeating: 0, count: 48)
+        guard pread(descriptor, &header, 48, 0) == 48 else { throw POSIXError(.EIO) }
+        func word(_ offset: Int) -> UInt32 { header[offset..<offset + 4].withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) } }
+        func setWord(_ offset: Int, _ value: UInt32) { withUnsafeBytes(of: value) { header.replaceSubrange(offset..<offset + 4, with: $0) } }
+        setWord(8, word(8) &+ change)  // iChange
+        header[12] = 1  // isInit
+        setWord(16, 65_535)  // mxFrame
+        // SQLite's checksum of the first 40 bytes, in native order: pairs of words.
+        var s1: UInt32 = 0, s2: UInt32 = 0
+        for pair in stride(from: 0, to: 40, by: 8) {
+            s1 = s1 &+ word(pair) &+ s2
+            s2 = s2 &+ word(pair + 4) &+ s1
+        }
+        setWord(40, s1)
+        setWord(44, s2)
+        guard ftruncate(descriptor, 17 * 32_768) == 0,
+              pwrite(descriptor, header, 48, 0) == 48, pwrite(descriptor, header, 48, 48) == 48
+        else { throw POSIXError(.EIO) }
+        // The first region: the 136-byte header, 4,062 page numbers, then the hash slots.
+        var value = slot
+        guard pwrite(descriptor, &value, 2, off_t(136 + 4_062 * 4 + 383 * 2)) == 2 else { throw POSIXError(.EIO) }
     }
 
     /// The `-shm` files under `root`: those of the databases a helper has open.
@@ -390,12 +465,12 @@ final class SQLiteMultiProcessTests: XCTestCase {
             XCTAssertEqual(run.status, 0, run.output)
         }
         let alice = try Conversation(["sqlite-shm-truncated", root, "team"], as: 60_001)
-        XCTAssertEqual(alice.firstLine(), "ready\n")
+        XCTAssertEqual(alice.nextOutput(), "ready\n")
         let shm = try StoreLayout(root: root, service: "svc").databasePath(team) + "-shm"
         XCTAssertEqual(chmod(shm, 0o440), 0, shm)
 
         let bob = try Conversation(["sqlite-shm-read", root, "team", "alice"], as: 60_002)
-        let first = bob.firstLine()
+        let first = bob.nextOutput()
         if first == "ready\n" {
             XCTAssertEqual(truncate(shm, 0), 0)
             bob.tell("go")
@@ -432,8 +507,9 @@ final class SQLiteMultiProcessTests: XCTestCase {
             try process.run()
         }
 
-        /// What the helper printed first (one line, or all it printed before exiting).
-        func firstLine() -> String {
+        /// What the helper printed since the last call (one line, or all it printed before
+        /// exiting), once it printed something.
+        func nextOutput() -> String {
             String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
         }
 
