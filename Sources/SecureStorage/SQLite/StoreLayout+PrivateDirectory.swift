@@ -27,7 +27,9 @@ extension StoreLayout {
     /// otherwise shut the user out for good. So the user's directory is the one directory
     /// named `<uid>` or `<uid>.<N>` that the user owns and has committed (below): only root can
     /// make an entry another user owns, and no member can move one of the user's directories
-    /// there without write access to it, which neither a private nor a pending one gives.
+    /// there without write access to it, which neither a private nor a pending one gives (one
+    /// the user made writable to the group, such as a group directory, a member may move
+    /// there: such a directory counts only when there is no other).
     /// - `<uid>` ours and 0700 (the usual case): one `lstat`, nothing listed.
     /// - None of ours: made *pending*, mode 000, as `<uid>`, or, when someone else holds that
     ///   name, as `<uid>.<random N>`, a name no member can take first because none can guess
@@ -56,9 +58,15 @@ extension StoreLayout {
             if pause > 0 { usleep(UInt32(clamping: Int64.random(in: pause / 2...pause))) }
             let listed = ContinuousClock.now
             let ours = try ownPrivateEntries(removingStale: create)
-            let committed = ours.filter { !$0.pending }.map(\.path)
-            if committed.count == 1 { return committed[0] }
-            if committed.count > 1 { throw severalPrivateDirectories(committed) }
+            // A directory of the user's that others may write cannot be a private one, and a
+            // member could have moved it here (the user's group directory, from a `groups/`
+            // the member owns): it neither hides the user's own nor makes it one of several.
+            // Alone, it is taken, and the namespace check says what is wrong with it.
+            let committed = ours.filter { !$0.pending }
+            let closed = committed.filter { !$0.writableByOthers }.map(\.path)
+            let candidates = closed.isEmpty ? committed.map(\.path) : closed
+            if candidates.count == 1 { return candidates[0] }
+            if candidates.count > 1 { throw severalPrivateDirectories(candidates) }
             guard create else { return nil }
             guard ContinuousClock.now < deadline else {
                 throw KeystoreError(
@@ -134,6 +142,8 @@ extension StoreLayout {
         let path: String
         /// Mode 000: made, not yet committed.
         let pending: Bool
+        /// Group- or world-writable.
+        let writableByOthers: Bool
     }
 
     /// The directories `<uid>` and `<uid>.<N>` in `users/` that this user owns, committed
@@ -165,7 +175,7 @@ extension StoreLayout {
                     "a directory of yours in users/ has mode 000 but holds entries: chmod 700 it if it holds your sessions, else remove it",
                     path: path, mode: UInt32(info.st_mode))
             }
-            ours.append(OwnEntry(path: path, pending: pending))
+            ours.append(OwnEntry(path: path, pending: pending, writableByOthers: info.st_mode & 0o022 != 0))
         }
         return ours.sorted { $0.path < $1.path }
     }

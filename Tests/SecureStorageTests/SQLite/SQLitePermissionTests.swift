@@ -211,6 +211,20 @@ final class SQLitePermissionTests: XCTestCase {
         XCTAssertEqual(rmdir(users + "/\(me).5"), 0)
         guard case .success(let third) = openResult(root: root, keySource: testKey()) else { return XCTFail("did not open again") }
         third.close()
+
+        // One the user made writable to the group (its group directory, 2770), which a member
+        // who owns `groups/` can move here (found by an attack review): it neither makes the
+        // user's own one of several nor is chosen over it.
+        XCTAssertEqual(mkdir(users + "/\(me).7", 0o700), 0)
+        XCTAssertEqual(chmod(users + "/\(me).7", 0o2770), 0)
+        guard case .success(let fourth) = openResult(root: root, keySource: testKey()) else {
+            return XCTFail("a group-writable directory of the user's shut the user out of private sessions")
+        }
+        let kept = try await fourth.value(forKey: "k")
+        XCTAssertEqual(kept, [1, 2, 3])
+        fourth.close()
+        XCTAssertEqual(try privateDirectory(), chosen)
+        XCTAssertEqual(rmdir(users + "/\(me).7"), 0)
     }
 
     /// First runs of one user at once: a directory is made pending (mode 000) and committed
