@@ -132,6 +132,8 @@ final class ChangeFeed: Sendable {
                     var keys: [String] = []
                     var seen: Set<String> = []
                     while try statement.step() {
+                        // A key no item can have: forged, so every key may have changed.
+                        if statement.isNull(1) { return [.all] }
                         let key = statement.text(1)
                         if seen.insert(key).inserted { keys.append(key) }
                         // More than a subscriber buffers, which would then get `.all` anyway (a

@@ -55,8 +55,13 @@ enum StoreSchema {
     static let insertChange = "INSERT INTO changes(key, origin) VALUES(?1, ?2)"
     static let selectValue = "SELECT value FROM items WHERE key = ?1"
     static let replaceRaw = "INSERT OR REPLACE INTO items(key, version, value) VALUES(?1, NULL, ?2)"
-    static let selectKeys = "SELECT key FROM items"
-    static let selectKeyById = "SELECT key FROM items WHERE id = ?1"
+    /// Whether a row's key is one the keystore could have written: text of at most
+    /// ``StoreLayout/maximumKeyBytes`` bytes. A member of a shared group can plant keys of up
+    /// to the connection's length limit (1 MiB) in the items and the change log; listed, a few
+    /// thousand would hold gigabytes, and no such item can be read or written by its key.
+    private static let plausibleKey = "typeof(key) = 'text' AND length(CAST(key AS BLOB)) <= \(StoreLayout.maximumKeyBytes)"
+    static let selectKeys = "SELECT key FROM items WHERE \(plausibleKey)"
+    static let selectKeyById = "SELECT key FROM items WHERE id = ?1 AND \(plausibleKey)"
     /// Row IDs in the table's own order: with `NOT INDEXED` SQLite walks the table's keys
     /// (the IDs), where the covering index on `key` it would otherwise pick loads every key,
     /// a planted one of a gigabyte included, to find the ID at its end.
@@ -69,15 +74,19 @@ enum StoreSchema {
     private static let itemColumns = """
         key, version, CASE WHEN typeof(value) = 'blob' AND length(value) <= \(SQLiteConnection.maximumLength) THEN value END
         """
-    static let selectItems = "SELECT \(itemColumns) FROM items"
-    static let selectItemById = "SELECT \(itemColumns) FROM items WHERE id = ?1"
+    static let selectItems = "SELECT \(itemColumns) FROM items WHERE \(plausibleKey)"
+    static let selectItemById = "SELECT \(itemColumns) FROM items WHERE id = ?1 AND \(plausibleKey)"
     static let selectMeta = "SELECT value FROM meta WHERE name = ?1"
     static let upsertMeta = "INSERT INTO meta(name, value) VALUES(?1, ?2) ON CONFLICT(name) DO UPDATE SET value = excluded.value"
     /// Two subqueries, not `SELECT min(seq), max(seq)`: SQLite answers a lone min() or max()
     /// of the primary key from one end of the b-tree, but both in one query scan the whole
     /// log (100,000s of rows after large batches, at every open and every poll).
     static let changeBounds = "SELECT (SELECT min(seq) FROM changes), (SELECT max(seq) FROM changes)"
-    static let changesSince = "SELECT seq, key FROM changes WHERE seq > ?1 AND origin != ?2 ORDER BY seq"
+    /// The changed keys after a sequence number; NULL for an implausible key (a member's
+    /// forgery), which the poller reports as ``KeystoreChange/all`` without loading it.
+    static let changesSince = """
+        SELECT seq, CASE WHEN \(plausibleKey) THEN key END FROM changes WHERE seq > ?1 AND origin != ?2 ORDER BY seq
+        """
     static let trimChanges = "DELETE FROM changes WHERE seq <= (SELECT max(seq) FROM changes) - ?1"
 
     /// Writer settings (WAL, fully synchronous commits), then the tables and the meta rows,

@@ -61,6 +61,30 @@ final class SQLiteChangeFeedTests: XCTestCase {
         XCTAssertEqual(value, [2])
     }
 
+    /// A member plants change rows whose keys no item can have (over the 180-byte key limit,
+    /// up to the connection's 1 MiB length limit): the poller reports `.all` without loading
+    /// them. It used to hold up to 4,096 of them (gigabytes) and hand each to every subscriber.
+    func testChangeRowsWithKeysNoItemCanHaveGiveAll() async throws {
+        let temporary = try TemporaryRoot()
+        let writer = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey())
+        defer { writer.close() }
+        try await writer.set([1], forKey: "before")
+        let watcher = try SQLiteKeystore(
+            root: temporary.root, service: "tool", keySource: testKey(),
+            configuration: .init(changePollInterval: .milliseconds(50))
+        )
+        defer { watcher.close() }
+        let stream = watcher.changes()
+        try await Task.sleep(for: .milliseconds(300))
+        try tamper(writer.namespace.databasePath) { connection throws(KeystoreError) in
+            try connection.execute("INSERT INTO changes(key, origin) VALUES('\(String(repeating: "x", count: 100_000))', 0)")
+        }
+        let isForged: @Sendable (KeystoreChange) -> Bool = { if case .item(let key) = $0 { key.utf8.count > 180 } else { false } }
+        let seen = await collectChanges(stream, within: 3) { $0.contains(.all) || $0.contains(where: isForged) }
+        XCTAssertTrue(seen.contains(.all), "\(seen.count) changes")
+        XCTAssertFalse(seen.contains(where: isForged), "a key no item can have was delivered")
+    }
+
     func testASubscriberLeftBehindByTrimmingGetsAll() async throws {
         let temporary = try TemporaryRoot()
         let watcher = try SQLiteKeystore(

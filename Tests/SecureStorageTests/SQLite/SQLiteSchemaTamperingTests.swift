@@ -236,6 +236,11 @@ final class SQLiteSchemaTamperingTests: XCTestCase {
         try plainSQLite(
             keystore.namespace.databasePath,
             "INSERT INTO items(key, version, value) VALUES(CAST(zeroblob(2097152) AS TEXT) || 'x', NULL, x'00')")
+        // And keys within the length limit but over the key limit: no item can have them, and
+        // thousands would fill the listing with gigabytes.
+        try plainSQLite(
+            keystore.namespace.databasePath,
+            "INSERT INTO items(key, version, value) VALUES(printf('%100000s', 'y'), NULL, x'00'), (printf('%181s', 'z'), NULL, x'00')")
         let keys = try await keystore.keys()
         XCTAssertEqual(keys, ["a", "b"])
         let warnings = logs.entries.filter { $0.level == .warning && $0.message.description.contains("keys left out of the listing") }
