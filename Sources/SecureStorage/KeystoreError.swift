@@ -90,7 +90,9 @@ public struct KeystoreError: Error, Sendable, Hashable, CustomStringConvertible 
     /// - Parameters:
     ///   - code: What went wrong.
     ///   - reason: A fixed explanation; it must never contain secret material (keys,
-    ///     passphrases, item values).
+    ///     passphrases, item values). Control and bidirectional formatting characters in it
+    ///     (from a planted name, or a server's message quoting one) are kept as `\u{…}`
+    ///     escapes.
     ///   - path: The file or directory involved, if any.
     ///   - errno: The `errno` of the failing system call, if any.
     ///   - mode: The permission bits found, for ``Code/insecurePermissions``.
@@ -104,7 +106,7 @@ public struct KeystoreError: Error, Sendable, Hashable, CustomStringConvertible 
         openSSLError: UInt? = nil
     ) {
         self.code = code
-        self.reason = reason
+        self.reason = reason.escapingControlCharacters
         self.path = path
         self.errno = errno
         self.mode = mode

@@ -37,4 +37,12 @@ final class RenderingTests: XCTestCase {
         }
         XCTAssertFalse(FileManager.default.fileExists(atPath: directory.appendingPathComponent("pwned").path), "quoted text ran a command")
     }
+
+    /// Error lines quote text from outside (a keystore's planted name, a service's message):
+    /// none of it may end the line, move or recolour the terminal (C0 and C1 controls), or
+    /// reorder what the reader sees (bidirectional formatting).
+    func testErrorLinesCarryNoControlOrBidirectionalCharacters() {
+        XCTAssertEqual(Terminal.oneLine("a\u{1B}[31mb\nc\u{85}d\u{9B}e\u{202E}f\u{2066}g\u{7F}h"), "a [31mb c d e f g h")
+        XCTAssertEqual(Terminal.oneLine("plain – ünïcode ✓"), "plain – ünïcode ✓")
+    }
 }

@@ -55,9 +55,10 @@ package enum Terminal {
         #endif
     }
 
-    /// `text` with line breaks and other control characters replaced by spaces.
-    static func oneLine(_ text: String) -> String {
-        String(String.UnicodeScalarView(text.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? " " : $0 }))
+    /// `text` with line breaks, other control characters (C0, DEL, C1) and bidirectional
+    /// formatting characters replaced by spaces.
+    package static func oneLine(_ text: String) -> String {
+        String(String.UnicodeScalarView(text.unicodeScalars.map { $0.isControlOrBidirectionalFormat ? " " : $0 }))
     }
 
     /// Writes all of `text`; returns 0, or the `errno` of the failed `write(2)`.

@@ -48,6 +48,28 @@ final class SQLiteSchemaTamperingTests: XCTestCase {
         assertTamperingRefused(root: temporary.root, what: "view")
     }
 
+    /// SQLite's messages quote names from the schema, which a member writes: a planted name
+    /// with a terminal escape, a line break and a right-to-left override reaches the error
+    /// escaped (an attack review found it verbatim: a member could recolour another's
+    /// terminal, or forge a line of its log).
+    func testPlantedNamesQuotedInSQLiteMessagesAreEscaped() async throws {
+        let temporary = try TemporaryRoot()
+        let keystore = try open(temporary.root)
+        let path = keystore.namespace.databasePath
+        keystore.close()
+        try plainSQLite(path, """
+            PRAGMA writable_schema=ON;
+            INSERT INTO sqlite_master VALUES('table', 'x' || char(27) || '[31mEVIL' || char(10) || 'keystore opened OK' || char(8238), 'x', 0, 'not sql');
+            """)
+        do {
+            _ = try open(temporary.root)
+            XCTFail("a malformed schema opened")
+        } catch {
+            XCTAssertFalse(error.description.unicodeScalars.contains(where: \.isControlOrBidirectionalFormat), error.description)
+            XCTAssertTrue(error.reason.contains("x\\u{1B}[31mEVIL\\u{A}keystore opened OK\\u{202E}"), error.reason)
+        }
+    }
+
     func testAVirtualTableInPlaceOfTheItemsTableIsRefused() async throws {
         let temporary = try TemporaryRoot()
         let keystore = try open(temporary.root)
