@@ -159,11 +159,14 @@ public struct FederationError: Error, Sendable {
         keystoreError: KeystoreError?,
         identityGone: Bool
     ) {
+        // The service's words (and messages that quote them) come from a peer that may be
+        // hostile: no control or bidirectional formatting character of theirs reaches a
+        // terminal or a log line.
         self.code = code
-        self.message = message
+        self.message = message.escapingControlCharacters
         self.operation = operation
-        self.serviceErrorType = serviceErrorType
-        self.serviceMessage = serviceMessage
+        self.serviceErrorType = serviceErrorType?.escapingControlCharacters
+        self.serviceMessage = serviceMessage?.escapingControlCharacters
         self.httpStatus = httpStatus
         self.curlCode = curlCode
         self.keystoreError = keystoreError

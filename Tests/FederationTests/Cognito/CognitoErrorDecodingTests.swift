@@ -1,6 +1,7 @@
 import BrokerTestSupport
 @testable import Federation
 import Foundation
+import SecureStorage
 import XCTest
 
 /// Cognito Identity error responses → ``FederationError``.
@@ -48,6 +49,20 @@ final class CognitoErrorDecodingTests: XCTestCase {
             XCTAssertEqual(error?.httpStatus, status, type)
             XCTAssertEqual(error?.operation, "GetId", type)
             XCTAssertEqual(harness.fake.calls.count, 1, type)
+        }
+    }
+
+    /// The service's type and message may carry anything: no control or bidirectional
+    /// formatting character of theirs reaches the error's texts (a terminal, a log line).
+    func testControlCharactersInTheServicesWordsAreEscaped() {
+        let error = decode(
+            status: 400,
+            headers: [("x-amzn-ErrorType", "NotAuthorizedException")],
+            body: Array(#"{"__type":"NotAuthorizedException","message":"bad\u001b[31m token\nforged line\u202e\u0085"}"#.utf8))
+        XCTAssertEqual(error.code, .notAuthorized)
+        XCTAssertEqual(error.serviceMessage, "bad\\u{1B}[31m token\\u{A}forged line\\u{202E}\\u{85}")
+        for text in [error.description, error.debugDescription, error.message] {
+            XCTAssertFalse(text.unicodeScalars.contains(where: \.isControlOrBidirectionalFormat), text)
         }
     }
 
