@@ -427,12 +427,26 @@ final class SQLiteConnection: @unchecked Sendable {
         }
         do {
             let result = try body()
+            if begin != "BEGIN" { try checkStillInPlace() }
             try exec("COMMIT")
             return result
         } catch {
             rollback()
             throw error
         }
+    }
+
+    /// Throws when the database file this connection has open is no longer the one at its
+    /// path (renamed over, or removed): a commit would go to a file nobody opens again, while
+    /// new connections read the one now there, and SQLite itself only logs it. Checked under
+    /// the write lock before each commit: one `stat` of the path.
+    private func checkStillInPlace() throws(KeystoreError) {
+        var moved: Int32 = 0
+        guard sqlite3_file_control(try open(), "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK, moved != 0 else { return }
+        throw KeystoreError(
+            .storeUnavailable,
+            "the database file was replaced or removed while the keystore had it open; nothing was written (open the keystore again)",
+            path: path)
     }
 
     func rollback() {

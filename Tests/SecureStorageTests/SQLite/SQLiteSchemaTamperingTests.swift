@@ -70,6 +70,25 @@ final class SQLiteSchemaTamperingTests: XCTestCase {
         }
     }
 
+    /// A member (or an operator restoring a copy) renames another database over the group's
+    /// while a keystore has it open. Its commits went on into the file it had open, which
+    /// nobody opens again, while every new connection read the one now in place: writes
+    /// acknowledged and lost, and SQLite only logged it. They fail instead, saying so.
+    func testCommitsToADatabaseReplacedWhileOpenFailInsteadOfGoingToTheOldFile() async throws {
+        let (temporary, keystore) = try await openHoldingAnItem()
+        defer { withExtendedLifetime(temporary) { keystore.close() } }
+        let path = keystore.namespace.databasePath
+        try FileManager.default.copyItem(atPath: path, toPath: path + ".copy")
+        XCTAssertEqual(rename(path + ".copy", path), 0)
+        do {
+            try await keystore.set(bytes("b"), forKey: "b")
+            XCTFail("a commit went to the replaced database")
+        } catch {
+            XCTAssertEqual(error.code, .storeUnavailable, "\(error)")
+            XCTAssertTrue(error.reason.contains("replaced or removed"), error.reason)
+        }
+    }
+
     func testAVirtualTableInPlaceOfTheItemsTableIsRefused() async throws {
         let temporary = try TemporaryRoot()
         let keystore = try open(temporary.root)
