@@ -53,18 +53,35 @@ final class ConnectionSetup: Sendable {
         let timeout = String(statementTimeoutMilliseconds)
         do {
             try await connection.runUnlessClosed("""
-                SELECT set_config('statement_timeout', \(timeout), false), set_config('plan_cache_mode', 'force_generic_plan', false)
+                SELECT pg_catalog.set_config('statement_timeout', \(timeout), false),
+                    pg_catalog.set_config('plan_cache_mode', 'force_generic_plan', false)
                 """, logger: logger)
         } catch let error as PSQLError where error.code == .server && error.serverInfo?[.sqlState] == "42704" {
             // undefined_object: no plan_cache_mode on this server (nothing of the statement applied).
             logger.debug("the server has no plan_cache_mode setting; prepared statements keep its default plans")
-            try await connection.runUnlessClosed("SELECT set_config('statement_timeout', \(timeout), false)", logger: logger)
+            try await connection.runUnlessClosed("SELECT pg_catalog.set_config('statement_timeout', \(timeout), false)", logger: logger)
         }
         done.withLock { done in
             // Closed connections leave their IDs behind; past a bound, forget them all (a live
             // connection then runs its setup once more, which is harmless).
             if done.count >= 1024 { done.removeAll() }
             done.insert(connection.id)
+        }
+    }
+}
+
+/// A client's connections as the keystore uses them outside its pool's calls (opening,
+/// migrating): each set up (``ConnectionSetup``) before its first statement, so that no
+/// statement waits on the server for longer than the operation timeout. Without it a lock
+/// another role holds would keep the server's backend waiting after the keystore gave up.
+struct SetUpClient: Sendable {
+    let client: PostgresClient
+    let setup: ConnectionSetup
+
+    func withConnection<T: Sendable>(logger: Logger, _ body: (PostgresConnection) async throws -> T) async throws -> T {
+        try await client.withConnection { connection in
+            try await setup.prepare(connection, logger: logger)
+            return try await body(connection)
         }
     }
 }

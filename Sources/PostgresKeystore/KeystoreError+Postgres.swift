@@ -56,6 +56,9 @@ extension KeystoreError {
             case .notCallable, .missing: code = .io
             }
             detail = error.description
+        } else if let error = error as? UntrustedTables {
+            code = .insecurePermissions
+            detail = error.description
         } else if error is CancellationError {
             detail = "the operation was cancelled"
         } else {

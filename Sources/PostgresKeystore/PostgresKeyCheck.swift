@@ -18,10 +18,10 @@ enum PostgresKeyCheck {
     /// ``KeystoreError``.
     static func verify(
         service checked: String, group: AccessGroup, key secret: SecretBytes, configuration: PostgresKeystore.Configuration,
-        client: PostgresClient, logger: Logger
+        client: SetUpClient, logger: Logger
     ) async throws(KeystoreError) {
         do {
-            try await client.withConnection { connection in
+            try await client.withConnection(logger: logger) { connection in
                 try await verify(service: checked, group: group, key: secret, on: connection, logger: logger)
             }
         } catch {

@@ -21,7 +21,7 @@ import SecureStorage
 enum PostgresKeyResolver {
     static func key(
         for group: AccessGroup, source: KeySource, configuration: PostgresKeystore.Configuration,
-        client: PostgresClient, logger: Logger
+        client: SetUpClient, logger: Logger
     ) async throws(KeystoreError) -> SecretBytes {
         switch source.kind {
         case .raw(let bytes):
@@ -42,7 +42,7 @@ enum PostgresKeyResolver {
                 salt: try KeystoreError.rethrowing { try CryptoRuntime.randomBytes(KeyDerivation.saltSize) })
             let stored: [UInt8]
             do {
-                stored = try await client.withConnection { connection in
+                stored = try await client.withConnection(logger: logger) { connection in
                     try await connection.query("""
                         INSERT INTO identity_broker_key_salts (access_group, salt) VALUES (\(column), \(ByteBuffer(bytes: fresh)))
                         ON CONFLICT (access_group) DO NOTHING
@@ -57,6 +57,16 @@ enum PostgresKeyResolver {
                 }
             } catch {
                 throw KeystoreError.postgres(error, operation: "reading the passphrase salt", configuration: configuration)
+            }
+            // This engine has always stored the header; the bare 16 bytes of the SQLite engine's
+            // oldest releases would give a passphrase the legacy, cheaper scrypt cost, and any role
+            // that may write the table could plant them before a group's first use.
+            guard stored.count != KeyDerivation.saltSize else {
+                throw KeystoreError(
+                    .corruptFormat,
+                    "the passphrase salt of access group '\(group)' has no header (a format this engine never writes): "
+                        + "another role may have planted it; delete the row if no item of the group was sealed with it",
+                    path: "identity_broker_key_salts[\(group)]")
             }
             let salt = try KeystoreError.rethrowing {
                 try KeyDerivation.SaltFile.decode(stored, path: "identity_broker_key_salts[\(group)]")

@@ -39,8 +39,9 @@ extension PostgresKeystore {
         try PostgresNamespace.validate(service: service, group: to)
         guard from.name != to.name else { return 0 }
         try CryptoRuntime.ensureInitialised()
-        let client = PostgresClient(configuration: clientConfiguration(configuration))
-        let runTask = Task { await client.run() }
+        let pooled = PostgresClient(configuration: clientConfiguration(configuration))
+        let runTask = Task { await pooled.run() }
+        let client = SetUpClient(client: pooled, setup: ConnectionSetup(statementTimeout: configuration.operationTimeout))
         let quiet = logger ?? Logger(label: "IdentityBroker.PostgresKeystore", factory: { _ in SwiftLogNoOpLogHandler() })
 
         let outcome: Result<Int, KeystoreError>
@@ -49,7 +50,7 @@ extension PostgresKeystore {
         }) { () throws(KeystoreError) -> Int in
             let sourceCount: Int
             do {
-                sourceCount = try await client.withConnection { connection in
+                sourceCount = try await client.withConnection(logger: quiet) { connection in
                     _ = try await PostgresSchema.install(on: connection, logger: quiet)
                     let rows = try await connection.query("""
                         SELECT count(*) FROM identity_broker_items
@@ -75,7 +76,7 @@ extension PostgresKeystore {
                 try CryptoRuntime.randomBytes(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
             })
             do {
-                return try await client.withConnection { connection in
+                return try await client.withConnection(logger: quiet) { connection in
                     try await transaction(on: connection, logger: quiet) {
                         try await move(from: source, to: target, origin: origin, on: connection, logger: quiet)
                     }

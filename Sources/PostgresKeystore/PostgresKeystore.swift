@@ -92,7 +92,7 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
         let quiet = logger ?? Logger(label: "IdentityBroker.PostgresKeystore", factory: { _ in SwiftLogNoOpLogHandler() })
         let pool = PostgresPool(configuration: configuration, logger: quiet)
         // Nothing reports trouble before the keystore is open, so this pool serves the opening.
-        let client = pool.current.client
+        let client = SetUpClient(client: pool.current.client, setup: pool.current.setup)
         do throws(KeystoreError) {
             let opened = try await OperationDeadline.run(configuration.operationTimeout, onTimeout: {
                 Self.timeout("opening the keystore", configuration)
@@ -101,7 +101,7 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
                 let commitCall: String
                 let lengthsInBytes: Bool
                 do {
-                    (commitCall, lengthsInBytes) = try await client.withConnection { connection in
+                    (commitCall, lengthsInBytes) = try await client.withConnection(logger: quiet) { connection in
                         let call = try await PostgresSchema.install(on: connection, logger: quiet)
                         return (call, try await PostgresSchema.countsBytes(on: connection, logger: quiet))
                     }

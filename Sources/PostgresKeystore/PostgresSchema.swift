@@ -133,8 +133,8 @@ enum PostgresSchema {
     /// Whether every table exists (as the search path finds them, like the unqualified
     /// statements that use them).
     static let tablesExist = """
-        SELECT to_regclass('identity_broker_schema') IS NOT NULL AND to_regclass('identity_broker_items') IS NOT NULL
-            AND to_regclass('identity_broker_key_salts') IS NOT NULL
+        SELECT pg_catalog.to_regclass('identity_broker_schema') IS NOT NULL AND pg_catalog.to_regclass('identity_broker_items') IS NOT NULL
+            AND pg_catalog.to_regclass('identity_broker_key_salts') IS NOT NULL
         """
 
     /// The items table's schema (quoted), where the commit procedure lives, and, when it is
@@ -148,51 +148,120 @@ enum PostgresSchema {
     /// Also counts the routines of that name in its schema: an overload beside it (with a
     /// defaulted extra parameter, say) could capture or block the call.
     static let commitProcedureCheck = """
-        SELECT quote_ident(n.nspname), pg_get_userbyid(p.proowner),
-            p.proowner = c.relowner OR r.rolsuper OR pg_get_userbyid(p.proowner) = current_user,
-            has_function_privilege(p.oid, 'EXECUTE'),
-            (SELECT count(*) FROM pg_proc o WHERE o.proname = p.proname AND o.pronamespace = p.pronamespace)
-        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-            LEFT JOIN pg_proc p ON p.oid = to_regprocedure(quote_ident(n.nspname) || '.\(commitProcedureSignature)')
-            LEFT JOIN pg_roles r ON r.oid = p.proowner
-        WHERE c.oid = to_regclass('identity_broker_items')
+        SELECT pg_catalog.quote_ident(n.nspname::text), pg_catalog.pg_get_userbyid(p.proowner),
+            p.proowner = c.relowner OR r.rolsuper OR pg_catalog.pg_get_userbyid(p.proowner) = current_user,
+            pg_catalog.has_function_privilege(p.oid, 'EXECUTE'),
+            (SELECT count(*) FROM pg_catalog.pg_proc o WHERE o.proname = p.proname AND o.pronamespace = p.pronamespace)
+        FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+            LEFT JOIN pg_catalog.pg_proc p
+                ON p.oid = pg_catalog.to_regprocedure(pg_catalog.quote_ident(n.nspname::text) || '.\(commitProcedureSignature)')::oid
+            LEFT JOIN pg_catalog.pg_roles r ON r.oid = p.proowner
+        WHERE c.oid = pg_catalog.to_regclass('identity_broker_items')::oid
         """
 
-    /// Creates what is missing and checks the schema version, in one transaction; returns the
-    /// commit's `CALL` (``commitCall(inSchema:)``) on the procedure it checked.
+    /// Creates what is missing and checks the schema version and who owns what the keystore
+    /// will use; returns the commit's `CALL` (``commitCall(inSchema:)``) on the procedure it
+    /// checked.
+    ///
+    /// An open that finds everything in place (the common case) takes no lock: any role that
+    /// can connect may take the schema lock and hold it, which would otherwise stall every
+    /// open until its statement timeout. Creating (or upgrading) runs in one transaction
+    /// under that lock.
     ///
     /// The `CREATE` statements run only when a table is missing: PostgreSQL checks the
     /// schema's `CREATE` privilege before it looks for an existing table, so even `CREATE
     /// TABLE IF NOT EXISTS` would refuse a role that has only `SELECT`, `INSERT`, `UPDATE`
     /// and `DELETE` on tables an owner created.
     static func install(on connection: PostgresConnection, logger: Logger) async throws -> String {
-        try await PostgresKeystore.transaction(on: connection, logger: logger) {
-            try await connection.query("SELECT pg_advisory_xact_lock(\(schemaLock))", logger: logger)
-            let existing = try await connection.query(PostgresQuery(unsafeSQL: tablesExist), logger: logger).collect()
-            if try existing.first?.decode(Bool.self) != true {
-                for statement in createStatements {
-                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+        let call: String
+        if let found = try await installed(on: connection, logger: logger) {
+            call = found
+        } else {
+            call = try await PostgresKeystore.transaction(on: connection, logger: logger) {
+                try await connection.query("SELECT pg_catalog.pg_advisory_xact_lock(\(schemaLock))", logger: logger)
+                let existing = try await connection.query(PostgresQuery(unsafeSQL: tablesExist), logger: logger).collect()
+                if try existing.first?.decode(Bool.self) != true {
+                    for statement in createStatements {
+                        try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                    }
                 }
+                var stored = try await storedVersion(on: connection, logger: logger)
+                if stored == nil {
+                    try await connection.query(
+                        "INSERT INTO identity_broker_schema (version) VALUES (\(version)) ON CONFLICT (singleton) DO NOTHING",
+                        logger: logger)
+                    stored = try await storedVersion(on: connection, logger: logger)
+                }
+                if stored == 1 {
+                    // Version 1 instances still running fail their commits from now on (the table
+                    // is gone) instead of writing rows no version-2 feed would read.
+                    try await connection.query("DROP TABLE IF EXISTS identity_broker_changes", logger: logger)
+                    try await connection.query("UPDATE identity_broker_schema SET version = \(version)", logger: logger)
+                }
+                guard let call = try await checkCommitProcedure(on: connection, creating: true, logger: logger) else {
+                    throw UnusableCommitProcedure.missing
+                }
+                return call
             }
-            var rows = try await connection.query("SELECT version FROM identity_broker_schema", logger: logger).collect()
-            if rows.isEmpty {
-                try await connection.query(
-                    "INSERT INTO identity_broker_schema (version) VALUES (\(version)) ON CONFLICT (singleton) DO NOTHING",
-                    logger: logger)
-                rows = try await connection.query("SELECT version FROM identity_broker_schema", logger: logger).collect()
-            }
-            let stored = try rows.first?.decode(Int.self) ?? version
-            guard stored <= version else {
-                throw KeystoreError(.corruptFormat, "the database's identity_broker schema version \(stored) is newer than this release supports (\(version))")
-            }
-            if stored == 1 {
-                // Version 1 instances still running fail their commits from now on (the table
-                // is gone) instead of writing rows no version-2 feed would read.
-                try await connection.query("DROP TABLE IF EXISTS identity_broker_changes", logger: logger)
-                try await connection.query("UPDATE identity_broker_schema SET version = \(version)", logger: logger)
-            }
-            return try await checkCommitProcedure(on: connection, logger: logger)
         }
+        try await checkTableOwners(on: connection, logger: logger)
+        return call
+    }
+
+    /// The commit's `CALL` when the tables, the current schema version and the commit
+    /// procedure are all in place; `nil` when something must be created or upgraded.
+    private static func installed(on connection: PostgresConnection, logger: Logger) async throws -> String? {
+        let existing = try await connection.query(PostgresQuery(unsafeSQL: tablesExist), logger: logger).collect()
+        guard try existing.first?.decode(Bool.self) == true,
+              try await storedVersion(on: connection, logger: logger) == version
+        else { return nil }
+        return try await checkCommitProcedure(on: connection, creating: false, logger: logger)
+    }
+
+    /// The schema version row's value, `nil` when there is none; throws for one newer than
+    /// this release knows.
+    private static func storedVersion(on connection: PostgresConnection, logger: Logger) async throws -> Int? {
+        let rows = try await connection.query("SELECT version FROM identity_broker_schema", logger: logger).collect()
+        guard let stored = try rows.first?.decode(Int.self) else { return nil }
+        guard stored <= version else {
+            throw KeystoreError(.corruptFormat, "the database's identity_broker schema version \(stored) is newer than this release supports (\(version))")
+        }
+        return stored
+    }
+
+    /// Who owns the items table the search path finds, and its schema; whether either may be
+    /// trusted; and whether every role may create objects in that schema.
+    ///
+    /// The statements name their tables unqualified, so they use whatever tables the search
+    /// path finds first, and the commit procedure is trusted when the table's owner owns it.
+    /// Another role that planted all of them (in `public` before PostgreSQL 15, or in a
+    /// schema named after this role, which `"$user"` puts first, given `CREATE` on the
+    /// database) would see every write and answer every read and commit as it liked. So the
+    /// table must belong to this role, a role it is a member of, or a superuser; or else sit in
+    /// a schema that belongs to one of those or to the database's owner (`pg_database_owner`,
+    /// `public`'s owner since PostgreSQL 15, included) and in which `PUBLIC` may not create
+    /// (the deployment where an owner role creates the tables and the fleet runs as another).
+    static let tableOwnersCheck = """
+        SELECT pg_catalog.quote_ident(n.nspname::text), pg_catalog.pg_get_userbyid(c.relowner),
+            pg_catalog.pg_get_userbyid(n.nspowner),
+            pg_catalog.pg_has_role(current_user, c.relowner, 'MEMBER') OR t.rolsuper,
+            pg_catalog.pg_has_role(current_user, n.nspowner, 'MEMBER') OR s.rolsuper
+                OR s.rolname = 'pg_database_owner'
+                OR n.nspowner = (SELECT d.datdba FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()),
+            pg_catalog.has_schema_privilege('public', n.oid, 'CREATE')
+        FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+            JOIN pg_catalog.pg_roles t ON t.oid = c.relowner
+            JOIN pg_catalog.pg_roles s ON s.oid = n.nspowner
+        WHERE c.oid = pg_catalog.to_regclass('identity_broker_items')::oid
+        """
+
+    private static func checkTableOwners(on connection: PostgresConnection, logger: Logger) async throws {
+        let rows = try await connection.query(PostgresQuery(unsafeSQL: tableOwnersCheck), logger: logger).collect()
+        guard let (schema, tableOwner, schemaOwner, tableTrusted, schemaTrusted, publicCreates) =
+            try rows.first?.decode((String, String, String, Bool, Bool, Bool).self)
+        else { throw UnusableCommitProcedure.missing }
+        if tableTrusted || (schemaTrusted && !publicCreates) { return }
+        throw UntrustedTables(schema: schema, tableOwner: tableOwner, schemaOwner: schemaOwner, publicCreates: publicCreates)
     }
 
     /// Whether `length()` counts bytes on this database (its encoding is `SQL_ASCII`, whose
@@ -202,8 +271,9 @@ enum PostgresSchema {
         return try rows.first?.decode(String.self) == "SQL_ASCII"
     }
 
-    /// Creates the commit procedure where it is missing, checks it, and returns its `CALL`.
-    private static func checkCommitProcedure(on connection: PostgresConnection, logger: Logger) async throws -> String {
+    /// Checks the commit procedure and returns its `CALL`; when it is missing, creates it
+    /// if `creating`, and otherwise returns `nil`.
+    private static func checkCommitProcedure(on connection: PostgresConnection, creating: Bool, logger: Logger) async throws -> String? {
         for attempt in 1...2 {
             let rows = try await connection.query(PostgresQuery(unsafeSQL: commitProcedureCheck), logger: logger).collect()
             guard let (schema, owner, trusted, callable, named) = try rows.first?.decode((String, String?, Bool?, Bool?, Int?).self) else {
@@ -211,6 +281,7 @@ enum PostgresSchema {
             }
             guard let owner, let trusted, let callable, let named else {
                 // Not there yet: created in the items table's schema, then checked like any other.
+                guard creating else { return nil }
                 guard attempt == 1 else { throw UnusableCommitProcedure.missing }
                 try await connection.query(PostgresQuery(unsafeSQL: createCommitProcedure(inSchema: schema)), logger: logger)
                 continue
@@ -225,7 +296,7 @@ enum PostgresSchema {
 
     /// Takes the namespace's transaction-scoped advisory lock (migrations only).
     static func lock(_ namespace: PostgresNamespace, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(namespace.lockName), 0))", logger: logger)
+        try await connection.query("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended(\(namespace.lockName), 0::int8))", logger: logger)
     }
 
     /// Applies sets and removes of distinct keys, and notifies listeners of the keys that
@@ -320,22 +391,22 @@ enum PostgresSchema {
             ), removed AS (
                 SELECT key FROM removed_one UNION ALL SELECT key FROM removed_many
             ), records AS (
-                SELECT length(c.key) || ':' || c.key AS record
+                SELECT pg_catalog.length(c.key)::text || ':' || c.key AS record
                 FROM (SELECT key FROM upserted UNION ALL SELECT key FROM removed) AS c
             ), placed AS (
-                SELECT record, sum(octet_length(record)) OVER (ORDER BY record ROWS UNBOUNDED PRECEDING) AS ending
+                SELECT record, pg_catalog.sum(pg_catalog.octet_length(record)) OVER (ORDER BY record ROWS UNBOUNDED PRECEDING) AS ending
                 FROM records
             ), changed AS (
-                SELECT $8 || string_agg(record, '' ORDER BY record) AS payload
+                SELECT $8 || pg_catalog.string_agg(record, '' ORDER BY record) AS payload
                 FROM placed
-                GROUP BY (ending - 1) / (\(PostgresSchema.payloadChunkBytes) - octet_length($8))
+                GROUP BY (ending - 1) / (\(PostgresSchema.payloadChunkBytes) - pg_catalog.octet_length($8))
             )
             """
         /// The keys set, the keys removed, and how many notifications were sent.
         static let results = """
             (SELECT pg_catalog.array_agg(key) FROM upserted), (SELECT pg_catalog.array_agg(key) FROM removed),
-                (SELECT count(*) FROM changed, pg_notify('\(PostgresSchema.channel)', CASE
-                    WHEN octet_length(changed.payload) < \(PostgresSchema.maximumPayloadBytes) THEN changed.payload
+                (SELECT pg_catalog.count(*) FROM changed, pg_catalog.pg_notify('\(PostgresSchema.channel)', CASE
+                    WHEN pg_catalog.octet_length(changed.payload) < \(PostgresSchema.maximumPayloadBytes) THEN changed.payload
                     ELSE $8 || '*' END) AS notified)
             """
         typealias Row = ([String]?, [String]?)
@@ -468,6 +539,26 @@ enum PostgresSchema {
         guard !keys.isEmpty else { return }
         try await connection.query(
             "SELECT pg_notify(\(channel), \(namespace.notification(origin: origin, keys: keys)))", logger: logger)
+    }
+}
+
+/// The items table the search path finds may have been planted by another role
+/// (``PostgresSchema/tableOwnersCheck``).
+struct UntrustedTables: Error, CustomStringConvertible {
+    let schema: String
+    let tableOwner: String
+    let schemaOwner: String
+    let publicCreates: Bool
+
+    var description: String {
+        let why = publicCreates
+            ? "every role may create objects in schema \(schema)"
+            : "schema \(schema) belongs to role \(schemaOwner)"
+        return "identity_broker_items in schema \(schema) belongs to role \(tableOwner), which is neither this role, a role it "
+            + "belongs to, nor a superuser, and \(why): another role could have planted the keystore's tables there and "
+            + "would see every write and answer every read, so this keystore does not open. Have this role (or a role it "
+            + "belongs to) own the tables, or keep them in a schema of a trusted owner where PUBLIC may not create "
+            + "(REVOKE CREATE ON SCHEMA \(schema) FROM PUBLIC); see RunningAFleet"
     }
 }
 

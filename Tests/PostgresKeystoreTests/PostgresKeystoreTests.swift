@@ -1,5 +1,7 @@
 import BrokerTestSupport
 import Foundation
+import Logging
+import PostgresNIO
 @testable import PostgresKeystore
 import SecureStorage
 import XCTest
@@ -389,6 +391,158 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertNotNil(blocked, "the ambiguous call fails")
         stored = try server.psqlValue("SELECT count(*) FROM public.identity_broker_items WHERE key = 'session.erin'", database: database)
         XCTAssertEqual(stored, "0")
+    }
+
+    /// A role that may create in a schema on the fleet role's search path (`public` before
+    /// PostgreSQL 15) plants functions and operators of the built-ins' names with exact
+    /// argument types: PostgreSQL prefers an exact match anywhere on the path to a built-in
+    /// that needs a cast. Each plant here raises an error where it runs; an attack review
+    /// found four the keystore reached (`quote_ident(name)`, `=(oid, regclass)`,
+    /// `=(oid, regprocedure)` at open, `||(integer, text)` in every commit,
+    /// `hashtextextended(text, integer)` in a migration), through which another role would
+    /// run code with the fleet role's rights. None runs: opens, commits and migrations work.
+    func testBuiltinsAPlantedFunctionOrOperatorCouldCaptureAreNeverCaptured() async throws {
+        let attacker = "capturer_\(database!)"
+        try server.psql("""
+            CREATE ROLE \(attacker);
+            GRANT USAGE, CREATE ON SCHEMA public TO \(attacker);
+            SET ROLE \(attacker);
+            CREATE FUNCTION public.quote_ident(name) RETURNS text LANGUAGE plpgsql AS $$ BEGIN RAISE 'planted quote_ident ran'; END $$;
+            CREATE FUNCTION public.hashtextextended(text, integer) RETURNS bigint LANGUAGE plpgsql AS $$ BEGIN RAISE 'planted hashtextextended ran'; END $$;
+            CREATE FUNCTION public.planted_cat(integer, text) RETURNS text LANGUAGE plpgsql AS $$ BEGIN RAISE 'planted || ran'; END $$;
+            CREATE OPERATOR public.|| (LEFTARG = integer, RIGHTARG = text, FUNCTION = public.planted_cat);
+            CREATE FUNCTION public.planted_class(oid, regclass) RETURNS boolean LANGUAGE plpgsql AS $$ BEGIN RAISE 'planted =(oid, regclass) ran'; END $$;
+            CREATE OPERATOR public.= (LEFTARG = oid, RIGHTARG = regclass, FUNCTION = public.planted_class);
+            CREATE FUNCTION public.planted_procedure(oid, regprocedure) RETURNS boolean LANGUAGE plpgsql AS $$ BEGIN RAISE 'planted =(oid, regprocedure) ran'; END $$;
+            CREATE OPERATOR public.= (LEFTARG = oid, RIGHTARG = regprocedure, FUNCTION = public.planted_procedure);
+            """, database: database)
+        let keystore = try await keystore()
+        try await keystore.commit({ var batch = KeystoreBatch(); batch.set([1], forKey: "session.alice"); batch.set([2], forKey: "session.bob"); return batch }())
+        let bob = try await keystore.value(forKey: "session.bob")
+        XCTAssertEqual(bob, [2])
+        let moved = try await PostgresKeystore.migrate(
+            configuration: try configuration(), service: "tool", from: .none, to: AccessGroup(name: "team"), keySource: .raw(key))
+        XCTAssertEqual(moved, 2)
+    }
+
+    /// A role with `CREATE` on the database makes a schema named after the fleet's role, which
+    /// `"$user"` puts first on its search path, and plants the keystore's tables and a commit
+    /// procedure that applies nothing in it: every unqualified statement would use them, and
+    /// the procedure check trusted a procedure of the tables' owner. The tables' owner is
+    /// neither the fleet's role nor trusted, nor is the schema's: the open is refused.
+    func testTablesAnotherRolePlantedInASchemaNamedAfterTheFleetRoleAreRefused() async throws {
+        let owner = try await keystore()
+        try await owner.set([1], forKey: "session.alice")
+        await owner.close()
+        let attacker = "squatter_\(database!)"
+        try server.psql("""
+            CREATE ROLE \(attacker);
+            GRANT CREATE ON DATABASE \(database!) TO \(attacker);
+            SET ROLE \(attacker);
+            CREATE SCHEMA \(server.passwordRole);
+            GRANT USAGE ON SCHEMA \(server.passwordRole) TO PUBLIC;
+            """, database: database)
+        try plantTables(in: server.passwordRole, as: attacker)
+        let refused = await keystoreError { try await self.keystore() }
+        XCTAssertEqual(refused?.code, .insecurePermissions, "\(String(describing: refused))")
+        XCTAssertTrue(refused?.reason.contains(attacker) ?? false, "\(String(describing: refused))")
+        XCTAssertTrue(refused?.reason.contains("identity_broker_items") ?? false, "\(String(describing: refused))")
+    }
+
+    /// Where every role may create in `public` (the default before PostgreSQL 15), another
+    /// role plants the keystore's tables there before the fleet's first open: refused. The
+    /// fleet's role creating its own tables there is not.
+    func testTablesAnotherRolePlantedWhereEveryRoleMayCreateAreRefused() async throws {
+        let attacker = "early_\(database!)"
+        try server.psql("""
+            GRANT CREATE ON SCHEMA public TO PUBLIC;
+            CREATE ROLE \(attacker);
+            """, database: database)
+        try plantTables(in: "public", as: attacker)
+        let refused = await keystoreError { try await self.keystore() }
+        XCTAssertEqual(refused?.code, .insecurePermissions, "\(String(describing: refused))")
+        XCTAssertTrue(refused?.reason.contains("every role may create objects in schema public") ?? false, "\(String(describing: refused))")
+
+        try server.psql("""
+            DROP PROCEDURE public.\(PostgresSchema.commitProcedure);
+            DROP TABLE public.identity_broker_schema, public.identity_broker_items, public.identity_broker_key_salts;
+            """, database: database)
+        let own = try await keystore()
+        try await own.set([1], forKey: "session.alice")
+        let alice = try await own.value(forKey: "session.alice")
+        XCTAssertEqual(alice, [1])
+    }
+
+    /// The schema lock is an advisory lock any role that can connect may take and keep. An
+    /// open that finds everything in place takes no lock; one that must create waits no
+    /// longer than the operation timeout, on the server too (its statement timeout ends the
+    /// wait, so no backend is left waiting after the keystore gave up).
+    func testAnotherSessionHoldingTheSchemaLockStallsNoOpenOfAnInstalledSchema() async throws {
+        _ = try await keystore()
+        let holder = try await PostgresConnection.connect(
+            configuration: .init(host: "127.0.0.1", port: server.port, username: server.superuser, password: nil, database: database, tls: .disable),
+            id: 1, logger: Logger(label: "lock-holder"))
+        try await holder.query("SELECT pg_advisory_lock(\(PostgresSchema.schemaLock))", logger: Logger(label: "lock-holder"))
+        // Closed whatever happens: postgres-nio stops the process when a connection is
+        // released open.
+        var stalledOpen: (any Error)?
+        do {
+            let opened = try await keystore { $0.operationTimeout = .seconds(2) }
+            try await opened.set([1], forKey: "session.alice")
+        } catch {
+            stalledOpen = error
+        }
+        try await holder.close()
+        XCTAssertNil(stalledOpen, "an open of an installed schema waited for the lock")
+
+        let fresh = try server.createDatabase()
+        let freshHolder = try await PostgresConnection.connect(
+            configuration: .init(host: "127.0.0.1", port: server.port, username: server.superuser, password: nil, database: fresh, tls: .disable),
+            id: 2, logger: Logger(label: "lock-holder"))
+        try await freshHolder.query("SELECT pg_advisory_lock(\(PostgresSchema.schemaLock))", logger: Logger(label: "lock-holder"))
+        var configuration = try configuration()
+        configuration.database = fresh
+        configuration.operationTimeout = .seconds(2)
+        let stalled = await keystoreError {
+            try await PostgresKeystore(configuration: configuration, service: "tool", keySource: .raw(self.key))
+        }
+        let released = await eventually(timeout: .seconds(6)) {
+            (try? self.server.psqlValue("SELECT count(*) FROM pg_stat_activity WHERE datname = '\(fresh)' AND wait_event_type = 'Lock'")) == "0"
+        }
+        try await freshHolder.close()
+        XCTAssertEqual(stalled?.code, .storeUnavailable, "\(String(describing: stalled))")
+        XCTAssertTrue(released, "a backend still waits for the lock after the open gave up")
+    }
+
+    /// A salt without the header, a format the PostgreSQL engine never wrote, would give a
+    /// group's passphrase the legacy (cheaper) scrypt cost: another role that may write the
+    /// table could plant one before the group's first use. Refused.
+    func testAPassphraseSaltWithoutHeaderIsRefused() async throws {
+        _ = try await keystore()
+        try server.psql(
+            "INSERT INTO identity_broker_key_salts (access_group, salt) VALUES ('team', '\\x00112233445566778899aabbccddeeff')",
+            database: database)
+        let refused = await keystoreError {
+            try await self.keystore(group: AccessGroup(name: "team"), keySource: .passphrase("correct horse"))
+        }
+        XCTAssertEqual(refused?.code, .corruptFormat, "\(String(describing: refused))")
+        XCTAssertTrue(refused?.reason.contains("no header") ?? false, "\(String(describing: refused))")
+    }
+
+    /// Creates the keystore's tables (with the current schema version) and a commit procedure
+    /// that applies nothing but reports every set as applied, in `schema`, as `role`, usable by
+    /// every role.
+    private func plantTables(in schema: String, as role: String) throws {
+        try server.psql("""
+            SET ROLE \(role);
+            SET search_path = \(schema);
+            \(PostgresSchema.createStatements.joined(separator: ";\n"));
+            INSERT INTO identity_broker_schema (version) VALUES (\(PostgresSchema.version));
+            GRANT SELECT, INSERT, UPDATE, DELETE ON identity_broker_schema, identity_broker_items, identity_broker_key_salts TO PUBLIC;
+            CREATE PROCEDURE \(schema).\(PostgresSchema.commitProcedure)(
+                text, text, text[], int8[], bool[], bytea[], text[], text, INOUT applied_keys text[], INOUT removed_keys text[])
+            LANGUAGE plpgsql AS $$ BEGIN applied_keys := $3; removed_keys := $7; COMMIT; END $$;
+            """, database: database)
     }
 
     /// A role whose search path starts at another schema (here one whose name needs quoting)
