@@ -117,16 +117,8 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
     func testAFeedWhoseConnectionFallsSilentReconnects() async throws {
         let proxy = try FreezableTCPProxy(targetPort: UInt16(server.port))
         defer { proxy.stop() }
-        let writer = try await keystore()
-        let watcher = try await keystore {
-            $0.port = Int(proxy.port)
-            $0.changeFeedHeartbeat = .milliseconds(300)
-            $0.operationTimeout = .seconds(1)
-        }
-        let recorder = ChangeRecorder(watcher.changes())
+        let (writer, recorder) = try await watcher(behind: proxy)
         defer { recorder.stop() }
-        let started = await eventually { watcher.isListeningForChanges && recorder.contains(.all) }
-        XCTAssertTrue(started)
         let allsBefore = recorder.changes.filter { $0 == .all }.count
 
         proxy.freezeExisting()
@@ -148,17 +140,9 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
     func testAFeedThatStopsHearingNotificationsReconnects() async throws {
         let proxy = try FreezableTCPProxy(targetPort: UInt16(server.port), postgres: true)
         defer { proxy.stop() }
-        let writer = try await keystore()
-        let watcher = try await keystore {
-            $0.port = Int(proxy.port)
-            $0.changeFeedHeartbeat = .milliseconds(300)
-            $0.operationTimeout = .seconds(1)
-        }
-        let recorder = ChangeRecorder(watcher.changes())
+        let (writer, recorder) = try await watcher(behind: proxy)
         defer { recorder.stop() }
         let alls: @Sendable () -> Int = { recorder.changes.filter { $0 == .all }.count }
-        let started = await eventually { watcher.isListeningForChanges && alls() >= 1 }
-        XCTAssertTrue(started)
         let allsBefore = alls()
         try await Task.sleep(for: .milliseconds(1500))
         XCTAssertEqual(alls(), allsBefore, "a feed that hears its heartbeats is kept: \(recorder.changes)")
@@ -173,6 +157,22 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         try await writer.set([2], forKey: "heard")
         let followed = await eventually(timeout: .seconds(10)) { recorder.contains(.item("heard")) }
         XCTAssertTrue(followed, "the feed follows the other instance again: \(recorder.changes)")
+    }
+
+    /// A keystore that writes directly, and the changes of another whose connections go
+    /// through `proxy`, with a heartbeat every 300 ms, once it listens (its first `.all`
+    /// recorded).
+    private func watcher(behind proxy: FreezableTCPProxy) async throws -> (writer: PostgresKeystore, recorder: ChangeRecorder) {
+        let writer = try await keystore()
+        let watcher = try await keystore {
+            $0.port = Int(proxy.port)
+            $0.changeFeedHeartbeat = .milliseconds(300)
+            $0.operationTimeout = .seconds(1)
+        }
+        let recorder = ChangeRecorder(watcher.changes())
+        let started = await eventually { watcher.isListeningForChanges && recorder.contains(.all) }
+        XCTAssertTrue(started)
+        return (writer, recorder)
     }
 
     /// Calls that run out of time on connections that carry nothing more must not hold them

@@ -57,11 +57,8 @@ final class SQLiteMultiProcessTests: XCTestCase {
     func testATruncatedShmFileEndsNoProcess() throws {
         for group in ["none", "team"] {
             let temporary = try TemporaryRoot()
-            let helper = try Conversation(["sqlite-shm-truncated", temporary.root, group])
-            XCTAssertEqual(helper.nextOutput(), "ready\n", group)
-            let files = Self.shmFiles(under: temporary.root)
-            XCTAssertEqual(files.count, 1, "one database open in \(group): \(files)")
-            for file in files { XCTAssertEqual(truncate(file, 0), 0, file) }
+            let (helper, shm) = try readyHelper("sqlite-shm-truncated", root: temporary.root, group: group)
+            if let shm { XCTAssertEqual(truncate(shm, 0), 0, shm) }
             helper.tell("go")
             let (end, rest) = helper.finish()
             XCTAssertEqual(end, "exit 0", group)
@@ -106,11 +103,8 @@ final class SQLiteMultiProcessTests: XCTestCase {
     func testAForgedWalIndexThatSendsLookupsPastTheirRegionEndsNoProcess() throws {
         for group in ["team", "none"] {
             let temporary = try TemporaryRoot()
-            let helper = try Conversation(["sqlite-shm-lookups", temporary.root, group])
-            XCTAssertEqual(helper.nextOutput(), "ready\n", group)
-            let files = Self.shmFiles(under: temporary.root)
-            XCTAssertEqual(files.count, 1, "one database open in \(group): \(files)")
-            guard let shm = files.first else { continue }
+            let (helper, found) = try readyHelper("sqlite-shm-lookups", root: temporary.root, group: group)
+            guard let shm = found else { continue }
             var outcomes: [String] = []
             // Slot values spread over every distance SQLite 3.40 reads: from just past the
             // region's page numbers to 65,535 × 4 bytes on.
@@ -170,6 +164,17 @@ final class SQLiteMultiProcessTests: XCTestCase {
         // The first region: the 136-byte header, 4,062 page numbers, then the hash slots.
         var value = slot
         guard pwrite(descriptor, &value, 2, off_t(136 + 4_062 * 4 + 383 * 2)) == 2 else { throw POSIXError(.EIO) }
+    }
+
+    /// A helper in `mode` on a keystore of `group` under `root`, once it printed "ready", and
+    /// the `-shm` file of the one database it has open (`nil`, and a failure, when there is
+    /// not exactly one).
+    private func readyHelper(_ mode: String, root: String, group: String) throws -> (Conversation, shm: String?) {
+        let helper = try Conversation([mode, root, group])
+        XCTAssertEqual(helper.nextOutput(), "ready\n", group)
+        let files = Self.shmFiles(under: root)
+        XCTAssertEqual(files.count, 1, "one database open in \(group): \(files)")
+        return (helper, files.count == 1 ? files[0] : nil)
     }
 
     /// The `-shm` files under `root`: those of the databases a helper has open.
