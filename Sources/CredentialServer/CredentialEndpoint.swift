@@ -22,16 +22,20 @@ public struct CredentialEndpoint: Sendable {
     /// - a web identity (`AWS_WEB_IDENTITY_TOKEN_FILE` with `AWS_ROLE_ARN`: every SDK's chain
     ///   tries it before the container provider, so on a Kubernetes pod with a service-account
     ///   role the child would act as the pod);
-    /// - another container endpoint or token file.
+    /// - another container endpoint or token file;
+    /// - botocore's legacy credential files (`AWS_CREDENTIAL_FILE`, and `BOTO_CONFIG`, boto 2's
+    ///   configuration), which its chain reads before the container provider.
     ///
-    /// A `[default]` profile in the shared credentials file also comes before the container
-    /// provider in the SDKs' chains; it is a file, not a variable, so it is not removed here.
+    /// A `[default]` profile in the shared credentials or config file (static keys,
+    /// `credential_process`, SSO, a role to assume) also comes before the container provider
+    /// in the SDKs' chains; it is a file, not a variable, so it is not removed here.
     public static let conflictingVariables = [
         "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_CREDENTIAL_EXPIRATION",
         "AWS_ACCESS_KEY", "AWS_SECRET_KEY", "AWS_SECURITY_TOKEN",
         "AWS_PROFILE", "AWS_DEFAULT_PROFILE",
         "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_ROLE_SESSION_NAME",
         "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+        "AWS_CREDENTIAL_FILE", "BOTO_CONFIG",
     ]
 
     /// The session served here.

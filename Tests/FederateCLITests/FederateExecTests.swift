@@ -124,7 +124,7 @@ final class FederateExecTests: XCTestCase {
             names = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
                      "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
                      "AWS_DEFAULT_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_ACCESS_KEY",
-                     "AWS_SECRET_KEY", "AWS_SECURITY_TOKEN", "IDENTITY_BROKER_KEY_FILE",
+                     "AWS_SECRET_KEY", "AWS_SECURITY_TOKEN", "IDENTITY_BROKER_KEY_FILE", "AWS_CREDENTIAL_FILE", "BOTO_CONFIG",
                      "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_REGION", "KEEP_ME", "IDENTITY_BROKER_KEYSTORE"]
             print(json.dumps({
                 "env": {name: os.environ.get(name) for name in names},
@@ -141,6 +141,7 @@ final class FederateExecTests: XCTestCase {
             // The SDKs' other sources that come before the container provider.
             "AWS_DEFAULT_PROFILE": "other", "AWS_WEB_IDENTITY_TOKEN_FILE": "/var/run/token", "AWS_ROLE_ARN": "arn:aws:iam::1:role/pod",
             "AWS_ACCESS_KEY": "AKIAOLDSPELLING", "AWS_SECRET_KEY": "old-secret", "AWS_SECURITY_TOKEN": "old-token",
+            "AWS_CREDENTIAL_FILE": "/etc/legacy-credentials", "BOTO_CONFIG": "/etc/boto.cfg",
             // What locates the broker's own key (a directory keystore ignores it; the child must not see it either).
             "IDENTITY_BROKER_KEY_FILE": "/nonexistent/key",
         ], launcher: onlyDescriptor7Launcher)
@@ -150,7 +151,7 @@ final class FederateExecTests: XCTestCase {
         for name in [
             "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
             "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "AWS_DEFAULT_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN",
-            "AWS_ACCESS_KEY", "AWS_SECRET_KEY", "AWS_SECURITY_TOKEN", "IDENTITY_BROKER_KEY_FILE",
+            "AWS_ACCESS_KEY", "AWS_SECRET_KEY", "AWS_SECURITY_TOKEN", "IDENTITY_BROKER_KEY_FILE", "AWS_CREDENTIAL_FILE", "BOTO_CONFIG",
         ] {
             XCTAssertTrue(env[name] is NSNull, "\(name) reached the child")
         }
