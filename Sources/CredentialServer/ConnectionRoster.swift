@@ -1,5 +1,7 @@
+import HTTPTypes
 import Logging
 import NIOCore
+import NIOHTTPTypes
 import Synchronization
 
 /// The server's open connections, so that silent ones cannot crowd out the child.
@@ -8,13 +10,17 @@ import Synchronization
 /// sends nothing used to fill the server's connection limit, and the child's next fetch then
 /// waited in the kernel's queue until the idle timeout freed a place (10 s; the SDKs give up
 /// after 2 s and 3 attempts). Now a connection that arrives when ``limit`` are open closes
-/// the oldest one that has not sent a request yet. The child's connections send theirs at
-/// once, and a refused request closes its own connection, so what gets closed this way is
-/// a connection that only held a place.
+/// the oldest one that has no request in progress: one that has not sent a request yet, or
+/// a kept-alive one whose last request was answered (the child's own, after a fan-out of
+/// more processes than the limit, which would otherwise refuse every new connection until
+/// the idle timeout). The child's connections send their requests at once, and a refused
+/// request closes its own connection, so what gets closed this way is a connection that
+/// only held a place; a kept-alive client whose connection closes connects again.
 final class ConnectionRoster: Sendable {
     private struct Entry {
         let channel: any Channel
-        let opened: ContinuousClock.Instant
+        /// When it opened, or when its last answer was written.
+        var idleSince: ContinuousClock.Instant
         var sentRequest: Bool
     }
 
@@ -38,18 +44,18 @@ final class ConnectionRoster: Sendable {
     }
 
     /// Records `channel`; when that makes more than ``limit``, closes the oldest connection
-    /// that has sent no request, one past ``gracePeriod`` if there is one (else the oldest,
-    /// which may be this one). Returns `channel`'s place.
+    /// with no request in progress, one idle for ``gracePeriod`` if there is one (else the
+    /// oldest, which may be this one). Returns `channel`'s place.
     func opened(_ channel: any Channel) -> UInt64 {
         let now = ContinuousClock.now
         let (id, evicted) = state.withLock { state -> (UInt64, (any Channel)?) in
             let id = state.nextID
             state.nextID += 1
-            state.open[id] = Entry(channel: channel, opened: now, sentRequest: false)
+            state.open[id] = Entry(channel: channel, idleSince: now, sentRequest: false)
             guard state.open.count > limit else { return (id, nil) }
             // Places are handed out in order: the smallest is the oldest.
             let silent = state.open.filter { !$0.value.sentRequest }
-            let pastGrace = silent.filter { now - $0.value.opened >= Self.gracePeriod }
+            let pastGrace = silent.filter { now - $0.value.idleSince >= Self.gracePeriod }
             guard let oldest = pastGrace.keys.min() ?? silent.keys.min() else { return (id, nil) }
             return (id, state.open.removeValue(forKey: oldest)?.channel)
         }
@@ -65,21 +71,33 @@ final class ConnectionRoster: Sendable {
         state.withLock { $0.open[id]?.sentRequest = true }
     }
 
+    /// The answer on the connection at `id` was written: kept alive, it waits like a new one.
+    func answered(_ id: UInt64) {
+        let now = ContinuousClock.now
+        state.withLock { state in
+            state.open[id]?.sentRequest = false
+            state.open[id]?.idleSince = now
+        }
+    }
+
     /// The connection at `id` closed.
     func closed(_ id: UInt64) {
         _ = state.withLock { $0.open.removeValue(forKey: id) }
     }
 
-    /// A handler for each connection's pipeline, after HTTP decoding: the first request part
-    /// it passes on marks the connection as one that sent a request.
+    /// A handler for each connection's pipeline, after the conversion to HTTP types: a
+    /// request part it passes on marks the connection as one with a request in progress, and
+    /// the end of an answer as one without.
     func handler() -> any RemovableChannelHandler {
         Handler(roster: self)
     }
 
-    private final class Handler: ChannelInboundHandler, RemovableChannelHandler {
+    private final class Handler: ChannelDuplexHandler, RemovableChannelHandler {
         // Parts pass through unread; only their arrival matters.
         typealias InboundIn = NIOAny
         typealias InboundOut = NIOAny
+        typealias OutboundIn = HTTPResponsePart
+        typealias OutboundOut = HTTPResponsePart
 
         private let roster: ConnectionRoster
         private var id: UInt64?
@@ -104,6 +122,14 @@ final class ConnectionRoster: Sendable {
                 roster.sentRequest(id)
             }
             context.fireChannelRead(data)
+        }
+
+        func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+            if case .end = unwrapOutboundIn(data), let id {
+                marked = false
+                roster.answered(id)
+            }
+            context.write(data, promise: promise)
         }
     }
 }

@@ -349,6 +349,27 @@ final class CredentialServerTests: XCTestCase {
         try await running.stop()
     }
 
+    /// A fan-out of more processes than the server keeps connections (`xargs -P 300`), each
+    /// keeping its connection after its answer: a new connection closes an idle kept-alive
+    /// one rather than itself, so the next process is served (every new connection was closed
+    /// as it arrived, until the idle timeout).
+    func testKeptAliveConnectionsAtTheLimitMakeRoomForANewRequest() async throws {
+        let running = try await servingAlice()
+        let port = try await running.port()
+        let good = "GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(running.server.authorizationToken.value)\r\n\r\n"
+        var kept: [HalfSentRequest] = []
+        for _ in 0..<CredentialServer.maximumConnections {
+            kept.append(try XCTUnwrap(HalfSentRequest(port: port, sending: good), "could not connect"))
+        }
+        // Every one answered and idle past the grace period.
+        try await Task.sleep(for: .milliseconds(500))
+        let served = try await running.request("/credentials/alice")
+        XCTAssertEqual(served.status, 200)
+        XCTAssertGreaterThanOrEqual(kept.filter(\.isClosedAfterItsAnswers).count, 1, "no kept-alive connection made room")
+        kept.removeAll()
+        try await running.stop()
+    }
+
     /// A local user without the token cannot hold connections open: every refusal closes
     /// its connection (a refused request every few seconds, or a body sent a byte at a time,
     /// kept it open and filled the server's 256 connections); a served request keeps it,

@@ -133,6 +133,17 @@ final class HalfSentRequest: Sendable {
         return count == 0 || (count < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
     }
 
+    /// Whether the server has closed the connection once what it sent is read, without
+    /// waiting (its answers are read and dropped).
+    var isClosedAfterItsAnswers: Bool {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = recv(descriptor, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+            if count > 0 { continue }
+            return count == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)
+        }
+    }
+
     /// Blocks until the server closes the connection, sends something, or `limit` passes.
     func waitForClose(within limit: Duration) -> Outcome {
         let deadline = ContinuousClock.now + limit
