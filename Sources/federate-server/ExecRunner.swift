@@ -13,6 +13,12 @@ import Darwin
 /// `federate exec`'s work: serve the session on loopback, run the command with the two
 /// variables, forward signals, pass on its status.
 enum ExecRunner {
+    /// The signals forwarded to the command: the stops (SIGINT, SIGTERM, SIGHUP, SIGQUIT) and
+    /// those a supervisor sends to ask a program for something (SIGUSR1, SIGUSR2, SIGALRM).
+    /// Each would otherwise end `federate` (their default action), leaving the command
+    /// running with an endpoint that is gone, whose port another local user could then take.
+    static let forwardedSignals = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM]
+
     static func run(_ exec: Exec) async throws(CLIFailure) -> Never {
         let common = exec.common, command = exec.command
         let served = try await ServedSession(common, requireCredentials: true)
@@ -23,7 +29,7 @@ enum ExecRunner {
             // Trapped before the command starts, so no signal between spawn and forwarding is lost.
             let relay: SignalRelay
             do {
-                relay = try SignalRelay(trapping: [SIGINT, SIGTERM, SIGHUP].filter { !InheritedSignals.ignoredAtStart.contains($0) })
+                relay = try SignalRelay(trapping: Self.forwardedSignals.filter { !InheritedSignals.ignoredAtStart.contains($0) })
             } catch {
                 throw CLIFailure(.internalError, "cannot trap signals for the command: \(String(cString: strerror(error.code))); please report it")
             }

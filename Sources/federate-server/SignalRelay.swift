@@ -53,9 +53,10 @@ final class SignalRelay: Sendable {
         self.signals = signals
     }
 
-    /// A signal that arrived before the command started and asks to stop (SIGINT, SIGTERM,
-    /// SIGHUP), taken from the pipe without waiting; `nil` when none did. Call before
-    /// starting the command, so that a Ctrl-C typed meanwhile does not go unheard.
+    /// A signal that arrived before the command started (each trapped one would have ended
+    /// `federate` untrapped, so each asks to stop), taken from the pipe without waiting;
+    /// `nil` when none did. Call before starting the command, so that a Ctrl-C typed
+    /// meanwhile does not go unheard.
     func pendingStop() -> Int32? {
         let flags = fcntl(readEnd, F_GETFL)
         _ = fcntl(readEnd, F_SETFL, flags | O_NONBLOCK)

@@ -234,8 +234,10 @@ final class FederateExecTests: XCTestCase {
     func testSignalsAreForwardedToTheCommand() throws {
         let cognito = try countingCognito()
         try login(cognito, session: "default")
-        let script = #"trap 'exit 42' TERM; trap 'exit 43' INT; trap 'exit 44' HUP; echo ready; while :; do sleep 1 & wait $!; done"#
-        for (signal, expected) in [(SIGTERM, Int32(42)), (SIGINT, 43), (SIGHUP, 44)] {
+        let script = #"trap 'exit 42' TERM; trap 'exit 43' INT; trap 'exit 44' HUP; trap 'exit 45' QUIT; trap 'exit 46' USR1; trap 'exit 47' USR2; trap 'exit 48' ALRM; echo ready; while :; do sleep 1 & wait $!; done"#
+        // Past the stops, the signals a supervisor sends to ask for something: each would end
+        // federate untrapped, leaving the command with an endpoint that is gone.
+        for (signal, expected) in [(SIGTERM, Int32(42)), (SIGINT, 43), (SIGHUP, 44), (SIGQUIT, 45), (SIGUSR1, 46), (SIGUSR2, 47), (SIGALRM, 48)] {
             let exec = try BackgroundFederate(harness, ["exec", "--", "sh", "-c", script])
             XCTAssertEqual(exec.waitForLines(1).first, "ready")
             exec.signal(signal)
