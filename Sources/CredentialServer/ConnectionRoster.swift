@@ -44,8 +44,9 @@ final class ConnectionRoster: Sendable {
     }
 
     /// Records `channel`; when that makes more than ``limit``, closes the oldest connection
-    /// with no request in progress, one idle for ``gracePeriod`` if there is one (else the
-    /// oldest, which may be this one). Returns `channel`'s place.
+    /// with no request in progress: the one idle longest, among those idle for
+    /// ``gracePeriod`` if there are any (else among all, which may pick this one). Returns
+    /// `channel`'s place.
     func opened(_ channel: any Channel) -> UInt64 {
         let now = ContinuousClock.now
         let (id, evicted) = state.withLock { state -> (UInt64, (any Channel)?) in
@@ -53,14 +54,16 @@ final class ConnectionRoster: Sendable {
             state.nextID += 1
             state.open[id] = Entry(channel: channel, idleSince: now, sentRequest: false)
             guard state.open.count > limit else { return (id, nil) }
-            // Places are handed out in order: the smallest is the oldest.
+            // The one idle longest: a kept-alive connection answered a moment ago may be about
+            // to carry its client's next request.
             let silent = state.open.filter { !$0.value.sentRequest }
             let pastGrace = silent.filter { now - $0.value.idleSince >= Self.gracePeriod }
-            guard let oldest = pastGrace.keys.min() ?? silent.keys.min() else { return (id, nil) }
+            let longestIdle = { (candidates: [UInt64: Entry]) in candidates.min { $0.value.idleSince < $1.value.idleSince }?.key }
+            guard let oldest = longestIdle(pastGrace) ?? longestIdle(silent) else { return (id, nil) }
             return (id, state.open.removeValue(forKey: oldest)?.channel)
         }
         if let evicted {
-            logger.debug("closed a connection that sent no request, to make room")
+            logger.debug("closed a connection with no request in progress, to make room")
             evicted.close(promise: nil)
         }
         return id

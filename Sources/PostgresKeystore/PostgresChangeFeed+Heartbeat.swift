@@ -104,7 +104,7 @@ extension PostgresChangeFeed {
             try await PostgresKeystore.perform(
                 "sending the change feed's heartbeat", pool: pool, deadlines: deadlines, probing: true, logger: logger
             ) { connection, logger in
-                try await connection.runUnlessClosed("SELECT pg_notify(\(PostgresSchema.channel), \(payload))", logger: logger)
+                try await connection.runUnlessClosed("SELECT pg_catalog.pg_notify(\(PostgresSchema.channel), \(payload))", logger: logger)
             }
         } catch {
             return nil

@@ -53,7 +53,7 @@ extension PostgresKeystore {
                 sourceCount = try await client.withConnection(logger: quiet) { connection in
                     _ = try await PostgresSchema.install(on: connection, logger: quiet)
                     let rows = try await connection.query("""
-                        SELECT count(*) FROM identity_broker_items
+                        SELECT pg_catalog.count(*) FROM identity_broker_items
                         WHERE service = \(service) AND access_group = \(PostgresNamespace.column(for: from))
                         """, logger: quiet).collect()
                     return try rows.first?.decode(Int.self) ?? 0

@@ -151,7 +151,7 @@ enum PostgresSchema {
         SELECT pg_catalog.quote_ident(n.nspname::text), pg_catalog.pg_get_userbyid(p.proowner),
             p.proowner = c.relowner OR r.rolsuper OR pg_catalog.pg_get_userbyid(p.proowner) = current_user,
             pg_catalog.has_function_privilege(p.oid, 'EXECUTE'),
-            (SELECT count(*) FROM pg_catalog.pg_proc o WHERE o.proname = p.proname AND o.pronamespace = p.pronamespace)
+            (SELECT pg_catalog.count(*) FROM pg_catalog.pg_proc o WHERE o.proname = p.proname AND o.pronamespace = p.pronamespace)
         FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
             LEFT JOIN pg_catalog.pg_proc p
                 ON p.oid = pg_catalog.to_regprocedure(pg_catalog.quote_ident(n.nspname::text) || '.\(commitProcedureSignature)')::oid
@@ -229,26 +229,33 @@ enum PostgresSchema {
         return stored
     }
 
-    /// Who owns the items table the search path finds, and its schema; whether either may be
-    /// trusted; and whether every role may create objects in that schema.
+    /// Who owns the items table the search path finds and its schema; whether the table's
+    /// owner may be trusted; whether every role may create objects in that schema; whether the
+    /// schema is named after this role without belonging to it; and whether the three tables
+    /// sit in one schema.
     ///
     /// The statements name their tables unqualified, so they use whatever tables the search
     /// path finds first, and the commit procedure is trusted when the table's owner owns it.
-    /// Another role that planted all of them (in `public` before PostgreSQL 15, or in a
-    /// schema named after this role, which `"$user"` puts first, given `CREATE` on the
-    /// database) would see every write and answer every read and commit as it liked. So the
-    /// table must belong to this role, a role it is a member of, or a superuser; or else sit in
-    /// a schema that belongs to one of those or to the database's owner (`pg_database_owner`,
-    /// `public`'s owner since PostgreSQL 15, included) and in which `PUBLIC` may not create
-    /// (the deployment where an owner role creates the tables and the fleet runs as another).
+    /// The operator chooses the search path and who may create in its schemas, except in two
+    /// places another role can reach on its own: `public` where `PUBLIC` may create (before
+    /// PostgreSQL 15, by default), and a schema named after this role, which `"$user"` puts
+    /// first on the default path (any role with `CREATE` on the database can make it). Tables
+    /// planted there would see every write and answer every read and commit as the planter
+    /// liked. So the items table must belong to this role, a role it is a member of, or a
+    /// superuser; or else sit in a schema where `PUBLIC` may not create and that is not such a
+    /// squatted `"$user"` schema (an owner role, or a migration tool's, creating the tables in
+    /// a schema of its own). The other two tables must be in the same schema: found elsewhere
+    /// (a salts table placed earlier on the path), they would escape the check.
     static let tableOwnersCheck = """
         SELECT pg_catalog.quote_ident(n.nspname::text), pg_catalog.pg_get_userbyid(c.relowner),
             pg_catalog.pg_get_userbyid(n.nspowner),
             pg_catalog.pg_has_role(current_user, c.relowner, 'MEMBER') OR t.rolsuper,
-            pg_catalog.pg_has_role(current_user, n.nspowner, 'MEMBER') OR s.rolsuper
-                OR s.rolname = 'pg_database_owner'
-                OR n.nspowner = (SELECT d.datdba FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()),
-            pg_catalog.has_schema_privilege('public', n.oid, 'CREATE')
+            pg_catalog.has_schema_privilege('public', n.oid, 'CREATE'),
+            n.nspname = current_user AND NOT pg_catalog.pg_has_role(current_user, n.nspowner, 'MEMBER') AND NOT s.rolsuper,
+            (SELECT pg_catalog.count(*) FROM pg_catalog.pg_class o
+                WHERE o.relnamespace = c.relnamespace
+                    AND o.oid IN (pg_catalog.to_regclass('identity_broker_schema')::oid,
+                        pg_catalog.to_regclass('identity_broker_key_salts')::oid)) = 2
         FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
             JOIN pg_catalog.pg_roles t ON t.oid = c.relowner
             JOIN pg_catalog.pg_roles s ON s.oid = n.nspowner
@@ -257,11 +264,14 @@ enum PostgresSchema {
 
     private static func checkTableOwners(on connection: PostgresConnection, logger: Logger) async throws {
         let rows = try await connection.query(PostgresQuery(unsafeSQL: tableOwnersCheck), logger: logger).collect()
-        guard let (schema, tableOwner, schemaOwner, tableTrusted, schemaTrusted, publicCreates) =
-            try rows.first?.decode((String, String, String, Bool, Bool, Bool).self)
+        guard let (schema, tableOwner, schemaOwner, tableTrusted, publicCreates, squatted, together) =
+            try rows.first?.decode((String, String, String, Bool, Bool, Bool, Bool).self)
         else { throw UnusableCommitProcedure.missing }
-        if tableTrusted || (schemaTrusted && !publicCreates) { return }
-        throw UntrustedTables(schema: schema, tableOwner: tableOwner, schemaOwner: schemaOwner, publicCreates: publicCreates)
+        guard together else { throw UntrustedTables(schema: schema, tableOwner: tableOwner, reason: .split) }
+        if tableTrusted || (!publicCreates && !squatted) { return }
+        throw UntrustedTables(
+            schema: schema, tableOwner: tableOwner,
+            reason: publicCreates ? .everyRoleCreates : .squatted(schemaOwner: schemaOwner))
     }
 
     /// Whether `length()` counts bytes on this database (its encoding is `SQL_ASCII`, whose
@@ -538,27 +548,45 @@ enum PostgresSchema {
     ) async throws {
         guard !keys.isEmpty else { return }
         try await connection.query(
-            "SELECT pg_notify(\(channel), \(namespace.notification(origin: origin, keys: keys)))", logger: logger)
+            "SELECT pg_catalog.pg_notify(\(channel), \(namespace.notification(origin: origin, keys: keys)))", logger: logger)
     }
 }
 
-/// The items table the search path finds may have been planted by another role
+/// The tables the search path finds may have been planted by another role
 /// (``PostgresSchema/tableOwnersCheck``).
 struct UntrustedTables: Error, CustomStringConvertible {
+    enum Reason {
+        /// The items table is in a schema where every role may create.
+        case everyRoleCreates
+        /// The items table is in a schema named after this role that another role owns.
+        case squatted(schemaOwner: String)
+        /// The other tables are not in the items table's schema.
+        case split
+    }
+
     let schema: String
     let tableOwner: String
-    let schemaOwner: String
-    let publicCreates: Bool
+    let reason: Reason
 
     var description: String {
-        let why = publicCreates
-            ? "every role may create objects in schema \(schema)"
-            : "schema \(schema) belongs to role \(schemaOwner)"
-        return "identity_broker_items in schema \(schema) belongs to role \(tableOwner), which is neither this role, a role it "
-            + "belongs to, nor a superuser, and \(why): another role could have planted the keystore's tables there and "
-            + "would see every write and answer every read, so this keystore does not open. Have this role (or a role it "
-            + "belongs to) own the tables, or keep them in a schema of a trusted owner where PUBLIC may not create "
-            + "(REVOKE CREATE ON SCHEMA \(schema) FROM PUBLIC); see RunningAFleet"
+        switch reason {
+        case .split:
+            return "identity_broker_schema or identity_broker_key_salts is not in schema \(schema), where the search path "
+                + "finds identity_broker_items: a table placed earlier on the path escapes the keystore's checks, so this "
+                + "keystore does not open; keep the three tables in one schema (see RunningAFleet)"
+        case .everyRoleCreates, .squatted:
+            let why: String
+            if case .squatted(let owner) = reason {
+                why = "schema \(schema), named after this role, belongs to role \(owner)"
+            } else {
+                why = "every role may create objects in schema \(schema)"
+            }
+            return "identity_broker_items in schema \(schema) belongs to role \(tableOwner), which is neither this role, a role "
+                + "it belongs to, nor a superuser, and \(why): another role could have planted the keystore's tables there and "
+                + "would see every write and answer every read, so this keystore does not open. Have this role (or a role it "
+                + "belongs to) own the tables, or keep them in a schema where PUBLIC may not create "
+                + "(REVOKE CREATE ON SCHEMA \(schema) FROM PUBLIC) and that no other role made in this role's name; see RunningAFleet"
+        }
     }
 }
 

@@ -42,7 +42,7 @@ final class RenderingTests: XCTestCase {
     /// none of it may end the line, move or recolour the terminal (C0 and C1 controls), or
     /// reorder what the reader sees (bidirectional formatting).
     func testErrorLinesCarryNoControlOrBidirectionalCharacters() {
-        XCTAssertEqual(Terminal.oneLine("a\u{1B}[31mb\nc\u{85}d\u{9B}e\u{202E}f\u{2066}g\u{7F}h"), "a [31mb c d e f g h")
+        XCTAssertEqual(Terminal.oneLine("a\u{1B}[31mb\nc\u{85}d\u{9B}e\u{202E}f\u{2066}g\u{7F}h\u{061C}i"), "a [31mb c d e f g h i")
         XCTAssertEqual(Terminal.oneLine("plain – ünïcode ✓"), "plain – ünïcode ✓")
     }
 }

@@ -442,11 +442,47 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
             CREATE SCHEMA \(server.passwordRole);
             GRANT USAGE ON SCHEMA \(server.passwordRole) TO PUBLIC;
             """, database: database)
+        // First only the salts table there: the items table still passes, the salts would not.
+        try server.psql("""
+            SET ROLE \(attacker);
+            CREATE TABLE \(server.passwordRole).identity_broker_key_salts (access_group text PRIMARY KEY, salt bytea NOT NULL);
+            GRANT SELECT, INSERT, UPDATE, DELETE ON \(server.passwordRole).identity_broker_key_salts TO PUBLIC;
+            """, database: database)
+        let split = await keystoreError { try await self.keystore() }
+        XCTAssertEqual(split?.code, .insecurePermissions, "\(String(describing: split))")
+        XCTAssertTrue(split?.reason.contains("is not in schema public") ?? false, "\(String(describing: split))")
+
+        try server.psql("DROP TABLE \(server.passwordRole).identity_broker_key_salts", database: database)
         try plantTables(in: server.passwordRole, as: attacker)
         let refused = await keystoreError { try await self.keystore() }
         XCTAssertEqual(refused?.code, .insecurePermissions, "\(String(describing: refused))")
         XCTAssertTrue(refused?.reason.contains(attacker) ?? false, "\(String(describing: refused))")
-        XCTAssertTrue(refused?.reason.contains("identity_broker_items") ?? false, "\(String(describing: refused))")
+        XCTAssertTrue(refused?.reason.contains("named after this role") ?? false, "\(String(describing: refused))")
+    }
+
+    /// The deployment the check must keep working: a migration role creates the tables in a
+    /// schema of its own, which is on the fleet role's search path, and the fleet role (not a
+    /// member of it) has table rights only.
+    func testTablesAMigrationRoleCreatedInItsOwnSchemaAreUsed() async throws {
+        let migrator = "migrator_\(database!)"
+        try server.psql("""
+            CREATE ROLE \(migrator);
+            GRANT CREATE ON DATABASE \(database!) TO \(migrator);
+            SET ROLE \(migrator);
+            CREATE SCHEMA broker;
+            GRANT USAGE ON SCHEMA broker TO \(server.passwordRole);
+            SET search_path = broker;
+            \(PostgresSchema.createStatements.joined(separator: ";\n"));
+            INSERT INTO identity_broker_schema (version) VALUES (\(PostgresSchema.version));
+            GRANT SELECT, INSERT, UPDATE, DELETE ON identity_broker_schema, identity_broker_items, identity_broker_key_salts TO \(server.passwordRole);
+            \(PostgresSchema.createCommitProcedure(inSchema: "broker"));
+            RESET ROLE;
+            ALTER ROLE \(server.passwordRole) IN DATABASE \(database!) SET search_path = broker;
+            """, database: database)
+        let keystore = try await keystore()
+        try await keystore.set([1], forKey: "session.alice")
+        let stored = try server.psqlValue("SELECT count(*) FROM broker.identity_broker_items WHERE key = 'session.alice'", database: database)
+        XCTAssertEqual(stored, "1")
     }
 
     /// Where every role may create in `public` (the default before PostgreSQL 15), another

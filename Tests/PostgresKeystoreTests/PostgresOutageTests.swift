@@ -154,8 +154,13 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertFalse(recorder.contains(.item("unheard")), "the proxy let a notification through")
 
         proxy.dropNotifications(false)
-        try await writer.set([2], forKey: "heard")
-        let followed = await eventually(timeout: .seconds(10)) { recorder.contains(.item("heard")) }
+        // A fresh key each try: one written while the feed reconnects comes only as `.all`.
+        let attempt = Locked(0)
+        let followed = await eventually(timeout: .seconds(15)) {
+            let key = "heard-\(attempt.withLock { $0 += 1; return $0 })"
+            try? await writer.set([2], forKey: key)
+            return await eventually(timeout: .seconds(1)) { recorder.contains(.item(key)) }
+        }
         XCTAssertTrue(followed, "the feed follows the other instance again: \(recorder.changes)")
     }
 

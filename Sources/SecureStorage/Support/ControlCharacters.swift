@@ -4,10 +4,10 @@
 /// bidirectional formatting character can reorder what a reader sees.
 extension Unicode.Scalar {
     /// C0 controls, DEL, C1 controls, and the bidirectional marks, embeddings, overrides and
-    /// isolates (U+200E, U+200F, U+202A–U+202E, U+2066–U+2069).
+    /// isolates (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069).
     package var isControlOrBidirectionalFormat: Bool {
         switch value {
-        case 0x00...0x1F, 0x7F...0x9F, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true
+        case 0x00...0x1F, 0x7F...0x9F, 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true
         default: false
         }
     }
