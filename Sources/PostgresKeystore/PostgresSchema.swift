@@ -173,8 +173,12 @@ enum PostgresSchema {
     /// TABLE IF NOT EXISTS` would refuse a role that has only `SELECT`, `INSERT`, `UPDATE`
     /// and `DELETE` on tables an owner created.
     static func install(on connection: PostgresConnection, logger: Logger) async throws -> String {
+        // Tables found are checked before anything is created beside them (a procedure).
+        let found = try await connection.query(PostgresQuery(unsafeSQL: tablesExist), logger: logger).collect()
+        let tablesFound = try found.first?.decode(Bool.self) == true
+        if tablesFound { try await checkTableOwners(on: connection, logger: logger) }
         let call: String
-        if let found = try await installed(on: connection, logger: logger) {
+        if tablesFound, let found = try await installed(on: connection, logger: logger) {
             call = found
         } else {
             call = try await PostgresKeystore.transaction(on: connection, logger: logger) {
@@ -204,17 +208,14 @@ enum PostgresSchema {
                 return call
             }
         }
-        try await checkTableOwners(on: connection, logger: logger)
+        if !tablesFound { try await checkTableOwners(on: connection, logger: logger) }
         return call
     }
 
-    /// The commit's `CALL` when the tables, the current schema version and the commit
-    /// procedure are all in place; `nil` when something must be created or upgraded.
+    /// The commit's `CALL` when, the tables being there, the current schema version and the
+    /// commit procedure are in place too; `nil` when something must be created or upgraded.
     private static func installed(on connection: PostgresConnection, logger: Logger) async throws -> String? {
-        let existing = try await connection.query(PostgresQuery(unsafeSQL: tablesExist), logger: logger).collect()
-        guard try existing.first?.decode(Bool.self) == true,
-              try await storedVersion(on: connection, logger: logger) == version
-        else { return nil }
+        guard try await storedVersion(on: connection, logger: logger) == version else { return nil }
         return try await checkCommitProcedure(on: connection, creating: false, logger: logger)
     }
 

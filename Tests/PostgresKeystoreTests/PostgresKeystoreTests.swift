@@ -452,7 +452,17 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(split?.code, .insecurePermissions, "\(String(describing: split))")
         XCTAssertTrue(split?.reason.contains("is not in schema public") ?? false, "\(String(describing: split))")
 
+        // All three, without a procedure: refused as planted before the open tries to create
+        // one beside them (which would fail for want of CREATE there, saying nothing of why).
         try server.psql("DROP TABLE \(server.passwordRole).identity_broker_key_salts", database: database)
+        try plantTables(in: server.passwordRole, as: attacker, withProcedure: false)
+        let bare = await keystoreError { try await self.keystore() }
+        XCTAssertEqual(bare?.code, .insecurePermissions, "\(String(describing: bare))")
+
+        try server.psql("""
+            DROP TABLE \(server.passwordRole).identity_broker_schema, \(server.passwordRole).identity_broker_items,
+                \(server.passwordRole).identity_broker_key_salts
+            """, database: database)
         try plantTables(in: server.passwordRole, as: attacker)
         let refused = await keystoreError { try await self.keystore() }
         XCTAssertEqual(refused?.code, .insecurePermissions, "\(String(describing: refused))")
@@ -568,16 +578,19 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
     /// Creates the keystore's tables (with the current schema version) and a commit procedure
     /// that applies nothing but reports every set as applied, in `schema`, as `role`, usable by
     /// every role.
-    private func plantTables(in schema: String, as role: String) throws {
+    private func plantTables(in schema: String, as role: String, withProcedure: Bool = true) throws {
+        let procedure = """
+            CREATE PROCEDURE \(schema).\(PostgresSchema.commitProcedure)(
+                text, text, text[], int8[], bool[], bytea[], text[], text, INOUT applied_keys text[], INOUT removed_keys text[])
+            LANGUAGE plpgsql AS $$ BEGIN applied_keys := $3; removed_keys := $7; COMMIT; END $$;
+            """
         try server.psql("""
             SET ROLE \(role);
             SET search_path = \(schema);
             \(PostgresSchema.createStatements.joined(separator: ";\n"));
             INSERT INTO identity_broker_schema (version) VALUES (\(PostgresSchema.version));
             GRANT SELECT, INSERT, UPDATE, DELETE ON identity_broker_schema, identity_broker_items, identity_broker_key_salts TO PUBLIC;
-            CREATE PROCEDURE \(schema).\(PostgresSchema.commitProcedure)(
-                text, text, text[], int8[], bool[], bytea[], text[], text, INOUT applied_keys text[], INOUT removed_keys text[])
-            LANGUAGE plpgsql AS $$ BEGIN applied_keys := $3; removed_keys := $7; COMMIT; END $$;
+            \(withProcedure ? procedure : "")
             """, database: database)
     }
 
