@@ -321,9 +321,7 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
     /// never applies. A procedure the items table's owner (or a superuser) does not own is
     /// refused, and nothing is committed through it.
     func testACommitProcedurePlantedByAnotherRoleIsRefused() async throws {
-        let owner = try await keystore()
-        try await owner.set([1], forKey: "session.alice")
-        await owner.close()
+        try await storeAnItemAndClose()
         let attacker = "planter_\(database!)"
         try server.psql("""
             CREATE ROLE \(attacker);
@@ -431,9 +429,7 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
     /// the procedure check trusted a procedure of the tables' owner. The tables' owner is
     /// neither the fleet's role nor trusted, nor is the schema's: the open is refused.
     func testTablesAnotherRolePlantedInASchemaNamedAfterTheFleetRoleAreRefused() async throws {
-        let owner = try await keystore()
-        try await owner.set([1], forKey: "session.alice")
-        await owner.close()
+        try await storeAnItemAndClose()
         let attacker = "squatter_\(database!)"
         try server.psql("""
             CREATE ROLE \(attacker);
@@ -573,6 +569,14 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
         }
         XCTAssertEqual(refused?.code, .corruptFormat, "\(String(describing: refused))")
         XCTAssertTrue(refused?.reason.contains("no header") ?? false, "\(String(describing: refused))")
+    }
+
+    /// Opens a keystore as the fleet's role (creating the schema), stores `session.alice`, and
+    /// closes it.
+    private func storeAnItemAndClose() async throws {
+        let owner = try await keystore()
+        try await owner.set([1], forKey: "session.alice")
+        await owner.close()
     }
 
     /// Creates the keystore's tables (with the current schema version) and a commit procedure

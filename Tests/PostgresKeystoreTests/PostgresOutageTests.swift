@@ -174,10 +174,7 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
             $0.changeFeedHeartbeat = .milliseconds(300)
             $0.operationTimeout = .seconds(1)
         }
-        let recorder = ChangeRecorder(watcher.changes())
-        let started = await eventually { watcher.isListeningForChanges && recorder.contains(.all) }
-        XCTAssertTrue(started)
-        return (writer, recorder)
+        return (writer, await listeningRecorder(watcher, watcher.changes()))
     }
 
     /// Calls that run out of time on connections that carry nothing more must not hold them
@@ -211,10 +208,8 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
             $0.operationTimeout = .seconds(2)
         }
         try sleepOnInsert(of: "lost", seconds: 0.5)
-        let recorder = ChangeRecorder(keystore.changes())
+        let recorder = await listeningRecorder(keystore, keystore.changes())
         defer { recorder.stop() }
-        let listening = await eventually { keystore.isListeningForChanges && recorder.contains(.all) }
-        XCTAssertTrue(listening)
 
         let error = try await loseTheAnswer(toSetting: "lost", on: keystore, through: proxy)
         XCTAssertEqual(error?.code, .storeUnavailable, "\(String(describing: error))")
@@ -239,10 +234,8 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         }
         try sleepOnInsert(of: "lost", seconds: 0.5)
         let writer: UInt64 = 7
-        let recorder = ChangeRecorder(keystore.changes(excludingWriter: writer))
+        let recorder = await listeningRecorder(keystore, keystore.changes(excludingWriter: writer))
         defer { recorder.stop() }
-        let listening = await eventually { keystore.isListeningForChanges && recorder.contains(.all) }
-        XCTAssertTrue(listening)
 
         let allsBefore = recorder.changes.filter { $0 == .all }.count
         _ = try await loseTheAnswer(toSetting: "lost", on: keystore, through: proxy)

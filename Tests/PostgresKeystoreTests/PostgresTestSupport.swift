@@ -97,6 +97,17 @@ class PostgresTestCase: XCTestCase, @unchecked Sendable {
     }
 }
 
+/// Records `stream`, one of `keystore`'s change streams, once `keystore` listens: its first
+/// `.all` seen (every `LISTEN` that takes effect reports one).
+func listeningRecorder(
+    _ keystore: PostgresKeystore, _ stream: AsyncStream<KeystoreChange>, file: StaticString = #filePath, line: UInt = #line
+) async -> ChangeRecorder {
+    let recorder = ChangeRecorder(stream)
+    let listening = await eventually { keystore.isListeningForChanges && recorder.contains(.all) }
+    XCTAssertTrue(listening, "the feed never listened (listening starts with .all): \(recorder.changes)", file: file, line: line)
+    return recorder
+}
+
 /// Collects a stream's changes until `predicate` holds or `seconds` pass; returns what it saw.
 func collectChanges(
     _ stream: AsyncStream<KeystoreChange>,

@@ -47,10 +47,7 @@ final class SQLiteChangeFeedTests: XCTestCase {
         try tamper(writer.namespace.databasePath) { connection throws(KeystoreError) in
             try connection.execute("INSERT INTO changes(seq, key, origin) VALUES(\(Int64.max), 'planted', 0)")
         }
-        let watcher = try SQLiteKeystore(
-            root: temporary.root, service: "tool", keySource: testKey(),
-            configuration: .init(changePollInterval: .milliseconds(50))
-        )
+        let watcher = try watcherPollingOften(temporary.root)
         defer { watcher.close() }
         let stream = watcher.changes()
         try await Task.sleep(for: .milliseconds(200))
@@ -69,10 +66,7 @@ final class SQLiteChangeFeedTests: XCTestCase {
         let writer = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey())
         defer { writer.close() }
         try await writer.set([1], forKey: "before")
-        let watcher = try SQLiteKeystore(
-            root: temporary.root, service: "tool", keySource: testKey(),
-            configuration: .init(changePollInterval: .milliseconds(50))
-        )
+        let watcher = try watcherPollingOften(temporary.root)
         defer { watcher.close() }
         let stream = watcher.changes()
         try await Task.sleep(for: .milliseconds(300))
@@ -147,5 +141,10 @@ final class SQLiteChangeFeedTests: XCTestCase {
         let late = keystore.changes()
         for await _ in late { count += 1 }
         XCTAssertEqual(count, 0)
+    }
+
+    /// A keystore of `root` whose change feed polls every 50 ms.
+    private func watcherPollingOften(_ root: String) throws -> SQLiteKeystore {
+        try SQLiteKeystore(root: root, service: "tool", keySource: testKey(), configuration: .init(changePollInterval: .milliseconds(50)))
     }
 }
