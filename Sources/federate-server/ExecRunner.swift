@@ -21,6 +21,10 @@ enum ExecRunner {
 
     static func run(_ exec: Exec) async throws(CLIFailure) -> Never {
         let common = exec.common, command = exec.command
+        let shadowing = DefaultProfileCheck.findings()
+        if !shadowing.isEmpty {
+            throw DefaultProfileCheck.failure(shadowing, session: common.session)
+        }
         let served = try await ServedSession(common, requireCredentials: true)
         let serving = Task { try await served.server.run() }
         let code: Int32

@@ -401,6 +401,41 @@ final class FederateExecTests: XCTestCase {
         try harness.expect(2, ["exec", "--session", "short"])
     }
 
+    // MARK: - A default profile that would come first
+
+    /// A `[default]` profile with credentials in `~/.aws/credentials` or `~/.aws/config`
+    /// would be used by the command's SDK before the endpoint: `exec` refuses, names the
+    /// file and the variable that points it away, and runs nothing; pointed away (or with a
+    /// default profile that only sets the region) the command runs.
+    func testADefaultProfileWithCredentialsInTheSharedFilesStopsExec() throws {
+        try login(try countingCognito())
+        let marker = harness.directory + "/ran"
+        let command = ["--", "sh", "-c", "touch '\(marker)'"]
+        let awsDirectory = harness.directory + "/.aws"
+        try FileManager.default.createDirectory(atPath: awsDirectory, withIntermediateDirectories: true)
+        let secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYDEFAULTKEY"
+        harness.neverPrinted.append(secret)
+        _ = try harness.write("[default]\naws_access_key_id = AKIADEFAULTPROFILE\naws_secret_access_key = \(secret)\n", to: ".aws/credentials")
+
+        var run = try harness.expect(2, ["exec", "--session", "alice"] + command)
+        XCTAssertTrue(run.stderr.contains(awsDirectory + "/credentials (aws_access_key_id, aws_secret_access_key)"), run.stderr)
+        XCTAssertTrue(run.stderr.contains("AWS_SHARED_CREDENTIALS_FILE=/dev/null"), run.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: marker), "the command ran")
+
+        // The config file's default profile: a credential process.
+        _ = try harness.write("[profile default]\nregion = eu-west-1\ncredential_process = /usr/bin/false\n", to: ".aws/config")
+        run = try harness.expect(2, ["exec", "--session", "alice"] + command, environment: ["AWS_SHARED_CREDENTIALS_FILE": "/dev/null"])
+        XCTAssertTrue(run.stderr.contains(awsDirectory + "/config (credential_process)"), run.stderr)
+        XCTAssertFalse(run.stderr.contains("/credentials"), run.stderr)
+        XCTAssertTrue(run.stderr.contains("AWS_CONFIG_FILE=/dev/null with AWS_REGION set"), run.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: marker), "the command ran")
+
+        // A default profile that only sets the region is no source of credentials.
+        _ = try harness.write("[default]\nregion = eu-west-1\n", to: ".aws/config")
+        try harness.expect(0, ["exec", "--session", "alice"] + command, environment: ["AWS_SHARED_CREDENTIALS_FILE": "/dev/null"])
+        XCTAssertTrue(FileManager.default.fileExists(atPath: marker), "the command did not run")
+    }
+
     // MARK: - serve
 
     func testServePrintsExportsServesAndStopsOnSIGTERM() async throws {

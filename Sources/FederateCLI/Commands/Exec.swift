@@ -8,13 +8,16 @@ package struct Exec: AsyncParsableCommand {
         abstract: "Run a command that gets the session's credentials from a loopback credential server.",
         discussion: """
             The command gets AWS_CONTAINER_CREDENTIALS_FULL_URI and AWS_CONTAINER_AUTHORIZATION_TOKEN; \
-            AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_PROFILE, \
-            AWS_CONTAINER_CREDENTIALS_RELATIVE_URI and AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE are removed \
-            from its environment. Each request reads the session as the keystore holds it then, so \
-            'federate login' in another shell is served at once. SIGINT, SIGTERM and SIGHUP are \
-            forwarded to the command. Exits with the command's status (128 + the signal that killed it); \
-            3 without running it when the session has no valid credentials; 127 when it cannot be found, \
-            126 when it cannot be executed.
+            variables the AWS SDKs would read first (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, \
+            AWS_SESSION_TOKEN, AWS_PROFILE, AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE, …) and the \
+            keystore's key are removed from its environment. Each request reads the session as the \
+            keystore holds it then, so 'federate login' in another shell is served at once. SIGINT, \
+            SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM are forwarded to the command. Exits \
+            with the command's status (128 + the signal that killed it); 3 without running it when the \
+            session has no valid credentials (4 for a terminated identity); 2 without running it when the default profile of \
+            ~/.aws/credentials or ~/.aws/config gives credentials, which the SDKs would use first (set \
+            AWS_SHARED_CREDENTIALS_FILE=/dev/null or AWS_CONFIG_FILE=/dev/null); 127 when it cannot be \
+            found, 126 when it cannot be executed.
             """
     )
 
