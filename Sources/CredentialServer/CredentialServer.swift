@@ -62,8 +62,8 @@ public final class CredentialServer: Service, Sendable {
     ///   - configuration: the sessions to serve.
     ///   - logger: where to log, at debug level (each request's session and status, the
     ///     listening address); nothing is logged when `nil`. Never a secret.
-    /// - Throws: ``CredentialServerError/Code/invalidConfiguration`` for no session or a
-    ///   name that breaks ``SessionName``'s rule.
+    /// - Throws: ``CredentialServerError/Code/invalidConfiguration`` for no session, a
+    ///   name that breaks ``SessionName``'s rule, or an `idleTimeout` that is not positive.
     public init(
         client: FederationClient,
         configuration: CredentialServerConfiguration = CredentialServerConfiguration(),

@@ -10,7 +10,7 @@ public struct CredentialServerConfiguration: Sendable, Hashable {
     public var sessions: [String]
 
     /// How long a connection may go without a request part (a whole header block, a piece
-    /// of body) before the server closes it. Default: 10 seconds.
+    /// of body) before the server closes it; must be positive. Default: 10 seconds.
     ///
     /// Any local user can connect to the port. Without a limit, one who opens connections and
     /// sends nothing, or half a request, holds them for ever, until the process runs out of

@@ -16,7 +16,8 @@ public struct CredentialServerError: Error, Sendable, CustomStringConvertible {
 
         private init(_ base: Base) { self.base = base }
 
-        /// The configuration names no session, or a session name breaks ``Federation/SessionName``'s rule.
+        /// The configuration names no session, a session name breaks ``Federation/SessionName``'s
+        /// rule, or the idle timeout is not positive.
         public static let invalidConfiguration = Code(.invalidConfiguration)
         /// The session asked for is not one the server serves.
         public static let sessionNotServed = Code(.sessionNotServed)

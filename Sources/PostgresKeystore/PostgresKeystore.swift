@@ -26,7 +26,8 @@ import Synchronization
 ///   versioned set applies when there is no item, either side is unversioned, or the stored
 ///   version is not newer.
 /// - Reads never wait for commits (PostgreSQL's MVCC); concurrent ``value(forKey:)`` calls
-///   are combined into one query (`key = ANY(…)`), and each caller opens only its own row.
+///   are combined into one query that looks each key up on its own (`unnest` and a
+///   subquery per key), and each caller opens only its own row.
 /// - ``changes()`` follows every instance's commits through `LISTEN`/`NOTIFY`.
 /// - Outages: calls fail with ``KeystoreError/Code/storeUnavailable`` naming `host:port`
 ///   within ``Configuration/operationTimeout`` and succeed again soon after the server is

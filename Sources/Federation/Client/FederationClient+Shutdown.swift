@@ -9,7 +9,8 @@ import Logging
 /// deadline), timers and the change feed stop, the transport thread stops.
 extension FederationClient {
     /// Shuts the client down for a process that is stopping (swift-service-lifecycle's
-    /// graceful shutdown calls this through `FederationClientService`).
+    /// graceful shutdown calls this through the `FederationLifecycle` module's `Service`
+    /// conformance).
     ///
     /// 1. New federations fail with ``FederationError/Code/cancelled``; reads keep working.
     /// 2. Federations in flight may finish, including their commit, for up to `gracePeriod`;
