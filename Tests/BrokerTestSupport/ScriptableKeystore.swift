@@ -3,7 +3,8 @@ import Synchronization
 
 /// A ``Keystore`` wrapper for tests: counts reads (in all and per key) and writes, can make the store
 /// unreachable (every call fails with `storeUnavailable`) or fail only writes, and can hold a read
-/// after it has read (``holdNextRead(ofKey:)``), so that a test can change the store meanwhile.
+/// after it has read (``holdNextRead(ofKey:)``), or a commit after it applied
+/// (``holdNextCommit()``), so that a test can change the store meanwhile.
 package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
     package struct Counts: Sendable, Equatable {
         package var reads = 0
@@ -20,8 +21,9 @@ package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
         package func reads(of key: String) -> Int { readsByKey[key, default: 0] }
     }
 
-    /// A read held after it has read: ``arrived()`` returns once it has, ``release()`` lets it return.
-    package final class ReadGate: Sendable {
+    /// A call held after it has read or committed: ``arrived()`` returns once it has,
+    /// ``release()`` lets it return.
+    package final class CallGate: Sendable {
         private let arrivals: AsyncStream<Void>
         private let arrival: AsyncStream<Void>.Continuation
         private let releases: AsyncStream<Void>
@@ -32,13 +34,13 @@ package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
             (releases, releasing) = AsyncStream.makeStream(of: Void.self)
         }
 
-        /// Waits until the held read has read the store.
+        /// Waits until the held call has read or committed.
         package func arrived() async {
             var iterator = arrivals.makeAsyncIterator()
             _ = await iterator.next()
         }
 
-        /// Lets the held read return what it read.
+        /// Lets the held call return.
         package func release() { releasing.finish() }
 
         fileprivate func hold() async {
@@ -57,7 +59,8 @@ package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
         var readsInFlight = 0
         var dropsStoreChanges = false
         var uncertainCommitWindow: Duration?
-        var gates: [String: ReadGate] = [:]
+        var gates: [String: CallGate] = [:]
+        var commitGate: CallGate?
     }
 
     private let base: any Keystore
@@ -104,9 +107,16 @@ package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
     package func setDropsStoreChanges(_ value: Bool) { state.withLock { $0.dropsStoreChanges = value } }
 
     /// Holds the next read of `key` once it has read the store, until the gate is released.
-    package func holdNextRead(ofKey key: String) -> ReadGate {
-        let gate = ReadGate()
+    package func holdNextRead(ofKey key: String) -> CallGate {
+        let gate = CallGate()
         state.withLock { $0.gates[key] = gate }
+        return gate
+    }
+
+    /// Holds the next commit once it has applied, until the gate is released.
+    package func holdNextCommit() -> CallGate {
+        let gate = CallGate()
+        state.withLock { $0.commitGate = gate }
         return gate
     }
 
@@ -151,6 +161,7 @@ package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
             throw KeystoreError(.storeUnavailable, "the test timed the commit out; it applies later")
         }
         let applied = try await base.commit(batch)
+        if let gate = state.withLock({ state in defer { state.commitGate = nil }; return state.commitGate }) { await gate.hold() }
         if state.withLock({ $0.failAfterWrites }) {
             throw KeystoreError(.storeUnavailable, "the test lost the answer of a commit that applied")
         }

@@ -80,6 +80,9 @@ extension FederationClient {
             return try await current(session, reminders: false).state(now: now(), margin: expiryMargin)
         } catch {
             logger.debug("observed session unreadable", metadata: ["broker.session": "\(session)", "broker.error": "\(error.code)"])
+            // Tried again by itself (the observer subscribes before the retry is due): the
+            // observer learns the session's state once the store answers.
+            retryReload(of: session)
             return .notFederated
         }
     }
@@ -139,6 +142,13 @@ extension FederationClient {
         adopt(session, into: &entry)
         if needsReload { entry.reloadAfter = .now }
         place(session, entry, replacing: nil)
+        // Observed but not cached: every observer was told `notFederated` (the session could
+        // not be read when it subscribed).
+        if broadcaster.isObserved(session), entry.machine.announced != .notFederated {
+            publish(entry.machine.announced, session: session)
+        }
+        // What was read may be what a change replaced; nobody may read it again soon.
+        if needsReload { reloadInTheBackground(session) }
     }
 
     /// What a session coming (back) into the cache takes over from its time outside: what

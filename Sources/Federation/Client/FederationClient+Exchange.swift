@@ -66,11 +66,14 @@ extension FederationClient {
             var message = "the identity service says the identity is gone or disabled; clear the session, then federate again"
             var storageError: KeystoreError?
             do {
-                _ = try await store.save(terminated, session: session)
+                let (_, raced) = try await racingTheFeed(session) { () async throws(FederationError) in
+                    try await store.save(terminated, session: session)
+                }
                 sessionLogger.debug("federation failed: identity gone", metadata: ["broker.error": "\(error.code)"])
                 apply(session, localWrite: true) { machine, now, margin in
                     machine.federationEnded(holding: .some(terminated), now: now, margin: margin)
                 }
+                writeApplied(session, raced: raced)
             } catch let saveError {
                 // The store is the source of truth: a `terminated` held only here would differ
                 // from what every other client reads, and vanish at the next reload. The
@@ -109,9 +112,17 @@ extension FederationClient {
             throw implausible
         }
         let record = SessionRecord(phase: .federated, identityId: result.identityId, provider: provider, credentials: result.credentials)
-        let stored: Bool
+        let stored: Bool, holding: SessionRecord??, raced: Bool
         do {
-            stored = try await store.save(record, session: session)
+            ((stored, holding), raced) = try await racingTheFeed(session) { () async throws(FederationError) in
+                guard try await store.save(record, session: session) else {
+                    // Another client stored this session with a later expiration meanwhile:
+                    // keep what the store holds (theirs, or nothing if a clear followed).
+                    // Unreadable now: the session keeps what it held, and is read again.
+                    return (false, try? await store.load(session))
+                }
+                return (true, .some(record))
+            }
         } catch {
             sessionLogger.debug("federation not saved", metadata: ["broker.error": "\(error.code)"])
             apply(session) { machine, now, margin in machine.federationEnded(holding: nil, now: now, margin: margin) }
@@ -119,26 +130,14 @@ extension FederationClient {
             markWriteUncertain(session)
             throw error
         }
-        var holding = record
-        var holdsTheStoredRecord = true
-        if !stored {
-            // Another client stored this session with a later expiration meanwhile: keep theirs.
-            sessionLogger.debug("a newer federation of the session is stored; keeping it")
-            if case .some(.some(let newer)) = try? await store.load(session) {
-                holding = newer
-            } else {
-                holdsTheStoredRecord = false
-            }
-        }
+        if !stored { sessionLogger.debug("a newer federation of the session is stored; keeping it") }
         sessionLogger.debug(
             "federation succeeded",
             metadata: ["broker.identityId": "\(result.identityId)", "broker.expiration": "\(Int64(result.credentials.expiration.timeIntervalSince1970))"]
         )
-        apply(session, localWrite: true) { machine, now, margin in machine.federationEnded(holding: .some(holding), now: now, margin: margin) }
-        if !holdsTheStoredRecord {
-            // Ours lost, and the winner could not be read: the next read tries the store.
-            markForReload(session)
-        }
+        // A lost save changed nothing in the store: no local write that outdates reads in flight.
+        apply(session, localWrite: stored) { machine, now, margin in machine.federationEnded(holding: holding, now: now, margin: margin) }
+        writeApplied(session, raced: raced || holding == nil)
         return result
     }
 

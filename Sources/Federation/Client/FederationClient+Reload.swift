@@ -59,11 +59,14 @@ extension FederationClient {
             failedRetries[session] = nil
             return
         }
+        let started = ContinuousClock.now
         do {
             let applied = try await loadAndApply(session)
             failedRetries[session] = nil
             if applied {
-                _ = cache.update(session) { $0.reloadAfter = Self.nextReload(whileUncertain: &$0.uncertainUntil) }
+                // A write that may land until `uncertainUntil` could have landed after this read
+                // began: the window ends with a read that began after it.
+                _ = cache.update(session) { $0.reloadAfter = Self.nextReload(whileUncertain: &$0.uncertainUntil, readSince: started) }
             } else if cache.peek(session) == nil && isFollowed(session) {
                 // Raced by a change while not cached: what it read may be what the change
                 // replaced. The running re-read reads again once done.
@@ -80,9 +83,10 @@ extension FederationClient {
 
     /// Reads `session` from the store and applies what it read; `false` when something
     /// raced the read and it was dropped: a local federation or clear committed meanwhile
-    /// (the cached entry's generation changed, or it was evicted), or, for a session not
-    /// cached, the feed reported a change (the read may hold what the change replaced, and
-    /// the feed ignores sessions nobody follows).
+    /// (the cached entry's generation changed, or it was evicted), or the feed reported a
+    /// change (the read may hold what the change replaced, and may land after that change's
+    /// own re-read: each change the feed reports starts a re-read of a followed session that
+    /// begins after it, and one of a session nobody follows is not read at all).
     func loadAndApply(_ session: String) async throws(FederationError) -> Bool {
         let generation = cache.peek(session)?.generation
         let began = loadsInFlight.begin(session)
@@ -94,14 +98,41 @@ extension FederationClient {
             throw error
         }
         let raced = loadsInFlight.end(session, began: began)
-        guard cache.peek(session)?.generation == generation, generation != nil || !raced else { return false }
+        guard cache.peek(session)?.generation == generation, !raced else { return false }
         apply(session) { machine, now, margin in machine.stored(record, now: now, margin: margin) }
         return true
     }
 
+    /// Runs `write`, a commit of `session` by this client (with any read that goes with
+    /// it), and says whether the feed reported another client's change of the session, or
+    /// of every session, while it ran.
+    ///
+    /// Such a change may come before or after this client's in the store, and its re-read
+    /// may already have applied, or have been dropped as outdated by this client's write:
+    /// the caller applies its write, then ``writeApplied(_:raced:)`` reads the session again.
+    func racingTheFeed<Value>(
+        _ session: String, _ write: () async throws(FederationError) -> Value
+    ) async throws(FederationError) -> (value: Value, raced: Bool) {
+        let began = loadsInFlight.begin(session)
+        do {
+            let value = try await write()
+            return (value, loadsInFlight.end(session, began: began))
+        } catch {
+            _ = loadsInFlight.end(session, began: began)
+            throw error
+        }
+    }
+
+    /// After a write of `session` was applied here: re-reads the session when the write
+    /// raced another client's change (see ``racingTheFeed(_:_:)``) or its outcome in the
+    /// store could not be read.
+    func writeApplied(_ session: String, raced: Bool) {
+        if raced { reloadInTheBackground(session) }
+    }
+
     /// Re-reads an observed session whose re-read failed, a while later (twice as long
     /// after each failure in a row, at most ``observedReloadRetryLimit``), once at a time.
-    private func retryReload(of session: String) {
+    func retryReload(of session: String) {
         guard !isShutDown, reloadRetries.insert(session).inserted else { return }
         let failures = (failedRetries[session] ?? 0) + 1
         failedRetries[session] = failures
@@ -122,20 +153,17 @@ extension FederationClient {
         reloadInTheBackground(session)
     }
 
-    /// When the next re-read is due: soon while `uncertainUntil` lies ahead, else never (and
-    /// the window is forgotten).
-    static func nextReload(whileUncertain uncertainUntil: inout ContinuousClock.Instant?) -> ContinuousClock.Instant? {
-        guard let until = uncertainUntil, until > .now else {
+    /// When the next re-read is due: soon while `uncertainUntil` lies ahead of `readSince`
+    /// (what the entry holds was read then; now for a local write), else never (and the
+    /// window is forgotten).
+    static func nextReload(
+        whileUncertain uncertainUntil: inout ContinuousClock.Instant?, readSince: ContinuousClock.Instant = .now
+    ) -> ContinuousClock.Instant? {
+        guard let until = uncertainUntil, until > readSince else {
             uncertainUntil = nil
             return nil
         }
         return .now.advanced(by: reloadRetryInterval)
-    }
-
-    /// Marks `session` for a re-read at its next use (its cached record may not be what the
-    /// store holds).
-    func markForReload(_ session: String) {
-        _ = cache.update(session) { $0.reloadAfter = .now }
     }
 
     /// A write of `session` failed with its outcome unknown: reads in flight are dropped or

@@ -25,9 +25,13 @@ extension FederationClient {
         try SessionName.validate(session)
         startChangeFeed()
         do {
-            // Dropped when raced (a local federation or clear that committed while this read
-            // waited is newer); the answer below then reads through the cache.
-            _ = try await loadAndApply(session)
+            // Dropped when raced: a local federation or clear that committed while this read
+            // waited is newer, and a change the feed reported meanwhile may be too. Read
+            // again then; should the session keep changing, the answer below reads through
+            // the cache, which the changes' own re-reads bring up to date.
+            for _ in 1...Self.firstReadAttempts {
+                if try await loadAndApply(session) { break }
+            }
         } catch where error.isUnreadableItem {
             // The store answered, and its item does not open (damaged, another key): that is
             // what the session is now, not something the cache may paper over.

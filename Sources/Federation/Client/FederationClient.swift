@@ -462,16 +462,20 @@ public actor FederationClient {
     ///   could not be removed; the session is then kept.
     public func clear(session: String = FederationClient.defaultSession) async throws(FederationError) {
         try SessionName.validate(session)
+        // The entry cached below must hear of other clients' changes from now on.
+        startChangeFeed()
         await acquire(session)
         defer { release(session) }
+        let raced: Bool
         do {
-            try await store.remove(session)
+            (_, raced) = try await racingTheFeed(session) { () async throws(FederationError) in try await store.remove(session) }
         } catch {
             // A remove that timed out or lost its connection may still apply.
             markWriteUncertain(session)
             throw error
         }
         apply(session, localWrite: true) { machine, now, margin in machine.stored(nil, now: now, margin: margin) }
+        writeApplied(session, raced: raced)
         logger.debug("session cleared", metadata: ["broker.session": "\(session)"])
     }
 

@@ -1,9 +1,10 @@
-/// First reads of sessions that are not cached, while they wait for the store.
+/// Reads of sessions, and this client's writes of them, while they wait for the store.
 ///
 /// A change the feed reports meanwhile may have replaced what such a read returns, and
 /// nothing would correct it once cached: the feed ignores sessions the client does not
 /// hold, and a reload racing the read is dropped when the read caches first. So the
-/// feed marks the reads in flight, and a marked read is not cached as it stands.
+/// feed marks the calls in flight: a marked read is not applied as it stands, and a
+/// marked write, once applied, is followed by a re-read (the change may come after it).
 struct LoadsInFlight: Sendable {
     private struct Reads: Sendable {
         var count = 0

@@ -18,12 +18,14 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
             configuration: SQLiteKeystore.Configuration(changePollInterval: .milliseconds(20)))
     }
 
-    private func client(_ keystore: any Keystore, cacheCapacity: Int = FederationConfiguration.defaultSessionCacheCapacity) throws -> FederationClient {
+    private func client(
+        _ keystore: any Keystore, cacheCapacity: Int = FederationConfiguration.defaultSessionCacheCapacity, lifetime: TimeInterval = 3600
+    ) throws -> FederationClient {
         var configuration = FederationConfiguration(identityPoolId: testPoolId, endpoint: testEndpoint)
         configuration.sessionCacheCapacity = cacheCapacity
         return try FederationClient(
             configuration: configuration,
-            transport: FakeCognito(expiration: Date().addingTimeInterval(3600)).transport,
+            transport: FakeCognito(expiration: Date().addingTimeInterval(lifetime)).transport,
             keystore: keystore, environment: [:], retryRunner: noSleepRunner(), now: { Date() }, logger: nil)
     }
 
@@ -429,5 +431,173 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         XCTAssertEqual(before, .federated, "read again before the clear lands")
         let landed = await eventually(timeout: .seconds(5)) { (try? await client.session("alice").state) == .notFederated }
         XCTAssertTrue(landed, "the clear that landed late is read")
+    }
+
+    // MARK: - This client's writes and reads racing other clients' changes
+
+    /// A's federation loses to B's, whose credentials last longer, and A reads the winner
+    /// back; B clears the session while that read is under way, and A's feed applies the
+    /// clear first. A must end with what the store holds (nothing), not with the winner it
+    /// read before the clear.
+    func testALostFederationDoesNotReinstateTheWinnerAClearRemovedMeanwhile() async throws {
+        let spy = ScriptableKeystore(wrapping: try keystore())
+        let a = try client(spy, lifetime: 3600)
+        let b = try client(keystore(), lifetime: 7200)
+        _ = try await a.session("bob")  // starts A's change feed
+        try await b.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
+        try await letTheFeedReport()
+        let cached = try await a.session("alice")
+        XCTAssertEqual(cached.state, .federated)
+
+        let gate = spy.holdNextRead(ofKey: "session.alice")
+        let federation = Task { try await a.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice") }
+        await gate.arrived()  // A's save lost; its read-back holds B's federation
+        try await b.clear(session: "alice")
+        try await letTheFeedReport()  // A's feed has re-read and applied the clear
+        gate.release()
+        _ = try await federation.value
+
+        let converged = await eventually(timeout: .seconds(3)) { (try? await a.session("alice").state) == .notFederated }
+        XCTAssertTrue(converged, "A keeps a federation the store no longer holds")
+        let stored = try await keystore().value(forKey: "session.alice")
+        XCTAssertNil(stored)
+    }
+
+    /// A's clear has committed, but its answer is late; meanwhile B federates the session and
+    /// A's feed applies B's federation. When A's clear returns, A must not settle on
+    /// `notFederated` while the store holds B's federation, which came after the clear.
+    func testALocalClearAnsweredAfterTheFeedAppliedALaterFederationDoesNotHideIt() async throws {
+        let spy = ScriptableKeystore(wrapping: try keystore())
+        let a = try client(spy)
+        let b = try client(keystore())
+        let before = try await a.session("alice")  // cached as absent; A's feed follows it
+        XCTAssertEqual(before.state, .notFederated)
+
+        let gate = spy.holdNextCommit()
+        let clearing = Task { try await a.clear(session: "alice") }
+        await gate.arrived()  // the clear has committed; its answer is held
+        try await b.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
+        try await letTheFeedReport()  // A's feed has re-read and applied B's federation
+        gate.release()
+        try await clearing.value
+
+        let converged = await eventually(timeout: .seconds(3)) { (try? await a.session("alice").state) == .federated }
+        XCTAssertTrue(converged, "A reads notFederated while the store holds B's later federation")
+    }
+
+    /// A store-first read (the credential server's) that read a federation the feed then
+    /// reported cleared must not apply it after the clear's own re-read: it would serve
+    /// credentials of a cleared session.
+    func testAStoreFirstReadOfACachedSessionRacedByAChangeIsNotApplied() async throws {
+        let spy = ScriptableKeystore(wrapping: try keystore())
+        let a = try client(spy)
+        let b = try client(keystore())
+        _ = try await a.session("x")  // cached as absent
+        spy.setDropsStoreChanges(true)  // only what the test injects
+        try await b.federate(token: TestJWT.valid(sub: "x"), provider: .google, session: "x")
+
+        let gate = spy.holdNextRead(ofKey: "session.x")
+        let serving = Task { try await a.credentialsReadingStore(for: "x") }
+        await gate.arrived()  // the read holds x as federated
+        try await b.clear(session: "x")
+        spy.inject(.item("session.x"))
+        try await Task.sleep(for: .milliseconds(200))  // the feed's re-read has applied the clear
+        gate.release()
+
+        await assertThrows(FederationError.self, code: .noValidCredentials) { try await serving.value }
+        let state = try await a.session("x").state
+        XCTAssertEqual(state, .notFederated, "a read that raced the clear was applied after it")
+    }
+
+    /// A client whose first call is `clear` follows the store from then on: a federation by
+    /// another client sharing the keystore is read.
+    func testAClientWhoseFirstCallIsAClearHearsOfLaterChanges() async throws {
+        let shared = InMemoryKeystore(service: "coherence-tests")
+        let a = try client(shared)
+        let b = try client(shared)
+        try await a.clear(session: "alice")
+        try await b.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
+        let heard = await eventually(timeout: .seconds(3)) { (try? await a.session("alice").state) == .federated }
+        XCTAssertTrue(heard, "A answered notFederated for a session B federated after A's clear")
+    }
+
+    /// An observer that subscribed while the store could not be read was told
+    /// `notFederated`; once the store answers it learns the saved state, by itself, and
+    /// when a read caches the session.
+    func testAnObserverWhoSubscribedDuringAnOutageLearnsTheSavedStateOnceTheStoreAnswers() async throws {
+        let writer = try client(keystore())
+        for session in ["alice", "bob"] {
+            try await writer.federate(token: TestJWT.valid(sub: session), provider: .google, session: session)
+        }
+        let spy = ScriptableKeystore(wrapping: try keystore())
+        let observer = try client(spy)
+
+        spy.setUnreachable(true)
+        let alice = await observer.stateUpdates(for: "alice")
+        let bob = await observer.stateUpdates(for: "bob")
+        let aliceStates = Task { await collect(2, from: alice, timeout: .seconds(5)) }
+        let bobStates = Task { await collect(2, from: bob, timeout: .seconds(5)) }
+        spy.setUnreachable(false)
+        // Bob is read by a caller at once; alice by nobody: the client retries by itself.
+        _ = try await observer.session("bob")
+
+        let bobSeen = await bobStates.value
+        XCTAssertEqual(bobSeen, [.notFederated, .federated], "the read that cached bob did not tell its observer")
+        let aliceSeen = await aliceStates.value
+        XCTAssertEqual(aliceSeen, [.notFederated, .federated], "alice's observer was never told the saved state")
+    }
+
+    /// A first read raced by a change on each of its attempts caches what it read last,
+    /// and reads the session again by itself: its observer hears of the change that
+    /// replaced what was read, without anyone reading the session.
+    func testAFirstReadRacedOnEveryAttemptIsReadAgainByItself() async throws {
+        let b = try client(keystore())
+        try await b.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
+        let spy = ScriptableKeystore(wrapping: try keystore())
+        let a = try client(spy)
+        _ = try await a.session("bob")  // starts A's change feed
+        spy.setDropsStoreChanges(true)  // only what the test injects
+
+        var gate = spy.holdNextRead(ofKey: "session.alice")
+        let observing = Task { await a.stateUpdates(for: "alice") }
+        for attempt in 1...FederationClient.firstReadAttempts {
+            await gate.arrived()
+            let held = gate
+            if attempt < FederationClient.firstReadAttempts {
+                gate = spy.holdNextRead(ofKey: "session.alice")
+            } else {
+                try await b.clear(session: "alice")  // what the last attempt read is replaced
+            }
+            spy.inject(.item("session.alice"))
+            try await Task.sleep(for: .milliseconds(100))  // the feed marks the read raced
+            held.release()
+        }
+        let updates = await observing.value
+        let states = await collect(2, from: updates, timeout: .seconds(3))
+        XCTAssertEqual(states, [.federated, .notFederated], "the read raced on every attempt was never read again")
+    }
+
+    /// A background re-read that began inside a lost write's uncertain window and ended
+    /// after it does not close the window: the write may have landed after that read.
+    func testAReReadThatBeganInsideTheUncertainWindowDoesNotCloseIt() async throws {
+        let spy = ScriptableKeystore(wrapping: try keystore())
+        spy.setUncertainCommitWindow(.milliseconds(600))
+        let client = try client(spy)
+        try await client.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
+        spy.setApplyLate(.milliseconds(300))
+        await assertThrows(FederationError.self, code: .storage) { try await client.clear(session: "alice") }
+        spy.setApplyLate(nil)
+
+        let gate = spy.holdNextRead(ofKey: "session.alice")
+        _ = try await client.session("alice")  // answers from the cache; re-reads in the background
+        await gate.arrived()  // the re-read read alice before the clear landed
+        try await Task.sleep(for: .milliseconds(800))  // the clear lands; the window ends
+        gate.release()
+        // The re-read applies what it read before anyone reads again (a read meanwhile would
+        // ask it to read once more).
+        try await Task.sleep(for: .milliseconds(100))
+
+        let landed = await eventually(timeout: .seconds(3)) { (try? await client.session("alice").state) == .notFederated }
+        XCTAssertTrue(landed, "a re-read that began before the clear landed closed the uncertain window")
     }
 }
