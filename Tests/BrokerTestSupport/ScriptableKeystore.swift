@@ -34,10 +34,25 @@ package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
             (releases, releasing) = AsyncStream.makeStream(of: Void.self)
         }
 
-        /// Waits until the held call has read or committed.
-        package func arrived() async {
-            var iterator = arrivals.makeAsyncIterator()
-            _ = await iterator.next()
+        /// Waits until the held call has read or committed, at most `timeout`; `false` when
+        /// it has not by then (a test then fails rather than hangs).
+        @discardableResult
+        package func arrived(timeout: Duration = .seconds(10)) async -> Bool {
+            let arrivals = self.arrivals
+            return await withTaskGroup(of: Bool.self) { group in
+                group.addTask {
+                    var iterator = arrivals.makeAsyncIterator()
+                    _ = await iterator.next()
+                    return !Task.isCancelled
+                }
+                group.addTask {
+                    try? await Task.sleep(for: timeout)
+                    return false
+                }
+                let first = await group.next() ?? false
+                group.cancelAll()
+                return first
+            }
         }
 
         /// Lets the held call return.

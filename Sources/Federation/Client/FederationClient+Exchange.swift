@@ -119,7 +119,12 @@ extension FederationClient {
                     // Another client stored this session with a later expiration meanwhile:
                     // keep what the store holds (theirs, or nothing if a clear followed).
                     // Unreadable now: the session keeps what it held, and is read again.
-                    return (false, try? await store.load(session))
+                    // (Not `try?`, which would make a failed read look like an empty store.)
+                    do {
+                        return (false, .some(try await store.load(session)))
+                    } catch {
+                        return (false, nil)
+                    }
                 }
                 return (true, .some(record))
             }

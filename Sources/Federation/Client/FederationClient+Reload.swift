@@ -61,15 +61,21 @@ extension FederationClient {
         }
         let started = ContinuousClock.now
         do {
-            let applied = try await loadAndApply(session)
+            // Applied even when the feed reported a change meanwhile: that change asked for
+            // another re-read, which runs after this one (one at a time per session), or, for
+            // `.all`, the next re-read of everything reads it. Dropping it instead would let a
+            // stream of changes (a flood of `.all`) keep the session from ever being updated.
+            let applied = try await loadAndApply(session, droppingRaced: false)
             failedRetries[session] = nil
             if applied {
                 // A write that may land until `uncertainUntil` could have landed after this read
                 // began: the window ends with a read that began after it.
                 _ = cache.update(session) { $0.reloadAfter = Self.nextReload(whileUncertain: &$0.uncertainUntil, readSince: started) }
-            } else if cache.peek(session) == nil && isFollowed(session) {
-                // Raced by a change while not cached: what it read may be what the change
-                // replaced. The running re-read reads again once done.
+            } else if isFollowed(session) {
+                // Dropped: raced by a change while not cached (what it read may be what the
+                // change replaced), or by a local write, or a write whose outcome is unknown,
+                // which asked for no re-read of its own. The running re-read reads again once
+                // done; each drop needs a change from outside, so this never loops.
                 reloadsAskedAgain[session] = true
             }
         } catch {
@@ -84,10 +90,10 @@ extension FederationClient {
     /// Reads `session` from the store and applies what it read; `false` when something
     /// raced the read and it was dropped: a local federation or clear committed meanwhile
     /// (the cached entry's generation changed, or it was evicted), or the feed reported a
-    /// change (the read may hold what the change replaced, and may land after that change's
-    /// own re-read: each change the feed reports starts a re-read of a followed session that
-    /// begins after it, and one of a session nobody follows is not read at all).
-    func loadAndApply(_ session: String) async throws(FederationError) -> Bool {
+    /// change of a session not cached (the feed ignores sessions nobody follows), or, with
+    /// `droppingRaced`, of any session: a read outside the one-at-a-time re-reads may hold
+    /// what the change replaced and land after that change's own re-read.
+    func loadAndApply(_ session: String, droppingRaced: Bool) async throws(FederationError) -> Bool {
         let generation = cache.peek(session)?.generation
         let began = loadsInFlight.begin(session)
         let record: SessionRecord?
@@ -98,7 +104,7 @@ extension FederationClient {
             throw error
         }
         let raced = loadsInFlight.end(session, began: began)
-        guard cache.peek(session)?.generation == generation, !raced else { return false }
+        guard cache.peek(session)?.generation == generation, !raced || (generation != nil && !droppingRaced) else { return false }
         apply(session) { machine, now, margin in machine.stored(record, now: now, margin: margin) }
         return true
     }

@@ -57,7 +57,8 @@ public actor FederationClient {
     var cache: LRUCache<CachedSession>
     /// Reminder bookkeeping of evicted sessions (bounded as the cache is).
     var reminderMemories: LRUCache<ReminderMemory>
-    /// First reads of uncached sessions in flight, and whether a change arrived meanwhile.
+    /// Reads and this client's writes of sessions in flight, and whether the feed reported
+    /// a change of each meanwhile.
     var loadsInFlight = LoadsInFlight()
     /// Sessions being re-read (one re-read at a time each, in the background or not), and
     /// whether another re-read of each was asked for meanwhile.

@@ -29,6 +29,10 @@ struct LoadsInFlight: Sendable {
         for session in reads.keys { reads[session]?.changes += 1 }
     }
 
+    /// How many changes of `session` were reported while calls of it were in flight (for
+    /// tests: `0` once none is).
+    func reportedChanges(of session: String) -> UInt64 { reads[session]?.changes ?? 0 }
+
     /// A read of `session` ends; returns whether a change was reported since it began.
     mutating func end(_ session: String, began: UInt64) -> Bool {
         guard var entry = reads[session] else { return false }

@@ -34,6 +34,15 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         try await Task.sleep(for: .milliseconds(400))
     }
 
+    /// Waits until the call `gate` holds has read or committed; fails the test (rather than
+    /// hang it) when it does not.
+    private func reach(_ gate: ScriptableKeystore.CallGate, file: StaticString = #filePath, line: UInt = #line) async throws {
+        guard await gate.arrived() else {
+            XCTFail("the held call never came", file: file, line: line)
+            throw CancellationError()
+        }
+    }
+
     func testAFirstReadDuringWhichAnotherClientClearsIsNotCachedAsItWas() async throws {
         let other = try client(keystore())
         try await other.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
@@ -43,7 +52,7 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
 
         let gate = spy.holdNextRead(ofKey: "session.alice")
         let firstRead = Task { try await reader.session("alice") }
-        await gate.arrived()  // the read holds alice as federated
+        try await reach(gate)  // the read holds alice as federated
         try await other.clear(session: "alice")
         try await letTheFeedReport()  // the feed reports the clear while the read is held
         gate.release()
@@ -62,7 +71,7 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         let gate = spy.holdNextRead(ofKey: "session.alice")
         let b = try client(keystore())
         try await b.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
-        await gate.arrived()  // A's feed reloads alice and has read B's federation
+        try await reach(gate)  // A's feed reloads alice and has read B's federation
         try await a.clear(session: "alice")
         gate.release()
         try await letTheFeedReport()
@@ -221,7 +230,7 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
 
         let gate = spy.holdNextRead(ofKey: "session.x")
         let firstRead = Task { try await client.session("x") }
-        await gate.arrived()  // the read holds x as federated
+        try await reach(gate)  // the read holds x as federated
         try await client.clear(session: "x")
         for session in ["a", "b", "c"] { _ = try await client.session(session) }  // x is evicted
         gate.release()
@@ -243,7 +252,7 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
 
         let gate = spy.holdNextRead(ofKey: "session.x")
         let read = Task { try? await client.credentialsReadingStore(for: "x") }
-        await gate.arrived()  // the read holds x as federated
+        try await reach(gate)  // the read holds x as federated
         try await other.clear(session: "x")
         try await letTheFeedReport()
         gate.release()
@@ -268,7 +277,7 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         // A re-read of everything reads x (outside the feed's loop, which goes on)…
         let first = spy.holdNextRead(ofKey: "session.x")
         spy.inject(.all)
-        await first.arrived()
+        try await reach(first)
         spy.inject(.item("session.x"))  // …and the feed asks for x again meanwhile
         try await Task.sleep(for: .milliseconds(100))
         for session in ["a", "b", "c"] { _ = try await client.session(session) }  // x is evicted
@@ -357,7 +366,7 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         try await other.clear(session: "alice")
         let first = spy.holdNextRead(ofKey: "session.alice")
         spy.inject(.all)
-        await first.arrived()
+        try await reach(first)
         // Meanwhile alice is federated again, and the feed reports it.
         try await other.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
         let second = spy.holdNextRead(ofKey: "session.alice")
@@ -445,15 +454,16 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         let b = try client(keystore(), lifetime: 7200)
         _ = try await a.session("bob")  // starts A's change feed
         try await b.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
-        try await letTheFeedReport()
-        let cached = try await a.session("alice")
-        XCTAssertEqual(cached.state, .federated)
+        let heard = await eventually(timeout: .seconds(5)) { (try? await a.session("alice").state) == .federated }
+        XCTAssertTrue(heard)
 
         let gate = spy.holdNextRead(ofKey: "session.alice")
         let federation = Task { try await a.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice") }
-        await gate.arrived()  // A's save lost; its read-back holds B's federation
+        try await reach(gate)  // A's save lost; its read-back holds B's federation
         try await b.clear(session: "alice")
-        try await letTheFeedReport()  // A's feed has re-read and applied the clear
+        // A's feed has re-read and applied the clear (the state reads `federating` meanwhile).
+        let applied = await eventually(timeout: .seconds(5)) { (try? await a.session("alice"))?.expiration == nil }
+        XCTAssertTrue(applied, "A's feed never applied B's clear")
         gate.release()
         _ = try await federation.value
 
@@ -461,6 +471,32 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         XCTAssertTrue(converged, "A keeps a federation the store no longer holds")
         let stored = try await keystore().value(forKey: "session.alice")
         XCTAssertNil(stored)
+    }
+
+    /// A's federation loses to B's, and A cannot read the winner back (the store went away
+    /// after the commit): A keeps what it held and reads the session again, rather than
+    /// taking the failed read for an empty store.
+    func testALostFederationWhoseWinnerCannotBeReadIsReadAgain() async throws {
+        let spy = ScriptableKeystore(wrapping: try keystore())
+        let a = try client(spy, lifetime: 3600)
+        let b = try client(keystore(), lifetime: 7200)
+        try await b.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
+        let cached = try await a.session("alice")
+        XCTAssertEqual(cached.state, .federated)
+
+        let gate = spy.holdNextCommit()
+        let federation = Task { try await a.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice") }
+        try await reach(gate)  // A's save has lost
+        spy.setUnreachable(true)  // the read of the winner fails
+        gate.release()
+        _ = try await federation.value
+        spy.setUnreachable(false)
+
+        let winner = await eventually(timeout: .seconds(3)) {
+            guard let snapshot = try? await a.session("alice") else { return false }
+            return snapshot.state == .federated && snapshot.expiration == cached.expiration
+        }
+        XCTAssertTrue(winner, "A took a read that failed for an empty store, or kept its own losing record")
     }
 
     /// A's clear has committed, but its answer is late; meanwhile B federates the session and
@@ -475,9 +511,10 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
 
         let gate = spy.holdNextCommit()
         let clearing = Task { try await a.clear(session: "alice") }
-        await gate.arrived()  // the clear has committed; its answer is held
+        try await reach(gate)  // the clear has committed; its answer is held
         try await b.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
-        try await letTheFeedReport()  // A's feed has re-read and applied B's federation
+        let applied = await eventually(timeout: .seconds(5)) { (try? await a.session("alice").state) == .federated }
+        XCTAssertTrue(applied, "A's feed never applied B's federation")
         gate.release()
         try await clearing.value
 
@@ -498,10 +535,14 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
 
         let gate = spy.holdNextRead(ofKey: "session.x")
         let serving = Task { try await a.credentialsReadingStore(for: "x") }
-        await gate.arrived()  // the read holds x as federated
+        try await reach(gate)  // the read holds x as federated
         try await b.clear(session: "x")
+        let readsBefore = spy.counts.reads(of: "session.x")
         spy.inject(.item("session.x"))
-        try await Task.sleep(for: .milliseconds(200))  // the feed's re-read has applied the clear
+        // The feed marks the held read raced, then re-reads x (cached), applying the clear.
+        let reread = await eventually(timeout: .seconds(5)) { spy.counts.reads(of: "session.x") > readsBefore && spy.readsInFlight <= 1 }
+        XCTAssertTrue(reread, "the feed never re-read x")
+        try await Task.sleep(for: .milliseconds(50))
         gate.release()
 
         await assertThrows(FederationError.self, code: .noValidCredentials) { try await serving.value }
@@ -561,7 +602,7 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         var gate = spy.holdNextRead(ofKey: "session.alice")
         let observing = Task { await a.stateUpdates(for: "alice") }
         for attempt in 1...FederationClient.firstReadAttempts {
-            await gate.arrived()
+            try await reach(gate)
             let held = gate
             if attempt < FederationClient.firstReadAttempts {
                 gate = spy.holdNextRead(ofKey: "session.alice")
@@ -569,7 +610,8 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
                 try await b.clear(session: "alice")  // what the last attempt read is replaced
             }
             spy.inject(.item("session.alice"))
-            try await Task.sleep(for: .milliseconds(100))  // the feed marks the read raced
+            let marked = await eventually(timeout: .seconds(5)) { await a.loadsInFlight.reportedChanges(of: "alice") > 0 }
+            XCTAssertTrue(marked, "the feed never marked the read raced")
             held.release()
         }
         let updates = await observing.value
@@ -580,24 +622,81 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
     /// A background re-read that began inside a lost write's uncertain window and ended
     /// after it does not close the window: the write may have landed after that read.
     func testAReReadThatBeganInsideTheUncertainWindowDoesNotCloseIt() async throws {
+        let window = Duration.seconds(1)
         let spy = ScriptableKeystore(wrapping: try keystore())
-        spy.setUncertainCommitWindow(.milliseconds(600))
+        spy.setUncertainCommitWindow(window)
         let client = try client(spy)
         try await client.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
-        spy.setApplyLate(.milliseconds(300))
+        let gate = spy.holdNextRead(ofKey: "session.alice")
+        spy.setApplyLate(.milliseconds(500))
         await assertThrows(FederationError.self, code: .storage) { try await client.clear(session: "alice") }
+        let failedAt = ContinuousClock.now
         spy.setApplyLate(nil)
 
-        let gate = spy.holdNextRead(ofKey: "session.alice")
         _ = try await client.session("alice")  // answers from the cache; re-reads in the background
-        await gate.arrived()  // the re-read read alice before the clear landed
-        try await Task.sleep(for: .milliseconds(800))  // the clear lands; the window ends
+        try await reach(gate)  // the re-read read alice before the clear landed
+        let other = try keystore()
+        let landed = await eventually(timeout: .seconds(5)) {
+            do { return try await other.value(forKey: "session.alice") == nil } catch { return false }
+        }
+        XCTAssertTrue(landed, "the clear never landed")
+        try await Task.sleep(until: failedAt + window + .milliseconds(50))  // the window has ended
         gate.release()
         // The re-read applies what it read before anyone reads again (a read meanwhile would
         // ask it to read once more).
-        try await Task.sleep(for: .milliseconds(100))
+        let applied = await eventually(timeout: .seconds(5)) { await client.reloadsAskedAgain["alice"] == nil }
+        XCTAssertTrue(applied)
 
-        let landed = await eventually(timeout: .seconds(3)) { (try? await client.session("alice").state) == .notFederated }
-        XCTAssertTrue(landed, "a re-read that began before the clear landed closed the uncertain window")
+        let read = await eventually(timeout: .seconds(3)) { (try? await client.session("alice").state) == .notFederated }
+        XCTAssertTrue(read, "a re-read that began before the clear landed closed the uncertain window")
+    }
+
+    /// A stream of `.all`s (a feed's buffer overflowing under load, or anyone who may
+    /// `NOTIFY` on a PostgreSQL database) that marks every re-read raced must not keep a
+    /// cached session from being updated: a re-read is applied, and the next one follows.
+    func testAStreamOfChangesDoesNotKeepACachedSessionFromBeingUpdated() async throws {
+        let spy = ScriptableKeystore(wrapping: try keystore())
+        let a = try client(spy)
+        let b = try client(keystore())
+        try await b.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
+        let cached = try await a.session("alice")
+        XCTAssertEqual(cached.state, .federated)
+        spy.setDropsStoreChanges(true)  // only what the test injects
+        spy.setReadDelay(.milliseconds(50))  // every re-read outlasts several `.all`s
+        try await b.clear(session: "alice")
+
+        let storm = Task {
+            while !Task.isCancelled {
+                spy.inject(.all)
+                try? await Task.sleep(for: .milliseconds(5))
+            }
+        }
+        defer { storm.cancel() }
+        let updated = await eventually(timeout: .seconds(5)) { (try? await a.session("alice").state) == .notFederated }
+        XCTAssertTrue(updated, "re-reads raced by the stream of changes were never applied")
+    }
+
+    /// A re-read dropped because a write of the session failed with its outcome unknown
+    /// (which asks for no re-read of its own) is read again: the session's observer hears
+    /// of the change the dropped re-read was for, without anyone reading the session.
+    func testAReReadDroppedForAWriteWhoseOutcomeIsUnknownIsReadAgain() async throws {
+        let spy = ScriptableKeystore(wrapping: try keystore())
+        let a = try client(spy)
+        let b = try client(keystore())
+        let updates = await a.stateUpdates(for: "x")  // cached as absent, observed
+        let states = Task { await collect(2, from: updates, timeout: .seconds(5)) }
+        spy.setDropsStoreChanges(true)  // only what the test injects
+        try await b.federate(token: TestJWT.valid(sub: "x"), provider: .google, session: "x")
+
+        let gate = spy.holdNextRead(ofKey: "session.x")
+        spy.inject(.item("session.x"))
+        try await reach(gate)  // A's feed has re-read x as federated
+        spy.setFailWrites(true)
+        await assertThrows(FederationError.self, code: .storage) { try await a.clear(session: "x") }
+        spy.setFailWrites(false)
+        gate.release()  // dropped: the failed clear may still land
+
+        let seen = await states.value
+        XCTAssertEqual(seen, [.notFederated, .federated], "the dropped re-read was never read again")
     }
 }
