@@ -29,7 +29,7 @@ public struct CredentialEndpoint: Sendable {
     /// A `[default]` profile in the shared credentials or config file (static keys,
     /// `credential_process`, SSO, a role to assume) also comes before the container provider
     /// in the SDKs' chains; it is a file, not a variable, so it is not removed here.
-    public static let conflictingVariables = [
+    public static let conflictingVariables: [String] = [
         "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_CREDENTIAL_EXPIRATION",
         "AWS_ACCESS_KEY", "AWS_SECRET_KEY", "AWS_SECURITY_TOKEN",
         "AWS_PROFILE", "AWS_DEFAULT_PROFILE",
@@ -37,6 +37,16 @@ public struct CredentialEndpoint: Sendable {
         "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
         "AWS_CREDENTIAL_FILE", "BOTO_CONFIG",
     ]
+
+    /// The variable that keeps the SDKs away from the EC2 instance metadata service.
+    ///
+    /// Some SDKs' default chains (Java's, .NET's) go on to the instance metadata service when
+    /// the container endpoint answers no credentials: a first fetch after the session expired
+    /// or was cleared would then get the EC2 instance's role, and the child would act as the
+    /// machine instead of failing. ``childEnvironment(from:)`` sets it to `true` unless the
+    /// base environment sets it already. The SDKs also find their region there when none is
+    /// configured: set `AWS_REGION` for a child on EC2.
+    public static let instanceMetadataDisabledVariable = "AWS_EC2_METADATA_DISABLED"
 
     /// The session served here.
     public let session: String
@@ -60,11 +70,13 @@ public struct CredentialEndpoint: Sendable {
     }
 
     /// `environment`-style pairs applied to `base`: ``conflictingVariables`` removed, the
-    /// two variables set.
+    /// two variables set, and ``instanceMetadataDisabledVariable`` set to `true` unless
+    /// `base` sets it.
     public func childEnvironment(from base: [String: String]) -> [String: String] {
         var result = base
         for name in Self.conflictingVariables { result[name] = nil }
         result.merge(environment) { _, new in new }
+        if result[Self.instanceMetadataDisabledVariable] == nil { result[Self.instanceMetadataDisabledVariable] = "true" }
         return result
     }
 }

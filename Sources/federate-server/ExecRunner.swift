@@ -103,7 +103,12 @@ enum ExecRunner {
             }
             entries.append(bytes)
         }
-        let added = endpoint.environment.sorted { $0.key < $1.key }.map { Array("\($0.key)=\($0.value)".utf8) }
+        var added = endpoint.environment.sorted { $0.key < $1.key }.map { Array("\($0.key)=\($0.value)".utf8) }
+        // Unless the caller decided otherwise, the command's SDK must not fall back to the
+        // instance's role when the endpoint answers no credentials (see the variable's doc).
+        if !seen.contains(Array(CredentialEndpoint.instanceMetadataDisabledVariable.utf8)) {
+            added.append(Array("\(CredentialEndpoint.instanceMetadataDisabledVariable)=true".utf8))
+        }
         return entries + added
     }
 

@@ -125,7 +125,8 @@ final class FederateExecTests: XCTestCase {
                      "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
                      "AWS_DEFAULT_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_ACCESS_KEY",
                      "AWS_SECRET_KEY", "AWS_SECURITY_TOKEN", "IDENTITY_BROKER_KEY_FILE", "AWS_CREDENTIAL_FILE", "BOTO_CONFIG",
-                     "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_REGION", "KEEP_ME", "IDENTITY_BROKER_KEYSTORE"]
+                     "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_REGION", "KEEP_ME", "IDENTITY_BROKER_KEYSTORE",
+                     "AWS_EC2_METADATA_DISABLED"]
             print(json.dumps({
                 "env": {name: os.environ.get(name) for name in names},
                 "token_length": len(os.environ.get("AWS_CONTAINER_AUTHORIZATION_TOKEN", "")),
@@ -166,6 +167,13 @@ final class FederateExecTests: XCTestCase {
         XCTAssertEqual(object["token_length"] as? Int, 64)
         XCTAssertEqual(env["AWS_REGION"] as? String, "eu-west-1")
         XCTAssertEqual(env["KEEP_ME"] as? String, "yes")
+        // No fallback to the instance's role when the endpoint answers no credentials
+        // (Java's and .NET's chains), unless the caller chose otherwise.
+        XCTAssertEqual(env["AWS_EC2_METADATA_DISABLED"] as? String, "true")
+        let printMetadataSetting = ["--", "sh", "-c", "printf %s \"$AWS_EC2_METADATA_DISABLED\""]
+        let chosen = try harness.run(["exec", "--session", "bob"] + printMetadataSetting, environment: ["AWS_EC2_METADATA_DISABLED": "false"])
+        XCTAssertEqual(chosen.status, 0, "\(chosen)")
+        XCTAssertEqual(chosen.stdout, "false")
 
         // The command itself (grep, which changes no disposition) reads its signal state:
         // nothing blocked or ignored, although federate runs it from a Swift concurrency

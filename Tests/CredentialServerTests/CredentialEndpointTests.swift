@@ -1,0 +1,28 @@
+@testable import CredentialServer
+import XCTest
+
+/// The environment a child gets from ``CredentialEndpoint/childEnvironment(from:)``.
+final class CredentialEndpointTests: XCTestCase {
+    private let endpoint = CredentialEndpoint(
+        session: "alice", url: "http://127.0.0.1:4000/credentials/alice", authorizationToken: CredentialServerToken.random())
+
+    func testTheEndpointReplacesEverySourceTheSDKsWouldReadFirst() {
+        var base = Dictionary(uniqueKeysWithValues: CredentialEndpoint.conflictingVariables.map { ($0, "planted") })
+        base["AWS_REGION"] = "eu-west-1"
+        let child = endpoint.childEnvironment(from: base)
+        for name in CredentialEndpoint.conflictingVariables {
+            XCTAssertNil(child[name], "\(name) reached the child")
+        }
+        XCTAssertEqual(child[CredentialEndpoint.fullURIVariable], endpoint.url)
+        XCTAssertEqual(child[CredentialEndpoint.authorizationTokenVariable], endpoint.authorizationToken.value)
+        XCTAssertEqual(child["AWS_REGION"], "eu-west-1")
+    }
+
+    /// Java's and .NET's chains go on to the instance metadata service when the endpoint
+    /// answers no credentials: it is off unless the caller decided otherwise.
+    func testTheInstanceMetadataServiceIsOffUnlessTheCallerSaysOtherwise() {
+        XCTAssertEqual(endpoint.childEnvironment(from: [:])[CredentialEndpoint.instanceMetadataDisabledVariable], "true")
+        let chosen = [CredentialEndpoint.instanceMetadataDisabledVariable: "false"]
+        XCTAssertEqual(endpoint.childEnvironment(from: chosen)[CredentialEndpoint.instanceMetadataDisabledVariable], "false")
+    }
+}
