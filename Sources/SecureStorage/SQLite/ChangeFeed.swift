@@ -1,4 +1,5 @@
 import Dispatch
+import Logging
 import Synchronization
 
 /// The keystore's change feed: subscribers, own commits delivered at once, and a poller for
@@ -11,6 +12,13 @@ import Synchronization
 /// seen, so a subscriber may also receive changes committed shortly before it subscribed, but
 /// never misses one committed after. Each subscriber buffers at most ``bufferSize`` changes; one
 /// that falls further behind loses the oldest and receives ``KeystoreChange/all``.
+///
+/// While polls fail (the poller's connection cannot be opened or read), subscribers get
+/// ``KeystoreChange/all`` at once and again every ``failingAllInterval``: they cannot be told
+/// what changed, so they re-read what they hold rather than hear nothing. Once the database
+/// file at the path is no longer the one the keystore opened (renamed over, or removed), the
+/// poller delivers ``KeystoreChange/all`` once, calls `onReplaced` (reads then fail, as
+/// commits do) and stops: the file now at the path is one this keystore does not read.
 final class ChangeFeed: Sendable {
     /// How many changes a subscriber's stream buffers before the oldest are dropped (and
     /// ``KeystoreChange/all`` is delivered instead).
@@ -26,13 +34,32 @@ final class ChangeFeed: Sendable {
     private let origin: Int64
     private let interval: Duration
     private let busyTimeout: Duration
+    /// The database file the keystore opened; `nil`: not checked.
+    private let identity: FileIdentity?
+    private let onReplaced: @Sendable () -> Void
+    private let logger: Logger?
+    /// Opens the poller's connection (tests make it fail).
+    private let connect: @Sendable (String, Duration) throws(KeystoreError) -> SQLiteConnection
 
-    init(path: String, origin: Int64, interval: Duration, busyTimeout: Duration, knownSequence: Int64) {
+    /// How often subscribers get ``KeystoreChange/all`` while polls keep failing.
+    static let failingAllInterval: Duration = .seconds(1)
+
+    init(
+        path: String, origin: Int64, interval: Duration, busyTimeout: Duration, knownSequence: Int64,
+        identity: FileIdentity?, logger: Logger?, onReplaced: @escaping @Sendable () -> Void,
+        connect: @escaping @Sendable (String, Duration) throws(KeystoreError) -> SQLiteConnection = { (path, busyTimeout) throws(KeystoreError) in
+            try SQLiteConnection(path: path, busyTimeout: busyTimeout)
+        }
+    ) {
+        self.connect = connect
         self.path = path
         self.origin = origin
         self.interval = interval
         self.busyTimeout = busyTimeout
         self.knownSequence = Mutex(knownSequence)
+        self.identity = identity
+        self.logger = logger
+        self.onReplaced = onReplaced
     }
 
     func subscribe(excludingWriter writer: UInt64? = nil) -> AsyncStream<KeystoreChange> {
@@ -80,6 +107,9 @@ final class ChangeFeed: Sendable {
         var cursor: Int64
         var dataVersion: Int64?
         var lostTrack = false
+        /// When polls started failing, and when the last `.all` for it went out.
+        var failing: (since: ContinuousClock.Instant, lastAll: ContinuousClock.Instant)?
+        var replaced = false
         init(cursor: Int64) { self.cursor = cursor }
     }
 
@@ -98,12 +128,13 @@ final class ChangeFeed: Sendable {
     }
 
     private func poll(_ poller: Poller) {
+        if poller.replaced || foundReplaced(poller) { return }
         do {
             let connection: SQLiteConnection
             if let open = poller.connection {
                 connection = open
             } else {
-                connection = try SQLiteConnection(path: path, busyTimeout: busyTimeout)
+                connection = try connect(path, busyTimeout)
                 poller.connection = connection
             }
             let version = try connection.withStatement("PRAGMA data_version") { statement throws(KeystoreError) -> Int64 in
@@ -147,12 +178,57 @@ final class ChangeFeed: Sendable {
             }
             poller.cursor = newest
             poller.lostTrack = false
+            if let failing = poller.failing {
+                logger?.notice("the change feed reads the database again", metadata: [
+                    "broker.path": "\(path)", "broker.failedForMs": "\((ContinuousClock.now - failing.since).wholeMilliseconds)",
+                ])
+                poller.failing = nil
+            }
             if !changes.isEmpty { deliver(changes, sequence: newest) }
         } catch {
             // The next successful poll cannot know what it missed.
             poller.lostTrack = true
             poller.connection?.close()
             poller.connection = nil
+            pollFailed(poller, error)
         }
+    }
+
+    /// Subscribers cannot be told what changed while polls fail: `.all` now, and again every
+    /// ``failingAllInterval`` while it lasts, so they re-read what they hold.
+    private func pollFailed(_ poller: Poller, _ error: KeystoreError) {
+        let now = ContinuousClock.now
+        if let failing = poller.failing {
+            guard now - failing.lastAll >= Self.failingAllInterval else { return }
+            poller.failing = (failing.since, now)
+        } else {
+            logger?.warning("the change feed cannot read the database; every session may have changed until it can", metadata: [
+                "broker.path": "\(path)", "broker.error": "\(error.code)",
+            ])
+            poller.failing = (now, now)
+        }
+        subscribers.deliver([.all])
+    }
+
+    /// Whether the database file at the path is no longer the one the keystore opened; if so,
+    /// says so once, for good.
+    private func foundReplaced(_ poller: Poller) -> Bool {
+        guard let identity else { return false }
+        let current: FileIdentity?
+        do {
+            current = try FileIdentity.of(path)
+        } catch {
+            return false  // cannot tell: the poll itself fails or not
+        }
+        guard current != identity else { return false }
+        poller.replaced = true
+        poller.connection?.close()
+        poller.connection = nil
+        onReplaced()
+        logger?.warning(
+            "the database file was replaced or removed while the keystore had it open; reads and commits fail until it is opened again",
+            metadata: ["broker.path": "\(path)"])
+        subscribers.deliver([.all])
+        return true
     }
 }

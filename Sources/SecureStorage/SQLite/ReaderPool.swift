@@ -43,6 +43,9 @@ final class ReaderPool: Sendable {
     private let lanes: [Lane]
     private let inline: Mutex<Inline>
     private let closed = Atomic<Bool>(false)
+    /// Set once the change feed found the database file replaced or removed: the connections
+    /// would go on reading a file nobody else opens.
+    private let replaced = Atomic<Bool>(false)
     private let path: String
     private let busyTimeout: Duration
 
@@ -56,6 +59,7 @@ final class ReaderPool: Sendable {
     }
 
     func read<T: Sendable>(_ body: @escaping @Sendable (SQLiteConnection) throws(KeystoreError) -> T) async throws(KeystoreError) -> T {
+        if replaced.load(ordering: .relaxed) { throw SQLiteConnection.replaced(path, "nothing was read") }
         if let connection = takeInline() {
             let result = Result { () throws(KeystoreError) -> T in try body(connection) }
             handBack(connection)
@@ -66,6 +70,12 @@ final class ReaderPool: Sendable {
             }
         }
         return try await readOnLane(body)
+    }
+
+    /// Makes every later read fail: the database file at the path is no longer the one the
+    /// connections have open.
+    func markReplaced() {
+        replaced.store(true, ordering: .relaxed)
     }
 
     /// An idle inline connection, counted in use; `nil` when none is idle or the pool closed.

@@ -441,11 +441,21 @@ final class SQLiteConnection: @unchecked Sendable {
     /// new connections read the one now there, and SQLite itself only logs it. Checked under
     /// the write lock before each commit: one `stat` of the path.
     private func checkStillInPlace() throws(KeystoreError) {
+        guard try hasMoved() else { return }
+        throw Self.replaced(path, "nothing was written")
+    }
+
+    /// Whether the database file this connection has open is no longer the one at its path.
+    func hasMoved() throws(KeystoreError) -> Bool {
         var moved: Int32 = 0
-        guard sqlite3_file_control(try open(), "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK, moved != 0 else { return }
-        throw KeystoreError(
+        return sqlite3_file_control(try open(), "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK && moved != 0
+    }
+
+    /// The error for a call on a database whose file was replaced or removed while open.
+    static func replaced(_ path: String, _ consequence: String) -> KeystoreError {
+        KeystoreError(
             .storeUnavailable,
-            "the database file was replaced or removed while the keystore had it open; nothing was written (open the keystore again)",
+            "the database file was replaced or removed while the keystore had it open; \(consequence) (open the keystore again)",
             path: path)
     }
 

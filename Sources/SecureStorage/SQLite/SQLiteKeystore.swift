@@ -102,9 +102,17 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
             _ = try statement.step()
             return statement.isNull(1) ? 0 : statement.int64(1)
         }
+        // The file the writer has open: the path's, unless it was replaced since SQLite opened it.
+        let identity = try FileIdentity.of(namespace.databasePath)
+        if try writerConnection.hasMoved() {
+            writerConnection.close()
+            throw SQLiteConnection.replaced(namespace.databasePath, "nothing was read")
+        }
+        let readers = try ReaderPool(path: namespace.databasePath, busyTimeout: configuration.busyTimeout)
         let feed = ChangeFeed(
             path: namespace.databasePath, origin: origin, interval: configuration.changePollInterval,
-            busyTimeout: configuration.busyTimeout, knownSequence: newest
+            busyTimeout: configuration.busyTimeout, knownSequence: newest, identity: identity, logger: logger,
+            onReplaced: { readers.markReplaced() }
         )
         self.root = layout.root
         self.service = service
@@ -113,7 +121,7 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
         self.namespace = namespace
         self.origin = origin
         self.feed = feed
-        self.readers = try ReaderPool(path: namespace.databasePath, busyTimeout: configuration.busyTimeout)
+        self.readers = readers
         self.checkpointer = checkpointer
         self.writer = GroupCommitter(
             connection: writerConnection, origin: origin, retention: configuration.changeLogRetention

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import XCTest
 @testable import SecureStorage
 
@@ -141,6 +142,71 @@ final class SQLiteChangeFeedTests: XCTestCase {
         let late = keystore.changes()
         for await _ in late { count += 1 }
         XCTAssertEqual(count, 0)
+    }
+
+    /// A database renamed over the one a keystore has open (an operator restoring a copy, or
+    /// the member who owns the file): the keystore's connections stay on the old file, whose
+    /// `data_version` never changes again. Its subscribers get `.all` once, and its reads
+    /// fail, as its commits do, rather than go on answering from a file nobody else opens.
+    func testADatabaseReplacedWhileOpenGivesAllAndFailsReads() async throws {
+        let temporary = try TemporaryRoot()
+        let watcher = try watcherPollingOften(temporary.root)
+        defer { watcher.close() }
+        try await watcher.set([1], forKey: "before")
+        let stream = watcher.changes()
+        try await Task.sleep(for: .milliseconds(200))  // the poller runs
+
+        let path = watcher.namespace.databasePath
+        try FileManager.default.copyItem(atPath: path, toPath: path + ".copy")
+        XCTAssertEqual(rename(path + ".copy", path), 0)
+        let seen = await collectChanges(stream, within: 3) { $0.contains(.all) }
+        XCTAssertTrue(seen.contains(.all), "\(seen)")
+        do {
+            _ = try await watcher.value(forKey: "before")
+            XCTFail("a read answered from the replaced database")
+        } catch {
+            XCTAssertEqual(error.code, .storeUnavailable, "\(error)")
+            XCTAssertTrue(error.reason.contains("replaced or removed"), error.reason)
+        }
+    }
+
+    /// While the poller cannot read the database, its subscribers cannot be told what changed:
+    /// they get `.all` at once, and again about every second while it lasts.
+    func testPollsThatFailGiveAllAtOnceAndWhileTheyFail() async throws {
+        let temporary = try TemporaryRoot()
+        let keystore = try watcherPollingOften(temporary.root)
+        defer { keystore.close() }
+        let failing = Mutex(true)
+        let feed = ChangeFeed(
+            path: keystore.namespace.databasePath, origin: 1, interval: .milliseconds(50), busyTimeout: .milliseconds(50),
+            knownSequence: 0, identity: nil, logger: nil, onReplaced: {},
+            connect: { (path, busyTimeout) throws(KeystoreError) in
+                if failing.withLock({ $0 }) { throw KeystoreError(.io, "the test makes the poller's connection fail") }
+                return try SQLiteConnection(path: path, busyTimeout: busyTimeout)
+            })
+        defer { feed.close() }
+        let stream = feed.subscribe()
+        let started = ContinuousClock.now
+        let received = Mutex<[(at: Duration, change: KeystoreChange)]>([])
+        let collecting = Task {
+            for await change in stream { received.withLock { $0.append((ContinuousClock.now - started, change)) } }
+        }
+        try await Task.sleep(for: .milliseconds(2300))
+        failing.withLock { $0 = false }
+        let flipped = ContinuousClock.now - started
+        try await Task.sleep(for: .milliseconds(600))
+        collecting.cancel()
+
+        let changes = received.withLock { $0 }
+        XCTAssertTrue(changes.allSatisfy { $0.change == .all }, "\(changes)")
+        let whileFailing = changes.filter { $0.at < flipped }.map(\.at)
+        XCTAssertLessThan(whileFailing.first ?? .seconds(99), .milliseconds(900), "the first failed poll gave no .all at once: \(changes)")
+        XCTAssertGreaterThanOrEqual(whileFailing.count, 2, "no .all again while polls kept failing: \(changes)")
+        for (earlier, later) in zip(whileFailing, whileFailing.dropFirst()) {
+            XCTAssertGreaterThanOrEqual(later - earlier, ChangeFeed.failingAllInterval - .milliseconds(5), "more than one .all a second: \(changes)")
+        }
+        // The first poll that reads again cannot know what it missed either.
+        XCTAssertTrue(changes.contains { $0.at >= flipped }, "no .all once polls read again: \(changes)")
     }
 
     /// A keystore of `root` whose change feed polls every 50 ms.
