@@ -24,7 +24,12 @@ extension PostgresKeystore {
             }
             throw error
         }
-        try await committing { try await connection.runUnlessClosed("COMMIT", logger: logger) }
+        let committed = try await committing { try await connection.queryUnlessClosed("COMMIT", logger: logger) }
+        // A transaction the server aborted (a statement's error that went unread) answers
+        // `COMMIT` with the tag `ROLLBACK` and no error: nothing was applied.
+        guard committed.metadata.command == "COMMIT" else {
+            throw KeystoreError(.io, "the server rolled the transaction back instead of committing it (\(committed.metadata.command)); nothing was written")
+        }
         return value
     }
 

@@ -182,7 +182,7 @@ enum PostgresSchema {
             call = found
         } else {
             call = try await PostgresKeystore.transaction(on: connection, logger: logger) {
-                try await connection.query("SELECT pg_catalog.pg_advisory_xact_lock(\(schemaLock))", logger: logger)
+                _ = try await connection.query("SELECT pg_catalog.pg_advisory_xact_lock(\(schemaLock))", logger: logger).collect()
                 let existing = try await connection.query(PostgresQuery(unsafeSQL: tablesExist), logger: logger).collect()
                 if try existing.first?.decode(Bool.self) != true {
                     for statement in createStatements {
@@ -307,7 +307,9 @@ enum PostgresSchema {
 
     /// Takes the namespace's transaction-scoped advisory lock (migrations only).
     static func lock(_ namespace: PostgresNamespace, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended(\(namespace.lockName), 0::int8))", logger: logger)
+        _ = try await connection.query(
+            "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended(\(namespace.lockName), 0::int8))", logger: logger
+        ).collect()
     }
 
     /// Applies sets and removes of distinct keys, and notifies listeners of the keys that
@@ -544,12 +546,19 @@ enum PostgresSchema {
 
     /// Signals listeners that `keys` of `namespace` changed (inside a transaction: delivered
     /// when it commits, in commit order). Nothing when no key changed.
+    ///
+    /// Collected, as every statement that returns rows must be inside a transaction:
+    /// postgres-nio answers such a query once the server bound it, and an error raised while
+    /// it runs (a statement timeout or a cancel, running out of memory) would otherwise go
+    /// unread into its row stream, leaving the transaction aborted for a `COMMIT` that the
+    /// server then answers with `ROLLBACK` and no error.
     static func notify(
         _ keys: [String], namespace: PostgresNamespace, origin: Int64, on connection: PostgresConnection, logger: Logger
     ) async throws {
         guard !keys.isEmpty else { return }
-        try await connection.query(
-            "SELECT pg_catalog.pg_notify(\(channel), \(namespace.notification(origin: origin, keys: keys)))", logger: logger)
+        _ = try await connection.query(
+            "SELECT pg_catalog.pg_notify(\(channel), \(namespace.notification(origin: origin, keys: keys)))", logger: logger
+        ).collect()
     }
 }
 

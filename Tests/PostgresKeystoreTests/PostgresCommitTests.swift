@@ -1,6 +1,7 @@
 import BrokerTestSupport
 import Foundation
 @testable import PostgresKeystore
+import PostgresNIO
 import SecureStorage
 import XCTest
 
@@ -119,6 +120,26 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertTrue(recorder.contains(.item("k0")))
         XCTAssertFalse(recorder.contains(.item("doomed")), "subscribers were told of a change that was not made")
         recorder.stop()
+    }
+
+    /// Whatever leaves a transaction aborted without an error reaching the keystore (a
+    /// statement that returns rows fails while it runs, and postgres-nio keeps that error in
+    /// the row stream nobody read), its `COMMIT`, answered `ROLLBACK` with no error, is a
+    /// failure: nothing was written. (Every such statement of the keystore is collected now;
+    /// this guards the next one.)
+    func testATransactionTheServerAbortedIsNotReportedAsCommitted() async throws {
+        let keystore = try await keystore()
+        let pool = keystore.pool
+        let error = await keystoreError {
+            try await pool.withConnection(on: pool.current) { connection in
+                try await PostgresKeystore.transaction(on: connection, logger: keystore.logger) {
+                    // A statement that returns rows, its failure left unread in its row stream.
+                    _ = try await connection.query("SELECT pg_catalog.pg_notify('x', pg_catalog.repeat('x', 8000))", logger: keystore.logger)
+                }
+            }
+        }
+        XCTAssertEqual(error?.code, .io, "\(String(describing: error))")
+        XCTAssertTrue(error?.reason.contains("rolled the transaction back") == true, "\(String(describing: error))")
     }
 
     /// A combined group that fails is retried batch by batch only within its own time: slow
