@@ -47,19 +47,31 @@ final class ConnectionSetup: Sendable {
             ? Int64(Int32.max) : min(Int64(Int32.max), max(1, milliseconds.partialValue + attoseconds / 1_000_000_000_000_000))
     }
 
+    /// `synchronous_commit` raised from `off` (set for the database or the role, say) to
+    /// `local`: with `off` the server answers a `COMMIT` before its WAL reaches the disk, and a
+    /// crash loses commits the keystore acknowledged. Stronger settings (`on`,
+    /// `remote_apply`, …) stay. The comparison names `pg_catalog`'s operator, so no operator
+    /// another role planted on the search path can capture it.
+    static let durableCommits = """
+        pg_catalog.set_config('synchronous_commit', CASE WHEN pg_catalog.current_setting('synchronous_commit') \
+        OPERATOR(pg_catalog.=) 'off'::text THEN 'local' ELSE pg_catalog.current_setting('synchronous_commit') END, false)
+        """
+
     /// Sets `connection` up unless it already is.
     func prepare(_ connection: PostgresConnection, logger: Logger) async throws {
         guard !done.withLock({ $0.contains(connection.id) }) else { return }
         let timeout = String(statementTimeoutMilliseconds)
         do {
-            try await connection.runUnlessClosed("""
-                SELECT pg_catalog.set_config('statement_timeout', \(timeout), false),
+            // The timeout is a number this type computed: written into the text, not bound.
+            try await connection.runUnlessClosed(PostgresQuery(unsafeSQL: """
+                SELECT pg_catalog.set_config('statement_timeout', '\(timeout)', false), \(Self.durableCommits),
                     pg_catalog.set_config('plan_cache_mode', 'force_generic_plan', false)
-                """, logger: logger)
+                """), logger: logger)
         } catch let error as PSQLError where error.code == .server && error.serverInfo?[.sqlState] == "42704" {
             // undefined_object: no plan_cache_mode on this server (nothing of the statement applied).
             logger.debug("the server has no plan_cache_mode setting; prepared statements keep its default plans")
-            try await connection.runUnlessClosed("SELECT pg_catalog.set_config('statement_timeout', \(timeout), false)", logger: logger)
+            try await connection.runUnlessClosed(PostgresQuery(
+                unsafeSQL: "SELECT pg_catalog.set_config('statement_timeout', '\(timeout)', false), \(Self.durableCommits)"), logger: logger)
         }
         done.withLock { done in
             // Closed connections leave their IDs behind; past a bound, forget them all (a live

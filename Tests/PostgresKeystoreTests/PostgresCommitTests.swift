@@ -122,6 +122,30 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         recorder.stop()
     }
 
+    /// A database (or role) set to `synchronous_commit = off` would have the server answer
+    /// commits before they are durable: the keystore's connections raise it to `local`, and
+    /// leave stronger settings as they are.
+    func testConnectionsCommitDurablyWhateverTheDatabaseSays() async throws {
+        try server.psql("ALTER DATABASE \(database!) SET synchronous_commit = off")
+        let keystore = try await keystore()
+        let pool = keystore.pool
+        let setting = try await pool.withConnection(on: pool.current) { connection in
+            try await ConnectionSetup(statementTimeout: .seconds(5)).prepare(connection, logger: keystore.logger)
+            return try await connection.query("SELECT pg_catalog.current_setting('synchronous_commit')", logger: keystore.logger)
+                .collect().first?.decode(String.self)
+        }
+        XCTAssertEqual(setting, "local")
+        try server.psql("ALTER DATABASE \(database!) SET synchronous_commit = remote_apply")
+        let stronger = try await self.keystore()
+        let strongerPool = stronger.pool
+        let kept = try await strongerPool.withConnection(on: strongerPool.current) { connection in
+            try await ConnectionSetup(statementTimeout: .seconds(5)).prepare(connection, logger: stronger.logger)
+            return try await connection.query("SELECT pg_catalog.current_setting('synchronous_commit')", logger: stronger.logger)
+                .collect().first?.decode(String.self)
+        }
+        XCTAssertEqual(kept, "remote_apply")
+    }
+
     /// Whatever leaves a transaction aborted without an error reaching the keystore (a
     /// statement that returns rows fails while it runs, and postgres-nio keeps that error in
     /// the row stream nobody read), its `COMMIT`, answered `ROLLBACK` with no error, is a
