@@ -44,7 +44,7 @@ public struct CredentialEndpoint: Sendable {
     /// the container endpoint answers no credentials: a first fetch after the session expired
     /// or was cleared would then get the EC2 instance's role, and the child would act as the
     /// machine instead of failing. ``childEnvironment(from:)`` sets it to `true` unless the
-    /// base environment sets it already. The SDKs also find their region there when none is
+    /// base environment sets it to something (an empty value counts as unset). The SDKs also find their region there when none is
     /// configured: set `AWS_REGION` for a child on EC2.
     public static let instanceMetadataDisabledVariable = "AWS_EC2_METADATA_DISABLED"
 
@@ -76,7 +76,8 @@ public struct CredentialEndpoint: Sendable {
         var result = base
         for name in Self.conflictingVariables { result[name] = nil }
         result.merge(environment) { _, new in new }
-        if result[Self.instanceMetadataDisabledVariable] == nil { result[Self.instanceMetadataDisabledVariable] = "true" }
+        // An empty value is unset to some SDKs (Go's): it decides nothing.
+        if result[Self.instanceMetadataDisabledVariable]?.isEmpty ?? true { result[Self.instanceMetadataDisabledVariable] = "true" }
         return result
     }
 }

@@ -24,5 +24,7 @@ final class CredentialEndpointTests: XCTestCase {
         XCTAssertEqual(endpoint.childEnvironment(from: [:])[CredentialEndpoint.instanceMetadataDisabledVariable], "true")
         let chosen = [CredentialEndpoint.instanceMetadataDisabledVariable: "false"]
         XCTAssertEqual(endpoint.childEnvironment(from: chosen)[CredentialEndpoint.instanceMetadataDisabledVariable], "false")
+        let empty = [CredentialEndpoint.instanceMetadataDisabledVariable: ""]
+        XCTAssertEqual(endpoint.childEnvironment(from: empty)[CredentialEndpoint.instanceMetadataDisabledVariable], "true")
     }
 }

@@ -2,14 +2,15 @@
 import Foundation
 import XCTest
 
-/// Which default profiles in the AWS shared files `exec` treats as taking precedence over
-/// its endpoint, as botocore and the other SDKs read those files.
+/// Which files `exec` treats as giving its command's AWS SDK credentials before its
+/// endpoint: the union of the SDKs' readings (botocore's `configparser`, and the Java, Go and
+/// JavaScript SDKs' parsers), so that no file an SDK would use passes.
 final class DefaultProfileCheckTests: XCTestCase {
-    private func settings(_ text: String, config: Bool = false) -> [String] {
-        DefaultProfileCheck.defaultProfileSettings(text, isConfig: config)
+    private func found(_ text: String, _ kind: DefaultProfileCheck.Kind = .credentials) -> [String] {
+        DefaultProfileCheck.credentialSettingsFound(in: text, kind: kind)
     }
 
-    func testTheDefaultSectionsSettingsAreRead() {
+    func testTheDefaultSectionsCredentialSettingsAreFound() {
         let text = """
             # keys for the build machine
             [other]
@@ -21,75 +22,117 @@ final class DefaultProfileCheckTests: XCTestCase {
             ; a comment = not a setting
             region = eu-west-1
             s3 =
-              role_arn = nested, not a setting
+              max_concurrent_requests = 20
             [after]
             credential_process = /bin/true
             """
-        XCTAssertEqual(settings(text), ["aws_access_key_id", "aws_secret_access_key", "region", "s3"])
+        XCTAssertEqual(found(text), ["aws_access_key_id", "aws_secret_access_key"])
+        XCTAssertEqual(found("[default]\nregion = us-east-1\noutput = json\n", .config), [])
+        XCTAssertEqual(found("[defaults]\naws_access_key_id = x\n[profile defaultish]\nrole_arn = x\n", .config), [])
     }
 
-    func testProfileDefaultCountsInTheConfigFileOnly() {
-        let text = "[profile default]\ncredential_process = /usr/bin/helper\n"
-        XCTAssertEqual(settings(text, config: true), ["credential_process"])
-        XCTAssertEqual(settings(text, config: false), [])
-        XCTAssertEqual(settings("[ profile   default ]\r\nsso_session = corp\r\n", config: true), ["sso_session"])
-        XCTAssertEqual(settings("[defaults]\naws_access_key_id = x\n[profile defaultish]\nrole_arn = x\n", config: true), [])
+    /// Forms some SDK reads as the default profile, each of which an earlier version missed.
+    func testEveryReadingOfADefaultSectionCounts() {
+        // Indented settings: botocore reads one as a setting when none came before it.
+        XCTAssertEqual(found("[default]\n  aws_access_key_id = AK\n\taws_secret_access_key = SK\n"), ["aws_access_key_id", "aws_secret_access_key"])
+        // configparser's DEFAULT section gives its keys to every section.
+        XCTAssertEqual(found("[DEFAULT]\ncredential_process = /usr/bin/helper\n[default]\nregion = x\n", .config), ["credential_process"])
+        // botocore splits section names with shlex: quotes and backslashes go.
+        XCTAssertEqual(found("[profile \"default\"]\nrole_arn = arn\nsource_profile = base\n", .config), ["role_arn", "source_profile"])
+        XCTAssertEqual(found("[profile 'def\"ault\"']\nsso_session = corp\n", .config), ["sso_session"])
+        XCTAssertEqual(found("[ profile   default ]\r\nsso_session = corp\r\n", .config), ["sso_session"])
+        // A comment after the header: the Java, Go and JavaScript SDKs cut it off first.
+        XCTAssertEqual(found("[default] # see [docs]\naws_access_key_id = AK\n"), ["aws_access_key_id"])
+        XCTAssertEqual(found("[default] ;x]\naws_access_key_id = AK\n"), ["aws_access_key_id"])
+        // A byte order mark: JavaScript's trim and .NET drop it.
+        XCTAssertEqual(found("\u{FEFF}[default]\naws_access_key_id = AK\n"), ["aws_access_key_id"])
+        // Only \n, \r\n and \r end lines: a form feed does not end the section.
+        XCTAssertEqual(found("[default]\nregion = x\u{0C}[other]\naws_access_key_id = AK\n"), ["aws_access_key_id"])
+        // An indented header continues a value for botocore: the section stays the default.
+        XCTAssertEqual(found("[default]\nregion = x\n  [other]\naws_access_key_id = AK\n"), ["aws_access_key_id"])
+        // `[profile default]` names no profile in the credentials file.
+        XCTAssertEqual(found("[profile default]\ncredential_process = /usr/bin/helper\n"), [])
     }
 
-    func testOnlyCredentialSettingsMakeAFinding() {
-        let files = [
-            "/home/u/.aws/credentials": "[default]\naws_access_key_id = AKIA\naws_secret_access_key = s\n",
-            "/home/u/.aws/config": "[default]\nregion = us-east-1\noutput = json\n",
-        ]
-        let findings = DefaultProfileCheck.findings(environment: { _ in nil }, home: "/home/u", read: { files[$0] })
-        XCTAssertEqual(findings, [.init(path: "/home/u/.aws/credentials", variable: "AWS_SHARED_CREDENTIALS_FILE", settings: ["aws_access_key_id", "aws_secret_access_key"])])
+    func testARoleTakenWithTheContainersCredentialsIsNoOtherSource() {
+        XCTAssertEqual(found("[default]\nrole_arn = arn:aws:iam::1:role/r\ncredential_source = EcsContainer\n", .config), [])
+        XCTAssertEqual(
+            found("[default]\nrole_arn = arn:aws:iam::1:role/r\ncredential_source = Ec2InstanceMetadata\n", .config),
+            ["role_arn", "credential_source"])
     }
 
-    func testTheVariablesNameTheFilesAndDevNullNamesNone() {
-        let files = [
-            "/srv/creds": "[default]\nrole_arn = arn:aws:iam::1:role/r\nsource_profile = base\n",
-            "/home/u/cfg": "[profile default]\nweb_identity_token_file = /t\nrole_arn = arn\n",
-            "/dev/null": "",
+    func testBotosOwnFilesCount() {
+        XCTAssertEqual(found("[Credentials]\naws_access_key_id = AK\naws_secret_access_key = SK\n", .boto), ["aws_access_key_id", "aws_secret_access_key"])
+        XCTAssertEqual(found("[Boto]\ndebug = 0\n", .boto), [])
+    }
+
+    func testTheVariablesNameTheFilesAndAnEmptyOneTheDefault() {
+        let files: [String: DefaultProfileCheck.Contents] = [
+            "/srv/creds": .text("[default]\nrole_arn = arn:aws:iam::1:role/r\nsource_profile = base\n"),
+            "/home/u/cfg": .text("[profile default]\nweb_identity_token_file = /t\nrole_arn = arn\n"),
+            "/home/u/.aws/credentials": .text("[default]\naws_access_key_id = AK\n"),
+            "/home/u/.boto": .text("[Credentials]\naws_access_key_id = AK\n"),
         ]
         var variables = ["AWS_SHARED_CREDENTIALS_FILE": "/srv/creds", "AWS_CONFIG_FILE": "~/cfg"]
-        var findings = DefaultProfileCheck.findings(environment: { variables[$0] }, home: "/home/u", read: { files[$0] })
-        XCTAssertEqual(findings.map(\.path), ["/srv/creds", "/home/u/cfg"])
-        XCTAssertEqual(findings.last?.settings, ["web_identity_token_file", "role_arn"])
+        var findings = DefaultProfileCheck.findings(environment: { variables[$0] }, home: "/home/u", read: { files[$0] ?? .none })
+        XCTAssertEqual(findings.map(\.path), ["/srv/creds", "/home/u/cfg", "/home/u/.boto"])
+        XCTAssertEqual(findings.map(\.variable), ["AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", nil])
+        XCTAssertEqual(findings[1].settings, ["web_identity_token_file", "role_arn"])
 
+        // Pointed away: only boto's file is left, which no variable moves.
         variables = ["AWS_SHARED_CREDENTIALS_FILE": "/dev/null", "AWS_CONFIG_FILE": "/dev/null"]
-        findings = DefaultProfileCheck.findings(environment: { variables[$0] }, home: "/home/u", read: { files[$0] })
-        XCTAssertEqual(findings, [])
-        // An empty variable names no file; no home and no variable neither.
-        variables = ["AWS_SHARED_CREDENTIALS_FILE": "", "AWS_CONFIG_FILE": ""]
-        XCTAssertEqual(DefaultProfileCheck.findings(environment: { variables[$0] }, home: "/srv", read: { _ in "[default]\ncredential_process=x\n" }), [])
-        XCTAssertEqual(DefaultProfileCheck.findings(environment: { _ in nil }, home: nil, read: { _ in "[default]\ncredential_process=x\n" }), [])
+        findings = DefaultProfileCheck.findings(environment: { variables[$0] }, home: "/home/u", read: { files[$0] ?? .none })
+        XCTAssertEqual(findings.map(\.path), ["/home/u/.boto"])
+        // An empty variable is unset to the Go and JavaScript SDKs: the default file counts.
+        variables = ["AWS_SHARED_CREDENTIALS_FILE": ""]
+        findings = DefaultProfileCheck.findings(environment: { variables[$0] }, home: "/home/u", read: { files[$0] ?? .none })
+        XCTAssertTrue(findings.map(\.path).contains("/home/u/.aws/credentials"), "\(findings)")
+        // botocore expands variables in the path; the path as written counts too.
+        variables = ["AWS_SHARED_CREDENTIALS_FILE": "${CREDS}/creds", "CREDS": "/srv"]
+        findings = DefaultProfileCheck.findings(environment: { variables[$0] }, home: "/home/u", read: { files[$0] ?? .none })
+        XCTAssertTrue(findings.map(\.path).contains("/srv/creds"), "\(findings)")
     }
 
-    func testTheFailureNamesEachFileAndItsVariableButNoValue() {
+    func testVariablesExpandAsPythonExpandsThem() {
+        let environment = ["HOME": "/home/u", "A_1": "x"]
+        let expand = { DefaultProfileCheck.expandingVariables($0, environment: { environment[$0] }) }
+        XCTAssertEqual(expand("$HOME/.aws/${A_1}"), "/home/u/.aws/x")
+        XCTAssertEqual(expand("$UNSET/a ${ALSO_UNSET} $ ${HOME"), "$UNSET/a ${ALSO_UNSET} $ ${HOME")
+    }
+
+    func testTheFailureNamesEachFileAndWhatToChangeButNoValue() {
         let findings = [
             DefaultProfileCheck.Finding(path: "/h/.aws/credentials", variable: "AWS_SHARED_CREDENTIALS_FILE", settings: ["aws_access_key_id"]),
             DefaultProfileCheck.Finding(path: "/h/.aws/config", variable: "AWS_CONFIG_FILE", settings: ["credential_process"]),
+            DefaultProfileCheck.Finding(path: "/h/.boto", variable: nil, settings: ["aws_access_key_id"]),
         ]
         let failure = DefaultProfileCheck.failure(findings, session: "alice")
         XCTAssertEqual(failure.status, .usage)
-        for part in ["/h/.aws/credentials (aws_access_key_id)", "/h/.aws/config (credential_process)", "session 'alice'",
-                     "AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_CONFIG_FILE=/dev/null with AWS_REGION set", "nothing was run"] {
+        for part in ["/h/.aws/credentials (aws_access_key_id)", "/h/.aws/config (credential_process)", "/h/.boto (aws_access_key_id)",
+                     "before those of session 'alice'", "AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_CONFIG_FILE=/dev/null with AWS_REGION set",
+                     "remove those settings", "nothing was run"] {
             XCTAssertTrue(failure.message.contains(part), "\(part) missing: \(failure.message)")
         }
+        let botoOnly = DefaultProfileCheck.failure([findings[2]], session: "alice")
+        XCTAssertFalse(botoOnly.message.contains("/dev/null"), botoOnly.message)
     }
 
-    func testFilesThatAreNotRegularAreNotRead() throws {
+    func testFilesTheCheckCannotReadCountAndDevicesDoNot() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("profile-check-\(getpid())-\(UInt32.random(in: 0...UInt32.max))").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let fifo = directory + "/fifo"
         XCTAssertEqual(mkfifo(fifo, 0o600), 0)
-        // Nobody writes to it: read, it would block.
-        XCTAssertNil(DefaultProfileCheck.contents(ofFile: fifo))
-        XCTAssertNil(DefaultProfileCheck.contents(ofFile: directory))
-        XCTAssertNil(DefaultProfileCheck.contents(ofFile: directory + "/missing"))
+        // Nobody writes to it: read, it would block, and its data is the command's.
+        guard case .unchecked = DefaultProfileCheck.contents(ofFile: fifo) else { return XCTFail("a FIFO passed unchecked") }
+        XCTAssertEqual(DefaultProfileCheck.contents(ofFile: directory), DefaultProfileCheck.Contents.none)
+        XCTAssertEqual(DefaultProfileCheck.contents(ofFile: "/dev/null"), DefaultProfileCheck.Contents.none)
+        XCTAssertEqual(DefaultProfileCheck.contents(ofFile: directory + "/missing"), DefaultProfileCheck.Contents.none)
         let file = directory + "/credentials"
         try Data("[default]\naws_access_key_id = x\n".utf8).write(to: URL(fileURLWithPath: file))
-        XCTAssertEqual(DefaultProfileCheck.contents(ofFile: file), "[default]\naws_access_key_id = x\n")
+        XCTAssertEqual(DefaultProfileCheck.contents(ofFile: file), .text("[default]\naws_access_key_id = x\n"))
+        // Followed, as the SDKs follow it.
+        XCTAssertEqual(symlink(file, directory + "/link"), 0)
+        XCTAssertEqual(DefaultProfileCheck.contents(ofFile: directory + "/link"), .text("[default]\naws_access_key_id = x\n"))
     }
 }

@@ -174,6 +174,8 @@ final class FederateExecTests: XCTestCase {
         let chosen = try harness.run(["exec", "--session", "bob"] + printMetadataSetting, environment: ["AWS_EC2_METADATA_DISABLED": "false"])
         XCTAssertEqual(chosen.status, 0, "\(chosen)")
         XCTAssertEqual(chosen.stdout, "false")
+        let empty = try harness.run(["exec", "--session", "bob"] + printMetadataSetting, environment: ["AWS_EC2_METADATA_DISABLED": ""])
+        XCTAssertEqual(empty.stdout, "true", "an empty value decides nothing: \(empty)")
 
         // The command itself (grep, which changes no disposition) reads its signal state:
         // nothing blocked or ignored, although federate runs it from a Swift concurrency
