@@ -17,8 +17,8 @@ import Synchronization
 /// ``KeystoreChange/all`` at once and again every ``failingAllInterval``: they cannot be told
 /// what changed, so they re-read what they hold rather than hear nothing. Once the database
 /// file at the path is no longer the one the keystore opened (renamed over, or removed), the
-/// poller delivers ``KeystoreChange/all`` once, calls `onReplaced` (reads then fail, as
-/// commits do) and stops: the file now at the path is one this keystore does not read.
+/// poller delivers ``KeystoreChange/all`` once and stops (reads then fail, as commits do): the
+/// file now at the path is one this keystore does not read.
 final class ChangeFeed: Sendable {
     /// How many changes a subscriber's stream buffers before the oldest are dropped (and
     /// ``KeystoreChange/all`` is delivered instead).
@@ -35,9 +35,14 @@ final class ChangeFeed: Sendable {
     private let interval: Duration
     private let busyTimeout: Duration
     /// The database file the keystore opened; `nil`: not checked.
-    private let identity: FileIdentity?
-    private let onReplaced: @Sendable () -> Void
+    private let watch: DatabaseFileWatch?
     private let logger: Logger?
+    /// When the last warning of failing polls was logged (at most one per ``warningInterval``),
+    /// and whether the replacement of the file was.
+    private let warnings = Mutex<(failing: ContinuousClock.Instant?, replaced: Bool)>((nil, false))
+    /// The least time between two warnings of failing polls (a poller whose polls fail now and
+    /// then would otherwise log two lines each time).
+    static let warningInterval: Duration = .seconds(300)
     /// Opens the poller's connection (tests make it fail).
     private let connect: @Sendable (String, Duration) throws(KeystoreError) -> SQLiteConnection
 
@@ -46,7 +51,7 @@ final class ChangeFeed: Sendable {
 
     init(
         path: String, origin: Int64, interval: Duration, busyTimeout: Duration, knownSequence: Int64,
-        identity: FileIdentity?, logger: Logger?, onReplaced: @escaping @Sendable () -> Void,
+        watch: DatabaseFileWatch?, logger: Logger?,
         connect: @escaping @Sendable (String, Duration) throws(KeystoreError) -> SQLiteConnection = { (path, busyTimeout) throws(KeystoreError) in
             try SQLiteConnection(path: path, busyTimeout: busyTimeout)
         }
@@ -57,9 +62,8 @@ final class ChangeFeed: Sendable {
         self.interval = interval
         self.busyTimeout = busyTimeout
         self.knownSequence = Mutex(knownSequence)
-        self.identity = identity
+        self.watch = watch
         self.logger = logger
-        self.onReplaced = onReplaced
     }
 
     func subscribe(excludingWriter writer: UInt64? = nil) -> AsyncStream<KeystoreChange> {
@@ -179,7 +183,7 @@ final class ChangeFeed: Sendable {
             poller.cursor = newest
             poller.lostTrack = false
             if let failing = poller.failing {
-                logger?.notice("the change feed reads the database again", metadata: [
+                logger?.debug("the change feed reads the database again", metadata: [
                     "broker.path": "\(path)", "broker.failedForMs": "\((ContinuousClock.now - failing.since).wholeMilliseconds)",
                 ])
                 poller.failing = nil
@@ -202,32 +206,34 @@ final class ChangeFeed: Sendable {
             guard now - failing.lastAll >= Self.failingAllInterval else { return }
             poller.failing = (failing.since, now)
         } else {
-            logger?.warning("the change feed cannot read the database; every session may have changed until it can", metadata: [
-                "broker.path": "\(path)", "broker.error": "\(error.code)",
-            ])
+            let metadata: Logger.Metadata = ["broker.path": "\(path)", "broker.error": "\(error.code)"]
+            let warn = warnings.withLock { warnings in
+                guard warnings.failing.map({ now - $0 >= Self.warningInterval }) ?? true else { return false }
+                warnings.failing = now
+                return true
+            }
+            if warn {
+                logger?.warning("the change feed cannot read the database; every item may have changed until it can", metadata: metadata)
+            } else {
+                logger?.debug("the change feed cannot read the database", metadata: metadata)
+            }
             poller.failing = (now, now)
         }
         subscribers.deliver([.all])
     }
 
     /// Whether the database file at the path is no longer the one the keystore opened; if so,
-    /// says so once, for good.
+    /// this poller says so once (`.all`), and stops.
     private func foundReplaced(_ poller: Poller) -> Bool {
-        guard let identity else { return false }
-        let current: FileIdentity?
-        do {
-            current = try FileIdentity.of(path)
-        } catch {
-            return false  // cannot tell: the poll itself fails or not
-        }
-        guard current != identity else { return false }
+        guard let watch, watch.lookNow() else { return false }
         poller.replaced = true
         poller.connection?.close()
         poller.connection = nil
-        onReplaced()
-        logger?.warning(
-            "the database file was replaced or removed while the keystore had it open; reads and commits fail until it is opened again",
-            metadata: ["broker.path": "\(path)"])
+        if warnings.withLock({ warnings in defer { warnings.replaced = true }; return !warnings.replaced }) {
+            logger?.warning(
+                "the database file was replaced or removed while the keystore had it open; reads and commits fail until it is opened again",
+                metadata: ["broker.path": "\(path)"])
+        }
         subscribers.deliver([.all])
         return true
     }

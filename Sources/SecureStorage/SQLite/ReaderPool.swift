@@ -43,14 +43,17 @@ final class ReaderPool: Sendable {
     private let lanes: [Lane]
     private let inline: Mutex<Inline>
     private let closed = Atomic<Bool>(false)
-    /// Set once the change feed found the database file replaced or removed: the connections
-    /// would go on reading a file nobody else opens.
-    private let replaced = Atomic<Bool>(false)
+    /// Whether the database file was replaced or removed: the connections would go on reading
+    /// a file nobody else opens.
+    private let watch: DatabaseFileWatch
     private let path: String
     private let busyTimeout: Duration
 
-    init(path: String, busyTimeout: Duration) throws(KeystoreError) {
+    /// - Parameter watch: the keystore's watch of its database file (default: one of the
+    ///   file at `path` now).
+    init(path: String, busyTimeout: Duration, watch: DatabaseFileWatch? = nil) throws(KeystoreError) {
         self.path = path
+        self.watch = watch ?? DatabaseFileWatch(path: path)
         self.busyTimeout = busyTimeout
         self.lanes = (0..<Self.laneCount).map(Lane.init(index:))
         var inline: [SQLiteConnection] = []
@@ -59,7 +62,7 @@ final class ReaderPool: Sendable {
     }
 
     func read<T: Sendable>(_ body: @escaping @Sendable (SQLiteConnection) throws(KeystoreError) -> T) async throws(KeystoreError) -> T {
-        if replaced.load(ordering: .relaxed) { throw SQLiteConnection.replaced(path, "nothing was read") }
+        if watch.isReplaced { throw SQLiteConnection.replaced(path, "nothing was read") }
         if let connection = takeInline() {
             let result = Result { () throws(KeystoreError) -> T in try body(connection) }
             handBack(connection)
@@ -70,12 +73,6 @@ final class ReaderPool: Sendable {
             }
         }
         return try await readOnLane(body)
-    }
-
-    /// Makes every later read fail: the database file at the path is no longer the one the
-    /// connections have open.
-    func markReplaced() {
-        replaced.store(true, ordering: .relaxed)
     }
 
     /// An idle inline connection, counted in use; `nil` when none is idle or the pool closed.

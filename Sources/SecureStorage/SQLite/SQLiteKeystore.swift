@@ -102,17 +102,18 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
             _ = try statement.step()
             return statement.isNull(1) ? 0 : statement.int64(1)
         }
-        // The file the writer has open: the path's, unless it was replaced since SQLite opened it.
-        let identity = try FileIdentity.of(namespace.databasePath)
-        if try writerConnection.hasMoved() {
+        // The file the writer has open, which the readers opened too: the path's, unless it was
+        // replaced since SQLite opened it (checked after the watch recorded it).
+        let watch = DatabaseFileWatch(path: namespace.databasePath)
+        let readers = try ReaderPool(path: namespace.databasePath, busyTimeout: configuration.busyTimeout, watch: watch)
+        if try writerConnection.hasMoved() || watch.lookNow() {
+            readers.close()
             writerConnection.close()
             throw SQLiteConnection.replaced(namespace.databasePath, "nothing was read")
         }
-        let readers = try ReaderPool(path: namespace.databasePath, busyTimeout: configuration.busyTimeout)
         let feed = ChangeFeed(
             path: namespace.databasePath, origin: origin, interval: configuration.changePollInterval,
-            busyTimeout: configuration.busyTimeout, knownSequence: newest, identity: identity, logger: logger,
-            onReplaced: { readers.markReplaced() }
+            busyTimeout: configuration.busyTimeout, knownSequence: newest, watch: watch, logger: logger
         )
         self.root = layout.root
         self.service = service

@@ -170,6 +170,26 @@ final class SQLiteChangeFeedTests: XCTestCase {
         }
     }
 
+    /// The same without anyone subscribed (no poller runs): reads look at the path
+    /// themselves, at most every 100 ms.
+    func testReadsOfADatabaseReplacedWhileOpenFailWithoutASubscriber() async throws {
+        let temporary = try TemporaryRoot()
+        let keystore = try watcherPollingOften(temporary.root)
+        defer { keystore.close() }
+        try await keystore.set([1], forKey: "before")
+        let path = keystore.namespace.databasePath
+        try FileManager.default.copyItem(atPath: path, toPath: path + ".copy")
+        XCTAssertEqual(rename(path + ".copy", path), 0)
+        try await Task.sleep(for: DatabaseFileWatch.interval + .milliseconds(20))
+        do {
+            _ = try await keystore.value(forKey: "before")
+            XCTFail("a read answered from the replaced database")
+        } catch {
+            XCTAssertEqual(error.code, .storeUnavailable, "\(error)")
+            XCTAssertTrue(error.reason.contains("replaced or removed"), error.reason)
+        }
+    }
+
     /// While the poller cannot read the database, its subscribers cannot be told what changed:
     /// they get `.all` at once, and again about every second while it lasts.
     func testPollsThatFailGiveAllAtOnceAndWhileTheyFail() async throws {
@@ -179,7 +199,7 @@ final class SQLiteChangeFeedTests: XCTestCase {
         let failing = Mutex(true)
         let feed = ChangeFeed(
             path: keystore.namespace.databasePath, origin: 1, interval: .milliseconds(50), busyTimeout: .milliseconds(50),
-            knownSequence: 0, identity: nil, logger: nil, onReplaced: {},
+            knownSequence: 0, watch: nil, logger: nil,
             connect: { (path, busyTimeout) throws(KeystoreError) in
                 if failing.withLock({ $0 }) { throw KeystoreError(.io, "the test makes the poller's connection fail") }
                 return try SQLiteConnection(path: path, busyTimeout: busyTimeout)
