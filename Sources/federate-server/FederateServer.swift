@@ -7,6 +7,7 @@ import FederateCLI
 @main
 enum FederateServer {
     static func main() async {
+        RawArguments.hideKeystorePasswords()
         InheritedDescriptors.record()
         InheritedSignals.record()
         StopSignals.trapForServe()

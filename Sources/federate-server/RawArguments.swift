@@ -28,4 +28,43 @@ enum RawArguments {
         }
         return raw
     }
+
+    /// Overwrites, in this process's own argument memory, the password of a `--keystore`
+    /// database URL (before `--`) with `*`s: every local user can read a process's command
+    /// line (`ps`, `/proc/<pid>/cmdline`), and `exec` and `serve` run for as long as their
+    /// command or server does. What the parser reads is unchanged: `CommandLine.arguments`
+    /// is copied first. (`federate` hands such a command line over at once; `mysql -p` does
+    /// the same.)
+    static func hideKeystorePasswords() {
+        _ = CommandLine.arguments
+        var index = 1
+        var valueNext = false
+        while index < Int(CommandLine.argc), let argument = CommandLine.unsafeArgv[index] {
+            defer { index += 1 }
+            let bytes = UnsafeMutableRawBufferPointer(start: argument, count: strlen(argument))
+            if valueNext {
+                valueNext = false
+                hidePassword(in: bytes)
+                continue
+            }
+            if bytes.elementsEqual("--".utf8) { return }
+            if bytes.elementsEqual("--keystore".utf8) {
+                valueNext = true
+            } else if bytes.starts(with: "--keystore=".utf8) {
+                hidePassword(in: UnsafeMutableRawBufferPointer(rebasing: bytes["--keystore=".utf8.count...]))
+            }
+        }
+    }
+
+    /// `scheme://user:password@host…`: the bytes between the first `:` after `://` and the
+    /// last `@` before the path become `*`.
+    private static func hidePassword(in url: UnsafeMutableRawBufferPointer) {
+        let bytes = Array(url)
+        guard let scheme = bytes.firstRange(of: Array("://".utf8)) else { return }
+        let authorityEnd = bytes[scheme.upperBound...].firstIndex(of: UInt8(ascii: "/")) ?? bytes.endIndex
+        guard let at = bytes[scheme.upperBound..<authorityEnd].lastIndex(of: UInt8(ascii: "@")),
+              let colon = bytes[scheme.upperBound..<at].firstIndex(of: UInt8(ascii: ":"))
+        else { return }
+        for index in (colon + 1)..<at { url[index] = UInt8(ascii: "*") }
+    }
 }

@@ -81,6 +81,27 @@ final class FederatePostgresTests: FederatePostgresTestCase {
         try harness.expect(3, ["exec", "--session", "nobody", "--", "/bin/true"])
     }
 
+    /// A database URL given with `--keystore` holds the password, and every local user can
+    /// read a process's command line: `exec` (and `serve`) hide it there while they run. The
+    /// command's own arguments, after `--`, stay as they were, URLs with passwords included.
+    func testThePasswordOfAKeystoreURLLeavesTheCommandLine() throws {
+        let cognito = try FakeCognito.served()
+        let token = TestJWT.valid(sub: "argv-user")
+        harness.neverPrinted.append(token)
+        try harness.expect(0, loginArguments(cognito, session: "argv"), stdin: token)
+        harness.neverPrinted.removeAll { $0 == server.password || $0 == encodedPassword }  // the command prints its own argument
+        let ownURL = "postgres://someone:its-own-secret@db.example/x"
+        let run = try harness.run(
+            ["exec", "--keystore", url, "--session", "argv", "--", "sh", "-c", "tr '\\0' '\\n' < /proc/$PPID/cmdline; printf '%s\\n' \"$1\"", "sh", ownURL],
+            environment: ["IDENTITY_BROKER_KEYSTORE": nil])
+        XCTAssertEqual(run.status, 0, "\(run)")
+        let lines = run.stdout.split(separator: "\n").map(String.init)
+        XCTAssertFalse(run.stdout.contains(encodedPassword), "the password is on federate's command line: \(lines)")
+        XCTAssertTrue(lines.contains("postgres://\(server.passwordRole):\(String(repeating: "*", count: encodedPassword.utf8.count))@127.0.0.1:\(server.port)/\(database!)?sslmode=disable"), "\(lines)")
+        XCTAssertEqual(lines.last, ownURL, "the command's own argument was changed")
+        XCTAssertEqual(lines.filter { $0 == ownURL }.count, 2, "the command's arguments on federate's command line were changed: \(lines)")
+    }
+
     /// Wrong key: exit 6; no key at all: exit 6 saying which variables; a malformed URL: exit 2;
     /// none of them shows the password.
     func testKeysAndURLMistakes() throws {
