@@ -93,10 +93,18 @@ package struct Federate: AsyncParsableCommand {
     /// message can show them: a usage error quotes the argument it could not read, which may
     /// be a `postgres://` URL with its password given without `--keystore`. Those are the key
     /// variables and the password of any URL in the arguments or `$IDENTITY_BROKER_KEYSTORE`
-    /// (its raw text; the URL parser's own errors never quote it).
+    /// (its raw text; the URL parser's own errors never quote it). Arguments shaped like a
+    /// token are registered too: a token pasted where a path or option belongs
+    /// (`--token-file "$TOKEN"`, a stray positional argument) would otherwise be quoted whole
+    /// by the error about it, into a terminal or a CI log.
     private static func neverShowSecretsGivenToThisRun() {
         for name in KeySelection.secretVariables {
             if let value = KeystoreAccess.environment(name) { Terminal.neverShow(value) }
+        }
+        for argument in CommandLine.arguments.dropFirst() {
+            // `--option=value` carries its value after the first `=`.
+            let value = argument.hasPrefix("--") ? argument.split(separator: "=", maxSplits: 1).last.map(String.init) ?? argument : argument
+            if looksLikeAToken(value) { Terminal.neverShow(value) }
         }
         let candidates = CommandLine.arguments.dropFirst() + [KeystoreAccess.environment(KeystoreAccess.keystoreVariable)].compactMap { $0 }
         for text in candidates {
@@ -105,6 +113,21 @@ package struct Federate: AsyncParsableCommand {
             guard let colon = userInfo.firstIndex(of: ":") else { continue }
             let password = userInfo[userInfo.index(after: colon)...]
             if !password.isEmpty { Terminal.neverShow(String(password)) }
+        }
+    }
+
+    /// A JWT (three base64url parts, the shape of every OIDC and developer token), or text too
+    /// long to be a file name and with no `/` to be a path (a SAML assertion, any other
+    /// provider token): nothing the CLI takes as an argument looks so but a token.
+    static func looksLikeAToken(_ text: String) -> Bool {
+        let utf8 = text.utf8
+        guard !utf8.contains(UInt8(ascii: "/")) else { return false }
+        if utf8.count > 255 { return true }
+        let parts = utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        return utf8.count >= 32 && parts.count == 3 && parts.allSatisfy { part in
+            !part.isEmpty && part.allSatisfy { byte in
+                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || byte == 0x2D || byte == 0x5F
+            }
         }
     }
 

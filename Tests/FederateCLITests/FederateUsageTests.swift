@@ -55,6 +55,21 @@ final class FederateUsageTests: XCTestCase {
         }
     }
 
+    /// A token pasted where a path or an option belongs (`--token-file "$TOKEN"`, a stray
+    /// argument) is never quoted back whole, into a terminal or a CI log.
+    func testATokenGivenInPlaceOfAPathOrOptionIsNotQuotedBack() throws {
+        let jwt = TestJWT.valid(sub: "pasted")
+        let saml = String(repeating: "PHNhbWxwOlJlc3BvbnNl", count: 20)  // base64, no '/', longer than a file name
+        let base = ["login", "--pool-id", FakeCognito.poolId, "--provider", "google", "--endpoint", "http://127.0.0.1:9/"]
+        for arguments in [
+            base + ["--token-file", jwt], base + ["--token-file=\(jwt)"], base + ["--token-file", saml],
+            ["status", jwt], ["clear", "--session", "a", saml],
+        ] {
+            let run = try harness.expect(2, arguments)
+            XCTAssertNil(leakedRun(in: run.stderr + run.stdout, of: [jwt, saml]), run.stderr)
+        }
+    }
+
     func testBadOptionValuesExitTwo() throws {
         try harness.expect(2, ["credentials", "--format", "yaml"])
         try harness.expect(2, ["credentials", "--expiry-margin", "soon"])
