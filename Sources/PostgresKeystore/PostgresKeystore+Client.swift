@@ -80,7 +80,11 @@ extension PostgresKeystore {
             password: configuration.password, database: configuration.database, tls: tls)
         let timeout = configuration.connectTimeout.components
         connection.options.connectTimeout = .nanoseconds(timeout.seconds * 1_000_000_000 + timeout.attoseconds / 1_000_000_000)
-        let opened = try await PostgresConnection.connect(configuration: connection, id: 0, logger: logger)
+        // postgres-nio logs every protocol message at trace level, the SCRAM exchange among
+        // them (enough for an offline guess at the password): never below debug here.
+        var connectLogger = logger
+        if connectLogger.logLevel < .debug { connectLogger.logLevel = .debug }
+        let opened = try await PostgresConnection.connect(configuration: connection, id: 0, logger: connectLogger)
         try? await opened.close()
     }
 

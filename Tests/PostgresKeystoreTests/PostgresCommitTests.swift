@@ -1,5 +1,7 @@
 import BrokerTestSupport
 import Foundation
+import InMemoryLogging
+import Logging
 @testable import PostgresKeystore
 import PostgresNIO
 import SecureStorage
@@ -120,6 +122,23 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertTrue(recorder.contains(.item("k0")))
         XCTAssertFalse(recorder.contains(.item("doomed")), "subscribers were told of a change that was not made")
         recorder.stop()
+    }
+
+    /// A caller's logger at trace level: postgres-nio logs every protocol message there, the
+    /// password login's SCRAM exchange among them, which allows an offline guess at the
+    /// password. The keystore's connections never log it.
+    func testATraceLoggerSeesNoPartOfThePasswordLogin() async throws {
+        let logs = InMemoryLogHandler()
+        var logger = Logger(label: "trace", factory: { _ in logs })
+        logger.logLevel = .trace
+        let keystore = try await PostgresKeystore(configuration: configuration(), service: "tool", keySource: .raw(key), logger: logger)
+        try await keystore.set([1], forKey: "k")
+        await keystore.close()
+        let text = logs.entries.map { "\($0.message) \($0.metadata)" }.joined(separator: "\n")
+        XCTAssertFalse(logs.entries.isEmpty, "the logger got nothing at all")
+        for part in ["Sasl", "sasl", "SCRAM", "r=", "p="] {
+            XCTAssertFalse(text.contains(part), "\(part) in the log: \(text.prefix(2000))")
+        }
     }
 
     /// A database (or role) set to `synchronous_commit = off` would have the server answer
