@@ -24,7 +24,8 @@ public import Tracing
 /// Spans: one per federation (`federate` or `guest`, with `broker.session`,
 /// `broker.provider`, `broker.result`) and, inside it, one per request (`Service/Operation`,
 /// kind client, with `rpc.system` `aws-api`, `rpc.service`, `rpc.method`,
-/// `http.response.status_code`, `aws.request_id`, `broker.attempt`). No metric or span
+/// `http.response.status_code`, `aws.request_id` when the header is shaped like AWS's,
+/// `broker.attempt`). No metric or span
 /// ever holds a token, key or credential.
 public struct FederationInstrumentation: Sendable {
     /// Where metrics go; `nil` records none.

@@ -28,8 +28,10 @@ struct InstrumentedTransport: HTTPTransport {
         do {
             let response = try await sendCounting(request, service: service, operation: operation)
             span.attributes["http.response.status_code"] = response.status
-            if let requestId = response.header("x-amzn-requestid") ?? response.header("x-amz-request-id") {
-                span.attributes["aws.request_id"] = String(requestId.prefix(128))
+            if let requestId = response.header("x-amzn-requestid") ?? response.header("x-amz-request-id"),
+               Self.isRequestIdShaped(requestId)
+            {
+                span.attributes["aws.request_id"] = requestId
             }
             if response.status >= 400 { span.setStatus(SpanStatus(code: .error)) }
             return response
@@ -70,6 +72,18 @@ struct InstrumentedTransport: HTTPTransport {
             return ("STS", String(decoding: value.prefix(64), as: UTF8.self))
         }
         return ("unknown", "unknown")
+    }
+
+    /// An AWS request ID as the services send them: a UUID (Cognito, STS), or 16 to 64
+    /// hexadecimal digits (S3). Anything else is not recorded: the header comes from the
+    /// endpoint, which may echo what it was sent, a token among it, and span attributes are
+    /// exported as they are.
+    static func isRequestIdShaped(_ value: String) -> Bool {
+        let utf8 = value.utf8
+        let isHex: (UInt8) -> Bool = { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x46) || ($0 >= 0x61 && $0 <= 0x66) }
+        if (16...64).contains(utf8.count), utf8.allSatisfy(isHex) { return true }
+        let groups = utf8.split(separator: UInt8(ascii: "-"), omittingEmptySubsequences: false)
+        return groups.map(\.count) == [8, 4, 4, 4, 12] && groups.allSatisfy { $0.allSatisfy(isHex) }
     }
 
     static func failureKind(_ error: any Error) -> String {

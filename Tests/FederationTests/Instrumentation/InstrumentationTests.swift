@@ -78,6 +78,30 @@ final class InstrumentationTests: XCTestCase {
         }
     }
 
+    /// The request ID comes from the endpoint, which may echo a token in it: only one shaped
+    /// like AWS's is recorded.
+    func testOnlyARequestIdShapedLikeAWSsIsRecorded() async throws {
+        let tracer = InMemoryTracer()
+        let fake = FakeCognito(expiration: testEpoch.addingTimeInterval(3600))
+        var echoing = FakeCognito.Reply.identityId(FakeCognito.defaultIdentityId)
+        echoing.headers.removeAll { $0.name.lowercased() == "x-amzn-requestid" }
+        echoing.headers.append((name: "x-amzn-RequestId", value: token))
+        fake.enqueue(echoing, for: .getId)
+        var genuine = FakeCognito.Reply.credentials(identityId: FakeCognito.defaultIdentityId, expiration: testEpoch.addingTimeInterval(3600))
+        genuine.headers.removeAll { $0.name.lowercased() == "x-amzn-requestid" }
+        genuine.headers.append((name: "x-amzn-RequestId", value: "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"))
+        fake.enqueue(genuine, for: .getCredentialsForIdentity)
+        let client = try client(FederationInstrumentation(tracer: tracer), fake: fake)
+        try await client.federate(token: token, provider: .google, session: "alice")
+        let spans = tracer.finishedSpans
+        let getId = try XCTUnwrap(spans.first { $0.operationName == "CognitoIdentity/GetId" })
+        XCTAssertNil(getId.attributes["aws.request_id"], "an echoed token was recorded as the request ID")
+        let credentials = try XCTUnwrap(spans.first { $0.operationName == "CognitoIdentity/GetCredentialsForIdentity" })
+        XCTAssertEqual(credentials.attributes["aws.request_id"]?.toSpanAttribute(), .string("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"))
+        XCTAssertTrue(InstrumentedTransport.isRequestIdShaped("0123456789ABCDEF"), "S3's")
+        XCTAssertFalse(InstrumentedTransport.isRequestIdShaped("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f"))
+    }
+
     func testAFailedFederationSpanCarriesTheErrorCode() async throws {
         let tracer = InMemoryTracer()
         let fake = FakeCognito()
