@@ -114,10 +114,13 @@ final class PostgresChangeFeed: Sendable {
         static let limit = 10_000
         private var until: [String: ContinuousClock.Instant] = [:]
         private var lastSweep = ContinuousClock.now
+        /// When the window of the last key left out for want of room ends.
+        private var leftOutUntil: ContinuousClock.Instant?
 
-        var isEmpty: Bool { until.isEmpty }
-        /// Whether keys were left out for want of room.
-        private(set) var isFull = false
+        var isEmpty: Bool { until.isEmpty && !isFull }
+        /// Whether keys left out for want of room may still land: then every key this
+        /// instance's notifications name may be one of them.
+        var isFull: Bool { leftOutUntil.map { $0 > .now } ?? false }
         /// Every key whose window has not ended.
         var all: [String] {
             let now = ContinuousClock.now
@@ -128,7 +131,7 @@ final class PostgresChangeFeed: Sendable {
             sweep(force: until.count >= Self.limit)
             for key in keys {
                 guard until.count < Self.limit || until[key] != nil else {
-                    isFull = true
+                    leftOutUntil = max(leftOutUntil ?? end, end)
                     continue
                 }
                 until[key] = end
@@ -139,7 +142,10 @@ final class PostgresChangeFeed: Sendable {
             sweep(force: false)
             let now = ContinuousClock.now
             var seen: Set<String> = []
-            return keys.filter { key in (until[key].map { $0 > now } ?? false) && seen.insert(key).inserted }
+            // Keys left out are not named here: any key may be one (an extra re-read of an
+            // own key costs less than a change nobody hears of).
+            let full = isFull
+            return keys.filter { key in (full || (until[key].map { $0 > now } ?? false)) && seen.insert(key).inserted }
         }
 
         private mutating func sweep(force: Bool) {
@@ -147,7 +153,7 @@ final class PostgresChangeFeed: Sendable {
             guard force || now - lastSweep >= .seconds(1) else { return }
             lastSweep = now
             until = until.filter { $0.value > now }
-            if until.isEmpty { isFull = false }
+            if !isFull { leftOutUntil = nil }
         }
     }
 
