@@ -145,24 +145,18 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
     /// commits before they are durable: the keystore's connections raise it to `local`, and
     /// leave stronger settings as they are.
     func testConnectionsCommitDurablyWhateverTheDatabaseSays() async throws {
-        try server.psql("ALTER DATABASE \(database!) SET synchronous_commit = off")
-        let keystore = try await keystore()
-        let pool = keystore.pool
-        let setting = try await pool.withConnection(on: pool.current) { connection in
-            try await ConnectionSetup(statementTimeout: .seconds(5)).prepare(connection, logger: keystore.logger)
-            return try await connection.query("SELECT pg_catalog.current_setting('synchronous_commit')", logger: keystore.logger)
-                .collect().first?.decode(String.self)
+        for (databaseSays, connectionsUse) in [("off", "local"), ("remote_apply", "remote_apply")] {
+            try server.psql("ALTER DATABASE \(database!) SET synchronous_commit = \(databaseSays)")
+            // A new keystore: its connections are made after the change.
+            let keystore = try await keystore()
+            let pool = keystore.pool
+            let setting = try await pool.withConnection(on: pool.current) { connection in
+                try await ConnectionSetup(statementTimeout: .seconds(5)).prepare(connection, logger: keystore.logger)
+                return try await connection.query("SELECT pg_catalog.current_setting('synchronous_commit')", logger: keystore.logger)
+                    .collect().first?.decode(String.self)
+            }
+            XCTAssertEqual(setting, connectionsUse, "the database says \(databaseSays)")
         }
-        XCTAssertEqual(setting, "local")
-        try server.psql("ALTER DATABASE \(database!) SET synchronous_commit = remote_apply")
-        let stronger = try await self.keystore()
-        let strongerPool = stronger.pool
-        let kept = try await strongerPool.withConnection(on: strongerPool.current) { connection in
-            try await ConnectionSetup(statementTimeout: .seconds(5)).prepare(connection, logger: stronger.logger)
-            return try await connection.query("SELECT pg_catalog.current_setting('synchronous_commit')", logger: stronger.logger)
-                .collect().first?.decode(String.self)
-        }
-        XCTAssertEqual(kept, "remote_apply")
     }
 
     /// Whatever leaves a transaction aborted without an error reaching the keystore (a

@@ -156,18 +156,10 @@ final class SQLiteChangeFeedTests: XCTestCase {
         let stream = watcher.changes()
         try await Task.sleep(for: .milliseconds(200))  // the poller runs
 
-        let path = watcher.namespace.databasePath
-        try FileManager.default.copyItem(atPath: path, toPath: path + ".copy")
-        XCTAssertEqual(rename(path + ".copy", path), 0)
+        try replaceDatabase(of: watcher)
         let seen = await collectChanges(stream, within: 3) { $0.contains(.all) }
         XCTAssertTrue(seen.contains(.all), "\(seen)")
-        do {
-            _ = try await watcher.value(forKey: "before")
-            XCTFail("a read answered from the replaced database")
-        } catch {
-            XCTAssertEqual(error.code, .storeUnavailable, "\(error)")
-            XCTAssertTrue(error.reason.contains("replaced or removed"), error.reason)
-        }
+        await assertFailsForTheReplacedDatabase("a read") { _ = try await watcher.value(forKey: "before") }
     }
 
     /// The same without anyone subscribed (no poller runs): reads look at the path
@@ -177,17 +169,9 @@ final class SQLiteChangeFeedTests: XCTestCase {
         let keystore = try watcherPollingOften(temporary.root)
         defer { keystore.close() }
         try await keystore.set([1], forKey: "before")
-        let path = keystore.namespace.databasePath
-        try FileManager.default.copyItem(atPath: path, toPath: path + ".copy")
-        XCTAssertEqual(rename(path + ".copy", path), 0)
+        try replaceDatabase(of: keystore)
         try await Task.sleep(for: DatabaseFileWatch.interval + .milliseconds(20))
-        do {
-            _ = try await keystore.value(forKey: "before")
-            XCTFail("a read answered from the replaced database")
-        } catch {
-            XCTAssertEqual(error.code, .storeUnavailable, "\(error)")
-            XCTAssertTrue(error.reason.contains("replaced or removed"), error.reason)
-        }
+        await assertFailsForTheReplacedDatabase("a read") { _ = try await keystore.value(forKey: "before") }
     }
 
     /// While the poller cannot read the database, its subscribers cannot be told what changed:

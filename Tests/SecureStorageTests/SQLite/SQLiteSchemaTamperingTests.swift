@@ -77,16 +77,8 @@ final class SQLiteSchemaTamperingTests: XCTestCase {
     func testCommitsToADatabaseReplacedWhileOpenFailInsteadOfGoingToTheOldFile() async throws {
         let (temporary, keystore) = try await openHoldingAnItem()
         defer { withExtendedLifetime(temporary) { keystore.close() } }
-        let path = keystore.namespace.databasePath
-        try FileManager.default.copyItem(atPath: path, toPath: path + ".copy")
-        XCTAssertEqual(rename(path + ".copy", path), 0)
-        do {
-            try await keystore.set(bytes("b"), forKey: "b")
-            XCTFail("a commit went to the replaced database")
-        } catch {
-            XCTAssertEqual(error.code, .storeUnavailable, "\(error)")
-            XCTAssertTrue(error.reason.contains("replaced or removed"), error.reason)
-        }
+        try replaceDatabase(of: keystore)
+        await assertFailsForTheReplacedDatabase("a commit") { try await keystore.set(bytes("b"), forKey: "b") }
     }
 
     func testAVirtualTableInPlaceOfTheItemsTableIsRefused() async throws {

@@ -57,6 +57,30 @@ func openResult(root: String, service: String = "tool", group: AccessGroup = .no
     }
 }
 
+/// Renames a copy of `keystore`'s database over it while it is open, as a group member (or
+/// an operator restoring a copy) could.
+func replaceDatabase(of keystore: SQLiteKeystore, file: StaticString = #filePath, line: UInt = #line) throws {
+    let path = keystore.namespace.databasePath
+    try FileManager.default.copyItem(atPath: path, toPath: path + ".copy")
+    XCTAssertEqual(rename(path + ".copy", path), 0, file: file, line: line)
+}
+
+/// Asserts that `call`, made on a keystore whose database was replaced while open, fails
+/// saying so.
+func assertFailsForTheReplacedDatabase(
+    _ what: String, file: StaticString = #filePath, line: UInt = #line, _ call: () async throws -> Void
+) async {
+    do {
+        try await call()
+        XCTFail("\(what) went to the replaced database", file: file, line: line)
+    } catch let error as KeystoreError {
+        XCTAssertEqual(error.code, .storeUnavailable, "\(error)", file: file, line: line)
+        XCTAssertTrue(error.reason.contains("replaced or removed"), error.reason, file: file, line: line)
+    } catch {
+        XCTFail("\(error)", file: file, line: line)
+    }
+}
+
 /// Runs SQL directly on a keystore's database, as an attacker with file access (or a disk
 /// fault) could.
 func tamper(_ path: String, _ body: (SQLiteConnection) throws(KeystoreError) -> Void) throws {
