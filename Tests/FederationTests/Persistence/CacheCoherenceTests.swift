@@ -34,6 +34,20 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         try await Task.sleep(for: .milliseconds(400))
     }
 
+    /// A client A on a keystore the test can script, and a client B on another instance of
+    /// the same store, as another process would have.
+    private func spiedClientAndAnother() throws -> (spy: ScriptableKeystore, a: FederationClient, b: FederationClient) {
+        let spy = ScriptableKeystore(wrapping: try keystore())
+        return (spy, try client(spy), try client(keystore()))
+    }
+
+    /// Whether `client` reads `session` in `state` within `timeout`.
+    private func eventuallyReads(
+        _ client: FederationClient, _ session: String, _ state: SessionState, within timeout: Duration
+    ) async -> Bool {
+        await eventually(timeout: timeout) { (try? await client.session(session).state) == state }
+    }
+
     /// Waits until the call `gate` holds has read or committed; fails the test (rather than
     /// hang it) when it does not.
     private func reach(_ gate: ScriptableKeystore.CallGate, file: StaticString = #filePath, line: UInt = #line) async throws {
@@ -58,7 +72,7 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         gate.release()
         _ = try await firstRead.value
 
-        let current = await eventually(timeout: .seconds(3)) { (try? await reader.session("alice").state) == .notFederated }
+        let current = await eventuallyReads(reader, "alice", .notFederated, within: .seconds(3))
         XCTAssertTrue(current, "a read that raced a clear must not keep the cleared session")
     }
 
@@ -83,9 +97,7 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
     }
 
     func testAFailedReloadIsTriedAgainOnceTheStoreAnswers() async throws {
-        let spy = ScriptableKeystore(wrapping: try keystore())
-        let a = try client(spy)
-        let b = try client(keystore())
+        let (spy, a, b) = try spiedClientAndAnother()
         let result = try await b.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
         let cached = try await a.session("alice")
         XCTAssertEqual(cached.state, .federated)
@@ -100,7 +112,7 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         XCTAssertEqual(duringOutage, result.credentials, "cached valid credentials are served while the store cannot be read")
 
         spy.setUnreachable(false)
-        let recovered = await eventually(timeout: .seconds(3)) { (try? await a.session("alice").state) == .notFederated }
+        let recovered = await eventuallyReads(a, "alice", .notFederated, within: .seconds(3))
         XCTAssertTrue(recovered, "once the store answers, the change the failed reload missed is read")
     }
 
@@ -145,7 +157,7 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         spy.setFailAfterWrites(true)
         await assertThrows(FederationError.self, code: .storage) { try await client.clear(session: "alice") }
         spy.setFailAfterWrites(false)
-        let readBack = await eventually(timeout: .seconds(3)) { (try? await client.session("alice").state) == .notFederated }
+        let readBack = await eventuallyReads(client, "alice", .notFederated, within: .seconds(3))
         XCTAssertTrue(readBack, "the client reads what the store holds after a write with a lost outcome")
     }
 
@@ -209,7 +221,7 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         spy.setReadDelay(.milliseconds(400))
         let readsBefore = spy.counts.reads(of: "session.bob")
         for _ in 0..<50 { spy.inject(.all) }
-        let cleared = await eventually(timeout: .seconds(5)) { (try? await client.session("alice").state) == .notFederated }
+        let cleared = await eventuallyReads(client, "alice", .notFederated, within: .seconds(5))
         XCTAssertTrue(cleared, "after .all the client read the clear it had missed")
         // Long enough for several passes, had each .all made one, and for a third one, had
         // any .all come after the first pass ended (the second starts a second after it).
@@ -258,7 +270,7 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         gate.release()
         _ = await read.value
 
-        let current = await eventually(timeout: .seconds(3)) { (try? await client.session("x").state) == .notFederated }
+        let current = await eventuallyReads(client, "x", .notFederated, within: .seconds(3))
         XCTAssertTrue(current, "the client cached what a raced read returned, and kept it")
     }
 
@@ -376,7 +388,7 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         try await Task.sleep(for: .milliseconds(200))
         second.release()
 
-        let current = await eventually(timeout: .seconds(3)) { (try? await client.session("alice").state) == .federated }
+        let current = await eventuallyReads(client, "alice", .federated, within: .seconds(3))
         XCTAssertTrue(current, "the client kept the older answer (notFederated) although the store holds a federation")
     }
 
@@ -422,7 +434,7 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
             _ = try await client.session("alice")
             try await Task.sleep(for: .milliseconds(50))
         }
-        let landed = await eventually(timeout: .seconds(5)) { (try? await client.session("alice").state) == .notFederated }
+        let landed = await eventuallyReads(client, "alice", .notFederated, within: .seconds(5))
         XCTAssertTrue(landed, "the clear that landed late is read")
     }
 
@@ -438,7 +450,7 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         for session in ["a", "b", "c"] { _ = try await client.session(session) }  // alice is evicted
         let before = try await client.session("alice").state
         XCTAssertEqual(before, .federated, "read again before the clear lands")
-        let landed = await eventually(timeout: .seconds(5)) { (try? await client.session("alice").state) == .notFederated }
+        let landed = await eventuallyReads(client, "alice", .notFederated, within: .seconds(5))
         XCTAssertTrue(landed, "the clear that landed late is read")
     }
 
@@ -454,7 +466,7 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         let b = try client(keystore(), lifetime: 7200)
         _ = try await a.session("bob")  // starts A's change feed
         try await b.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
-        let heard = await eventually(timeout: .seconds(5)) { (try? await a.session("alice").state) == .federated }
+        let heard = await eventuallyReads(a, "alice", .federated, within: .seconds(5))
         XCTAssertTrue(heard)
 
         let gate = spy.holdNextRead(ofKey: "session.alice")
@@ -467,7 +479,7 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         gate.release()
         _ = try await federation.value
 
-        let converged = await eventually(timeout: .seconds(3)) { (try? await a.session("alice").state) == .notFederated }
+        let converged = await eventuallyReads(a, "alice", .notFederated, within: .seconds(3))
         XCTAssertTrue(converged, "A keeps a federation the store no longer holds")
         let stored = try await keystore().value(forKey: "session.alice")
         XCTAssertNil(stored)
@@ -503,9 +515,7 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
     /// A's feed applies B's federation. When A's clear returns, A must not settle on
     /// `notFederated` while the store holds B's federation, which came after the clear.
     func testALocalClearAnsweredAfterTheFeedAppliedALaterFederationDoesNotHideIt() async throws {
-        let spy = ScriptableKeystore(wrapping: try keystore())
-        let a = try client(spy)
-        let b = try client(keystore())
+        let (spy, a, b) = try spiedClientAndAnother()
         let before = try await a.session("alice")  // cached as absent; A's feed follows it
         XCTAssertEqual(before.state, .notFederated)
 
@@ -513,12 +523,12 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         let clearing = Task { try await a.clear(session: "alice") }
         try await reach(gate)  // the clear has committed; its answer is held
         try await b.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
-        let applied = await eventually(timeout: .seconds(5)) { (try? await a.session("alice").state) == .federated }
+        let applied = await eventuallyReads(a, "alice", .federated, within: .seconds(5))
         XCTAssertTrue(applied, "A's feed never applied B's federation")
         gate.release()
         try await clearing.value
 
-        let converged = await eventually(timeout: .seconds(3)) { (try? await a.session("alice").state) == .federated }
+        let converged = await eventuallyReads(a, "alice", .federated, within: .seconds(3))
         XCTAssertTrue(converged, "A reads notFederated while the store holds B's later federation")
     }
 
@@ -526,9 +536,7 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
     /// reported cleared must not apply it after the clear's own re-read: it would serve
     /// credentials of a cleared session.
     func testAStoreFirstReadOfACachedSessionRacedByAChangeIsNotApplied() async throws {
-        let spy = ScriptableKeystore(wrapping: try keystore())
-        let a = try client(spy)
-        let b = try client(keystore())
+        let (spy, a, b) = try spiedClientAndAnother()
         _ = try await a.session("x")  // cached as absent
         spy.setDropsStoreChanges(true)  // only what the test injects
         try await b.federate(token: TestJWT.valid(sub: "x"), provider: .google, session: "x")
@@ -558,7 +566,7 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         let b = try client(shared)
         try await a.clear(session: "alice")
         try await b.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
-        let heard = await eventually(timeout: .seconds(3)) { (try? await a.session("alice").state) == .federated }
+        let heard = await eventuallyReads(a, "alice", .federated, within: .seconds(3))
         XCTAssertTrue(heard, "A answered notFederated for a session B federated after A's clear")
     }
 
@@ -647,7 +655,7 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         let applied = await eventually(timeout: .seconds(5)) { await client.reloadsAskedAgain["alice"] == nil }
         XCTAssertTrue(applied)
 
-        let read = await eventually(timeout: .seconds(3)) { (try? await client.session("alice").state) == .notFederated }
+        let read = await eventuallyReads(client, "alice", .notFederated, within: .seconds(3))
         XCTAssertTrue(read, "a re-read that began before the clear landed closed the uncertain window")
     }
 
@@ -655,9 +663,7 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
     /// `NOTIFY` on a PostgreSQL database) that marks every re-read raced must not keep a
     /// cached session from being updated: a re-read is applied, and the next one follows.
     func testAStreamOfChangesDoesNotKeepACachedSessionFromBeingUpdated() async throws {
-        let spy = ScriptableKeystore(wrapping: try keystore())
-        let a = try client(spy)
-        let b = try client(keystore())
+        let (spy, a, b) = try spiedClientAndAnother()
         try await b.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
         let cached = try await a.session("alice")
         XCTAssertEqual(cached.state, .federated)
@@ -672,7 +678,7 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
             }
         }
         defer { storm.cancel() }
-        let updated = await eventually(timeout: .seconds(5)) { (try? await a.session("alice").state) == .notFederated }
+        let updated = await eventuallyReads(a, "alice", .notFederated, within: .seconds(5))
         XCTAssertTrue(updated, "re-reads raced by the stream of changes were never applied")
     }
 
@@ -680,9 +686,7 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
     /// (which asks for no re-read of its own) is read again: the session's observer hears
     /// of the change the dropped re-read was for, without anyone reading the session.
     func testAReReadDroppedForAWriteWhoseOutcomeIsUnknownIsReadAgain() async throws {
-        let spy = ScriptableKeystore(wrapping: try keystore())
-        let a = try client(spy)
-        let b = try client(keystore())
+        let (spy, a, b) = try spiedClientAndAnother()
         let updates = await a.stateUpdates(for: "x")  // cached as absent, observed
         let states = Task { await collect(2, from: updates, timeout: .seconds(5)) }
         spy.setDropsStoreChanges(true)  // only what the test injects
