@@ -48,6 +48,13 @@ public struct CredentialEndpoint: Sendable {
     /// configured: set `AWS_REGION` for a child on EC2.
     public static let instanceMetadataDisabledVariable = "AWS_EC2_METADATA_DISABLED"
 
+    /// The value a child gets for ``instanceMetadataDisabledVariable`` when it inherits
+    /// `inherited`: `true` when the variable is unset or empty (an empty value is unset to
+    /// some SDKs, Go's), else `nil`, keeping what the caller chose.
+    public static func instanceMetadataSetting(inherited: String?) -> String? {
+        inherited?.isEmpty == false ? nil : "true"
+    }
+
     /// The session served here.
     public let session: String
     /// The full URL, e.g. `http://127.0.0.1:43127/credentials/alice`.
@@ -76,8 +83,9 @@ public struct CredentialEndpoint: Sendable {
         var result = base
         for name in Self.conflictingVariables { result[name] = nil }
         result.merge(environment) { _, new in new }
-        // An empty value is unset to some SDKs (Go's): it decides nothing.
-        if result[Self.instanceMetadataDisabledVariable]?.isEmpty ?? true { result[Self.instanceMetadataDisabledVariable] = "true" }
+        if let value = Self.instanceMetadataSetting(inherited: result[Self.instanceMetadataDisabledVariable]) {
+            result[Self.instanceMetadataDisabledVariable] = value
+        }
         return result
     }
 }

@@ -108,27 +108,29 @@ package struct Federate: AsyncParsableCommand {
         }
         let candidates = CommandLine.arguments.dropFirst() + [KeystoreAccess.environment(KeystoreAccess.keystoreVariable)].compactMap { $0 }
         for text in candidates {
-            guard let scheme = text.firstRange(of: "://"), let at = text.lastIndex(of: "@"), scheme.upperBound < at else { continue }
-            let userInfo = text[scheme.upperBound..<at]
-            guard let colon = userInfo.firstIndex(of: ":") else { continue }
-            let password = userInfo[userInfo.index(after: colon)...]
-            if !password.isEmpty { Terminal.neverShow(String(password)) }
+            let bytes = Array(text.utf8)
+            if let password = URLPassword.range(in: bytes) { Terminal.neverShow(String(decoding: bytes[password], as: UTF8.self)) }
         }
     }
 
-    /// A JWT (three base64url parts, the shape of every OIDC and developer token), or text too
-    /// long to be a file name and with no `/` to be a path (a SAML assertion, any other
-    /// provider token): nothing the CLI takes as an argument looks so but a token.
+    /// A JWT or JWE (three or five base64url parts, the first a JSON header, `eyJ…`: every
+    /// OIDC and developer token), or more than 255 bytes of base64 that do not start like a
+    /// path (a SAML assertion, another provider's token). Session names, host names, ARNs and
+    /// identity IDs do not look so.
     static func looksLikeAToken(_ text: String) -> Bool {
-        let utf8 = text.utf8
-        guard !utf8.contains(UInt8(ascii: "/")) else { return false }
-        if utf8.count > 255 { return true }
-        let parts = utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
-        return utf8.count >= 32 && parts.count == 3 && parts.allSatisfy { part in
-            !part.isEmpty && part.allSatisfy { byte in
-                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || byte == 0x2D || byte == 0x5F
-            }
+        let utf8 = Array(text.utf8)
+        let isBase64URL: (UInt8) -> Bool = { byte in
+            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || byte == 0x2D || byte == 0x5F
         }
+        let parts = utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        if utf8.count >= 32, [3, 5].contains(parts.count), parts[0].starts(with: "eyJ".utf8),
+           parts.allSatisfy({ $0.allSatisfy(isBase64URL) })
+        {
+            return true
+        }
+        let startsLikeAPath = ["/", "./", "../", "~/"].contains { utf8.starts(with: $0.utf8) }
+        return utf8.count > 255 && !startsLikeAPath
+            && utf8.allSatisfy { isBase64URL($0) || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "=") }
     }
 
     /// Help and version requests print to stdout and exit 0; anything else

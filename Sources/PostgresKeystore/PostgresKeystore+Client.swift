@@ -81,9 +81,12 @@ extension PostgresKeystore {
         let timeout = configuration.connectTimeout.components
         connection.options.connectTimeout = .nanoseconds(timeout.seconds * 1_000_000_000 + timeout.attoseconds / 1_000_000_000)
         // postgres-nio logs every protocol message at trace level, the SCRAM exchange among
-        // them (enough for an offline guess at the password): never below debug here.
-        var connectLogger = logger
-        if connectLogger.logLevel < .debug { connectLogger.logLevel = .debug }
+        // them (enough for an offline guess at the password): a trace logger gets none of this
+        // connection's messages. (Not a copy set to debug: the caller's handler may be a class,
+        // whose level that would change for the caller too.)
+        let connectLogger = logger.logLevel < .debug
+            ? Logger(label: logger.label, factory: { _ in SwiftLogNoOpLogHandler() })
+            : logger
         let opened = try await PostgresConnection.connect(configuration: connection, id: 0, logger: connectLogger)
         try? await opened.close()
     }

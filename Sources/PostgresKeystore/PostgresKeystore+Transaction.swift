@@ -8,7 +8,9 @@ extension PostgresKeystore {
     /// aborted transaction). `COMMIT` refused by the server (a deferred constraint, a
     /// serialisation failure, a full `NOTIFY` queue) rolled back, and throws as it came; a
     /// connection lost under it is ``CommitOutcomeUnknown``. One found closed before `COMMIT`
-    /// was sent committed nothing: ``StaleConnection``, which runs again.
+    /// was sent committed nothing: ``StaleConnection``, which runs again. A `COMMIT` the
+    /// server answers with the tag `ROLLBACK` (the transaction was aborted by an error nobody
+    /// read) fails with `io`: nothing was written.
     static func transaction<T>(
         on connection: PostgresConnection, logger: Logger, _ body: () async throws -> T
     ) async throws -> T {

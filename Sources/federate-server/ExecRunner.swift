@@ -86,8 +86,8 @@ enum ExecRunner {
             (KeySelection.secretVariables + [KeySelection.keyFileVariable] + CredentialEndpoint.conflictingVariables
                 + Array(endpoint.environment.keys)).map { Array($0.utf8) })
         let equals = UInt8(ascii: "=")
-        let metadataSetting = Array(CredentialEndpoint.instanceMetadataDisabledVariable.utf8)
-        var metadataChosen = false
+        let metadataName = Array(CredentialEndpoint.instanceMetadataDisabledVariable.utf8)
+        var metadataInherited: String?
         var seen = Set<[UInt8]>()
         var entries: [[UInt8]] = []
         var cursor = environ
@@ -99,10 +99,9 @@ enum ExecRunner {
             let name = Array(bytes[..<split])
             // The first of repeated names wins, as for getenv(3).
             guard seen.insert(name).inserted, !removed.contains(name) else { continue }
-            // An empty value is unset to some SDKs (Go's): it decides nothing.
-            if name == metadataSetting {
-                guard split + 1 < bytes.count else { continue }
-                metadataChosen = true
+            if name == metadataName {
+                metadataInherited = String(decoding: bytes[(split + 1)...], as: UTF8.self)
+                continue  // added below, as the caller chose or as the endpoint needs
             }
             // A postgres:// keystore URL carries the database password; a directory is no secret.
             if name == Array(KeystoreAccess.keystoreVariable.utf8), String(decoding: bytes[(split + 1)...], as: UTF8.self).contains("://") {
@@ -113,9 +112,8 @@ enum ExecRunner {
         var added = endpoint.environment.sorted { $0.key < $1.key }.map { Array("\($0.key)=\($0.value)".utf8) }
         // Unless the caller decided otherwise, the command's SDK must not fall back to the
         // instance's role when the endpoint answers no credentials (see the variable's doc).
-        if !metadataChosen {
-            added.append(Array("\(CredentialEndpoint.instanceMetadataDisabledVariable)=true".utf8))
-        }
+        let metadata = CredentialEndpoint.instanceMetadataSetting(inherited: metadataInherited) ?? metadataInherited ?? "true"
+        added.append(metadataName + Array("=\(metadata)".utf8))
         return entries + added
     }
 

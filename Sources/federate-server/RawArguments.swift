@@ -1,3 +1,4 @@
+import FederateCLI
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -36,6 +37,7 @@ enum RawArguments {
     /// is copied first. (`federate` hands such a command line over at once; `mysql -p` does
     /// the same.)
     static func hideKeystorePasswords() {
+        // Copied (once, for good) before anything is overwritten: what the parser reads.
         _ = CommandLine.arguments
         var index = 1
         var valueNext = false
@@ -56,15 +58,9 @@ enum RawArguments {
         }
     }
 
-    /// `scheme://user:password@host…`: the bytes between the first `:` after `://` and the
-    /// last `@` before the path become `*`.
+    /// `scheme://user:password@host…`: the password's bytes become `*`.
     private static func hidePassword(in url: UnsafeMutableRawBufferPointer) {
-        let bytes = Array(url)
-        guard let scheme = bytes.firstRange(of: Array("://".utf8)) else { return }
-        let authorityEnd = bytes[scheme.upperBound...].firstIndex(of: UInt8(ascii: "/")) ?? bytes.endIndex
-        guard let at = bytes[scheme.upperBound..<authorityEnd].lastIndex(of: UInt8(ascii: "@")),
-              let colon = bytes[scheme.upperBound..<at].firstIndex(of: UInt8(ascii: ":"))
-        else { return }
-        for index in (colon + 1)..<at { url[index] = UInt8(ascii: "*") }
+        guard let password = URLPassword.range(in: url) else { return }
+        for index in password { url[index] = UInt8(ascii: "*") }
     }
 }

@@ -59,7 +59,7 @@ final class FederateUsageTests: XCTestCase {
     /// argument) is never quoted back whole, into a terminal or a CI log.
     func testATokenGivenInPlaceOfAPathOrOptionIsNotQuotedBack() throws {
         let jwt = TestJWT.valid(sub: "pasted")
-        let saml = String(repeating: "PHNhbWxwOlJlc3BvbnNl", count: 20)  // base64, no '/', longer than a file name
+        let saml = String(repeating: "PHNhbWxwOlJl/c3Bvbn+Nl", count: 15) + "=="  // base64, longer than a file name
         let base = ["login", "--pool-id", FakeCognito.poolId, "--provider", "google", "--endpoint", "http://127.0.0.1:9/"]
         for arguments in [
             base + ["--token-file", jwt], base + ["--token-file=\(jwt)"], base + ["--token-file", saml],

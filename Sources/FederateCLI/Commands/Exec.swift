@@ -14,10 +14,11 @@ package struct Exec: AsyncParsableCommand {
             keystore holds it then, so 'federate login' in another shell is served at once. SIGINT, \
             SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM are forwarded to the command. Exits \
             with the command's status (128 + the signal that killed it); 3 without running it when the \
-            session has no valid credentials (4 for a terminated identity); 2 without running it when the default profile of \
-            ~/.aws/credentials or ~/.aws/config gives credentials, which the SDKs would use first (set \
-            AWS_SHARED_CREDENTIALS_FILE=/dev/null or AWS_CONFIG_FILE=/dev/null); 127 when it cannot be \
-            found, 126 when it cannot be executed.
+            session has no valid credentials (4 for a terminated identity); 2 without running it when the \
+            default profile of ~/.aws/credentials or ~/.aws/config (or boto's ~/.boto) gives credentials, \
+            which the SDKs would use first (the line says which file, and the variable that points it \
+            away); 127 when it cannot be found, 126 when it cannot be executed. AWS_EC2_METADATA_DISABLED \
+            is set to true unless given, so that no SDK falls back to the instance's role.
             """
     )
 

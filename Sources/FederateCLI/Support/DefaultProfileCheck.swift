@@ -238,7 +238,7 @@ package enum DefaultProfileCheck {
         let words = name.filter { $0 != "\"" && $0 != "'" && $0 != "\\" }.split(whereSeparator: \.isPythonWhitespace)
         switch kind {
         case .boto:
-            return words == ["Credentials"]
+            return words == ["Credentials"] || words == ["DEFAULT"]
         case .credentials:
             return words == ["default"] || words == ["DEFAULT"]
         case .config:
@@ -247,10 +247,19 @@ package enum DefaultProfileCheck {
     }
 
     /// What the file at `path` holds for the check, following symbolic links as the SDKs do,
-    /// opened non-blocking (a FIFO must neither block nor lose its data to the check).
+    /// opened non-blocking (a FIFO must neither block nor lose its data to the check) and
+    /// examined as opened.
     static func contents(ofFile path: String) -> Contents {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard descriptor >= 0 else {
+            // Missing, or unreadable here and so to the command (same user): no credentials
+            // from it. Any other failure (out of descriptors, an I/O error) says nothing.
+            let code = errno
+            return [ENOENT, ENOTDIR, EACCES, EISDIR].contains(code) ? .none : .unchecked("not readable now: \(String(cString: strerror(code)))")
+        }
+        defer { close(descriptor) }
         var status = stat()
-        guard stat(path, &status) == 0 else { return .none }
+        guard fstat(descriptor, &status) == 0 else { return .unchecked("not readable now: \(String(cString: strerror(errno)))") }
         switch status.st_mode & S_IFMT {
         case S_IFREG:
             break
@@ -259,12 +268,15 @@ package enum DefaultProfileCheck {
         default:
             return .none  // a directory, /dev/null: the SDKs read no profile from it
         }
-        guard Int(status.st_size) <= maxBytes else { return .unchecked("larger than \(maxBytes >> 20) MiB, not checked") }
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
-        guard descriptor >= 0 else { return .none }  // unreadable here, so to the command (same user) too
-        defer { close(descriptor) }
-        guard let bytes = try? BoundedInput.readOpenedFile(descriptor, limit: maxBytes) else { return .none }
-        guard bytes.count <= maxBytes else { return .unchecked("larger than \(maxBytes >> 20) MiB, not checked") }
+        let tooLarge = Contents.unchecked("larger than \(maxBytes >> 20) MiB, not checked")
+        guard Int(status.st_size) <= maxBytes else { return tooLarge }
+        let bytes: [UInt8]
+        do throws(BoundedInput.Failure) {
+            bytes = try BoundedInput.readOpenedFile(descriptor, limit: maxBytes)
+        } catch {
+            return .unchecked(BoundedInput.describe(error, source: "the file"))
+        }
+        guard bytes.count <= maxBytes else { return tooLarge }
         return .text(String(decoding: bytes, as: UTF8.self))
     }
 }

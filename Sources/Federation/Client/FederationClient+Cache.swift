@@ -31,8 +31,8 @@ extension FederationClient {
     /// The cached session, or the store's record once read (and cached).
     ///
     /// A first read during which the feed reported a change of the session may hold what
-    /// the change replaced: it is read again, and after ``firstReadAttempts`` cached marked
-    /// for a re-read. A cached session that may not be what the store holds (a reload or a
+    /// the change replaced: it is read again, and after ``firstReadAttempts`` cached and read
+    /// again at once in the background. A cached session that may not be what the store holds (a reload or a
     /// write of it failed) answers at once, and is read again in the background.
     func cachedOrLoaded(_ session: String) async throws(FederationError) -> SessionStateMachine {
         startChangeFeed()
@@ -41,14 +41,14 @@ extension FederationClient {
             return cached.machine
         }
         for attempt in 1...Self.firstReadAttempts {
-            let began = loadsInFlight.begin(session)
+            let began = callsInFlight.begin(session)
             let loaded: Result<SessionRecord?, FederationError>
             do throws(FederationError) {
                 loaded = .success(try await store.load(session))
             } catch {
                 loaded = .failure(error)
             }
-            let raced = loadsInFlight.end(session, began: began)
+            let raced = callsInFlight.end(session, began: began)
             let record = try loaded.get()
             // A federation, clear or feed update may have filled the entry while this read waited.
             if let cached = cache.get(session) { return cached.machine }
@@ -131,7 +131,7 @@ extension FederationClient {
             entry.reloadAfter = Self.nextReload(whileUncertain: &entry.uncertainUntil)
             // A first read in flight read before this commit; should the entry be evicted
             // before it ends, it must not cache what it read.
-            loadsInFlight.changed(session)
+            callsInFlight.changed(session)
         }
         if let announced { publish(announced, session: session) }
         place(session, entry, replacing: cached == nil ? nil : announcedBefore)
@@ -188,7 +188,7 @@ extension FederationClient {
             if let until = entry.uncertainUntil { keepUncertainWindow(of: session, until: until) }
             // A read in flight began while the entry held what the store had; gone, nothing
             // would tell that read about a local change made before the eviction.
-            loadsInFlight.changed(session)
+            callsInFlight.changed(session)
         }
     }
 
@@ -241,11 +241,11 @@ extension FederationClient {
         switch change {
         case .item(let key):
             guard let session = SessionStore.session(forKey: key) else { return }
-            loadsInFlight.changed(session)
+            callsInFlight.changed(session)
             guard isFollowed(session) else { return }
             await reload(session)
         case .all:
-            loadsInFlight.changedAll()
+            callsInFlight.changedAll()
             reloadEverything()
         }
     }

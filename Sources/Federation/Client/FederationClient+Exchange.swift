@@ -66,14 +66,14 @@ extension FederationClient {
             var message = "the identity service says the identity is gone or disabled; clear the session, then federate again"
             var storageError: KeystoreError?
             do {
-                let (_, raced) = try await racingTheFeed(session) { () async throws(FederationError) in
+                let (_, raced) = try await recordingFeedChanges(session) { () async throws(FederationError) in
                     try await store.save(terminated, session: session)
                 }
                 sessionLogger.debug("federation failed: identity gone", metadata: ["broker.error": "\(error.code)"])
                 apply(session, localWrite: true) { machine, now, margin in
                     machine.federationEnded(holding: .some(terminated), now: now, margin: margin)
                 }
-                writeApplied(session, raced: raced)
+                rereadIfRaced(session, raced: raced)
             } catch let saveError {
                 // The store is the source of truth: a `terminated` held only here would differ
                 // from what every other client reads, and vanish at the next reload. The
@@ -114,7 +114,7 @@ extension FederationClient {
         let record = SessionRecord(phase: .federated, identityId: result.identityId, provider: provider, credentials: result.credentials)
         let stored: Bool, holding: SessionRecord??, raced: Bool
         do {
-            ((stored, holding), raced) = try await racingTheFeed(session) { () async throws(FederationError) in
+            ((stored, holding), raced) = try await recordingFeedChanges(session) { () async throws(FederationError) in
                 guard try await store.save(record, session: session) else {
                     // Another client stored this session with a later expiration meanwhile:
                     // keep what the store holds (theirs, or nothing if a clear followed).
@@ -142,7 +142,7 @@ extension FederationClient {
         )
         // A lost save changed nothing in the store: no local write that outdates reads in flight.
         apply(session, localWrite: stored) { machine, now, margin in machine.federationEnded(holding: holding, now: now, margin: margin) }
-        writeApplied(session, raced: raced || holding == nil)
+        rereadIfRaced(session, raced: raced || holding == nil)
         return result
     }
 

@@ -72,10 +72,9 @@ extension FederationClient {
                 // began: the window ends with a read that began after it.
                 _ = cache.update(session) { $0.reloadAfter = Self.nextReload(whileUncertain: &$0.uncertainUntil, readSince: started) }
             } else if isFollowed(session) {
-                // Dropped: raced by a change while not cached (what it read may be what the
-                // change replaced), or by a local write, or a write whose outcome is unknown,
-                // which asked for no re-read of its own. The running re-read reads again once
-                // done; each drop needs a change from outside, so this never loops.
+                // Dropped for a local write, an eviction or a write whose outcome is unknown,
+                // none of which asks for a re-read of its own: the running re-read reads again
+                // once done. Each drop needs one of those, so this does not repeat by itself.
                 reloadsAskedAgain[session] = true
             }
         } catch {
@@ -90,21 +89,23 @@ extension FederationClient {
     /// Reads `session` from the store and applies what it read; `false` when something
     /// raced the read and it was dropped: a local federation or clear committed meanwhile
     /// (the cached entry's generation changed, or it was evicted), or the feed reported a
-    /// change of a session not cached (the feed ignores sessions nobody follows), or, with
+    /// change of a session nobody follows any more (nothing would read it again), or, with
     /// `droppingRaced`, of any session: a read outside the one-at-a-time re-reads may hold
     /// what the change replaced and land after that change's own re-read.
     func loadAndApply(_ session: String, droppingRaced: Bool) async throws(FederationError) -> Bool {
         let generation = cache.peek(session)?.generation
-        let began = loadsInFlight.begin(session)
+        let began = callsInFlight.begin(session)
         let record: SessionRecord?
         do throws(FederationError) {
             record = try await store.load(session)
         } catch {
-            _ = loadsInFlight.end(session, began: began)
+            _ = callsInFlight.end(session, began: began)
             throw error
         }
-        let raced = loadsInFlight.end(session, began: began)
-        guard cache.peek(session)?.generation == generation, !raced || (generation != nil && !droppingRaced) else { return false }
+        let raced = callsInFlight.end(session, began: began)
+        guard cache.peek(session)?.generation == generation,
+              !raced || (!droppingRaced && (generation != nil || isFollowed(session)))
+        else { return false }
         apply(session) { machine, now, margin in machine.stored(record, now: now, margin: margin) }
         return true
     }
@@ -115,24 +116,24 @@ extension FederationClient {
     ///
     /// Such a change may come before or after this client's in the store, and its re-read
     /// may already have applied, or have been dropped as outdated by this client's write:
-    /// the caller applies its write, then ``writeApplied(_:raced:)`` reads the session again.
-    func racingTheFeed<Value>(
+    /// the caller applies its write, then ``rereadIfRaced(_:raced:)`` reads the session again.
+    func recordingFeedChanges<Value>(
         _ session: String, _ write: () async throws(FederationError) -> Value
     ) async throws(FederationError) -> (value: Value, raced: Bool) {
-        let began = loadsInFlight.begin(session)
+        let began = callsInFlight.begin(session)
         do {
             let value = try await write()
-            return (value, loadsInFlight.end(session, began: began))
+            return (value, callsInFlight.end(session, began: began))
         } catch {
-            _ = loadsInFlight.end(session, began: began)
+            _ = callsInFlight.end(session, began: began)
             throw error
         }
     }
 
     /// After a write of `session` was applied here: re-reads the session when the write
-    /// raced another client's change (see ``racingTheFeed(_:_:)``) or its outcome in the
+    /// raced another client's change (see ``recordingFeedChanges(_:_:)``) or its outcome in the
     /// store could not be read.
-    func writeApplied(_ session: String, raced: Bool) {
+    func rereadIfRaced(_ session: String, raced: Bool) {
         if raced { reloadInTheBackground(session) }
     }
 
@@ -176,7 +177,7 @@ extension FederationClient {
     /// read again, and reads re-read it until the uncertain window ends.
     func markWriteUncertain(_ session: String) {
         let until = ContinuousClock.now.advanced(by: store.keystore.uncertainCommitWindow)
-        loadsInFlight.changed(session)
+        callsInFlight.changed(session)
         guard cache.peek(session) != nil else {
             // Not cached: the first read that caches it takes the window over.
             keepUncertainWindow(of: session, until: until)

@@ -59,7 +59,7 @@ public actor FederationClient {
     var reminderMemories: LRUCache<ReminderMemory>
     /// Reads and this client's writes of sessions in flight, and whether the feed reported
     /// a change of each meanwhile.
-    var loadsInFlight = LoadsInFlight()
+    var callsInFlight = CallsInFlight()
     /// Sessions being re-read (one re-read at a time each, in the background or not), and
     /// whether another re-read of each was asked for meanwhile.
     var reloadsAskedAgain: [String: Bool] = [:]
@@ -469,14 +469,14 @@ public actor FederationClient {
         defer { release(session) }
         let raced: Bool
         do {
-            (_, raced) = try await racingTheFeed(session) { () async throws(FederationError) in try await store.remove(session) }
+            (_, raced) = try await recordingFeedChanges(session) { () async throws(FederationError) in try await store.remove(session) }
         } catch {
             // A remove that timed out or lost its connection may still apply.
             markWriteUncertain(session)
             throw error
         }
         apply(session, localWrite: true) { machine, now, margin in machine.stored(nil, now: now, margin: margin) }
-        writeApplied(session, raced: raced)
+        rereadIfRaced(session, raced: raced)
         logger.debug("session cleared", metadata: ["broker.session": "\(session)"])
     }
 

@@ -40,6 +40,9 @@ final class ChangeFeed: Sendable {
     /// When the last warning of failing polls was logged (at most one per ``warningInterval``),
     /// and whether the replacement of the file was.
     private let warnings = Mutex<(failing: ContinuousClock.Instant?, replaced: Bool)>((nil, false))
+    /// When the last `.all` for failing polls went out, across outages: polls that fail now
+    /// and then (a busy database) give one a second at most, not one each.
+    private let lastFailureAll = Mutex<ContinuousClock.Instant?>(nil)
     /// The least time between two warnings of failing polls (a poller whose polls fail now and
     /// then would otherwise log two lines each time).
     static let warningInterval: Duration = .seconds(300)
@@ -206,6 +209,7 @@ final class ChangeFeed: Sendable {
             guard now - failing.lastAll >= Self.failingAllInterval else { return }
             poller.failing = (failing.since, now)
         } else {
+            defer { poller.failing = (now, now) }
             let metadata: Logger.Metadata = ["broker.path": "\(path)", "broker.error": "\(error.code)"]
             let warn = warnings.withLock { warnings in
                 guard warnings.failing.map({ now - $0 >= Self.warningInterval }) ?? true else { return false }
@@ -217,9 +221,13 @@ final class ChangeFeed: Sendable {
             } else {
                 logger?.debug("the change feed cannot read the database", metadata: metadata)
             }
-            poller.failing = (now, now)
         }
-        subscribers.deliver([.all])
+        let due = lastFailureAll.withLock { last in
+            guard last.map({ now - $0 >= Self.failingAllInterval }) ?? true else { return false }
+            last = now
+            return true
+        }
+        if due { subscribers.deliver([.all]) }
     }
 
     /// Whether the database file at the path is no longer the one the keystore opened; if so,

@@ -106,10 +106,14 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
         // replaced since SQLite opened it (checked after the watch recorded it).
         let watch = DatabaseFileWatch(path: namespace.databasePath)
         let readers = try ReaderPool(path: namespace.databasePath, busyTimeout: configuration.busyTimeout, watch: watch)
-        if try writerConnection.hasMoved() || watch.lookNow() {
+        do throws(KeystoreError) {
+            if try writerConnection.hasMoved() || watch.lookNow() {
+                throw SQLiteConnection.replaced(namespace.databasePath, "nothing was read")
+            }
+        } catch {
             readers.close()
             writerConnection.close()
-            throw SQLiteConnection.replaced(namespace.databasePath, "nothing was read")
+            throw error
         }
         let feed = ChangeFeed(
             path: namespace.databasePath, origin: origin, interval: configuration.changePollInterval,

@@ -508,7 +508,7 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
             guard let snapshot = try? await a.session("alice") else { return false }
             return snapshot.state == .federated && snapshot.expiration == cached.expiration
         }
-        XCTAssertTrue(winner, "A took a read that failed for an empty store, or kept its own losing record")
+        XCTAssertTrue(winner, "A took a read that failed for an empty store")
     }
 
     /// A's clear has committed, but its answer is late; meanwhile B federates the session and
@@ -618,7 +618,7 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
                 try await b.clear(session: "alice")  // what the last attempt read is replaced
             }
             spy.inject(.item("session.alice"))
-            let marked = await eventually(timeout: .seconds(5)) { await a.loadsInFlight.reportedChanges(of: "alice") > 0 }
+            let marked = await eventually(timeout: .seconds(5)) { await a.callsInFlight.reportedChanges(of: "alice") > 0 }
             XCTAssertTrue(marked, "the feed never marked the read raced")
             held.release()
         }

@@ -3,9 +3,11 @@
 /// A change the feed reports meanwhile may have replaced what such a read returns, and
 /// nothing would correct it once cached: the feed ignores sessions the client does not
 /// hold, and a reload racing the read is dropped when the read caches first. So the
-/// feed marks the calls in flight: a marked read is not applied as it stands, and a
-/// marked write, once applied, is followed by a re-read (the change may come after it).
-struct LoadsInFlight: Sendable {
+/// feed marks the calls in flight: a marked first read is read again, a marked read outside
+/// the one-at-a-time re-reads is dropped, a marked re-read is applied and followed by the
+/// re-read the change asked for, and a marked write, once applied, is followed by a re-read
+/// (the change may come after it).
+struct CallsInFlight: Sendable {
     private struct Reads: Sendable {
         var count = 0
         var changes: UInt64 = 0

@@ -1,0 +1,39 @@
+@testable import FederateCLI
+import BrokerTestSupport
+import XCTest
+
+/// What the CLI registers as secrets from its own arguments before parsing: token-shaped
+/// arguments, and a URL's password. Nothing else, or errors would hide what they are about.
+final class SecretArgumentTests: XCTestCase {
+    func testTokensLookLikeTokens() {
+        XCTAssertTrue(Federate.looksLikeAToken(TestJWT.valid(sub: "alice")))
+        XCTAssertTrue(Federate.looksLikeAToken("eyJhbGciOiJSU0EtT0FFUCJ9.a2V5.aXY.Y2lwaGVydGV4dA.dGFn"), "a JWE")
+        // A SAML assertion: standard base64, slashes and all.
+        XCTAssertTrue(Federate.looksLikeAToken(String(repeating: "PHNhbWxwOlJl/c3Bvbn+Nl", count: 15) + "=="))
+    }
+
+    func testWhatTheCLINamesDoesNotLookLikeATokens() {
+        for text in [
+            "", "alice", "alice.smith.prod-eu-west-1-runner-x", "login.example-company.my-application",
+            "cognito-identity.us-east-1.amazonaws.com", "us-east-1:0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
+            "arn:aws:iam::123456789012:role/federated-users", "https://cognito-identity.us-east-1.amazonaws.com/",
+            "/" + String(repeating: "a", count: 300), "./" + String(repeating: "b", count: 300),
+            String(repeating: "c", count: 255),
+        ] {
+            XCTAssertFalse(Federate.looksLikeAToken(text), text)
+        }
+    }
+
+    func testTheURLPasswordIsFoundInTheUserInformationOnly() {
+        func password(_ url: String) -> String? {
+            let bytes = Array(url.utf8)
+            return URLPassword.range(in: bytes).map { String(decoding: bytes[$0], as: UTF8.self) }
+        }
+        XCTAssertEqual(password("postgres://alice:s3cr%40t@db:5432/x?sslmode=require"), "s3cr%40t")
+        XCTAssertEqual(password("postgresql://alice:p:w@[::1]/x"), "p:w")
+        XCTAssertNil(password("postgres://alice@db/x"))
+        XCTAssertNil(password("postgres://alice:@db/x"))
+        XCTAssertNil(password("postgres://db/x?user=a@b:c"), "past the authority")
+        XCTAssertNil(password("/var/lib/keystore"))
+    }
+}
