@@ -703,4 +703,28 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         let seen = await states.value
         XCTAssertEqual(seen, [.notFederated, .federated], "the dropped re-read was never read again")
     }
+
+    /// The same for a session followed but not cached (an observer's, whose first read
+    /// failed): its re-reads in the background, raced by every `.all`, are applied, so the
+    /// observer hears of the saved state.
+    func testAReReadOfAnUncachedFollowedSessionIsAppliedUnderAStreamOfChanges() async throws {
+        let (spy, a, b) = try spiedClientAndAnother()
+        try await b.federate(token: TestJWT.valid(sub: "x"), provider: .google, session: "x")
+        spy.setUnreachable(true)
+        let updates = await a.stateUpdates(for: "x")  // notFederated; the client retries by itself
+        let states = Task { await collect(2, from: updates, timeout: .seconds(8)) }
+        spy.setUnreachable(false)
+        spy.setDropsStoreChanges(true)  // only what the test injects
+        spy.setReadDelay(.milliseconds(50))  // every re-read outlasts several `.all`s
+
+        let storm = Task {
+            while !Task.isCancelled {
+                spy.inject(.all)
+                try? await Task.sleep(for: .milliseconds(5))
+            }
+        }
+        defer { storm.cancel() }
+        let seen = await states.value
+        XCTAssertEqual(seen, [.notFederated, .federated], "the raced re-reads of x were never applied")
+    }
 }
