@@ -49,10 +49,11 @@ public struct CredentialEndpoint: Sendable {
     public static let instanceMetadataDisabledVariable = "AWS_EC2_METADATA_DISABLED"
 
     /// The value a child gets for ``instanceMetadataDisabledVariable`` when it inherits
-    /// `inherited`: `true` when the variable is unset or empty (an empty value is unset to
-    /// some SDKs, Go's), else `nil`, keeping what the caller chose.
-    public static func instanceMetadataSetting(inherited: String?) -> String? {
-        inherited?.isEmpty == false ? nil : "true"
+    /// `inherited`: what the caller chose, or `true` when the variable is unset or empty (an
+    /// empty value is unset to some SDKs, Go's).
+    public static func instanceMetadataSetting(inherited: String?) -> String {
+        guard let inherited, !inherited.isEmpty else { return "true" }
+        return inherited
     }
 
     /// The session served here.
@@ -83,9 +84,7 @@ public struct CredentialEndpoint: Sendable {
         var result = base
         for name in Self.conflictingVariables { result[name] = nil }
         result.merge(environment) { _, new in new }
-        if let value = Self.instanceMetadataSetting(inherited: result[Self.instanceMetadataDisabledVariable]) {
-            result[Self.instanceMetadataDisabledVariable] = value
-        }
+        result[Self.instanceMetadataDisabledVariable] = Self.instanceMetadataSetting(inherited: result[Self.instanceMetadataDisabledVariable])
         return result
     }
 }

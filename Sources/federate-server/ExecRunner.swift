@@ -112,7 +112,7 @@ enum ExecRunner {
         var added = endpoint.environment.sorted { $0.key < $1.key }.map { Array("\($0.key)=\($0.value)".utf8) }
         // Unless the caller decided otherwise, the command's SDK must not fall back to the
         // instance's role when the endpoint answers no credentials (see the variable's doc).
-        let metadata = CredentialEndpoint.instanceMetadataSetting(inherited: metadataInherited) ?? metadataInherited ?? "true"
+        let metadata = CredentialEndpoint.instanceMetadataSetting(inherited: metadataInherited)
         added.append(metadataName + Array("=\(metadata)".utf8))
         return entries + added
     }

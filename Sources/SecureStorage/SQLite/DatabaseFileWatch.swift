@@ -48,7 +48,8 @@ final class DatabaseFileWatch: Sendable {
     /// Looks at the path now; `true` when it names another file or none.
     @discardableResult
     func lookNow() -> Bool {
-        guard let inode, !replaced.load(ordering: .relaxed) else { return replaced.load(ordering: .relaxed) }
+        if replaced.load(ordering: .relaxed) { return true }
+        guard let inode else { return false }
         var info = stat()
         if stat(path, &info) != 0 {
             // Gone: replaced. Any other failure (a permission changed on the way) says nothing.
