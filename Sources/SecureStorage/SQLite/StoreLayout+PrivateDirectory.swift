@@ -29,7 +29,8 @@ extension StoreLayout {
     /// make an entry another user owns, and no member can move one of the user's directories
     /// there without write access to it, which neither a private nor a pending one gives (one
     /// the user made writable to the group, such as a group directory, a member may move
-    /// there: such a directory counts only when there is no other).
+    /// there: such a directory counts only when there is no other, and one shaped like a group
+    /// directory never does).
     /// - `<uid>` ours and 0700 (the usual case): one `lstat`, nothing listed.
     /// - None of ours: made *pending*, mode 000, as `<uid>`, or, when someone else holds that
     ///   name, as `<uid>.<random N>`, a name no member can take first because none can guess
@@ -61,8 +62,11 @@ extension StoreLayout {
             // A directory of the user's that others may write cannot be a private one, and a
             // member could have moved it here (the user's group directory, from a `groups/`
             // the member owns): it neither hides the user's own nor makes it one of several.
-            // Alone, it is taken, and the namespace check says what is wrong with it.
-            let committed = ours.filter { !$0.pending }
+            // One shaped like a group directory (setgid, which no private directory is) is
+            // passed over even alone, so that such a move cannot shut the user out before the
+            // first private open; any other one, alone, is taken, and the namespace check says
+            // what is wrong with it (the user's own, made group-writable by hand).
+            let committed = ours.filter { !$0.pending && !$0.isGroupDirectory }
             let closed = committed.filter { !$0.writableByOthers }.map(\.path)
             let candidates = closed.isEmpty ? committed.map(\.path) : closed
             if candidates.count == 1 { return candidates[0] }
@@ -78,7 +82,7 @@ extension StoreLayout {
             // can make the listing slow by filling users/).
             pause = max(min(max(pause * 2, 200), 20_000), (ContinuousClock.now - listed).wholeMicroseconds * 2)
             // Another process of the user is choosing: let it finish.
-            if !ours.isEmpty { continue }
+            if ours.contains(where: \.pending) { continue }
             let name = try status(preferred) == nil ? preferred : "\(preferred).\(UInt32.random(in: 1...999_999_999))"
             guard let made = try makePendingDirectory(name) else { continue }
             if try commitsPrivateDirectory(made) { return name }
@@ -115,7 +119,7 @@ extension StoreLayout {
     /// directory of mode 000) and returns `false`. The commit is synced, the directory's own
     /// inode and `users/`: a committed directory is one later opens find.
     func commitsPrivateDirectory(_ made: PendingDirectory) throws(KeystoreError) -> Bool {
-        let alone = try ownPrivateEntries(removingStale: false).allSatisfy { $0.path == made.path }
+        let alone = try ownPrivateEntries(removingStale: false).allSatisfy { $0.path == made.path || $0.isGroupDirectory }
         guard alone, ContinuousClock.now - made.madeAt < .seconds(Self.stalePendingAge / 2) else {
             if try isStill(made) { _ = rmdir(made.path) }
             return false
@@ -144,6 +148,9 @@ extension StoreLayout {
         let pending: Bool
         /// Group- or world-writable.
         let writableByOthers: Bool
+        /// Setgid and writable by others, as the store makes a shared group's directory
+        /// (`groups/<group>.group`, 2770) and never a private one.
+        let isGroupDirectory: Bool
     }
 
     /// The directories `<uid>` and `<uid>.<N>` in `users/` that this user owns, committed
@@ -175,7 +182,10 @@ extension StoreLayout {
                     "a directory of yours in users/ has mode 000 but holds entries: chmod 700 it if it holds your sessions, else remove it",
                     path: path, mode: UInt32(info.st_mode))
             }
-            ours.append(OwnEntry(path: path, pending: pending, writableByOthers: info.st_mode & 0o022 != 0))
+            let writableByOthers = info.st_mode & 0o022 != 0
+            ours.append(OwnEntry(
+                path: path, pending: pending, writableByOthers: writableByOthers,
+                isGroupDirectory: writableByOthers && info.st_mode & S_ISGID != 0))
         }
         return ours.sorted { $0.path < $1.path }
     }

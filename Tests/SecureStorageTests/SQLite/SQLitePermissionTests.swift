@@ -227,6 +227,69 @@ final class SQLitePermissionTests: XCTestCase {
         XCTAssertEqual(rmdir(users + "/\(me).7"), 0)
     }
 
+    /// While the user has no private directory (never opened one here, or removed theirs to
+    /// start afresh), a member who owns `groups/` can move the user's group directory (2770,
+    /// the user's) into `users/` under the user's name. It is then the only directory of the
+    /// user's there; it must not be taken as the private one, which the namespace check
+    /// refuses, shutting the user out of private sessions (group opens included: they record
+    /// the last group in the private database) until the user moves it.
+    func testTheUsersGroupDirectoryMovedIntoUsersBeforeTheFirstPrivateOpenDoesNotShutTheUserOut() async throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root to make a group-shared root") }
+        let temporary = try TemporaryRoot()
+        let root = temporary.root
+        XCTAssertEqual(mkdir(root, 0o700), 0)
+        XCTAssertEqual(chown(root, 0, 60_000), 0)
+        XCTAssertEqual(chmod(root, 0o3770), 0)
+        let users = root + "/users"
+        XCTAssertEqual(mkdir(users, 0o700), 0)
+        XCTAssertEqual(chown(users, 0, 60_000), 0)
+        XCTAssertEqual(chmod(users, 0o3770), 0)
+        let me = "\(geteuid())"
+        let group = AccessGroup(name: "team")
+        let shared = try SQLiteKeystore(root: root, service: "tool", accessGroup: group, keySource: testKey())
+        try await shared.set([9], forKey: "g")
+        shared.close()
+        // The group's open made the private directory too; the user starts afresh.
+        try FileManager.default.removeItem(atPath: users + "/" + me)
+        let groupDirectory = try StoreLayout(root: root, service: "tool").namespaceDirectory(group)
+        XCTAssertEqual(mode(of: groupDirectory), 0o2770)
+        XCTAssertEqual(rename(groupDirectory, users + "/" + me), 0)
+
+        // A read that creates nothing finds no private session, rather than an error.
+        let reader = try SQLiteKeystore.SingleReader.open(root: root, service: "tool", keySource: testKey())
+        XCTAssertNil(reader, "no private database yet")
+        reader?.close()
+        guard case .success(let first) = openResult(root: root, keySource: testKey()) else {
+            return XCTFail("the user's group directory, moved into users/, shut the user out of private sessions")
+        }
+        try await first.set([1, 2, 3], forKey: "k")
+        first.close()
+        let layout = try StoreLayout(root: root, service: "tool")
+        XCTAssertTrue(try layout.prepareDirectories(.none, create: false))
+        let chosen = layout.userDirectory
+        XCTAssertTrue(chosen.hasPrefix(users + "/\(me)."), chosen)
+        XCTAssertEqual(mode(of: chosen), 0o700)
+        XCTAssertEqual(mode(of: users + "/" + me), 0o2770, "the moved directory is left as it is")
+        let second = try SQLiteKeystore(root: root, service: "tool", keySource: testKey())
+        let value = try await second.value(forKey: "k")
+        XCTAssertEqual(value, [1, 2, 3])
+        second.close()
+
+        // The user's own private directory made group-writable by hand is still taken (and
+        // refused, saying why), never passed over for a new empty one that hides its sessions.
+        let other = try TemporaryRoot()
+        let own = try SQLiteKeystore(root: other.root, service: "tool", keySource: testKey())
+        try await own.set([4], forKey: "k")
+        own.close()
+        let ownDirectory = try StoreLayout(root: other.root, service: "tool").userDirectory
+        XCTAssertEqual(chmod(ownDirectory, 0o770), 0)
+        guard case .failure(let error) = openResult(root: other.root, keySource: testKey()) else {
+            return XCTFail("a private directory made group-writable was used or replaced")
+        }
+        XCTAssertEqual(error.code, .insecurePermissions)
+        XCTAssertEqual(error.path, ownDirectory)
+    }
+
     /// First runs of one user at once: a directory is made pending (mode 000) and committed
     /// (0700) only when it is the user's only one, so no process writes where later opens
     /// would not look, and a committed directory, which another process may already use, is
