@@ -160,7 +160,7 @@ let package = Package(
         // `federate`, the front door AWS SDKs start before every call: no NIO, no postgres-nio.
         .executableTarget(
             name: "federate",
-            dependencies: ["FederateCLI"]
+            dependencies: ["CProcessSpawn", "FederateCLI"]
         ),
         // `federate-server`: the same CLI with the credential server and the PostgreSQL
         // engine; `federate` replaces itself with it for `exec`, `serve` and postgres://.

@@ -1,4 +1,3 @@
-import CProcessSpawn
 import CredentialServer
 import FederateCLI
 import Federation
@@ -37,9 +36,6 @@ enum ExecRunner {
             } catch {
                 throw CLIFailure(.internalError, "cannot trap signals for the command: \(String(cString: strerror(error.code))); please report it")
             }
-            // A process of the same user (the command) could otherwise read this one's memory
-            // and /proc/<pid>/environ, which hold the keystore key.
-            _ = ib_make_undumpable()
             if let signal = relay.pendingStop() {
                 // Ctrl-C (or a stop) before the command started: it is not started.
                 await Self.stop(served.server, serving)

@@ -1,3 +1,4 @@
+import CProcessSpawn
 import FederateCLI
 
 /// `federate-server`: the whole `federate` CLI, with the credential server (`exec`, `serve`)
@@ -7,6 +8,11 @@ import FederateCLI
 @main
 enum FederateServer {
     static func main() async {
+        // As `federate` does (its exec into this executable made the process dumpable again).
+        // It matters most here: `exec`'s command and `serve`'s clients run as the same user,
+        // and could otherwise read this process's memory and /proc/<pid>/environ, which hold
+        // the keystore key.
+        _ = ib_make_undumpable()
         RawArguments.hideKeystorePasswords()
         InheritedDescriptors.record()
         InheritedSignals.record()

@@ -1,4 +1,3 @@
-import CProcessSpawn
 import CredentialServer
 import FederateCLI
 import Federation
@@ -10,9 +9,6 @@ import UnixSignals
 enum ServeRunner {
     static func run(_ serve: Serve) async throws(CLIFailure) {
         let common = serve.common
-        // The processes handed the token run as the same user, and could otherwise read this
-        // one's memory and /proc/<pid>/environ, which hold the keystore key (as for exec).
-        _ = ib_make_undumpable()
         let stop = StopSignals.serve.map(ServeStop.init(trap:))
         let served = try await ServedSession(common, requireCredentials: false)
         do {

@@ -1,3 +1,4 @@
+import CProcessSpawn
 import Dispatch
 import FederateCLI
 
@@ -10,6 +11,11 @@ import FederateCLI
 @main
 enum FederateFrontDoor {
     static func main() {
+        // Every command holds a secret at some point (the token `login` reads, the keystore
+        // key, the credentials `credentials` prints): no core dump and no other process of
+        // the user (ptrace, /proc/<pid>/mem or environ) may read them. An `exec` into
+        // federate-server, or a command's, makes a process dumpable again.
+        _ = ib_make_undumpable()
         SiblingServer.handOverServeAtOnce()
         Federate.runCacheHitAtOnce(serverSide: SiblingServer())
         Task { await Federate.main(serverSide: SiblingServer()) }
