@@ -55,6 +55,28 @@ final class FederateUsageTests: XCTestCase {
         }
     }
 
+    /// A database URL written wrong (one slash, none, upper case) is a usage error that
+    /// quotes no part of it, never a relative directory named after the password.
+    func testAMistypedDatabaseURLIsAUsageErrorNotADirectory() throws {
+        let password = "S3cretPassw0rdXYZ-\(UUID().uuidString.prefix(8))"
+        for url in [
+            "postgres:/alice:\(password)@127.0.0.1:1/db", "postgresql:alice:\(password)@db/x", "POSTGRES://alice:\(password)@db/x",
+        ] {
+            for arguments in [["status", "--keystore", url], ["clear", "--keystore=\(url)"]] {
+                let run = try harness.expect(2, arguments)
+                XCTAssertTrue(run.stderr.contains("postgres://user:password@host:port/database"), run.stderr)
+                XCTAssertNil(leakedRun(in: run.stderr + run.stdout, of: [password]), run.stderr)
+            }
+            let fromEnvironment = try harness.expect(2, ["status"], environment: ["IDENTITY_BROKER_KEYSTORE": url])
+            XCTAssertNil(leakedRun(in: fromEnvironment.stderr, of: [password]), fromEnvironment.stderr)
+        }
+        let made = try FileManager.default.contentsOfDirectory(atPath: harness.directory).filter { $0.lowercased().hasPrefix("postgres") }
+        XCTAssertEqual(made, [], "a directory was made for a URL")
+        // A directory of that name is still reachable as a path.
+        let local = try harness.run(["status", "--keystore", "./postgres:local"])
+        XCTAssertEqual(local.status, 0, "\(local)")
+    }
+
     /// A token pasted where a path or an option belongs (`--token-file "$TOKEN"`, a stray
     /// argument) is never quoted back whole, into a terminal or a CI log.
     func testATokenGivenInPlaceOfAPathOrOptionIsNotQuotedBack() throws {

@@ -213,6 +213,13 @@ enum KeystoreLocation {
     init(_ value: String) throws(CLIFailure) {
         if Self.isDatabaseURL(value) {
             self = .postgres(try ActiveServerSide.current.postgresTarget(url: value))
+        } else if let scheme = Self.mistypedDatabaseScheme(value) {
+            // Taken for a directory, `postgres:/alice:pw@db/x` would keep sessions in a
+            // relative path named after the password, and quote it in every error.
+            throw CLIFailure(
+                .usage,
+                "--keystore: a value starting with '\(scheme):' is taken for a PostgreSQL URL, but it does not start with 'postgres://' or 'postgresql://' "
+                    + "(postgres://user:password@host:port/database); for a directory of that name, write ./\(scheme):…")
         } else if let scheme = value.firstRange(of: "://"), !value[..<scheme.lowerBound].contains("/") {
             throw CLIFailure(.usage, "--keystore takes a directory or a postgres:// URL; '\(value[..<scheme.lowerBound])://' is not supported")
         } else {
@@ -223,6 +230,14 @@ enum KeystoreLocation {
     /// Whether a `--keystore` value (or a ``displayName``) names a PostgreSQL database.
     static func isDatabaseURL(_ value: String) -> Bool {
         value.hasPrefix("postgres://") || value.hasPrefix("postgresql://")
+    }
+
+    /// The scheme of a value meant as a PostgreSQL URL but written wrong (`postgres:/…`,
+    /// `postgresql:…`, `POSTGRES://…`), as the value has it; `nil` for anything else.
+    static func mistypedDatabaseScheme(_ value: String) -> Substring? {
+        guard !isDatabaseURL(value), let colon = value.firstIndex(of: ":") else { return nil }
+        let scheme = value[..<colon]
+        return ["postgres", "postgresql"].contains(scheme.lowercased()) ? scheme : nil
     }
 
     /// The directory, or the URL without its password.
