@@ -24,6 +24,10 @@ enum ExecRunner {
         if !shadowing.isEmpty {
             throw DefaultProfileCheck.failure(shadowing, session: common.session)
         }
+        let javaOptions = JavaOptionsCheck.findings()
+        if !javaOptions.isEmpty {
+            throw JavaOptionsCheck.failure(javaOptions, session: common.session)
+        }
         let served = try await ServedSession(common, requireCredentials: true)
         let serving = Task { try await served.server.run() }
         let code: Int32

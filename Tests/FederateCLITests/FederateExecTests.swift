@@ -446,6 +446,25 @@ final class FederateExecTests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: marker), "the command did not run")
     }
 
+    /// JVM options that give a Java SDK credentials first (a system property comes before the
+    /// environment `exec` sets) stop `exec` as a default profile with keys does.
+    func testJavaOptionsWithCredentialPropertiesStopExec() throws {
+        try login(try countingCognito())
+        let marker = harness.directory + "/ran"
+        let command = ["--", "sh", "-c", "touch '\(marker)'"]
+        let secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYJAVAKEY"
+        harness.neverPrinted.append(secret)
+        let run = try harness.expect(
+            2, ["exec", "--session", "alice"] + command,
+            environment: ["JAVA_TOOL_OPTIONS": "-Xmx64m -Daws.accessKeyId=AKIAJAVAOPTIONS -Daws.secretAccessKey=\(secret)"])
+        XCTAssertTrue(run.stderr.contains("$JAVA_TOOL_OPTIONS (-Daws.accessKeyId, -Daws.secretAccessKey)"), run.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: marker), "the command ran")
+
+        // Options that give no credentials pass.
+        try harness.expect(0, ["exec", "--session", "alice"] + command, environment: ["JAVA_TOOL_OPTIONS": "-Xmx64m -Daws.region=eu-west-1"])
+        XCTAssertTrue(FileManager.default.fileExists(atPath: marker), "the command did not run")
+    }
+
     // MARK: - serve
 
     func testServePrintsExportsServesAndStopsOnSIGTERM() async throws {
