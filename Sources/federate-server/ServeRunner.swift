@@ -9,6 +9,7 @@ import UnixSignals
 enum ServeRunner {
     static func run(_ serve: Serve) async throws(CLIFailure) {
         let common = serve.common
+        try TokenDestination.check()
         let stop = StopSignals.serve.map(ServeStop.init(trap:))
         let served = try await ServedSession(common, requireCredentials: false)
         do {

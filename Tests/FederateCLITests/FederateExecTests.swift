@@ -467,6 +467,21 @@ final class FederateExecTests: XCTestCase {
 
     // MARK: - serve
 
+    /// A redirect into a file another user made first opens their file: `serve` refuses it
+    /// and prints no token there.
+    func testServeRefusesAStandardOutputAnotherUserOwns() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root to make a file another user owns") }
+        try login(try countingCognito(), session: "carol")
+        let planted = harness.directory + "/carol.env"
+        XCTAssertTrue(FileManager.default.createFile(atPath: planted, contents: nil))
+        XCTAssertEqual(chown(planted, 65_534, 65_534), 0)
+        XCTAssertEqual(chmod(planted, 0o666), 0)
+        let run = try harness.run(["serve", "--session", "carol"], stdoutDevice: planted, timeout: 15)
+        XCTAssertEqual(run.status, 2, "\(run)")
+        XCTAssertTrue(run.stderr.contains("owned by uid 65534"), run.stderr)
+        XCTAssertEqual(try String(contentsOfFile: planted, encoding: .utf8), "", "the token was written to another user's file")
+    }
+
     func testServePrintsExportsServesAndStopsOnSIGTERM() async throws {
         let cognito = try countingCognito()
         try login(cognito, session: "carol")
