@@ -152,14 +152,7 @@ final class SQLitePermissionTests: XCTestCase {
     func testAMemberWhoTakesTheUsersDirectoryNameFirstDoesNotShutTheUserOut() async throws {
         guard getuid() == 0 else { throw XCTSkip("needs root to make entries another user owns") }
         let temporary = try TemporaryRoot()
-        let root = temporary.root
-        XCTAssertEqual(mkdir(root, 0o700), 0)
-        XCTAssertEqual(chown(root, 0, 60_000), 0)
-        XCTAssertEqual(chmod(root, 0o3770), 0)
-        let users = root + "/users"
-        XCTAssertEqual(mkdir(users, 0o700), 0)
-        XCTAssertEqual(chown(users, 0, 60_000), 0)
-        XCTAssertEqual(chmod(users, 0o3770), 0)
+        let (root, users) = makeGroupSharedRoot(temporary)
         let me = "\(geteuid())"
         func squat(_ name: String) {
             XCTAssertEqual(mkdir(users + "/" + name, 0o700), 0, name)
@@ -236,14 +229,7 @@ final class SQLitePermissionTests: XCTestCase {
     func testTheUsersGroupDirectoryMovedIntoUsersBeforeTheFirstPrivateOpenDoesNotShutTheUserOut() async throws {
         guard getuid() == 0 else { throw XCTSkip("needs root to make a group-shared root") }
         let temporary = try TemporaryRoot()
-        let root = temporary.root
-        XCTAssertEqual(mkdir(root, 0o700), 0)
-        XCTAssertEqual(chown(root, 0, 60_000), 0)
-        XCTAssertEqual(chmod(root, 0o3770), 0)
-        let users = root + "/users"
-        XCTAssertEqual(mkdir(users, 0o700), 0)
-        XCTAssertEqual(chown(users, 0, 60_000), 0)
-        XCTAssertEqual(chmod(users, 0o3770), 0)
+        let (root, users) = makeGroupSharedRoot(temporary)
         let me = "\(geteuid())"
         let group = AccessGroup(name: "team")
         let shared = try SQLiteKeystore(root: root, service: "tool", accessGroup: group, keySource: testKey())
@@ -525,5 +511,17 @@ final class SQLitePermissionTests: XCTestCase {
             }
             do { try assertPlantRefused(suffix: "", group: AccessGroup(name: "team"), fresh: false, plant: plant) } catch { XCTFail("\(name) at a shared database: \(error)") }
         }
+    }
+
+    /// A root shared by group 60000 (3770, root's), with the `users/` its owner makes (3770).
+    private func makeGroupSharedRoot(_ temporary: TemporaryRoot, file: StaticString = #filePath, line: UInt = #line) -> (root: String, users: String) {
+        let root = temporary.root
+        let users = root + "/users"
+        for directory in [root, users] {
+            XCTAssertEqual(mkdir(directory, 0o700), 0, file: file, line: line)
+            XCTAssertEqual(chown(directory, 0, 60_000), 0, file: file, line: line)
+            XCTAssertEqual(chmod(directory, 0o3770), 0, file: file, line: line)
+        }
+        return (root, users)
     }
 }
