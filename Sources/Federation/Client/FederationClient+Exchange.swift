@@ -54,12 +54,19 @@ extension FederationClient {
         let result: FederationResult
         do {
             result = try await resolveCredentials(
-                choice: choice, credentials: credentials, identity: identity, deadline: deadline, logger: sessionLogger)
+                choice: choice, guest: provider == nil, credentials: credentials, identity: identity, deadline: deadline, logger: sessionLogger)
         } catch {
             guard error.identityGone else {
                 sessionLogger.debug("federation failed", metadata: ["broker.error": "\(error.code)"])
                 apply(session) { machine, now, margin in machine.federationEnded(holding: nil, now: now, margin: margin) }
                 throw error
+            }
+            // Shutdown's deadline passed while the answer was on its way: not committed, as a
+            // success would not be (below).
+            if shutdownSignal.isFired {
+                sessionLogger.debug("federation cancelled by shutdown before its commit")
+                apply(session) { machine, now, margin in machine.federationEnded(holding: nil, now: now, margin: margin) }
+                throw FederationError(code: .cancelled, message: "\(operationName) was cancelled by the client's shutdown before its commit")
             }
             let terminated = SessionRecord(
                 phase: .terminated, identityId: choice.identityId ?? previous?.identityId, provider: provider, credentials: nil)
@@ -136,14 +143,39 @@ extension FederationClient {
             throw error
         }
         if !stored { sessionLogger.debug("a newer federation of the session is stored; keeping it") }
+        // A lost save changed nothing in the store: no local write that outdates reads in flight.
+        apply(session, localWrite: stored) { machine, now, margin in machine.federationEnded(holding: holding, now: now, margin: margin) }
+        rereadIfRaced(session, raced: raced || holding == nil)
+        if !stored, case .some(.some(let winner)) = holding, let conflict = Self.lostTo(winner, session: session, guest: provider == nil) {
+            sessionLogger.debug("federation not saved", metadata: ["broker.error": "\(conflict.code)"])
+            throw conflict
+        }
         sessionLogger.debug(
             "federation succeeded",
             metadata: ["broker.identityId": "\(result.identityId)", "broker.expiration": "\(Int64(result.credentials.expiration.timeIntervalSince1970))"]
         )
-        // A lost save changed nothing in the store: no local write that outdates reads in flight.
-        apply(session, localWrite: stored) { machine, now, margin in machine.federationEnded(holding: holding, now: now, margin: margin) }
-        rereadIfRaced(session, raced: raced || holding == nil)
         return result
+    }
+
+    /// The error a federation that lost its commit to `winner` (another client's, saved
+    /// meanwhile) reports instead of its own credentials, when they would contradict what
+    /// the session now holds: a terminated session, or a login where a guest call ran (a
+    /// guest never replaces a login, ``SessionRecord/storeVersion``). `nil` when the winner
+    /// is a federation the caller's credentials may stand beside.
+    private static func lostTo(_ winner: SessionRecord, session: String, guest: Bool) -> FederationError? {
+        if winner.phase == .terminated {
+            return FederationError(
+                code: .identityTerminated,
+                message: "another client found the identity of session '\(session)' gone or disabled while this federation ran, "
+                    + "and the session is terminated; clear the session, then federate again")
+        }
+        if guest && !winner.isGuest {
+            return FederationError(
+                code: .sessionConflict,
+                message: "another client federated session '\(session)' with an authenticated identity while this guest call ran; "
+                    + "the guest identity was not saved (a guest never replaces a login; clear the session first)")
+        }
+        return nil
     }
 
     /// The longest credentials any flow hands out last: Cognito's are good for an hour, STS's
@@ -191,6 +223,7 @@ extension FederationClient {
     /// rejects is dropped and GetId tried once.
     private func resolveCredentials(
         choice: IdentityChoice,
+        guest: Bool,
         credentials: (String, ContinuousClock.Instant, Logger) async throws(FederationError) -> FederationResult,
         identity: (ContinuousClock.Instant, Logger) async throws(FederationError) -> String,
         deadline: ContinuousClock.Instant,
@@ -204,8 +237,14 @@ extension FederationClient {
             return try await credentials(known, deadline, logger)
         } catch where choice.cached && error.operation != STSClient.operation
             && (error.code == .notAuthorized || error.code == .resourceNotFound)
+            && !(guest && error.code == .notAuthorized && error.identityGone)
         {
             // Only Cognito's rejection says the cached ID is wrong; STS refusing the role does not.
+            // A guest identity the service says is disabled or forbidden is not wrong, it is
+            // refused: GetId would mint another, routing around whoever disabled it, so the
+            // session becomes terminated instead. (With a login, GetId names the login's own
+            // identity: the same one, which then terminates the session, or, for a guest
+            // being linked, the login's, which is what the call asked for.)
             logger.debug("cached identity ID rejected; asking GetId once", metadata: ["broker.error": "\(error.code)"])
             let identityId = try await identity(deadline, logger)
             return try await credentials(identityId, deadline, logger)

@@ -263,7 +263,8 @@ public actor FederationClient {
     ///
     /// Returns only after the session is committed to the keystore. When another client
     /// stored the session with a later expiration meanwhile, that record is kept (the
-    /// result returned here is still valid).
+    /// result returned here is still valid); when it stored a terminated session, that is
+    /// kept and this call throws ``FederationError/Code/identityTerminated``.
     ///
     /// - Parameters:
     ///   - token: the provider's token; it is sent to the service and never stored or logged.
@@ -272,7 +273,9 @@ public actor FederationClient {
     ///   - session: the end user's session name (see ``SessionName``).
     /// - Returns: the identity ID and credentials.
     /// - Throws: ``FederationError``; the session is then as it was before the call,
-    ///   except that an answer saying the identity is gone makes it ``SessionState/terminated``.
+    ///   except that an answer saying the identity is gone makes it ``SessionState/terminated``
+    ///   (when that cannot be saved, the error still says the identity is gone, carries the
+    ///   keystore's error, and the session keeps its saved record).
     ///   ``FederationError/Code/storage`` when the keystore cannot be reached.
     @discardableResult
     public func federate(
@@ -355,7 +358,9 @@ public actor FederationClient {
     ///     role ARN (setting one is ``FederationError/Code/invalidConfiguration``).
     ///   - session: the session name (see ``SessionName``).
     /// - Throws: ``FederationError/Code/sessionConflict`` when the session holds an
-    ///   authenticated identity (clear it first); otherwise as ``federate(token:provider:options:session:)``.
+    ///   authenticated identity (clear it first), or another client saved one while this call
+    ///   ran (it stays); ``FederationError/Code/identityTerminated`` when the guest identity is
+    ///   disabled (no other is asked for); otherwise as ``federate(token:provider:options:session:)``.
     @discardableResult
     public func federateAsGuest(
         options: FederationOptions = FederationOptions(),

@@ -17,8 +17,10 @@ extension SessionRecord {
         var expiration: Double?
     }
 
-    /// The version a stored record carries: the later expiration wins, and a terminated
-    /// record wins over any federation (only clearing leaves `terminated`).
+    /// The version a stored record carries: the later expiration wins, a login wins over any
+    /// guest (a guest never replaces a login, whichever client saves it; a login replaces a
+    /// guest, which is how it is linked), and a terminated record wins over any federation
+    /// (only clearing leaves `terminated`).
     var storeVersion: Int64 {
         switch phase {
         case .terminated:
@@ -26,9 +28,14 @@ extension SessionRecord {
         case .federated:
             let milliseconds = (credentials?.expiration.timeIntervalSince1970 ?? 0) * 1000
             // Expirations come from a decoder that bounds them, but a version must never trap.
-            return milliseconds.isFinite ? Int64(min(max(milliseconds, 0), 9e15)) : 0
+            let expiration = milliseconds.isFinite ? Int64(min(max(milliseconds, 0), 9e15)) : 0
+            return provider == nil ? expiration : Self.loginRank + expiration
         }
     }
+
+    /// Added to a login's version: above every guest's (expirations in milliseconds stay
+    /// under 9e15), below a terminated record's.
+    static let loginRank: Int64 = 1 << 62
 
     /// The record as ``Stored`` JSON, written field by field (``JSONObjectWriter``: what
     /// `JSONEncoder` writes for ``Stored``, at a fraction of its cost).

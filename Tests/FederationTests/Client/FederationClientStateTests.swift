@@ -157,6 +157,38 @@ final class FederationClientStateTests: XCTestCase {
         XCTAssertEqual(snapshot.state, .terminated)
     }
 
+    /// An identity the service says is disabled is refused, not wrong: a cached guest
+    /// identity answered so is not swapped for a new one through GetId (which would route
+    /// around whoever disabled it); the session becomes terminated.
+    func testADisabledGuestIdentityTerminatesTheSessionWithoutANewOne() async throws {
+        let harness = try Harness()
+        try await harness.client.federateAsGuest(session: "visitor")
+        harness.fake.resetRecording()
+        harness.fake.enqueue(
+            .init(status: 400, body: try Fixtures.bytes("error.NotAuthorized.forbidden")), for: .getCredentialsForIdentity)
+        await assertThrows(FederationError.self, code: .identityTerminated) { try await harness.client.federateAsGuest(session: "visitor") }
+        XCTAssertEqual(harness.fake.operations, ["GetCredentialsForIdentity"], "a new guest identity was asked for")
+        let state = try await harness.client.session("visitor").state
+        XCTAssertEqual(state, .terminated)
+    }
+
+    /// A login on a session whose guest identity was disabled is not refused with it: GetId
+    /// names the login's own identity, as for any cached ID Cognito rejects.
+    func testALoginOverADisabledGuestIdentityGetsTheLoginsOwn() async throws {
+        let harness = try Harness()
+        try await harness.client.federateAsGuest(session: "visitor")
+        harness.fake.resetRecording()
+        harness.fake.enqueue(
+            .init(status: 400, body: try Fixtures.bytes("error.NotAuthorized.forbidden")), for: .getCredentialsForIdentity)
+        harness.fake.enqueue(.identityId("us-east-1:11111111-2222-3333-4444-555555555555"), for: .getId)
+        let result = try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "visitor")
+        XCTAssertEqual(harness.fake.operations, ["GetCredentialsForIdentity", "GetId", "GetCredentialsForIdentity"])
+        XCTAssertEqual(result.identityId, "us-east-1:11111111-2222-3333-4444-555555555555")
+        let snapshot = try await harness.client.session("visitor")
+        XCTAssertEqual(snapshot.state, .federated)
+        XCTAssertEqual(snapshot.provider, .google)
+    }
+
     func testResourceNotFoundFromGetIdDoesNotTerminate() async throws {
         let harness = try Harness()
         harness.fake.enqueue(.error("ResourceNotFoundException", message: "IdentityPool 'x' not found."), for: .getId)

@@ -107,6 +107,27 @@ final class ShutdownTests: XCTestCase {
         XCTAssertEqual(snapshot.state, .federated)
     }
 
+    /// The same for an answer that says the identity is gone: the session is not marked
+    /// terminated after the deadline.
+    func testAnIdentityGoneAnswerArrivingAfterTheDeadlineIsNotCommitted() async throws {
+        let harness = try Harness()
+        let client = harness.client
+        let first = try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        let signal = client.shutdownSignal
+        harness.fake.enqueue(for: .getCredentialsForIdentity) { _ in
+            signal.fire()
+            return .error("ResourceNotFoundException", message: "Identity '\(first.identityId)' not found.")
+        }
+        await assertThrows(FederationError.self, code: .cancelled) {
+            try await client.federate(
+                token: "opaque-dev-token", provider: .developer,
+                options: FederationOptions(developerProvidedIdentityId: first.identityId), session: "alice")
+        }
+        let snapshot = try await client.session("alice")
+        XCTAssertEqual(snapshot.state, .federated, "the late answer was committed")
+        XCTAssertEqual(snapshot.credentials, first.credentials)
+    }
+
     /// The caller's own cancellation still ends its federation at once (it runs in the
     /// caller's task).
     func testCancellingTheCallersTaskCancelsItsFederation() async throws {

@@ -94,6 +94,56 @@ final class SharedStoreTests: KeystoreRootTestCase {
         }
     }
 
+    /// A guest never replaces a login, whichever client saves it: a guest call on B that
+    /// commits after A's login, with a later expiration, loses, and says so.
+    func testAGuestCallOnOneClientNeverReplacesALoginAnotherSavedMeanwhile() async throws {
+        let guestFake = FakeCognito(expiration: Date().addingTimeInterval(7200))
+        guestFake.responseDelay = .milliseconds(300)
+        let guestClient = try instance(fake: guestFake)
+        let loginClient = try instance(fake: FakeCognito(expiration: Date().addingTimeInterval(3600)))
+        let guest = Task { try await guestClient.federateAsGuest(session: "shared") }
+        let started = await eventually { guestFake.calls.count >= 1 }
+        XCTAssertTrue(started)
+        let login = try await loginClient.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "shared")
+        await assertThrows(FederationError.self, code: .sessionConflict) { _ = try await guest.value }
+
+        let stored = try await instance().session("shared")
+        XCTAssertEqual(stored.provider, .google, "the guest replaced the login")
+        XCTAssertEqual(stored.credentials, login.credentials)
+        let held = await eventually { (try? await guestClient.session("shared").provider) == .google }
+        XCTAssertTrue(held, "the guest's client holds the login the store holds")
+        // A login still replaces a guest (linking), whatever the expirations.
+        let linkingFake = FakeCognito(expiration: Date().addingTimeInterval(1800))
+        let linking = try instance(fake: linkingFake)
+        let other = try instance(fake: FakeCognito(expiration: Date().addingTimeInterval(7200)))
+        try await other.federateAsGuest(session: "linked")
+        try await linking.federate(token: TestJWT.valid(sub: "bob"), provider: .google, session: "linked")
+        let linked = try await instance().session("linked")
+        XCTAssertEqual(linked.provider, .google)
+    }
+
+    /// A federation that loses its commit to a terminated record another client saved
+    /// meanwhile reports the session terminated rather than credentials it contradicts.
+    func testAFederationThatLostToATerminatedRecordSaysSo() async throws {
+        let slowFake = FakeCognito(expiration: Date().addingTimeInterval(3600))
+        slowFake.responseDelay = .milliseconds(300)
+        let slow = try instance(fake: slowFake)
+        let goneFake = FakeCognito(expiration: Date().addingTimeInterval(3600))
+        goneFake.enqueue(.error("ResourceNotFoundException", message: "Identity 'us-east-1:gone' not found."), for: .getCredentialsForIdentity)
+        let gone = try instance(fake: goneFake)
+        let federation = Task { try await slow.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "s") }
+        let started = await eventually { slowFake.calls.count >= 1 }
+        XCTAssertTrue(started)
+        await assertThrows(FederationError.self, code: .identityTerminated) {
+            try await gone.federate(
+                token: "opaque-dev-token", provider: .developer,
+                options: FederationOptions(developerProvidedIdentityId: "us-east-1:gone"), session: "s")
+        }
+        await assertThrows(FederationError.self, code: .identityTerminated) { _ = try await federation.value }
+        let state = try await slow.session("s").state
+        XCTAssertEqual(state, .terminated)
+    }
+
     /// Federations of different sessions run concurrently and share commits.
     func testManyConcurrentFederationsAllLand() async throws {
         let a = try instance()
