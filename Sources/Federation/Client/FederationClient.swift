@@ -144,7 +144,8 @@ public actor FederationClient {
     ///
     /// - Parameters:
     ///   - keystore: where the sessions are saved.
-    ///   - expiryMargin: credentials read as expired this long before their expiration.
+    ///   - expiryMargin: credentials read as expired this long before their expiration (a
+    ///     negative margin counts as zero: credentials never read valid past their expiration).
     ///   - sessionCacheCapacity: how many sessions to keep in memory.
     ///   - logger: where to log; nothing is logged when `nil`.
     public init(
@@ -154,7 +155,7 @@ public actor FederationClient {
         logger: Logger? = nil
     ) {
         self.init(
-            configuration: nil, cognito: nil, sts: nil, keystore: keystore, expiryMargin: expiryMargin,
+            configuration: nil, cognito: nil, sts: nil, keystore: keystore, expiryMargin: max(expiryMargin, .zero),
             renewalLead: FederationConfiguration.defaultRenewalLeadTime,
             renewalPostponement: FederationConfiguration.defaultRenewalPostponement,
             federationTimeout: .seconds(60), sessionCacheCapacity: sessionCacheCapacity, now: { Date() }, logger: logger)
@@ -173,6 +174,11 @@ public actor FederationClient {
         ownedTransport: CurlTransport? = nil,
         instrumentation: FederationInstrumentation = .none
     ) throws(FederationError) {
+        guard configuration.expiryMargin >= .zero else {
+            throw FederationError(
+                code: .invalidConfiguration,
+                message: "the expiry margin is negative: credentials would read as valid after they expired; use zero or more")
+        }
         // Shutdown past its grace period fires this signal: every transfer and retry wait of
         // the client's federations ends, and their callers' tasks are left uncancelled.
         let shutdownSignal = CancellationSignal()
@@ -529,15 +535,16 @@ public actor FederationClient {
     /// now, and never after the session expired, was cleared or was federated again (new
     /// credentials get reminders of their own). Nothing is refreshed.
     ///
-    /// - Returns: whether the session holds federated credentials to postpone a reminder for.
+    /// - Returns: whether the session holds federated credentials, not yet expired, to
+    ///   postpone a reminder for.
     @discardableResult
     public func postponeRenewalReminder(for session: String = FederationClient.defaultSession) async throws(FederationError) -> Bool {
         try SessionName.validate(session)
         _ = try await cachedOrLoaded(session)
         let interval = renewalPostponement
         var postponed = false
-        apply(session) { machine, now, _ in
-            postponed = machine.postponeRenewal(now: now, interval: interval)
+        apply(session) { machine, now, margin in
+            postponed = machine.postponeRenewal(now: now, margin: margin, interval: interval)
             return nil
         }
         return postponed

@@ -27,7 +27,8 @@ public struct FederationConfiguration: Sendable, Hashable {
     /// `AWS_ENDPOINT_URL_STS`, then `AWS_ENDPOINT_URL`, then
     /// `https://sts.{region}.amazonaws.com/` apply. The same endpoint rule as ``endpoint`` holds.
     public var stsEndpoint: String?
-    /// Credentials count as expired this long before their expiration. Default 120 s.
+    /// Credentials count as expired this long before their expiration. Default 120 s; zero or
+    /// more (a negative margin makes the client initializer throw `invalidConfiguration`).
     public var expiryMargin: Duration
     /// Time allowed to connect (TCP and TLS) in one attempt. Default 10 s.
     public var connectTimeout: Duration

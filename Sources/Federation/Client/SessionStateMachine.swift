@@ -77,8 +77,8 @@ struct SessionStateMachine: Sendable {
 
     /// "Not now": the next reminder for these credentials comes no sooner than `interval`
     /// from `now`, and never once they expired. Returns whether there was anything to postpone.
-    mutating func postponeRenewal(now: Date, interval: Duration) -> Bool {
-        guard record?.phase == .federated, let expiration = record?.credentials?.expiration else { return false }
+    mutating func postponeRenewal(now: Date, margin: Duration, interval: Duration) -> Bool {
+        guard record?.state(now: now, margin: margin) == .federated, let expiration = record?.credentials?.expiration else { return false }
         postponed = (expiration, now.addingTimeInterval(interval.timeInterval))
         remindedFor = nil
         return true

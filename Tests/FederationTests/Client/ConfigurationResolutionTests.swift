@@ -59,6 +59,28 @@ final class ConfigurationResolutionTests: XCTestCase {
         }
     }
 
+    /// A negative expiry margin would show credentials as valid after they expired: refused by
+    /// a federating client, counted as zero by a reading one.
+    func testANegativeExpiryMarginIsRefusedOrCountsAsZero() async throws {
+        var configuration = FederationConfiguration(identityPoolId: testPoolId, endpoint: "http://127.0.0.1:5000/")
+        configuration.expiryMargin = .seconds(-600)
+        assertThrows(FederationError.self, code: .invalidConfiguration) {
+            try FederationClient(
+                configuration: configuration, transport: FakeCognito().transport, keystore: InMemoryKeystore(), environment: [:],
+                now: { testEpoch }, logger: nil)
+        }
+        let keystore = InMemoryKeystore()
+        let writer = try FederationClient(
+            configuration: FederationConfiguration(identityPoolId: testPoolId, endpoint: "http://127.0.0.1:5000/"),
+            transport: FakeCognito(expiration: Date().addingTimeInterval(1)).transport, keystore: keystore, environment: [:],
+            now: { Date() }, logger: nil)
+        try await writer.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        try await Task.sleep(for: .milliseconds(1100))
+        let reader = FederationClient(keystore: keystore, expiryMargin: .seconds(-600))
+        let state = try await reader.session("alice").state
+        XCTAssertEqual(state, .expired, "credentials read as valid after they expired")
+    }
+
     func testEndpointPrecedence() throws {
         let environment = [
             "AWS_ENDPOINT_URL_COGNITO_IDENTITY": "https://service-specific.test/",

@@ -76,6 +76,9 @@ final class RenewalReminderTests: XCTestCase {
         harness.clock.advance(by: 1000)
         let expired = try await harness.client.session("alice")
         XCTAssertEqual(expired.state, .expired)
+        // Expired: nothing to postpone a reminder for.
+        let afterExpiry = try await harness.client.postponeRenewalReminder(for: "alice")
+        XCTAssertFalse(afterExpiry)
         let received = await collect(6, from: events, timeout: .milliseconds(500))
         XCTAssertEqual(reminders(received).count, 1, "\(received)")
         XCTAssertEqual(received.last?.state, .expired)
