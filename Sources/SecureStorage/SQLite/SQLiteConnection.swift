@@ -409,6 +409,12 @@ final class SQLiteConnection: @unchecked Sendable {
         try transaction(beginning: "BEGIN", body)
     }
 
+    /// Runs `body` in a read transaction, or as it is when `alreadyInOne` (the caller's
+    /// transaction then gives its snapshot).
+    func transactionUnless<R>(_ alreadyInOne: Bool, _ body: () throws(KeystoreError) -> R) throws(KeystoreError) -> R {
+        alreadyInOne ? try body() : try readTransaction(body)
+    }
+
     /// Transaction control runs through `sqlite3_exec`: it needs no schema, so it can neither
     /// be refused nor fail a schema check, and a rollback always ends the transaction.
     private func transaction<R>(beginning begin: String, _ body: () throws(KeystoreError) -> R) throws(KeystoreError) -> R {

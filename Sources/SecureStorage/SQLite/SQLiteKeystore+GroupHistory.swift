@@ -60,14 +60,17 @@ extension SQLiteKeystore {
                 // Never twice: the new group is recorded after the move, so no member of a shared
                 // old group can feed items into this one at later opens. A damaged item stays
                 // behind rather than failing the open. When the old group is shared, no failure
-                // of the move fails the open (its other members could otherwise hold its lock or
-                // spoil its key check and block every open); from the private group, one does
-                // (only the user writes there: a wrong key, say), and the next open tries again.
-                // What stays behind is logged and can be moved with `migrate`.
+                // on its side fails the open (its other members could otherwise hold its lock or
+                // spoil its key check and block every open). A failure on the user's own side
+                // (the new group's key, its database busy or full; or anything when moving out
+                // of the private group, where only the user writes) fails the open and records
+                // nothing, so the next open tries again: recording it would leave the items
+                // behind for good. What stays behind is logged and can be moved with `migrate`.
+                try verifyTargetKey(group, layout: layout, privateStore: privateStore, privateConnection: connection, keySource: keySource, configuration: configuration)
                 var migration = StoreMigration(layout: layout, from: last, to: group, keySource: keySource, busyTimeout: configuration.busyTimeout)
                 migration.leavingUnreadable = true
-                do {
-                    let outcome = try migration.run()
+                do throws(StoreMigration.Failure) {
+                    let outcome = try migration.runNotingSide()
                     logger?.notice("keystore items moved from the previous access group", metadata: metadata.merging(["broker.itemCount": "\(outcome.moved)"]) { $1 })
                     let left = outcome.unreadableLeft + outcome.rewrittenMeanwhile
                     if left > 0 {
@@ -75,10 +78,14 @@ extension SQLiteKeystore {
                             "keystore items stay in the previous access group (they do not open, or were rewritten during the move); move them with migrate once fixed",
                             metadata: metadata.merging(["broker.itemCount": "\(left)"]) { $1 })
                     }
-                } catch where last.isShared {
+                } catch where last.isShared && !error.onTarget {
                     logger?.warning(
-                        "keystore items not moved from the previous access group; they stay there: move them with migrate",
-                        metadata: metadata.merging(["broker.error": "\(error.code)"]) { $1 })
+                        error.copied
+                            ? "keystore items copied from the previous access group, but not removed there; they stay there too: run migrate to remove them"
+                            : "keystore items not moved from the previous access group; they stay there: move them with migrate",
+                        metadata: metadata.merging(["broker.error": "\(error.error.code)", "broker.errorDescription": "\(error.error)"]) { $1 })
+                } catch {
+                    throw error.error
                 }
             } else {
                 logger?.notice("access group changed without migration; previous items left in place", metadata: [
@@ -91,5 +98,28 @@ extension SQLiteKeystore {
         try connection.immediateTransaction { () throws(KeystoreError) in
             try StoreSchema.setMeta(lastGroupName, StoreSchema.encode(group), on: connection)
         }
+    }
+
+    /// Checks the new group's key before the move, so that a wrong key fails the open (and
+    /// records nothing) even when the old group's check, which it fails first, is one whose
+    /// failures the move tolerates: the private namespace's on the connection at hand, a
+    /// shared group's when it exists (a new one is made and checked by the move itself, only
+    /// once the old group's key check passed, so a mistyped key never makes it).
+    private static func verifyTargetKey(
+        _ group: AccessGroup,
+        layout: StoreLayout,
+        privateStore: StoreNamespace,
+        privateConnection: SQLiteConnection,
+        keySource: KeySource,
+        configuration: Configuration
+    ) throws(KeystoreError) {
+        guard group.isShared else {
+            try privateStore.verifyKey(on: privateConnection, service: layout.service)
+            return
+        }
+        guard let target = try StoreNamespace.open(layout: layout, group: group, keySource: keySource, create: false) else { return }
+        let connection = try target.connect(service: layout.service, busyTimeout: configuration.busyTimeout)
+        defer { connection.close() }
+        try target.verifyKey(on: connection, service: layout.service)
     }
 }

@@ -5,10 +5,10 @@
 /// unless ``leavingUnreadable`` is set (a move on open): such an item, and one whose newer
 /// target item does not open, then stays in the source, and the rest moves.
 /// Then one transaction on the target upserts every item re-sealed for its new name (versions
-/// kept, a newer target item wins), with change rows, and reads each back; a second
-/// transaction on the source deletes each item only if its ciphertext is unchanged, so an item
-/// rewritten meanwhile is not lost. A crash between the two leaves both copies, and running
-/// the migration again completes it: no progress marker is needed.
+/// kept, a newer target item wins), with change rows, and reads each back; the source's
+/// transaction, which read the items and holds its write lock throughout, then deletes each
+/// item only if its ciphertext is unchanged. A crash between the two commits leaves both
+/// copies, and running the migration again completes it: no progress marker is needed.
 struct StoreMigration {
     let layout: StoreLayout
     let from: AccessGroup
@@ -36,19 +36,89 @@ struct StoreMigration {
         var unreadableLeft = 0
     }
 
-    func run() throws(KeystoreError) -> Outcome {
-        guard from != to else { return Outcome() }
-        guard let source = try StoreNamespace.open(layout: layout, group: from, keySource: keySource, create: false) else {
-            return Outcome()
-        }
-        let sourceConnection = try source.connect(service: layout.service, busyTimeout: busyTimeout)
-        defer { sourceConnection.close() }
-        // A wrong key is refused as such, before any item is looked at.
-        try source.verifyKey(on: sourceConnection, service: layout.service)
-        var (items, unreadable) = try read(source, on: sourceConnection)
-        defer { for index in items.indices { CryptoRuntime.cleanse(&items[index].plaintext) } }
-        guard !items.isEmpty else { return Outcome(unreadableLeft: unreadable) }
+    /// A failure, and the side it came from. A move on open tolerates a shared source's
+    /// failures (its other members can hold its lock or spoil its key check) but not the
+    /// target's (the user's own private database, or the group the user moves to): those fail
+    /// the open, which records nothing, so the next open tries again.
+    struct Failure: Error {
+        let error: KeystoreError
+        let onTarget: Bool
+        /// The target transaction committed: the items are in the target (and stay in the
+        /// source too, when deleting them there failed).
+        let copied: Bool
+    }
 
+    func run() throws(KeystoreError) -> Outcome {
+        do {
+            return try runNotingSide()
+        } catch {
+            throw error.error
+        }
+    }
+
+    /// ``run()``, saying which side a failure came from.
+    ///
+    /// The source's write lock is held from the read of its items to their deletion (one
+    /// immediate transaction on the source, around the target's): no other migration of the
+    /// same source can copy an item this one moved and the user changed meanwhile, and no
+    /// writer can change an item between its read and its deletion.
+    func runNotingSide() throws(Failure) -> Outcome {
+        guard from != to else { return Outcome() }
+        var targetFailure: KeystoreError?
+        var copied = false
+        do throws(KeystoreError) {
+            guard let source = try StoreNamespace.open(layout: layout, group: from, keySource: keySource, create: false) else {
+                // No database: nothing to move. A database without its key (the key file or the
+                // passphrase's salt missing, or another key source used than the one that made
+                // it) holds items no key here opens: not "nothing to move".
+                if try layout.status(layout.databasePath(from)) != nil {
+                    throw KeystoreError(
+                        .invalidKey,
+                        "the source access group has a database but no key for it here (its key file or passphrase salt is missing, or it uses another key source); nothing was moved",
+                        path: layout.databasePath(from))
+                }
+                return Outcome()
+            }
+            let sourceConnection = try source.connect(service: layout.service, busyTimeout: busyTimeout)
+            defer { sourceConnection.close() }
+            // A wrong key is refused as such, before any item is looked at.
+            try source.verifyKey(on: sourceConnection, service: layout.service)
+            return try sourceConnection.immediateTransaction { () throws(KeystoreError) -> Outcome in
+                var (items, unreadable) = try read(source, on: sourceConnection)
+                defer { for index in items.indices { CryptoRuntime.cleanse(&items[index].plaintext) } }
+                guard !items.isEmpty else { return Outcome(unreadableLeft: unreadable) }
+                let (staying, origin): (Set<String>, Int64)
+                do throws(KeystoreError) {
+                    (staying, origin) = try copy(items)
+                } catch {
+                    targetFailure = error
+                    throw error
+                }
+                copied = true
+                checkpoint("copied")
+                var moved = 0
+                for item in items where !staying.contains(item.key) {
+                    try sourceConnection.withStatement(StoreSchema.deleteIfUnchanged) { statement throws(KeystoreError) in
+                        try statement.bind(1, text: item.key)
+                        try statement.bind(2, blob: item.sealed)
+                        _ = try statement.step()
+                    }
+                    if sourceConnection.changes > 0 {
+                        moved += 1
+                        try StoreSchema.appendChange(item.key, origin: origin, on: sourceConnection)
+                    }
+                }
+                return Outcome(moved: moved, rewrittenMeanwhile: items.count - staying.count - moved, unreadableLeft: unreadable + staying.count)
+            }
+        } catch {
+            throw Failure(error: error, onTarget: targetFailure != nil, copied: copied)
+        }
+    }
+
+    /// Copies `items` into the target in one transaction, re-sealed for their new name and
+    /// read back; returns the keys that stay in the source (a newer target item that does
+    /// not open, when ``leavingUnreadable``) and the origin of the change rows written.
+    private func copy(_ items: [SourceItem]) throws(KeystoreError) -> (staying: Set<String>, origin: Int64) {
         guard let target = try StoreNamespace.open(layout: layout, group: to, keySource: keySource, create: true) else {
             throw KeystoreError(.invalidKey, "no key available for the target access group")
         }
@@ -71,15 +141,14 @@ struct StoreMigration {
                 }
                 let applied = targetConnection.changes > 0
                 if applied { try StoreSchema.appendChange(item.key, origin: origin, on: targetConnection) }
-                let stored = try StoreSchema.sealedValue(forKey: item.key, on: targetConnection)
-                guard let stored else {
-                    throw KeystoreError(.migrationFailed, "item '\(item.key)' is missing after the copy; nothing was moved", path: target.databasePath)
-                }
                 var copy: [UInt8]
                 do throws(KeystoreError) {
+                    guard let stored = try StoreSchema.sealedValue(forKey: item.key, on: targetConnection) else {
+                        throw KeystoreError(.migrationFailed, "item '\(item.key)' is missing after the copy; nothing was moved", path: target.databasePath)
+                    }
                     copy = try target.open(stored, forKey: item.key)
-                } catch where !applied && leavingUnreadable {
-                    // A newer target item that does not open: the source item stays.
+                } catch where !applied && leavingUnreadable && error.code != .migrationFailed {
+                    // A newer target item that cannot be read or opened: the source item stays.
                     staying.insert(item.key)
                     continue
                 }
@@ -90,25 +159,7 @@ struct StoreMigration {
                 }
             }
         }
-        checkpoint("copied")
-
-        let moved = try sourceConnection.immediateTransaction { () throws(KeystoreError) -> Int in
-            var moved = 0
-            for item in items where !staying.contains(item.key) {
-                try sourceConnection.withStatement(StoreSchema.deleteIfUnchanged) { statement throws(KeystoreError) in
-                    try statement.bind(1, text: item.key)
-                    try statement.bind(2, blob: item.sealed)
-                    _ = try statement.step()
-                }
-                if sourceConnection.changes > 0 {
-                    moved += 1
-                    try StoreSchema.appendChange(item.key, origin: origin, on: sourceConnection)
-                }
-            }
-            return moved
-        }
-        checkpoint("deleted")
-        return Outcome(moved: moved, rewrittenMeanwhile: items.count - staying.count - moved, unreadableLeft: unreadable + staying.count)
+        return (staying, origin)
     }
 
     /// Reads and opens every source item; throws, naming how many failed, before anything

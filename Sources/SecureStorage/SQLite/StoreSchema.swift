@@ -301,7 +301,10 @@ enum StoreSchema {
             }
             return (rows, 0)
         } catch where error.code == .corruptFormat {
-            return try connection.readTransaction { () throws(KeystoreError) -> (rows: [Row], unreadable: Int) in
+            // One snapshot for the IDs and the rows: the caller's transaction when it has one
+            // (a migration holds the source's write lock), else a read transaction.
+            let inTransaction = !connection.isAutocommit
+            return try connection.transactionUnless(inTransaction) { () throws(KeystoreError) -> (rows: [Row], unreadable: Int) in
                 let ids = try connection.withStatement(selectItemIds) { statement throws(KeystoreError) -> [Int64] in
                     var ids: [Int64] = []
                     while try statement.step() { ids.append(statement.int64(0)) }

@@ -282,27 +282,65 @@ final class SQLiteMigrationTests: XCTestCase {
         XCTAssertEqual(keys.count, 5)
     }
 
-    func testAConcurrentRewriteIsNotLost() async throws {
+    /// A writer that rewrites an item of the source while the migration runs waits for it
+    /// (the migration holds the source's write lock from its read to its deletion) and lands
+    /// after it: nothing is lost, and the order is one a serial run would give.
+    func testAConcurrentRewriteWaitsAndIsNotLost() async throws {
         let temporary = try TemporaryRoot()
         try await fill(temporary.root, group: .none, count: 3, keySource: testKey())
         let root = temporary.root
+        let rewritten = LockedBox<Task<Void, any Error>?>(nil)
         let moved = try await SQLiteKeystore._migrate(root: root, service: "tool", from: .none, to: team, keySource: testKey()) { name in
             guard name == "copied" else { return }
             // Another writer rewrites k1 in the source between the copy and the delete.
-            let semaphore = DispatchSemaphore(value: 0)
-            Task.detached {
-                let writer = try SQLiteKeystore(root: root, service: "tool", keySource: testKey())
-                try await writer.set(bytes("rewritten"), forKey: "k1")
-                writer.close()
-                semaphore.signal()
+            rewritten.withLock {
+                $0 = Task.detached {
+                    let writer = try SQLiteKeystore(root: root, service: "tool", keySource: testKey())
+                    try await writer.set(bytes("rewritten"), forKey: "k1")
+                    writer.close()
+                }
             }
-            semaphore.wait()
+            usleep(200_000)
         }
-        XCTAssertEqual(moved, 2)
+        try await XCTUnwrap(rewritten.current).value
+        XCTAssertEqual(moved, 3)
         let source = try await contents(root, group: .none, keySource: testKey())
-        XCTAssertEqual(source, ["k1": "rewritten"])
+        XCTAssertEqual(source, ["k1": "rewritten"], "the rewrite came after the move")
         let target = try await contents(root, group: team, keySource: testKey())
         XCTAssertEqual(target.count, 3)
+    }
+
+    /// Two migrations of one source at once: the second waits for the first's source lock
+    /// (here past its busy timeout), so it can never copy an item the first one moved and
+    /// the user then cleared in the target.
+    func testASecondMigrationOfTheSameSourceWaitsForTheFirst() async throws {
+        let temporary = try TemporaryRoot()
+        try await fill(temporary.root, group: .none, count: 3, keySource: testKey())
+        let root = temporary.root
+        let team = self.team
+        let inner = LockedBox<Result<Int, KeystoreError>?>(nil)
+        let moved = try await SQLiteKeystore._migrate(root: root, service: "tool", from: .none, to: team, keySource: testKey()) { name in
+            guard name == "copied" else { return }
+            let done = DispatchSemaphore(value: 0)
+            Task.detached {
+                let result: Result<Int, KeystoreError>
+                do throws(KeystoreError) {
+                    result = .success(try await SQLiteKeystore.migrate(
+                        root: root, service: "tool", from: .none, to: team, keySource: testKey(),
+                        configuration: .init(busyTimeout: .milliseconds(200))))
+                } catch {
+                    result = .failure(error)
+                }
+                inner.withLock { $0 = result }
+                done.signal()
+            }
+            done.wait()
+        }
+        XCTAssertEqual(moved, 3)
+        guard case .failure(let error) = try XCTUnwrap(inner.current) else { return XCTFail("the second migration ran inside the first") }
+        XCTAssertEqual(error.code, .storeUnavailable)
+        let source = try await contents(root, group: .none, keySource: testKey())
+        XCTAssertTrue(source.isEmpty)
     }
 
     func testOpeningMovesFromThePreviousGroupOnlyWhenAsked() async throws {
@@ -388,5 +426,57 @@ final class SQLiteMigrationTests: XCTestCase {
         // feed items into this one.
         XCTAssertEqual(try lastGroup(root), "none", "the private group is recorded")
         moving.close()
+    }
+
+    /// A failure on the user's own side of a move on open (here a mistyped key, which opens
+    /// neither the private namespace nor the shared old group) fails the open and records
+    /// nothing, so the next open with the right key still moves the items: recording it would
+    /// leave them behind for good.
+    func testAMoveOnOpenThatFailsOnTheUsersOwnSideIsTriedAgain() async throws {
+        let temporary = try TemporaryRoot()
+        let root = temporary.root
+        try await fill(root, group: .none, count: 0, keySource: testKey())
+        try await fill(root, group: team, count: 2, keySource: testKey())
+        XCTAssertEqual(try lastGroup(root), StoreSchema.encode(team))
+        let mistyped = assertThrows(KeystoreError.self, code: .invalidKey) {
+            try SQLiteKeystore(root: root, service: "tool", keySource: testKey(9), configuration: .init(moveItemsFromPreviousGroup: true))
+        }
+        XCTAssertNotNil(mistyped)
+        XCTAssertEqual(try lastGroup(root), StoreSchema.encode(team), "the failed move was recorded as done")
+        let moving = try SQLiteKeystore(root: root, service: "tool", keySource: testKey(), configuration: .init(moveItemsFromPreviousGroup: true))
+        let keys = try await moving.keys()
+        moving.close()
+        XCTAssertEqual(keys, ["k0", "k1"])
+        XCTAssertEqual(try itemCount(root, team), 0)
+    }
+
+    /// A source database whose key is missing here (a passphrase where a key file made it) is
+    /// not an empty source: the migration fails and nothing moves.
+    func testASourceWithoutItsKeyIsNotAnEmptySource() async throws {
+        let temporary = try TemporaryRoot()
+        let root = temporary.root
+        try await fill(root, group: team, count: 3)
+        let error = await assertThrows(KeystoreError.self, code: .invalidKey) {
+            try await SQLiteKeystore.migrate(root: root, service: "tool", from: self.team, to: .none, keySource: .passphrase("pw"))
+        }
+        XCTAssertTrue(error?.reason.contains("no key for it") ?? false, error?.reason ?? "")
+        XCTAssertEqual(try itemCount(root, team), 3)
+    }
+
+    /// Moving out of the private group (where a failure fails the open), a newer target row
+    /// that cannot even be read keeps its source item behind, as one that does not open does;
+    /// it does not fail every open.
+    func testANewerTargetRowThatCannotBeReadStaysBehindWhenMovingOnOpen() async throws {
+        let temporary = try TemporaryRoot()
+        let root = temporary.root
+        try await fill(root, group: team, count: 0, keySource: testKey())
+        try await fill(root, group: .none, count: 3, keySource: testKey())
+        try plainSQLite(try StoreLayout(root: root, service: "tool").databasePath(team),
+                        "INSERT INTO items(key, version, value) VALUES('k1', 99, zeroblob(2097152))")
+        let moving = try SQLiteKeystore(
+            root: root, service: "tool", accessGroup: team, keySource: testKey(), configuration: .init(moveItemsFromPreviousGroup: true))
+        moving.close()
+        XCTAssertEqual(try lastGroup(root), StoreSchema.encode(team))
+        XCTAssertEqual(try itemCount(root, .none), 1, "k1 stays in the source")
     }
 }
