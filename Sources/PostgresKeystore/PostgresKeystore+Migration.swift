@@ -25,7 +25,8 @@ extension PostgresKeystore {
     ///   - logger: A logger for a debug message; never given a secret.
     /// - Returns: How many items left the source (0 when it has none, or `from` and `to` name
     ///   the same group).
-    /// - Throws: ``KeystoreError``; on any error nothing has moved.
+    /// - Throws: ``KeystoreError``; on any error nothing has moved, except after the operation
+    ///   timeout, when the error says the outcome is unknown (run it again).
     ///   ``KeystoreError/Code/invalidKey`` when a key does not open its group's key check.
     public static func migrate(
         configuration: Configuration,
@@ -46,7 +47,9 @@ extension PostgresKeystore {
 
         let outcome: Result<Int, KeystoreError>
         do throws(KeystoreError) { outcome = .success(try await OperationDeadline.run(configuration.operationTimeout, onTimeout: {
-            timeout("migrating items", configuration)
+            // Statements already sent run on (postgres-nio cannot cancel them), a COMMIT
+            // included: the migration may have completed. A rerun moves whatever is left.
+            timeout("migrating items (its outcome is unknown: run it again, which moves whatever is left)", configuration)
         }) { () throws(KeystoreError) -> Int in
             let sourceCount: Int
             do {
@@ -111,14 +114,17 @@ extension PostgresKeystore {
         on connection: PostgresConnection, logger: Logger
     ) async throws -> Int {
         // Lock both namespaces in one global order, so two opposite migrations cannot deadlock.
-        // Commits take no advisory lock: the row locks order them against the migration.
+        // Commits take no advisory lock: the row locks order them against the migration, taken
+        // here in byte order (`COLLATE "C"`), the order in which commits take theirs (sorted
+        // keys, ASCII), whatever the database's collation; else a commit and a migration could
+        // each hold a row the other waits for.
         for namespace in [source, target].sorted(by: { $0.lockName < $1.lockName }) {
             try await PostgresSchema.lock(namespace, on: connection, logger: logger)
         }
         let rows = try await connection.query("""
             SELECT key, version, value FROM identity_broker_items
             WHERE service = \(source.service) AND access_group = \(source.groupColumn)
-            ORDER BY key FOR UPDATE
+            ORDER BY key COLLATE "C" FOR UPDATE
             """, logger: logger).collect()
         var items: [(key: String, version: Int64?, plaintext: [UInt8])] = []
         var failures: [KeystoreError] = []
@@ -151,15 +157,18 @@ extension PostgresKeystore {
             let readBack = try await PostgresSchema.run(
                 PostgresSchema.ReadMany(service: target.service, group: target.groupColumn, keys: chunk.map(\.key)),
                 on: connection, logger: logger)
-            let stored = Dictionary(readBack.map { ($0.0, $0.1) }, uniquingKeysWith: { first, _ in first })
+            // Keyed by bytes, as the database compares keys: Swift's `String` equality would
+            // take two keys PostgreSQL holds apart ("é" precomposed and decomposed) for one.
+            let stored = Dictionary(readBack.map { (Array($0.0.utf8), $0.1) }, uniquingKeysWith: { first, _ in first })
+            let appliedKeys = Set(applied.map { Array($0.utf8) })
             for item in chunk {
-                guard let buffer = stored[item.key] ?? nil else {
+                guard let buffer = stored[Array(item.key.utf8)] ?? nil else {
                     throw KeystoreError(.migrationFailed, "item '\(item.key)' is missing after the copy; nothing was moved")
                 }
                 var copy = try target.open(Array(buffer.readableBytesView), forKey: item.key)
                 defer { CryptoRuntime.cleanse(&copy) }
                 // A newer target item (higher version) legitimately differs from the source.
-                if applied.contains(item.key) && copy != item.plaintext {
+                if appliedKeys.contains(Array(item.key.utf8)) && copy != item.plaintext {
                     throw KeystoreError(.migrationFailed, "item '\(item.key)' did not read back identically; nothing was moved")
                 }
             }

@@ -78,16 +78,19 @@ extension PostgresKeystore {
             }
         }
         // One key order for every statement, so concurrent statements (of this instance or
-        // another) lock rows in the same order and cannot deadlock on their upserts.
-        sets.sort { $0.key < $1.key }
-        removes.sort()
+        // another) lock rows in the same order and cannot deadlock on their upserts: bytes, as
+        // a migration's `ORDER BY key COLLATE "C"` takes them (`String`'s `<` compares
+        // normalized text, which differs for keys not in NFC).
+        sets.sort { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+        removes.sort { $0.utf8.lexicographicallyPrecedes($1.utf8) }
         var (applied, removed): (Set<String>, Set<String>) = ([], [])
         for attempt in 1...3 {
             do {
-                (applied, removed) = try await committing {
+                let done = try await committing {
                     try await PostgresSchema.commitDistinct(
                         sets: sets, removes: removes, namespace: namespace, origin: origin, call: call, on: connection, logger: logger)
                 }
+                (applied, removed) = (Set(done.sets), Set(done.removes))
                 break
             } catch where attempt < 3 && KeystoreError.isDeadlock(error) {
                 // The server rolled the statement back (a set and a remove of two statements

@@ -323,7 +323,7 @@ enum PostgresSchema {
     static func applyDistinct(
         sets: [(key: String, version: Int64?, sealed: [UInt8])], removes: [String],
         namespace: PostgresNamespace, origin: Int64, on connection: PostgresConnection, logger: Logger
-    ) async throws -> (sets: Set<String>, removes: Set<String>) {
+    ) async throws -> (sets: [String], removes: [String]) {
         let statement = ApplyDistinct(sets: sets, removes: removes, namespace: namespace, origin: origin)
         return setsAndRemoves(try await run(statement, on: connection, logger: logger))
     }
@@ -340,16 +340,17 @@ enum PostgresSchema {
     static func commitDistinct(
         sets: [(key: String, version: Int64?, sealed: [UInt8])], removes: [String],
         namespace: PostgresNamespace, origin: Int64, call: String, on connection: PostgresConnection, logger: Logger
-    ) async throws -> (sets: Set<String>, removes: Set<String>) {
+    ) async throws -> (sets: [String], removes: [String]) {
         let apply = ApplyDistinct(sets: sets, removes: removes, namespace: namespace, origin: origin)
         let result = try await connection.queryUnlessClosed(
             PostgresQuery(unsafeSQL: call, binds: apply.makeBindings()), logger: logger)
         return setsAndRemoves(try result.rows.map { try $0.decode(([String]?, [String]?).self) })
     }
 
-    /// The keys set and removed, from the one row of ``ApplyDistinct`` or ``commitCall(inSchema:)``.
-    private static func setsAndRemoves(_ rows: [([String]?, [String]?)]) -> (sets: Set<String>, removes: Set<String>) {
-        (Set(rows.first?.0 ?? []), Set(rows.first?.1 ?? []))
+    /// The keys set and removed, from the one row of ``ApplyDistinct`` or ``commitCall(inSchema:)``,
+    /// as the server lists them (each once, as bytes tell them apart).
+    private static func setsAndRemoves(_ rows: [([String]?, [String]?)]) -> (sets: [String], removes: [String]) {
+        (rows.first?.0 ?? [], rows.first?.1 ?? [])
     }
 
     /// Runs `statement` prepared: postgres-nio parses it once per connection, and the server

@@ -35,6 +35,23 @@ final class PostgresMigrationTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(again, 0, "rerunning it is harmless")
     }
 
+    /// Keys PostgreSQL holds apart but Swift's `String` equality takes for one ("é"
+    /// precomposed and decomposed) both move, each with its own value.
+    func testCanonicallyEquivalentKeysMoveAsTwoItems() async throws {
+        let source = try await keystore(group: .none)
+        let composed = "k\u{E9}", decomposed = "ke\u{301}"
+        try await source.set(Array("composed".utf8), forKey: composed)
+        try await source.set(Array("decomposed".utf8), forKey: decomposed)
+        let moved = try await PostgresKeystore.migrate(
+            configuration: configuration(), service: "tool", from: .none, to: AccessGroup(name: "team"), keySource: .raw(key))
+        XCTAssertEqual(moved, 2)
+        let target = try await keystore(group: AccessGroup(name: "team"))
+        let first = try await target.value(forKey: composed)
+        XCTAssertEqual(first, Array("composed".utf8))
+        let second = try await target.value(forKey: decomposed)
+        XCTAssertEqual(second, Array("decomposed".utf8))
+    }
+
     func testAWrongKeyOrADamagedItemMovesNothing() async throws {
         let source = try await keystore(group: .none)
         for index in 0..<3 { try await source.set([UInt8(index)], forKey: "k\(index)") }
