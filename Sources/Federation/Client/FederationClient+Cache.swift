@@ -359,13 +359,20 @@ extension FederationClient {
         announceDueExpiries()
     }
 
-    /// Announces the expiry of every cached session now due, and re-arms the timer for the
+    /// Announces the expiry of every cached session now due (and of evicted ones, read back,
+    /// when someone observes every session), and re-arms the timer for the
     /// next one. Run when the timer fires and when someone subscribes (the clock may have
     /// moved past a due time before the timer's sleep ends).
     func announceDueExpiries() {
         let current = now()
-        for entry in expirySchedule.popDue(now: current) where cache.peek(entry.session) != nil {
-            tick(entry.session)
+        for entry in expirySchedule.popDue(now: current) {
+            if cache.peek(entry.session) != nil {
+                tick(entry.session)
+            } else if broadcaster.hasObserversOfAll {
+                // Evicted: read back, which announces its state (`expired`) to observers of
+                // every session, who would otherwise never hear of it.
+                reloadInTheBackground(entry.session)
+            }
         }
         if let next = expirySchedule.next, expiryTimer == nil || expiryTimerDue.map({ next < $0 }) ?? true {
             armExpiryTimer(due: next)

@@ -65,7 +65,7 @@ extension FederationClient {
             // another re-read, which runs after this one (one at a time per session), or, for
             // `.all`, the next re-read of everything reads it. Dropping it instead would let a
             // stream of changes (a flood of `.all`) keep the session from ever being updated.
-            let applied = try await loadAndApply(session, droppingRaced: false)
+            let applied = try await loadAndApply(session, droppingRaced: false, announcingAbsence: true)
             failedRetries[session] = nil
             if applied {
                 // A write that may land until `uncertainUntil` could have landed after this read
@@ -92,7 +92,11 @@ extension FederationClient {
     /// change of a session nobody follows any more (nothing would read it again), or, with
     /// `droppingRaced`, of any session: a read outside the one-at-a-time re-reads may hold
     /// what the change replaced and land after that change's own re-read.
-    func loadAndApply(_ session: String, droppingRaced: Bool) async throws(FederationError) -> Bool {
+    ///
+    /// With `announcingAbsence`, a session read as absent that was not cached is announced
+    /// `notFederated` to observers of every session: a re-read of one comes from the feed
+    /// (another client removed it), and an entry made from nothing would announce nothing.
+    func loadAndApply(_ session: String, droppingRaced: Bool, announcingAbsence: Bool = false) async throws(FederationError) -> Bool {
         let generation = cache.peek(session)?.generation
         let began = callsInFlight.begin(session)
         let record: SessionRecord?
@@ -107,6 +111,9 @@ extension FederationClient {
               !raced || (!droppingRaced && (generation != nil || isFollowed(session)))
         else { return false }
         apply(session) { machine, now, margin in machine.stored(record, now: now, margin: margin) }
+        if announcingAbsence, generation == nil, record == nil, broadcaster.hasObserversOfAll {
+            broadcaster.publish(.notFederated, session: session)
+        }
         return true
     }
 

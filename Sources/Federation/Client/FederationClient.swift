@@ -478,15 +478,19 @@ public actor FederationClient {
         startChangeFeed()
         await acquire(session)
         defer { release(session) }
-        let raced: Bool
+        let removed: Bool, raced: Bool
         do {
-            (_, raced) = try await recordingFeedChanges(session) { () async throws(FederationError) in try await store.remove(session) }
+            (removed, raced) = try await recordingFeedChanges(session) { () async throws(FederationError) in try await store.remove(session) }
         } catch {
             // A remove that timed out or lost its connection may still apply.
             markWriteUncertain(session)
             throw error
         }
+        let wasCached = cache.peek(session) != nil
         apply(session, localWrite: true) { machine, now, margin in machine.stored(nil, now: now, margin: margin) }
+        // An entry made from nothing announces nothing; observers of every session still learn
+        // that a session they never read here (or one evicted) is gone.
+        if removed && !wasCached && broadcaster.hasObserversOfAll { broadcaster.publish(.notFederated, session: session) }
         rereadIfRaced(session, raced: raced)
         logger.debug("session cleared", metadata: ["broker.session": "\(session)"])
     }
@@ -497,7 +501,7 @@ public actor FederationClient {
     /// by this client or by any other sharing its keystore.
     ///
     /// Expiry is announced when it happens, whether or not anyone reads the
-    /// session. The stream ends when the client is released.
+    /// session. The stream ends when the client is released or shut down.
     public func stateUpdates(for session: String = FederationClient.defaultSession) async -> AsyncStream<SessionState> {
         let current = await stateForNewObserver(session)
         return broadcaster.stream(for: session, current: current)
@@ -515,8 +519,11 @@ public actor FederationClient {
     }
 
     /// A stream of every event from now on: state changes of the sessions this client
-    /// holds and of any session another client sharing the keystore changes, and renewal
-    /// reminders (``SessionEvent/Kind/renewalDue(expiresAt:)``) of the sessions it holds.
+    /// holds and of any session another client sharing the keystore changes (a removal
+    /// included, of a session this client never read), expiries of sessions it read since it
+    /// started (one the cache evicted is read back when due), and renewal reminders
+    /// (``SessionEvent/Kind/renewalDue(expiresAt:)``) of the sessions it holds. The stream
+    /// ends when the client is released or shut down.
     ///
     /// When the keystore cannot say which keys changed (`KeystoreChange.all`: its feed
     /// reconnected after an outage, or a stream's buffer overflowed), the client re-reads the

@@ -74,10 +74,12 @@ struct SessionStore: Sendable {
         }
     }
 
-    /// Removes `session`, opened or not (a damaged item goes too); missing is fine.
-    func remove(_ session: String) async throws(FederationError) {
+    /// Removes `session`, opened or not (a damaged item goes too); missing is fine. Returns
+    /// whether there was one.
+    @discardableResult
+    func remove(_ session: String) async throws(FederationError) -> Bool {
         do {
-            try await commitTagged { $0.remove(forKey: Self.keyPrefix + session) }
+            return try await commitTagged { $0.remove(forKey: Self.keyPrefix + session) }.first ?? false
         } catch {
             throw Self.failure("remove saved session '\(session)'", error)
         }

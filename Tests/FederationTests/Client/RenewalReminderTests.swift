@@ -192,4 +192,41 @@ final class RenewalReminderTests: XCTestCase {
         XCTAssertEqual(reminders(Array(alice[..<marker])).count, 1, "one reminder before the postponement, none inside it: \(received)")
         XCTAssertEqual(reminders(Array(alice[marker...])).count, 1, "one once it is over: \(received)")
     }
+
+    /// Observers of every session hear of the expiry and the clear of a session the cache
+    /// evicted (held by nobody, it would otherwise change silently).
+    func testObserversOfEverySessionHearOfAnEvictedSessionsExpiryAndClear() async throws {
+        let harness = try Harness(configure: { $0.sessionCacheCapacity = 1 })
+        let all = await harness.client.allStateUpdates()
+        let probe = await harness.client.allStateUpdates()
+        try await harness.client.federate(token: TestJWT.valid(sub: "a"), provider: .google, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(sub: "b"), provider: .google, session: "bob")  // evicts alice
+        harness.clock.advance(by: 7200)
+        _ = await harness.client.allStateUpdates()  // due expiries are announced when someone subscribes
+        let expired = await first(SessionEvent(session: "alice", state: .expired), in: probe)
+        XCTAssertTrue(expired, "alice's expiry was never announced")
+        harness.fake.expiration = testEpoch.addingTimeInterval(7200 + 3600)
+        try await harness.client.federate(token: TestJWT.valid(sub: "c"), provider: .google, session: "carol")  // evicts alice again
+        try await harness.client.clear(session: "alice")
+        let events = await collect(20, from: all, timeout: .seconds(1)).filter { $0.session == "alice" }
+        XCTAssertTrue(events.contains(SessionEvent(session: "alice", state: .expired)), "\(events)")
+        XCTAssertEqual(events.last, SessionEvent(session: "alice", state: .notFederated), "\(events)")
+    }
+
+    /// Whether `event` arrives on `stream` within `timeout`.
+    private func first(_ event: SessionEvent, in stream: AsyncStream<SessionEvent>, timeout: Duration = .seconds(5)) async -> Bool {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                for await element in stream where element == event { return true }
+                return false
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return false
+            }
+            let found = await group.next() ?? false
+            group.cancelAll()
+            return found
+        }
+    }
 }

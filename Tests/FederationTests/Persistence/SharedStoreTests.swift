@@ -144,6 +144,18 @@ final class SharedStoreTests: KeystoreRootTestCase {
         XCTAssertEqual(state, .terminated)
     }
 
+    /// An observer of every session hears of a clear by another client of a session its own
+    /// client never read (an entry made from nothing would announce nothing).
+    func testAClearOfASessionThisClientNeverReadReachesItsObserversOfEverySession() async throws {
+        let a = try instance()
+        let b = try instance()
+        try await a.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
+        let all = await b.allStateUpdates()
+        try await a.clear(session: "alice")
+        let events = await collect(10, from: all, timeout: .seconds(3))
+        XCTAssertEqual(events.last, SessionEvent(session: "alice", state: .notFederated), "B's stream of every session never heard that alice is gone: \(events)")
+    }
+
     /// Federations of different sessions run concurrently and share commits.
     func testManyConcurrentFederationsAllLand() async throws {
         let a = try instance()
