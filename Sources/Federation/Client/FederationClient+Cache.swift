@@ -341,8 +341,9 @@ extension FederationClient {
         guard !isShutDown else { return }
         expiryTimer?.cancel()
         expiryTimerDue = due
-        // Clamped: a due time far away (a negative margin, say) must not overflow the conversion.
-        let delay = min(max(0, due.timeIntervalSince(now())), 1e9)
+        // At most `longestExpiryTimerSleep`: woken before the due time, the timer finds nothing
+        // due and sleeps again, having looked at the wall clock.
+        let delay = min(max(0, due.timeIntervalSince(now())), longestExpiryTimerSleep.timeInterval)
         expiryTimer = Task { [weak self] in
             do {
                 try await Task.sleep(for: .milliseconds(Int64(delay * 1000) + 5))

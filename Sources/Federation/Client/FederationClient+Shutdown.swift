@@ -18,7 +18,8 @@ extension FederationClient {
     ///    are not cancelled: each fails with ``FederationError/Code/cancelled``. A keystore
     ///    call already under way at the deadline is not interrupted; it ends by itself or by
     ///    the keystore's own timeout (the PostgreSQL keystore's `operationTimeout`).
-    /// 3. The expiry and reminder timer and the change feed stop; every stream ends.
+    /// 3. The expiry and reminder timer and the change feed stop; clears under way finish;
+    ///    every stream ends.
     ///    Re-reads of sessions the client runs on its own (after the feed reported a
     ///    change, or in the background) are cancelled, and shutdown waits for them to end.
     /// 4. The client's libcurl driver thread stops and its connections close.
@@ -50,6 +51,8 @@ extension FederationClient {
         }
         await storeWorkOfItsOwnEnded()
         ownedTransport?.shutdown()
+        // Clears are short (a commit, no network): their observers hear of them before the end.
+        if clearsInFlight > 0 { await withCheckedContinuation { clearWaiters.append($0) } }
         broadcaster.finishAll()
         isShutDownCompletely = true
         let waiters = shutdownCompletionWaiters
@@ -97,6 +100,15 @@ extension FederationClient {
             for waiter in waiters { waiter.resume() }
         }
         return try result.get()
+    }
+
+    /// Counts a clear out, and lets a shutdown waiting for the last one go on.
+    func clearEnded() {
+        clearsInFlight -= 1
+        guard clearsInFlight == 0 else { return }
+        let waiters = clearWaiters
+        clearWaiters = []
+        for waiter in waiters { waiter.resume() }
     }
 
     private func cancelFederationsInFlight() {

@@ -69,6 +69,14 @@ public actor FederationClient {
     var expirySchedule = DueSchedule()
     var expiryTimer: Task<Void, Never>?
     var expiryTimerDue: Date?
+    /// Clears under way, which shutdown lets finish before it ends the streams, and who waits
+    /// for them.
+    var clearsInFlight = 0
+    var clearWaiters: [CheckedContinuation<Void, Never>] = []
+    /// The longest the expiry timer sleeps before looking at the wall clock again: due times
+    /// are wall-clock times, the sleep is not, and a clock stepped forward (NTP, a resumed
+    /// virtual machine) would otherwise delay expiries until the sleep ended.
+    var longestExpiryTimerSleep: Duration = .seconds(30)
     var changeFeed: Task<Void, Never>?
     /// The re-read of every cached and observed session the feed's `.all` asks for, while
     /// one runs, and whether another `.all` came meanwhile (see `storeChanged(_:)`).
@@ -476,6 +484,10 @@ public actor FederationClient {
         try SessionName.validate(session)
         // The entry cached below must hear of other clients' changes from now on.
         startChangeFeed()
+        // Counted before the lock: shutdown ends the streams only once every clear is done,
+        // so that observers are told of it.
+        clearsInFlight += 1
+        defer { clearEnded() }
         await acquire(session)
         defer { release(session) }
         let removed: Bool, raced: Bool

@@ -157,15 +157,22 @@ final class FederationClientStateTests: XCTestCase {
         XCTAssertEqual(snapshot.state, .terminated)
     }
 
-    /// An identity the service says is disabled is refused, not wrong: a cached guest
-    /// identity answered so is not swapped for a new one through GetId (which would route
-    /// around whoever disabled it); the session becomes terminated.
-    func testADisabledGuestIdentityTerminatesTheSessionWithoutANewOne() async throws {
+    /// A harness whose session "visitor" holds a guest identity that Cognito answers next as
+    /// forbidden (disabled), its recording reset.
+    private func guestWhoseIdentityIsDisabled() async throws -> Harness {
         let harness = try Harness()
         try await harness.client.federateAsGuest(session: "visitor")
         harness.fake.resetRecording()
         harness.fake.enqueue(
             .init(status: 400, body: try Fixtures.bytes("error.NotAuthorized.forbidden")), for: .getCredentialsForIdentity)
+        return harness
+    }
+
+    /// An identity the service says is disabled is refused, not wrong: a cached guest
+    /// identity answered so is not swapped for a new one through GetId (which would route
+    /// around whoever disabled it); the session becomes terminated.
+    func testADisabledGuestIdentityTerminatesTheSessionWithoutANewOne() async throws {
+        let harness = try await guestWhoseIdentityIsDisabled()
         await assertThrows(FederationError.self, code: .identityTerminated) { try await harness.client.federateAsGuest(session: "visitor") }
         XCTAssertEqual(harness.fake.operations, ["GetCredentialsForIdentity"], "a new guest identity was asked for")
         let state = try await harness.client.session("visitor").state
@@ -175,11 +182,7 @@ final class FederationClientStateTests: XCTestCase {
     /// A login on a session whose guest identity was disabled is not refused with it: GetId
     /// names the login's own identity, as for any cached ID Cognito rejects.
     func testALoginOverADisabledGuestIdentityGetsTheLoginsOwn() async throws {
-        let harness = try Harness()
-        try await harness.client.federateAsGuest(session: "visitor")
-        harness.fake.resetRecording()
-        harness.fake.enqueue(
-            .init(status: 400, body: try Fixtures.bytes("error.NotAuthorized.forbidden")), for: .getCredentialsForIdentity)
+        let harness = try await guestWhoseIdentityIsDisabled()
         harness.fake.enqueue(.identityId("us-east-1:11111111-2222-3333-4444-555555555555"), for: .getId)
         let result = try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "visitor")
         XCTAssertEqual(harness.fake.operations, ["GetCredentialsForIdentity", "GetId", "GetCredentialsForIdentity"])

@@ -213,6 +213,20 @@ final class RenewalReminderTests: XCTestCase {
         XCTAssertEqual(events.last, SessionEvent(session: "alice", state: .notFederated), "\(events)")
     }
 
+    /// Due times are wall-clock times: a clock stepped forward while the timer sleeps (NTP, a
+    /// resumed virtual machine) still gets the expiry announced, since the timer never sleeps
+    /// longer than `longestExpiryTimerSleep` before looking at the clock again.
+    func testAnExpiryIsAnnouncedWhenTheWallClockStepsForwardDuringTheTimersSleep() async throws {
+        let harness = try Harness()
+        await harness.client.setLongestExpiryTimerSleep(.milliseconds(50))
+        let states = await harness.client.stateUpdates(for: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        try await Task.sleep(for: .milliseconds(120))  // the timer slept and looked once at least
+        harness.clock.advance(by: 7200)
+        let seen = await collect(4, from: states, timeout: .seconds(3))
+        XCTAssertEqual(seen, [.notFederated, .federating, .federated, .expired])
+    }
+
     /// Whether `event` arrives on `stream` within `timeout`.
     private func first(_ event: SessionEvent, in stream: AsyncStream<SessionEvent>, timeout: Duration = .seconds(5)) async -> Bool {
         await withTaskGroup(of: Bool.self) { group in
@@ -228,5 +242,11 @@ final class RenewalReminderTests: XCTestCase {
             group.cancelAll()
             return found
         }
+    }
+}
+
+extension FederationClient {
+    func setLongestExpiryTimerSleep(_ duration: Duration) {
+        longestExpiryTimerSleep = duration
     }
 }

@@ -128,6 +128,31 @@ final class ShutdownTests: XCTestCase {
         XCTAssertEqual(snapshot.credentials, first.credentials)
     }
 
+    /// A clear under way when shutdown ends the streams is let finish first: observers are
+    /// told the session is gone rather than left with the state before it.
+    func testAClearUnderWayAtShutdownReachesObserversBeforeTheStreamsEnd() async throws {
+        let spy = ScriptableKeystore(wrapping: InMemoryKeystore())
+        let fake = FakeCognito(expiration: testEpoch.addingTimeInterval(3600))
+        let client = try FederationClient(
+            configuration: FederationConfiguration(identityPoolId: testPoolId, endpoint: testEndpoint),
+            transport: fake.transport, keystore: spy, environment: [:], retryRunner: noSleepRunner(),
+            now: { testEpoch }, logger: nil)
+        try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        let states = await client.stateUpdates(for: "alice")
+        let gate = spy.holdNextCommit()
+        let clearing = Task { try await client.clear(session: "alice") }
+        let held = await gate.arrived()
+        XCTAssertTrue(held)
+        let shuttingDown = Task { await client.shutdown(gracePeriod: .milliseconds(100)) }
+        try await Task.sleep(for: .milliseconds(100))
+        gate.release()
+        try await clearing.value
+        await shuttingDown.value
+        var seen: [SessionState] = []
+        for await state in states { seen.append(state) }
+        XCTAssertEqual(seen, [.federated, .notFederated], "the stream ended before the clear it was under way for")
+    }
+
     /// The caller's own cancellation still ends its federation at once (it runs in the
     /// caller's task).
     func testCancellingTheCallersTaskCancelsItsFederation() async throws {
