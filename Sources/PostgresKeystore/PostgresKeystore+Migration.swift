@@ -5,7 +5,7 @@ public import SecureStorage
 extension PostgresKeystore {
     /// Moves every item of `service` from access group `from` to `to`, in one transaction.
     ///
-    /// Both namespaces are locked against other migrations (their advisory locks) and the
+    /// Both namespaces are locked against other migrations (their key-check rows) and the
     /// source rows against commits (`FOR UPDATE`),
     /// and every source item is opened with the source key first: if any does not open
     /// (tampered, wrong key), nothing moves and the error says how many failed. Each item is
@@ -113,14 +113,12 @@ extension PostgresKeystore {
         from source: PostgresNamespace, to target: PostgresNamespace, origin: Int64,
         on connection: PostgresConnection, logger: Logger
     ) async throws -> Int {
-        // Lock both namespaces in one global order, so two opposite migrations cannot deadlock.
-        // Commits take no advisory lock: the row locks order them against the migration, taken
-        // here in byte order (`COLLATE "C"`), the order in which commits take theirs (sorted
-        // keys, ASCII), whatever the database's collation; else a commit and a migration could
-        // each hold a row the other waits for.
-        for namespace in [source, target].sorted(by: { $0.lockName < $1.lockName }) {
-            try await PostgresSchema.lock(namespace, on: connection, logger: logger)
-        }
+        // Both namespaces against other migrations (their key-check rows). Commits take no
+        // such lock: the item rows' locks order them against the migration, taken here in byte
+        // order (`COLLATE "C"`), the order in which commits take theirs (keys sorted by bytes),
+        // whatever the database's collation; else a commit and a migration could each hold a
+        // row the other waits for.
+        try await PostgresSchema.lockForMigration([source, target], on: connection, logger: logger)
         let rows = try await connection.query("""
             SELECT key, version, value FROM identity_broker_items
             WHERE service = \(source.service) AND access_group = \(source.groupColumn)

@@ -126,9 +126,6 @@ struct PostgresNamespace: Sendable {
         }
     }
 
-    /// The name hashed into the transaction-scoped advisory lock that keeps two migrations
-    /// touching this namespace apart (commits take no lock).
-    var lockName: String { "identity_broker:\(notificationPrefix)" }
 
     func seal(_ value: [UInt8], forKey key: String) throws(KeystoreError) -> [UInt8] {
         try binding.seal(value, with: self.key, forKey: key)

@@ -305,11 +305,20 @@ enum PostgresSchema {
         throw UnusableCommitProcedure.missing
     }
 
-    /// Takes the namespace's transaction-scoped advisory lock (migrations only).
-    static func lock(_ namespace: PostgresNamespace, on connection: PostgresConnection, logger: Logger) async throws {
-        _ = try await connection.query(
-            "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended(\(namespace.lockName), 0::int8))", logger: logger
-        ).collect()
+    /// Locks `namespaces` (a migration's two) against other migrations until the transaction
+    /// ends: their key-check rows, `FOR UPDATE`, in byte order, so two opposite migrations
+    /// cannot deadlock. Rows, not advisory locks: any role that can connect may take an
+    /// advisory lock (its key is predictable) and hold every migration back; only a role that
+    /// may update the table can lock its rows. Both rows exist (each namespace's key was
+    /// checked first).
+    static func lockForMigration(_ namespaces: [PostgresNamespace], on connection: PostgresConnection, logger: Logger) async throws {
+        guard let service = namespaces.first?.service else { return }
+        let columns = namespaces.map(\.groupColumn)
+        _ = try await connection.query("""
+            SELECT 1 FROM identity_broker_items
+            WHERE service = \(PostgresKeyCheck.service) AND key = \(service) AND access_group = ANY(\(columns))
+            ORDER BY access_group COLLATE "C" FOR UPDATE
+            """, logger: logger).collect()
     }
 
     /// Applies sets and removes of distinct keys, and notifies listeners of the keys that

@@ -556,6 +556,32 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertTrue(released, "a backend still waits for the lock after the open gave up")
     }
 
+    /// A migration's namespace locks used to be advisory locks with predictable keys, which
+    /// any role that can connect may take and keep: held, they stalled every migration until
+    /// its timeout. Migrations now lock the namespaces' key-check rows instead.
+    func testAnAdvisoryLockAnyRoleCanTakeDoesNotStallAMigration() async throws {
+        let source = try await keystore()
+        try await source.set([1], forKey: "session.alice")
+        _ = try await keystore(group: AccessGroup(name: "team"))
+        let holder = try await PostgresConnection.connect(
+            configuration: .init(host: "127.0.0.1", port: server.port, username: server.superuser, password: nil, database: database, tls: .disable),
+            id: 3, logger: Logger(label: "lock-holder"))
+        for name in ["identity_broker:ib2|4:tool0:", "identity_broker:ib2|4:tool4:team"] {
+            try await holder.query("SELECT pg_advisory_lock(hashtextextended(\(name), 0))", logger: Logger(label: "lock-holder"))
+        }
+        var configuration = try configuration()
+        configuration.operationTimeout = .seconds(3)
+        var outcome: Result<Int, KeystoreError>
+        do throws(KeystoreError) {
+            outcome = .success(try await PostgresKeystore.migrate(
+                configuration: configuration, service: "tool", from: .none, to: AccessGroup(name: "team"), keySource: .raw(key)))
+        } catch {
+            outcome = .failure(error)
+        }
+        try await holder.close()
+        XCTAssertEqual(try outcome.get(), 1)
+    }
+
     /// A salt without the header, a format the PostgreSQL engine never wrote, would give a
     /// group's passphrase the legacy (cheaper) scrypt cost: another role that may write the
     /// table could plant one before the group's first use. Refused.
