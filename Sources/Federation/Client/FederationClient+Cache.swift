@@ -406,14 +406,28 @@ extension FederationClient {
 
     // MARK: Per-session lock
 
-    func acquire(_ session: String) async {
+    /// Waits for `session`'s lock, in arrival order; a caller whose task is cancelled while it
+    /// waits stops waiting at once and gets ``FederationError/Code/cancelled`` (not holding it).
+    func acquire(_ session: String) async throws(FederationError) {
         guard !locks.tryAcquire(session) else { return }
-        await withCheckedContinuation { continuation in
-            locks.enqueue(session, continuation)
+        let id = locks.newWaiterID()
+        let acquired = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: SessionLockTable.Waiter) in
+                locks.enqueue(session, id: id, continuation)
+            }
+        } onCancel: {
+            Task { await self.withdrawWaiter(id, of: session) }
+        }
+        guard acquired else {
+            throw FederationError(code: .cancelled, message: "cancelled while waiting for another call on session '\(session)' to finish")
         }
     }
 
+    private func withdrawWaiter(_ id: UInt64, of session: String) {
+        locks.withdraw(session, id: id)?.resume(returning: false)
+    }
+
     func release(_ session: String) {
-        locks.release(session)?.resume()
+        locks.release(session)?.resume(returning: true)
     }
 }

@@ -32,7 +32,7 @@ extension FederationClient {
         credentials: (String, ContinuousClock.Instant, Logger) async throws(FederationError) -> FederationResult,
         identity: (ContinuousClock.Instant, Logger) async throws(FederationError) -> String
     ) async throws(FederationError) -> FederationResult {
-        await acquire(session)
+        try await acquire(session)
         defer { release(session) }
         if Task.isCancelled || shutdownSignal.isFired {
             throw FederationError(code: .cancelled, message: "\(operationName) was cancelled before it started")

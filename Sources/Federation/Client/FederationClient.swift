@@ -475,7 +475,8 @@ public actor FederationClient {
 
     /// Forgets `session`: in the keystore (every client sharing it sees
     /// ``SessionState/notFederated``) and here. Waits for a federation of the session in
-    /// flight in this client to finish first. A damaged saved item is removed too.
+    /// flight in this client to finish first (a caller cancelled meanwhile stops waiting and
+    /// gets ``FederationError/Code/cancelled``). A damaged saved item is removed too.
     ///
     /// - Throws: ``FederationError/Code/invalidConfiguration`` for a name that breaks
     ///   ``SessionName``'s rule; ``FederationError/Code/storage`` when the saved session
@@ -488,7 +489,7 @@ public actor FederationClient {
         // so that observers are told of it.
         clearsInFlight += 1
         defer { clearEnded() }
-        await acquire(session)
+        try await acquire(session)
         defer { release(session) }
         let removed: Bool, raced: Bool
         do {

@@ -153,6 +153,29 @@ final class ShutdownTests: XCTestCase {
         XCTAssertEqual(seen, [.federated, .notFederated], "the stream ended before the clear it was under way for")
     }
 
+    /// A call waiting for another call on the same session (a federation in flight) stops
+    /// waiting when its task is cancelled, rather than when the other ends.
+    func testACallWaitingForTheSessionsLockCanBeCancelled() async throws {
+        let harness = try Harness()
+        harness.fake.responseDelay = .seconds(30)
+        let client = harness.client
+        let first = Task { try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice") }
+        let inFlight = await eventually { harness.fake.count(.getId) == 1 }
+        XCTAssertTrue(inFlight)
+        let waiting = Task { try await client.clear(session: "alice") }
+        try await Task.sleep(for: .milliseconds(50))
+        let start = ContinuousClock.now
+        waiting.cancel()
+        await assertThrows(FederationError.self, code: .cancelled) { try await waiting.value }
+        XCTAssertLessThan(ContinuousClock.now - start, .seconds(5), "the cancelled call waited for the federation")
+        first.cancel()
+        _ = await first.result
+        // The lock is free again: nothing of the withdrawn waiter is left in the queue.
+        harness.fake.responseDelay = .zero
+        try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        try await client.clear(session: "alice")
+    }
+
     /// The caller's own cancellation still ends its federation at once (it runs in the
     /// caller's task).
     func testCancellingTheCallersTaskCancelsItsFederation() async throws {
