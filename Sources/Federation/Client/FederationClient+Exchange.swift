@@ -237,14 +237,16 @@ extension FederationClient {
             return try await credentials(known, deadline, logger)
         } catch where choice.cached && error.operation != STSClient.operation
             && (error.code == .notAuthorized || error.code == .resourceNotFound)
-            && !(guest && error.code == .notAuthorized && error.identityGone)
+            && !(guest && error.isDisabledIdentity)
         {
             // Only Cognito's rejection says the cached ID is wrong; STS refusing the role does not.
-            // A guest identity the service says is disabled or forbidden is not wrong, it is
-            // refused: GetId would mint another, routing around whoever disabled it, so the
-            // session becomes terminated instead. (With a login, GetId names the login's own
-            // identity: the same one, which then terminates the session, or, for a guest
-            // being linked, the login's, which is what the call asked for.)
+            // A guest identity the service says is disabled is not wrong, it is refused: GetId
+            // would mint another, routing around whoever disabled it, so the session becomes
+            // terminated instead. "Forbidden" is not that: Cognito says so of an identity a
+            // login was linked to (by another client, say), which GetId then replaces with a
+            // new guest identity, as the cached-ID rule intends. (With a login, GetId names the
+            // login's own identity: the same one, which then terminates the session, or, for a
+            // guest being linked, the login's, which is what the call asked for.)
             logger.debug("cached identity ID rejected; asking GetId once", metadata: ["broker.error": "\(error.code)"])
             let identityId = try await identity(deadline, logger)
             return try await credentials(identityId, deadline, logger)
@@ -253,6 +255,12 @@ extension FederationClient {
 }
 
 extension FederationError {
+    /// Cognito's answer that the identity is disabled ("Identity '…' is disabled."), as
+    /// opposed to forbidden to this caller.
+    var isDisabledIdentity: Bool {
+        code == .notAuthorized && identityGone && (serviceMessage?.lowercased().contains("disabled") ?? false)
+    }
+
     /// A saved item that exists but cannot be opened or understood: an error for that
     /// session alone, which a new federation or a clear replaces.
     var isUnreadableItem: Bool {

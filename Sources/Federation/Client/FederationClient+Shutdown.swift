@@ -18,8 +18,8 @@ extension FederationClient {
     ///    are not cancelled: each fails with ``FederationError/Code/cancelled``. A keystore
     ///    call already under way at the deadline is not interrupted; it ends by itself or by
     ///    the keystore's own timeout (the PostgreSQL keystore's `operationTimeout`).
-    /// 3. The expiry and reminder timer and the change feed stop; clears under way finish;
-    ///    every stream ends.
+    /// 3. The expiry and reminder timer and the change feed stop; clears under way may
+    ///    finish (for up to `gracePeriod` more); every stream ends.
     ///    Re-reads of sessions the client runs on its own (after the feed reported a
     ///    change, or in the background) are cancelled, and shutdown waits for them to end.
     /// 4. The client's libcurl driver thread stops and its connections close.
@@ -51,8 +51,17 @@ extension FederationClient {
         }
         await storeWorkOfItsOwnEnded()
         ownedTransport?.shutdown()
-        // Clears are short (a commit, no network): their observers hear of them before the end.
-        if clearsInFlight > 0 { await withCheckedContinuation { clearWaiters.append($0) } }
+        // Clears under way (a commit, no network) may end before the streams do, so that their
+        // observers hear of them; for the grace period at most, as a keystore that does not
+        // answer, or clears that keep coming, must not hold shutdown.
+        if clearsInFlight > 0 {
+            let deadline = Task { [weak self] in
+                try? await Task.sleep(for: gracePeriod)
+                await self?.stopWaitingForClears()
+            }
+            await withCheckedContinuation { clearWaiters.append($0) }
+            deadline.cancel()
+        }
         broadcaster.finishAll()
         isShutDownCompletely = true
         let waiters = shutdownCompletionWaiters
@@ -105,7 +114,10 @@ extension FederationClient {
     /// Counts a clear out, and lets a shutdown waiting for the last one go on.
     func clearEnded() {
         clearsInFlight -= 1
-        guard clearsInFlight == 0 else { return }
+        if clearsInFlight == 0 { stopWaitingForClears() }
+    }
+
+    private func stopWaitingForClears() {
         let waiters = clearWaiters
         clearWaiters = []
         for waiter in waiters { waiter.resume() }

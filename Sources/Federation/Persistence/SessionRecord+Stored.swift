@@ -21,6 +21,11 @@ extension SessionRecord {
     /// guest (a guest never replaces a login, whichever client saves it; a login replaces a
     /// guest, which is how it is linked), and a terminated record wins over any federation
     /// (only clearing leaves `terminated`).
+    ///
+    /// A login's version is its expiration in milliseconds, as every release writes it; a
+    /// guest's is moved below every login's instead, so that logins saved by earlier
+    /// releases still outrank guests, and logins saved here are replaced by an earlier
+    /// release's later ones as they always were (a fleet mid-upgrade, a rollback).
     var storeVersion: Int64 {
         switch phase {
         case .terminated:
@@ -29,13 +34,13 @@ extension SessionRecord {
             let milliseconds = (credentials?.expiration.timeIntervalSince1970 ?? 0) * 1000
             // Expirations come from a decoder that bounds them, but a version must never trap.
             let expiration = milliseconds.isFinite ? Int64(min(max(milliseconds, 0), 9e15)) : 0
-            return provider == nil ? expiration : Self.loginRank + expiration
+            return provider == nil ? expiration - Self.guestOffset : expiration
         }
     }
 
-    /// Added to a login's version: above every guest's (expirations in milliseconds stay
-    /// under 9e15), below a terminated record's.
-    static let loginRank: Int64 = 1 << 62
+    /// Taken from a guest's version: below every login's (expirations in milliseconds stay
+    /// between 0 and 9e15), and guests still ordered by expiration among themselves.
+    static let guestOffset: Int64 = 1 << 62
 
     /// The record as ``Stored`` JSON, written field by field (``JSONObjectWriter``: what
     /// `JSONEncoder` writes for ``Stored``, at a fraction of its cost).

@@ -25,7 +25,7 @@ extension SQLiteKeystore {
     }
 
     /// ``migrate(root:service:from:to:keySource:configuration:logger:)`` with a checkpoint
-    /// called after the copy (`copied`) and after the deletion (`deleted`), for crash tests.
+    /// called once the source's items are read (`read`) and after the copy (`copied`), for tests.
     package static func _migrate(
         root: String,
         service: String,

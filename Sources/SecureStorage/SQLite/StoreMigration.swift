@@ -1,3 +1,11 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Moves a service's items from one access group's database to another's.
 ///
 /// Both keys must open their namespace's key check (``StoreNamespace/verifyKey(on:service:)``).
@@ -17,7 +25,8 @@ struct StoreMigration {
     let busyTimeout: Duration
     /// Whether items that do not open stay behind rather than stopping the migration.
     var leavingUnreadable = false
-    /// Called at `copied` and `deleted` (after each transaction), for crash tests.
+    /// Called at `read` (the source's items read, its lock held) and `copied` (after the
+    /// target's commit, before the source's), for tests.
     var checkpoint: (String) -> Void = { _ in }
 
     private struct SourceItem {
@@ -83,54 +92,85 @@ struct StoreMigration {
             defer { sourceConnection.close() }
             // A wrong key is refused as such, before any item is looked at.
             try source.verifyKey(on: sourceConnection, service: layout.service)
-            return try sourceConnection.immediateTransaction { () throws(KeystoreError) -> Outcome in
-                var (items, unreadable) = try read(source, on: sourceConnection)
-                defer { for index in items.indices { CryptoRuntime.cleanse(&items[index].plaintext) } }
-                guard !items.isEmpty else { return Outcome(unreadableLeft: unreadable) }
-                let (staying, origin): (Set<String>, Int64)
+            // An existing target is opened and checked before the source's lock is taken; a new
+            // one is made only once the source's items all opened (so a refused migration
+            // leaves no target behind), under that lock, which nobody else can be waiting for.
+            var target: (namespace: StoreNamespace, connection: SQLiteConnection)?
+            defer { target?.connection.close() }
+            do throws(KeystoreError) {
+                target = try openTarget(create: false)
+            } catch {
+                targetFailure = error
+                throw error
+            }
+            // The target's lock is never waited for while the source's is held (a migration
+            // the other way holds them the other way round): when it is busy, the source's is
+            // let go and both are taken again after a short random pause, until the busy
+            // timeout has passed.
+            let deadline = ContinuousClock.now.advanced(by: busyTimeout)
+            var pause: Duration = .milliseconds(2)
+            while true {
                 do throws(KeystoreError) {
-                    (staying, origin) = try copy(items)
-                } catch {
-                    targetFailure = error
-                    throw error
+                    return try moveOnce(source, on: sourceConnection, target: &target, targetFailure: &targetFailure, copied: &copied)
+                } catch where targetFailure?.code == .storeUnavailable && !copied && ContinuousClock.now < deadline {
+                    targetFailure = nil
+                    usleep(UInt32(clamping: Int64.random(in: pause.wholeMicroseconds / 2...pause.wholeMicroseconds)))
+                    pause = min(pause * 2, .milliseconds(100))
                 }
-                copied = true
-                checkpoint("copied")
-                var moved = 0
-                for item in items where !staying.contains(item.key) {
-                    try sourceConnection.withStatement(StoreSchema.deleteIfUnchanged) { statement throws(KeystoreError) in
-                        try statement.bind(1, text: item.key)
-                        try statement.bind(2, blob: item.sealed)
-                        _ = try statement.step()
-                    }
-                    if sourceConnection.changes > 0 {
-                        moved += 1
-                        try StoreSchema.appendChange(item.key, origin: origin, on: sourceConnection)
-                    }
-                }
-                return Outcome(moved: moved, rewrittenMeanwhile: items.count - staying.count - moved, unreadableLeft: unreadable + staying.count)
             }
         } catch {
             throw Failure(error: error, onTarget: targetFailure != nil, copied: copied)
         }
     }
 
+    /// One attempt of the move, in one immediate transaction on the source.
+    private func moveOnce(
+        _ source: StoreNamespace, on sourceConnection: SQLiteConnection,
+        target: inout (namespace: StoreNamespace, connection: SQLiteConnection)?,
+        targetFailure: inout KeystoreError?, copied: inout Bool
+    ) throws(KeystoreError) -> Outcome {
+        try sourceConnection.immediateTransaction { () throws(KeystoreError) -> Outcome in
+            var (items, unreadable) = try read(source, on: sourceConnection)
+            defer { for index in items.indices { CryptoRuntime.cleanse(&items[index].plaintext) } }
+            guard !items.isEmpty else { return Outcome(unreadableLeft: unreadable) }
+            checkpoint("read")
+            let (staying, origin): (Set<String>, Int64)
+            do throws(KeystoreError) {
+                if target == nil { target = try openTarget(create: true) }
+                guard let target else { throw KeystoreError(.invalidKey, "no key available for the target access group") }
+                (staying, origin) = try copy(items, into: target.namespace, on: target.connection)
+            } catch {
+                targetFailure = error
+                throw error
+            }
+            copied = true
+            checkpoint("copied")
+            var moved = 0
+            for item in items where !staying.contains(item.key) {
+                try sourceConnection.withStatement(StoreSchema.deleteIfUnchanged) { statement throws(KeystoreError) in
+                    try statement.bind(1, text: item.key)
+                    try statement.bind(2, blob: item.sealed)
+                    _ = try statement.step()
+                }
+                if sourceConnection.changes > 0 {
+                    moved += 1
+                    try StoreSchema.appendChange(item.key, origin: origin, on: sourceConnection)
+                }
+            }
+            return Outcome(moved: moved, rewrittenMeanwhile: items.count - staying.count - moved, unreadableLeft: unreadable + staying.count)
+        }
+    }
+
     /// Copies `items` into the target in one transaction, re-sealed for their new name and
     /// read back; returns the keys that stay in the source (a newer target item that does
     /// not open, when ``leavingUnreadable``) and the origin of the change rows written.
-    private func copy(_ items: [SourceItem]) throws(KeystoreError) -> (staying: Set<String>, origin: Int64) {
-        guard let target = try StoreNamespace.open(layout: layout, group: to, keySource: keySource, create: true) else {
-            throw KeystoreError(.invalidKey, "no key available for the target access group")
-        }
-        let targetConnection = try target.connect(service: layout.service, busyTimeout: busyTimeout)
-        defer { targetConnection.close() }
-        // The source key opened every item above; the target's is checked before anything is
-        // copied, so items never move into a namespace under a key its other items do not have.
-        try target.verifyKey(on: targetConnection, service: layout.service)
+    private func copy(
+        _ items: [SourceItem], into target: StoreNamespace, on targetConnection: SQLiteConnection
+    ) throws(KeystoreError) -> (staying: Set<String>, origin: Int64) {
         let origin = try KeystoreError.rethrowing { try CryptoRuntime.randomBytes(8).reduce(Int64(0)) { $0 << 8 | Int64($1) } }
 
         var staying: Set<String> = []
-        try targetConnection.immediateTransaction { () throws(KeystoreError) in
+        try targetConnection.immediateTransactionWithoutWaiting { () throws(KeystoreError) in
             for item in items {
                 let sealed = try target.seal(item.plaintext, forKey: item.key)
                 try targetConnection.withStatement(StoreSchema.upsert) { statement throws(KeystoreError) in
@@ -147,7 +187,7 @@ struct StoreMigration {
                         throw KeystoreError(.migrationFailed, "item '\(item.key)' is missing after the copy; nothing was moved", path: target.databasePath)
                     }
                     copy = try target.open(stored, forKey: item.key)
-                } catch where !applied && leavingUnreadable && error.code != .migrationFailed {
+                } catch where !applied && leavingUnreadable && (error.code == .authenticationFailed || error.code == .corruptFormat) {
                     // A newer target item that cannot be read or opened: the source item stays.
                     staying.insert(item.key)
                     continue
@@ -160,6 +200,24 @@ struct StoreMigration {
             }
         }
         return (staying, origin)
+    }
+
+    /// The target namespace and a connection to it, its key checked (so items never move
+    /// into a namespace under a key its other items do not have); `nil` when it does not
+    /// exist and `create` is off.
+    private func openTarget(create: Bool) throws(KeystoreError) -> (namespace: StoreNamespace, connection: SQLiteConnection)? {
+        guard let target = try StoreNamespace.open(layout: layout, group: to, keySource: keySource, create: create) else {
+            if create { throw KeystoreError(.invalidKey, "no key available for the target access group") }
+            return nil
+        }
+        let connection = try target.connect(service: layout.service, busyTimeout: busyTimeout)
+        do throws(KeystoreError) {
+            try target.verifyKey(on: connection, service: layout.service)
+        } catch {
+            connection.close()
+            throw error
+        }
+        return (target, connection)
     }
 
     /// Reads and opens every source item; throws, naming how many failed, before anything

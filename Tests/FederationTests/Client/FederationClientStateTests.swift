@@ -158,14 +158,31 @@ final class FederationClientStateTests: XCTestCase {
     }
 
     /// A harness whose session "visitor" holds a guest identity that Cognito answers next as
-    /// forbidden (disabled), its recording reset.
+    /// disabled, its recording reset.
     private func guestWhoseIdentityIsDisabled() async throws -> Harness {
+        let harness = try Harness()
+        let guest = try await harness.client.federateAsGuest(session: "visitor")
+        harness.fake.resetRecording()
+        harness.fake.enqueue(
+            .error("NotAuthorizedException", message: "Identity '\(guest.identityId)' is disabled."), for: .getCredentialsForIdentity)
+        return harness
+    }
+
+    /// "Forbidden" is what Cognito says of a guest identity a login was linked to (by another
+    /// client): not a disabled one. The cached-ID rule applies: GetId gives a new guest
+    /// identity, and the session is not terminated.
+    func testAGuestIdentityForbiddenBecauseALoginWasLinkedToItIsReplacedNotTerminated() async throws {
         let harness = try Harness()
         try await harness.client.federateAsGuest(session: "visitor")
         harness.fake.resetRecording()
         harness.fake.enqueue(
             .init(status: 400, body: try Fixtures.bytes("error.NotAuthorized.forbidden")), for: .getCredentialsForIdentity)
-        return harness
+        harness.fake.enqueue(.identityId("us-east-1:22222222-3333-4444-5555-666666666666"), for: .getId)
+        let result = try await harness.client.federateAsGuest(session: "visitor")
+        XCTAssertEqual(harness.fake.operations, ["GetCredentialsForIdentity", "GetId", "GetCredentialsForIdentity"])
+        XCTAssertEqual(result.identityId, "us-east-1:22222222-3333-4444-5555-666666666666")
+        let state = try await harness.client.session("visitor").state
+        XCTAssertEqual(state, .federated)
     }
 
     /// An identity the service says is disabled is refused, not wrong: a cached guest

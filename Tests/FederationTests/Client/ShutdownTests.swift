@@ -143,7 +143,7 @@ final class ShutdownTests: XCTestCase {
         let clearing = Task { try await client.clear(session: "alice") }
         let held = await gate.arrived()
         XCTAssertTrue(held)
-        let shuttingDown = Task { await client.shutdown(gracePeriod: .milliseconds(100)) }
+        let shuttingDown = Task { await client.shutdown(gracePeriod: .seconds(10)) }
         try await Task.sleep(for: .milliseconds(100))
         gate.release()
         try await clearing.value
@@ -151,6 +151,25 @@ final class ShutdownTests: XCTestCase {
         var seen: [SessionState] = []
         for await state in states { seen.append(state) }
         XCTAssertEqual(seen, [.federated, .notFederated], "the stream ended before the clear it was under way for")
+    }
+
+    /// ...for the grace period at most: a clear whose keystore does not answer does not hold
+    /// shutdown.
+    func testAClearThatDoesNotEndHoldsShutdownNoLongerThanTheGracePeriod() async throws {
+        let spy = ScriptableKeystore(wrapping: InMemoryKeystore())
+        let client = FederationClient(keystore: spy)
+        let gate = spy.holdNextCommit()
+        let clearing = Task { try await client.clear(session: "alice") }
+        let held = await gate.arrived()
+        XCTAssertTrue(held)
+        let start = ContinuousClock.now
+        let shuttingDown = Task { await client.shutdown(gracePeriod: .milliseconds(200)) }
+        let ended = await eventually(timeout: .seconds(5)) { await client.hasShutDownForTesting }
+        XCTAssertTrue(ended, "shutdown waited for a clear that does not end")
+        XCTAssertLessThan(ContinuousClock.now - start, .seconds(5))
+        gate.release()
+        try await clearing.value
+        await shuttingDown.value
     }
 
     /// A call waiting for another call on the same session (a federation in flight) stops
@@ -286,4 +305,8 @@ final class ShutdownTests: XCTestCase {
             try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         }
     }
+}
+
+extension FederationClient {
+    var hasShutDownForTesting: Bool { isShutDownCompletely }
 }
