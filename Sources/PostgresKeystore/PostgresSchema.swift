@@ -310,15 +310,21 @@ enum PostgresSchema {
     /// cannot deadlock. Rows, not advisory locks: any role that can connect may take an
     /// advisory lock (its key is predictable) and hold every migration back; only a role that
     /// may update the table can lock its rows. Both rows exist (each namespace's key was
-    /// checked first).
+    /// checked first); one removed since fails the migration rather than letting it run
+    /// without that lock.
     static func lockForMigration(_ namespaces: [PostgresNamespace], on connection: PostgresConnection, logger: Logger) async throws {
         guard let service = namespaces.first?.service else { return }
         let columns = namespaces.map(\.groupColumn)
-        _ = try await connection.query("""
+        let locked = try await connection.query("""
             SELECT 1 FROM identity_broker_items
             WHERE service = \(PostgresKeyCheck.service) AND key = \(service) AND access_group = ANY(\(columns))
             ORDER BY access_group COLLATE "C" FOR UPDATE
             """, logger: logger).collect()
+        guard locked.count == Set(columns).count else {
+            throw KeystoreError(
+                .migrationFailed,
+                "a key check of the two access groups was removed while the migration started (another role that may write the table); nothing was moved: run it again")
+        }
     }
 
     /// Applies sets and removes of distinct keys, and notifies listeners of the keys that

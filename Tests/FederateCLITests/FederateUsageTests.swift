@@ -61,6 +61,7 @@ final class FederateUsageTests: XCTestCase {
         let password = "S3cretPassw0rdXYZ-\(UUID().uuidString.prefix(8))"
         for url in [
             "postgres:/alice:\(password)@127.0.0.1:1/db", "postgresql:alice:\(password)@db/x", "POSTGRES://alice:\(password)@db/x",
+            "postgres//alice:\(password)@db/x",
         ] {
             for arguments in [["status", "--keystore", url], ["clear", "--keystore=\(url)"]] {
                 let run = try harness.expect(2, arguments)

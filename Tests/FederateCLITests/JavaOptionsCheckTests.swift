@@ -14,6 +14,9 @@ final class JavaOptionsCheckTests: XCTestCase {
         // The instance metadata service turned back on counts; turned off (as exec does) does not.
         XCTAssertEqual(JavaOptionsCheck.properties(in: "-Daws.disableEc2Metadata=false"), ["-Daws.disableEc2Metadata"])
         XCTAssertEqual(JavaOptionsCheck.properties(in: "-Daws.disableEc2Metadata=TRUE"), [])
+        // HotSpot drops quotes anywhere in an option.
+        XCTAssertEqual(JavaOptionsCheck.properties(in: "-D'aws.accessKeyId'=AK -Daws.\"sessionToken\"=t"), ["-Daws.accessKeyId", "-Daws.sessionToken"])
+        XCTAssertEqual(JavaOptionsCheck.properties(in: "-Daws.disableEc2Metadata=\"true\""), [])
         for harmless in ["", "-Xmx2g", "-Daws.region=us-east-1 -Daws.maxAttempts=3", "-Daws.accessKeyIdX=1", "-Dfoo.aws.accessKeyId=1", "-Daws."] {
             XCTAssertEqual(JavaOptionsCheck.properties(in: harmless), [], harmless)
         }

@@ -63,20 +63,22 @@ package enum JavaOptionsCheck {
                 + "run with those properties removed (or through 'env \(unset) federate exec …'); nothing was run")
     }
 
-    /// The credential properties `text` sets with `-D`, wherever they stand (JVM options are
-    /// split on white space, and may be quoted).
-    static func properties(in text: String) -> [String] {
+    /// The credential properties `text` sets with `-D`, wherever they stand. JVM options are
+    /// split on white space, and HotSpot drops quote characters wherever they are in an
+    /// option (`-D'aws.accessKeyId'=…` sets `aws.accessKeyId`), so they are dropped first.
+    static func properties(in quoted: String) -> [String] {
+        let text = quoted.filter { $0 != "\"" && $0 != "'" }
         var found: [String] = []
         var rest = Substring(text)
         while let start = rest.firstRange(of: "-Daws.") {
             let nameStart = text.index(start.lowerBound, offsetBy: 2)
-            let nameEnd = text[nameStart...].firstIndex { $0 == "=" || $0.isWhitespace || $0 == "\"" || $0 == "'" } ?? text.endIndex
+            let nameEnd = text[nameStart...].firstIndex { $0 == "=" || $0.isWhitespace } ?? text.endIndex
             let name = String(text[nameStart..<nameEnd])
             var valueEnd = nameEnd
             var value = ""
             if nameEnd < text.endIndex, text[nameEnd] == "=" {
                 let valueStart = text.index(after: nameEnd)
-                valueEnd = text[valueStart...].firstIndex { $0.isWhitespace || $0 == "\"" || $0 == "'" } ?? text.endIndex
+                valueEnd = text[valueStart...].firstIndex { $0.isWhitespace } ?? text.endIndex
                 value = String(text[valueStart..<valueEnd])
             }
             let counts = credentialProperties.contains(name)

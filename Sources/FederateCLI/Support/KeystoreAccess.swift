@@ -233,10 +233,11 @@ enum KeystoreLocation {
     }
 
     /// The scheme of a value meant as a PostgreSQL URL but written wrong (`postgres:/…`,
-    /// `postgresql:…`, `POSTGRES://…`), as the value has it; `nil` for anything else.
+    /// `postgresql:…`, `POSTGRES://…`, `postgres//…`), as the value has it; `nil` for anything
+    /// else (`./postgres/…` names a directory).
     static func mistypedDatabaseScheme(_ value: String) -> Substring? {
-        guard !isDatabaseURL(value), let colon = value.firstIndex(of: ":") else { return nil }
-        let scheme = value[..<colon]
+        guard !isDatabaseURL(value), let end = value.firstIndex(where: { $0 == ":" || $0 == "/" }) else { return nil }
+        let scheme = value[..<end]
         return ["postgres", "postgresql"].contains(scheme.lowercased()) ? scheme : nil
     }
 
