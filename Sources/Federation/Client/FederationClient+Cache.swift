@@ -370,13 +370,35 @@ extension FederationClient {
             if cache.peek(entry.session) != nil {
                 tick(entry.session)
             } else if broadcaster.hasObserversOfAll {
-                // Evicted: read back, which announces its state (`expired`) to observers of
-                // every session, who would otherwise never hear of it.
-                reloadInTheBackground(entry.session)
+                // Evicted: read back for observers of every session, who would otherwise never
+                // hear of its expiry.
+                let session = entry.session
+                inBackground { client in await client.announceEvictedExpiry(session) }
             }
         }
         if let next = expirySchedule.next, expiryTimer == nil || expiryTimerDue.map({ next < $0 }) ?? true {
             armExpiryTimer(due: next)
+        }
+    }
+
+    /// Reads back a session the cache evicted, which fell due, for observers of every session:
+    /// announces `expired` when it is, else schedules its expiry. It is not cached again:
+    /// that would evict another session and announce this one's state a second time (its
+    /// due time may be a renewal reminder's, which only sessions held get).
+    func announceEvictedExpiry(_ session: String) async {
+        guard cache.peek(session) == nil, broadcaster.hasObserversOfAll, let record = try? await store.load(session),
+              cache.peek(session) == nil  // cached meanwhile: its own machine announces
+        else { return }
+        switch record.state(now: now(), margin: expiryMargin) {
+        case .expired:
+            publish(.expired, session: session)
+        case .federated:
+            guard let expiration = record.credentials?.expiration else { return }
+            let due = expiration.addingTimeInterval(-expiryMargin.timeInterval)
+            expirySchedule.schedule(session, at: due)
+            if expiryTimer == nil || expiryTimerDue.map({ due < $0 }) ?? true { armExpiryTimer(due: due) }
+        default:
+            break
         }
     }
 

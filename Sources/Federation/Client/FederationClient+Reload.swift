@@ -230,7 +230,7 @@ extension FederationClient {
     }
 
     /// Runs `work` in a task of its own, which shutdown cancels and waits for.
-    private func inBackground(_ work: @escaping @Sendable (isolated FederationClient) async -> Void) {
+    func inBackground(_ work: @escaping @Sendable (isolated FederationClient) async -> Void) {
         let id = nextBackgroundReload
         nextBackgroundReload &+= 1
         // Registered before the task can end: its removal runs on this actor, after this call.
