@@ -62,11 +62,10 @@ extension SQLiteKeystore {
                 // behind rather than failing the open. When the old group is shared, no failure
                 // on its side fails the open (its other members could otherwise hold its lock or
                 // spoil its key check and block every open). A failure on the user's own side
-                // (the new group's key, its database busy or full; or anything when moving out
-                // of the private group, where only the user writes) fails the open and records
-                // nothing, so the next open tries again: recording it would leave the items
-                // behind for good. What stays behind is logged and can be moved with `migrate`.
-                try verifyTargetKey(group, layout: layout, privateStore: privateStore, privateConnection: connection, keySource: keySource, configuration: configuration)
+                // (the new group's key, checked first when the group exists; its database busy
+                // or full; or anything when moving out of the private group, where only the user
+                // writes) fails the open and records nothing, so the next open tries again:
+                // recording it would leave the items behind for good. What stays behind is logged and can be moved with `migrate`.
                 var migration = StoreMigration(layout: layout, from: last, to: group, keySource: keySource, busyTimeout: configuration.busyTimeout)
                 migration.leavingUnreadable = true
                 do throws(StoreMigration.Failure) {
@@ -98,28 +97,5 @@ extension SQLiteKeystore {
         try connection.immediateTransaction { () throws(KeystoreError) in
             try StoreSchema.setMeta(lastGroupName, StoreSchema.encode(group), on: connection)
         }
-    }
-
-    /// Checks the new group's key before the move, so that a wrong key fails the open (and
-    /// records nothing) even when the old group's check, which it fails first, is one whose
-    /// failures the move tolerates: the private namespace's on the connection at hand, a
-    /// shared group's when it exists (a new one is made and checked by the move itself, only
-    /// once the old group's key check passed, so a mistyped key never makes it).
-    private static func verifyTargetKey(
-        _ group: AccessGroup,
-        layout: StoreLayout,
-        privateStore: StoreNamespace,
-        privateConnection: SQLiteConnection,
-        keySource: KeySource,
-        configuration: Configuration
-    ) throws(KeystoreError) {
-        guard group.isShared else {
-            try privateStore.verifyKey(on: privateConnection, service: layout.service)
-            return
-        }
-        guard let target = try StoreNamespace.open(layout: layout, group: group, keySource: keySource, create: false) else { return }
-        let connection = try target.connect(service: layout.service, busyTimeout: configuration.busyTimeout)
-        defer { connection.close() }
-        try target.verifyKey(on: connection, service: layout.service)
     }
 }

@@ -88,13 +88,12 @@ struct StoreMigration {
                 }
                 return Outcome()
             }
-            let sourceConnection = try source.connect(service: layout.service, busyTimeout: busyTimeout)
-            defer { sourceConnection.close() }
-            // A wrong key is refused as such, before any item is looked at.
-            try source.verifyKey(on: sourceConnection, service: layout.service)
-            // An existing target is opened and checked before the source's lock is taken; a new
-            // one is made only once the source's items all opened (so a refused migration
-            // leaves no target behind), under that lock, which nobody else can be waiting for.
+            // An existing target is opened and its key checked first: a wrong key then fails on
+            // the target's side, which a move on open never tolerates, even when the source's
+            // check (a shared group's, whose failures it does tolerate) would fail too. A new
+            // target is made only once the source's items all opened (so a refused migration
+            // leaves no target behind), under the source's lock, which nobody else can be
+            // waiting for.
             var target: (namespace: StoreNamespace, connection: SQLiteConnection)?
             defer { target?.connection.close() }
             do throws(KeystoreError) {
@@ -103,6 +102,10 @@ struct StoreMigration {
                 targetFailure = error
                 throw error
             }
+            let sourceConnection = try source.connect(service: layout.service, busyTimeout: busyTimeout)
+            defer { sourceConnection.close() }
+            // A wrong key is refused as such, before any item is looked at.
+            try source.verifyKey(on: sourceConnection, service: layout.service)
             // The target's lock is never waited for while the source's is held (a migration
             // the other way holds them the other way round): when it is busy, the source's is
             // let go and both are taken again after a short random pause, until the busy
