@@ -61,7 +61,8 @@ extension SQLiteKeystore {
                 // old group can feed items into this one at later opens. A damaged item stays
                 // behind rather than failing the open. When the old group is shared, no failure
                 // on its side fails the open (its other members could otherwise hold its lock or
-                // spoil its key check and block every open). A failure on the user's own side
+                // spoil its key check and block every open, or plant more than a move on open
+                // copies, ``StoreMigration/moveOnOpenByteLimit``). A failure on the user's own side
                 // (the new group's key, checked first when the group exists; its database busy
                 // or full; or anything when moving out of the private group, where only the user
                 // writes) fails the open and records nothing, so the next open tries again:
@@ -71,11 +72,10 @@ extension SQLiteKeystore {
                 do throws(StoreMigration.Failure) {
                     let outcome = try migration.runNotingSide()
                     logger?.notice("keystore items moved from the previous access group", metadata: metadata.merging(["broker.itemCount": "\(outcome.moved)"]) { $1 })
-                    let left = outcome.unreadableLeft + outcome.rewrittenMeanwhile
-                    if left > 0 {
+                    if outcome.unreadableLeft > 0 {
                         logger?.warning(
-                            "keystore items stay in the previous access group (they do not open, or were rewritten during the move); move them with migrate once fixed",
-                            metadata: metadata.merging(["broker.itemCount": "\(left)"]) { $1 })
+                            "keystore items stay in the previous access group (they, or newer items of the same name in the new group, do not open); move them with migrate once fixed",
+                            metadata: metadata.merging(["broker.itemCount": "\(outcome.unreadableLeft)"]) { $1 })
                     }
                 } catch where last.isShared && !error.onTarget {
                     logger?.warning(

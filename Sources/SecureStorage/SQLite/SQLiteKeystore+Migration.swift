@@ -6,9 +6,10 @@ extension SQLiteKeystore {
     ///
     /// Every source item is opened first; if any cannot be (tampered, wrong key), nothing moves
     /// and the error says how many failed. The items are then copied, re-sealed for their new
-    /// group, in one transaction and read back, and deleted from the source in another, each
-    /// only if unchanged since it was read (a concurrent rewrite is not lost). An interrupted
-    /// migration is completed by running it again.
+    /// group, in one transaction and read back, and deleted from the source in another. The
+    /// source's write lock is held from the first read to the deletion: its writers, and a
+    /// second migration of it, wait and come after. Items are read one at a time, so memory
+    /// does not grow with the source. An interrupted migration is completed by running it again.
     ///
     /// - Returns: How many items left the source (0 when it is empty or does not exist).
     /// - Throws: ``KeystoreError``; on any error the source keeps its items.

@@ -14,9 +14,11 @@ import Darwin
 /// target item does not open, then stays in the source, and the rest moves.
 /// Then one transaction on the target upserts every item re-sealed for its new name (versions
 /// kept, a newer target item wins), with change rows, and reads each back; the source's
-/// transaction, which read the items and holds its write lock throughout, then deletes each
-/// item only if its ciphertext is unchanged. A crash between the two commits leaves both
-/// copies, and running the migration again completes it: no progress marker is needed.
+/// transaction, which read the items and holds its write lock throughout, then deletes them.
+/// A crash between the two commits leaves both copies, and running the migration again
+/// completes it: no progress marker is needed. Items are read one at a time (memory holds one
+/// item, and the IDs and keys, whatever the source holds), and a move on open copies at most
+/// ``moveOnOpenByteLimit`` out of a shared group.
 struct StoreMigration {
     let layout: StoreLayout
     let from: AccessGroup
@@ -29,20 +31,30 @@ struct StoreMigration {
     /// target's commit, before the source's), for tests.
     var checkpoint: (String) -> Void = { _ in }
 
-    private struct SourceItem {
-        let key: String
-        let version: Int64?
-        let sealed: [UInt8]
-        var plaintext: [UInt8]
-    }
-
-    /// What a run did: how many items left the source, how many stayed because they were
-    /// rewritten there while it ran (the next run moves them), and how many stayed because
-    /// they (or newer target items) do not open.
+    /// What a run did: how many items left the source, and how many stayed because they (or
+    /// newer target items) do not open.
     struct Outcome {
         var moved = 0
-        var rewrittenMeanwhile = 0
         var unreadableLeft = 0
+    }
+
+    /// The most a move on open copies out of a shared group: the sealed values plus
+    /// ``rowOverhead`` per item. A member of the group can plant items there (with the group's
+    /// key, which every member holds); without a cap, enough of them would fill the user's
+    /// disk at the move, and the move's failure on the user's side would then fail every open.
+    /// Over the cap, nothing moves on open (a failure on the shared group's side, which the
+    /// open tolerates): the user runs `migrate`, which has no cap. 64 MiB is ~40,000 sessions.
+    static let moveOnOpenByteLimit = 64 << 20
+    /// What each item counts for besides its sealed value (its key, row and index entry).
+    static let rowOverhead = 256
+
+    /// The source's items that will be copied, found by a first pass that opens each one.
+    private struct Survey {
+        /// The IDs of the rows to copy, in the table's order.
+        var movable: [Int64] = []
+        var unreadable = 0
+        /// The sealed values' bytes, plus ``rowOverhead`` per item.
+        var bytes = 0
     }
 
     /// A failure, and the side it came from. A move on open tolerates a shared source's
@@ -127,82 +139,96 @@ struct StoreMigration {
     }
 
     /// One attempt of the move, in one immediate transaction on the source.
+    ///
+    /// Items are read one row at a time, twice (once to check that each opens, once to copy
+    /// it), so that memory holds one item at a time whatever the source holds.
     private func moveOnce(
         _ source: StoreNamespace, on sourceConnection: SQLiteConnection,
         target: inout (namespace: StoreNamespace, connection: SQLiteConnection)?,
         targetFailure: inout KeystoreError?, copied: inout Bool
     ) throws(KeystoreError) -> Outcome {
         try sourceConnection.immediateTransaction { () throws(KeystoreError) -> Outcome in
-            var (items, unreadable) = try read(source, on: sourceConnection)
-            defer { for index in items.indices { CryptoRuntime.cleanse(&items[index].plaintext) } }
-            guard !items.isEmpty else { return Outcome(unreadableLeft: unreadable) }
+            let survey = try self.survey(source, on: sourceConnection)
+            guard !survey.movable.isEmpty else { return Outcome(unreadableLeft: survey.unreadable) }
+            if leavingUnreadable && from.isShared && survey.bytes > Self.moveOnOpenByteLimit {
+                throw KeystoreError(
+                    .migrationFailed,
+                    "the previous access group holds \(survey.movable.count) items (\(survey.bytes >> 20) MiB), over the \(Self.moveOnOpenByteLimit >> 20) MiB a move on open copies out of a shared group; nothing was moved",
+                    path: source.databasePath)
+            }
             checkpoint("read")
-            let (staying, origin): (Set<String>, Int64)
+            let (moving, staying, origin): ([(id: Int64, key: String)], Int, Int64)
             do throws(KeystoreError) {
                 if target == nil { target = try openTarget(create: true) }
                 guard let target else { throw KeystoreError(.invalidKey, "no key available for the target access group") }
-                (staying, origin) = try copy(items, into: target.namespace, on: target.connection)
+                (moving, staying, origin) = try copy(survey.movable, from: source, on: sourceConnection, into: target.namespace, on: target.connection)
             } catch {
                 targetFailure = error
                 throw error
             }
             copied = true
             checkpoint("copied")
-            var moved = 0
-            for item in items where !staying.contains(item.key) {
-                try sourceConnection.withStatement(StoreSchema.deleteIfUnchanged) { statement throws(KeystoreError) in
-                    try statement.bind(1, text: item.key)
-                    try statement.bind(2, blob: item.sealed)
+            // Nobody else has written the source since the survey: its write lock is held.
+            for item in moving {
+                try sourceConnection.withStatement(StoreSchema.deleteById) { statement throws(KeystoreError) in
+                    try statement.bind(1, int64: item.id)
+                    try statement.bind(2, text: item.key)
                     _ = try statement.step()
                 }
-                if sourceConnection.changes > 0 {
-                    moved += 1
-                    try StoreSchema.appendChange(item.key, origin: origin, on: sourceConnection)
-                }
+                try StoreSchema.appendChange(item.key, origin: origin, on: sourceConnection)
             }
-            return Outcome(moved: moved, rewrittenMeanwhile: items.count - staying.count - moved, unreadableLeft: unreadable + staying.count)
+            return Outcome(moved: moving.count, unreadableLeft: survey.unreadable + staying)
         }
     }
 
-    /// Copies `items` into the target in one transaction, re-sealed for their new name and
-    /// read back; returns the keys that stay in the source (a newer target item that does
-    /// not open, when ``leavingUnreadable``) and the origin of the change rows written.
+    /// Copies the source rows `ids` into the target in one transaction, re-sealed for their
+    /// new name and read back; returns the rows to delete from the source, how many stay there
+    /// (a newer target item that does not open, when ``leavingUnreadable``), and the origin of
+    /// the change rows written.
     private func copy(
-        _ items: [SourceItem], into target: StoreNamespace, on targetConnection: SQLiteConnection
-    ) throws(KeystoreError) -> (staying: Set<String>, origin: Int64) {
+        _ ids: [Int64], from source: StoreNamespace, on sourceConnection: SQLiteConnection,
+        into target: StoreNamespace, on targetConnection: SQLiteConnection
+    ) throws(KeystoreError) -> (moving: [(id: Int64, key: String)], staying: Int, origin: Int64) {
         let origin = try KeystoreError.rethrowing { try CryptoRuntime.randomBytes(8).reduce(Int64(0)) { $0 << 8 | Int64($1) } }
 
-        var staying: Set<String> = []
+        var moving: [(id: Int64, key: String)] = []
+        var staying = 0
         try targetConnection.immediateTransactionWithoutWaiting { () throws(KeystoreError) in
-            for item in items {
-                let sealed = try target.seal(item.plaintext, forKey: item.key)
+            for id in ids {
+                guard let row = try Self.row(id, on: sourceConnection), let sealed = row.sealed else {
+                    throw KeystoreError(.migrationFailed, "an item changed in the source during the migration; nothing was moved", path: source.databasePath)
+                }
+                var plaintext = try source.open(sealed, forKey: row.key)
+                defer { CryptoRuntime.cleanse(&plaintext) }
+                let resealed = try target.seal(plaintext, forKey: row.key)
                 try targetConnection.withStatement(StoreSchema.upsert) { statement throws(KeystoreError) in
-                    try statement.bind(1, text: item.key)
-                    try statement.bind(2, int64: item.version)
-                    try statement.bind(3, blob: sealed)
+                    try statement.bind(1, text: row.key)
+                    try statement.bind(2, int64: row.version)
+                    try statement.bind(3, blob: resealed)
                     _ = try statement.step()
                 }
                 let applied = targetConnection.changes > 0
-                if applied { try StoreSchema.appendChange(item.key, origin: origin, on: targetConnection) }
+                if applied { try StoreSchema.appendChange(row.key, origin: origin, on: targetConnection) }
                 var copy: [UInt8]
                 do throws(KeystoreError) {
-                    guard let stored = try StoreSchema.sealedValue(forKey: item.key, on: targetConnection) else {
-                        throw KeystoreError(.migrationFailed, "item '\(item.key)' is missing after the copy; nothing was moved", path: target.databasePath)
+                    guard let stored = try StoreSchema.sealedValue(forKey: row.key, on: targetConnection) else {
+                        throw KeystoreError(.migrationFailed, "item '\(row.key)' is missing after the copy; nothing was moved", path: target.databasePath)
                     }
-                    copy = try target.open(stored, forKey: item.key)
+                    copy = try target.open(stored, forKey: row.key)
                 } catch where !applied && leavingUnreadable && (error.code == .authenticationFailed || error.code == .corruptFormat) {
                     // A newer target item that cannot be read or opened: the source item stays.
-                    staying.insert(item.key)
+                    staying += 1
                     continue
                 }
                 defer { CryptoRuntime.cleanse(&copy) }
                 // A newer target item (higher version) legitimately differs from the source.
-                if applied && copy != item.plaintext {
-                    throw KeystoreError(.migrationFailed, "item '\(item.key)' did not read back identically; nothing was moved", path: target.databasePath)
+                if applied && copy != plaintext {
+                    throw KeystoreError(.migrationFailed, "item '\(row.key)' did not read back identically; nothing was moved", path: target.databasePath)
                 }
+                moving.append((id, row.key))
             }
         }
-        return (staying, origin)
+        return (moving, staying, origin)
     }
 
     /// The target namespace and a connection to it, its key checked (so items never move
@@ -223,39 +249,54 @@ struct StoreMigration {
         return (target, connection)
     }
 
-    /// Reads and opens every source item; throws, naming how many failed, before anything
-    /// moves, unless ``leavingUnreadable`` (then returns how many did not open).
-    private func read(_ source: StoreNamespace, on connection: SQLiteConnection) throws(KeystoreError) -> ([SourceItem], Int) {
-        let (rows, unreadableRows) = try StoreSchema.everyItem(StoreSchema.selectItems, byId: StoreSchema.selectItemById, on: connection) {
-            statement -> (String, Int64?, [UInt8]?) in
-            (statement.text(0), statement.isNull(1) ? nil : statement.int64(1), statement.isNull(2) ? nil : statement.blob(2))
+    /// A source row by its ID: `nil` when there is none, or its key is not one the keystore
+    /// could have written (a member's plant, skipped as every scan skips it); its value is
+    /// `nil` when it is not a value of at most the connection's length limit.
+    private static func row(_ id: Int64, on connection: SQLiteConnection) throws(KeystoreError) -> (key: String, version: Int64?, sealed: [UInt8]?)? {
+        try connection.withStatement(StoreSchema.selectItemById) { statement throws(KeystoreError) -> (key: String, version: Int64?, sealed: [UInt8]?)? in
+            try statement.bind(1, int64: id)
+            guard try statement.step() else { return nil }
+            return (statement.text(0), statement.isNull(1) ? nil : statement.int64(1), statement.isNull(2) ? nil : statement.blob(2))
         }
-        var items: [SourceItem] = []
-        var failures = [KeystoreError](
-            repeating: KeystoreError(
-                .corruptFormat, "an item's row cannot be read (a key over \(SQLiteConnection.maximumLength) bytes, or damaged)",
-                path: source.databasePath),
-            count: unreadableRows)
-        for (key, version, sealed) in rows {
-            guard let sealed else {
-                failures.append(KeystoreError(
-                    .corruptFormat, "an item is not a value of at most \(SQLiteConnection.maximumLength) bytes", path: source.databasePath))
-                continue
-            }
-            do {
-                items.append(SourceItem(key: key, version: version, sealed: sealed, plaintext: try source.open(sealed, forKey: key)))
-            } catch {
-                failures.append(error)
+    }
+
+    /// Opens every source item, one at a time; throws, naming how many failed, before anything
+    /// moves, unless ``leavingUnreadable`` (then counts them, and leaves them out).
+    private func survey(_ source: StoreNamespace, on connection: SQLiteConnection) throws(KeystoreError) -> Survey {
+        let ids = try connection.withStatement(StoreSchema.selectItemIds) { statement throws(KeystoreError) -> [Int64] in
+            var ids: [Int64] = []
+            while try statement.step() { ids.append(statement.int64(0)) }
+            return ids
+        }
+        var survey = Survey()
+        var firstFailure: KeystoreError?
+        var failures = 0
+        for id in ids {
+            do throws(KeystoreError) {
+                guard let row = try Self.row(id, on: connection) else { continue }
+                guard let sealed = row.sealed else {
+                    throw KeystoreError(
+                        .corruptFormat, "an item is not a value of at most \(SQLiteConnection.maximumLength) bytes", path: source.databasePath)
+                }
+                var plaintext = try source.open(sealed, forKey: row.key)
+                CryptoRuntime.cleanse(&plaintext)
+                survey.movable.append(id)
+                survey.bytes += sealed.count + Self.rowOverhead
+            } catch where error.code == .corruptFormat || error.code == .authenticationFailed {
+                // A row SQLite cannot read (a key over the length limit, a damaged page) or an
+                // item that does not open.
+                failures += 1
+                if firstFailure == nil { firstFailure = error }
             }
         }
-        if let first = failures.first, !leavingUnreadable {
-            for index in items.indices { CryptoRuntime.cleanse(&items[index].plaintext) }
+        if let first = firstFailure, !leavingUnreadable {
             throw KeystoreError(
                 first.code,
-                "\(failures.count) of \(rows.count + unreadableRows) items cannot be opened with the source key (first: \(first.reason)); nothing was moved",
+                "\(failures) of \(survey.movable.count + failures) items cannot be opened with the source key (first: \(first.reason)); nothing was moved",
                 path: source.databasePath
             )
         }
-        return (items, failures.count)
+        survey.unreadable = failures
+        return survey
     }
 }

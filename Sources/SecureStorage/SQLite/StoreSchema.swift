@@ -51,7 +51,8 @@ enum StoreSchema {
         WHERE items.version IS NULL OR excluded.version IS NULL OR items.version <= excluded.version
         """
     static let delete = "DELETE FROM items WHERE key = ?1"
-    static let deleteIfUnchanged = "DELETE FROM items WHERE key = ?1 AND value = ?2"
+    /// A migration's deletion of a row it copied (by ID, and its key, which it copied it under).
+    static let deleteById = "DELETE FROM items WHERE id = ?1 AND key = ?2"
     static let insertChange = "INSERT INTO changes(key, origin) VALUES(?1, ?2)"
     static let selectValue = "SELECT value FROM items WHERE key = ?1"
     static let replaceRaw = "INSERT OR REPLACE INTO items(key, version, value) VALUES(?1, NULL, ?2)"

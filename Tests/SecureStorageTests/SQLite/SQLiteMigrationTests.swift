@@ -479,4 +479,41 @@ final class SQLiteMigrationTests: XCTestCase {
         XCTAssertEqual(try lastGroup(root), StoreSchema.encode(team))
         XCTAssertEqual(try itemCount(root, .none), 1, "k1 stays in the source")
     }
+
+    /// A member of a shared group can plant items there (every member holds its key): a move
+    /// on open out of it copies no more than its cap, so that planted gigabytes cannot fill the
+    /// user's disk (and fail every open on the user's side). Over the cap nothing moves, the
+    /// open goes on with a warning, and `migrate`, which has no cap, moves everything.
+    func testAMoveOnOpenOutOfASharedGroupCopiesNoMoreThanItsCap() async throws {
+        let temporary = try TemporaryRoot()
+        let root = temporary.root
+        try await fill(root, group: team, count: 2, keySource: testKey())
+        let planting = try SQLiteKeystore(root: root, service: "tool", accessGroup: team, keySource: testKey())
+        var batch = KeystoreBatch()
+        let itemBytes = 720_000
+        let planted = StoreMigration.moveOnOpenByteLimit / itemBytes + 1
+        for index in 0..<planted { batch.set([UInt8](repeating: UInt8(index & 0xFF), count: itemBytes), forKey: "planted\(index)") }
+        try await planting.commit(batch)
+        planting.close()
+
+        let logs = InMemoryLogHandler()
+        let moving = try SQLiteKeystore(
+            root: root, service: "tool", keySource: testKey(),
+            configuration: .init(moveItemsFromPreviousGroup: true), logger: Logger(label: "moving", factory: { _ in logs }))
+        let keys = try await moving.keys()
+        moving.close()
+        XCTAssertEqual(keys, [], "nothing moved")
+        let warned = logs.entries.filter { $0.level == .warning && $0.metadata["broker.error"] == "migrationFailed" }
+        XCTAssertEqual(warned.count, 1, "\(logs.entries.map(\.message))")
+        XCTAssertTrue(warned.first?.metadata["broker.errorDescription"]?.description.contains("over the 64 MiB") ?? false)
+        XCTAssertEqual(try lastGroup(root), "none", "the private group is recorded: the open went on")
+        XCTAssertEqual(try itemCount(root, team), planted + 2)
+
+        let moved = try await SQLiteKeystore.migrate(root: root, service: "tool", from: team, to: .none, keySource: testKey())
+        XCTAssertEqual(moved, planted + 2)
+        XCTAssertEqual(try itemCount(root, team), 0)
+        let stored = try await contents(root, group: .none, keySource: testKey())
+        XCTAssertEqual(stored["k1"], "value-1")
+        XCTAssertEqual(stored.count, planted + 2)
+    }
 }
