@@ -30,7 +30,7 @@ extension FederationClient {
     /// keystore is the caller's and stays open.
     public func shutdown(gracePeriod: Duration = .seconds(10)) async {
         guard !isShutDown else {
-            if !isShutDownCompletely { await withCheckedContinuation { shutdownCompletionWaiters.append($0) } }
+            if !isShutDownCompletely { await withCheckedContinuation { shutdownCompletionWaiters.add($0) } }
             return
         }
         isShutDown = true
@@ -42,12 +42,7 @@ extension FederationClient {
         for reload in backgroundReloads.values { reload.cancel() }
 
         if federationsInFlight > 0 {
-            let deadline = Task { [weak self] in
-                try? await Task.sleep(for: gracePeriod)
-                await self?.cancelFederationsInFlight()
-            }
-            await withCheckedContinuation { shutdownWaiters.append($0) }
-            deadline.cancel()
+            await waitForTheLast(.federation, atMost: gracePeriod)
         }
         await storeWorkOfItsOwnEnded()
         ownedTransport?.shutdown()
@@ -55,18 +50,11 @@ extension FederationClient {
         // observers hear of them; for the grace period at most, as a keystore that does not
         // answer, or clears that keep coming, must not hold shutdown.
         if clearsInFlight > 0 {
-            let deadline = Task { [weak self] in
-                try? await Task.sleep(for: gracePeriod)
-                await self?.stopWaitingForClears()
-            }
-            await withCheckedContinuation { clearWaiters.append($0) }
-            deadline.cancel()
+            await waitForTheLast(.clear, atMost: gracePeriod)
         }
         broadcaster.finishAll()
         isShutDownCompletely = true
-        let waiters = shutdownCompletionWaiters
-        shutdownCompletionWaiters = []
-        for waiter in waiters { waiter.resume() }
+        shutdownCompletionWaiters.resumeAll()
         logger.debug("client shut down")
     }
 
@@ -103,24 +91,41 @@ extension FederationClient {
         federationsInFlight += 1
         let result = await body()
         federationsInFlight -= 1
-        if federationsInFlight == 0 {
-            let waiters = shutdownWaiters
-            shutdownWaiters = []
-            for waiter in waiters { waiter.resume() }
-        }
+        if federationsInFlight == 0 { shutdownWaiters.resumeAll() }
         return try result.get()
     }
 
     /// Counts a clear out, and lets a shutdown waiting for the last one go on.
     func clearEnded() {
         clearsInFlight -= 1
-        if clearsInFlight == 0 { stopWaitingForClears() }
+        if clearsInFlight == 0 { clearWaiters.resumeAll() }
     }
 
-    private func stopWaitingForClears() {
-        let waiters = clearWaiters
-        clearWaiters = []
-        for waiter in waiters { waiter.resume() }
+    /// What shutdown waits for the last of.
+    private enum CallInFlight { case federation, clear }
+
+    /// Waits until the last call of `kind` in flight has ended, or `gracePeriod` has passed:
+    /// then federations are cancelled (and end soon), and shutdown stops waiting for clears.
+    private func waitForTheLast(_ kind: CallInFlight, atMost gracePeriod: Duration) async {
+        let deadline = Task { [weak self] in
+            try? await Task.sleep(for: gracePeriod)
+            guard !Task.isCancelled else { return }
+            await self?.gracePeriodEnded(for: kind)
+        }
+        await withCheckedContinuation { waiter in
+            switch kind {
+            case .federation: shutdownWaiters.add(waiter)
+            case .clear: clearWaiters.add(waiter)
+            }
+        }
+        deadline.cancel()
+    }
+
+    private func gracePeriodEnded(for kind: CallInFlight) {
+        switch kind {
+        case .federation: cancelFederationsInFlight()
+        case .clear: clearWaiters.resumeAll()
+        }
     }
 
     private func cancelFederationsInFlight() {

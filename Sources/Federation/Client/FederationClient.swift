@@ -72,7 +72,7 @@ public actor FederationClient {
     /// Clears under way, which shutdown lets finish before it ends the streams, and who waits
     /// for them.
     var clearsInFlight = 0
-    var clearWaiters: [CheckedContinuation<Void, Never>] = []
+    var clearWaiters = Waiters()
     /// The longest the expiry timer sleeps before looking at the wall clock again: due times
     /// are wall-clock times, the sleep is not, and a clock stepped forward (NTP, a resumed
     /// virtual machine) would otherwise delay expiries until the sleep ended.
@@ -106,10 +106,10 @@ public actor FederationClient {
     /// Sessions held by state, for the `identity_broker_sessions` gauges (with metrics only).
     let sessionGauges: SessionGauges?
     var sessionCounts: [SessionState: Int] = [:]
-    var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
+    var shutdownWaiters = Waiters()
     /// Whether shutdown finished; later calls wait for it through ``shutdownCompletionWaiters``.
     var isShutDownCompletely = false
-    var shutdownCompletionWaiters: [CheckedContinuation<Void, Never>] = []
+    var shutdownCompletionWaiters = Waiters()
 
     /// Creates a client that federates with `configuration` and keeps sessions in
     /// `keystore`, or in its own memory when `keystore` is `nil`.
