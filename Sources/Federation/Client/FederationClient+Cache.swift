@@ -330,7 +330,11 @@ extension FederationClient {
     func scheduleExpiry(of session: String, _ machine: SessionStateMachine) {
         guard let wakeUp = machine.nextWakeUp(margin: expiryMargin, renewalLead: renewalLead) else { return }
         // Already due (a reminder or expiry that passed while nobody looked): as soon as possible.
-        let due = max(wakeUp, now())
+        schedule(session, dueAt: max(wakeUp, now()))
+    }
+
+    /// Puts `session` in the expiry schedule at `due`, and wakes the timer by then.
+    private func schedule(_ session: String, dueAt due: Date) {
         expirySchedule.schedule(session, at: due)
         if let armed = expiryTimerDue, armed <= due, expiryTimer != nil { return }
         armExpiryTimer(due: due)
@@ -384,19 +388,35 @@ extension FederationClient {
     /// Reads back a session the cache evicted, which fell due, for observers of every session:
     /// announces `expired` when it is, else schedules its expiry. It is not cached again:
     /// that would evict another session and announce this one's state a second time (its
-    /// due time may be a renewal reminder's, which only sessions held get).
+    /// due time may be a renewal reminder's, which only sessions held get). A read that fails
+    /// is tried again later (1 s, doubling up to 30 s).
     func announceEvictedExpiry(_ session: String) async {
-        guard cache.peek(session) == nil, broadcaster.hasObserversOfAll, let record = try? await store.load(session),
-              cache.peek(session) == nil  // cached meanwhile: its own machine announces
+        guard cache.peek(session) == nil, broadcaster.hasObserversOfAll else {
+            evictedReadFailures[session] = nil
+            return
+        }
+        let record: SessionRecord?
+        do {
+            record = try await store.load(session)
+        } catch {
+            // Unreadable now (the store away, say): read again later, as an observed session's
+            // failed re-read is, or its expiry would never be announced.
+            guard !isShutDown, cache.peek(session) == nil else { return }
+            let failures = (evictedReadFailures[session] ?? 0) + 1
+            evictedReadFailures[session] = failures
+            let delay = min(Self.observedReloadRetryInterval * (1 << min(failures - 1, 5)), Self.observedReloadRetryLimit)
+            schedule(session, dueAt: now().addingTimeInterval(delay.timeInterval))
+            return
+        }
+        evictedReadFailures[session] = nil
+        guard let record, cache.peek(session) == nil  // cached meanwhile: its own machine announces
         else { return }
         switch record.state(now: now(), margin: expiryMargin) {
         case .expired:
             publish(.expired, session: session)
         case .federated:
             guard let expiration = record.credentials?.expiration else { return }
-            let due = expiration.addingTimeInterval(-expiryMargin.timeInterval)
-            expirySchedule.schedule(session, at: due)
-            if expiryTimer == nil || expiryTimerDue.map({ due < $0 }) ?? true { armExpiryTimer(due: due) }
+            schedule(session, dueAt: expiration.addingTimeInterval(-expiryMargin.timeInterval))
         default:
             break
         }

@@ -91,6 +91,9 @@ public actor FederationClient {
     /// such tries failed in a row.
     var reloadRetries: Set<String> = []
     var failedRetries: [String: Int] = [:]
+    /// Evicted sessions whose read-back for observers of every session failed, and how many
+    /// times in a row (see `announceEvictedExpiry(_:)`).
+    var evictedReadFailures: [String: Int] = [:]
     /// The size of ``uncertainWrites`` at which it is next swept of windows that ended.
     var uncertainWritesSweepAt = 64
     var nextGeneration: UInt64 = 0

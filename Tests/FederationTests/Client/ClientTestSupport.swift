@@ -43,6 +43,7 @@ struct Harness {
         clock: TestClock = TestClock(),
         retry: RetryPolicy = .standard,
         environment: [String: String] = [:],
+        keystore: any Keystore = InMemoryKeystore(),
         logger: Logger? = nil
     ) throws {
         var configuration = FederationConfiguration(identityPoolId: testPoolId, endpoint: testEndpoint)
@@ -52,7 +53,7 @@ struct Harness {
         client = try FederationClient(
             configuration: configuration,
             transport: fake.transport,
-            keystore: InMemoryKeystore(),
+            keystore: keystore,
             environment: environment,
             retryRunner: noSleepRunner(retry),
             now: clock.function,

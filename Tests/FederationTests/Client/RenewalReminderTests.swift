@@ -1,6 +1,7 @@
 import BrokerTestSupport
 @testable import Federation
 import Foundation
+import SecureStorage
 import XCTest
 
 /// Renewal reminders: asked for a new token before the session would read expired,
@@ -215,6 +216,27 @@ final class RenewalReminderTests: XCTestCase {
         try await harness.client.clear(session: "alice")
         let events = await collect(20, from: all, timeout: .seconds(1)).filter { $0.session == "alice" }
         XCTAssertEqual(events.map(\.state), [.federating, .federated, .expired, .notFederated], "\(events)")
+    }
+
+    /// An evicted session whose read-back fails when it falls due (the store away) is read
+    /// again later, so observers of every session still hear of its expiry.
+    func testAnEvictedSessionsExpiryIsAnnouncedOnceTheStoreIsReadableAgain() async throws {
+        let store = ScriptableKeystore(wrapping: InMemoryKeystore())
+        let harness = try Harness(configure: { $0.sessionCacheCapacity = 1 }, keystore: store)
+        let probe = await harness.client.allStateUpdates()
+        try await harness.client.federate(token: TestJWT.valid(sub: "a"), provider: .google, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(sub: "b"), provider: .google, session: "bob")  // evicts alice
+        store.setUnreachable(true)
+        let readsBefore = store.counts.reads(of: "session.alice")
+        harness.clock.advance(by: 7200)
+        _ = await harness.client.allStateUpdates()  // due times are acted on when someone subscribes
+        try await Task.sleep(for: .milliseconds(200))
+        XCTAssertGreaterThan(store.counts.reads(of: "session.alice"), readsBefore, "alice was not read back")
+        store.setUnreachable(false)
+        harness.clock.advance(by: 2)  // past the first retry's due time
+        _ = await harness.client.allStateUpdates()
+        let expired = await first(SessionEvent(session: "alice", state: .expired), in: probe)
+        XCTAssertTrue(expired, "alice's expiry was never announced")
     }
 
     /// Due times are wall-clock times: a clock stepped forward while the timer sleeps (NTP, a
