@@ -208,15 +208,27 @@ final class FederateServiceTests: XCTestCase {
         }
     }
 
+    /// The session's own identity gone: exit 4 and `terminated` until cleared. An identity
+    /// ID given with `--identity-id` that is not the session's (a typo) fails the login
+    /// alone, and the session keeps its credentials.
     func testTerminatedIdentityExitsFourUntilCleared() throws {
         let cognito = try FakeCognito.served()
-        cognito.setDefault(.error("ResourceNotFoundException", message: "Identity not found", status: 400), for: .getCredentialsForIdentity)
         defer { cognito.stopServing() }
         let token = TestJWT.valid()
         harness.neverPrinted = [token]
-        try harness.expect(4, ["login", "--pool-id", FakeCognito.poolId, "--provider", "developer", "--identity-id", FakeCognito.defaultIdentityId,
+        func login(_ identityId: String) throws {
+            try harness.expect(4, ["login", "--pool-id", FakeCognito.poolId, "--provider", "developer", "--identity-id", identityId,
+                                   "--token-stdin", "--endpoint", cognito.endpoint, "--session", "gone"], stdin: token)
+        }
+        try harness.expect(0, ["login", "--pool-id", FakeCognito.poolId, "--provider", "developer", "--identity-id", FakeCognito.defaultIdentityId,
                                "--token-stdin", "--endpoint", cognito.endpoint, "--session", "gone"], stdin: token)
-        let status = try Output.jsonObject(try harness.expect(0, ["status", "--session", "gone"]).stdout)
+        cognito.setDefault(.error("ResourceNotFoundException", message: "Identity not found", status: 400), for: .getCredentialsForIdentity)
+        try login("us-east-1:00000000-0000-0000-0000-00000000abcd")
+        var status = try Output.jsonObject(try harness.expect(0, ["status", "--session", "gone"]).stdout)
+        XCTAssertEqual(status["state"] as? String, "federated", "a mistyped --identity-id took the session's credentials")
+        try harness.expect(0, ["credentials", "--session", "gone"])
+        try login(FakeCognito.defaultIdentityId)
+        status = try Output.jsonObject(try harness.expect(0, ["status", "--session", "gone"]).stdout)
         XCTAssertEqual(status["state"] as? String, "terminated")
         let credentials = try harness.expect(4, ["credentials", "--session", "gone"])
         XCTAssertTrue(credentials.stderr.contains("clear"), "the error says what to do: \(credentials)")

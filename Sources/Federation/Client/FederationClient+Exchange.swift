@@ -56,9 +56,22 @@ extension FederationClient {
             result = try await resolveCredentials(
                 choice: choice, guest: provider == nil, credentials: credentials, identity: identity, deadline: deadline, logger: sessionLogger)
         } catch {
-            guard error.identityGone else {
+            // An identity the caller named (a developer-provided ID, a developer token's `sub`)
+            // that is not the session's own: its being gone says nothing of the session, which
+            // may hold another identity's valid credentials (a mistyped ID, another region's
+            // endpoint). The call fails; the session stays as it was.
+            let namedByCaller = choice.identityId != nil && !choice.cached && choice.identityId != previous?.identityId
+            guard error.identityGone, !namedByCaller else {
                 sessionLogger.debug("federation failed", metadata: ["broker.error": "\(error.code)"])
                 apply(session) { machine, now, margin in machine.federationEnded(holding: nil, now: now, margin: margin) }
+                if error.identityGone {
+                    throw FederationError(
+                        code: error.code,
+                        message: "the identity service says the identity ID given for this call (a developer-provided ID, or the developer token's subject) "
+                            + "is not found or disabled; session '\(session)' was not changed: check the ID, the identity pool and the region",
+                        operation: error.operation, serviceErrorType: error.serviceErrorType, serviceMessage: error.serviceMessage,
+                        httpStatus: error.httpStatus)
+                }
                 throw error
             }
             // Shutdown's deadline passed while the answer was on its way: not committed, as a

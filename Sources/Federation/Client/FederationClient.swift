@@ -290,8 +290,10 @@ public actor FederationClient {
     ///   - session: the end user's session name (see ``SessionName``).
     /// - Returns: the identity ID and credentials.
     /// - Throws: ``FederationError``; the session is then as it was before the call,
-    ///   except that an answer saying the identity is gone makes it ``SessionState/terminated``
-    ///   (when that cannot be saved, the error still says the identity is gone, carries the
+    ///   except that an answer saying the session's identity is gone makes it ``SessionState/terminated``
+    ///   (not when the identity ID was given for this call, by `developerProvidedIdentityId` or a
+    ///   developer token's `sub`, and is not the one the session holds: that call just fails with
+    ///   the service's code; when the terminated session cannot be saved, the error still says the identity is gone, carries the
     ///   keystore's error, and the session keeps its saved record).
     ///   ``FederationError/Code/storage`` when the keystore cannot be reached.
     @discardableResult

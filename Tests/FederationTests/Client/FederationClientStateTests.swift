@@ -147,6 +147,8 @@ final class FederationClientStateTests: XCTestCase {
 
     func testForbiddenIdentityTerminatesTheSession() async throws {
         let harness = try Harness()
+        try await harness.client.federate(
+            token: "t", provider: .developer, options: FederationOptions(developerProvidedIdentityId: "us-east-1:x"), session: "dev")
         harness.fake.enqueue(
             .init(status: 400, body: try Fixtures.bytes("error.NotAuthorized.forbidden")), for: .getCredentialsForIdentity)
         await assertThrows(FederationError.self, code: .identityTerminated) {
@@ -155,6 +157,39 @@ final class FederationClientStateTests: XCTestCase {
         }
         let snapshot = try await harness.client.session("dev")
         XCTAssertEqual(snapshot.state, .terminated)
+    }
+
+    /// An identity ID the caller names for one call (mistyped, or another region's) that is
+    /// not the session's own: Cognito saying it is gone fails the call and leaves the session,
+    /// and its valid credentials, as they were. Only the session's own identity terminates it.
+    func testAGoneIdentityTheCallerNamedLeavesTheSessionsOwnIntact() async throws {
+        let harness = try Harness()
+        let held = try await harness.client.federate(
+            token: "t", provider: .developer, options: FederationOptions(developerProvidedIdentityId: "us-east-1:mine"), session: "dev")
+        for answer in [
+            FakeCognito.Reply.error("ResourceNotFoundException", message: "Identity 'us-east-1:typo' not found."),
+            .init(status: 400, body: try Fixtures.bytes("error.NotAuthorized.forbidden")),
+        ] {
+            harness.fake.enqueue(answer, for: .getCredentialsForIdentity)
+            let error = await assertThrows(FederationError.self) {
+                try await harness.client.federate(
+                    token: "t", provider: .developer, options: FederationOptions(developerProvidedIdentityId: "us-east-1:typo"), session: "dev")
+            }
+            XCTAssertNotEqual(error?.code, .identityTerminated)
+            XCTAssertTrue(error?.message.contains("was not changed") ?? false, error?.message ?? "")
+            let snapshot = try await harness.client.session("dev")
+            XCTAssertEqual(snapshot.state, .federated)
+            XCTAssertEqual(snapshot.identityId, "us-east-1:mine")
+            XCTAssertEqual(snapshot.credentials, held.credentials)
+        }
+        // A fresh session is not terminated by a named identity either: it never held it.
+        harness.fake.enqueue(.error("ResourceNotFoundException", message: "Identity 'us-east-1:typo' not found."), for: .getCredentialsForIdentity)
+        await assertThrows(FederationError.self, code: .resourceNotFound) {
+            try await harness.client.federate(
+                token: "t", provider: .developer, options: FederationOptions(developerProvidedIdentityId: "us-east-1:typo"), session: "fresh")
+        }
+        let fresh = try await harness.client.session("fresh")
+        XCTAssertEqual(fresh.state, .notFederated)
     }
 
     /// A harness whose session "visitor" holds a guest identity that Cognito answers next as

@@ -144,6 +144,8 @@ final class SecretRedactionTests: XCTestCase {
 
     func testTerminationLeaksNothing() async throws {
         let (harness, logs) = try makeHarness()
+        try await harness.client.federate(
+            token: opaqueToken, provider: .developer, options: FederationOptions(developerProvidedIdentityId: "us-east-1:d"))
         harness.fake.enqueue(.error("ResourceNotFoundException", message: "Identity not found for \(opaqueToken)"), for: .getCredentialsForIdentity)
         let error = await assertThrows(FederationError.self, code: .identityTerminated) {
             try await harness.client.federate(

@@ -129,8 +129,11 @@ final class SharedStoreTests: KeystoreRootTestCase {
         slowFake.responseDelay = .milliseconds(300)
         let slow = try instance(fake: slowFake)
         let goneFake = FakeCognito(expiration: Date().addingTimeInterval(3600))
-        goneFake.enqueue(.error("ResourceNotFoundException", message: "Identity 'us-east-1:gone' not found."), for: .getCredentialsForIdentity)
         let gone = try instance(fake: goneFake)
+        // The session's own identity (one the caller names for the first time terminates nothing).
+        try await gone.federate(
+            token: "opaque-dev-token", provider: .developer, options: FederationOptions(developerProvidedIdentityId: "us-east-1:gone"), session: "s")
+        goneFake.enqueue(.error("ResourceNotFoundException", message: "Identity 'us-east-1:gone' not found."), for: .getCredentialsForIdentity)
         let federation = Task { try await slow.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "s") }
         let started = await eventually { slowFake.calls.count >= 1 }
         XCTAssertTrue(started)
