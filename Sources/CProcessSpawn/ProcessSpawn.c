@@ -1,12 +1,14 @@
-// posix_spawn's close-from file action behind a prefixed name, and PR_SET_DUMPABLE (see the
-// header).
+// posix_spawn's close-from file action behind a prefixed name, PR_SET_DUMPABLE, and the
+// executables' start (see the header).
 #define _GNU_SOURCE
 #include "CProcessSpawn.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif
@@ -105,4 +107,28 @@ int ib_make_undumpable(void) {
     // Elsewhere the process stays dumpable (the brief targets Linux servers).
     return ENOSYS;
 #endif
+}
+
+int ib_start_process(void) {
+    int failure = 0;
+    // In order: open() returns the lowest free number, which is then `fd` itself.
+    for (int fd = STDIN_FILENO; fd <= STDERR_FILENO; fd++) {
+        if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) {
+            continue;
+        }
+        // Not close-on-exec: `federate-server` and `exec`'s command inherit it as theirs.
+        int opened = open("/dev/null", O_RDONLY);
+        if (opened == -1) {
+            if (failure == 0) failure = errno;
+            continue;
+        }
+        if (opened != fd) {
+            dup2(opened, fd);
+            close(opened);
+        }
+    }
+    if (signal(SIGPIPE, SIG_IGN) == SIG_ERR && failure == 0) failure = errno;
+    int undumpable = ib_make_undumpable();
+    if (undumpable != 0 && undumpable != ENOSYS && failure == 0) failure = undumpable;
+    return failure;
 }

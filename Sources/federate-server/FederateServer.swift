@@ -8,11 +8,12 @@ import FederateCLI
 @main
 enum FederateServer {
     static func main() async {
-        // As `federate` does (its exec into this executable made the process dumpable again).
+        // As `federate` does (its exec into this executable made the process dumpable again;
+        // run directly, nothing filled its closed standard descriptors).
         // It matters most here: `exec`'s command and `serve`'s clients run as the same user,
         // and could otherwise read this process's memory and /proc/<pid>/environ, which hold
         // the keystore key.
-        _ = ib_make_undumpable()
+        _ = ib_start_process()
         RawArguments.hideKeystorePasswords()
         InheritedDescriptors.record()
         InheritedSignals.record()

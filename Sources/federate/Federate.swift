@@ -11,11 +11,13 @@ import FederateCLI
 @main
 enum FederateFrontDoor {
     static func main() {
-        // Every command holds a secret at some point (the token `login` reads, the keystore
-        // key, the credentials `credentials` prints): no core dump and no other process of
-        // the user (ptrace, /proc/<pid>/mem or environ) may read them. An `exec` into
-        // federate-server, or a command's, makes a process dumpable again.
-        _ = ib_make_undumpable()
+        // Before any descriptor is opened: closed standard descriptors filled, SIGPIPE
+        // ignored, and the process made non-dumpable (every command holds a secret at some
+        // point: the token `login` reads, the keystore key, the credentials `credentials`
+        // prints; no core dump and no other process of the user, through ptrace or
+        // /proc/<pid>/mem or environ, may read them). An `exec` into federate-server, or a
+        // command's, makes a process dumpable again.
+        _ = ib_start_process()
         SiblingServer.handOverServeAtOnce()
         Federate.runCacheHitAtOnce(serverSide: SiblingServer())
         Task { await Federate.main(serverSide: SiblingServer()) }

@@ -276,6 +276,61 @@ final class FederateServiceTests: XCTestCase {
         }
     }
 
+    /// Standard output a pipe whose reader is gone (`federate credentials | consumer` where
+    /// the consumer exited first): exit 1 with one line, not death by SIGPIPE (141) in
+    /// silence. The launcher starts federate with SIGPIPE at its default, as a shell does.
+    func testAStandardOutputPipeWithoutAReaderExitsOne() throws {
+        let cognito = try FakeCognito.served()
+        defer { cognito.stopServing() }
+        XCTAssertEqual(try login(cognito).status, 0)
+        let result = try harness.run(["credentials", "--session", "alice"], launcher: [
+            "python3", "-c", """
+            import os, signal, sys
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+            r, w = os.pipe()
+            os.dup2(w, 1)
+            os.close(r)
+            os.close(w)
+            os.execv(sys.argv[1], sys.argv[1:])
+            """])
+        XCTAssertEqual(result.status, 1, "\(result)")
+        harness.assertOneErrorLine(result)
+        XCTAssertTrue(result.stderr.contains("stdout"), "\(result)")
+    }
+
+    /// Standard descriptors closed at start (`>&-`, `2>&-`, `<&-`): the next file federate
+    /// opens (the keystore's key, a new one at a first login) would take the closed number,
+    /// and what federate writes to stdout or stderr would land in it. They are opened on
+    /// /dev/null first: output to a closed stdout fails (exit 1) and nothing else is touched.
+    func testClosedStandardDescriptorsAreNeverReused() throws {
+        let cognito = try FakeCognito.served()
+        defer { cognito.stopServing() }
+        let token = TestJWT.valid()
+        harness.neverPrinted.append(token)
+        let tokenFile = try harness.write(token, to: "token")
+        let closing = { (descriptors: String) in
+            ["python3", "-c", "import os, sys\nfor fd in (\(descriptors)): os.close(fd)\nos.execv(sys.argv[1], sys.argv[1:])"]
+        }
+        // A first login, stdout and stdin closed: the new key file is opened for writing, the
+        // transport's descriptors are made; its line for stdout reaches none of them.
+        let login = try harness.run(
+            ["login", "--pool-id", FakeCognito.poolId, "--provider", "google", "--token-file", tokenFile, "--endpoint", cognito.endpoint,
+             "--session", "alice"],
+            launcher: closing("0, 1"))
+        XCTAssertEqual(login.status, 1, "\(login)")
+        XCTAssertTrue(login.stderr.contains("Bad file descriptor") && login.stderr.contains("the session was saved"), "\(login)")
+        // Output to a closed stdout fails; stderr closed too, nothing else receives the line.
+        let credentials = try harness.run(["credentials", "--session", "alice"], launcher: closing("1, 2"))
+        XCTAssertEqual(credentials.status, 1, "\(credentials)")
+        let status = try harness.run(["status", "--session", "alice"], launcher: closing("1,"))
+        XCTAssertEqual(status.status, 1, "\(status)")
+        XCTAssertTrue(status.stderr.contains("Bad file descriptor"), "\(status)")
+        // The keystore is intact: its key and database opened and read as before.
+        let after = try harness.expect(0, ["credentials", "--session", "alice"])
+        XCTAssertTrue(after.stdout.contains("SecretAccessKey"), "\(after)")
+        try harness.expect(0, ["status", "--session", "alice"])
+    }
+
     /// The SQLite layout under `root`: `users/<uid>/` (0700) holding the key file and the
     /// service's database (both 0600).
     private func assertLayout(_ root: String, file: StaticString = #filePath, line: UInt = #line) {

@@ -29,6 +29,19 @@ int ib_open_descriptors(int *out, int capacity);
 /// `/proc/<pid>/environ`, which hold the keystore key. Returns 0, or an `errno` value.
 int ib_make_undumpable(void);
 
+/// What both `federate` executables do first thing in `main`, before any descriptor is
+/// opened:
+/// - standard descriptors closed at start (`>&-`, `2>&-`, `<&-`) are opened on `/dev/null`,
+///   read-only: otherwise the next file or socket opened (the keystore's key, libcurl's event
+///   descriptors) takes the number, and output meant for stdout or stderr lands in it; now
+///   reads end at once and writes fail with `EBADF` (exit 1 for output, as documented);
+/// - `SIGPIPE` is ignored: a write to a pipe whose reader has gone then fails with `EPIPE`
+///   (exit 1 with one line) instead of killing the process in silence; `exec` starts its
+///   command with the signal at its default (`ChildProcess`);
+/// - ``ib_make_undumpable()``.
+/// Returns 0, or the first `errno` value met.
+int ib_start_process(void);
+
 /// Traps each of `signals` with a handler that writes three `int`s to `descriptor`: the
 /// signal number, the `si_code` it came with (`SI_KERNEL` when the terminal sent it to its
 /// foreground process group, `SI_USER` from `kill`), and 1 when it came after
