@@ -128,6 +128,27 @@ final class FederateUsageTests: XCTestCase {
         XCTAssertEqual(cognito.calls.count, 0)
     }
 
+    /// `--token-stdin` on a terminal would wait, with no prompt, for input that ends only at
+    /// Ctrl-D, and echo the token as it is pasted: exit 2 at once, saying how to pass it.
+    func testTokenStdinOnATerminalExitsTwoAtOnce() throws {
+        let cognito = try FakeCognito.served()
+        defer { cognito.stopServing() }
+        let result = try harness.run(
+            ["login", "--pool-id", FakeCognito.poolId, "--provider", "google", "--endpoint", cognito.endpoint, "--token-stdin"],
+            timeout: 15,
+            launcher: ["python3", "-c", """
+                import os, pty, sys
+                leader, follower = pty.openpty()
+                os.set_inheritable(leader, True)  # kept open across exec: no hang-up
+                os.dup2(follower, 0)
+                os.execv(sys.argv[1], sys.argv[1:])
+                """])
+        XCTAssertEqual(result.status, 2, "\(result)")
+        harness.assertOneErrorLine(result)
+        XCTAssertTrue(result.stderr.contains("terminal"), "\(result)")
+        XCTAssertEqual(cognito.calls.count, 0)
+    }
+
     func testMalformedJWTForOIDCExitsTwoWithoutNetwork() throws {
         let cognito = try FakeCognito.served()
         defer { cognito.stopServing() }

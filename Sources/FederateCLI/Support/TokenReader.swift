@@ -22,6 +22,14 @@ enum TokenReader {
     }
 
     static func readStandardInput() throws(CLIFailure) -> String {
+        // A terminal would wait, without a prompt, for input that only ends at Ctrl-D, and
+        // show the token on screen as it is typed or pasted.
+        if isatty(STDIN_FILENO) == 1 {
+            throw CLIFailure(
+                .usage,
+                "--token-stdin reads the token from a pipe or a file, and standard input is a terminal (a token typed or pasted there shows on screen); "
+                    + "pipe it in, redirect it ('< FILE'), or use --token-file")
+        }
         var bytes: [UInt8]
         do throws(BoundedInput.Failure) {
             bytes = try BoundedInput.readStandardInput(limit: ProviderTokenText.maxBytes)
