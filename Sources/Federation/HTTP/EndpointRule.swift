@@ -68,8 +68,19 @@ enum EndpointRule {
         return String(cString: value)
     }
 
-    /// The URL for an error message: bounded, control characters shown as `?`.
-    private static func preview(_ url: String) -> String {
-        String(String.UnicodeScalarView(url.unicodeScalars.prefix(200).map { $0.value < 0x20 || $0.value == 0x7F ? "?" : $0 }))
+    /// The URL for an error message: without what comes before its last `@` (a user name and
+    /// password, a proxy's or a token pasted there: from the scheme's `://` on, or from the
+    /// start when there is none before it), bounded, control characters shown as `?`.
+    static func preview(_ url: String) -> String {
+        var shown = Substring(url)
+        if let at = url.lastIndex(of: "@") {
+            let before = url.utf8[..<at]
+            var authority = url.startIndex
+            if let colon = before.indices.first(where: { before[$0...].starts(with: "://".utf8) }) {
+                authority = url.utf8.index(colon, offsetBy: 3)
+            }
+            shown = url[..<authority] + "…" + url[at...]
+        }
+        return String(String.UnicodeScalarView(shown.unicodeScalars.prefix(200).map { $0.value < 0x20 || $0.value == 0x7F ? "?" : $0 }))
     }
 }

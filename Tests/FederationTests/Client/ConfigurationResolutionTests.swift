@@ -142,6 +142,24 @@ final class ConfigurationResolutionTests: XCTestCase {
         }
     }
 
+    /// A user name and password in an endpoint URL (a proxy's, say) never reach the error
+    /// message that quotes the URL, whichever check refuses it.
+    func testAnEndpointsUserInformationIsNeverQuoted() {
+        let secret = "S3cretProxyPassw0rd"
+        for url in [
+            "http://svc:\(secret)@proxy.corp:8080/", "ftp://svc:\(secret)@proxy.corp/", "svc:\(secret)@proxy.corp",
+            "http://svc:\(secret)/x@proxy.corp/", "http://\(secret)@@proxy.corp/",
+        ] {
+            let error = assertThrows(FederationError.self, code: .invalidConfiguration) {
+                try endpoint(FederationConfiguration(identityPoolId: testPoolId), ["AWS_ENDPOINT_URL": url])
+            }
+            XCTAssertFalse(error.map { "\($0)" }?.contains("S3cret") ?? true, "\(url): \(error.map { "\($0)" } ?? "accepted")")
+            XCTAssertTrue(error?.message.contains("proxy.corp") ?? false, "the host is still named: \(error?.message ?? "")")
+        }
+        XCTAssertEqual(EndpointRule.preview("http://a:b@host/p"), "http://…@host/p")
+        XCTAssertEqual(EndpointRule.preview("http://host/p"), "http://host/p")
+    }
+
     func testTheOptInAllowsPlaintextToAnyHost() throws {
         var configuration = FederationConfiguration(identityPoolId: testPoolId, endpoint: "http://cognito-emulator:9229/")
         configuration.allowInsecureEndpoint = true
