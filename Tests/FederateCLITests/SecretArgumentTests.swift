@@ -31,6 +31,8 @@ final class SecretArgumentTests: XCTestCase {
         }
         XCTAssertEqual(password("postgres://alice:s3cr%40t@db:5432/x?sslmode=require"), "s3cr%40t")
         XCTAssertEqual(password("postgresql://alice:p:w@[::1]/x"), "p:w")
+        // The keystore's URL parser takes an unescaped '#' as part of the password: so must this.
+        XCTAssertEqual(password("postgres://alice:Pa#ss-w0rd@db/x"), "Pa#ss-w0rd")
         XCTAssertNil(password("postgres://alice@db/x"))
         XCTAssertNil(password("postgres://alice:@db/x"))
         XCTAssertNil(password("postgres://db/x?user=a@b:c"), "past the authority")
