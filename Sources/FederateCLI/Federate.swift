@@ -1,4 +1,5 @@
 package import ArgumentParser
+import Federation
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -114,9 +115,12 @@ package struct Federate: AsyncParsableCommand {
     }
 
     /// A JWT or JWE (three or five base64url parts, the first a JSON header, `eyJ…`: every
-    /// OIDC and developer token), or more than 255 bytes of base64 that do not start like a
-    /// path (a SAML assertion, another provider's token). Session names, host names, ARNs and
-    /// identity IDs do not look so.
+    /// OIDC and developer token); more than 255 bytes of base64 that do not start like a
+    /// path (a SAML assertion); more than 128 bytes (the longest session name) with no `/`
+    /// and no space (Facebook's `EAA…`, Google's `ya29.…` and Amazon's `Atza|…` access
+    /// tokens); or 32 bytes or more holding `|` or `;` (Amazon's, Twitter's `token;secret`),
+    /// which no name the CLI takes has. Session names, host names, ARNs and identity IDs do
+    /// not look so.
     static func looksLikeAToken(_ text: String) -> Bool {
         let utf8 = Array(text.utf8)
         let isBase64URL: (UInt8) -> Bool = { byte in
@@ -129,8 +133,14 @@ package struct Federate: AsyncParsableCommand {
             return true
         }
         let startsLikeAPath = ["/", "./", "../", "~/"].contains { utf8.starts(with: $0.utf8) }
-        return utf8.count > 255 && !startsLikeAPath
-            && utf8.allSatisfy { isBase64URL($0) || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "=") }
+        if utf8.count > 255 && !startsLikeAPath
+            && utf8.allSatisfy({ isBase64URL($0) || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "=") })
+        {
+            return true
+        }
+        let printable = utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }
+        if utf8.count > SessionName.maxLength && printable && !utf8.contains(UInt8(ascii: "/")) { return true }
+        return utf8.count >= 32 && printable && utf8.contains { $0 == UInt8(ascii: "|") || $0 == UInt8(ascii: ";") }
     }
 
     /// Help and version requests print to stdout and exit 0; anything else

@@ -83,14 +83,22 @@ final class FederateUsageTests: XCTestCase {
     func testATokenGivenInPlaceOfAPathOrOptionIsNotQuotedBack() throws {
         let jwt = TestJWT.valid(sub: "pasted")
         let saml = String(repeating: "PHNhbWxwOlJl/c3Bvbn+Nl", count: 15) + "=="  // base64, longer than a file name
+        let facebook = "EAA" + String(repeating: "ZCBqZBZAZDZD7xY", count: 12)
+        let twitter = "1234567890-AbCdEfGhIjKlMnOp;QrStUvWxYz0123456789abcd"
+        let custom = "opaque-custom-token-4f9a8b7c6d5e"  // nothing marks it as a token
+        let secrets = [jwt, saml, facebook, twitter, custom]
         let base = ["login", "--pool-id", FakeCognito.poolId, "--provider", "google", "--endpoint", "http://127.0.0.1:9/"]
         for arguments in [
             base + ["--token-file", jwt], base + ["--token-file=\(jwt)"], base + ["--token-file", saml],
-            ["status", jwt], ["clear", "--session", "a", saml],
+            base + ["--token-file", facebook], base + ["--token-file", twitter], base + ["--token-file", custom],
+            ["status", jwt], ["clear", "--session", "a", saml], ["status", facebook], ["status", twitter],
         ] {
             let run = try harness.expect(2, arguments)
-            XCTAssertNil(leakedRun(in: run.stderr + run.stdout, of: [jwt, saml]), run.stderr)
+            XCTAssertNil(leakedRun(in: run.stderr + run.stdout, of: secrets), run.stderr)
         }
+        // A short name, or one with a '/', is still named.
+        let named = try harness.expect(2, base + ["--token-file", "./" + custom])
+        XCTAssertTrue(named.stderr.contains("./" + custom), named.stderr)
     }
 
     func testBadOptionValuesExitTwo() throws {

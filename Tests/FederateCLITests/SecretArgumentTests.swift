@@ -10,6 +10,11 @@ final class SecretArgumentTests: XCTestCase {
         XCTAssertTrue(Federate.looksLikeAToken("eyJhbGciOiJSU0EtT0FFUCJ9.a2V5.aXY.Y2lwaGVydGV4dA.dGFn"), "a JWE")
         // A SAML assertion: standard base64, slashes and all.
         XCTAssertTrue(Federate.looksLikeAToken(String(repeating: "PHNhbWxwOlJl/c3Bvbn+Nl", count: 15) + "=="))
+        // Other providers' access tokens: not JWTs, and not base64.
+        XCTAssertTrue(Federate.looksLikeAToken("EAA" + String(repeating: "ZCBqZBZAZDZD7xY", count: 12)), "Facebook")
+        XCTAssertTrue(Federate.looksLikeAToken("ya29.a0AfB_" + String(repeating: "byC-wk9Qx2", count: 14)), "a Google access token")
+        XCTAssertTrue(Federate.looksLikeAToken("Atza|IwEBIJ" + String(repeating: "k3Wf8Rz", count: 6)), "Amazon")
+        XCTAssertTrue(Federate.looksLikeAToken("1234567890-AbCdEfGhIjKlMnOp;QrStUvWxYz0123456789abcd"), "Twitter's token;secret")
     }
 
     func testWhatTheCLINamesDoesNotLookLikeATokens() {
@@ -18,7 +23,8 @@ final class SecretArgumentTests: XCTestCase {
             "cognito-identity.us-east-1.amazonaws.com", "us-east-1:0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
             "arn:aws:iam::123456789012:role/federated-users", "https://cognito-identity.us-east-1.amazonaws.com/",
             "/" + String(repeating: "a", count: 300), "./" + String(repeating: "b", count: 300),
-            String(repeating: "c", count: 255),
+            String(repeating: "c", count: 128), "alice@example.com:" + String(repeating: "d", count: 110),
+            "/var/lib/" + String(repeating: "e", count: 200),
         ] {
             XCTAssertFalse(Federate.looksLikeAToken(text), text)
         }

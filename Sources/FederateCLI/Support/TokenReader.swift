@@ -11,7 +11,7 @@ import Darwin
 /// (`echo "$TOKEN" > file` adds one). Errors name the file, never the content.
 enum TokenReader {
     static func contents(ofFile path: String) throws(CLIFailure) -> String {
-        let source = "token file '\(path)'"
+        let source = describeFile(path)
         var bytes: [UInt8]
         do throws(BoundedInput.Failure) {
             bytes = try BoundedInput.readFile(path, limit: ProviderTokenText.maxBytes)
@@ -19,6 +19,14 @@ enum TokenReader {
             throw CLIFailure(.usage, "\(BoundedInput.describe(error, source: source)); check --token-file")
         }
         return try decode(&bytes, source: source)
+    }
+
+    /// The token file for an error message: named when it holds a `/` or is short, else only
+    /// measured, since a value without a `/` may be a token pasted in place of a path (one
+    /// ``Federate/looksLikeAToken(_:)`` does not recognise, such as a short custom token).
+    static func describeFile(_ path: String) -> String {
+        if path.utf8.contains(UInt8(ascii: "/")) || path.utf8.count <= 16 { return "token file '\(path)'" }
+        return "the token file (a name of \(path.utf8.count) bytes, not shown: it may be the token itself; name a file here as ./NAME)"
     }
 
     static func readStandardInput() throws(CLIFailure) -> String {
