@@ -71,7 +71,17 @@ final class FederateUsageTests: XCTestCase {
             let fromEnvironment = try harness.expect(2, ["status"], environment: ["IDENTITY_BROKER_KEYSTORE": url])
             XCTAssertNil(leakedRun(in: fromEnvironment.stderr, of: [password]), fromEnvironment.stderr)
         }
-        let made = try FileManager.default.contentsOfDirectory(atPath: harness.directory).filter { $0.lowercased().hasPrefix("postgres") }
+        // libpq's keyword form is not a directory either.
+        for value in ["host=127.0.0.1 port=1 user=alice password=\(password) dbname=db", "dbname = db password = \(password)"] {
+            let run = try harness.expect(2, ["status", "--keystore", value])
+            XCTAssertTrue(run.stderr.contains("connection string"), run.stderr)
+            XCTAssertNil(leakedRun(in: run.stderr + run.stdout, of: [password]), run.stderr)
+            let fromEnvironment = try harness.expect(2, ["status"], environment: ["IDENTITY_BROKER_KEYSTORE": value])
+            XCTAssertNil(leakedRun(in: fromEnvironment.stderr, of: [password]), fromEnvironment.stderr)
+        }
+        let made = try FileManager.default.contentsOfDirectory(atPath: harness.directory).filter {
+            $0.lowercased().hasPrefix("postgres") || $0.contains("=")
+        }
         XCTAssertEqual(made, [], "a directory was made for a URL")
         // A directory of that name is still reachable as a path.
         let local = try harness.run(["status", "--keystore", "./postgres:local"])

@@ -44,4 +44,14 @@ final class SecretArgumentTests: XCTestCase {
         XCTAssertNil(password("postgres://db/x?user=a@b:c"), "past the authority")
         XCTAssertNil(password("/var/lib/keystore"))
     }
+
+    /// libpq's keyword form holds a password: refused rather than taken for a directory.
+    func testConnectionStringsAreToldFromDirectories() {
+        for value in ["host=db password=x", "dbname = x", "  user=alice", "PASSWORD=x", "sslmode=require host=db"] {
+            XCTAssertTrue(KeystoreLocation.looksLikeAConnectionString(value), value)
+        }
+        for value in ["./host=db", "/var/lib/broker/keystore", "keystore-user=alice", "my keystore", "data/host=x", "hosts=x"] {
+            XCTAssertFalse(KeystoreLocation.looksLikeAConnectionString(value), value)
+        }
+    }
 }

@@ -220,6 +220,13 @@ enum KeystoreLocation {
                 .usage,
                 "--keystore: a value starting with '\(scheme):' is taken for a PostgreSQL URL, but it does not start with 'postgres://' or 'postgresql://' "
                     + "(postgres://user:password@host:port/database); for a directory of that name, write ./\(scheme):…")
+        } else if Self.looksLikeAConnectionString(value) {
+            // libpq's other form (`host=db user=alice password=…`): as a directory it would be
+            // quoted, password and all, in every error, and made at a first login.
+            throw CLIFailure(
+                .usage,
+                "--keystore: the value looks like a PostgreSQL connection string ('keyword=value' pairs); --keystore takes a directory "
+                    + "or a URL (postgres://user:password@host:port/database); for a directory of that name, write ./…")
         } else if let scheme = value.firstRange(of: "://"), !value[..<scheme.lowerBound].contains("/") {
             throw CLIFailure(.usage, "--keystore takes a directory or a postgres:// URL; '\(value[..<scheme.lowerBound])://' is not supported")
         } else {
@@ -239,6 +246,22 @@ enum KeystoreLocation {
         guard !isDatabaseURL(value), let end = value.firstIndex(where: { $0 == ":" || $0 == "/" }) else { return nil }
         let scheme = value[..<end]
         return ["postgres", "postgresql"].contains(scheme.lowercased()) ? scheme : nil
+    }
+
+    /// Whether a value that does not start like a path holds one of libpq's connection
+    /// keywords followed by `=` (spaces allowed around it), at the start or after a space.
+    static func looksLikeAConnectionString(_ value: String) -> Bool {
+        guard !["/", "./", "../", "~/"].contains(where: { value.hasPrefix($0) }) else { return false }
+        let keywords: Set<Substring> = ["host", "hostaddr", "port", "dbname", "user", "password", "passfile", "sslmode", "service", "options"]
+        var words = value.lowercased().split(whereSeparator: { $0 == " " || $0 == "\t" })[...]
+        while let word = words.popFirst() {
+            if let equals = word.firstIndex(of: "=") {
+                if keywords.contains(word[..<equals]) { return true }
+            } else if keywords.contains(word), words.first?.first == "=" {
+                return true
+            }
+        }
+        return false
     }
 
     /// The directory, or the URL without its password.
