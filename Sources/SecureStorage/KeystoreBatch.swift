@@ -42,3 +42,41 @@ public struct KeystoreBatch: Sendable {
     /// Whether the batch holds no operation.
     public var isEmpty: Bool { operations.isEmpty }
 }
+
+// Values are plaintext (a session's holds its secret key and session token): printing a batch
+// or an operation, or dumping it, shows keys, versions and value sizes only.
+extension KeystoreBatch.Operation: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// `set(key, N bytes, version V)` or `remove(key)`; never the value.
+    public var description: String {
+        switch self {
+        case .set(let key, let value, let version):
+            "set(\(key), \(value.count) bytes\(version.map { ", version \($0)" } ?? ""))"
+        case .remove(let key):
+            "remove(\(key))"
+        }
+    }
+
+    /// The same as ``description``.
+    public var debugDescription: String { description }
+
+    /// The key, the value's size and the version; never the value.
+    public var customMirror: Mirror {
+        switch self {
+        case .set(let key, let value, let version):
+            Mirror(self, children: ["key": key, "valueBytes": value.count, "version": version as Any], displayStyle: .enum)
+        case .remove(let key):
+            Mirror(self, children: ["key": key], displayStyle: .enum)
+        }
+    }
+}
+
+extension KeystoreBatch: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// The operations as ``Operation/description`` shows them; never a value.
+    public var description: String { "KeystoreBatch(\(operations.map(\.description).joined(separator: ", ")))" }
+
+    /// The same as ``description``.
+    public var debugDescription: String { description }
+
+    /// The operations, each mirrored without its value.
+    public var customMirror: Mirror { Mirror(self, children: ["operations": operations], displayStyle: .struct) }
+}
