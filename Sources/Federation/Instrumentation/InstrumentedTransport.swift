@@ -1,4 +1,5 @@
 import CoreMetrics
+import SecureStorage
 import Tracing
 
 /// A transport that counts and traces every request it passes to `base`.
@@ -29,7 +30,7 @@ struct InstrumentedTransport: HTTPTransport {
             let response = try await sendCounting(request, service: service, operation: operation)
             span.attributes["http.response.status_code"] = response.status
             if let requestId = response.header("x-amzn-requestid") ?? response.header("x-amz-request-id"),
-               Self.isRequestIdShaped(requestId)
+               Self.isRequestIdShaped(requestId), !Self.echoes(requestId, request)
             {
                 span.attributes["aws.request_id"] = requestId
             }
@@ -84,6 +85,15 @@ struct InstrumentedTransport: HTTPTransport {
         if (16...64).contains(utf8.count), utf8.allSatisfy(isHex) { return true }
         let groups = utf8.split(separator: UInt8(ascii: "-"), omittingEmptySubsequences: false)
         return groups.map(\.count) == [8, 4, 4, 4, 12] && groups.allSatisfy { $0.allSatisfy(isHex) }
+    }
+
+    /// Whether `requestId` shares a run of ``SecretRedactor/minimumRun`` characters with what
+    /// `request` sent (its body or a header value): a hex custom token, echoed back by a
+    /// misbehaving endpoint or proxy, is request-ID-shaped too.
+    static func echoes(_ requestId: String, _ request: HTTPRequest) -> Bool {
+        let redactor = SecretRedactor(secrets: [requestId])
+        let body = String(decoding: request.body, as: UTF8.self)
+        return redactor.redact(body) != body || request.headers.contains { redactor.redact($0.value) != $0.value }
     }
 
     static func failureKind(_ error: any Error) -> String {

@@ -99,6 +99,16 @@ final class InstrumentationTests: XCTestCase {
         let credentials = try XCTUnwrap(spans.first { $0.operationName == "CognitoIdentity/GetCredentialsForIdentity" })
         XCTAssertEqual(credentials.attributes["aws.request_id"]?.toSpanAttribute(), .string("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"))
         XCTAssertTrue(InstrumentedTransport.isRequestIdShaped("0123456789ABCDEF"), "S3's")
+
+        // A hex custom token echoed as the request ID is request-ID-shaped: not recorded either.
+        let hexToken = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+        var echoingHex = FakeCognito.Reply.credentials(identityId: FakeCognito.defaultIdentityId, expiration: testEpoch.addingTimeInterval(3600))
+        echoingHex.headers.removeAll { $0.name.lowercased() == "x-amzn-requestid" }
+        echoingHex.headers.append((name: "x-amzn-RequestId", value: String(hexToken.uppercased().prefix(40))))
+        fake.enqueue(echoingHex, for: .getCredentialsForIdentity)
+        try await client.federate(token: hexToken, provider: .custom(key: "login.example"), session: "alice")
+        let echoed = try XCTUnwrap(tracer.finishedSpans.last { $0.operationName == "CognitoIdentity/GetCredentialsForIdentity" })
+        XCTAssertNil(echoed.attributes["aws.request_id"], "a hex token echoed as the request ID was recorded")
         XCTAssertFalse(InstrumentedTransport.isRequestIdShaped("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f"))
     }
 
