@@ -16,6 +16,8 @@ enum ServeRunner {
             _ = try await served.client.credentials(for: served.session)
         } catch where error.code == .storage {
             throw CLIFailure.federation(error, root: served.root)
+        } catch where error.code == .identityTerminated {
+            Terminal.note("note: session '\(served.session)' is terminated (\(error.message)); requests fail until you run 'federate clear --session \(served.session)' and log in again")
         } catch {
             Terminal.note("note: session '\(served.session)' has no valid credentials now (\(error.message)); requests fail until you log in with 'federate login --session \(served.session) …'")
         }

@@ -41,12 +41,23 @@ final class ExitStatusMappingTests: XCTestCase {
                 XCTFail("FederationError.Code.\(code) has no documented exit status: add it to docs/cli.md, CLIFailure.federation and this table")
                 continue
             }
-            let failure = CLIFailure.federation(FederationError(code: code, message: "m", httpStatus: 400), root: "/k")
+            let failure = CLIFailure.federation(
+                FederationError(code: code, message: "m", serviceErrorType: "SomeException", httpStatus: 400), root: "/k")
             XCTAssertEqual(failure.status, expected, "\(code): \(failure.message)")
             if expected != .internalError {
                 XCTAssertFalse(failure.message.contains("please report it"), "\(code) is reported as a bug: \(failure.message)")
             }
         }
+    }
+
+    /// A 4xx without an AWS error type did not come from the service (a wrong endpoint).
+    func testAServiceErrorWithoutATypeIsAWrongEndpoint() {
+        let failure = CLIFailure.federation(FederationError(code: .serviceError, message: "m", httpStatus: 404), root: "/k")
+        XCTAssertEqual(failure.status, .unavailable)
+        XCTAssertTrue(failure.message.contains("--endpoint"), failure.message)
+        let sts = CLIFailure.federation(
+            FederationError(code: .serviceError, message: "m", operation: "AssumeRoleWithWebIdentity", httpStatus: 404), root: "/k")
+        XCTAssertTrue(sts.message.contains("STS") && sts.message.contains("--sts-endpoint"), sts.message)
     }
 
     func testAnUnknownServiceErrorWithA5xxIsUnavailable() {

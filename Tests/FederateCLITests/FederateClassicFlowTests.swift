@@ -109,6 +109,7 @@ final class FederateClassicFlowTests: XCTestCase {
             defer { cognito.stopServing() }
             let run = try login(cognito, extra: ["--flow", "classic", "--role-arn", Self.roleArn])
             XCTAssertEqual(run.status, 5, "\(code): \(run)")
+            XCTAssertTrue(run.stderr.contains("STS") && run.stderr.contains("--sts-endpoint"), "the line names STS and its option: \(run)")
             XCTAssertEqual(cognito.calls(.assumeRoleWithWebIdentity).count, 3, "\(code) is retried")
         }
     }

@@ -211,6 +211,18 @@ final class FederateServiceTests: XCTestCase {
     /// The session's own identity gone: exit 4 and `terminated` until cleared. An identity
     /// ID given with `--identity-id` that is not the session's (a typo) fails the login
     /// alone, and the session keeps its credentials.
+    /// A 4xx that carries no AWS error type is not the service's answer (a web server's or a
+    /// proxy's page at a wrong --endpoint): exit 5 pointing at the endpoint, not 4 about the
+    /// token.
+    func testAnAnswerWithoutAnAWSErrorTypeIsAWrongEndpoint() throws {
+        let cognito = try FakeCognito.served()
+        cognito.setDefaultForAll(.init(status: 404, headers: [(name: "Content-Type", value: "text/html")], body: Array("<html>Not Found</html>".utf8)))
+        defer { cognito.stopServing() }
+        let result = try harness.expect(5, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint])
+        XCTAssertTrue(result.stderr.contains("--endpoint") && result.stderr.contains("HTTP 404"), "\(result)")
+        XCTAssertFalse(result.stderr.contains("token"), "\(result)")
+    }
+
     func testTerminatedIdentityExitsFourUntilCleared() throws {
         let cognito = try FakeCognito.served()
         defer { cognito.stopServing() }

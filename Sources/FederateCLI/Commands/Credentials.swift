@@ -89,7 +89,10 @@ struct CredentialsRequest: Equatable {
             let when = snapshot.expiration.map { " at \(Rendering.iso8601($0))" } ?? ""
             throw CLIFailure(
                 .noValidCredentials,
-                "the credentials of session '\(session)' expired\(when) (expiry margin \(expiryMargin) s); push a new token with 'federate login --session \(session) …'"
+                "the credentials of session '\(session)' expired\(when) (expiry margin \(expiryMargin) s); "
+                    + (snapshot.isGuest
+                        ? "get new ones with 'federate guest --session \(session) …'"
+                        : "push a new token with 'federate login --session \(session) …'")
             )
         case .terminated:
             throw CLIFailure(

@@ -8,17 +8,20 @@ extension CLIFailure {
     ///   ``FederationError/Code/sessionConflict`` (clear the session first)
     /// - 3: ``FederationError/Code/noValidCredentials``
     /// - 4: the service said no (not authorized, terminated identity, resource not found,
-    ///   invalid pool configuration, invalid parameter, conflicts and limits, an unknown 4xx type;
+    ///   invalid pool configuration, invalid parameter, conflicts and limits, an unknown error type;
     ///   STS refusing the classic flow's role, STS disabled in the region)
-    /// - 5: network, timeout, throttling, 5xx, an answer that could not be read, a failing
-    ///   provider behind the service
+    /// - 5: network, timeout, throttling, 5xx, an answer that could not be read, a 4xx with no
+    ///   AWS error type (a wrong endpoint), a failing provider behind the service
     /// - 6: ``FederationError/Code/storage``
     /// - 1: anything else
     package static func federation(_ error: FederationError, root: String) -> CLIFailure {
         let detail = serviceDetail(error)
+        let service = error.operation == STSOperation.name
+            ? (name: "STS", endpointOption: "--sts-endpoint")
+            : (name: "the identity service", endpointOption: "--endpoint")
         switch error.code {
         case .invalidToken:
-            return CLIFailure(.usage, "\(error.message); check --provider and the token file")
+            return CLIFailure(.usage, "\(error.message); check --provider and the token")
         case .invalidConfiguration:
             // Every failure line says what to do; most of these messages name the bad value only.
             let next = error.message.contains("; ") ? "" : "; fix that option (see 'federate help')"
@@ -31,15 +34,19 @@ extension CLIFailure {
             return CLIFailure(.rejected, "\(error.message)\(detail)")
         case .notAuthorized, .resourceNotFound, .invalidIdentityPoolConfiguration, .invalidParameter,
             .resourceConflict, .limitExceeded, .developerUserAlreadyRegistered, .regionDisabled:
-            let who = error.operation == "AssumeRoleWithWebIdentity" ? "STS" : "the identity service"
-            return CLIFailure(.rejected, "\(who) rejected the request: \(error.message)\(detail); \(Self.rejectedAdvice)")
+            return CLIFailure(.rejected, "\(service.name) rejected the request: \(error.message)\(detail); \(Self.rejectedAdvice)")
         case .serviceError:
             if let status = error.httpStatus, status >= 500 {
-                return CLIFailure(.unavailable, "the identity service failed: \(error.message)\(detail); try again later, and if it persists check --endpoint and --region")
+                return CLIFailure(.unavailable, "\(service.name) failed: \(error.message)\(detail); try again later, and if it persists check \(service.endpointOption) and --region")
             }
-            return CLIFailure(.rejected, "the identity service rejected the request: \(error.message)\(detail); \(Self.rejectedAdvice)")
+            // No AWS error type: not the service's answer (a web server's or a proxy's page at a
+            // wrong endpoint), so nothing about the token or the pool to check.
+            guard error.serviceErrorType != nil else {
+                return CLIFailure(.unavailable, "\(service.name) answered with no AWS error\(detail): \(error.message); check \(service.endpointOption) and --region")
+            }
+            return CLIFailure(.rejected, "\(service.name) rejected the request: \(error.message)\(detail); \(Self.rejectedAdvice)")
         case .throttled, .serviceUnavailable, .timedOut, .network, .invalidResponse, .externalService:
-            return CLIFailure(.unavailable, "the identity service is unavailable: \(error.message)\(detail); if it persists, check --endpoint, --region and the network")
+            return CLIFailure(.unavailable, "\(service.name) is unavailable: \(error.message)\(detail); if it persists, check \(service.endpointOption), --region and the network")
         case .storage:
             if let keystoreError = error.keystoreError {
                 return keystore(keystoreError, root: root, context: error.message)
@@ -85,6 +92,9 @@ extension CLIFailure {
         }
         return CLIFailure(.keystore, "keystore at \(root): \(what); \(next)")
     }
+
+    /// The one STS operation the classic flow calls.
+    private enum STSOperation { static let name = "AssumeRoleWithWebIdentity" }
 
     /// What to check when the identity service or STS refuses a request.
     private static let rejectedAdvice = "check the token and --provider, --pool-id and the pool's identity providers, and --role-arn against the pool's role rules"
