@@ -482,6 +482,18 @@ final class FederateExecTests: XCTestCase {
         XCTAssertEqual(try String(contentsOfFile: planted, encoding: .utf8), "", "the token was written to another user's file")
     }
 
+    /// A keystore `serve` cannot read (here: another key than the one it was made with) exits
+    /// 6 at once, printing no token.
+    func testServeOnAKeystoreItCannotReadExitsSix() throws {
+        try login(try countingCognito(), session: "carol")
+        let wrongKey = Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
+        harness.neverPrinted.append(wrongKey)
+        let run = try harness.run(["serve", "--session", "carol"], environment: ["IDENTITY_BROKER_KEY": wrongKey], timeout: 15)
+        XCTAssertEqual(run.status, 6, "\(run)")
+        harness.assertOneErrorLine(run)
+        XCTAssertEqual(run.stdout, "", "a token was printed")
+    }
+
     func testServePrintsExportsServesAndStopsOnSIGTERM() async throws {
         let cognito = try countingCognito()
         try login(cognito, session: "carol")

@@ -214,10 +214,12 @@ final class FederateUsageTests: XCTestCase {
         XCTAssertTrue(object["provider"] is NSNull)
         XCTAssertTrue(object["expiration"] is NSNull)
         XCTAssertEqual(result.stderr, "")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: harness.keystore), "status must not create the keystore")
     }
 
     func testClearOfUnknownSessionSucceeds() throws {
         let result = try harness.expect(0, ["clear", "--session", "nobody"])
         XCTAssertEqual(result.stdout, "")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: harness.keystore), "clear must not create the keystore")
     }
 }

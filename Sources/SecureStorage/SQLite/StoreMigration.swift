@@ -53,7 +53,7 @@ struct StoreMigration {
         /// The IDs of the rows to copy, in the table's order.
         var movable: [Int64] = []
         var unreadable = 0
-        /// The sealed values' bytes, plus ``rowOverhead`` per item.
+        /// The sealed values' bytes, plus ``rowOverhead`` per item (those that do not open too).
         var bytes = 0
     }
 
@@ -150,20 +150,17 @@ struct StoreMigration {
         try sourceConnection.immediateTransaction { () throws(KeystoreError) -> Outcome in
             let survey = try self.survey(source, on: sourceConnection)
             guard !survey.movable.isEmpty else { return Outcome(unreadableLeft: survey.unreadable) }
-            if leavingUnreadable && from.isShared && survey.bytes > Self.moveOnOpenByteLimit {
-                throw KeystoreError(
-                    .migrationFailed,
-                    "the previous access group holds \(survey.movable.count) items (\(survey.bytes >> 20) MiB), over the \(Self.moveOnOpenByteLimit >> 20) MiB a move on open copies out of a shared group; nothing was moved",
-                    path: source.databasePath)
-            }
             checkpoint("read")
             let (moving, staying, origin): ([(id: Int64, key: String)], Int, Int64)
+            // The copy reads the source again: a failure there is the source's, not the target's.
+            var sourceFailed = false
             do throws(KeystoreError) {
                 if target == nil { target = try openTarget(create: true) }
                 guard let target else { throw KeystoreError(.invalidKey, "no key available for the target access group") }
-                (moving, staying, origin) = try copy(survey.movable, from: source, on: sourceConnection, into: target.namespace, on: target.connection)
+                (moving, staying, origin) = try copy(
+                    survey.movable, from: source, on: sourceConnection, into: target.namespace, on: target.connection, sourceFailed: &sourceFailed)
             } catch {
-                targetFailure = error
+                if !sourceFailed { targetFailure = error }
                 throw error
             }
             copied = true
@@ -187,7 +184,7 @@ struct StoreMigration {
     /// the change rows written.
     private func copy(
         _ ids: [Int64], from source: StoreNamespace, on sourceConnection: SQLiteConnection,
-        into target: StoreNamespace, on targetConnection: SQLiteConnection
+        into target: StoreNamespace, on targetConnection: SQLiteConnection, sourceFailed: inout Bool
     ) throws(KeystoreError) -> (moving: [(id: Int64, key: String)], staying: Int, origin: Int64) {
         let origin = try KeystoreError.rethrowing { try CryptoRuntime.randomBytes(8).reduce(Int64(0)) { $0 << 8 | Int64($1) } }
 
@@ -195,10 +192,18 @@ struct StoreMigration {
         var staying = 0
         try targetConnection.immediateTransactionWithoutWaiting { () throws(KeystoreError) in
             for id in ids {
-                guard let row = try Self.row(id, on: sourceConnection), let sealed = row.sealed else {
-                    throw KeystoreError(.migrationFailed, "an item changed in the source during the migration; nothing was moved", path: source.databasePath)
+                let row: (key: String, version: Int64?, sealed: [UInt8]?)
+                var plaintext: [UInt8]
+                do throws(KeystoreError) {
+                    guard let found = try Self.row(id, on: sourceConnection), let sealed = found.sealed else {
+                        throw KeystoreError(.migrationFailed, "an item changed in the source during the migration; nothing was moved", path: source.databasePath)
+                    }
+                    row = found
+                    plaintext = try source.open(sealed, forKey: row.key)
+                } catch {
+                    sourceFailed = true
+                    throw error
                 }
-                var plaintext = try source.open(sealed, forKey: row.key)
                 defer { CryptoRuntime.cleanse(&plaintext) }
                 let resealed = try target.seal(plaintext, forKey: row.key)
                 try targetConnection.withStatement(StoreSchema.upsert) { statement throws(KeystoreError) in
@@ -262,7 +267,12 @@ struct StoreMigration {
 
     /// Opens every source item, one at a time; throws, naming how many failed, before anything
     /// moves, unless ``leavingUnreadable`` (then counts them, and leaves them out).
+    ///
+    /// A move on open out of a shared group stops at ``moveOnOpenByteLimit``, before opening
+    /// the rest: a member's planted gigabytes are neither read in full nor decrypted while the
+    /// group's write lock is held.
     private func survey(_ source: StoreNamespace, on connection: SQLiteConnection) throws(KeystoreError) -> Survey {
+        let byteLimit = leavingUnreadable && from.isShared ? Self.moveOnOpenByteLimit : nil
         let ids = try connection.withStatement(StoreSchema.selectItemIds) { statement throws(KeystoreError) -> [Int64] in
             var ids: [Int64] = []
             while try statement.step() { ids.append(statement.int64(0)) }
@@ -278,10 +288,16 @@ struct StoreMigration {
                     throw KeystoreError(
                         .corruptFormat, "an item is not a value of at most \(SQLiteConnection.maximumLength) bytes", path: source.databasePath)
                 }
+                survey.bytes += sealed.count + Self.rowOverhead
+                if let byteLimit, survey.bytes > byteLimit {
+                    throw KeystoreError(
+                        .migrationFailed,
+                        "the previous access group holds more than the \(byteLimit >> 20) MiB a move on open copies out of a shared group; nothing was moved",
+                        path: source.databasePath)
+                }
                 var plaintext = try source.open(sealed, forKey: row.key)
                 CryptoRuntime.cleanse(&plaintext)
                 survey.movable.append(id)
-                survey.bytes += sealed.count + Self.rowOverhead
             } catch where error.code == .corruptFormat || error.code == .authenticationFailed {
                 // A row SQLite cannot read (a key over the length limit, a damaged page) or an
                 // item that does not open.

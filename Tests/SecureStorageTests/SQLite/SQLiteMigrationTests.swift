@@ -505,7 +505,7 @@ final class SQLiteMigrationTests: XCTestCase {
         XCTAssertEqual(keys, [], "nothing moved")
         let warned = logs.entries.filter { $0.level == .warning && $0.metadata["broker.error"] == "migrationFailed" }
         XCTAssertEqual(warned.count, 1, "\(logs.entries.map(\.message))")
-        XCTAssertTrue(warned.first?.metadata["broker.errorDescription"]?.description.contains("over the 64 MiB") ?? false)
+        XCTAssertTrue(warned.first?.metadata["broker.errorDescription"]?.description.contains("more than the 64 MiB") ?? false)
         XCTAssertEqual(try lastGroup(root), "none", "the private group is recorded: the open went on")
         XCTAssertEqual(try itemCount(root, team), planted + 2)
 
