@@ -102,9 +102,15 @@ package struct Federate: AsyncParsableCommand {
         for name in KeySelection.secretVariables {
             if let value = KeystoreAccess.environment(name) { Terminal.neverShow(value) }
         }
-        for argument in CommandLine.arguments.dropFirst() {
+        var previous: String?
+        // Not past `--`: `exec`'s command and its arguments (a jq filter with `|`, say) are the
+        // command's, which federate never quotes.
+        for argument in CommandLine.arguments.dropFirst().prefix(while: { $0 != "--" }) {
+            defer { previous = argument }
             // `--option=value` carries its value after the first `=`.
             let value = argument.hasPrefix("--") ? argument.split(separator: "=", maxSplits: 1).last.map(String.init) ?? argument : argument
+            // An access group's name may be up to 150 bytes of anything but `/`.
+            if previous == "--access-group" || argument.hasPrefix("--access-group=") { continue }
             if looksLikeAToken(value) { Terminal.neverShow(value) }
         }
         let candidates = CommandLine.arguments.dropFirst() + [KeystoreAccess.environment(KeystoreAccess.keystoreVariable)].compactMap { $0 }

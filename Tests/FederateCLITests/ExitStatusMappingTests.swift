@@ -58,6 +58,8 @@ final class ExitStatusMappingTests: XCTestCase {
         let sts = CLIFailure.federation(
             FederationError(code: .serviceError, message: "m", operation: "AssumeRoleWithWebIdentity", httpStatus: 404), root: "/k")
         XCTAssertTrue(sts.message.contains("STS") && sts.message.contains("--sts-endpoint"), sts.message)
+        let tooLarge = CLIFailure.federation(FederationError(code: .serviceError, message: "m", httpStatus: 413), root: "/k")
+        XCTAssertEqual(tooLarge.status, .rejected, "413 is about the request (the token's size), not the endpoint")
     }
 
     func testAnUnknownServiceErrorWithA5xxIsUnavailable() {

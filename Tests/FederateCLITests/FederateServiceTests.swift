@@ -208,9 +208,6 @@ final class FederateServiceTests: XCTestCase {
         }
     }
 
-    /// The session's own identity gone: exit 4 and `terminated` until cleared. An identity
-    /// ID given with `--identity-id` that is not the session's (a typo) fails the login
-    /// alone, and the session keeps its credentials.
     /// A 4xx that carries no AWS error type is not the service's answer (a web server's or a
     /// proxy's page at a wrong --endpoint): exit 5 pointing at the endpoint, not 4 about the
     /// token.
@@ -223,6 +220,9 @@ final class FederateServiceTests: XCTestCase {
         XCTAssertFalse(result.stderr.contains("token"), "\(result)")
     }
 
+    /// The session's own identity gone: exit 4 and `terminated` until cleared. An identity
+    /// ID given with `--identity-id` that is not the session's (a typo) fails the login
+    /// alone, and the session keeps its credentials.
     func testTerminatedIdentityExitsFourUntilCleared() throws {
         let cognito = try FakeCognito.served()
         defer { cognito.stopServing() }

@@ -41,7 +41,8 @@ extension CLIFailure {
             }
             // No AWS error type: not the service's answer (a web server's or a proxy's page at a
             // wrong endpoint), so nothing about the token or the pool to check.
-            guard error.serviceErrorType != nil else {
+            // (413, "request too large", is said of the request, by the service's front end too.)
+            guard error.serviceErrorType != nil || error.httpStatus == 413 else {
                 return CLIFailure(.unavailable, "\(service.name) answered with no AWS error\(detail): \(error.message); check \(service.endpointOption) and --region")
             }
             return CLIFailure(.rejected, "\(service.name) rejected the request: \(error.message)\(detail); \(Self.rejectedAdvice)")

@@ -8,7 +8,8 @@ import Darwin
 #endif
 
 /// Reads the provider token from a file or stdin. Trailing line breaks are dropped
-/// (`echo "$TOKEN" > file` adds one). Errors name the file, never the content.
+/// (`echo "$TOKEN" > file` adds one). Errors name the file (when it cannot be a pasted token:
+/// ``describeFile(_:)``), never the content.
 enum TokenReader {
     static func contents(ofFile path: String) throws(CLIFailure) -> String {
         let source = describeFile(path)
@@ -21,11 +22,18 @@ enum TokenReader {
         return try decode(&bytes, source: source)
     }
 
-    /// The token file for an error message: named when it holds a `/` or is short, else only
-    /// measured, since a value without a `/` may be a token pasted in place of a path (one
-    /// ``Federate/looksLikeAToken(_:)`` does not recognise, such as a short custom token).
+    /// The token file for an error message: named when it starts like a path, holds a `/`
+    /// among characters base64 does not use, or is short; else only measured, since it may be
+    /// a token pasted in place of a path (one ``Federate/looksLikeAToken(_:)`` does not
+    /// recognise, such as a short custom token, or standard base64 with its `/` and `+`).
     static func describeFile(_ path: String) -> String {
-        if path.utf8.contains(UInt8(ascii: "/")) || path.utf8.count <= 16 { return "token file '\(path)'" }
+        let utf8 = path.utf8
+        let startsLikeAPath = ["/", "./", "../", "~/"].contains { utf8.starts(with: $0.utf8) }
+        let base64 = utf8.allSatisfy { byte in
+            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "/") || byte == UInt8(ascii: "=")
+        }
+        if startsLikeAPath || (utf8.contains(UInt8(ascii: "/")) && !base64) || utf8.count <= 16 { return "token file '\(path)'" }
         return "the token file (a name of \(path.utf8.count) bytes, not shown: it may be the token itself; name a file here as ./NAME)"
     }
 

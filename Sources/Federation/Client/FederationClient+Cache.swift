@@ -399,9 +399,13 @@ extension FederationClient {
         do {
             record = try await store.load(session)
         } catch {
-            // Unreadable now (the store away, say): read again later, as an observed session's
-            // failed re-read is, or its expiry would never be announced.
-            guard !isShutDown, cache.peek(session) == nil else { return }
+            // Unreachable now (the store away, say): read again later, as an observed session's
+            // failed re-read is, or its expiry would never be announced. An item that does not
+            // open will not open later either.
+            guard !isShutDown, !error.isUnreadableItem, cache.peek(session) == nil, broadcaster.hasObserversOfAll else {
+                evictedReadFailures[session] = nil
+                return
+            }
             let failures = (evictedReadFailures[session] ?? 0) + 1
             evictedReadFailures[session] = failures
             let delay = min(Self.observedReloadRetryInterval * (1 << min(failures - 1, 5)), Self.observedReloadRetryLimit)

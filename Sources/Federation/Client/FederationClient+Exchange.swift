@@ -60,7 +60,12 @@ extension FederationClient {
             // that is not the session's own: its being gone says nothing of the session, which
             // may hold another identity's valid credentials (a mistyped ID, another region's
             // endpoint). The call fails; the session stays as it was.
-            let namedByCaller = choice.identityId != nil && !choice.cached && choice.identityId != previous?.identityId
+            var namedByCaller = choice.identityId != nil && !choice.cached && choice.identityId != previous?.identityId
+            if error.identityGone && namedByCaller, let stored = try? await store.load(session) {
+                // The cache may lag another client's federation with that very identity: the
+                // store decides whether it is the session's.
+                namedByCaller = choice.identityId != stored.identityId
+            }
             guard error.identityGone, !namedByCaller else {
                 sessionLogger.debug("federation failed", metadata: ["broker.error": "\(error.code)"])
                 apply(session) { machine, now, margin in machine.federationEnded(holding: nil, now: now, margin: margin) }

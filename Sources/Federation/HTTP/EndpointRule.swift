@@ -73,13 +73,14 @@ enum EndpointRule {
     /// start when there is none before it), bounded, control characters shown as `?`.
     static func preview(_ url: String) -> String {
         var shown = Substring(url)
-        if let at = url.lastIndex(of: "@") {
+        // On bytes: an '@' followed by a combining mark is part of a larger Character.
+        if let at = url.utf8.lastIndex(of: UInt8(ascii: "@")) {
             let before = url.utf8[..<at]
             var authority = url.startIndex
             if let colon = before.indices.first(where: { before[$0...].starts(with: "://".utf8) }) {
                 authority = url.utf8.index(colon, offsetBy: 3)
             }
-            shown = url[..<authority] + "…" + url[at...]
+            shown = Substring(String(url.unicodeScalars[..<authority]) + "…" + String(url.unicodeScalars[at...]))
         }
         return String(String.UnicodeScalarView(shown.unicodeScalars.prefix(200).map { $0.value < 0x20 || $0.value == 0x7F ? "?" : $0 }))
     }

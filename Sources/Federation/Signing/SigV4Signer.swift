@@ -23,7 +23,7 @@ struct SigV4Signer: Sendable {
     ///   libcrypto fails to compute an HMAC.
     func sign(_ request: inout HTTPRequest, at date: Date) throws(FederationError) {
         guard let target = RequestTarget(url: request.url) else {
-            throw FederationError(code: .invalidConfiguration, message: "cannot sign a request to '\(request.url)': not an http(s) URL")
+            throw FederationError(code: .invalidConfiguration, message: "cannot sign a request to '\(EndpointRule.preview(request.url))': not an http(s) URL")
         }
         let timestamp = Self.timestamp(date)
         let day = String(timestamp.prefix(8))

@@ -148,7 +148,7 @@ final class ConfigurationResolutionTests: XCTestCase {
         let secret = "S3cretProxyPassw0rd"
         for url in [
             "http://svc:\(secret)@proxy.corp:8080/", "ftp://svc:\(secret)@proxy.corp/", "svc:\(secret)@proxy.corp",
-            "http://svc:\(secret)/x@proxy.corp/", "http://\(secret)@@proxy.corp/",
+            "http://svc:\(secret)/x@proxy.corp/", "http://\(secret)@@proxy.corp/", "http://svc:\(secret)@\u{301}proxy.corp/",
         ] {
             let error = assertThrows(FederationError.self, code: .invalidConfiguration) {
                 try endpoint(FederationConfiguration(identityPoolId: testPoolId), ["AWS_ENDPOINT_URL": url])
