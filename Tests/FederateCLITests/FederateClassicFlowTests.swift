@@ -134,6 +134,18 @@ final class FederateClassicFlowTests: XCTestCase {
             XCTAssertEqual(run.status, 2, "\(extra): \(run)")
             XCTAssertEqual(run.stderr.split(separator: "\n").count, 1, "\(extra): one line: \(run.stderr)")
         }
+        // A policy file that is empty, over 64 KiB or not UTF-8 text.
+        for (name, contents) in [
+            ("empty.json", Data("\n".utf8)), ("large.json", Data(repeating: UInt8(ascii: " "), count: 64 * 1024 + 1)),
+            ("binary.json", Data([0x7B, 0xFF, 0xFE, 0x7D])),
+        ] {
+            let path = harness.directory + "/" + name
+            try contents.write(to: URL(fileURLWithPath: path))
+            let run = try login(cognito, extra: ["--flow", "classic", "--role-arn", Self.roleArn, "--policy-file", path])
+            XCTAssertEqual(run.status, 2, "\(name): \(run)")
+            harness.assertOneErrorLine(run)
+            XCTAssertTrue(run.stderr.contains(name), "the line names the file: \(run.stderr)")
+        }
         try harness.expect(2, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint, "--role-arn", Self.roleArn])
         try harness.expect(2, ["login", "--pool-id", FakeCognito.poolId, "--provider", "google", "--token-stdin", "--endpoint", cognito.endpoint,
                                "--flow", "classic", "--role-arn", Self.roleArn, "--sts-endpoint", "http://sts.example.com/"], stdin: TestJWT.valid())

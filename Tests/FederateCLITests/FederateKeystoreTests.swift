@@ -300,7 +300,10 @@ final class FederateKeystoreTests: XCTestCase {
         XCTAssertEqual(mode(harness.database(group: "ops-tools")), 0o660)
         // Running it again has nothing left to move.
         let again = try harness.expect(0, ["migrate", "--from", "none", "--to", "ops-tools"])
-        XCTAssertTrue(again.stderr.contains("moved 0 items"), "\(again)")
+        XCTAssertTrue(again.stderr.contains("moved 0 items") && again.stderr.contains("holds none here"), "\(again)")
+        // The same group on both sides is a mistake, not a migration of nothing.
+        let same = try harness.expect(2, ["migrate", "--from", "ops-tools", "--to", "ops-tools"])
+        XCTAssertTrue(same.stderr.contains("same access group"), "\(same)")
     }
 
     func testKeystoreFilesHoldNoPlaintextSecrets() throws {

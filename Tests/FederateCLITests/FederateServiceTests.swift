@@ -143,6 +143,11 @@ final class FederateServiceTests: XCTestCase {
         let status = try Output.jsonObject(try harness.expect(0, ["status", "--session", "visitor"]).stdout)
         XCTAssertEqual(status["state"] as? String, "federated")
         XCTAssertEqual(status["provider"] as? String, "guest")
+        // Again: the same guest identity, without GetId.
+        let again = try harness.expect(0, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint, "--session", "visitor", "--format", "json"])
+        XCTAssertEqual(try Output.assertProcessShape(again.stdout, extraKeys: ["IdentityId", "Provider", "Session"])["IdentityId"] as? String,
+                       object["IdentityId"] as? String)
+        XCTAssertEqual(cognito.calls.filter { $0.header("X-Amz-Target") == "AWSCognitoIdentityService.GetId" }.count, 1, "GetId ran again")
     }
 
     func testClearThenCredentialsExitsThree() throws {

@@ -26,6 +26,10 @@ struct Migrate: AsyncParsableCommand {
         for (name, option) in [(from, "--from"), (to, "--to")] {
             if let problem = CommonOptions.groupNameProblem(name, option: option) { throw ValidationError(problem) }
         }
+        // A typo on either side more likely than a no-op wanted: "moved 0 items" would look done.
+        guard KeystoreAccess.group(from) != KeystoreAccess.group(to) else {
+            throw ValidationError("--from and --to name the same access group; nothing would move")
+        }
     }
 
     func run() async throws(CLIFailure) {
@@ -33,6 +37,7 @@ struct Migrate: AsyncParsableCommand {
         let source = KeystoreAccess.group(from)
         let target = KeystoreAccess.group(to)
         let moved = try await access.migrate(from: source, to: target)
-        Terminal.note("moved \(moved) item\(moved == 1 ? "" : "s") from access group \(source) to \(target)")
+        let none = moved == 0 ? " (\(source) holds none here: check --from, --keystore and --access-group's spelling)" : ""
+        Terminal.note("moved \(moved) item\(moved == 1 ? "" : "s") from access group \(source) to \(target)\(none)")
     }
 }
