@@ -7,9 +7,10 @@ extension PostgresKeystore {
     ///
     /// Both namespaces are locked against other migrations (their key-check rows) and the
     /// source rows against commits (`FOR UPDATE`),
-    /// and every source item is opened with the source key first: if any does not open
+    /// and every source item is opened with the source key first, the rows streamed (memory
+    /// holds one item, and the keys): if any does not open
     /// (tampered, wrong key), nothing moves and the error says how many failed. Each item is
-    /// then re-sealed for the target (its associated data names the new group), upserted with
+    /// then read again, re-sealed for the target (its associated data names the new group), upserted with
     /// the versioned rule (a newer target item wins), read back, and its source row deleted,
     /// a thousand items per statement;
     /// both namespaces' change feeds are notified. The transaction commits all of it
@@ -105,6 +106,16 @@ extension PostgresKeystore {
         return moved
     }
 
+    /// The values of `keys` in `namespace`, keyed by the keys' bytes; `nil` for a key without
+    /// an item.
+    private static func readMany(
+        _ keys: [String], in namespace: PostgresNamespace, on connection: PostgresConnection, logger: Logger
+    ) async throws -> [[UInt8]: ByteBuffer?] {
+        let rows = try await PostgresSchema.run(
+            PostgresSchema.ReadMany(service: namespace.service, group: namespace.groupColumn, keys: keys), on: connection, logger: logger)
+        return Dictionary(rows.map { (Array($0.0.utf8), $0.1) }, uniquingKeysWith: { first, _ in first })
+    }
+
     /// How many items one statement of a migration writes, reads or deletes.
     static let migrationChunk = 1_000
 
@@ -119,54 +130,68 @@ extension PostgresKeystore {
         // whatever the database's collation; else a commit and a migration could each hold a
         // row the other waits for.
         try await PostgresSchema.lockForMigration([source, target], on: connection, logger: logger)
+        // First pass, streamed (one row in memory at a time): every source row locked and
+        // opened with the source key, then let go; only its key and version are kept.
         let rows = try await connection.query("""
             SELECT key, version, value FROM identity_broker_items
             WHERE service = \(source.service) AND access_group = \(source.groupColumn)
             ORDER BY key COLLATE "C" FOR UPDATE
-            """, logger: logger).collect()
-        var items: [(key: String, version: Int64?, plaintext: [UInt8])] = []
-        var failures: [KeystoreError] = []
-        for row in rows {
+            """, logger: logger)
+        var items: [(key: String, version: Int64?)] = []
+        var failures = 0
+        var firstFailure: KeystoreError?
+        for try await row in rows {
             let (key, version, buffer) = try row.decode((String, Int64?, ByteBuffer).self)
             do {
-                items.append((key, version, try source.open(Array(buffer.readableBytesView), forKey: key)))
+                var plaintext = try source.open(Array(buffer.readableBytesView), forKey: key)
+                CryptoRuntime.cleanse(&plaintext)
+                items.append((key, version))
             } catch {
-                failures.append(error)
+                failures += 1
+                if firstFailure == nil { firstFailure = error }
             }
         }
-        defer { for index in items.indices { CryptoRuntime.cleanse(&items[index].plaintext) } }
-        if let first = failures.first {
+        if let first = firstFailure {
             throw KeystoreError(
                 first.code,
-                "\(failures.count) of \(rows.count) items cannot be opened with the source key (first: \(first.reason)); nothing was moved")
+                "\(failures) of \(items.count + failures) items cannot be opened with the source key (first: \(first.reason)); nothing was moved")
         }
 
-        // Three statements per chunk of items rather than three round trips per item: a
-        // migration is one call under one operation timeout, which thousands of round trips
-        // over a real network would never fit. The commit's and the combined read's own
-        // statements do the work, each notifying what it changed (delivered at commit).
+        // Then per chunk, three statements rather than three round trips per item (a migration
+        // is one call under one operation timeout, which thousands of round trips over a real
+        // network would never fit): the chunk's source values read again (locked since the
+        // first pass), re-sealed and upserted, read back from the target, deleted from the
+        // source. The commit's and the combined read's own statements do the work, each
+        // notifying what it changed (delivered at commit). Keys are matched as bytes, as the
+        // database compares them: Swift's `String` equality would take two keys PostgreSQL
+        // holds apart ("é" precomposed and decomposed) for one.
         var moved = 0
         for chunk in stride(from: 0, to: items.count, by: migrationChunk).map({ items[$0..<min($0 + migrationChunk, items.count)] }) {
+            let values = try await readMany(chunk.map(\.key), in: source, on: connection, logger: logger)
+            var plaintexts: [[UInt8]] = []
+            plaintexts.reserveCapacity(chunk.count)
+            defer { for index in plaintexts.indices { CryptoRuntime.cleanse(&plaintexts[index]) } }
             var sets: [(key: String, version: Int64?, sealed: [UInt8])] = []
             sets.reserveCapacity(chunk.count)
-            for item in chunk { sets.append((item.key, item.version, try target.seal(item.plaintext, forKey: item.key))) }
+            for item in chunk {
+                guard let buffer = values[Array(item.key.utf8)] ?? nil else {
+                    throw KeystoreError(.migrationFailed, "item '\(item.key)' left the source during the migration; nothing was moved")
+                }
+                plaintexts.append(try source.open(Array(buffer.readableBytesView), forKey: item.key))
+                sets.append((item.key, item.version, try target.seal(plaintexts[plaintexts.count - 1], forKey: item.key)))
+            }
             let applied = try await PostgresSchema.applyDistinct(
                 sets: sets, removes: [], namespace: target, origin: origin, on: connection, logger: logger).sets
-            let readBack = try await PostgresSchema.run(
-                PostgresSchema.ReadMany(service: target.service, group: target.groupColumn, keys: chunk.map(\.key)),
-                on: connection, logger: logger)
-            // Keyed by bytes, as the database compares keys: Swift's `String` equality would
-            // take two keys PostgreSQL holds apart ("é" precomposed and decomposed) for one.
-            let stored = Dictionary(readBack.map { (Array($0.0.utf8), $0.1) }, uniquingKeysWith: { first, _ in first })
+            let stored = try await readMany(chunk.map(\.key), in: target, on: connection, logger: logger)
             let appliedKeys = Set(applied.map { Array($0.utf8) })
-            for item in chunk {
+            for (item, plaintext) in zip(chunk, plaintexts) {
                 guard let buffer = stored[Array(item.key.utf8)] ?? nil else {
                     throw KeystoreError(.migrationFailed, "item '\(item.key)' is missing after the copy; nothing was moved")
                 }
                 var copy = try target.open(Array(buffer.readableBytesView), forKey: item.key)
                 defer { CryptoRuntime.cleanse(&copy) }
                 // A newer target item (higher version) legitimately differs from the source.
-                if appliedKeys.contains(Array(item.key.utf8)) && copy != item.plaintext {
+                if appliedKeys.contains(Array(item.key.utf8)) && copy != plaintext {
                     throw KeystoreError(.migrationFailed, "item '\(item.key)' did not read back identically; nothing was moved")
                 }
             }
