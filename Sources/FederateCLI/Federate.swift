@@ -102,15 +102,22 @@ package struct Federate: AsyncParsableCommand {
         for name in KeySelection.secretVariables {
             if let value = KeystoreAccess.environment(name) { Terminal.neverShow(value) }
         }
+        let arguments = CommandLine.arguments.dropFirst()
+        // Not past `exec`'s `--`: its command and arguments (a jq filter with `|`, say) are the
+        // command's, which federate never quotes. Another command takes nothing after `--`,
+        // and argument-parser's error quotes what it finds there.
+        let scanned = arguments.first == "exec" ? arguments.prefix(while: { $0 != "--" }) : arguments
+        // Group names may be up to 150 bytes of anything but `/`: never taken for tokens.
+        let groupOptions: Set<String> = ["--access-group", "--from", "--to"]
         var previous: String?
-        // Not past `--`: `exec`'s command and its arguments (a jq filter with `|`, say) are the
-        // command's, which federate never quotes.
-        for argument in CommandLine.arguments.dropFirst().prefix(while: { $0 != "--" }) {
+        for argument in scanned {
             defer { previous = argument }
             // `--option=value` carries its value after the first `=`.
+            let option = argument.hasPrefix("--") ? argument.split(separator: "=", maxSplits: 1).first.map(String.init) : nil
             let value = argument.hasPrefix("--") ? argument.split(separator: "=", maxSplits: 1).last.map(String.init) ?? argument : argument
-            // An access group's name may be up to 150 bytes of anything but `/`.
-            if previous == "--access-group" || argument.hasPrefix("--access-group=") { continue }
+            let isGroupName = (previous.map(groupOptions.contains) ?? false && !argument.hasPrefix("-"))
+                || (option.map(groupOptions.contains) ?? false && argument.contains("="))
+            if isGroupName { continue }
             if looksLikeAToken(value) { Terminal.neverShow(value) }
         }
         let candidates = CommandLine.arguments.dropFirst() + [KeystoreAccess.environment(KeystoreAccess.keystoreVariable)].compactMap { $0 }

@@ -7,8 +7,8 @@ extension PostgresKeystore {
     ///
     /// Both namespaces are locked against other migrations (their key-check rows) and the
     /// source rows against commits (`FOR UPDATE`),
-    /// and every source item is opened with the source key first, the rows streamed (memory
-    /// holds one item, and the keys): if any does not open
+    /// and every source item is opened with the source key first, the rows streamed (one
+    /// plaintext at a time, plus the keys; the second pass holds one chunk's): if any does not open
     /// (tampered, wrong key), nothing moves and the error says how many failed. Each item is
     /// then read again, re-sealed for the target (its associated data names the new group), upserted with
     /// the versioned rule (a newer target item wins), read back, and its source row deleted,

@@ -104,6 +104,7 @@ final class FederateUsageTests: XCTestCase {
             base + ["--token-file", facebook], base + ["--token-file", twitter], base + ["--token-file", custom],
             base + ["--token-file", base64],
             ["status", jwt], ["clear", "--session", "a", saml], ["status", facebook], ["status", twitter],
+            ["status", "--", jwt], base + ["--access-group", "--token-file=\(facebook)"],
         ] {
             let run = try harness.expect(2, arguments)
             XCTAssertNil(leakedRun(in: run.stderr + run.stdout, of: secrets), run.stderr)

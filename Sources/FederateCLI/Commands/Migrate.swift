@@ -37,7 +37,7 @@ struct Migrate: AsyncParsableCommand {
         let source = KeystoreAccess.group(from)
         let target = KeystoreAccess.group(to)
         let moved = try await access.migrate(from: source, to: target)
-        let none = moved == 0 ? " (\(source) holds none here: check --from, --keystore and --access-group's spelling)" : ""
+        let none = moved == 0 ? " (\(source) holds none here: check --from and --keystore)" : ""
         Terminal.note("moved \(moved) item\(moved == 1 ? "" : "s") from access group \(source) to \(target)\(none)")
     }
 }

@@ -61,10 +61,13 @@ extension FederationClient {
             // may hold another identity's valid credentials (a mistyped ID, another region's
             // endpoint). The call fails; the session stays as it was.
             var namedByCaller = choice.identityId != nil && !choice.cached && choice.identityId != previous?.identityId
-            if error.identityGone && namedByCaller, let stored = try? await store.load(session) {
-                // The cache may lag another client's federation with that very identity: the
-                // store decides whether it is the session's.
-                namedByCaller = choice.identityId != stored.identityId
+            if error.identityGone && choice.identityId != nil && !choice.cached {
+                // The cache may lag another client's federation (with that very identity, or
+                // another) or clear: the store decides whether the gone one is the session's;
+                // unreadable, the cache's view stands.
+                do {
+                    namedByCaller = choice.identityId != (try await store.load(session))?.identityId
+                } catch {}
             }
             guard error.identityGone, !namedByCaller else {
                 sessionLogger.debug("federation failed", metadata: ["broker.error": "\(error.code)"])

@@ -17,8 +17,9 @@ import Darwin
 /// transaction, which read the items and holds its write lock throughout, then deletes them.
 /// A crash between the two commits leaves both copies, and running the migration again
 /// completes it: no progress marker is needed. Items are read one at a time (memory holds one
-/// item, and the IDs and keys, whatever the source holds), and a move on open copies at most
-/// ``moveOnOpenByteLimit`` out of a shared group.
+/// item, and the IDs and keys, whatever the source holds), and a move on open out of a shared
+/// group moves nothing when its items (readable or not) add up to more than
+/// ``moveOnOpenByteLimit``.
 struct StoreMigration {
     let layout: StoreLayout
     let from: AccessGroup
@@ -38,8 +39,8 @@ struct StoreMigration {
         var unreadableLeft = 0
     }
 
-    /// The most a move on open copies out of a shared group: the sealed values plus
-    /// ``rowOverhead`` per item. A member of the group can plant items there (with the group's
+    /// The most a move on open reads out of a shared group: the sealed values plus
+    /// ``rowOverhead`` per item, those that do not open included (the survey stops there). A member of the group can plant items there (with the group's
     /// key, which every member holds); without a cap, enough of them would fill the user's
     /// disk at the move, and the move's failure on the user's side would then fail every open.
     /// Over the cap, nothing moves on open (a failure on the shared group's side, which the

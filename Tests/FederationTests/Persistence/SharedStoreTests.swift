@@ -11,10 +11,12 @@ final class SharedStoreTests: KeystoreRootTestCase {
     private let key = [UInt8](repeating: 3, count: 32)
 
     /// A client on its own `SQLiteKeystore` instance, as another process would have.
-    private func instance(fake: FakeCognito = FakeCognito(expiration: Date().addingTimeInterval(3600))) throws -> FederationClient {
+    private func instance(
+        fake: FakeCognito = FakeCognito(expiration: Date().addingTimeInterval(3600)), changePollInterval: Duration = .milliseconds(20)
+    ) throws -> FederationClient {
         let keystore = try SQLiteKeystore(
             root: root, service: "shared-tests", keySource: .raw(key),
-            configuration: SQLiteKeystore.Configuration(changePollInterval: .milliseconds(20)))
+            configuration: SQLiteKeystore.Configuration(changePollInterval: changePollInterval))
         return try FederationClient(
             configuration: FederationConfiguration(identityPoolId: testPoolId, endpoint: testEndpoint),
             transport: fake.transport, keystore: keystore, environment: [:], retryRunner: noSleepRunner(),
@@ -145,6 +147,30 @@ final class SharedStoreTests: KeystoreRootTestCase {
         await assertThrows(FederationError.self, code: .identityTerminated) { _ = try await federation.value }
         let state = try await slow.session("s").state
         XCTAssertEqual(state, .terminated)
+    }
+
+    /// Whether a gone identity the caller named is the session's is the store's to say: a
+    /// client whose cache lags (here, a change feed that polls hourly) still holds the old
+    /// identity, which another client has since replaced; its gone answer must not overwrite
+    /// the other client's valid federation with `terminated`.
+    func testAGoneIdentityOnlyTheLaggingCacheStillHoldsTerminatesNothing() async throws {
+        let lagFake = FakeCognito(expiration: Date().addingTimeInterval(3600))
+        let lagging = try instance(fake: lagFake, changePollInterval: .seconds(3600))
+        let current = try instance(fake: FakeCognito(expiration: Date().addingTimeInterval(7200)))
+        let old = FederationOptions(developerProvidedIdentityId: "us-east-1:old")
+        try await lagging.federate(token: "opaque-dev-token", provider: .developer, options: old, session: "s")
+        let replaced = try await current.federate(
+            token: "opaque-dev-token", provider: .developer, options: FederationOptions(developerProvidedIdentityId: "us-east-1:new"), session: "s")
+        let stale = try await lagging.session("s")
+        XCTAssertEqual(stale.identityId, "us-east-1:old", "the lagging client's cache did not lag")
+        lagFake.enqueue(.error("ResourceNotFoundException", message: "Identity 'us-east-1:old' not found."), for: .getCredentialsForIdentity)
+        let error = await assertThrows(FederationError.self) {
+            try await lagging.federate(token: "opaque-dev-token", provider: .developer, options: old, session: "s")
+        }
+        XCTAssertEqual(error?.code, .resourceNotFound, "\(String(describing: error))")
+        let stored = try await instance().session("s")
+        XCTAssertEqual(stored.state, .federated)
+        XCTAssertEqual(stored.credentials, replaced.credentials)
     }
 
     /// An observer of every session hears of a clear by another client of a session its own
