@@ -113,11 +113,10 @@ package struct Federate: AsyncParsableCommand {
         for argument in scanned {
             defer { previous = argument }
             // `--option=value` carries its value after the first `=`.
-            let option = argument.hasPrefix("--") ? argument.split(separator: "=", maxSplits: 1).first.map(String.init) : nil
-            let value = argument.hasPrefix("--") ? argument.split(separator: "=", maxSplits: 1).last.map(String.init) ?? argument : argument
-            let isGroupName = (previous.map(groupOptions.contains) ?? false && !argument.hasPrefix("-"))
-                || (option.map(groupOptions.contains) ?? false && argument.contains("="))
-            if isGroupName { continue }
+            let parts = argument.hasPrefix("--") ? argument.split(separator: "=", maxSplits: 1).map(String.init) : []
+            let (option, value) = parts.count == 2 ? (parts[0], parts[1]) : (nil, argument)
+            let followsGroupOption = previous.map(groupOptions.contains) == true && !argument.hasPrefix("-")
+            if followsGroupOption || option.map(groupOptions.contains) == true { continue }
             if looksLikeAToken(value) { Terminal.neverShow(value) }
         }
         let candidates = CommandLine.arguments.dropFirst() + [KeystoreAccess.environment(KeystoreAccess.keystoreVariable)].compactMap { $0 }
