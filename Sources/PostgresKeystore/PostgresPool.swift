@@ -112,7 +112,9 @@ final class PostgresPool: Sendable {
     ) async throws -> T {
         let leased = Flag()
         let servedBefore = servedSoFar
-        let slowLease = holding
+        // A call made already cancelled ends without waiting, however long postgres-nio takes
+        // to say so on a loaded machine: it says nothing about the pool.
+        let slowLease = holding && !Task.isCancelled
             ? slowLeases.register { [weak self] in
                 guard let self, !leased.isSet, self.isIdle(generation, since: servedBefore) else { return }
                 self.reportTrouble(on: generation)
