@@ -135,18 +135,14 @@ package struct Federate: AsyncParsableCommand {
     /// not look so.
     static func looksLikeAToken(_ text: String) -> Bool {
         let utf8 = Array(text.utf8)
-        let isBase64URL: (UInt8) -> Bool = { byte in
-            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || byte == 0x2D || byte == 0x5F
-        }
         let parts = utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
         if utf8.count >= 32, [3, 5].contains(parts.count), parts[0].starts(with: "eyJ".utf8),
-           parts.allSatisfy({ $0.allSatisfy(isBase64URL) })
+           parts.allSatisfy({ $0.allSatisfy(ArgumentShape.isBase64URL) })
         {
             return true
         }
-        let startsLikeAPath = ["/", "./", "../", "~/"].contains { utf8.starts(with: $0.utf8) }
-        if utf8.count > 255 && !startsLikeAPath
-            && utf8.allSatisfy({ isBase64URL($0) || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "=") })
+        if utf8.count > 255 && !ArgumentShape.startsLikeAPath(text)
+            && utf8.allSatisfy({ ArgumentShape.isBase64URL($0) || ArgumentShape.isStandardBase64($0) })
         {
             return true
         }

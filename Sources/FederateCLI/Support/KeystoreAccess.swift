@@ -251,7 +251,7 @@ enum KeystoreLocation {
     /// Whether a value that does not start like a path holds one of libpq's connection
     /// keywords followed by `=` (spaces allowed around it), at the start or after a space.
     static func looksLikeAConnectionString(_ value: String) -> Bool {
-        guard !["/", "./", "../", "~/"].contains(where: { value.hasPrefix($0) }) else { return false }
+        guard !ArgumentShape.startsLikeAPath(value) else { return false }
         let keywords: Set<Substring> = ["host", "hostaddr", "port", "dbname", "user", "password", "passfile", "sslmode", "service", "options"]
         var words = value.lowercased().split(whereSeparator: { $0 == " " || $0 == "\t" })[...]
         while let word = words.popFirst() {

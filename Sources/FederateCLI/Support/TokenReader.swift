@@ -28,12 +28,10 @@ enum TokenReader {
     /// recognise, such as a short custom token, or standard base64 with its `/` and `+`).
     static func describeFile(_ path: String) -> String {
         let utf8 = path.utf8
-        let startsLikeAPath = ["/", "./", "../", "~/"].contains { utf8.starts(with: $0.utf8) }
-        let base64 = utf8.allSatisfy { byte in
-            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
-                || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "/") || byte == UInt8(ascii: "=")
+        let base64 = utf8.allSatisfy(ArgumentShape.isStandardBase64)
+        if ArgumentShape.startsLikeAPath(path) || (utf8.contains(UInt8(ascii: "/")) && !base64) || utf8.count <= 16 {
+            return "token file '\(path)'"
         }
-        if startsLikeAPath || (utf8.contains(UInt8(ascii: "/")) && !base64) || utf8.count <= 16 { return "token file '\(path)'" }
         return "the token file (a name of \(path.utf8.count) bytes, not shown: it may be the token itself; name a file here as ./NAME)"
     }
 

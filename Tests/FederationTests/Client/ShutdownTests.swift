@@ -172,15 +172,24 @@ final class ShutdownTests: XCTestCase {
         await shuttingDown.value
     }
 
-    /// A call waiting for another call on the same session (a federation in flight) stops
-    /// waiting when its task is cancelled, rather than when the other ends.
-    func testACallWaitingForTheSessionsLockCanBeCancelled() async throws {
+    /// A client whose federation of "alice" has sent GetId and waits 30 s for the answer.
+    private func federationWaitingForAnAnswer(
+        file: StaticString = #filePath, line: UInt = #line
+    ) async throws -> (Harness, Task<FederationResult, any Error>) {
         let harness = try Harness()
         harness.fake.responseDelay = .seconds(30)
         let client = harness.client
-        let first = Task { try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice") }
+        let federation = Task { try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice") }
         let inFlight = await eventually { harness.fake.count(.getId) == 1 }
-        XCTAssertTrue(inFlight)
+        XCTAssertTrue(inFlight, "the federation did not send GetId", file: file, line: line)
+        return (harness, federation)
+    }
+
+    /// A call waiting for another call on the same session (a federation in flight) stops
+    /// waiting when its task is cancelled, rather than when the other ends.
+    func testACallWaitingForTheSessionsLockCanBeCancelled() async throws {
+        let (harness, first) = try await federationWaitingForAnAnswer()
+        let client = harness.client
         let waiting = Task { try await client.clear(session: "alice") }
         try await Task.sleep(for: .milliseconds(50))
         let start = ContinuousClock.now
@@ -198,12 +207,8 @@ final class ShutdownTests: XCTestCase {
     /// The caller's own cancellation still ends its federation at once (it runs in the
     /// caller's task).
     func testCancellingTheCallersTaskCancelsItsFederation() async throws {
-        let harness = try Harness()
-        harness.fake.responseDelay = .seconds(30)
+        let (harness, federation) = try await federationWaitingForAnAnswer()
         let client = harness.client
-        let federation = Task { try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice") }
-        let inFlight = await eventually { harness.fake.count(.getId) == 1 }
-        XCTAssertTrue(inFlight)
         let start = ContinuousClock.now
         federation.cancel()
         await assertThrows(FederationError.self, code: .cancelled) { try await federation.value }
