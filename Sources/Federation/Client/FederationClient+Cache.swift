@@ -408,8 +408,7 @@ extension FederationClient {
             }
             let failures = (evictedReadFailures[session] ?? 0) + 1
             evictedReadFailures[session] = failures
-            let delay = min(Self.observedReloadRetryInterval * (1 << min(failures - 1, 5)), Self.observedReloadRetryLimit)
-            schedule(session, dueAt: now().addingTimeInterval(delay.timeInterval))
+            schedule(session, dueAt: now().addingTimeInterval(Self.retryDelay(afterFailures: failures).timeInterval))
             return
         }
         evictedReadFailures[session] = nil

@@ -20,6 +20,12 @@ extension FederationClient {
     /// The longest wait between two such tries while the store stays unreadable.
     static let observedReloadRetryLimit: Duration = .seconds(30)
 
+    /// The wait before the next try after `failures` failed ones in a row: twice as long
+    /// after each, from ``observedReloadRetryInterval`` to ``observedReloadRetryLimit``.
+    static func retryDelay(afterFailures failures: Int) -> Duration {
+        min(observedReloadRetryInterval * (1 << min(failures - 1, 5)), observedReloadRetryLimit)
+    }
+
     /// Reads `session` from the store and applies it, unless a local change raced the read.
     /// When the read fails, or the session is within a write's uncertain window, a later
     /// read re-reads it.
@@ -150,7 +156,7 @@ extension FederationClient {
         guard !isShutDown, reloadRetries.insert(session).inserted else { return }
         let failures = (failedRetries[session] ?? 0) + 1
         failedRetries[session] = failures
-        let delay = min(Self.observedReloadRetryInterval * (1 << min(failures - 1, 5)), Self.observedReloadRetryLimit)
+        let delay = Self.retryDelay(afterFailures: failures)
         inBackground { client in
             try? await Task.sleep(for: delay)
             client.retryDue(session)
