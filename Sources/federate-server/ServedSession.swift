@@ -14,14 +14,15 @@ struct ServedSession {
     /// Opens the keystore and prepares a server for `common.session`.
     ///
     /// - Parameter requireCredentials: fail with exit 3 (or 4 for a terminated identity)
-    ///   when the session has no valid credentials now; when the keystore directory does
-    ///   not exist, this also fails with exit 3 and creates nothing.
+    ///   when the session has no valid credentials now; when the access group's namespace
+    ///   does not exist (no keystore directory, a mistyped group), this also fails with exit 3
+    ///   and creates nothing.
     init(_ common: CommonOptions, requireCredentials: Bool) async throws(CLIFailure) {
         let access = try KeystoreAccess(common)
         session = common.session
         root = access.root
-        if requireCredentials, !access.rootExists {
-            throw Self.noCredentials(session, reason: "there is no keystore at \(access.root)")
+        if requireCredentials, !(try access.namespaceExists()) {
+            throw Self.noCredentials(session, reason: "nothing is saved in \(access.placeName)")
         }
         client = try await access.offlineClient(expiryMargin: common.margin)
         if requireCredentials {

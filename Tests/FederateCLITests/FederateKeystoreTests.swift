@@ -306,6 +306,24 @@ final class FederateKeystoreTests: XCTestCase {
         XCTAssertTrue(same.stderr.contains("same access group"), "\(same)")
     }
 
+    func testReadingCommandsWithAMistypedGroupCreateAndRecordNothing() throws {
+        try guest("alice", group: "ops-tools")
+        let files = harness.keystoreFiles()
+        let status = try harness.expect(0, ["status", "--session", "alice", "--access-group", "ops-tolos"])
+        XCTAssertEqual(try Output.jsonObject(status.stdout)["state"] as? String, "notFederated")
+        let missing = try harness.expect(3, credentials("alice", group: "ops-tolos"))
+        XCTAssertTrue(missing.stderr.contains("no session 'alice' in access group 'ops-tolos' of keystore"), "\(missing)")
+        try harness.expect(0, ["clear", "--session", "alice", "--access-group", "ops-tolos"])
+        let exec = try harness.expect(3, ["exec", "--session", "alice", "--access-group", "ops-tolos", "--", "true"])
+        XCTAssertTrue(exec.stderr.contains("nothing is saved in access group 'ops-tolos'"), "\(exec)")
+        // Nothing made for the mistyped group, and the last group is still the real one: the
+        // session reads back through the one-connection path, which needs it recorded.
+        XCTAssertFalse(FileManager.default.fileExists(atPath: harness.groupDirectory("ops-tolos")))
+        XCTAssertEqual(harness.keystoreFiles().filter { !$0.hasSuffix("-wal") && !$0.hasSuffix("-shm") },
+                       files.filter { !$0.hasSuffix("-wal") && !$0.hasSuffix("-shm") })
+        try harness.expect(0, credentials("alice", group: "ops-tools"))
+    }
+
     func testKeystoreFilesHoldNoPlaintextSecrets() throws {
         try guest("alice")
         let files = harness.keystoreFiles()

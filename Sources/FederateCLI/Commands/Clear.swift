@@ -12,7 +12,7 @@ struct Clear: AsyncParsableCommand {
 
     func run() async throws(CLIFailure) {
         let access = try KeystoreAccess(common)
-        guard access.rootExists else { return }
+        guard try access.namespaceExists() else { return }
         let client = try await access.offlineClient(expiryMargin: common.margin)
         do {
             // Removing never opens the item, so a damaged one goes too.

@@ -18,10 +18,10 @@ struct Credentials: AsyncParsableCommand {
         try await CredentialsRequest(common, output).run()
     }
 
-    static func noSession(_ session: String, root: String) -> CLIFailure {
+    static func noSession(_ session: String, place: String) -> CLIFailure {
         CLIFailure(
             .noValidCredentials,
-            "no session '\(session)' in keystore \(root); log in first with 'federate login --session \(session) …' (or 'federate guest')"
+            "no session '\(session)' in \(place); log in first with 'federate login --session \(session) …' (or 'federate guest')"
         )
     }
 }
@@ -64,7 +64,7 @@ struct CredentialsRequest: Equatable {
 
     func run() async throws(CLIFailure) {
         let access = try KeystoreAccess(keystore: keystore, accessGroup: accessGroup, logger: CommonOptions.logger(verbose: verbose))
-        try output(try await access.savedSession(session, expiryMargin: .seconds(expiryMargin)), root: access.root)
+        try output(try await access.savedSession(session, expiryMargin: .seconds(expiryMargin)), place: access.placeName)
     }
 
     /// ``run()`` when one read answers it without suspending (``KeystoreAccess/savedSessionAtOnce(_:expiryMargin:)``);
@@ -72,11 +72,11 @@ struct CredentialsRequest: Equatable {
     func runAtOnce() throws(CLIFailure) -> Bool {
         let access = try KeystoreAccess(keystore: keystore, accessGroup: accessGroup, logger: CommonOptions.logger(verbose: verbose))
         guard let snapshot = try access.savedSessionAtOnce(session, expiryMargin: .seconds(expiryMargin)) else { return false }
-        try output(snapshot, root: access.root)
+        try output(snapshot, place: access.placeName)
         return true
     }
 
-    private func output(_ snapshot: SessionSnapshot, root: String) throws(CLIFailure) {
+    private func output(_ snapshot: SessionSnapshot, place: String) throws(CLIFailure) {
         switch snapshot.state {
         case .federated:
             guard let credentials = snapshot.credentials else {
@@ -100,7 +100,7 @@ struct CredentialsRequest: Equatable {
                 "session '\(session)' is terminated: the identity service said its identity is gone or disabled; run 'federate clear --session \(session)', then log in again"
             )
         case .notFederated:
-            throw Credentials.noSession(session, root: root)
+            throw Credentials.noSession(session, place: place)
         default:
             throw CLIFailure(.internalError, "session '\(session)' is in state \(snapshot.state); please report it")
         }

@@ -84,8 +84,8 @@ package struct KeystoreAccess {
         throw CLIFailure(.usage, "no keystore directory: HOME is not set; pass --keystore DIR or set \(keystoreVariable)")
     }
 
-    /// Whether the keystore exists at all; reading commands then skip creating it. A database
-    /// always counts as existing (opening it creates nothing but the schema).
+    /// Whether the keystore exists at all. A database always counts as existing (opening it
+    /// creates nothing but the schema).
     package var rootExists: Bool {
         switch location {
         case .directory(let path):
@@ -94,6 +94,28 @@ package struct KeystoreAccess {
         case .postgres:
             return true
         }
+    }
+
+    /// Whether the access group's namespace exists, checked as an open checks it; commands that
+    /// only read or remove skip opening when it does not, which would create the group's
+    /// directory, key and database (a mistyped `--access-group`) and record it as the last
+    /// group. A database always counts as existing.
+    package func namespaceExists() throws(CLIFailure) -> Bool {
+        guard case .directory(let path) = location else { return true }
+        guard rootExists else { return false }
+        do {
+            return try SQLiteKeystore.namespaceExists(
+                root: path, service: Self.service, accessGroup: accessGroup, configuration: sqliteConfiguration)
+        } catch {
+            throw CLIFailure.keystore(error, root: root)
+        }
+    }
+
+    /// Where a missing session was looked for, for messages: the keystore, and the access
+    /// group when one is named (a mistyped group holds nothing).
+    package var placeName: String {
+        guard let group = accessGroup.name else { return "keystore \(root)" }
+        return "access group '\(group)' of keystore \(root)"
     }
 
     /// Opens (creating on first use) the keystore. A PostgreSQL keystore is registered with
@@ -149,8 +171,8 @@ package struct KeystoreAccess {
         FederationClient(keystore: try await open(), expiryMargin: expiryMargin, logger: logger)
     }
 
-    /// The saved `session`; when the keystore root does not exist yet, `notFederated`,
-    /// and nothing is created. A damaged item fails this session only (exit 6).
+    /// The saved `session`; when the access group's namespace does not exist yet,
+    /// `notFederated`, and nothing is created or recorded. A damaged item fails this session only (exit 6).
     func savedSession(_ session: String, expiryMargin: Duration) async throws(CLIFailure) -> SessionSnapshot {
         if let snapshot = try savedSessionAtOnce(session, expiryMargin: expiryMargin) { return snapshot }
         let client = try await offlineClient(expiryMargin: expiryMargin)
@@ -167,7 +189,7 @@ package struct KeystoreAccess {
     /// whose debug lines come from the full open). Errors are the full path's, phase by phase:
     /// opening as ``open()``'s, reading as the client's.
     func savedSessionAtOnce(_ session: String, expiryMargin: Duration) throws(CLIFailure) -> SessionSnapshot? {
-        guard rootExists else { return SessionSnapshot(name: session, state: .notFederated) }
+        guard try namespaceExists() else { return SessionSnapshot(name: session, state: .notFederated) }
         guard logger == nil, case .directory(let path) = location else { return nil }
         let reader: SQLiteKeystore.SingleReader
         do {

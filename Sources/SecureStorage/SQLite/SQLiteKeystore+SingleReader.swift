@@ -1,4 +1,27 @@
 extension SQLiteKeystore {
+    /// Whether `accessGroup`'s namespace of `service` has a database under `root`, after the
+    /// same checks of the directories and files on the way as an open; nothing is created or
+    /// recorded, and no key is resolved (a passphrase's derivation is slow).
+    ///
+    /// Commands that only read or remove (`federate status`, `credentials`, `clear`) ask this
+    /// first: a mistyped access group must not leave a new group's directory, key and database
+    /// behind, nor become the service's last group.
+    package static func namespaceExists(
+        root: String,
+        service: String,
+        accessGroup: AccessGroup = .none,
+        configuration: Configuration = .init()
+    ) throws(KeystoreError) -> Bool {
+        let layout = try StoreLayout(root: root, service: service, checksWayToRoot: configuration.checksWayToRoot)
+        if let name = accessGroup.name {
+            try StoreLayout.validate(name: name, what: "access group name", limit: StoreLayout.maximumNameBytes)
+        }
+        guard try layout.prepareDirectories(accessGroup, create: false) else { return false }
+        return try layout.prepareDatabase(accessGroup, create: false) != nil
+    }
+}
+
+extension SQLiteKeystore {
     /// Reads of an existing namespace on one connection, for a process that reads a few items
     /// and exits (`federate credentials`, run before every AWS call).
     ///
