@@ -203,6 +203,12 @@ final class FederateUsageTests: XCTestCase {
         try harness.expect(2, ["login", "--pool-id", "not-a-pool", "--provider", "google", "--token-stdin"], stdin: token)
         try harness.expect(2, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", "ftp://127.0.0.1/"])
         try harness.expect(2, ["guest", "--pool-id", FakeCognito.poolId, "--region", "Mars"])
+        // Checked before the keystore is opened: a usage error creates no keystore, and wins
+        // over a keystore that cannot be opened (a file where the directory belongs).
+        XCTAssertFalse(FileManager.default.fileExists(atPath: harness.keystore), "a usage error created the keystore")
+        let file = try harness.write("not a directory", to: "file-keystore")
+        try harness.expect(2, ["guest", "--pool-id", "not-a-pool", "--keystore", file])
+        try harness.expect(6, ["guest", "--pool-id", FakeCognito.poolId, "--keystore", file])
     }
 
     func testCredentialsWithoutSessionExitsThree() throws {

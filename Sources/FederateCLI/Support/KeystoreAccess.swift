@@ -1,4 +1,9 @@
 package import Federation
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 import Logging
 import SecureStorage
 #if canImport(Glibc)
@@ -155,8 +160,14 @@ package struct KeystoreAccess {
         }
     }
 
-    /// A client that federates with `configuration` over the opened keystore.
+    /// A client that federates with `configuration` over the opened keystore. The
+    /// configuration is checked first, so a usage error (exit 2) creates no keystore.
     func client(configuration: FederationConfiguration) async throws(CLIFailure) -> FederationClient {
+        do {
+            try configuration.check(environment: ProcessInfo.processInfo.environment)
+        } catch {
+            throw CLIFailure.federation(error, root: root)
+        }
         let keystore = try await open()
         do {
             return try FederationClient(configuration: configuration, keystore: keystore, logger: logger)

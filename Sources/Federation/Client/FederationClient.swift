@@ -185,11 +185,7 @@ public actor FederationClient {
         ownedTransport: CurlTransport? = nil,
         instrumentation: FederationInstrumentation = .none
     ) throws(FederationError) {
-        guard configuration.expiryMargin >= .zero else {
-            throw FederationError(
-                code: .invalidConfiguration,
-                message: "the expiry margin is negative: credentials would read as valid after they expired; use zero or more")
-        }
+        try configuration.checkExpiryMargin()
         // Shutdown past its grace period fires this signal: every transfer and retry wait of
         // the client's federations ends, and their callers' tasks are left uncancelled.
         let shutdownSignal = CancellationSignal()

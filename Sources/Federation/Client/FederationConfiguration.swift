@@ -100,6 +100,22 @@ public struct FederationConfiguration: Sendable, Hashable {
 }
 
 extension FederationConfiguration {
+    /// What a federating client's initializer refuses, checked without a client: a negative
+    /// expiry margin, a pool ID or region it cannot use, an unusable Cognito endpoint. The CLI
+    /// asks this before it opens a keystore, which a first open creates.
+    package func check(environment: [String: String]) throws(FederationError) {
+        try checkExpiryMargin()
+        _ = try resolvedEndpoint(environment: environment)
+    }
+
+    func checkExpiryMargin() throws(FederationError) {
+        guard expiryMargin >= .zero else {
+            throw FederationError(
+                code: .invalidConfiguration,
+                message: "the expiry margin is negative: credentials would read as valid after they expired; use zero or more")
+        }
+    }
+
     /// The region from ``region`` or the pool ID's prefix.
     func resolvedRegion() throws(FederationError) -> String {
         if let region {
