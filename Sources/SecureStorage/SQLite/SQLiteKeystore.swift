@@ -47,8 +47,9 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
     /// Opens (creating on first use) the keystore for `service` in `accessGroup` under `root`.
     ///
     /// - Parameters:
-    ///   - root: The root directory; created 0700 when missing. A root writable by group or
-    ///     others must be sticky, else ``KeystoreError/Code/insecurePermissions``.
+    ///   - root: The root directory; created 0700 when missing. A root writable by others is
+    ///     refused, and one writable by its group must be sticky (3770, say), else
+    ///     ``KeystoreError/Code/insecurePermissions``.
     ///   - service: The name of the tool owning the items; non-empty, at most 150 bytes.
     ///   - accessGroup: Where the items live; see ``AccessGroup``.
     ///   - keySource: Where the 256-bit key comes from; a key file per namespace by default.

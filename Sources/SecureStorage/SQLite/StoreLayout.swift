@@ -9,11 +9,11 @@ import Darwin
 /// Where the SQLite engine keeps its files under a root, and the permission rules for each.
 ///
 /// ```
-/// <root>/                              0700 when created here; an administrator's shared root may
-///                                      be 2770/3770 and group-owned: if group- or world-writable it
-///                                      must be sticky (+t), else insecurePermissions
+/// <root>/                              0700 when created here; an administrator's shared root is
+///                                      3770 and group-owned: world-writable, or group-writable
+///                                      without +t, is insecurePermissions
 /// <root>/users/                        1770 (+ setgid inherited) under a group-shared root, else 0700;
-///                                      sticky whenever group- or world-writable
+///                                      never world-writable, sticky whenever group-writable
 /// <root>/users/<uid>/                  0700, owned by that uid: the user's private namespaces
 ///                                      (`<uid>.N` when another member took `<uid>` first:
 ///                                      `choosePrivateDirectory(create:)`)

@@ -28,9 +28,11 @@ struct StoreMigration {
     let busyTimeout: Duration
     /// Whether items that do not open stay behind rather than stopping the migration.
     var leavingUnreadable = false
-    /// Called at `read` (the source's items read, its lock held) and `copied` (after the
-    /// target's commit, before the source's), for tests.
-    var checkpoint: (String) -> Void = { _ in }
+    /// Called at `read` (the source's items read, its lock held), `rereading` (before each
+    /// source item is read again for the copy, inside the target's transaction) and `copied`
+    /// (after the target's commit, before the source's), for tests: what it throws fails the
+    /// migration there, on that step's side.
+    var checkpoint: (String) throws(KeystoreError) -> Void = { _ in }
 
     /// What a run did: how many items left the source, and how many stayed because they (or
     /// newer target items) do not open.
@@ -151,7 +153,7 @@ struct StoreMigration {
         try sourceConnection.immediateTransaction { () throws(KeystoreError) -> Outcome in
             let survey = try self.survey(source, on: sourceConnection)
             guard !survey.movable.isEmpty else { return Outcome(unreadableLeft: survey.unreadable) }
-            checkpoint("read")
+            try checkpoint("read")
             let (moving, staying, origin): ([(id: Int64, key: String)], Int, Int64)
             // The copy reads the source again: a failure there is the source's, not the target's.
             var sourceFailed = false
@@ -165,7 +167,7 @@ struct StoreMigration {
                 throw error
             }
             copied = true
-            checkpoint("copied")
+            try checkpoint("copied")
             // Nobody else has written the source since the survey: its write lock is held.
             for item in moving {
                 try sourceConnection.withStatement(StoreSchema.deleteById) { statement throws(KeystoreError) in
@@ -196,6 +198,7 @@ struct StoreMigration {
                 let row: (key: String, version: Int64?, sealed: [UInt8]?)
                 var plaintext: [UInt8]
                 do throws(KeystoreError) {
+                    try checkpoint("rereading")
                     guard let found = try Self.row(id, on: sourceConnection), let sealed = found.sealed else {
                         throw KeystoreError(.migrationFailed, "an item changed in the source during the migration; nothing was moved", path: source.databasePath)
                     }

@@ -239,6 +239,32 @@ final class RenewalReminderTests: XCTestCase {
         XCTAssertTrue(expired, "alice's expiry was never announced")
     }
 
+    /// An evicted session whose item no longer opens is read back once when it falls due, and
+    /// not again: it would not open later either, and retrying it would read it forever.
+    func testAnEvictedSessionThatDoesNotOpenIsNotReadAgainAndAgain() async throws {
+        let store = ScriptableKeystore(wrapping: InMemoryKeystore())
+        let harness = try Harness(configure: { $0.sessionCacheCapacity = 1 }, keystore: store)
+        let all = await harness.client.allStateUpdates()
+        try await harness.client.federate(token: TestJWT.valid(sub: "a"), provider: .google, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(sub: "b"), provider: .google, session: "bob")  // evicts alice
+        // Damaged unseen (the feed drops the change), as a bad sector or another version would.
+        store.setDropsStoreChanges(true)
+        try await store.set(Array("not a session record".utf8), forKey: "session.alice")
+        let readsBefore = store.counts.reads(of: "session.alice")
+        harness.clock.advance(by: 7200)
+        _ = await harness.client.allStateUpdates()  // due times are acted on when someone subscribes
+        let readBack = await eventually { store.counts.reads(of: "session.alice") > readsBefore }
+        XCTAssertTrue(readBack, "alice was not read back")
+        let readsAfterFailure = store.counts.reads(of: "session.alice")
+        for _ in 0..<3 {
+            harness.clock.advance(by: 60)  // past any retry's due time
+            _ = await harness.client.allStateUpdates()
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        XCTAssertEqual(store.counts.reads(of: "session.alice"), readsAfterFailure, "an item that does not open was read again")
+        withExtendedLifetime(all) {}
+    }
+
     /// Due times are wall-clock times: a clock stepped forward while the timer sleeps (NTP, a
     /// resumed virtual machine) still gets the expiry announced, since the timer never sleeps
     /// longer than `longestExpiryTimerSleep` before looking at the clock again.

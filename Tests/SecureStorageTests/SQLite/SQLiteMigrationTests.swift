@@ -484,6 +484,31 @@ final class SQLiteMigrationTests: XCTestCase {
     /// on open out of it copies no more than its cap, so that planted gigabytes cannot fill the
     /// user's disk (and fail every open on the user's side). Over the cap nothing moves, the
     /// open goes on with a warning, and `migrate`, which has no cap, moves everything.
+    /// The copy reads each source item again inside the target's transaction: a failure there
+    /// is the (shared) source's, which a move on open tolerates, not the target's, which would
+    /// fail every open of the user's.
+    func testAFailureReadingTheSourceAgainDuringTheCopyIsTheSourcesSide() async throws {
+        let temporary = try TemporaryRoot()
+        let root = temporary.root
+        try await fill(root, group: team, count: 3)
+        var migration = StoreMigration(
+            layout: try StoreLayout(root: root, service: "tool"), from: team, to: .none, keySource: .keyFile, busyTimeout: .seconds(1))
+        migration.leavingUnreadable = true
+        migration.checkpoint = { (stage) throws(KeystoreError) in
+            if stage == "rereading" { throw KeystoreError(.storeUnavailable, "the source's database went away") }
+        }
+        do {
+            _ = try migration.runNotingSide()
+            XCTFail("the migration went on")
+        } catch {
+            XCTAssertFalse(error.onTarget, "a failure reading the source was put on the target's side: \(error.error)")
+            XCTAssertFalse(error.copied)
+            XCTAssertEqual(error.error.code, .storeUnavailable)
+        }
+        XCTAssertEqual(try itemCount(root, team), 3)
+        XCTAssertEqual(try itemCount(root, .none), 0)
+    }
+
     func testAMoveOnOpenOutOfASharedGroupCopiesNoMoreThanItsCap() async throws {
         let temporary = try TemporaryRoot()
         let root = temporary.root
