@@ -388,10 +388,14 @@ enum PostgresSchema {
     ///   database until autovacuum's first pass), as a scan of the whole namespace filtered
     ///   by key, and that scan ran in every commit, removes or not: 0.6 ms per commit at
     ///   3,000 items, growing with the namespace (`PostgresQueryPlanTests`).
-    /// - several keys (concurrent clears combined), gated on the array's length: `key =
-    ///   ANY($7)`, unlike ``ReadMany``, because its index scan locks rows in key order, as the
-    ///   upserts do (no deadlock between concurrent statements), and deletes the newest
-    ///   version of a row another instance rewrote meanwhile. Once the table has statistics,
+    /// - several keys (concurrent clears combined), gated on the array's length: the rows
+    ///   are first locked in byte order (`ORDER BY key COLLATE "C" FOR UPDATE`, run to its
+    ///   end as the `ARRAY(…)` the delete's `key = ANY` takes), the order the upserts and a
+    ///   migration lock theirs in: the delete's own index scan goes in the column's
+    ///   collation order, which under a database collation other than `C` differs, and a
+    ///   migration holding one row while this statement held another would deadlock. The
+    ///   delete is by key, not by the rows the lock returned, unlike ``ReadMany``'s form, so
+    ///   it removes the newest version of a row another instance rewrote meanwhile. Once the table has statistics,
     ///   the generic plan (``ConnectionSetup``) sizes the namespace from the table's average,
     ///   so the keys stay in the index condition; before the first `ANALYZE`, or in a table
     ///   of many tiny namespaces and one huge one, this delete can still scan its namespace.
@@ -415,7 +419,12 @@ enum PostgresSchema {
                 RETURNING key
             ), removed_many AS (
                 DELETE FROM identity_broker_items
-                WHERE pg_catalog.cardinality($7::text[]) > 1 AND service = $1 AND access_group = $2 AND key = ANY($7::text[])
+                WHERE pg_catalog.cardinality($7::text[]) > 1 AND service = $1 AND access_group = $2
+                    AND key = ANY(ARRAY(
+                        SELECT key FROM identity_broker_items
+                        WHERE pg_catalog.cardinality($7::text[]) > 1 AND service = $1 AND access_group = $2
+                            AND key = ANY($7::text[])
+                        ORDER BY key COLLATE "C" FOR UPDATE))
                 RETURNING key
             ), removed AS (
                 SELECT key FROM removed_one UNION ALL SELECT key FROM removed_many

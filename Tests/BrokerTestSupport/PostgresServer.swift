@@ -129,10 +129,15 @@ public final class PostgresServer: @unchecked Sendable {
         try run("pg_ctl", ["-D", dataDirectory, "-l", logFile, "-w", "-t", "60", "-m", "fast", "restart"])
     }
 
-    /// Creates a database owned by ``passwordRole`` and returns its name.
+    /// Creates a database owned by ``passwordRole`` and returns its name; with `icuLocale`,
+    /// its collation is that ICU locale's (`en`: `a` before `B`, unlike their bytes), else the
+    /// server's `C.UTF-8` (byte order).
     @discardableResult
-    public func createDatabase(_ name: String = "broker_\(UUID().uuidString.prefix(8).lowercased())") throws -> String {
-        try psql("CREATE DATABASE \(name) OWNER \(passwordRole)")
+    public func createDatabase(
+        _ name: String = "broker_\(UUID().uuidString.prefix(8).lowercased())", icuLocale: String? = nil
+    ) throws -> String {
+        let collation = icuLocale.map { " TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE '\($0)'" } ?? ""
+        try psql("CREATE DATABASE \(name) OWNER \(passwordRole)\(collation)")
         return name
     }
 

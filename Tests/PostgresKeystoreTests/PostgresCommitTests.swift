@@ -418,6 +418,57 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         }
     }
 
+    /// A commit removing several keys locks their rows in byte order, as a migration (and
+    /// every upsert) does, whatever the database's collation: under ICU's `en`, `session.a`
+    /// sorts before `session.B`, and the delete's own index scan went that way, so a
+    /// migration holding `session.B` and this commit holding `session.a` each waited for the
+    /// other (the server then aborts one: a failed migration). Here another transaction holds
+    /// `session.B`: the commit must wait for it before it locks `session.a`.
+    func testACommitRemovingSeveralKeysLocksTheirRowsInByteOrderWhateverTheCollation() async throws {
+        database = try server.createDatabase(icuLocale: "en")
+        XCTAssertEqual(try server.psqlValue("SELECT 'session.a' < 'session.B'", database: database), "t", "not a collation that differs from bytes")
+        let writer = try await keystore()
+        try await writer.set([1], forKey: "session.a")
+        try await writer.set([2], forKey: "session.B")
+        let logger = Logger(label: "lock-holder")
+        let holder = try await PostgresConnection.connect(
+            configuration: .init(host: "127.0.0.1", port: server.port, username: server.superuser, password: nil, database: database, tls: .disable),
+            id: 1, logger: logger)
+        var failure: (any Error)?
+        do {
+            try await holder.query("BEGIN", logger: logger)
+            _ = try await holder.query("SELECT key FROM identity_broker_items WHERE key = 'session.B' FOR UPDATE", logger: logger).collect()
+            let removing = Task {
+                var batch = KeystoreBatch()
+                batch.remove(forKey: "session.a")
+                batch.remove(forKey: "session.B")
+                return try await writer.commit(batch)
+            }
+            let waiting = await eventually(timeout: .seconds(10)) {
+                (try? self.server.psqlValue(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = '\(self.database!)' AND wait_event_type = 'Lock'")) == "1"
+            }
+            XCTAssertTrue(waiting, "the commit never waited for the held row")
+            // Free while the commit waits for session.B: it has not locked session.a yet.
+            do {
+                _ = try await holder.query("SELECT key FROM identity_broker_items WHERE key = 'session.a' FOR UPDATE NOWAIT", logger: logger).collect()
+            } catch {
+                XCTFail("the commit locked session.a before session.B: \(String(reflecting: error))")
+            }
+            try await holder.query("ROLLBACK", logger: logger)
+            let removed = try await removing.value
+            XCTAssertEqual(removed, [true, true])
+            let left = try await writer.keys()
+            XCTAssertEqual(left, [])
+        } catch {
+            failure = error
+        }
+        // Closed whatever happens: postgres-nio stops the process when a connection is
+        // released open.
+        try await holder.close()
+        if let failure { throw failure }
+    }
+
     /// A commit whose keys overflow one notification is announced in several, each under the
     /// payload limit in bytes (two-byte characters here), never as `.all`.
     func testAPayloadTooLargeForOneNotificationIsSplit() async throws {
