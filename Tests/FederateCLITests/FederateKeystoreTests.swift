@@ -269,6 +269,22 @@ final class FederateKeystoreTests: XCTestCase {
         try harness.expect(3, credentials("alice"), environment: ["IDENTITY_BROKER_KEY": key])
     }
 
+    /// docs/cli.md, `migrate`: a target whose key check the key does not open exits 6 before
+    /// anything is copied; both sides keep what they held.
+    func testMigrateIntoATargetSealedWithAnotherKeyExitsSixAndMovesNothing() throws {
+        let (key, other) = (Self.randomKey(), Self.randomKey())
+        harness.neverPrinted = [key, other]
+        try guest("alice", environment: ["IDENTITY_BROKER_KEY": key])
+        try guest("bob", group: "team", environment: ["IDENTITY_BROKER_KEY": other])
+        let before = try rows()
+        let result = try harness.expect(6, ["migrate", "--from", "none", "--to", "team"], environment: ["IDENTITY_BROKER_KEY": key])
+        XCTAssertTrue(result.stderr.contains("key check"), "the error says why: \(result)")
+        XCTAssertEqual(try rows(), before)
+        try harness.expect(0, credentials("alice"), environment: ["IDENTITY_BROKER_KEY": key])
+        try harness.expect(0, credentials("bob", group: "team"), environment: ["IDENTITY_BROKER_KEY": other])
+        try harness.expect(3, credentials("alice", group: "team"), environment: ["IDENTITY_BROKER_KEY": other])
+    }
+
     func testMigrateWithTamperedRowExitsSixAndMovesNothing() async throws {
         for session in ["alice", "bob"] { try guest(session) }
         try await tamper("bob")
@@ -322,6 +338,52 @@ final class FederateKeystoreTests: XCTestCase {
         XCTAssertEqual(harness.keystoreFiles().filter { !$0.hasSuffix("-wal") && !$0.hasSuffix("-shm") },
                        files.filter { !$0.hasSuffix("-wal") && !$0.hasSuffix("-shm") })
         try harness.expect(0, credentials("alice", group: "ops-tools"))
+    }
+
+    /// docs/cli.md, "Passphrase": the key derived from `$IDENTITY_BROKER_PASSPHRASE` and a salt
+    /// kept where the key file would be; another passphrase, or none, cannot read the sessions
+    /// (6); both variables set is a usage error (2).
+    func testAPassphraseKeysADirectoryKeystore() throws {
+        let passphrase = ["IDENTITY_BROKER_PASSPHRASE": "correct horse battery staple"]
+        harness.neverPrinted += ["correct horse battery staple"]
+        try guest("alice", environment: passphrase)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: harness.privateKeyFile), "a key file was written beside the passphrase")
+        XCTAssertEqual(mode(harness.userDirectory + "/salt"), 0o600)
+        try harness.expect(0, credentials("alice"), environment: passphrase)
+        let other = try harness.expect(6, credentials("alice"), environment: ["IDENTITY_BROKER_PASSPHRASE": "another passphrase entirely"])
+        XCTAssertTrue(other.stderr.contains("key"), "\(other)")
+        try harness.expect(6, credentials("alice"))
+        let both = try harness.expect(2, credentials("alice"), environment: passphrase.merging(["IDENTITY_BROKER_KEY": Self.randomKey()]) { $1 })
+        XCTAssertTrue(both.stderr.contains("IDENTITY_BROKER_PASSPHRASE") && both.stderr.contains("IDENTITY_BROKER_KEY"), "\(both)")
+        try harness.expect(0, credentials("alice"), environment: passphrase)
+    }
+
+    /// docs/cli.md, exit 6: the store busy past its timeout (5 s). A process holding the
+    /// database's write lock makes a login wait that long and fail with one line that says
+    /// so; the saved session stays readable meanwhile (WAL readers never wait).
+    func testAStoreLockedPastTheBusyTimeoutExitsSix() throws {
+        try guest("alice")
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        holder.arguments = ["python3", "-c", """
+            import sqlite3, sys, time
+            connection = sqlite3.connect(sys.argv[1], isolation_level=None)
+            connection.execute("BEGIN IMMEDIATE")
+            print("locked", flush=True)
+            time.sleep(30)
+            """, harness.database()]
+        let output = Pipe()
+        holder.standardOutput = output
+        try holder.run()
+        defer { holder.terminate(); holder.waitUntilExit() }
+        let line = output.fileHandleForReading.availableData
+        XCTAssertEqual(String(decoding: line, as: UTF8.self), "locked\n")
+        try harness.expect(0, credentials("alice"))
+        let started = Date()
+        let busy = try harness.expect(6, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint, "--session", "bob"])
+        XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(started), 4, "it did not wait for the lock")
+        XCTAssertTrue(busy.stderr.contains("locked") || busy.stderr.contains("busy"), "\(busy)")
+        harness.assertOneErrorLine(busy)
     }
 
     func testKeystoreFilesHoldNoPlaintextSecrets() throws {

@@ -249,6 +249,11 @@ final class FederateServiceTests: XCTestCase {
         XCTAssertEqual(status["state"] as? String, "terminated")
         let credentials = try harness.expect(4, ["credentials", "--session", "gone"])
         XCTAssertTrue(credentials.stderr.contains("clear"), "the error says what to do: \(credentials)")
+        // exec runs nothing for it either (docs/cli.md: exit 4).
+        let marker = harness.directory + "/ran"
+        let exec = try harness.expect(4, ["exec", "--session", "gone", "--", "touch", marker])
+        XCTAssertTrue(exec.stderr.contains("clear"), "the error says what to do: \(exec)")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: marker), "exec ran its command for a terminated session")
         try harness.expect(0, ["clear", "--session", "gone"])
         try harness.expect(3, ["credentials", "--session", "gone"])
     }
