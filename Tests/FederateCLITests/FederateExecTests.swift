@@ -626,8 +626,29 @@ final class FederateExecTests: XCTestCase {
         let lines = serve.waitForLines(2)
         XCTAssertEqual(lines.count, 2)
         XCTAssertTrue(serve.stderr.contains("no valid credentials"), serve.stderr)
+        // The keystore directory it needs to follow a later login is made as a first write makes it.
+        var info = stat()
+        XCTAssertEqual(stat(harness.keystore, &info), 0, "serve did not create the keystore directory")
+        XCTAssertEqual(info.st_mode & 0o7777, 0o700)
         serve.signal(SIGTERM)
         XCTAssertEqual(serve.waitForExit(), 0, serve.stderr)
+    }
+
+    /// docs/cli.md, exit 1: `exec` and `serve` need `federate-server` next to `federate`; a
+    /// `federate` installed alone says so in one line and runs nothing.
+    func testAFederateWithoutItsServerBesideItExitsOne() throws {
+        let alone = harness.directory + "/alone"
+        try FileManager.default.createDirectory(atPath: alone, withIntermediateDirectories: false)
+        let marker = harness.directory + "/ran"
+        // The launcher copies federate into a directory of its own and runs that copy.
+        let copied = ["sh", "-c", "cp \"$0\" '\(alone)/federate' && exec '\(alone)/federate' \"$@\""]
+        for command in [["exec", "--", "touch", marker], ["serve"]] {
+            let run = try harness.run(command, launcher: copied)
+            XCTAssertEqual(run.status, 1, "\(run)")
+            XCTAssertTrue(run.stderr.contains("federate-server") && run.stderr.contains("next to federate"), "\(run)")
+            harness.assertOneErrorLine(run)
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: marker), "the command ran")
     }
 
     // MARK: - Helpers
