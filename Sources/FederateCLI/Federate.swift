@@ -173,11 +173,30 @@ package struct Federate: AsyncParsableCommand {
             .first { !$0.isEmpty }
             .map { $0.hasPrefix("Error: ") ? String($0.dropFirst(7)) : $0 } ?? "invalid command line"
         if code == .validationFailure {
-            Terminal.fail("\(message); run 'federate --help' for usage")
+            Terminal.fail("\(withoutLongStrayArguments(message)); run 'federate --help' for usage")
             return .usage
         }
         Terminal.fail("internal error: \(message); please report it")
         return .internalError
+    }
+}
+
+extension Federate {
+    /// The arguments a stray-argument error would quote, measured instead when they are 16
+    /// bytes or more: no subcommand but `exec` takes a positional argument, and a secret
+    /// pasted there (a custom provider's opaque token, which nothing marks as one) would
+    /// otherwise reach the terminal or a CI log whole. A short typo is still shown, and so is
+    /// an argument holding a registered secret, which stderr shows with it redacted (a
+    /// database URL given without `--keystore`: the rest of it tells what went wrong).
+    static func withoutLongStrayArguments(_ message: String, arguments: [String] = Array(CommandLine.arguments.dropFirst())) -> String {
+        guard message.hasPrefix("Unexpected argument") || message.contains("unexpected arguments:") else { return message }
+        var result = message
+        let measured = Set(arguments).filter { $0.utf8.count >= 16 && !Terminal.holdsSecret($0) }
+        // Longest first: a shorter argument may be part of a longer one.
+        for argument in measured.sorted(by: { $0.utf8.count > $1.utf8.count }) {
+            result = result.replacing("'\(argument)'", with: "an argument of \(argument.utf8.count) bytes (not shown)")
+        }
+        return result
     }
 }
 

@@ -105,13 +105,18 @@ final class FederateUsageTests: XCTestCase {
             base + ["--token-file", base64],
             ["status", jwt], ["clear", "--session", "a", saml], ["status", facebook], ["status", twitter],
             ["status", "--", jwt], base + ["--access-group", "--token-file=\(facebook)"],
+            ["status", custom], ["clear", "--session", "a", custom, "extra"], ["status", "--", custom],
         ] {
             let run = try harness.expect(2, arguments)
             XCTAssertNil(leakedRun(in: run.stderr + run.stdout, of: secrets), run.stderr)
         }
-        // A short name, or one with a '/', is still named.
+        // A short name, or one with a '/', is still named; so is a short stray argument.
         let named = try harness.expect(2, base + ["--token-file", "./" + custom])
         XCTAssertTrue(named.stderr.contains("./" + custom), named.stderr)
+        let stray = try harness.expect(2, ["status", "stauts"])
+        XCTAssertTrue(stray.stderr.contains("'stauts'"), stray.stderr)
+        let measured = try harness.expect(2, ["status", custom])
+        XCTAssertTrue(measured.stderr.contains("an argument of \(custom.utf8.count) bytes"), measured.stderr)
     }
 
     func testBadOptionValuesExitTwo() throws {

@@ -33,6 +33,12 @@ package enum Terminal {
         secrets.withLock { if !$0.contains(secret) { $0.append(secret) } }
     }
 
+    /// Whether `text` holds a secret registered with ``neverShow(_:)``: stderr then shows it
+    /// with that secret redacted.
+    package static func holdsSecret(_ text: String) -> Bool {
+        secrets.withLock { $0.contains { text.contains($0) } }
+    }
+
     /// Writes `federate: <message>` to stderr as exactly one line.
     package static func fail(_ message: String) {
         note(message)
