@@ -258,6 +258,20 @@ final class FederateServiceTests: XCTestCase {
         try harness.expect(3, ["credentials", "--session", "gone"])
     }
 
+    /// A loopback endpoint (plaintext allowed) is reached directly, whatever proxy the
+    /// environment names: through the proxy, the token would cross the network in clear (and
+    /// the proxy's own loopback would answer). The proxy here listens nowhere.
+    func testALoopbackEndpointIsReachedWithoutTheEnvironmentsProxy() throws {
+        let cognito = try FakeCognito.served()
+        defer { cognito.stopServing() }
+        let proxy: [String: String?] = [
+            "http_proxy": "http://127.0.0.1:9/", "https_proxy": "http://127.0.0.1:9/", "ALL_PROXY": "http://127.0.0.1:9/",
+            "all_proxy": "http://127.0.0.1:9/", "no_proxy": nil, "NO_PROXY": nil,
+        ]
+        try harness.expect(0, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint], environment: proxy)
+        XCTAssertEqual(cognito.calls.count, 2, "GetId and GetCredentialsForIdentity reach the endpoint itself")
+    }
+
     func testServiceUnavailableExitsFiveAfterRetries() throws {
         let cognito = try FakeCognito.served()
         cognito.setDefaultForAll(.error("ServiceUnavailableException", message: "down", status: 503))

@@ -36,6 +36,10 @@ public actor FederationClient {
     /// The session name used when none is given.
     public static let defaultSession = "default"
 
+    /// The longest provider token ``federate(token:provider:options:session:)`` takes, in
+    /// UTF-8 bytes: Cognito's limit for a `Logins` value (50,000 characters; tokens are ASCII).
+    public static let maximumTokenBytes = 50_000
+
     /// The configuration this client federates with; `nil` for a client made with
     /// ``init(keystore:expiryMargin:sessionCacheCapacity:logger:)``, which only reads,
     /// observes and clears saved sessions.
@@ -261,7 +265,8 @@ public actor FederationClient {
     ///
     /// JWT-shaped tokens (Google, Apple, OIDC, developer) are checked locally
     /// first: a malformed one, or one expired more than 5 minutes ago, fails
-    /// with ``FederationError/Code/invalidToken`` before any request.
+    /// with ``FederationError/Code/invalidToken`` before any request, as does an empty token
+    /// or one longer than ``maximumTokenBytes``.
     ///
     /// The identity ID comes from, in order: ``FederationOptions/developerProvidedIdentityId``;
     /// for ``AuthProvider/developer``, the token's `sub` claim (a developer token
@@ -304,6 +309,14 @@ public actor FederationClient {
         let classic = try classicPlan(for: options, session: session)
         guard !token.isEmpty else {
             throw FederationError(code: .invalidToken, message: "the provider token is empty")
+        }
+        // Cognito refuses longer ones anyway, and every error path scrubs the token from what
+        // it reports: a token of megabytes forwarded from a user would cost that much again
+        // per attempt.
+        guard token.utf8.count <= Self.maximumTokenBytes else {
+            throw FederationError(
+                code: .invalidToken,
+                message: "the provider token is \(token.utf8.count) bytes; Cognito takes at most \(Self.maximumTokenBytes)")
         }
         var tokenSubject: String?
         if provider.issuesJWT, provider != .developer || options.developerProvidedIdentityId == nil {

@@ -50,7 +50,7 @@ package enum CognitoErrorDecoder {
         if let colon = type.firstIndex(of: ":") { type = type[..<colon] }
         if let hash = type.lastIndex(of: "#") { type = type[type.index(after: hash)...] }
         let trimmed = type.trimmingWhitespace
-        return trimmed.isEmpty ? nil : String(trimmed.prefix(128))
+        return trimmed.isEmpty ? nil : trimmed.prefix(scalars: 128)
     }
 
     /// Whether Cognito's answer to an operation on one identity says that identity is gone:
@@ -79,7 +79,7 @@ package enum CognitoErrorDecoder {
     static func scrub(_ message: String, with redactor: SecretRedactor) -> String {
         // Redact before cutting, so a cut cannot leave a run too short to be recognised.
         var text = redactor.redact(message)
-        if text.count > maxMessageLength { text = String(text.prefix(maxMessageLength)) + "…" }
+        if text.exceeds(scalars: maxMessageLength) { text = text.prefix(scalars: maxMessageLength) + "…" }
         return text
     }
 }

@@ -11,12 +11,15 @@ struct CognitoIdentityClient: Sendable {
     static let userAgent = "IdentityBroker/\(IdentityBrokerVersion.current) (Swift; Linux)"
 
     let endpoint: String
+    /// Whether `endpoint` is loopback, so that no proxy is used (``HTTPRequest/bypassesProxies``).
+    let endpointIsLoopback: Bool
     let transport: any HTTPTransport
     let limits: HTTPLimits
     let retry: RetryRunner
 
     init(endpoint: String, transport: any HTTPTransport, limits: HTTPLimits, retry: RetryRunner) {
         self.endpoint = endpoint
+        endpointIsLoopback = EndpointRule.isLoopbackURL(endpoint)
         self.transport = transport
         self.limits = limits
         self.retry = retry
@@ -159,7 +162,8 @@ struct CognitoIdentityClient: Sendable {
             ("User-Agent", Self.userAgent),
             ("Accept", "application/json"),
         ]
-        let request = HTTPRequest(method: "POST", url: endpoint, headers: headers, body: body, limits: limits)
+        var request = HTTPRequest(method: "POST", url: endpoint, headers: headers, body: body, limits: limits)
+        request.bypassesProxies = endpointIsLoopback
         return try await ServiceCaller(transport: transport, retry: retry).send(
             request, operation: operation, secrets: secrets, deadline: deadline, signer: signer, logger: logger,
             service: .cognitoIdentity,

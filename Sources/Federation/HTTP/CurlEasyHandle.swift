@@ -90,6 +90,14 @@ final class CurlEasyHandle {
         // libcurl must not use signals (SIGALRM for DNS timeouts) in a threaded process.
         try set(CURLOPT_NOSIGNAL, 1)
         try set(CURLOPT_TCP_KEEPALIVE, 1)
+        // A transfer that ends (timed out, cancelled, shut down) while its name is still being
+        // resolved lets the resolver thread go instead of joining it: the join would hold the
+        // one driver thread, and every other transfer, cancellation and shutdown, until
+        // getaddrinfo gives up (tens of seconds against a DNS server that drops queries).
+        // libcurl before 7.87 does not know the option and joins as before.
+        _ = ib_curl_easy_setopt_long(rawHandle, CURLOPT_QUICK_EXIT, 1)
+        // An empty proxy turns off the environment's (libcurl reads `http_proxy` and the like).
+        if request.bypassesProxies { try set(CURLOPT_PROXY, string: "") }
         // Hide the proxy's own `HTTP/1.1 200 Connection established` block.
         try set(CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
         // A zero timeout means "none" to libcurl, so never pass one.

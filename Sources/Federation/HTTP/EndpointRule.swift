@@ -35,6 +35,13 @@ enum EndpointRule {
         }
     }
 
+    /// Whether `url` names a loopback host: such a request never goes through a proxy
+    /// (``HTTPRequest/bypassesProxies``).
+    static func isLoopbackURL(_ url: String) -> Bool {
+        guard LibraryBootstrap.loadCurl() == nil, let parts = parse(url) else { return false }
+        return isLoopback(parts.host)
+    }
+
     /// Whether `host` (as libcurl reports it: brackets kept around IPv6) is loopback.
     static func isLoopback(_ host: String) -> Bool {
         let host = host.lowercased()

@@ -69,10 +69,16 @@ package enum RetryClassification {
 
     /// The code for a service error `type` answered with HTTP `status`; an unknown type is
     /// a ``FederationError/Code/serviceError`` (``FederationError/Code/serviceUnavailable``
-    /// for 5xx) that keeps the raw type in ``FederationError/serviceErrorType``.
+    /// for 5xx, ``FederationError/Code/throttled`` for 429: a front end's or proxy's rate
+    /// limit, retried as throttling) that keeps the raw type in ``FederationError/serviceErrorType``.
     static func code(forType type: String, status: Int, service: Service) -> FederationError.Code {
         if service == .sts, let code = stsTypes[type] { return code }
-        return commonTypes[type] ?? (status >= 500 ? .serviceUnavailable : .serviceError)
+        if let code = commonTypes[type] { return code }
+        switch status {
+        case 429: return .throttled
+        case 500...: return .serviceUnavailable
+        default: return .serviceError
+        }
     }
 
     /// The code for an error response that names no type.

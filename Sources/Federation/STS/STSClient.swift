@@ -13,11 +13,14 @@ struct STSClient: Sendable {
     static let operation = "AssumeRoleWithWebIdentity"
 
     let endpoint: String
+    /// Whether `endpoint` is loopback, so that no proxy is used (``HTTPRequest/bypassesProxies``).
+    let endpointIsLoopback: Bool
     let caller: ServiceCaller
     let limits: HTTPLimits
 
     init(endpoint: String, transport: any HTTPTransport, limits: HTTPLimits, retry: RetryRunner) {
         self.endpoint = endpoint
+        endpointIsLoopback = EndpointRule.isLoopbackURL(endpoint)
         self.caller = ServiceCaller(transport: transport, retry: retry)
         self.limits = limits
     }
@@ -54,7 +57,8 @@ struct STSClient: Sendable {
             ("User-Agent", CognitoIdentityClient.userAgent),
             ("Accept", "text/xml"),
         ]
-        let request = HTTPRequest(method: "POST", url: endpoint, headers: headers, body: body, limits: limits)
+        var request = HTTPRequest(method: "POST", url: endpoint, headers: headers, body: body, limits: limits)
+        request.bypassesProxies = endpointIsLoopback
         let operation = Self.operation
         let redactor = SecretRedactor(secrets: secrets)
         return try await caller.send(

@@ -9,7 +9,7 @@ package enum STSErrorDecoder {
     package static func decode(response: HTTPResponse, operation: String, redacting secrets: [String]) -> FederationError {
         let fields = STSResponseDecoder.errorFields(from: response.body)
         let redactor = SecretRedactor(secrets: secrets)
-        let rawCode = fields?.code.map { String($0.prefix(128)) }
+        let rawCode = fields?.code.map { $0.prefix(scalars: 128) }
         let message = fields?.message.map { CognitoErrorDecoder.scrub($0, with: redactor) }
         let errorCode = rawCode.map { RetryClassification.code(forType: $0, status: response.status, service: .sts) }
             ?? RetryClassification.code(forStatus: response.status)

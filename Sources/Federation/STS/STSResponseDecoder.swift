@@ -16,7 +16,7 @@ package enum STSResponseDecoder {
         }
         let rootName = "AssumeRoleWithWebIdentityResponse"
         guard root.name == rootName else {
-            throw invalid("returned the element '\(String(root.name.prefix(64)))' where '\(rootName)' belongs", redactor: redactor)
+            throw invalid("returned the element '\(root.name.prefix(scalars: 64))' where '\(rootName)' belongs", redactor: redactor)
         }
         let resultPath = "\(rootName)/AssumeRoleWithWebIdentityResult"
         guard let result = root.child("AssumeRoleWithWebIdentityResult") else {

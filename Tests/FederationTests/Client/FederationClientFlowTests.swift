@@ -130,6 +130,20 @@ final class FederationClientFlowTests: XCTestCase {
         XCTAssertEqual(harness.fake.calls.count, 0)
     }
 
+    /// Cognito's limit for a `Logins` value: a longer token fails before any request (a
+    /// megabyte forwarded from a user would otherwise be sent, and scrubbed from every error).
+    func testATokenLongerThanCognitoTakesFailsWithoutNetwork() async throws {
+        let harness = try Harness()
+        let longest = String(repeating: "t", count: FederationClient.maximumTokenBytes)
+        try await harness.client.federate(token: longest, provider: .custom(key: "k.example"))
+        XCTAssertEqual(harness.fake.count(.getCredentialsForIdentity), 1)
+        let error = await assertThrows(FederationError.self, code: .invalidToken) {
+            try await harness.client.federate(token: longest + "t", provider: .custom(key: "k.example"), session: "other")
+        }
+        XCTAssertTrue(error?.message.contains("50000") ?? false, "\(String(describing: error))")
+        XCTAssertEqual(harness.fake.count(.getCredentialsForIdentity), 1, "the long token was sent")
+    }
+
     // MARK: Developer-authenticated identities
 
     func testDeveloperProvidedIdentityIdSkipsGetIdAndSendsTheCustomRoleArn() async throws {

@@ -126,6 +126,15 @@ final class CognitoErrorDecodingTests: XCTestCase {
         XCTAssertEqual(error.httpStatus, 400)
     }
 
+    /// A 429 whose type nobody knows (a front end's or proxy's rate limit) is throttling:
+    /// retried as such, and the CLI's "try again" (5), not "rejected" (4).
+    func testAnUnknownTypeWithStatus429IsThrottled() {
+        let error = decode(status: 429, body: FakeCognito.errorBody(type: "RateLimitedByGateway", message: "slow down"))
+        XCTAssertEqual(error.code, .throttled)
+        XCTAssertEqual(error.serviceErrorType, "RateLimitedByGateway")
+        XCTAssertEqual(decode(status: 503, body: FakeCognito.errorBody(type: "GatewayOverloaded", message: nil)).code, .serviceUnavailable)
+    }
+
     func testUnknownTypeThroughTheClient() async throws {
         let harness = try Harness(retry: .none)
         harness.fake.enqueue(.error("com.example#FutureException", message: "later"), for: .getCredentialsForIdentity)
@@ -172,6 +181,17 @@ final class CognitoErrorDecodingTests: XCTestCase {
         let error = decode(status: 400, body: FakeCognito.errorBody(type: "InvalidParameterException", message: long))
         XCTAssertLessThanOrEqual(error.serviceMessage?.count ?? .max, CognitoErrorDecoder.maxMessageLength + 1)
         XCTAssertEqual(error.serviceMessage?.hasPrefix("xxxx"), true)
+    }
+
+    /// Bounded in Unicode scalars, not characters: one base character and 100,000 combining
+    /// marks is a single `Character`, and would otherwise reach logs and the CLI's line whole.
+    func testAServiceMessageOfCombiningMarksIsShortenedToo() {
+        let zalgo = "e" + String(repeating: "\u{0301}", count: 100_000)
+        let typeZalgo = "Invalid" + String(repeating: "\u{0301}", count: 100_000)
+        let error = decode(status: 400, body: FakeCognito.errorBody(type: typeZalgo, message: zalgo))
+        XCTAssertLessThanOrEqual(error.serviceMessage?.unicodeScalars.count ?? .max, CognitoErrorDecoder.maxMessageLength + 1)
+        XCTAssertLessThanOrEqual(error.serviceErrorType?.unicodeScalars.count ?? .max, 128)
+        XCTAssertLessThan(error.description.utf8.count, 4096, "the error's description carries the whole text")
     }
 
     func testNormalizedType() {
