@@ -134,8 +134,8 @@ extension FederationClient {
             apply(session) { machine, now, margin in machine.federationEnded(holding: nil, now: now, margin: margin) }
             throw FederationError(code: .cancelled, message: "\(operationName) was cancelled by the client's shutdown before its commit")
         }
-        if let implausible = implausibleExpiration(result.credentials.expiration) {
-            sessionLogger.debug("federation failed: implausible expiration")
+        if let implausible = implausibleAnswer(result) {
+            sessionLogger.debug("federation failed: implausible answer")
             apply(session) { machine, now, margin in machine.federationEnded(holding: nil, now: now, margin: margin) }
             throw implausible
         }
@@ -204,6 +204,29 @@ extension FederationClient {
     /// plausible, and storing it would do harm: the store keeps the record with the later
     /// expiration, so one far in the future would win over every later federation.
     static let longestPlausibleLifetime: TimeInterval = 36 * 3600
+
+    /// An `invalidResponse` for an answer no AWS service sends, else `nil`: an identity ID or
+    /// credential that is not printable ASCII without spaces, or longer than any AWS issues
+    /// (they go into log lines, `credential_process` output, environment variables and every
+    /// later request: a line break there forges a log line or an output field), or credentials
+    /// that expired already or would last longer than ``longestPlausibleLifetime``.
+    private func implausibleAnswer(_ result: FederationResult) -> FederationError? {
+        let fields = [
+            ("identity ID", result.identityId, 128), ("access key ID", result.credentials.accessKeyId, 128),
+            ("secret access key", result.credentials.secretAccessKey, 1024), ("session token", result.credentials.sessionToken, 16384),
+        ]
+        for (name, value, longest) in fields {
+            let bytes = value.utf8
+            guard !bytes.isEmpty, bytes.count <= longest, bytes.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+                // Never the value: the credentials are secrets, and the text may be anything.
+                return FederationError(
+                    code: .invalidResponse,
+                    message: "the service sent a\(name.first == "a" || name.first == "i" ? "n" : "") \(name) of \(bytes.count) bytes that is not printable ASCII "
+                        + "of at most \(longest) bytes, as AWS's are; check the endpoint")
+            }
+        }
+        return implausibleExpiration(result.credentials.expiration)
+    }
 
     /// An `invalidResponse` for credentials that expired already or would last longer than
     /// ``longestPlausibleLifetime``, else `nil`.

@@ -88,6 +88,34 @@ final class ReliabilityHostileResponseTests: ReliabilityTestCase {
         try await assertNotFederated(client, session: "bob")
     }
 
+    /// Fields no AWS service sends: a line break in the identity ID would forge a log line
+    /// (it is logged and printed), one in a credential an output field; a megabyte-long one
+    /// would be stored and sent again. Refused, the session intact, and never quoted.
+    func testAnIdentityIDOrCredentialNoAWSServiceSendsIsInvalidResponse() async throws {
+        let expiry = Int64(Date().addingTimeInterval(3600).timeIntervalSince1970)
+        func body(identity: String = FakeCognito.defaultIdentityId, key: String = "ASIAFAKE", secret: String = "s3cr3t", token: String = "t0k3n") -> String {
+            #"{"IdentityId":"\#(identity)","Credentials":{"AccessKeyId":"\#(key)","SecretKey":"\#(secret)","SessionToken":"\#(token)","Expiration":\#(expiry)}}"#
+        }
+        // JSON escapes: the decoded values hold a line break and an escape character.
+        let forged = #"us-east-1:1\n2026-11-29 level=info msg=admin-login-ok"#
+        for (response, field) in [
+            (body(identity: forged), "identity ID"), (body(identity: String(repeating: "a", count: 129)), "identity ID"),
+            (body(key: "ASIA FAKE"), "access key ID"), (body(secret: #"s3cr3t\u001b[2J"#), "secret access key"),
+            (body(token: #"t0k3n\nAWS_SECRET_ACCESS_KEY=planted"#), "session token"),
+        ] {
+            let cognito = try makeCognito()
+            let client = try makeClient(cognito)
+            let previous = try await establishGoodSession(client, cognito)
+            cognito.setDefault(.json(response), for: .getCredentialsForIdentity)
+            let error = await federateExpectingError(client, .invalidResponse)
+            XCTAssertTrue(error?.message.contains(field) == true, "\(error?.message ?? "nil") lacks \(field)")
+            for fragment in ["admin-login-ok", "planted", "s3cr3t", "t0k3n"] {
+                XCTAssertFalse(error?.description.contains(fragment) == true, "the error quotes the field: \(String(describing: error))")
+            }
+            try await assertIntact(client, previous)
+        }
+    }
+
     func testInvalidResponseOnGetIdForAFreshSession() async throws {
         let cognito = try makeCognito()
         let client = try makeClient(cognito)
