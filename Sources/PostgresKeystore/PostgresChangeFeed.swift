@@ -157,6 +157,9 @@ final class PostgresChangeFeed: Sendable {
         }
     }
 
+    /// The least time between two warnings that the feed lost its connection.
+    static let warningInterval: Duration = .seconds(300)
+
     /// Ends every stream and stops the listener.
     func close() {
         subscribers.close()
@@ -168,6 +171,7 @@ final class PostgresChangeFeed: Sendable {
     private func listen() async {
         var pause: Duration = .milliseconds(50)
         var reconnecting = false
+        var lastWarning: ContinuousClock.Instant?
         while !Task.isCancelled {
             var listeningSince: ContinuousClock.Instant?
             let generation = pool.current
@@ -232,10 +236,22 @@ final class PostgresChangeFeed: Sendable {
                 // when the heartbeat closed a connection that answers but hears nothing: the
                 // server is there.
                 if !Task.isCancelled && !heartbeat.closedAsDeaf { pool.reportTrouble(on: generation) }
-                logger.debug("keystore change feed lost its connection", metadata: [
+                // The server's text, bounded: a long one would flood every line.
+                let reason = KeystoreError.postgres(error, operation: "listening", configuration: configuration).reason
+                let metadata: Logger.Metadata = [
                     "broker.endpoint": "\(configuration.endpoint)",
-                    "broker.error": "\(KeystoreError.postgres(error, operation: "listening", configuration: configuration).reason)",
-                ])
+                    "broker.error": "\(String(String.UnicodeScalarView(reason.unicodeScalars.prefix(256))))",
+                ]
+                // A warning at most every few minutes: meanwhile this instance hears no other
+                // instance's changes, and what it caches may be stale until the feed is back.
+                let now = ContinuousClock.now
+                if !Task.isCancelled, lastWarning.map({ now - $0 >= Self.warningInterval }) ?? true {
+                    lastWarning = now
+                    logger.warning(
+                        "keystore change feed lost its connection; other instances' changes are not heard until it reconnects", metadata: metadata)
+                } else {
+                    logger.debug("keystore change feed lost its connection", metadata: metadata)
+                }
             }
             listening.store(false, ordering: .releasing)
             guard !Task.isCancelled else { return }

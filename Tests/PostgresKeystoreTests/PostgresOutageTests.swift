@@ -1,5 +1,7 @@
 import BrokerTestSupport
 import Foundation
+import InMemoryLogging
+import Logging
 @testable import PostgresKeystore
 import PostgresNIO
 import SecureStorage
@@ -91,7 +93,8 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
 
     func testStreamsGetAllAfterARestartAndFollowOtherInstancesAgain() async throws {
         let writer = try await keystore()
-        let watcher = try await keystore()
+        let logs = InMemoryLogHandler()
+        let watcher = try await keystore(logger: Logger(label: "watcher") { _ in logs })
         let recorder = ChangeRecorder(watcher.changes())
         defer { recorder.stop() }
         // Every LISTEN that succeeds reports `.all`, the first one included.
@@ -108,6 +111,10 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertTrue(written, "the writer recovered")
         let item = await eventually(timeout: .seconds(5)) { recorder.contains(.item("after-restart")) }
         XCTAssertTrue(item, "the feed follows the other instance again: \(recorder.changes)")
+        // Someone is told that this instance heard nobody for a while: once, however many
+        // reconnections failed meanwhile.
+        let warnings = logs.entries.filter { $0.level == .warning && $0.message.description.contains("change feed lost its connection") }
+        XCTAssertEqual(warnings.count, 1, "\(logs.entries.map(\.message))")
     }
 
     /// The feed's connection stays open but carries nothing (a NAT or firewall that dropped

@@ -1,5 +1,6 @@
 import BrokerTestSupport
 import Foundation
+import Logging
 import PostgresKeystore
 import SecureStorage
 import Synchronization
@@ -86,12 +87,13 @@ class PostgresTestCase: XCTestCase, @unchecked Sendable {
         service: String = "tool",
         group: AccessGroup = .none,
         keySource: KeySource? = nil,
+        logger: Logger? = nil,
         configure: (inout PostgresKeystore.Configuration) -> Void = { _ in }
     ) async throws -> PostgresKeystore {
         var configuration = try configuration()
         configure(&configuration)
         let keystore = try await PostgresKeystore(
-            configuration: configuration, service: service, accessGroup: group, keySource: keySource ?? .raw(key))
+            configuration: configuration, service: service, accessGroup: group, keySource: keySource ?? .raw(key), logger: logger)
         opened.withLock { $0.append(keystore) }
         return keystore
     }

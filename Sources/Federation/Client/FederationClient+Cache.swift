@@ -369,6 +369,8 @@ extension FederationClient {
     /// next one. Run when the timer fires and when someone subscribes (the clock may have
     /// moved past a due time before the timer's sleep ends).
     func announceDueExpiries() {
+        // A timer that woke as shutdown began, or a stream made after it: nothing to announce.
+        guard !isShutDown else { return }
         let current = now()
         for entry in expirySchedule.popDue(now: current) {
             if cache.peek(entry.session) != nil {

@@ -206,7 +206,7 @@ extension FederationClient {
     static let longestPlausibleLifetime: TimeInterval = 36 * 3600
 
     /// An `invalidResponse` for an answer no AWS service sends, else `nil`: an identity ID or
-    /// credential that is not printable ASCII without spaces, or longer than any AWS issues
+    /// credential with a control character or a byte outside ASCII, or longer than any AWS issues
     /// (they go into log lines, `credential_process` output, environment variables and every
     /// later request: a line break there forges a log line or an output field), or credentials
     /// that expired already or would last longer than ``longestPlausibleLifetime``.
@@ -217,7 +217,7 @@ extension FederationClient {
         ]
         for (name, value, longest) in fields {
             let bytes = value.utf8
-            guard !bytes.isEmpty, bytes.count <= longest, bytes.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+            guard !bytes.isEmpty, bytes.count <= longest, bytes.allSatisfy({ (0x20...0x7E).contains($0) }) else {
                 // Never the value: the credentials are secrets, and the text may be anything.
                 return FederationError(
                     code: .invalidResponse,

@@ -237,6 +237,9 @@ extension FederationClient {
 
     /// Runs `work` in a task of its own, which shutdown cancels and waits for.
     func inBackground(_ work: @escaping @Sendable (isolated FederationClient) async -> Void) {
+        // Once shutdown began, none starts: it may already have waited for those running, and
+        // the keystore is its caller's to close once shutdown returns.
+        guard !isShutDown else { return }
         let id = nextBackgroundReload
         nextBackgroundReload &+= 1
         // Registered before the task can end: its removal runs on this actor, after this call.

@@ -307,6 +307,26 @@ public actor FederationClient {
         try SessionName.validate(session)
         let (cognito, configuration) = try federatingParts()
         let classic = try classicPlan(for: options, session: session)
+        // Inside the federation's span and count: a token refused here is among the commonest
+        // failures in production.
+        return try await instrumentedFederation("federate", session: session, provider: provider) { () async throws(FederationError) -> FederationResult in
+          let subject = try checkedTokenSubject(token, provider: provider, options: options)
+          let logins = [provider.loginsKey: token]
+          return try await tracked { () async -> Result<FederationResult, FederationError> in
+            do throws(FederationError) {
+                return .success(try await self.federateExchange(
+                    session: session, provider: provider, options: options, classic: classic, logins: logins, tokenSubject: subject,
+                    cognito: cognito, configuration: configuration))
+            } catch {
+                return .failure(error)
+            }
+          }
+        }
+    }
+
+    /// Checks `token` locally, before anything is sent; returns its `sub` claim when it is a
+    /// JWT that names the identity.
+    private func checkedTokenSubject(_ token: String, provider: AuthProvider, options: FederationOptions) throws(FederationError) -> String? {
         guard !token.isEmpty else {
             throw FederationError(code: .invalidToken, message: "the provider token is empty")
         }
@@ -318,25 +338,10 @@ public actor FederationClient {
                 code: .invalidToken,
                 message: "the provider token is \(token.utf8.count) bytes; Cognito takes at most \(Self.maximumTokenBytes)")
         }
-        var tokenSubject: String?
-        if provider.issuesJWT, provider != .developer || options.developerProvidedIdentityId == nil {
-            let jwt = try JSONWebToken(parsing: token)
-            try jwt.checkNotExpired(now: now())
-            tokenSubject = jwt.subject
-        }
-        let logins = [provider.loginsKey: token]
-        let subject = tokenSubject
-        return try await instrumentedFederation("federate", session: session, provider: provider.identifier) { () async throws(FederationError) -> FederationResult in
-          try await tracked { () async -> Result<FederationResult, FederationError> in
-            do throws(FederationError) {
-                return .success(try await self.federateExchange(
-                    session: session, provider: provider, options: options, classic: classic, logins: logins, tokenSubject: subject,
-                    cognito: cognito, configuration: configuration))
-            } catch {
-                return .failure(error)
-            }
-          }
-        }
+        guard provider.issuesJWT, provider != .developer || options.developerProvidedIdentityId == nil else { return nil }
+        let jwt = try JSONWebToken(parsing: token)
+        try jwt.checkNotExpired(now: now())
+        return jwt.subject
     }
 
     private func federateExchange(
@@ -402,7 +407,7 @@ public actor FederationClient {
                 message: "a guest federation takes no developer-provided identity ID or custom role ARN; only the flow")
         }
         let classic = try classicPlan(for: options, session: session)
-        return try await instrumentedFederation("guest", session: session, provider: "guest") { () async throws(FederationError) -> FederationResult in
+        return try await instrumentedFederation("guest", session: session, provider: nil) { () async throws(FederationError) -> FederationResult in
             try await tracked { () async -> Result<FederationResult, FederationError> in
                 do throws(FederationError) {
                     return .success(try await self.guestExchange(session: session, classic: classic, cognito: cognito, configuration: configuration))
@@ -528,8 +533,10 @@ public actor FederationClient {
     /// by this client or by any other sharing its keystore.
     ///
     /// Expiry is announced when it happens, whether or not anyone reads the
-    /// session. The stream ends when the client is released or shut down.
+    /// session. The stream ends when the client is released or shut down. For a name no
+    /// session can have (see ``SessionName``), it yields ``SessionState/notFederated`` and ends.
     public func stateUpdates(for session: String = FederationClient.defaultSession) async -> AsyncStream<SessionState> {
+        guard SessionName.isValid(session) else { return Self.endedStream(of: .notFederated) }
         let current = await stateForNewObserver(session)
         return broadcaster.stream(for: session, current: current)
     }
@@ -538,10 +545,22 @@ public actor FederationClient {
     /// (by any client sharing the keystore) and every renewal reminder
     /// (``SessionEvent/Kind/renewalDue(expiresAt:)``), which comes
     /// ``FederationConfiguration/renewalLeadTime`` before the session would read expired.
+    /// For a name no session can have, it yields ``SessionState/notFederated`` and ends.
     public func events(for session: String = FederationClient.defaultSession) async -> AsyncStream<SessionEvent> {
+        guard SessionName.isValid(session) else { return Self.endedStream(of: SessionEvent(session: session, state: .notFederated)) }
         let current = await stateForNewObserver(session)
         let stream = broadcaster.eventStream(for: session, current: current)
         tick(session)
+        return stream
+    }
+
+    /// A stream of `element` alone: what a name no session can have is observed as. It is
+    /// never read (a name from a request could otherwise make the store retry reads of it
+    /// for as long as it is observed, and reach the logs).
+    private static func endedStream<Element: Sendable>(of element: Element) -> AsyncStream<Element> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Element.self)
+        continuation.yield(element)
+        continuation.finish()
         return stream
     }
 

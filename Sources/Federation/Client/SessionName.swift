@@ -10,6 +10,7 @@ public enum SessionName {
     /// Throws ``FederationError/Code/invalidConfiguration`` when `name` breaks the rule;
     /// the message shows the name with anything unprintable escaped.
     public static func validate(_ name: String) throws(FederationError) {
+        guard !isValid(name) else { return }
         guard !name.isEmpty, name.utf8.count <= maxLength else {
             throw FederationError(
                 code: .invalidConfiguration,
@@ -25,6 +26,22 @@ public enum SessionName {
                 code: .invalidConfiguration,
                 message: "session name '\(preview(name))' may hold only ASCII letters, digits and . _ - @ + = , : (and is not . or ..)"
             )
+        }
+    }
+
+    /// Whether `name` follows the rule; what ``validate(_:)`` checks, without an error.
+    static func isValid(_ name: String) -> Bool {
+        let bytes = name.utf8
+        guard !bytes.isEmpty, bytes.count <= maxLength, name != ".", name != ".." else { return false }
+        return bytes.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: "@"), UInt8(ascii: "+"), UInt8(ascii: "="),
+                 UInt8(ascii: ","), UInt8(ascii: ":"):
+                true
+            default:
+                false
+            }
         }
     }
 

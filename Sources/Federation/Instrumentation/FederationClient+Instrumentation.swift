@@ -18,18 +18,19 @@ struct SessionGauges: Sendable {
 
 extension FederationClient {
     /// Runs one federation inside its span (the parent of its requests' spans) and counts
-    /// it by result and provider, with its duration. Without instrumentation, just runs it.
+    /// it by result and provider kind (`nil`: a guest), with its duration. Without
+    /// instrumentation, just runs it.
     func instrumentedFederation(
         _ name: String,
         session: String,
-        provider: String,
+        provider: AuthProvider?,
         _ body: () async throws(FederationError) -> FederationResult
     ) async throws(FederationError) -> FederationResult {
         guard instrumentation.isEnabled else { return try await body() }
         let start = ContinuousClock.now
         let span = instrumentation.tracer?.startSpan(name, ofKind: .internal)
         span?.attributes["broker.session"] = session
-        span?.attributes["broker.provider"] = provider
+        span?.attributes["broker.provider"] = provider?.identifier ?? "guest"
         // The span's context is the current one while the federation runs, so request
         // spans (started in tasks that inherit it) become its children.
         let result: Result<FederationResult, FederationError> = await ServiceContext.$current.withValue(
@@ -52,7 +53,7 @@ extension FederationClient {
         span?.attributes["broker.result"] = outcome
         span?.end()
         if let metrics = instrumentation.metrics {
-            Counter(label: "identity_broker_federations_total", dimensions: [("result", outcome), ("provider", provider)], factory: metrics)
+            Counter(label: "identity_broker_federations_total", dimensions: [("result", outcome), ("provider", provider?.kind ?? "guest")], factory: metrics)
                 .increment()
             Timer(label: "identity_broker_federation_duration_seconds", dimensions: [("result", outcome)], factory: metrics)
                 .recordNanoseconds((ContinuousClock.now - start).wholeNanoseconds)

@@ -14,15 +14,19 @@ public import Tracing
 ///
 /// Metrics (every label prefixed `identity_broker_`):
 /// - `federations_total` (counter; `result`: `success` or the ``FederationError/Code``,
-///   `provider`: the provider identifier or `guest`);
+///   `provider`: the provider's kind, `google`, `oidc`, `saml`, `custom`… without the issuer,
+///   ARN or key it names, or `guest`: a bounded set, whatever issuers callers pass);
 /// - `federation_duration_seconds` (timer; `result`);
-/// - `requests_total` (counter; `service`, `operation`, `status`: the HTTP status, or the
-///   transport failure kind);
+/// - `requests_total` (counter; `service`, `operation`, `status`: the HTTP status when it is
+///   one AWS answers with (200, 400, 403, 404, 413, 429, 500, 502, 503, 504), else its class
+///   (`1xx`…`5xx`, `other`), or the transport failure kind);
 /// - `retries_total` (counter; `service`, `operation`);
-/// - `sessions` (gauge; `state`): sessions this client holds, by state.
+/// - `sessions` (gauge; `state`): sessions this client holds, by state. Several clients
+///   reporting to one factory overwrite each other's values: give each a factory of its own
+///   (or a label of your own through a wrapping factory).
 ///
 /// Spans: one per federation (`federate` or `guest`, with `broker.session`,
-/// `broker.provider`, `broker.result`) and, inside it, one per request (`Service/Operation`,
+/// `broker.provider` (the whole identifier), `broker.result`) and, inside it, one per request (`Service/Operation`,
 /// kind client, with `rpc.system` `aws-api`, `rpc.service`, `rpc.method`,
 /// `http.response.status_code`, `aws.request_id` when the header is shaped like AWS's,
 /// `broker.attempt`). No metric or span

@@ -43,12 +43,23 @@ struct InstrumentedTransport: HTTPTransport {
         }
     }
 
+    /// The statuses AWS's services answer with are labelled as they are; any other (a proxy's,
+    /// or a hostile endpoint's, which could pick hundreds) by its class, so the label has a
+    /// bounded set of values.
+    static func statusLabel(_ status: Int) -> String {
+        switch status {
+        case 200, 400, 403, 404, 413, 429, 500, 502, 503, 504: String(status)
+        case 100...599: "\(status / 100)xx"
+        default: "other"
+        }
+    }
+
     private func sendCounting(_ request: HTTPRequest, service: String, operation: String) async throws -> HTTPResponse {
         guard let metrics = instrumentation.metrics else { return try await base.send(request) }
         let status: String
         do {
             let response = try await base.send(request)
-            status = String(response.status)
+            status = Self.statusLabel(response.status)
             Counter(label: "identity_broker_requests_total", dimensions: [("service", service), ("operation", operation), ("status", status)], factory: metrics)
                 .increment()
             return response

@@ -69,6 +69,17 @@ public enum AuthProvider: Sendable, Hashable {
         }
     }
 
+    /// The provider without what it names (an issuer, an ARN, a key): ``identifier`` up to
+    /// its first `:`. A metric label, with a handful of values whatever callers pass.
+    var kind: String {
+        switch self {
+        case .oidc: "oidc"
+        case .saml: "saml"
+        case .custom: "custom"
+        default: identifier
+        }
+    }
+
     /// Parses the form ``identifier`` produces; `nil` when it names no provider
     /// or a parameterised provider has an empty parameter.
     public init?(identifier: String) {

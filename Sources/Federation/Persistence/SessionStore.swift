@@ -23,9 +23,15 @@ struct SessionStore: Sendable {
         return keystore.changes()
     }
 
-    /// The session named by a keystore key, or `nil` for keys that are not sessions.
+    /// The session named by a keystore key, or `nil` for keys that are not sessions: other
+    /// items, and names no session can have (``SessionName``). Those come from whoever can
+    /// write the store or signal its change feed (any role that can connect to a PostgreSQL
+    /// database may `NOTIFY`; any member of a shared group may write): read back, they would
+    /// reach the cache, every observer of all sessions and the logs.
     static func session(forKey key: String) -> String? {
-        key.hasPrefix(keyPrefix) ? String(key.dropFirst(keyPrefix.count)) : nil
+        guard key.hasPrefix(keyPrefix) else { return nil }
+        let name = String(key.dropFirst(keyPrefix.count))
+        return SessionName.isValid(name) ? name : nil
     }
 
     /// The stored record of `session`, or `nil` when none is stored.

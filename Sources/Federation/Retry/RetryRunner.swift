@@ -159,11 +159,14 @@ package struct RetryRunner: Sendable {
         disposition: RetryDisposition,
         error: any Error
     ) -> Logger.Metadata {
-        [
+        var metadata: Logger.Metadata = [
             "broker.attempt": "\(attempt)",
             "broker.delay": "\(delay)",
             "broker.disposition": "\(disposition)",
             "broker.errorType": "\(String(reflecting: type(of: error)))",
         ]
+        // What failed, not only the wrapper every service call's failure comes in.
+        if let failure = error as? AttemptFailure { metadata["broker.error"] = "\(failure.error.code)" }
+        return metadata
     }
 }

@@ -310,6 +310,29 @@ final class ShutdownTests: XCTestCase {
             try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         }
     }
+
+    /// A service group that cancels its services (past its graceful-shutdown time, or after
+    /// another service failed) gives no grace period: the client's `run()` cancels the
+    /// federation in flight at once instead of waiting out its own 10 seconds, which
+    /// swift-service-lifecycle's `maximumCancellationDuration` would end with a crash.
+    func testACancelledServiceShutsTheClientDownWithoutAGracePeriod() async throws {
+        let harness = try Harness()
+        let client = harness.client
+        let first = try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        harness.fake.responseDelay = .seconds(30)
+        let running = Task { try await client.run() }
+        let federation = Task { try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice") }
+        let inFlight = await eventually { harness.fake.count(.getCredentialsForIdentity) == 2 }
+        XCTAssertTrue(inFlight)
+        running.cancel()
+        // Bounded so that a client waiting out its 10 s grace period fails the test.
+        let returned = await eventually(timeout: .seconds(5)) { await client.hasShutDownForTesting }
+        XCTAssertTrue(returned, "the cancelled service waited out its grace period")
+        try await running.value
+        await assertThrows(FederationError.self, code: .cancelled) { try await federation.value }
+        let snapshot = try await client.session("alice")
+        XCTAssertEqual(snapshot.credentials, first.credentials, "the previous session is intact")
+    }
 }
 
 extension FederationClient {

@@ -23,6 +23,38 @@ final class InstrumentationTests: XCTestCase {
             now: { testEpoch }, logger: nil, instrumentation: instrumentation)
     }
 
+    /// Labels keep a bounded set of values whatever callers pass or endpoints answer: a
+    /// provider by its kind (not one series per OIDC issuer, SAML ARN or custom key), a status
+    /// AWS does not use by its class.
+    func testMetricLabelsStayBoundedWhateverCallersAndEndpointsSend() async throws {
+        let metrics = TestMetrics()
+        let fake = FakeCognito(expiration: testEpoch.addingTimeInterval(3600))
+        let client = try client(FederationInstrumentation(metrics: metrics), fake: fake)
+        for index in 0..<3 {
+            try await client.federate(token: token, provider: .oidc(issuer: "issuer-\(index).example"), session: "o\(index)")
+            try await client.federate(token: "opaque", provider: .custom(key: "key-\(index).example"), session: "c\(index)")
+        }
+        XCTAssertEqual(metrics.counterTotal(label: "identity_broker_federations_total", dimensions: [("result", "success"), ("provider", "oidc")]), 3)
+        XCTAssertEqual(metrics.counterTotal(label: "identity_broker_federations_total", dimensions: [("result", "success"), ("provider", "custom")]), 3)
+        fake.enqueue(.init(status: 418, body: []), for: .getId)
+        await assertThrows(FederationError.self) { try await client.federate(token: self.token, provider: .google, session: "teapot") }
+        XCTAssertEqual(
+            metrics.counterTotal(label: "identity_broker_requests_total", dimensions: [("service", "CognitoIdentity"), ("operation", "GetId"), ("status", "4xx")]), 1)
+        XCTAssertEqual(InstrumentedTransport.statusLabel(429), "429")
+        XCTAssertEqual(InstrumentedTransport.statusLabel(999), "other")
+    }
+
+    /// A token refused before anything is sent (malformed, expired, empty) is counted too:
+    /// among the commonest failures in production, it was invisible to the metrics.
+    func testATokenRefusedLocallyIsCounted() async throws {
+        let metrics = TestMetrics()
+        let client = try client(FederationInstrumentation(metrics: metrics), fake: FakeCognito(expiration: testEpoch.addingTimeInterval(3600)))
+        await assertThrows(FederationError.self, code: .invalidToken) { try await client.federate(token: "not.a.jwt", provider: .google, session: "a") }
+        await assertThrows(FederationError.self, code: .invalidToken) { try await client.federate(token: "", provider: .facebook, session: "a") }
+        XCTAssertEqual(metrics.counterTotal(label: "identity_broker_federations_total", dimensions: [("result", "invalidToken"), ("provider", "google")]), 1)
+        XCTAssertEqual(metrics.counterTotal(label: "identity_broker_federations_total", dimensions: [("result", "invalidToken"), ("provider", "facebook")]), 1)
+    }
+
     func testMetricsCountFederationsRequestsRetriesAndSessions() async throws {
         let metrics = TestMetrics()
         let fake = FakeCognito(expiration: testEpoch.addingTimeInterval(3600))

@@ -306,6 +306,41 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         XCTAssertEqual(state, .notFederated, "a re-read of an evicted session cached what it read before a change")
     }
 
+    /// The feed names keys from whoever can signal it (any role that can connect may `NOTIFY`
+    /// on PostgreSQL; any member writes a shared group): one that names no session a client
+    /// could have (a line break, a name too long) is neither read, cached nor announced,
+    /// however many come.
+    func testChangesNamingNoPossibleSessionAreIgnored() async throws {
+        let spy = ScriptableKeystore(wrapping: try keystore())
+        let client = try client(spy, cacheCapacity: 2)
+        let all = await client.allStateUpdates()
+        try await client.federate(token: TestJWT.valid(sub: "a"), provider: .google, session: "alice")
+        spy.setDropsStoreChanges(true)  // only what the test injects
+        let hostile = ["session.x\n2026-11-29 level=info msg=forged", "session." + String(repeating: "y", count: 129), "session..", "session.é"]
+        for key in hostile { spy.inject(.item(key)) }
+        spy.inject(.item("session.bob"))  // a real name, after them: the feed went on
+        let events = await collect(20, from: all, timeout: .milliseconds(800))
+        XCTAssertEqual(Set(events.map(\.session)), ["alice", "bob"], "\(events)")
+        for key in hostile { XCTAssertEqual(spy.counts.reads(of: key), 0, "read \(key)") }
+        let alice = try await client.session("alice").state
+        XCTAssertEqual(alice, .federated)
+    }
+
+    /// Observing a name no session can have (taken from a request, say) reads nothing, which
+    /// would fail and be retried for as long as it is observed: the stream says
+    /// `notFederated` and ends.
+    func testObservingANameNoSessionCanHaveReadsNothingAndEnds() async throws {
+        let spy = ScriptableKeystore(wrapping: try keystore())
+        let client = try client(spy)
+        let name = "x\n" + String(repeating: "y", count: 200)
+        let states = await collect(5, from: await client.stateUpdates(for: name), timeout: .seconds(2))
+        XCTAssertEqual(states, [.notFederated])
+        let events = await collect(5, from: await client.events(for: name), timeout: .seconds(2))
+        XCTAssertEqual(events.map(\.state), [.notFederated])
+        try await Task.sleep(for: .milliseconds(200))
+        XCTAssertEqual(spy.counts.reads, 0, "the name was read")
+    }
+
     /// An observed session whose re-read failed is read again by the client itself, without
     /// waiting for someone to read it: its observers hear of the change the feed reported.
     func testAFailedReReadOfAnObservedSessionIsRetried() async throws {

@@ -2,6 +2,7 @@ import BrokerTestSupport
 import Federation
 import Foundation
 import InMemoryLogging
+import Logging
 import XCTest
 
 /// Faults below HTTP: refused connections, drops, resets, truncated bodies,
@@ -27,6 +28,9 @@ final class ReliabilityConnectionFaultTests: ReliabilityTestCase {
         XCTAssertEqual(error?.curlCode, 7, "CURLE_COULDNT_CONNECT")
         XCTAssertEqual(error?.operation, "GetCredentialsForIdentity")
         XCTAssertEqual(retriesLogged(handler), 2, "3 attempts in all")
+        // Each retry line says what failed, not only the wrapper every attempt's failure is in.
+        let retried = handler.entries.filter { $0.message == "Retrying after a failed attempt" }
+        XCTAssertEqual(retried.map { $0.metadata["broker.error"] }, ["network", "network"])
         XCTAssertEqual(cognito.count(.getCredentialsForIdentity), 0)
         try await assertIntact(client, previous)
     }
