@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import Dispatch
 import Logging
 
 /// Graceful shutdown: no new federations, in-flight ones finish (or are cancelled at the
@@ -45,7 +46,17 @@ extension FederationClient {
             await waitForTheLast(.federation, atMost: gracePeriod)
         }
         await storeWorkOfItsOwnEnded()
-        ownedTransport?.shutdown()
+        if let transport = ownedTransport {
+            // Joining the driver thread can wait for libcurl to let a resolver thread go (one
+            // before 7.87 joins it: tens of seconds against a DNS server that drops queries),
+            // so it waits on a thread of its own, not one of the few the cooperative pool has.
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                DispatchQueue.global().async {
+                    transport.shutdown()
+                    continuation.resume()
+                }
+            }
+        }
         // Clears under way (a commit, no network) may end before the streams do, so that their
         // observers hear of them; for the grace period at most, as a keystore that does not
         // answer, or clears that keep coming, must not hold shutdown.
