@@ -221,16 +221,9 @@ final class RenewalReminderTests: XCTestCase {
     /// An evicted session whose read-back fails when it falls due (the store away) is read
     /// again later, so observers of every session still hear of its expiry.
     func testAnEvictedSessionsExpiryIsAnnouncedOnceTheStoreIsReadableAgain() async throws {
-        let store = ScriptableKeystore(wrapping: InMemoryKeystore())
-        let harness = try Harness(configure: { $0.sessionCacheCapacity = 1 }, keystore: store)
-        let probe = await harness.client.allStateUpdates()
-        try await harness.client.federate(token: TestJWT.valid(sub: "a"), provider: .google, session: "alice")
-        try await harness.client.federate(token: TestJWT.valid(sub: "b"), provider: .google, session: "bob")  // evicts alice
+        let (store, harness, probe) = try await clientWithAliceEvicted()
         store.setUnreachable(true)
-        let readsBefore = store.counts.reads(of: "session.alice")
-        harness.clock.advance(by: 7200)
-        _ = await harness.client.allStateUpdates()  // due times are acted on when someone subscribes
-        let readBack = await eventually { store.counts.reads(of: "session.alice") > readsBefore }
+        let readBack = await aliceIsReadBackWhenDue(store, harness)
         XCTAssertTrue(readBack, "alice was not read back")
         store.setUnreachable(false)
         harness.clock.advance(by: 2)  // past the first retry's due time
@@ -242,18 +235,11 @@ final class RenewalReminderTests: XCTestCase {
     /// An evicted session whose item no longer opens is read back once when it falls due, and
     /// not again: it would not open later either, and retrying it would read it forever.
     func testAnEvictedSessionThatDoesNotOpenIsNotReadAgainAndAgain() async throws {
-        let store = ScriptableKeystore(wrapping: InMemoryKeystore())
-        let harness = try Harness(configure: { $0.sessionCacheCapacity = 1 }, keystore: store)
-        let all = await harness.client.allStateUpdates()
-        try await harness.client.federate(token: TestJWT.valid(sub: "a"), provider: .google, session: "alice")
-        try await harness.client.federate(token: TestJWT.valid(sub: "b"), provider: .google, session: "bob")  // evicts alice
+        let (store, harness, all) = try await clientWithAliceEvicted()
         // Damaged unseen (the feed drops the change), as a bad sector or another version would.
         store.setDropsStoreChanges(true)
         try await store.set(Array("not a session record".utf8), forKey: "session.alice")
-        let readsBefore = store.counts.reads(of: "session.alice")
-        harness.clock.advance(by: 7200)
-        _ = await harness.client.allStateUpdates()  // due times are acted on when someone subscribes
-        let readBack = await eventually { store.counts.reads(of: "session.alice") > readsBefore }
+        let readBack = await aliceIsReadBackWhenDue(store, harness)
         XCTAssertTrue(readBack, "alice was not read back")
         let readsAfterFailure = store.counts.reads(of: "session.alice")
         for _ in 0..<3 {
@@ -277,6 +263,25 @@ final class RenewalReminderTests: XCTestCase {
         harness.clock.advance(by: 7200)
         let seen = await collect(4, from: states, timeout: .seconds(3))
         XCTAssertEqual(seen, [.notFederated, .federating, .federated, .expired])
+    }
+
+    /// A client that caches one session, observed by a stream of every session's events,
+    /// whose alice (an hour's credentials) bob's federation evicted.
+    private func clientWithAliceEvicted() async throws -> (ScriptableKeystore, Harness, AsyncStream<SessionEvent>) {
+        let store = ScriptableKeystore(wrapping: InMemoryKeystore())
+        let harness = try Harness(configure: { $0.sessionCacheCapacity = 1 }, keystore: store)
+        let all = await harness.client.allStateUpdates()
+        try await harness.client.federate(token: TestJWT.valid(sub: "a"), provider: .google, session: "alice")
+        try await harness.client.federate(token: TestJWT.valid(sub: "b"), provider: .google, session: "bob")  // evicts alice
+        return (store, harness, all)
+    }
+
+    /// Moves the clock past alice's expiry; whether she is then read back (the read may fail).
+    private func aliceIsReadBackWhenDue(_ store: ScriptableKeystore, _ harness: Harness) async -> Bool {
+        let readsBefore = store.counts.reads(of: "session.alice")
+        harness.clock.advance(by: 7200)
+        _ = await harness.client.allStateUpdates()  // due times are acted on when someone subscribes
+        return await eventually { store.counts.reads(of: "session.alice") > readsBefore }
     }
 
     /// Whether `event` arrives on `stream` within `timeout`.
