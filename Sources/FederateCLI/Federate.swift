@@ -167,13 +167,15 @@ package struct Federate: AsyncParsableCommand {
             }
             return .ok
         }
-        let message = message(for: error)
+        // Measured before the first line is taken: an argument with a line break in it would
+        // no longer be found whole.
+        let message = withoutLongStrayArguments(message(for: error))
             .split(whereSeparator: \.isNewline)
             .map { $0.trimmingCharacters(in: " ") }
             .first { !$0.isEmpty }
             .map { $0.hasPrefix("Error: ") ? String($0.dropFirst(7)) : $0 } ?? "invalid command line"
         if code == .validationFailure {
-            Terminal.fail("\(withoutLongStrayArguments(message)); run 'federate --help' for usage")
+            Terminal.fail("\(message); run 'federate --help' for usage")
             return .usage
         }
         Terminal.fail("internal error: \(message); please report it")
@@ -189,7 +191,7 @@ extension Federate {
     /// an argument holding a registered secret, which stderr shows with it redacted (a
     /// database URL given without `--keystore`: the rest of it tells what went wrong).
     static func withoutLongStrayArguments(_ message: String, arguments: [String] = Array(CommandLine.arguments.dropFirst())) -> String {
-        guard message.hasPrefix("Unexpected argument") || message.contains("unexpected arguments:") else { return message }
+        guard message.contains("Unexpected argument") || message.contains("unexpected arguments:") else { return message }
         var result = message
         let measured = Set(arguments).filter { $0.utf8.count >= 16 && !Terminal.holdsSecret($0) }
         // Longest first: a shorter argument may be part of a longer one.

@@ -13,19 +13,18 @@ public import ServiceLifecycle
 /// `run()` waits for graceful shutdown, then calls
 /// ``FederationClient/shutdown(gracePeriod:)`` with a 10-second grace period: federations in
 /// flight finish (or are cancelled at the deadline), timers and the change feed stop, the
-/// transport thread stops. When the group cancels it instead (it escalated past its
-/// graceful-shutdown time, or another service failed), the client shuts down with no grace
-/// period: federations in flight are cancelled at once, and `run()` returns without waiting
-/// out 10 seconds the group no longer gives.
+/// transport thread stops. When the group cancels it (another service failed, or the group
+/// escalated past its graceful-shutdown time, before or during this shutdown), the grace
+/// period ends there: federations in flight are cancelled at once, and `run()` returns
+/// without waiting out 10 seconds the group no longer gives.
 extension FederationClient: Service {
     /// Waits for graceful shutdown (or cancellation), then shuts the client down.
     public func run() async throws {
-        do {
-            try await gracefulShutdown()
-        } catch {
-            await shutdown(gracePeriod: .zero)
-            return
+        try? await gracefulShutdown()
+        await withTaskCancellationHandler {
+            await shutdown()
+        } onCancel: {
+            Task { await self.cutShutdownGracePeriod() }
         }
-        await shutdown()
     }
 }

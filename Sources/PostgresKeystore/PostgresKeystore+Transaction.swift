@@ -117,6 +117,8 @@ extension PostgresKeystore {
         on connection: PostgresConnection, logger: Logger
     ) async throws -> [Bool] {
         try await transaction(on: connection, logger: logger) {
+            // The operations run in their order, which is not the keys' byte order.
+            try await PostgresSchema.lockInByteOrder(operations.map(\.key), namespace: namespace, on: connection, logger: logger)
             var applied: [Bool] = []
             for operation in operations {
                 switch operation {

@@ -388,6 +388,13 @@ enum PostgresSchema {
     ///   database until autovacuum's first pass), as a scan of the whole namespace filtered
     ///   by key, and that scan ran in every commit, removes or not: 0.6 ms per commit at
     ///   3,000 items, growing with the namespace (`PostgresQueryPlanTests`).
+    /// A statement that both sets and removes first locks the existing rows of all its keys in
+    /// byte order (`locked`: one index probe per key, in a sorted `unnest`, gated on both
+    /// arrays being non-empty, so a federation's commit skips it), and every write waits for
+    /// that (`(SELECT count(*) FROM locked) >= 0`, evaluated once before its first row): its
+    /// upserts and its removes each go in byte order, but one run after the other, which
+    /// against a migration holding one row of each would be a cycle.
+    ///
     /// - several keys (concurrent clears combined), gated on the array's length: the rows
     ///   are first locked in byte order (`ORDER BY key COLLATE "C" FOR UPDATE`, run to its
     ///   end as the `ARRAY(…)` the delete's `key = ANY` takes), the order the upserts and a
@@ -405,10 +412,20 @@ enum PostgresSchema {
 
         /// The statement's common table expressions: the writes and the notifications.
         static let changes = """
-            WITH upserted AS (
+            WITH locked AS MATERIALIZED (
+                SELECT row.key FROM (
+                    SELECT wanted.key FROM unnest($3::text[] || $7::text[]) AS wanted(key) ORDER BY wanted.key COLLATE "C"
+                ) AS wanted CROSS JOIN LATERAL (
+                    SELECT key FROM identity_broker_items
+                    WHERE service = $1 AND access_group = $2 AND key = wanted.key
+                    FOR UPDATE
+                ) AS row
+                WHERE pg_catalog.cardinality($3::text[]) > 0 AND pg_catalog.cardinality($7::text[]) > 0
+            ), upserted AS (
                 INSERT INTO identity_broker_items AS items (service, access_group, key, version, value)
                 SELECT $1, $2, s.key, CASE WHEN s.versioned THEN s.version END, s.value
                 FROM unnest($3::text[], $4::int8[], $5::bool[], $6::bytea[]) AS s(key, version, versioned, value)
+                WHERE (SELECT pg_catalog.count(*) FROM locked) >= 0
                 ON CONFLICT (service, access_group, key) DO UPDATE SET version = excluded.version, value = excluded.value
                 WHERE items.version IS NULL OR excluded.version IS NULL OR items.version <= excluded.version
                 RETURNING items.key
@@ -416,10 +433,12 @@ enum PostgresSchema {
                 DELETE FROM identity_broker_items
                 WHERE service = $1 AND access_group = $2
                     AND key = CASE WHEN pg_catalog.cardinality($7::text[]) = 1 THEN ($7::text[])[1] END
+                    AND (SELECT pg_catalog.count(*) FROM locked) >= 0
                 RETURNING key
             ), removed_many AS (
                 DELETE FROM identity_broker_items
                 WHERE pg_catalog.cardinality($7::text[]) > 1 AND service = $1 AND access_group = $2
+                    AND (SELECT pg_catalog.count(*) FROM locked) >= 0
                     AND key = ANY(ARRAY(
                         SELECT key FROM identity_broker_items
                         WHERE pg_catalog.cardinality($7::text[]) > 1 AND service = $1 AND access_group = $2
@@ -542,6 +561,23 @@ enum PostgresSchema {
         }
 
         func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode((String, ByteBuffer?).self) }
+    }
+
+    /// Locks the existing rows of `keys` in byte order (`COLLATE "C"`), the order every other
+    /// statement and a migration take theirs in, so a transaction that then writes them one
+    /// by one in any order cannot wait for another in a cycle. One index probe per key.
+    static func lockInByteOrder(
+        _ keys: [String], namespace: PostgresNamespace, on connection: PostgresConnection, logger: Logger
+    ) async throws {
+        _ = try await connection.query("""
+            SELECT row.key FROM (
+                SELECT wanted.key FROM unnest(\(keys)::text[]) AS wanted(key) ORDER BY wanted.key COLLATE "C"
+            ) AS wanted CROSS JOIN LATERAL (
+                SELECT key FROM identity_broker_items
+                WHERE service = \(namespace.service) AND access_group = \(namespace.groupColumn) AND key = wanted.key
+                FOR UPDATE
+            ) AS row
+            """, logger: logger).collect()
     }
 
     /// Upserts one sealed item with the versioned rule; returns whether it was applied.

@@ -96,8 +96,9 @@ final class FederateUsageTests: XCTestCase {
         let facebook = "EAA" + String(repeating: "ZCBqZBZAZDZD7xY", count: 12)
         let twitter = "1234567890-AbCdEfGhIjKlMnOp;QrStUvWxYz0123456789abcd"
         let custom = "opaque-custom-token-4f9a8b7c6d5e"  // nothing marks it as a token
+        let wrapped = "wrapped-first-line-of-a-token-0a1b\nits-second-line-2c3d"  // as `base64` wraps
         let base64 = "c2VjcmV0/dG9rZW4+Zm9y/Y3VzdG9tMDEy"  // standard base64: '/' and '+' too
-        let secrets = [jwt, saml, facebook, twitter, custom, base64]
+        let secrets = [jwt, saml, facebook, twitter, custom, base64, wrapped]
         let base = ["login", "--pool-id", FakeCognito.poolId, "--provider", "google", "--endpoint", "http://127.0.0.1:9/"]
         for arguments in [
             base + ["--token-file", jwt], base + ["--token-file=\(jwt)"], base + ["--token-file", saml],
@@ -105,7 +106,7 @@ final class FederateUsageTests: XCTestCase {
             base + ["--token-file", base64],
             ["status", jwt], ["clear", "--session", "a", saml], ["status", facebook], ["status", twitter],
             ["status", "--", jwt], base + ["--access-group", "--token-file=\(facebook)"],
-            ["status", custom], ["clear", "--session", "a", custom, "extra"], ["status", "--", custom],
+            ["status", custom], ["clear", "--session", "a", custom, "extra"], ["status", "--", custom], ["status", wrapped],
         ] {
             let run = try harness.expect(2, arguments)
             XCTAssertNil(leakedRun(in: run.stderr + run.stdout, of: secrets), run.stderr)

@@ -430,14 +430,7 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         let writer = try await keystore()
         try await writer.set([1], forKey: "session.a")
         try await writer.set([2], forKey: "session.B")
-        let logger = Logger(label: "lock-holder")
-        let holder = try await PostgresConnection.connect(
-            configuration: .init(host: "127.0.0.1", port: server.port, username: server.superuser, password: nil, database: database, tls: .disable),
-            id: 1, logger: logger)
-        var failure: (any Error)?
-        do {
-            try await holder.query("BEGIN", logger: logger)
-            _ = try await holder.query("SELECT key FROM identity_broker_items WHERE key = 'session.B' FOR UPDATE", logger: logger).collect()
+        try await withHolder(of: "session.B") { holder, logger in
             let removing = Task {
                 var batch = KeystoreBatch()
                 batch.remove(forKey: "session.a")
@@ -458,13 +451,63 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
             try await holder.query("ROLLBACK", logger: logger)
             let removed = try await removing.value
             XCTAssertEqual(removed, [true, true])
-            let left = try await writer.keys()
-            XCTAssertEqual(left, [])
+        }
+        let left = try await writer.keys()
+        XCTAssertEqual(left, [])
+    }
+
+    /// A commit that sets some keys and removes others locks all their rows in one byte order
+    /// first: its upserts and its removes each went in order, but one after the other, so a
+    /// commit setting `session.a` and removing `session.B` took `a` before `B`, against a
+    /// migration's (and every other statement's) `B` before `a`. Here another transaction
+    /// holds `session.a`: the commit must have locked `session.B` before it waits.
+    func testACommitThatSetsAndRemovesLocksAllItsRowsInOneByteOrder() async throws {
+        let writer = try await keystore()
+        try await writer.set([1], forKey: "session.a")
+        try await writer.set([2], forKey: "session.B")
+        try await withHolder(of: "session.a") { holder, logger in
+            let committing = Task {
+                var batch = KeystoreBatch()
+                batch.set([3], forKey: "session.a")
+                batch.remove(forKey: "session.B")
+                return try await writer.commit(batch)
+            }
+            let waiting = await eventually(timeout: .seconds(10)) {
+                (try? self.server.psqlValue(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = '\(self.database!)' AND wait_event_type = 'Lock'")) == "1"
+            }
+            XCTAssertTrue(waiting, "the commit never waited for the held row")
+            do {
+                _ = try await holder.query("SELECT key FROM identity_broker_items WHERE key = 'session.B' FOR UPDATE NOWAIT", logger: logger).collect()
+                XCTFail("session.B was free while the commit waited for session.a: it locks a before B")
+            } catch let error as PSQLError where error.serverInfo?[.sqlState] == "55P03" {
+                // Locked by the commit, as it should be.
+            }
+            try await holder.query("ROLLBACK", logger: logger)
+            let applied = try await committing.value
+            XCTAssertEqual(applied, [true, true])
+        }
+        let a = try await writer.value(forKey: "session.a")
+        XCTAssertEqual(a, [3])
+        let b = try await writer.value(forKey: "session.B")
+        XCTAssertNil(b)
+    }
+
+    /// Runs `body` with a connection whose open transaction holds `key`'s row, closing the
+    /// connection whatever happens (postgres-nio stops the process when one is released open).
+    private func withHolder(of key: String, _ body: (PostgresConnection, Logger) async throws -> Void) async throws {
+        let logger = Logger(label: "lock-holder")
+        let holder = try await PostgresConnection.connect(
+            configuration: .init(host: "127.0.0.1", port: server.port, username: server.superuser, password: nil, database: database, tls: .disable),
+            id: 1, logger: logger)
+        var failure: (any Error)?
+        do {
+            try await holder.query("BEGIN", logger: logger)
+            _ = try await holder.query("SELECT key FROM identity_broker_items WHERE key = \(key) FOR UPDATE", logger: logger).collect()
+            try await body(holder, logger)
         } catch {
             failure = error
         }
-        // Closed whatever happens: postgres-nio stops the process when a connection is
-        // released open.
         try await holder.close()
         if let failure { throw failure }
     }

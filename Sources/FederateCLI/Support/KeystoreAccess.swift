@@ -200,17 +200,12 @@ package struct KeystoreAccess {
     /// whose debug lines come from the full open). Errors are the full path's, phase by phase:
     /// opening as ``open()``'s, reading as the client's.
     func savedSessionAtOnce(_ session: String, expiryMargin: Duration) throws(CLIFailure) -> SessionSnapshot? {
-        guard try namespaceExists() else { return SessionSnapshot(name: session, state: .notFederated) }
-        guard logger == nil, case .directory(let path) = location else { return nil }
-        let reader: SQLiteKeystore.SingleReader
-        do {
-            guard let opened = try SQLiteKeystore.SingleReader.open(
-                root: path, service: Self.service, accessGroup: accessGroup, keySource: keySource,
-                configuration: sqliteConfiguration)
-            else { return nil }
-            reader = opened
-        } catch {
-            throw CLIFailure.keystore(error, root: root)
+        let absent = SessionSnapshot(name: session, state: .notFederated)
+        guard rootExists else { return absent }
+        // The reader's checks first (the common case, before every AWS call, pays them once);
+        // when it declines, a namespace that does not exist is not opened (which would make it).
+        guard logger == nil, case .directory(let path) = location, let reader = try singleReader(path) else {
+            return try namespaceExists() ? nil : absent
         }
         defer { reader.close() }
         do {
@@ -219,6 +214,17 @@ package struct KeystoreAccess {
             }
         } catch {
             throw CLIFailure.federation(error, root: root)
+        }
+    }
+
+    /// The one-connection reader of the namespace, or `nil` when a full open is needed.
+    private func singleReader(_ path: String) throws(CLIFailure) -> SQLiteKeystore.SingleReader? {
+        do {
+            return try SQLiteKeystore.SingleReader.open(
+                root: path, service: Self.service, accessGroup: accessGroup, keySource: keySource,
+                configuration: sqliteConfiguration)
+        } catch {
+            throw CLIFailure.keystore(error, root: root)
         }
     }
 

@@ -33,10 +33,10 @@ package enum Terminal {
         secrets.withLock { if !$0.contains(secret) { $0.append(secret) } }
     }
 
-    /// Whether `text` holds a secret registered with ``neverShow(_:)``: stderr then shows it
-    /// with that secret redacted.
+    /// Whether stderr would show `text` with part of it redacted: it holds a secret registered
+    /// with ``neverShow(_:)`` that the redactor recognises (not one under 4 bytes, say).
     package static func holdsSecret(_ text: String) -> Bool {
-        secrets.withLock { $0.contains { text.contains($0) } }
+        SecretRedactor(secrets: secrets.withLock { $0 }).redact(text) != text
     }
 
     /// Writes `federate: <message>` to stderr as exactly one line.

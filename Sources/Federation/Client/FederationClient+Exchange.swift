@@ -205,27 +205,43 @@ extension FederationClient {
     /// expiration, so one far in the future would win over every later federation.
     static let longestPlausibleLifetime: TimeInterval = 36 * 3600
 
-    /// An `invalidResponse` for an answer no AWS service sends, else `nil`: an identity ID or
-    /// credential with a control character or a byte outside ASCII, or longer than any AWS issues
+    /// An `invalidResponse` for an answer no AWS service sends, else `nil`: an identity ID
+    /// that is not letters, digits and `: _ . -` (Cognito's are `REGION:GUID`), or a credential
+    /// with a control character or a byte outside ASCII, or either longer than any AWS issues
     /// (they go into log lines, `credential_process` output, environment variables and every
-    /// later request: a line break there forges a log line or an output field), or credentials
-    /// that expired already or would last longer than ``longestPlausibleLifetime``.
+    /// later request: a line break there forges a log line or an output field, a space and `=`
+    /// a field of a logfmt line), or credentials that expired already or would last longer
+    /// than ``longestPlausibleLifetime``.
     private func implausibleAnswer(_ result: FederationResult) -> FederationError? {
-        let fields = [
-            ("identity ID", result.identityId, 128), ("access key ID", result.credentials.accessKeyId, 128),
-            ("secret access key", result.credentials.secretAccessKey, 1024), ("session token", result.credentials.sessionToken, 16384),
+        let fields: [(name: String, value: String, longest: Int, allowed: (UInt8) -> Bool)] = [
+            ("identity ID", result.identityId, 128, Self.isIdentityIdByte),
+            ("access key ID", result.credentials.accessKeyId, 128, Self.isPrintableASCII),
+            ("secret access key", result.credentials.secretAccessKey, 1024, Self.isPrintableASCII),
+            ("session token", result.credentials.sessionToken, 16384, Self.isPrintableASCII),
         ]
-        for (name, value, longest) in fields {
-            let bytes = value.utf8
-            guard !bytes.isEmpty, bytes.count <= longest, bytes.allSatisfy({ (0x20...0x7E).contains($0) }) else {
+        for field in fields {
+            let bytes = field.value.utf8
+            guard !bytes.isEmpty, bytes.count <= field.longest, bytes.allSatisfy(field.allowed) else {
                 // Never the value: the credentials are secrets, and the text may be anything.
                 return FederationError(
                     code: .invalidResponse,
-                    message: "the service sent a\(name.first == "a" || name.first == "i" ? "n" : "") \(name) of \(bytes.count) bytes that is not printable ASCII "
-                        + "of at most \(longest) bytes, as AWS's are; check the endpoint")
+                    message: "the service sent a\(field.name.first == "a" || field.name.first == "i" ? "n" : "") \(field.name) of \(bytes.count) bytes "
+                        + "that AWS would not send (a character it never uses, or more than \(field.longest) bytes); check the endpoint")
             }
         }
         return implausibleExpiration(result.credentials.expiration)
+    }
+
+    private static func isPrintableASCII(_ byte: UInt8) -> Bool { (0x20...0x7E).contains(byte) }
+
+    private static func isIdentityIdByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: ":"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "-"):
+            true
+        default:
+            false
+        }
     }
 
     /// An `invalidResponse` for credentials that expired already or would last longer than

@@ -118,6 +118,7 @@ extension FederationClient {
     /// Waits until the last call of `kind` in flight has ended, or `gracePeriod` has passed:
     /// then federations are cancelled (and end soon), and shutdown stops waiting for clears.
     private func waitForTheLast(_ kind: CallInFlight, atMost gracePeriod: Duration) async {
+        let gracePeriod = shutdownGraceCut ? .zero : gracePeriod
         let deadline = Task { [weak self] in
             try? await Task.sleep(for: gracePeriod)
             guard !Task.isCancelled else { return }
@@ -130,6 +131,15 @@ extension FederationClient {
             }
         }
         deadline.cancel()
+    }
+
+    /// Ends shutdown's grace period now, whether shutdown has begun or not: federations in
+    /// flight are cancelled as at its deadline, and clears are no longer waited for. What a
+    /// service group's cancellation does to a shutdown it had begun gracefully.
+    package func cutShutdownGracePeriod() {
+        shutdownGraceCut = true
+        cancelFederationsInFlight()
+        clearWaiters.resumeAll()
     }
 
     private func gracePeriodEnded(for kind: CallInFlight) {

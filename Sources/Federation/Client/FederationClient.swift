@@ -117,6 +117,8 @@ public actor FederationClient {
     /// Whether shutdown finished; later calls wait for it through ``shutdownCompletionWaiters``.
     var isShutDownCompletely = false
     var shutdownCompletionWaiters = Waiters()
+    /// Whether shutdown's grace period was cut short (``cutShutdownGracePeriod()``).
+    var shutdownGraceCut = false
 
     /// Creates a client that federates with `configuration` and keeps sessions in
     /// `keystore`, or in its own memory when `keystore` is `nil`.

@@ -11,7 +11,7 @@ struct CognitoIdentityClient: Sendable {
     static let userAgent = "IdentityBroker/\(IdentityBrokerVersion.current) (Swift; Linux)"
 
     let endpoint: String
-    /// Whether `endpoint` is loopback, so that no proxy is used (``HTTPRequest/bypassesProxies``).
+    /// Whether `endpoint` is plaintext to loopback, so that no proxy is used (``HTTPRequest/bypassesProxies``).
     let endpointIsLoopback: Bool
     let transport: any HTTPTransport
     let limits: HTTPLimits
@@ -19,7 +19,7 @@ struct CognitoIdentityClient: Sendable {
 
     init(endpoint: String, transport: any HTTPTransport, limits: HTTPLimits, retry: RetryRunner) {
         self.endpoint = endpoint
-        endpointIsLoopback = EndpointRule.isLoopbackURL(endpoint)
+        endpointIsLoopback = EndpointRule.isPlaintextLoopbackURL(endpoint)
         self.transport = transport
         self.limits = limits
         self.retry = retry

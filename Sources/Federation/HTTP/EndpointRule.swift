@@ -35,9 +35,12 @@ enum EndpointRule {
         }
     }
 
-    /// Whether `url` names a loopback host: such a request never goes through a proxy
-    /// (``HTTPRequest/bypassesProxies``).
-    static func isLoopbackURL(_ url: String) -> Bool {
+    /// Whether `url` is plaintext `http://` to a loopback host: such a request never goes
+    /// through a proxy (``HTTPRequest/bypassesProxies``), which would see it in clear. (Through
+    /// a proxy, `https://` is a tunnel it cannot read.) Only a `http://` URL is parsed, so a
+    /// client of AWS's own endpoints does not load libcurl before its first request.
+    static func isPlaintextLoopbackURL(_ url: String) -> Bool {
+        guard url.utf8.count > 7, url.prefix(7).lowercased() == "http://" else { return false }
         guard LibraryBootstrap.loadCurl() == nil, let parts = parse(url) else { return false }
         return isLoopback(parts.host)
     }

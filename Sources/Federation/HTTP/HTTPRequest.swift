@@ -17,9 +17,8 @@ package struct HTTPRequest: Sendable {
     /// Limits for this one attempt.
     package var limits: HTTPLimits
     /// Connects straight to the host, whatever proxy the environment names (`http_proxy`,
-    /// `ALL_PROXY`, …): set for a loopback endpoint, which a proxy would never reach, and to
-    /// which plaintext `http://` is allowed: through a proxy, the provider token would cross
-    /// the network in clear.
+    /// `ALL_PROXY`, …): set for a plaintext `http://` loopback endpoint, which a proxy would
+    /// never reach, and through which the provider token would cross the network in clear.
     package var bypassesProxies = false
     /// Which attempt of its call this is (1 for the first), for metrics and traces.
     package var attempt = 1

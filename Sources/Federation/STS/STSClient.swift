@@ -13,14 +13,14 @@ struct STSClient: Sendable {
     static let operation = "AssumeRoleWithWebIdentity"
 
     let endpoint: String
-    /// Whether `endpoint` is loopback, so that no proxy is used (``HTTPRequest/bypassesProxies``).
+    /// Whether `endpoint` is plaintext to loopback, so that no proxy is used (``HTTPRequest/bypassesProxies``).
     let endpointIsLoopback: Bool
     let caller: ServiceCaller
     let limits: HTTPLimits
 
     init(endpoint: String, transport: any HTTPTransport, limits: HTTPLimits, retry: RetryRunner) {
         self.endpoint = endpoint
-        endpointIsLoopback = EndpointRule.isLoopbackURL(endpoint)
+        endpointIsLoopback = EndpointRule.isPlaintextLoopbackURL(endpoint)
         self.caller = ServiceCaller(transport: transport, retry: retry)
         self.limits = limits
     }

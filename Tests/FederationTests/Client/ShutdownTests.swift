@@ -333,6 +333,33 @@ final class ShutdownTests: XCTestCase {
         let snapshot = try await client.session("alice")
         XCTAssertEqual(snapshot.credentials, first.credentials, "the previous session is intact")
     }
+
+    /// The usual escalation: graceful shutdown began (SIGTERM) with a federation in flight,
+    /// and the group cancels its services when its own graceful-shutdown time is up. The
+    /// client's grace period ends there, not 10 seconds later.
+    func testAServiceCancelledDuringItsGracefulShutdownCutsTheGracePeriod() async throws {
+        let harness = try Harness()
+        let client = harness.client
+        let first = try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        harness.fake.responseDelay = .seconds(30)
+        try await testGracefulShutdown { trigger in
+            let running = Task { try await client.run() }
+            let federation = Task { try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice") }
+            let inFlight = await eventually { harness.fake.count(.getCredentialsForIdentity) == 2 }
+            XCTAssertTrue(inFlight)
+            trigger.triggerGracefulShutdown()
+            let shuttingDown = await eventually { await client.isShuttingDown }
+            XCTAssertTrue(shuttingDown)
+            running.cancel()
+            // Bounded so that a client waiting out its 10 s grace period fails the test.
+            let returned = await eventually(timeout: .seconds(5)) { await client.hasShutDownForTesting }
+            XCTAssertTrue(returned, "the cancelled shutdown waited out its grace period")
+            try await running.value
+            await assertThrows(FederationError.self, code: .cancelled) { try await federation.value }
+        }
+        let snapshot = try await client.session("alice")
+        XCTAssertEqual(snapshot.credentials, first.credentials, "the previous session is intact")
+    }
 }
 
 extension FederationClient {

@@ -100,6 +100,7 @@ final class ReliabilityHostileResponseTests: ReliabilityTestCase {
         let forged = #"us-east-1:1\n2026-11-29 level=info msg=admin-login-ok"#
         for (response, field) in [
             (body(identity: forged), "identity ID"), (body(identity: String(repeating: "a", count: 129)), "identity ID"),
+            (body(identity: "us-east-1:x level=error msg=forged"), "identity ID"),
             (body(key: #"ASIA\tFAKE"#), "access key ID"), (body(secret: #"s3cr3t\u001b[2J"#), "secret access key"),
             (body(token: #"t0k3n\nAWS_SECRET_ACCESS_KEY=planted"#), "session token"),
         ] {
