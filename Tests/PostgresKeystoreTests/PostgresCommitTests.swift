@@ -430,28 +430,18 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         let writer = try await keystore()
         try await writer.set([1], forKey: "session.a")
         try await writer.set([2], forKey: "session.B")
-        try await withHolder(of: "session.B") { holder, logger in
-            let removing = Task {
-                var batch = KeystoreBatch()
-                batch.remove(forKey: "session.a")
-                batch.remove(forKey: "session.B")
-                return try await writer.commit(batch)
-            }
-            let waiting = await eventually(timeout: .seconds(10)) {
-                (try? self.server.psqlValue(
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = '\(self.database!)' AND wait_event_type = 'Lock'")) == "1"
-            }
-            XCTAssertTrue(waiting, "the commit never waited for the held row")
+        var batch = KeystoreBatch()
+        batch.remove(forKey: "session.a")
+        batch.remove(forKey: "session.B")
+        let removed = try await commit(batch, of: writer, behindAHeld: "session.B") { holder, logger in
             // Free while the commit waits for session.B: it has not locked session.a yet.
             do {
                 _ = try await holder.query("SELECT key FROM identity_broker_items WHERE key = 'session.a' FOR UPDATE NOWAIT", logger: logger).collect()
             } catch {
                 XCTFail("the commit locked session.a before session.B: \(String(reflecting: error))")
             }
-            try await holder.query("ROLLBACK", logger: logger)
-            let removed = try await removing.value
-            XCTAssertEqual(removed, [true, true])
         }
+        XCTAssertEqual(removed, [true, true])
         let left = try await writer.keys()
         XCTAssertEqual(left, [])
     }
@@ -465,51 +455,54 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         let writer = try await keystore()
         try await writer.set([1], forKey: "session.a")
         try await writer.set([2], forKey: "session.B")
-        try await withHolder(of: "session.a") { holder, logger in
-            let committing = Task {
-                var batch = KeystoreBatch()
-                batch.set([3], forKey: "session.a")
-                batch.remove(forKey: "session.B")
-                return try await writer.commit(batch)
-            }
-            let waiting = await eventually(timeout: .seconds(10)) {
-                (try? self.server.psqlValue(
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = '\(self.database!)' AND wait_event_type = 'Lock'")) == "1"
-            }
-            XCTAssertTrue(waiting, "the commit never waited for the held row")
+        var batch = KeystoreBatch()
+        batch.set([3], forKey: "session.a")
+        batch.remove(forKey: "session.B")
+        let applied = try await commit(batch, of: writer, behindAHeld: "session.a") { holder, logger in
             do {
                 _ = try await holder.query("SELECT key FROM identity_broker_items WHERE key = 'session.B' FOR UPDATE NOWAIT", logger: logger).collect()
                 XCTFail("session.B was free while the commit waited for session.a: it locks a before B")
             } catch let error as PSQLError where error.serverInfo?[.sqlState] == "55P03" {
                 // Locked by the commit, as it should be.
             }
-            try await holder.query("ROLLBACK", logger: logger)
-            let applied = try await committing.value
-            XCTAssertEqual(applied, [true, true])
         }
+        XCTAssertEqual(applied, [true, true])
         let a = try await writer.value(forKey: "session.a")
         XCTAssertEqual(a, [3])
         let b = try await writer.value(forKey: "session.B")
         XCTAssertNil(b)
     }
 
-    /// Runs `body` with a connection whose open transaction holds `key`'s row, closing the
-    /// connection whatever happens (postgres-nio stops the process when one is released open).
-    private func withHolder(of key: String, _ body: (PostgresConnection, Logger) async throws -> Void) async throws {
+    /// Commits `batch` while another transaction holds `key`'s row: runs `check` on that
+    /// transaction's connection once the commit waits for the row, then lets it go, and
+    /// returns the commit's results. The connection is closed whatever happens (postgres-nio
+    /// stops the process when one is released open).
+    private func commit(
+        _ batch: KeystoreBatch, of writer: PostgresKeystore, behindAHeld key: String,
+        _ check: (PostgresConnection, Logger) async throws -> Void
+    ) async throws -> [Bool] {
         let logger = Logger(label: "lock-holder")
         let holder = try await PostgresConnection.connect(
             configuration: .init(host: "127.0.0.1", port: server.port, username: server.superuser, password: nil, database: database, tls: .disable),
             id: 1, logger: logger)
-        var failure: (any Error)?
+        let result: Result<[Bool], any Error>
         do {
             try await holder.query("BEGIN", logger: logger)
             _ = try await holder.query("SELECT key FROM identity_broker_items WHERE key = \(key) FOR UPDATE", logger: logger).collect()
-            try await body(holder, logger)
+            let committing = Task { try await writer.commit(batch) }
+            let waiting = await eventually(timeout: .seconds(10)) {
+                (try? self.server.psqlValue(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = '\(self.database!)' AND wait_event_type = 'Lock'")) == "1"
+            }
+            XCTAssertTrue(waiting, "the commit never waited for the held row")
+            try await check(holder, logger)
+            try await holder.query("ROLLBACK", logger: logger)
+            result = .success(try await committing.value)
         } catch {
-            failure = error
+            result = .failure(error)
         }
         try await holder.close()
-        if let failure { throw failure }
+        return try result.get()
     }
 
     /// A commit whose keys overflow one notification is announced in several, each under the
