@@ -42,7 +42,7 @@ enum PostgresKeyCheck {
             return
         }
         let rows = try await connection.query("""
-            SELECT key, value FROM identity_broker_items
+            SELECT key, \(unescaped: PostgresSchema.cappedValue) FROM identity_broker_items
             WHERE service = \(checked) AND access_group = \(column) ORDER BY key LIMIT \(KeyCheck.itemsTried)
             """, logger: logger).collect()
         let items = try rows.map { try $0.decode((String, ByteBuffer).self) }
@@ -64,7 +64,8 @@ enum PostgresKeyCheck {
 
     private static func read(_ checked: String, _ column: String, on connection: PostgresConnection, logger: Logger) async throws -> [UInt8]? {
         let rows = try await connection.query("""
-            SELECT value FROM identity_broker_items WHERE service = \(service) AND access_group = \(column) AND key = \(checked)
+            SELECT \(unescaped: PostgresSchema.cappedValue) FROM identity_broker_items
+            WHERE service = \(service) AND access_group = \(column) AND key = \(checked)
             """, logger: logger).collect()
         return try rows.first.map { Array(try $0.decode(ByteBuffer.self).readableBytesView) }
     }

@@ -37,6 +37,7 @@ enum PostgresKeyResolver {
             }
             return try readKeyFile(path)
         case .passphrase(let passphrase):
+            try KeyDerivation.requireUsable(passphrase)
             let column = PostgresNamespace.column(for: group)
             let fresh = KeyDerivation.SaltFile.encode(
                 salt: try KeystoreError.rethrowing { try CryptoRuntime.randomBytes(KeyDerivation.saltSize) })
@@ -48,7 +49,9 @@ enum PostgresKeyResolver {
                         ON CONFLICT (access_group) DO NOTHING
                         """, logger: logger)
                     let rows = try await connection.query(
-                        "SELECT salt FROM identity_broker_key_salts WHERE access_group = \(column)", logger: logger
+                        // Capped as item values are: another role may have written the row.
+                        "SELECT CASE WHEN octet_length(salt) <= 64 THEN salt ELSE ''::bytea END FROM identity_broker_key_salts WHERE access_group = \(column)",
+                        logger: logger
                     ).collect()
                     guard let buffer = try rows.first?.decode(ByteBuffer.self) else {
                         throw KeystoreError(.corruptFormat, "the passphrase salt of access group '\(group)' vanished after it was stored")

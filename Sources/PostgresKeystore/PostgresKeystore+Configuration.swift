@@ -1,3 +1,5 @@
+import SecureStorage
+
 extension PostgresKeystore {
     /// Where the PostgreSQL server is and how the keystore uses it; every tuning value has a
     /// documented default that suits a fleet of server tools.
@@ -24,7 +26,11 @@ extension PostgresKeystore {
         public var password: String?
         /// The database, or `nil` for the one named like ``username``.
         public var database: String?
-        /// Whether and how TLS is used. Default: ``TLSMode/disable``.
+        /// Whether and how TLS is used. Default: ``TLSMode/disable``, as a URL without
+        /// `sslmode` asks; a keystore opened with ``TLSMode/disable`` or ``TLSMode/prefer`` to a
+        /// host other than this machine logs a warning (the password under `password` or `md5`
+        /// authentication, session names and the rows cross the network readable, or
+        /// alterable by anyone on the path). Use ``TLSMode/verifyFull`` for such a host.
         public var tls: TLSMode
         /// A PEM file of the certificate authorities to trust for ``TLSMode/verifyCA`` and
         /// ``TLSMode/verifyFull`` (the URL's `sslrootcert`); the system's roots when `nil`.
@@ -132,6 +138,15 @@ extension PostgresKeystore {
         /// The connections the pool may open: ``maximumConnections``, at least 2 (the change
         /// feed holds one while subscribed).
         var poolSize: Int { max(2, maximumConnections) }
+
+        /// What the keystore warns of at open when its connections can go unprotected to a
+        /// host other than this machine (``tls`` ``TLSMode/disable`` or ``TLSMode/prefer``,
+        /// which an attacker on the path can turn into plaintext); `nil` otherwise.
+        var unprotectedTransportWarning: String? {
+            guard !tls.isRequired, !LoopbackHost.contains(host) else { return nil }
+            return "connections to \(endpoint) are not protected by TLS (sslmode=\(tls)): the password, session names and sealed rows "
+                + "cross the network readable and alterable by anyone on the path; use sslmode=verify-full"
+        }
 
         /// `host:port` (IPv6 addresses in brackets), the name errors and logs use for the
         /// server.

@@ -133,7 +133,7 @@ extension PostgresKeystore {
         // First pass, streamed (one row in memory at a time): every source row locked and
         // opened with the source key, then let go; only its key and version are kept.
         let rows = try await connection.query("""
-            SELECT key, version, value FROM identity_broker_items
+            SELECT key, version, \(unescaped: PostgresSchema.cappedValue) FROM identity_broker_items
             WHERE service = \(source.service) AND access_group = \(source.groupColumn)
             ORDER BY key COLLATE "C" FOR UPDATE
             """, logger: logger)

@@ -91,6 +91,9 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
         try PostgresNamespace.validate(service: service, group: accessGroup)
         try CryptoRuntime.ensureInitialised()
         let quiet = logger ?? Logger(label: "IdentityBroker.PostgresKeystore", factory: { _ in SwiftLogNoOpLogHandler() })
+        if let warning = configuration.unprotectedTransportWarning {
+            quiet.warning("\(warning)", metadata: ["broker.endpoint": "\(configuration.endpoint)"])
+        }
         let pool = PostgresPool(configuration: configuration, logger: quiet)
         // Nothing reports trouble before the keystore is open, so this pool serves the opening.
         let client = SetUpClient(client: pool.current.client, setup: pool.current.setup)
@@ -274,13 +277,16 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
         return rows
     }
 
-    /// The keys of every item of this service in this access group, sorted.
+    /// The keys of every item of this service in this access group, sorted. Keys no item
+    /// of this keystore can have (longer than an item key may be: another role wrote them)
+    /// are left out, and never sent by the server.
     public func keys() async throws(KeystoreError) -> [String] {
         let namespace = self.namespace
         return try await perform("listing keys") { connection, logger in
             try await connection.query("""
                 SELECT key FROM identity_broker_items
                 WHERE service = \(namespace.service) AND access_group = \(namespace.groupColumn)
+                  AND octet_length(key) <= \(unescaped: String(PostgresNamespace.maximumKeyBytes))
                 """, logger: logger).collect().map { try $0.decode(String.self) }
         }.sorted()
     }

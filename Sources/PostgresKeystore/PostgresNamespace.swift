@@ -131,9 +131,14 @@ struct PostgresNamespace: Sendable {
         try binding.seal(value, with: self.key, forKey: key)
     }
 
-    /// Opens one row; a failure names the key and concerns that item alone.
+    /// Opens one row, as read through ``PostgresSchema/cappedValue``; a failure names the key
+    /// and concerns that item alone.
     func open(_ sealed: [UInt8], forKey key: String) throws(KeystoreError) -> [UInt8] {
-        try binding.open(sealed, with: self.key, forKey: key)
+        guard !sealed.isEmpty else {
+            throw KeystoreError(
+                .corruptFormat, "item '\(key)' is empty or larger than the keystore's limit of \(Sealing.maximumSealedBytes) bytes")
+        }
+        return try binding.open(sealed, with: self.key, forKey: key)
     }
 
     static func validate(key: String) throws(KeystoreError) {

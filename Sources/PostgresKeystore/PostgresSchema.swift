@@ -40,6 +40,12 @@ enum PostgresSchema {
     /// ``maximumPayloadBytes`` for the longest key.
     static let payloadChunkBytes = 7000
 
+    /// An item's `value` as every read takes it: an empty value in place of one larger than
+    /// ``Sealing/maximumSealedBytes`` (never sealed by this keystore: another role may have
+    /// written it), so the server never sends it. An empty value is never sealed either;
+    /// ``PostgresNamespace/open(_:forKey:)`` reports both as that item's damage.
+    static let cappedValue = "CASE WHEN octet_length(value) <= \(Sealing.maximumSealedBytes) THEN value ELSE ''::bytea END"
+
     /// The advisory lock key that serialises schema creation ("IBSCHEMA" in ASCII).
     static let schemaLock: Int64 = 0x49_42_53_43_48_45_4D_41
 
@@ -514,7 +520,7 @@ enum PostgresSchema {
     /// connection like ``ApplyDistinct``.
     struct ReadOne: PostgresPreparedStatement {
         static let name = "identity_broker_read_one_v\(PostgresSchema.version)"
-        static let sql = "SELECT value FROM identity_broker_items WHERE service = $1 AND access_group = $2 AND key = $3"
+        static let sql = "SELECT \(PostgresSchema.cappedValue) FROM identity_broker_items WHERE service = $1 AND access_group = $2 AND key = $3"
         typealias Row = ByteBuffer
 
         let service: String
@@ -542,7 +548,7 @@ enum PostgresSchema {
     struct ReadMany: PostgresPreparedStatement {
         static let name = "identity_broker_read_many_v\(PostgresSchema.version)"
         static let sql = """
-            SELECT r.key, (SELECT value FROM identity_broker_items WHERE service = $1 AND access_group = $2 AND key = r.key)
+            SELECT r.key, (SELECT \(PostgresSchema.cappedValue) FROM identity_broker_items WHERE service = $1 AND access_group = $2 AND key = r.key)
             FROM pg_catalog.unnest($3::text[]) AS r(key)
             """
         /// A key and its value; `nil` when the key has no item.

@@ -6,18 +6,29 @@ import Musl
 import Darwin
 #endif
 
+/// A namespace's key, and whether only a namespace that already holds items may use it.
+struct ResolvedKey {
+    var key: SecretBytes
+    /// The salt file the key was derived from when it has no header (the 16 bare bytes of
+    /// releases before the header, read with the legacy, cheaper scrypt cost) and lies in a
+    /// shared group's directory, which every member can write: planted before the group's
+    /// first use, it would pick the salt and the cost of everything sealed there afterwards.
+    /// Such a key is only taken for a namespace whose items it already opens.
+    var headerlessSharedSalt: String?
+}
+
 extension KeySource {
     /// The key for `group`, or `nil` when `create` is off and the key file (or salt) does not
     /// exist yet, in which case no item of that group can exist either.
-    func resolveKey(for group: AccessGroup, layout: some KeyFileLocation, create: Bool) throws -> SecretBytes? {
+    func resolveKey(for group: AccessGroup, layout: some KeyFileLocation, create: Bool) throws -> ResolvedKey? {
         switch kind {
         case .raw(let bytes):
             guard bytes.count == Sealing.keySize else {
                 throw KeystoreError(.invalidKey, "a raw key must be 32 bytes")
             }
-            return bytes
+            return ResolvedKey(key: bytes)
         case .environment(let variable):
-            return try Self.environmentKey(variable: variable)
+            return ResolvedKey(key: try Self.environmentKey(variable: variable))
         case .keyFile:
             let path = layout.keyFilePath(group)
             let fresh = { try CryptoRuntime.randomBytes(Sealing.keySize) }
@@ -28,8 +39,9 @@ extension KeySource {
                 CryptoRuntime.cleanse(&bytes)
                 throw KeystoreError(.invalidKey, "key file has the wrong size", path: path)
             }
-            return SecretBytes(consuming: &bytes)
+            return ResolvedKey(key: SecretBytes(consuming: &bytes))
         case .passphrase(let passphrase):
+            try KeyDerivation.requireUsable(passphrase)
             // New salt files record the current scrypt parameters; a legacy 16-byte salt file
             // keeps the parameters its items were sealed under.
             let path = layout.saltPath(group)
@@ -38,7 +50,9 @@ extension KeySource {
                 return nil
             }
             let stored = try KeyDerivation.SaltFile.decode(bytes, path: path)
-            return try KeyDerivation.scrypt(passphrase: passphrase, salt: stored.salt, parameters: stored.parameters)
+            let key = try KeyDerivation.scrypt(passphrase: passphrase, salt: stored.salt, parameters: stored.parameters)
+            let headerless = bytes.count == KeyDerivation.saltSize && group.isShared
+            return ResolvedKey(key: key, headerlessSharedSalt: headerless ? path : nil)
         }
     }
 
@@ -74,7 +88,11 @@ extension KeySource {
         for _ in 0..<3 {
             if let info = try POSIX.status(path) {
                 try layout.checkKeyFile(info, path: path, shared: shared)
-                guard let bytes = try POSIX.readFile(path) else { continue }
+                // Checked again as opened: in a shared group's directory another member may
+                // replace the file between the two.
+                guard let bytes = try POSIX.readFile(path, checking: { try layout.checkKeyFile($0, path: path, shared: shared) }) else {
+                    continue
+                }
                 return bytes
             }
             guard create else { return nil }

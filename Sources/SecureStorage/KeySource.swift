@@ -12,7 +12,7 @@
 ///
 /// Secret material given to a key source is copied into memory that is wiped when the last
 /// copy of the key source is released; a key source's description never shows it.
-public struct KeySource: Sendable, CustomStringConvertible {
+public struct KeySource: Sendable, CustomStringConvertible, CustomReflectable {
     package enum Kind: Sendable {
         case keyFile
         case environment(String)
@@ -52,7 +52,8 @@ public struct KeySource: Sendable, CustomStringConvertible {
     /// were stored (16 bytes, no header) keeps being read with N = 2^15, r = 8, p = 1, the cost
     /// its items were sealed under. A truncated salt file, one of an unknown version, or one
     /// asking for parameters below N = 2^17 or above 1 GiB of memory gives
-    /// ``KeystoreError/Code/corruptFormat``.
+    /// ``KeystoreError/Code/corruptFormat``; an empty passphrase gives
+    /// ``KeystoreError/Code/invalidKey`` before any salt is stored.
     public static func passphrase(_ passphrase: String) -> KeySource {
         KeySource(.passphrase(SecretBytes(copying: passphrase.utf8)))
     }
@@ -72,5 +73,11 @@ public struct KeySource: Sendable, CustomStringConvertible {
         case .passphrase: "passphrase"
         case .raw: "raw"
         }
+    }
+
+    /// The description alone: `dump` and `Mirror` would otherwise walk into the secret's
+    /// buffer (its length, its address).
+    public var customMirror: Mirror {
+        Mirror(self, children: ["kind": description], displayStyle: .struct)
     }
 }

@@ -24,6 +24,10 @@ package final class FreezableTCPProxy: Sendable {
     }
     private let state = Mutex(State())
     private let framesPostgresMessages: Bool
+    private let carriedFromTarget = Atomic<Int>(0)
+
+    /// The bytes carried so far from the target to clients, over every connection.
+    package var bytesFromTarget: Int { carriedFromTarget.load(ordering: .acquiring) }
 
     /// - Parameter postgres: Whether the target is PostgreSQL, whose messages to the client
     ///   the proxy then frames (so that ``dropNotifications(_:)`` works); the client must not
@@ -107,12 +111,12 @@ package final class FreezableTCPProxy: Sendable {
                 close(server)
                 return
             }
-            Thread { [self] in pump(from: client, to: server, id: id, framing: false) }.start()
-            Thread { [self] in pump(from: server, to: client, id: id, framing: framesPostgresMessages) }.start()
+            Thread { [self] in pump(from: client, to: server, id: id, framing: false, counted: false) }.start()
+            Thread { [self] in pump(from: server, to: client, id: id, framing: framesPostgresMessages, counted: true) }.start()
         }
     }
 
-    private func pump(from source: Int32, to destination: Int32, id: Int, framing: Bool) {
+    private func pump(from source: Int32, to destination: Int32, id: Int, framing: Bool, counted: Bool) {
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         var framer = PostgresMessageFramer()
         while true {
@@ -130,6 +134,7 @@ package final class FreezableTCPProxy: Sendable {
                 shutdown(destination, Int32(SHUT_WR))
                 return
             }
+            if counted { carriedFromTarget.add(count, ordering: .releasing) }
             let outgoing = framing
                 ? framer.forward(buffer[0..<count], droppingNotifications: state.withLock { $0.dropsNotifications })
                 : Array(buffer[0..<count])

@@ -1,5 +1,6 @@
 import BrokerTestSupport
 import Foundation
+import InMemoryLogging
 import Logging
 import PostgresNIO
 @testable import PostgresKeystore
@@ -137,6 +138,86 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
         try await keystore.remove(forKey: "bad")
         let afterRemove = try await keystore.keys()
         XCTAssertEqual(afterRemove, ["good", "short"], "a damaged item can still be removed")
+    }
+
+    /// A role that may write the items table can store values up to PostgreSQL's 1 GB and keys
+    /// as long: the server never sends a value over the sealed-item limit (that item alone
+    /// reads as damaged) and `keys()` leaves out keys no item can have. Nor can the keystore
+    /// write a value over the limit.
+    func testOversizedValuesAndKeysAnotherRoleWroteAreNotRead() async throws {
+        let proxy = try FreezableTCPProxy(targetPort: UInt16(server.port))
+        defer { proxy.stop() }
+        let keystore = try await keystore { $0.port = Int(proxy.port) }
+        try await keystore.set(Array("good".utf8), forKey: "good")
+        try await keystore.set(Array("to be replaced".utf8), forKey: "big")
+        let longKey = String(repeating: "k", count: 4096)
+        try server.psql("""
+            UPDATE identity_broker_items SET value = value || decode(repeat('00', 4 * 1024 * 1024), 'hex') WHERE key = 'big';
+            INSERT INTO identity_broker_items (service, access_group, key, version, value)
+                SELECT service, access_group, '\(longKey)', version, value FROM identity_broker_items WHERE key = 'good';
+            """, database: database)
+
+        let before = proxy.bytesFromTarget
+        let big = await keystoreError { try await keystore.value(forKey: "big") }
+        XCTAssertEqual(big?.code, .corruptFormat, String(describing: big))
+        XCTAssertTrue(big?.reason.contains("'big'") ?? false, "the error names the key: \(String(describing: big))")
+        // Reads at once are combined into one statement (`ReadMany`), capped the same way.
+        let together = await withTaskGroup(of: (String, Result<[UInt8]?, KeystoreError>).self) { group in
+            for key in Array(repeating: ["big", "good"], count: 8).joined() {
+                group.addTask {
+                    do throws(KeystoreError) {
+                        return (key, .success(try await keystore.value(forKey: key)))
+                    } catch {
+                        return (key, .failure(error))
+                    }
+                }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        for (key, result) in together {
+            switch (key, result) {
+            case ("good", .success(let value)): XCTAssertEqual(value, Array("good".utf8))
+            case ("big", .failure(let error)): XCTAssertEqual(error.code, .corruptFormat, "\(error)")
+            default: XCTFail("\(key): \(result)")
+            }
+        }
+        XCTAssertLessThan(proxy.bytesFromTarget - before, 1 << 20, "the server sent the oversized value")
+        let good = try await keystore.value(forKey: "good")
+        XCTAssertEqual(good, Array("good".utf8))
+        let keys = try await keystore.keys()
+        XCTAssertEqual(keys, ["big", "good"], "a key no item can have was listed")
+
+        let tooLarge = await keystoreError { try await keystore.set([UInt8](repeating: 1, count: 1 << 20), forKey: "huge") }
+        XCTAssertEqual(tooLarge?.code, .valueTooLarge, String(describing: tooLarge))
+        let stillThere = try await keystore.keys()
+        XCTAssertEqual(stillThere, ["big", "good"])
+    }
+
+    /// Plaintext (or TLS an attacker can strip, `prefer`) to a host that is not this machine
+    /// is warned of at open, once; to a loopback address, or with TLS required, nothing is.
+    /// `127.1` is this machine (the resolver reads it as 127.0.0.1), but not a spelling the
+    /// check recognises, so it stands in for another host here without leaving loopback.
+    func testAnUnprotectedConnectionToAnotherHostIsWarnedOfAtOpen() async throws {
+        func warnings(host: String) async throws -> [String] {
+            let logs = InMemoryLogHandler()
+            let opened = try await keystore(logger: Logger(label: "tls") { _ in logs }) { $0.host = host }
+            try await opened.set([1], forKey: "k")
+            return logs.entries.filter { $0.level == .warning }.map(\.message.description)
+        }
+        let remote = try await warnings(host: "127.1")
+        XCTAssertEqual(remote.count, 1, "\(remote)")
+        XCTAssertTrue(remote.first?.contains("not protected by TLS (sslmode=disable)") ?? false, "\(remote)")
+        let local = try await warnings(host: "127.0.0.1")
+        XCTAssertEqual(local, [])
+
+        for (url, warns) in [
+            ("postgres://u@db.example.com/x", true), ("postgres://u@db.example.com/x?sslmode=prefer", true),
+            ("postgres://u@db.example.com/x?sslmode=require", false), ("postgres://u@db.example.com/x?sslmode=verify-full", false),
+            ("postgres://u@localhost/x", false), ("postgres://u@[::1]/x", false), ("postgres://u@127.0.0.2/x", false),
+        ] {
+            let configuration = try PostgresKeystore.Configuration(url: url)
+            XCTAssertEqual(configuration.unprotectedTransportWarning != nil, warns, url)
+        }
     }
 
     /// An instance with another key is refused when it opens, before it can overwrite an

@@ -1,4 +1,5 @@
 import CCurlLoader
+import SecureStorage
 
 /// Which endpoints a provider token may be sent to.
 ///
@@ -47,18 +48,7 @@ enum EndpointRule {
 
     /// Whether `host` (as libcurl reports it: brackets kept around IPv6) is loopback.
     static func isLoopback(_ host: String) -> Bool {
-        let host = host.lowercased()
-        if host == "localhost" || host == "[::1]" || host == "::1" { return true }
-        let octets = host.split(separator: ".", omittingEmptySubsequences: false)
-        guard octets.count == 4 else { return false }
-        var values: [Int] = []
-        for octet in octets {
-            guard (1...3).contains(octet.count), octet.allSatisfy(\.isASCII), let value = Int(octet), value <= 255 else {
-                return false
-            }
-            values.append(value)
-        }
-        return values[0] == 127
+        LoopbackHost.contains(host)
     }
 
     /// Scheme and host as libcurl parses them, or `nil` when it cannot.

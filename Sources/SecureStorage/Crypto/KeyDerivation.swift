@@ -81,6 +81,14 @@ package enum KeyDerivation {
     /// 128 MiB, so an open must not run one twice).
     static let passphraseDerivations = Atomic<Int>(0)
 
+    /// Refuses an empty passphrase (`.passphrase(environment["P"] ?? "")`): its key is what
+    /// anyone holding the salt derives. Called before a salt is stored.
+    package static func requireUsable(_ passphrase: SecretBytes) throws(KeystoreError) {
+        guard passphrase.count > 0 else {
+            throw KeystoreError(.invalidKey, "the passphrase is empty")
+        }
+    }
+
     package static func scrypt(passphrase: SecretBytes, salt: [UInt8], parameters: Parameters) throws -> SecretBytes {
         passphraseDerivations.add(1, ordering: .relaxed)
         var output = try passphrase.withUnsafeBytes { pass in

@@ -10,9 +10,19 @@ package enum Sealing {
     static let nonceSize = 12
     static let tagSize = 16
     static let overhead = 1 + nonceSize + tagSize
+    /// The most bytes a sealed item may hold, in every engine: sessions take ~1.3 KB. Whoever
+    /// can write a store's rows (another member of a shared group, another database role)
+    /// must not make a reader allocate without limit, nor a caller seal what no engine keeps.
+    package static let maximumSealedBytes = 1 << 20
 
     /// Seals `plaintext` under `key` with a fresh random nonce.
+    ///
+    /// - Throws: ``KeystoreError/Code/valueTooLarge`` when the sealed item would exceed
+    ///   ``maximumSealedBytes``.
     package static func seal(_ plaintext: [UInt8], key: SecretBytes, associatedData: [UInt8]) throws -> [UInt8] {
+        guard plaintext.count <= maximumSealedBytes - overhead else {
+            throw KeystoreError(.valueTooLarge, "the sealed value would be larger than the keystore's limit of \(maximumSealedBytes) bytes")
+        }
         let nonce = try CryptoRuntime.randomBytes(nonceSize)
         var aad = [formatVersion]
         aad += associatedData
@@ -30,11 +40,15 @@ package enum Sealing {
 
     /// Opens a sealed item, or throws ``KeystoreError/Code/authenticationFailed`` when the tag
     /// does not verify (tampering, another name or group, another key) and
-    /// ``KeystoreError/Code/corruptFormat`` for an item too short to be sealed. An unknown
-    /// format version also gives ``KeystoreError/Code/authenticationFailed``.
+    /// ``KeystoreError/Code/corruptFormat`` for an item too short to be sealed or larger than
+    /// ``maximumSealedBytes``. An unknown format version also gives
+    /// ``KeystoreError/Code/authenticationFailed``.
     package static func open(_ sealed: [UInt8], key: SecretBytes, associatedData: [UInt8]) throws -> [UInt8] {
         guard sealed.count >= overhead else {
-            throw KeystoreError(.corruptFormat, "sealed item is too short")
+            throw KeystoreError(.corruptFormat, "sealed item is too short (\(sealed.count) bytes)")
+        }
+        guard sealed.count <= maximumSealedBytes else {
+            throw KeystoreError(.corruptFormat, "sealed item is larger than the keystore's limit of \(maximumSealedBytes) bytes")
         }
         // The version byte is authenticated too: an unknown one is indistinguishable from
         // tampering, and is reported the same way.
@@ -143,7 +157,11 @@ package enum Sealing {
         let tagOK = expectedTag.withUnsafeMutableBytes {
             ib_crypto_gcm_set_tag(context, Int32(tagSize), $0.baseAddress)
         }
-        guard tagOK == 1 else { throw CryptoRuntime.failure("AES-256-GCM tag failed") }
+        guard tagOK == 1 else {
+            // What was decrypted so far is not authenticated: nothing of it may stay behind.
+            CryptoRuntime.cleanse(&plaintext)
+            throw CryptoRuntime.failure("AES-256-GCM tag failed")
+        }
         let finalOK = plaintext.withUnsafeMutableBufferPointer {
             EVP_DecryptFinal_ex(context, $0.baseAddress! + written, &length)
         }

@@ -78,13 +78,16 @@ enum POSIX {
     }
 
     /// Reads a whole regular file opened without following links; `nil` when it is missing.
-    static func readFile(_ path: String) throws -> [UInt8]? {
+    /// `check` sees the status of the file as opened (a path checked before may have been
+    /// replaced since) and may refuse it.
+    static func readFile(_ path: String, checking check: ((stat) throws -> Void)? = nil) throws -> [UInt8]? {
         // O_NONBLOCK: a FIFO planted at the path must not hang the reader before fstat refuses it.
         guard let fd = try openFile(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, missingOK: true) else { return nil }
         defer { closeFile(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0 else { throw KeystoreError.io("fstat", path: path) }
         guard isRegular(info) else { throw KeystoreError(.corruptFormat, "not a regular file", path: path) }
+        try check?(info)
         let size = Int(info.st_size)
         guard size <= maximumFileSize else { throw KeystoreError(.corruptFormat, "file is too large", path: path) }
         var bytes = [UInt8](repeating: 0, count: size)

@@ -20,10 +20,10 @@ private struct PreparedStatement {
 /// poller's queue) uses it from one thread at a time,
 /// which is what makes the unchecked `Sendable` sound.
 final class SQLiteConnection: @unchecked Sendable {
-    /// The most bytes a sealed item may hold when written, and in a migration's scan. Sessions
-    /// take ~1.3 KB; with ``rowLimit`` the bound keeps a value a group member planted in a
-    /// shared database from making a reader allocate without limit.
-    static let maximumLength = 1 << 20
+    /// The most bytes a sealed item may hold when written, and in a migration's scan
+    /// (``Sealing/maximumSealedBytes``); with ``rowLimit`` the bound keeps a value a group
+    /// member planted in a shared database from making a reader allocate without limit.
+    static let maximumLength = Sealing.maximumSealedBytes
     /// SQLite's length limit, which applies to whole rows: an item's key and the row's own
     /// bytes on top of the largest value.
     static let rowLimit = maximumLength + (64 << 10)

@@ -6,7 +6,8 @@ extension StoreNamespace {
 
     /// Refuses this namespace's key, with ``KeystoreError/Code/invalidKey``, when it does not
     /// open the namespace's ``KeyCheck``; stores the check first when there is none (only if
-    /// the key opens one of the items already there).
+    /// the key opens one of the items already there, and, for a key from a headerless salt in
+    /// a shared group, only if there are items: ``KeystoreError/Code/corruptFormat`` else).
     func verifyKey(on connection: SQLiteConnection, service: String) throws(KeystoreError) {
         let label = KeyCheck.describe(service: service, group: group)
         if let stored = try storedKeyCheck(on: connection) {
@@ -21,6 +22,13 @@ extension StoreNamespace {
                 var items: [(String, [UInt8])] = []
                 while try statement.step() { items.append((statement.text(0), statement.blob(1))) }
                 return items
+            }
+            if let salt = headerlessSharedSalt, items.isEmpty {
+                throw KeystoreError(
+                    .corruptFormat,
+                    "the salt file of \(label) has no header (a format only early releases wrote) and no item was sealed with it: "
+                        + "another member of the group may have planted it; delete it if the group holds nothing",
+                    path: salt)
             }
             try KeyCheck.requireOneOpens(items, namespace: label) { item in
                 (try? binding.open(item.1, with: key, forKey: item.0)) != nil

@@ -11,6 +11,9 @@ struct StoreNamespace: Sendable {
     let databasePath: String
     let key: SecretBytes
     let binding: ItemBinding
+    /// See ``ResolvedKey/headerlessSharedSalt``: ``verifyKey(on:service:)`` refuses the key
+    /// for a namespace without items.
+    var headerlessSharedSalt: String? = nil
 
     /// Prepares directories, key and database; `nil` when `create` is off and the namespace
     /// (or its key) does not exist yet, so it holds no item.
@@ -20,9 +23,11 @@ struct StoreNamespace: Sendable {
         }
         guard try layout.prepareDirectories(group, create: create),
               let path = try layout.prepareDatabase(group, create: create),
-              let key = try KeystoreError.rethrowing({ try keySource.resolveKey(for: group, layout: layout, create: create) })
+              let resolved = try KeystoreError.rethrowing({ try keySource.resolveKey(for: group, layout: layout, create: create) })
         else { return nil }
-        return StoreNamespace(group: group, databasePath: path, key: key, binding: ItemBinding(service: layout.service, group: group))
+        return StoreNamespace(
+            group: group, databasePath: path, key: resolved.key, binding: ItemBinding(service: layout.service, group: group),
+            headerlessSharedSalt: resolved.headerlessSharedSalt)
     }
 
     /// Opens a writer connection with the schema installed and checked.

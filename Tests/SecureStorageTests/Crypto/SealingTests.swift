@@ -75,6 +75,24 @@ final class SealingTests: XCTestCase {
         _ = assertThrows(KeystoreError.self, code: .corruptFormat) { try Sealing.open(Array(first.prefix(10)), key: key, associatedData: bytes("ad")) }
     }
 
+    /// Every engine's items are at most ``Sealing/maximumSealedBytes`` sealed: a larger value
+    /// is refused before anything is encrypted, and a larger sealed item (written by whoever
+    /// can write a store's rows) is refused before anything is copied or decrypted.
+    func testSealedItemsAreBoundedBothWays() throws {
+        let key = SecretBytes(copying: [UInt8](repeating: 7, count: Sealing.keySize))
+        let largest = Sealing.maximumSealedBytes - Sealing.overhead
+        let sealed = try Sealing.seal(Array(repeating: 1, count: largest), key: key, associatedData: [])
+        XCTAssertEqual(sealed.count, Sealing.maximumSealedBytes)
+        XCTAssertEqual(try Sealing.open(sealed, key: key, associatedData: []).count, largest)
+        _ = assertThrows(KeystoreError.self, code: .valueTooLarge) {
+            try Sealing.seal(Array(repeating: 1, count: largest + 1), key: key, associatedData: [])
+        }
+        let oversized = assertThrows(KeystoreError.self, code: .corruptFormat) {
+            try Sealing.open(sealed + [0], key: key, associatedData: [])
+        }
+        XCTAssertTrue(oversized?.reason.contains("larger than") ?? false, String(describing: oversized))
+    }
+
     func testBase64() {
         XCTAssertEqual(Base64.urlEncode(bytes("")), "")
         XCTAssertEqual(Base64.urlEncode(bytes("f")), "Zg")

@@ -78,6 +78,29 @@ final class SQLiteKeySourceTests: XCTestCase {
         XCTAssertEqual(KeyDerivation.passphraseDerivations.load(ordering: .relaxed) - before, 2)
     }
 
+    /// `.passphrase(environment["P"] ?? "")` must not seal anything under the key anyone
+    /// holding the salt derives.
+    func testAnEmptyPassphraseIsRefusedBeforeAnySaltIsStored() throws {
+        let temporary = try TemporaryRoot()
+        let error = assertThrows(KeystoreError.self, code: .invalidKey) {
+            try SQLiteKeystore(root: temporary.root, service: "tool", keySource: .passphrase(""))
+        }
+        XCTAssertTrue(error?.reason.contains("empty") ?? false, String(describing: error))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: try layout(temporary.root).saltPath(.none)), "a salt was stored")
+    }
+
+    /// `dump` and `Mirror` bypass `description`: neither may reach the secret's buffer.
+    func testAKeySourceDumpsAsItsDescription() {
+        for source in [KeySource.passphrase("correct horse battery staple"), .raw(Array(repeating: 9, count: 32)), .keyFile] {
+            var dumped = ""
+            dump(source, to: &dumped)
+            XCTAssertTrue(dumped.contains(source.description), dumped)
+            XCTAssertFalse(dumped.contains("count"), "dump walked into the secret: \(dumped)")
+            XCTAssertFalse(dumped.contains("correct horse"), dumped)
+            XCTAssertEqual(Mirror(reflecting: source).children.count, 1)
+        }
+    }
+
     func testASharedGroupHasItsOwnSaltAndKey() async throws {
         let temporary = try TemporaryRoot()
         let team = AccessGroup(name: "team")
@@ -211,6 +234,40 @@ final class SQLiteKeySourceTests: XCTestCase {
         XCTAssertEqual(string(newValue), "sealed now")
         // The legacy file is read, never rewritten.
         XCTAssertEqual(FileManager.default.contents(atPath: saltPath).map(Array.init), legacySalt)
+    }
+
+    /// A shared group's directory is writable by every member: one who plants a bare 16-byte
+    /// salt before the group's first use would choose the salt and the legacy, cheaper cost of
+    /// everything sealed there afterwards. Such a salt is taken only where items sealed under
+    /// it already exist.
+    func testAHeaderlessSaltInASharedGroupIsTakenOnlyWhereItsItemsExist() async throws {
+        let passphrase = "planted salt"
+        let team = AccessGroup(name: "team")
+        let planted = try TemporaryRoot()
+        let layout = try layout(planted.root)
+        XCTAssertTrue(try layout.prepareDirectories(team, create: true))
+        let saltPath = layout.saltPath(team)
+        let plantedSalt = [UInt8](repeating: 0x42, count: 16)
+        XCTAssertTrue(FileManager.default.createFile(atPath: saltPath, contents: Data(plantedSalt), attributes: [.posixPermissions: 0o640]))
+        let refused = assertThrows(KeystoreError.self, code: .corruptFormat) {
+            try SQLiteKeystore(root: planted.root, service: "tool", accessGroup: team, keySource: .passphrase(passphrase))
+        }
+        XCTAssertEqual(refused?.path, saltPath)
+        XCTAssertTrue(refused?.reason.contains("no header") ?? false, String(describing: refused))
+
+        // A group an earlier release sealed items in with such a salt keeps opening.
+        let legacy = try TemporaryRoot()
+        let legacyLayout = try self.layout(legacy.root)
+        let legacyKey = try scrypt(passphrase, salt: plantedSalt, log2N: 15)
+        let old = try SQLiteKeystore(root: legacy.root, service: "tool", accessGroup: team, keySource: .raw(legacyKey))
+        try await old.set(bytes("sealed long ago"), forKey: "k")
+        old.close()
+        XCTAssertTrue(FileManager.default.createFile(
+            atPath: legacyLayout.saltPath(team), contents: Data(plantedSalt), attributes: [.posixPermissions: 0o640]))
+        let keystore = try SQLiteKeystore(root: legacy.root, service: "tool", accessGroup: team, keySource: .passphrase(passphrase))
+        defer { keystore.close() }
+        let value = try await keystore.value(forKey: "k")
+        XCTAssertEqual(string(value), "sealed long ago")
     }
 
     func testDamagedSaltFileIsRefused() throws {
