@@ -3,9 +3,13 @@
 ///
 /// ```swift
 /// let endpoint = try await server.endpoint(for: "alice")
-/// var environment = ProcessInfo.processInfo.environment
-/// environment.merge(endpoint.environment) { _, new in new }
+/// let environment = endpoint.childEnvironment(from: ProcessInfo.processInfo.environment)
+/// // start the child with `environment`
 /// ```
+///
+/// ``childEnvironment(from:)``, not a merge of ``environment`` into the parent's: it also
+/// removes what the SDKs would use first (static keys, a profile, a web identity) and keeps
+/// them from falling back to the instance's role.
 ///
 /// `description` shows the URL, never the token.
 public struct CredentialEndpoint: Sendable {

@@ -10,10 +10,13 @@ public import Logging
 /// with your AWS credentials (SigV4).
 ///
 /// ```swift
+/// guard let credentials = SigningCredentials.fromEnvironment(ProcessInfo.processInfo.environment) else {
+///     fatalError("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")  // or your own error
+/// }
 /// let issuer = try DeveloperIdentityIssuer(
 ///     configuration: .init(identityPoolId: poolId),
 ///     developerProviderName: "login.mycompany",
-///     credentials: .fromEnvironment(ProcessInfo.processInfo.environment)!)
+///     credentials: credentials)
 /// let minted = try await issuer.openIdToken(forUser: "user-42")
 /// // hand minted.identityId and minted.token to the client, which calls
 /// // federate(token: minted.token, provider: .developer,

@@ -191,7 +191,7 @@ public actor FederationClient {
         ownedTransport: CurlTransport? = nil,
         instrumentation: FederationInstrumentation = .none
     ) throws(FederationError) {
-        try configuration.checkExpiryMargin()
+        try configuration.checkDurations()
         // Shutdown past its grace period fires this signal: every transfer and retry wait of
         // the client's federations ends, and their callers' tasks are left uncancelled.
         let shutdownSignal = CancellationSignal()
@@ -537,6 +537,13 @@ public actor FederationClient {
     /// Expiry is announced when it happens, whether or not anyone reads the
     /// session. The stream ends when the client is released or shut down. For a name no
     /// session can have (see ``SessionName``), it yields ``SessionState/notFederated`` and ends.
+    ///
+    /// When the keystore cannot be read as the stream starts (a database outage), the first
+    /// state is ``SessionState/notFederated`` although the session may be federated: the
+    /// client reads it again from a second later, backing off while reads fail, and yields
+    /// the stored state once a read succeeds. Before asking a user to sign in again on
+    /// `notFederated`, confirm it with ``session(_:)``, which throws while the store is
+    /// unreachable.
     public func stateUpdates(for session: String = FederationClient.defaultSession) async -> AsyncStream<SessionState> {
         guard SessionName.isValid(session) else { return Self.endedStream(of: .notFederated) }
         let current = await stateForNewObserver(session)
@@ -547,7 +554,9 @@ public actor FederationClient {
     /// (by any client sharing the keystore) and every renewal reminder
     /// (``SessionEvent/Kind/renewalDue(expiresAt:)``), which comes
     /// ``FederationConfiguration/renewalLeadTime`` before the session would read expired.
-    /// For a name no session can have, it yields ``SessionState/notFederated`` and ends.
+    /// For a name no session can have, it yields ``SessionState/notFederated`` and ends. A
+    /// keystore that cannot be read as the stream starts gives a first `notFederated` as in
+    /// ``stateUpdates(for:)``.
     public func events(for session: String = FederationClient.defaultSession) async -> AsyncStream<SessionEvent> {
         guard SessionName.isValid(session) else { return Self.endedStream(of: SessionEvent(session: session, state: .notFederated)) }
         let current = await stateForNewObserver(session)

@@ -41,10 +41,14 @@ public struct FederationConfiguration: Sendable, Hashable {
     /// How transient failures and throttling are retried. Default ``RetryPolicy/standard``.
     public var retry: RetryPolicy
     /// How long before a session would read expired its renewal reminder
-    /// (``SessionEvent/Kind/renewalDue(expiresAt:)``) comes. Default 5 minutes.
+    /// (``SessionEvent/Kind/renewalDue(expiresAt:)``) comes. Default 5 minutes; zero turns
+    /// reminders off (a negative lead time makes the client initializer throw
+    /// `invalidConfiguration`).
     public var renewalLeadTime: Duration
     /// After ``FederationClient/postponeRenewalReminder(for:)``, the least time before the
-    /// next reminder. Default 10 minutes.
+    /// next reminder. Default 10 minutes; more than zero (else the client initializer throws
+    /// `invalidConfiguration`: a handler that always postpones would be reminded at once,
+    /// again and again).
     public var renewalPostponement: Duration
     /// How many sessions a ``FederationClient`` keeps in memory; the least recently used
     /// beyond that are read from the keystore again when next used (sessions being
@@ -104,15 +108,26 @@ extension FederationConfiguration {
     /// expiry margin, a pool ID or region it cannot use, an unusable Cognito endpoint. The CLI
     /// asks this before it opens a keystore, which a first open creates.
     package func check(environment: [String: String]) throws(FederationError) {
-        try checkExpiryMargin()
+        try checkDurations()
         _ = try resolvedEndpoint(environment: environment)
     }
 
-    func checkExpiryMargin() throws(FederationError) {
+    /// Refuses durations no client can work with: a negative expiry margin or renewal lead
+    /// time, a renewal postponement of zero or less.
+    func checkDurations() throws(FederationError) {
         guard expiryMargin >= .zero else {
             throw FederationError(
                 code: .invalidConfiguration,
                 message: "the expiry margin is negative: credentials would read as valid after they expired; use zero or more")
+        }
+        guard renewalLeadTime >= .zero else {
+            throw FederationError(
+                code: .invalidConfiguration, message: "the renewal lead time is negative; use zero (no reminders) or more")
+        }
+        guard renewalPostponement > .zero else {
+            throw FederationError(
+                code: .invalidConfiguration,
+                message: "the renewal postponement is not positive: a postponed reminder would come again at once")
         }
     }
 

@@ -81,6 +81,27 @@ final class ConfigurationResolutionTests: XCTestCase {
         XCTAssertEqual(state, .expired, "credentials read as valid after they expired")
     }
 
+    /// A renewal postponement of zero would remind a handler that always postpones at once,
+    /// again and again; a negative lead time means nothing. Both are refused; a zero lead
+    /// time (no reminders) is not.
+    func testRenewalDurationsNoClientCanUseAreRefused() throws {
+        for (lead, postponement) in [(Duration.seconds(-1), Duration.seconds(600)), (.seconds(300), .zero), (.seconds(300), .seconds(-5))] {
+            var configuration = FederationConfiguration(identityPoolId: testPoolId, endpoint: "http://127.0.0.1:5000/")
+            configuration.renewalLeadTime = lead
+            configuration.renewalPostponement = postponement
+            let error = assertThrows(FederationError.self, code: .invalidConfiguration) {
+                try FederationClient(
+                    configuration: configuration, transport: FakeCognito().transport, keystore: InMemoryKeystore(), environment: [:],
+                    now: { testEpoch }, logger: nil)
+            }
+            XCTAssertTrue(error?.message.contains("renewal") ?? false, "\(lead), \(postponement): \(String(describing: error))")
+        }
+        var off = FederationConfiguration(identityPoolId: testPoolId, endpoint: "http://127.0.0.1:5000/")
+        off.renewalLeadTime = .zero
+        XCTAssertNoThrow(try FederationClient(
+            configuration: off, transport: FakeCognito().transport, keystore: InMemoryKeystore(), environment: [:], now: { testEpoch }, logger: nil))
+    }
+
     func testEndpointPrecedence() throws {
         let environment = [
             "AWS_ENDPOINT_URL_COGNITO_IDENTITY": "https://service-specific.test/",
@@ -153,7 +174,9 @@ final class ConfigurationResolutionTests: XCTestCase {
             let error = assertThrows(FederationError.self, code: .invalidConfiguration) {
                 try endpoint(FederationConfiguration(identityPoolId: testPoolId), ["AWS_ENDPOINT_URL": url])
             }
-            XCTAssertFalse(error.map { "\($0)" }?.contains("S3cret") ?? true, "\(url): \(error.map { "\($0)" } ?? "accepted")")
+            let shown = error.map { "\($0)" }
+            XCTAssertNotNil(shown, url)
+            XCTAssertNil(leakedRun(in: shown ?? "", of: [secret, "S3cret"]), "\(url): \(shown ?? "accepted")")
             XCTAssertTrue(error?.message.contains("proxy.corp") ?? false, "the host is still named: \(error?.message ?? "")")
         }
         XCTAssertEqual(EndpointRule.preview("http://a:b@host/p"), "http://…@host/p")
