@@ -38,6 +38,9 @@ failures=$(sed -E 's/.* ([0-9]+) failures?.*/\1/' <<<"$summary")
 skipped=$(grep -oE "[0-9]+ tests? skipped" <<<"$summary" | grep -oE "^[0-9]+" || echo 0)
 passed=$((executed - failures - skipped))
 if [ "$skipped" -gt 0 ]; then
+    # Tests skip only for what this machine lacks (root, a second Unix user, a tool): say which.
+    echo "test: skipped:"
+    grep -aE "(Test skipped|' skipped)" "$log" | cut -c 1-300 | head -n 40 || true
     echo "$passed passed, $failures failed, $skipped skipped"
 else
     echo "$passed passed, $failures failed"

@@ -128,7 +128,7 @@ final class CredentialServerTests: XCTestCase {
         answer = try await running.request("/credentials/expired")
         XCTAssertEqual(answer.status, 404, answer.body)
         XCTAssertEqual(answer.json["code"] as? String, "NoValidCredentials")
-        XCTAssertFalse(answer.body.contains(FakeCognito.secretKey))
+        XCTAssertNil(leakedRun(in: answer.body, of: [FakeCognito.secretKey, FakeCognito.sessionToken]))
 
         // Cleared after being served.
         fake.setDefault(.credentials(identityId: FakeCognito.defaultIdentityId, expiration: Date().addingTimeInterval(3600)), for: .getCredentialsForIdentity)
@@ -139,7 +139,7 @@ final class CredentialServerTests: XCTestCase {
         answer = try await running.request("/credentials/cleared")
         XCTAssertEqual(answer.status, 404)
         XCTAssertEqual(answer.json["code"] as? String, "NoValidCredentials")
-        XCTAssertFalse(answer.body.contains(FakeCognito.secretKey))
+        XCTAssertNil(leakedRun(in: answer.body, of: [FakeCognito.secretKey, FakeCognito.sessionToken]))
         try await running.stop()
     }
 
@@ -160,7 +160,7 @@ final class CredentialServerTests: XCTestCase {
         if wait > 0 { try await Task.sleep(for: .milliseconds(Int(wait * 1000))) }
         let last = try await running.request("/credentials/alice")
         XCTAssertEqual(last.status, 404, "served credentials whose Expiration had passed: \(last.body)")
-        XCTAssertFalse(last.body.contains(FakeCognito.secretKey))
+        XCTAssertNil(leakedRun(in: last.body, of: [FakeCognito.secretKey, FakeCognito.sessionToken]))
         try await running.stop()
     }
 
@@ -181,7 +181,7 @@ final class CredentialServerTests: XCTestCase {
         answer = try await running.request("/credentials/alice")
         XCTAssertEqual(answer.status, 503, answer.body)
         XCTAssertEqual(answer.json["code"] as? String, "KeystoreUnavailable")
-        XCTAssertFalse(answer.body.contains(FakeCognito.secretKey))
+        XCTAssertNil(leakedRun(in: answer.body, of: [FakeCognito.secretKey, FakeCognito.sessionToken]))
         try await running.stop()
     }
 
@@ -197,7 +197,7 @@ final class CredentialServerTests: XCTestCase {
         let answer = try await running.request("/credentials/alice")
         XCTAssertEqual(answer.status, 410)
         XCTAssertEqual(answer.json["code"] as? String, "IdentityTerminated")
-        XCTAssertFalse(answer.body.contains(FakeCognito.secretKey))
+        XCTAssertNil(leakedRun(in: answer.body, of: [FakeCognito.secretKey, FakeCognito.sessionToken]))
         try await running.stop()
     }
 
@@ -214,7 +214,7 @@ final class CredentialServerTests: XCTestCase {
             let answer = try await running.request("/credentials/alice", method: method)
             XCTAssertEqual(answer.status, 405, method)
             XCTAssertEqual(answer.header("Allow"), "GET")
-            XCTAssertFalse(answer.body.contains(FakeCognito.secretKey), method)
+            XCTAssertNil(leakedRun(in: answer.body, of: [FakeCognito.secretKey, FakeCognito.sessionToken]), method)
         }
         let query = try await running.request("/credentials/alice?x=1")
         XCTAssertEqual(query.status, 200, "a query string does not change the path")
@@ -466,7 +466,10 @@ final class CredentialServerTests: XCTestCase {
         _ = try await running.request("/credentials/alice", authorization: .none)
         _ = try await running.request("/nothing")
         try await running.stop()
-        let text = logging.entries.map { "\($0.message) \($0.metadata)" }.joined(separator: "\n")
+        // Each entry's message, metadata and logged error.
+        let text = logging.entries.map { entry in
+            "\(entry.message) \(entry.metadata) \(entry.error.map { String(describing: $0) } ?? "")"
+        }.joined(separator: "\n")
         XCTAssertFalse(logging.entries.isEmpty)
         XCTAssertTrue(text.contains("credentials served"), text)
         XCTAssertNil(leakedRun(in: text, of: [token, FakeCognito.secretKey, FakeCognito.sessionToken]), text)

@@ -52,12 +52,12 @@ final class FederateKeystoreTests: XCTestCase {
         try keystore.replaceStoredRow(sealed, forKey: "session.\(session)")
     }
 
-    /// The private database's rows (key and sealed value), read with the `sqlite3` shell;
-    /// `nil` without it (the tests then rely on what `federate` itself reads back).
-    private func rows(file: StaticString = #filePath, line: UInt = #line) throws -> String? {
-        let rows = try harness.sqlite3(harness.database(), "SELECT key, hex(value) FROM items ORDER BY key;", file: file, line: line)
-        if let rows { XCTAssertFalse(rows.isEmpty, "no rows", file: file, line: line) }
-        return rows
+    /// The private database's rows, each its key and sealed value in hex, read as someone with
+    /// access to the file could (no keystore opened).
+    private func rows(file: StaticString = #filePath, line: UInt = #line) throws -> [String] {
+        let rows = try SQLiteKeystore.storedRows(ofDatabase: harness.database())
+        XCTAssertFalse(rows.isEmpty, "no rows", file: file, line: line)
+        return rows.map { row in row.key + " " + row.sealed.map { String(format: "%02x", $0) }.joined() }
     }
 
     /// Removes the `-wal` and `-shm` files a process may leave (committed data still in the

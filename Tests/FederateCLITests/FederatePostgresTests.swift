@@ -1,5 +1,6 @@
 import BrokerTestSupport
 import Foundation
+import SecureStorage
 import XCTest
 
 /// `federate` with `--keystore postgres://…` (issue 11): every command on a real PostgreSQL,
@@ -186,6 +187,13 @@ final class FederatePostgresTests: FederatePostgresTestCase {
         try first.expect(0, loginArguments(cognito, session: "carol"), stdin: token)
         try second.expect(0, ["credentials", "--session", "carol"])
         try second.expect(6, ["credentials", "--session", "carol"], environment: ["IDENTITY_BROKER_PASSPHRASE": "another passphrase entirely"])
-        try assertDumpHoldsNoSecret([FakeCognito.secretKey, FakeCognito.sessionToken, token, passphrase])
+        // The key that matters is the one the passphrase derives, with the salt the database holds.
+        let saltHex = Array(try sqlValue("SELECT encode(salt, 'hex') FROM identity_broker_key_salts WHERE access_group = ''"))
+        let stored = stride(from: 0, to: saltHex.count - 1, by: 2).compactMap { UInt8(String(saltHex[$0...$0 + 1]), radix: 16) }
+        let salt = try KeyDerivation.SaltFile.decode(stored, path: "identity_broker_key_salts")
+        let derived = try KeyDerivation.scrypt(passphrase: SecretBytes(copying: passphrase.utf8), salt: salt.salt, parameters: salt.parameters)
+        let derivedKey = derived.withUnsafeBytes { Array($0) }
+        XCTAssertEqual(derivedKey.count, 32)
+        try assertDumpHoldsNoSecret([FakeCognito.secretKey, FakeCognito.sessionToken, token, passphrase], keys: [derivedKey])
     }
 }

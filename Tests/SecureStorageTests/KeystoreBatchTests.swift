@@ -1,3 +1,4 @@
+import BrokerTestSupport
 import XCTest
 import SecureStorage
 
@@ -21,7 +22,7 @@ final class KeystoreBatchTests: XCTestCase {
         // The bytes as decimal numbers, as default reflection shows an array of them.
         let decimal = Array(secret.utf8).prefix(6).map(String.init).joined(separator: ", ")
         for rendering in renderings {
-            XCTAssertFalse(rendering.contains(secret) || rendering.contains(decimal), rendering)
+            XCTAssertNil(leakedRun(in: rendering, of: [secret, decimal]), rendering)
             XCTAssertTrue(rendering.contains("session.alice"), rendering)
         }
         XCTAssertEqual("\(batch)", "KeystoreBatch(set(session.alice, 40 bytes, version 42), set(session.bob, 40 bytes), remove(session.carol))")

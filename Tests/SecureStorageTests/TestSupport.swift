@@ -1,3 +1,4 @@
+import BrokerTestSupport
 import Foundation
 import XCTest
 @testable import SecureStorage
@@ -47,7 +48,7 @@ func stressExecutable() throws -> URL {
         candidates.append(bundle.bundleURL.deletingLastPathComponent().appendingPathComponent("keystore-stress"))
     }
     guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0.path) }) else {
-        throw XCTSkip("keystore-stress helper not found next to the test bundle")
+        throw missingPrerequisite("keystore-stress helper not found next to the test bundle")
     }
     return found
 }

@@ -1,3 +1,4 @@
+import BrokerTestSupport
 import Foundation
 import XCTest
 
@@ -6,9 +7,13 @@ import Glibc
 #endif
 
 /// A `federate` run that goes on while the test works: `exec` with a long-lived command,
-/// or `serve`. Its stdout and stderr go to files the test reads as they grow.
+/// or `serve`. Its stdout and stderr go to files the test reads as they grow; once it exits,
+/// ``waitForExit(timeout:file:line:)`` checks them for leaks as the harness checks its runs.
 final class BackgroundFederate {
     let arguments: [String]
+    /// Whose `neverPrinted` and `notOnStderr` the outputs are checked against, as they are
+    /// when the run ends (a test may add secrets after starting it).
+    private let harness: FederateHarness
     private let process = Process()
     private let outPath: String
     private let errPath: String
@@ -16,6 +21,7 @@ final class BackgroundFederate {
 
     init(_ harness: FederateHarness, _ arguments: [String], environment overrides: [String: String?] = [:]) throws {
         self.arguments = arguments
+        self.harness = harness
         let tag = UUID().uuidString
         outPath = harness.directory + "/.bg-out-\(tag)"
         errPath = harness.directory + "/.bg-err-\(tag)"
@@ -79,7 +85,11 @@ final class BackgroundFederate {
         kill(process.processIdentifier, signal)
     }
 
-    /// Waits for the exit and returns the status as a shell reports it (128 + signal).
+    /// Whether the process still runs.
+    var isRunning: Bool { process.isRunning }
+
+    /// Waits for the exit and returns the status as a shell reports it (128 + signal); then
+    /// checks the outputs for leaks (``checkLeaks(file:line:)``).
     func waitForExit(timeout: TimeInterval = 60, file: StaticString = #filePath, line: UInt = #line) -> Int32 {
         let deadline = Date().addingTimeInterval(timeout)
         while process.isRunning && Date() < deadline { usleep(5_000) }
@@ -88,6 +98,28 @@ final class BackgroundFederate {
             XCTFail("federate \(arguments.joined(separator: " ")) did not exit within \(timeout) s; stderr: \(stderr.suffix(600))", file: file, line: line)
         }
         process.waitUntilExit()
+        checkLeaks(file: file, line: line)
         return process.terminationReason == .exit ? process.terminationStatus : 128 + process.terminationStatus
+    }
+
+    /// `FederateHarness`'s check of a finished run, which a run in the background bypasses:
+    /// not even 16 characters of `neverPrinted` on stdout or stderr, nor of `notOnStderr` on
+    /// stderr, nor on stdout except where the harness allows credentials (`login`, `guest`,
+    /// `credentials`) and for `exec`, whose stdout is its command's: tests have the command
+    /// print the credentials it fetched. `serve`'s stdout is checked: its two exports hold
+    /// its own authorization token, which is on neither list.
+    private func checkLeaks(file: StaticString, line: UInt) {
+        let command = arguments.first ?? ""
+        let printsCredentials = ["login", "guest", "credentials", "exec"].contains(command)
+        let out = stdout
+        let err = stderr
+        let never = harness.neverPrinted.filter { !$0.isEmpty }
+        XCTAssertNil(leakedRun(in: out, of: never), "a secret leaked to stdout of background \(command)", file: file, line: line)
+        XCTAssertNil(leakedRun(in: err, of: never), "a secret leaked to stderr of background \(command)", file: file, line: line)
+        let credentials = harness.notOnStderr.filter { !$0.isEmpty }
+        XCTAssertNil(leakedRun(in: err, of: credentials), "a credential leaked to stderr of background \(command)", file: file, line: line)
+        if !printsCredentials {
+            XCTAssertNil(leakedRun(in: out, of: credentials), "a credential leaked to stdout of background \(command)", file: file, line: line)
+        }
     }
 }

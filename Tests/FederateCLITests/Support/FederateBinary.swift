@@ -1,3 +1,4 @@
+import BrokerTestSupport
 import Foundation
 import XCTest
 
@@ -35,6 +36,7 @@ enum FederateBinary {
             .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let fallback = packageRoot.appendingPathComponent(".build/debug/federate").path
         if fileManager.isExecutableFile(atPath: fallback) { return fallback }
-        throw XCTSkip("the federate executable was not found next to the test bundle (searched \(directories.map(\.path))); build it or set FEDERATE_BINARY")
+        throw missingPrerequisite(
+            "the federate executable was not found next to the test bundle (searched \(directories.map(\.path))); build it or set FEDERATE_BINARY")
     }
 }

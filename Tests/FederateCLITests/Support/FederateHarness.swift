@@ -215,26 +215,6 @@ final class FederateHarness {
     /// The private key file, `<root>/users/<uid>/key` (0600).
     var privateKeyFile: String { userDirectory + "/key" }
 
-    /// Runs `sql` on `database` with the `sqlite3` shell, as someone with access to the file
-    /// could; `nil` when `sqlite3` is not installed.
-    func sqlite3(_ database: String, _ sql: String, file: StaticString = #filePath, line: UInt = #line) throws -> String? {
-        let path = (environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":").map { "\($0)/sqlite3" }
-            .first { FileManager.default.isExecutableFile(atPath: $0) }
-        guard let path else { return nil }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = ["-batch", database, sql]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let text = String(decoding: data, as: UTF8.self)
-        XCTAssertEqual(process.terminationStatus, 0, "sqlite3 \(sql): \(text)", file: file, line: line)
-        return text
-    }
-
     /// Every regular file under the keystore root, relative to it, sorted.
     func keystoreFiles() -> [String] {
         guard let enumerator = FileManager.default.enumerator(atPath: keystore) else { return [] }

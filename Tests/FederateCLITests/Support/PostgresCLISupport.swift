@@ -89,12 +89,17 @@ class FederatePostgresTestCase: XCTestCase {
     }
 
     /// Asserts that no 16-character run of `secrets` (as text, or as the hex `pg_dump` prints
-    /// `bytea` in) is in a dump of the database.
-    func assertDumpHoldsNoSecret(_ secrets: [String], file: StaticString = #filePath, line: UInt = #line) throws {
+    /// `bytea` in) is in a dump of the database, nor of `keys` (raw key bytes, as that hex or
+    /// in base64). A secret that is the base64 of a 32-byte key (`$IDENTITY_BROKER_KEY`) is
+    /// also looked for as the hex of the key's bytes, as a `bytea` holding the key would show.
+    func assertDumpHoldsNoSecret(_ secrets: [String], keys: [[UInt8]] = [], file: StaticString = #filePath, line: UInt = #line) throws {
         let dump = try server.dump(database)
         XCTAssertTrue(dump.contains("identity_broker_items"), "the dump holds the items table", file: file, line: line)
-        let hex = secrets.map { Data($0.utf8).map { String(format: "%02x", $0) }.joined() }
-        XCTAssertNil(leakedRun(in: dump, of: secrets), "a secret is in the database in plaintext", file: file, line: line)
+        let decoded = secrets.compactMap { Data(base64Encoded: $0) }.filter { $0.count == 32 }.map { [UInt8]($0) }
+        let bytes: [[UInt8]] = secrets.map { Array($0.utf8) } + decoded + keys
+        let hex = bytes.map { $0.map { String(format: "%02x", $0) }.joined() }
+        let text = secrets + keys.map { Data($0).base64EncodedString() }
+        XCTAssertNil(leakedRun(in: dump, of: text), "a secret is in the database in plaintext", file: file, line: line)
         XCTAssertNil(leakedRun(in: dump, of: hex), "a secret is in the database as hex bytes", file: file, line: line)
     }
 }

@@ -15,7 +15,9 @@ final class ShutdownTests: XCTestCase {
         harness.fake.responseDelay = .milliseconds(300)
         let client = harness.client
         let federation = Task { try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice") }
-        try await Task.sleep(for: .milliseconds(50))
+        let fake = harness.fake
+        let inFlight = await eventually { fake.count(.getId) == 1 }
+        XCTAssertTrue(inFlight, "the federation never sent its first request")
         await client.shutdown(gracePeriod: .seconds(5))
         let result = try await federation.value
         let stored = try await client.credentials(for: "alice")
@@ -34,7 +36,9 @@ final class ShutdownTests: XCTestCase {
         let first = try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         harness.fake.responseDelay = .seconds(30)
         let federation = Task { try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice") }
-        try await Task.sleep(for: .milliseconds(50))
+        let fake = harness.fake
+        let inFlight = await eventually { fake.count(.getCredentialsForIdentity) == 2 }
+        XCTAssertTrue(inFlight, "the second federation never sent its request")
         let start = ContinuousClock.now
         await client.shutdown(gracePeriod: .milliseconds(200))
         XCTAssertLessThan(ContinuousClock.now - start, .seconds(10), "shutdown did not wait for the 30 s answer")
@@ -180,7 +184,8 @@ final class ShutdownTests: XCTestCase {
         harness.fake.responseDelay = .seconds(30)
         let client = harness.client
         let federation = Task { try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice") }
-        let inFlight = await eventually { harness.fake.count(.getId) == 1 }
+        let fake = harness.fake
+        let inFlight = await eventually { fake.count(.getId) == 1 }
         XCTAssertTrue(inFlight, "the federation did not send GetId", file: file, line: line)
         return (harness, federation)
     }
@@ -322,7 +327,8 @@ final class ShutdownTests: XCTestCase {
         harness.fake.responseDelay = .seconds(30)
         let running = Task { try await client.run() }
         let federation = Task { try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice") }
-        let inFlight = await eventually { harness.fake.count(.getCredentialsForIdentity) == 2 }
+        let fake = harness.fake
+        let inFlight = await eventually { fake.count(.getCredentialsForIdentity) == 2 }
         XCTAssertTrue(inFlight)
         running.cancel()
         // Bounded so that a client waiting out its 10 s grace period fails the test.
@@ -345,7 +351,8 @@ final class ShutdownTests: XCTestCase {
         try await testGracefulShutdown { trigger in
             let running = Task { try await client.run() }
             let federation = Task { try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice") }
-            let inFlight = await eventually { harness.fake.count(.getCredentialsForIdentity) == 2 }
+            let fake = harness.fake
+        let inFlight = await eventually { fake.count(.getCredentialsForIdentity) == 2 }
             XCTAssertTrue(inFlight)
             trigger.triggerGracefulShutdown()
             let shuttingDown = await eventually { await client.isShuttingDown }

@@ -14,7 +14,7 @@ final class JWTLocalCheckTests: XCTestCase {
                 try await harness.client.federate(token: token, provider: provider, session: "s")
             }
             XCTAssertEqual(harness.fake.calls.count, 0, "\(what) for \(provider): no network call", line: line)
-            XCTAssertFalse(error?.message.contains(token) ?? false, "the error never echoes the token", line: line)
+            XCTAssertNil(leakedRun(in: error?.message ?? "", of: [token]), "the error never echoes the token", line: line)
             let snapshot = try await harness.client.session("s")
             XCTAssertEqual(snapshot.state, .notFederated, line: line)
         }

@@ -128,9 +128,17 @@ final class SQLitePermissionTests: XCTestCase {
         XCTAssertEqual(chmod(volume + "/ks", 0o777), 0)
         XCTAssertThrowsError(try SQLiteKeystore(
             root: volume + "/ks", service: "tool", keySource: testKey(), configuration: .init(checksWayToRoot: false)))
-        // And so is the root's owner: "no other user here" is a claim the owner can refute.
-        XCTAssertEqual(chmod(volume + "/ks", 0o700), 0)
-        guard getuid() == 0 else { return }
+    }
+
+    /// With the check of the way to the root turned off, the root's owner is still checked:
+    /// "no other user here" is a claim the owner can refute.
+    func testARootAnotherUserOwnsIsRefusedWithTheWayToItUnchecked() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root to make a root another user owns") }
+        let temporary = try TemporaryRoot()
+        let volume = temporary.path + "/volume"
+        XCTAssertEqual(mkdir(volume, 0o700), 0)
+        XCTAssertEqual(chmod(volume, 0o777), 0)
+        XCTAssertEqual(mkdir(volume + "/ks", 0o700), 0)
         XCTAssertEqual(chown(volume + "/ks", 60_001, 60_000), 0)
         XCTAssertThrowsError(try SQLiteKeystore(
             root: volume + "/ks", service: "tool", keySource: testKey(), configuration: .init(checksWayToRoot: false))
