@@ -602,7 +602,12 @@ final class FederateExecTests: XCTestCase {
                 "IDENTITY_BROKER_KEYSTORE": "postgres://nobody@127.0.0.1:\(port)/db?sslmode=disable",
                 "IDENTITY_BROKER_KEY": key,
             ])
-            Thread.sleep(forTimeInterval: 1)
+            // The keystore is opening once its connection arrives (held open, never answered).
+            var waiting = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+            XCTAssertEqual(poll(&waiting, 1, 20_000), 1, "serve never connected to the database")
+            let connection = accept(listener, nil, nil)
+            XCTAssertGreaterThanOrEqual(connection, 0)
+            defer { if connection >= 0 { close(connection) } }
             let sent = ContinuousClock.now
             serve.signal(signal)
             XCTAssertEqual(serve.waitForExit(), 0, "signal \(signal): \(serve.stderr)")
