@@ -582,22 +582,24 @@ final class FederateExecTests: XCTestCase {
     /// and never answers) ends `serve` at once, with 0 and nothing printed; it used to wait
     /// for the connect timeout and exit 6.
     func testServeStoppedWhileTheKeystoreOpensExitsAtOnce() throws {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        XCTAssertGreaterThanOrEqual(listener, 0)
-        defer { close(listener) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-                bind(listener, pointer, length) == 0 && listen(listener, 16) == 0 && getsockname(listener, pointer, &length) == 0
-            }
-        }
-        XCTAssertTrue(bound)
-        let port = UInt16(bigEndian: address.sin_port)
         let key = Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
         for signal in [SIGTERM, SIGINT] {
+            // A listener of its own per run: a connection the last run left in the backlog
+            // would otherwise stand for this run's.
+            let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            XCTAssertGreaterThanOrEqual(listener, 0)
+            defer { close(listener) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let bound = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                    bind(listener, pointer, length) == 0 && listen(listener, 16) == 0 && getsockname(listener, pointer, &length) == 0
+                }
+            }
+            XCTAssertTrue(bound)
+            let port = UInt16(bigEndian: address.sin_port)
             let serve = try BackgroundFederate(harness, ["serve", "--session", "carol"], environment: [
                 "IDENTITY_BROKER_KEYSTORE": "postgres://nobody@127.0.0.1:\(port)/db?sslmode=disable",
                 "IDENTITY_BROKER_KEY": key,
