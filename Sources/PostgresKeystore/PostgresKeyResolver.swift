@@ -37,20 +37,25 @@ enum PostgresKeyResolver {
             }
             return try readKeyFile(path)
         case .passphrase(let passphrase):
-            try KeyDerivation.requireUsable(passphrase)
             let column = PostgresNamespace.column(for: group)
             let fresh = KeyDerivation.SaltFile.encode(
                 salt: try KeystoreError.rethrowing { try CryptoRuntime.randomBytes(KeyDerivation.saltSize) })
             let stored: [UInt8]
             do {
                 stored = try await client.withConnection(logger: logger) { connection in
+                    if passphrase.count == 0 {
+                        let existing = try await connection.query(
+                            "SELECT 1 FROM identity_broker_key_salts WHERE access_group = \(column)", logger: logger
+                        ).collect()
+                        try KeyDerivation.requireUsable(passphrase, creatingSalt: existing.isEmpty)
+                    }
                     try await connection.query("""
                         INSERT INTO identity_broker_key_salts (access_group, salt) VALUES (\(column), \(ByteBuffer(bytes: fresh)))
                         ON CONFLICT (access_group) DO NOTHING
                         """, logger: logger)
                     let rows = try await connection.query(
                         // Capped as item values are: another role may have written the row.
-                        "SELECT CASE WHEN octet_length(salt) <= 64 THEN salt ELSE ''::bytea END FROM identity_broker_key_salts WHERE access_group = \(column)",
+                        "SELECT CASE WHEN pg_catalog.octet_length(salt) <= 64 THEN salt ELSE ''::bytea END FROM identity_broker_key_salts WHERE access_group = \(column)",
                         logger: logger
                     ).collect()
                     guard let buffer = try rows.first?.decode(ByteBuffer.self) else {

@@ -286,7 +286,7 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
             try await connection.query("""
                 SELECT key FROM identity_broker_items
                 WHERE service = \(namespace.service) AND access_group = \(namespace.groupColumn)
-                  AND octet_length(key) <= \(unescaped: String(PostgresNamespace.maximumKeyBytes))
+                  AND pg_catalog.octet_length(key) <= \(unescaped: String(PostgresNamespace.maximumKeyBytes))
                 """, logger: logger).collect().map { try $0.decode(String.self) }
         }.sorted()
     }

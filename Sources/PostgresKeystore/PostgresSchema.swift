@@ -44,7 +44,7 @@ enum PostgresSchema {
     /// ``Sealing/maximumSealedBytes`` (never sealed by this keystore: another role may have
     /// written it), so the server never sends it. An empty value is never sealed either;
     /// ``PostgresNamespace/open(_:forKey:)`` reports both as that item's damage.
-    static let cappedValue = "CASE WHEN octet_length(value) <= \(Sealing.maximumSealedBytes) THEN value ELSE ''::bytea END"
+    static let cappedValue = "CASE WHEN pg_catalog.octet_length(value) <= \(Sealing.maximumSealedBytes) THEN value ELSE ''::bytea END"
 
     /// The advisory lock key that serialises schema creation ("IBSCHEMA" in ASCII).
     static let schemaLock: Int64 = 0x49_42_53_43_48_45_4D_41

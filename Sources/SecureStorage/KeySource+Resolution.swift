@@ -41,10 +41,10 @@ extension KeySource {
             }
             return ResolvedKey(key: SecretBytes(consuming: &bytes))
         case .passphrase(let passphrase):
-            try KeyDerivation.requireUsable(passphrase)
             // New salt files record the current scrypt parameters; a legacy 16-byte salt file
             // keeps the parameters its items were sealed under.
             let path = layout.saltPath(group)
+            try KeyDerivation.requireUsable(passphrase, creatingSalt: try POSIX.status(path) == nil)
             let fresh = { KeyDerivation.SaltFile.encode(salt: try CryptoRuntime.randomBytes(KeyDerivation.saltSize)) }
             guard let bytes = try loadOrCreate(path, group: group, layout: layout, create: create, fresh: fresh) else {
                 return nil

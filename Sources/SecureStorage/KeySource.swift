@@ -53,7 +53,8 @@ public struct KeySource: Sendable, CustomStringConvertible, CustomReflectable {
     /// its items were sealed under. A truncated salt file, one of an unknown version, or one
     /// asking for parameters below N = 2^17 or above 1 GiB of memory gives
     /// ``KeystoreError/Code/corruptFormat``; an empty passphrase gives
-    /// ``KeystoreError/Code/invalidKey`` before any salt is stored.
+    /// ``KeystoreError/Code/invalidKey`` where no salt exists yet (one an earlier release
+    /// stored is still used, so such a store can be read and migrated to another key).
     public static func passphrase(_ passphrase: String) -> KeySource {
         KeySource(.passphrase(SecretBytes(copying: passphrase.utf8)))
     }

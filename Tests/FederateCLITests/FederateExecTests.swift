@@ -606,7 +606,12 @@ final class FederateExecTests: XCTestCase {
             ])
             // The keystore is opening once its connection arrives (held open, never answered).
             var waiting = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
-            XCTAssertEqual(poll(&waiting, 1, 20_000), 1, "serve never connected to the database")
+            guard poll(&waiting, 1, 20_000) == 1 else {
+                XCTFail("serve never connected to the database: \(serve.stderr)")
+                serve.signal(SIGKILL)
+                _ = serve.waitForExit()
+                continue
+            }
             let connection = accept(listener, nil, nil)
             XCTAssertGreaterThanOrEqual(connection, 0)
             defer { if connection >= 0 { close(connection) } }

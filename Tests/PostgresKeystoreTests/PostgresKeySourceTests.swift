@@ -21,6 +21,24 @@ final class PostgresKeySourceTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(error?.code, .invalidKey, "another passphrase is refused when it opens")
     }
 
+    /// An empty passphrase stores no salt (its key would be anyone's who reads the table); a
+    /// group whose salt an earlier release stored for one is still opened with it.
+    func testAnEmptyPassphraseIsRefusedWhereNoSaltIsStored() async throws {
+        let error = await keystoreError { try await self.keystore(group: AccessGroup(name: "fresh"), keySource: .passphrase("")) }
+        XCTAssertEqual(error?.code, .invalidKey, String(describing: error))
+        let stored = try server.psqlValue("SELECT count(*) FROM identity_broker_key_salts", database: database)
+        XCTAssertEqual(stored, "0", "a salt was stored for an empty passphrase")
+
+        try server.psql("""
+            INSERT INTO identity_broker_key_salts (access_group, salt)
+            VALUES ('earlier', decode('a701110801' || repeat('00', 16), 'hex'))
+            """, database: database)
+        let earlier = try await keystore(group: AccessGroup(name: "earlier"), keySource: .passphrase(""))
+        try await earlier.set(Array("kept".utf8), forKey: "k")
+        let value = try await earlier.value(forKey: "k")
+        XCTAssertEqual(value, Array("kept".utf8))
+    }
+
     func testKeyFileNeedsAnExplicitPath() async throws {
         let error = await keystoreError { try await self.keystore(keySource: .keyFile) }
         XCTAssertEqual(error?.code, .invalidKey)

@@ -104,8 +104,9 @@ public struct FederationConfiguration: Sendable, Hashable {
 }
 
 extension FederationConfiguration {
-    /// What a federating client's initializer refuses, checked without a client: a negative
-    /// expiry margin, a pool ID or region it cannot use, an unusable Cognito endpoint. The CLI
+    /// What a federating client's initializer refuses, checked without a client: durations it
+    /// cannot use (``checkDurations()``), a pool ID or region it cannot use, an unusable
+    /// Cognito endpoint. The CLI
     /// asks this before it opens a keystore, which a first open creates.
     package func check(environment: [String: String]) throws(FederationError) {
         try checkDurations()

@@ -81,10 +81,12 @@ package enum KeyDerivation {
     /// 128 MiB, so an open must not run one twice).
     static let passphraseDerivations = Atomic<Int>(0)
 
-    /// Refuses an empty passphrase (`.passphrase(environment["P"] ?? "")`): its key is what
-    /// anyone holding the salt derives. Called before a salt is stored.
-    package static func requireUsable(_ passphrase: SecretBytes) throws(KeystoreError) {
-        guard passphrase.count > 0 else {
+    /// Refuses an empty passphrase (`.passphrase(environment["P"] ?? "")`) for a namespace
+    /// that has no salt yet: its key would be what anyone holding the salt derives. Where a
+    /// salt exists (a store an earlier release sealed under an empty passphrase), it is taken,
+    /// so that the store can still be read and migrated to another key.
+    package static func requireUsable(_ passphrase: SecretBytes, creatingSalt: Bool) throws(KeystoreError) {
+        guard passphrase.count > 0 || !creatingSalt else {
             throw KeystoreError(.invalidKey, "the passphrase is empty")
         }
     }

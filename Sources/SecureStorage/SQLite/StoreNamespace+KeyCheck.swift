@@ -23,11 +23,12 @@ extension StoreNamespace {
                 while try statement.step() { items.append((statement.text(0), statement.blob(1))) }
                 return items
             }
-            if let salt = headerlessSharedSalt, items.isEmpty {
+            if let salt = headerlessSharedSalt, items.isEmpty, !anotherServiceOfTheGroupOpens() {
                 throw KeystoreError(
                     .corruptFormat,
-                    "the salt file of \(label) has no header (a format only early releases wrote) and no item was sealed with it: "
-                        + "another member of the group may have planted it; delete it if the group holds nothing",
+                    "the salt file of access group '\(group.name ?? "")' has no header (a format only early releases wrote) and no "
+                        + "service's database in the group holds a key check this key opens: another member of the group may have "
+                        + "planted it; delete it only if no database in the group's directory holds items",
                     path: salt)
             }
             try KeyCheck.requireOneOpens(items, namespace: label) { item in
@@ -43,6 +44,28 @@ extension StoreNamespace {
     }
 
     private static let firstItems = "SELECT key, value FROM items ORDER BY id LIMIT ?1"
+
+    /// Whether another service's database beside this one holds a key check this key opens:
+    /// the salt file is the group's, shared by every service that uses the group, so a
+    /// headerless one some service's items were sealed under serves a new service too. A
+    /// member who planted the salt cannot have made such a check without the passphrase.
+    /// Databases that cannot be read count as not opening.
+    private func anotherServiceOfTheGroupOpens() -> Bool {
+        let directory = String(databasePath[..<(databasePath.lastIndex(of: "/") ?? databasePath.startIndex)])
+        let suffix = ".sqlite"
+        guard let names = try? POSIX.directoryEntries(directory, prefix: "") else { return false }
+        for name in names where name.hasSuffix(suffix) && directory + "/" + name != databasePath {
+            guard let bytes = Base64.urlDecode(String(name.dropLast(suffix.count))),
+                  let service = String(validating: bytes, as: UTF8.self),
+                  let connection = try? SQLiteConnection(path: directory + "/" + name, busyTimeout: .seconds(1))
+            else { continue }
+            defer { connection.close() }
+            guard let text = try? StoreSchema.meta(Self.keyCheckName, on: connection), let stored = Base64.urlDecode(text) else { continue }
+            let sibling = ItemBinding(service: service, group: group)
+            if (try? KeyCheck.verify(stored, binding: sibling, with: key, name: Self.keyCheckItemName, namespace: "")) != nil { return true }
+        }
+        return false
+    }
 
     /// The stored check; a row that is not base64url reads as a check no key opens.
     private func storedKeyCheck(on connection: SQLiteConnection) throws(KeystoreError) -> [UInt8]? {

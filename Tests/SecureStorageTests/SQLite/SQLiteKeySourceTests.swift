@@ -255,19 +255,45 @@ final class SQLiteKeySourceTests: XCTestCase {
         XCTAssertEqual(refused?.path, saltPath)
         XCTAssertTrue(refused?.reason.contains("no header") ?? false, String(describing: refused))
 
-        // A group an earlier release sealed items in with such a salt keeps opening.
+        // A group an earlier release sealed items in with such a salt keeps opening: where the
+        // service's database holds a key check, where it holds items but no check (releases
+        // before the check), and for another service of the group, whose database is new
+        // (the salt is the group's, every service's).
         let legacy = try TemporaryRoot()
         let legacyLayout = try self.layout(legacy.root)
         let legacyKey = try scrypt(passphrase, salt: plantedSalt, log2N: 15)
         let old = try SQLiteKeystore(root: legacy.root, service: "tool", accessGroup: team, keySource: .raw(legacyKey))
         try await old.set(bytes("sealed long ago"), forKey: "k")
+        let database = old.namespace.databasePath
         old.close()
         XCTAssertTrue(FileManager.default.createFile(
             atPath: legacyLayout.saltPath(team), contents: Data(plantedSalt), attributes: [.posixPermissions: 0o640]))
-        let keystore = try SQLiteKeystore(root: legacy.root, service: "tool", accessGroup: team, keySource: .passphrase(passphrase))
-        defer { keystore.close() }
+        for keyCheck in ["kept", "removed"] {
+            if keyCheck == "removed" { try plainSQLite(database, "DELETE FROM meta WHERE name = 'key_check'") }
+            let keystore = try SQLiteKeystore(root: legacy.root, service: "tool", accessGroup: team, keySource: .passphrase(passphrase))
+            let value = try await keystore.value(forKey: "k")
+            XCTAssertEqual(string(value), "sealed long ago", "key check \(keyCheck)")
+            keystore.close()
+        }
+        let other = try SQLiteKeystore(root: legacy.root, service: "other-tool", accessGroup: team, keySource: .passphrase(passphrase))
+        try await other.set(bytes("new"), forKey: "k")
+        other.close()
+    }
+
+    /// A store an earlier release sealed under an empty passphrase can still be opened (and
+    /// migrated to another key): only a new salt is refused one.
+    func testAnEmptyPassphraseOpensAStoreWhoseSaltExists() async throws {
+        let temporary = try TemporaryRoot()
+        let key = try scrypt("", salt: Array(repeating: 7, count: 16), log2N: 15)
+        let old = try open(temporary.root, .raw(key))
+        try await old.set(bytes("sealed under nothing"), forKey: "k")
+        old.close()
+        XCTAssertTrue(FileManager.default.createFile(
+            atPath: try layout(temporary.root).saltPath(.none), contents: Data(Array(repeating: 7, count: 16)),
+            attributes: [.posixPermissions: 0o600]))
+        let keystore = try open(temporary.root, .passphrase(""))
         let value = try await keystore.value(forKey: "k")
-        XCTAssertEqual(string(value), "sealed long ago")
+        XCTAssertEqual(string(value), "sealed under nothing")
     }
 
     func testDamagedSaltFileIsRefused() throws {
