@@ -75,6 +75,7 @@ struct AccessGroupMigration: AsyncParsableCommand {
             original = try await client.federateAsGuest(session: session)
             steps.detail(original)
             steps.detail("items in group none: \(try await store.keys())")
+            await close(store, client)
         }
 
         steps.next("Reopen with AccessGroup(name: \"\(group)\") and moveItemsFromPreviousGroup")
@@ -88,6 +89,7 @@ struct AccessGroupMigration: AsyncParsableCommand {
                 throw ExitCode.failure
             }
             steps.detail("the session moved: copied and verified in one transaction, then deleted from group none in another")
+            await close(store, client)
         }
 
         let other = group + "-without-migration"
@@ -99,6 +101,7 @@ struct AccessGroupMigration: AsyncParsableCommand {
             steps.detail("session '\(session)': state \(snapshot.state)")
             guard snapshot.state == .notFederated else { throw ExitCode.failure }
             steps.detail("a new group without migration starts empty; the previous group's items are left alone")
+            await close(store, client)
         }
 
         steps.next("Reopen AccessGroup(name: \"\(group)\") (migration off)")
@@ -109,6 +112,13 @@ struct AccessGroupMigration: AsyncParsableCommand {
             steps.detail("session '\(session)': state \(snapshot.state), identity ID \(snapshot.identityId ?? "none")")
             guard snapshot.identityId == original.identityId else { throw ExitCode.failure }
             steps.detail("still there: switching groups never wipes a session by surprise")
+            await close(store, client)
         }
+    }
+
+    /// The client first (it may still commit), then the store it does not own.
+    private func close(_ store: SQLiteKeystore, _ client: FederationClient) async {
+        await client.shutdown()
+        store.close()
     }
 }

@@ -86,9 +86,11 @@ struct JobRunner: AsyncParsableCommand {
             steps.next("Run \(user)'s job with the container-credential variables (and no AWS keys)")
             let endpoint = try await server.endpoint(for: user)
             var environment = endpoint.childEnvironment(from: ProcessInfo.processInfo.environment)
+            // Nor the keystore's key: the job needs the endpoint, nothing of the store.
+            environment["IDENTITY_BROKER_KEY"] = nil
             environment["JOB_USER"] = user
             environment["JOB_STS_ENDPOINT"] = stsEndpoint
-            let output = try runJob(environment: environment)
+            let output = try await runJob(environment: environment)
             steps.detail(output.trimmingCharacters(in: .whitespacesAndNewlines))
             if output.contains("/\(user) ") {
                 steps.detail("\(user)'s job acted as \(user)")
@@ -100,12 +102,24 @@ struct JobRunner: AsyncParsableCommand {
 
         steps.next("Stop the server and clear the sessions")
         await server.shutdown()
+        try await serving.value
         for user in users { try await client.clear(session: user) }
+        await client.shutdown()
         if failed { throw ExitCode.failure }
     }
 
-    /// Runs the job script with `environment`; returns its standard output.
-    private func runJob(environment: [String: String]) throws -> String {
+    /// Runs the job script with `environment` on a thread of its own (waiting for a process
+    /// must not hold a cooperative thread: the server answering the job needs one); returns
+    /// its standard output.
+    private func runJob(environment: [String: String]) async throws -> String {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result { try runJobBlocking(environment: environment) })
+            }
+        }
+    }
+
+    private func runJobBlocking(environment: [String: String]) throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = [python, "-c", Self.jobScript]

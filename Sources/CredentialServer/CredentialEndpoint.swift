@@ -3,7 +3,8 @@
 ///
 /// ```swift
 /// let endpoint = try await server.endpoint(for: "alice")
-/// let environment = endpoint.childEnvironment(from: ProcessInfo.processInfo.environment)
+/// var environment = endpoint.childEnvironment(from: ProcessInfo.processInfo.environment)
+/// environment[KeySource.defaultEnvironmentVariable] = nil   // your keystore's secrets too
 /// // start the child with `environment`
 /// ```
 ///

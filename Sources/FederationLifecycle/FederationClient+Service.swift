@@ -8,6 +8,7 @@ public import ServiceLifecycle
 /// let client = try FederationClient(configuration: configuration, keystore: keystore, logger: logger)
 /// let group = ServiceGroup(services: [client, httpServer], gracefulShutdownSignals: [.sigterm], logger: logger)
 /// try await group.run()
+/// keystore.close()   // the client has shut down; the store is yours to close
 /// ```
 ///
 /// `run()` waits for graceful shutdown, then calls

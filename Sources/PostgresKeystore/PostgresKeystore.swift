@@ -10,8 +10,8 @@ import Synchronization
 /// let configuration = try PostgresKeystore.Configuration(url: "postgres://broker@db:5432/identity?sslmode=verify-full")
 /// let keystore = try await PostgresKeystore(
 ///     configuration: configuration, service: "my-tool", keySource: .environment())
-/// try await keystore.set(Array("value".utf8), forKey: "session.alice")
-/// let value = try await keystore.value(forKey: "session.alice")
+/// try await keystore.set(Array("value".utf8), forKey: "my-tool.greeting")
+/// let value = try await keystore.value(forKey: "my-tool.greeting")
 /// await keystore.close()
 /// ```
 ///

@@ -11,7 +11,7 @@ public import Logging
 ///
 /// ```swift
 /// guard let credentials = SigningCredentials.fromEnvironment(ProcessInfo.processInfo.environment) else {
-///     fatalError("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")  // or your own error
+///     throw MyBackendError.missingAWSCredentials   // AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY unset
 /// }
 /// let issuer = try DeveloperIdentityIssuer(
 ///     configuration: .init(identityPoolId: poolId),

@@ -6,8 +6,8 @@ import Dispatch
 ///
 /// ```swift
 /// let keystore = try SQLiteKeystore(root: "/var/lib/my-tool/identity-broker", service: "my-tool")
-/// try await keystore.set(Array("value".utf8), forKey: "session.alice")
-/// let value = try await keystore.value(forKey: "session.alice")
+/// try await keystore.set(Array("value".utf8), forKey: "my-tool.greeting")
+/// let value = try await keystore.value(forKey: "my-tool.greeting")
 /// ```
 ///
 /// Opening creates and checks the directories, key and database (see the layout and
