@@ -140,12 +140,16 @@ final class ConfigurationResolutionTests: XCTestCase {
 
     func testPlaintextIsAcceptedForLoopbackHostsOnly() throws {
         // 2130706433 is 127.0.0.1 written as one number: libcurl, which connects, reads it so.
-        for url in ["http://127.0.0.1:5000/", "http://127.1.2.3/", "http://localhost:9/", "http://LOCALHOST/", "http://[::1]:8080/", "http://2130706433/"] {
+        for url in [
+            "http://127.0.0.1:5000/", "http://127.1.2.3/", "http://localhost:9/", "http://LOCALHOST/", "http://[::1]:8080/", "http://2130706433/",
+            "http://[0:0:0:0:0:0:0:1]/", "http://[::ffff:127.0.0.1]:5000/",
+        ] {
             XCTAssertEqual(try endpoint(FederationConfiguration(identityPoolId: testPoolId, endpoint: url)), url)
         }
         for url in [
             "http://cognito.example/", "http://10.0.0.5/", "http://128.0.0.1/", "http://127.0.0.1.attacker.example/",
             "http://127.0.0.1@attacker.example/", "http://localhost.attacker.example/", "http://[::2]/", "http://2130706434.example/",
+            "http://[::ffff:10.0.0.5]/", "http://[::127.0.0.1]/",
         ] {
             let error = assertThrows(FederationError.self, code: .invalidConfiguration) {
                 try endpoint(FederationConfiguration(identityPoolId: testPoolId, endpoint: url))
