@@ -33,6 +33,8 @@ final class FederateSharedStoreTests: XCTestCase {
     func testChangesMadeByAnotherProcessReachThisProcess() async throws {
         let cognito = try FakeCognito.served()
         let client = FederationClient(keystore: try sharedKeystore())
+        let watchdog = streamWatchdog(client)
+        defer { watchdog.cancel() }
         let updates = await client.stateUpdates(for: "alice")
         var states = updates.makeAsyncIterator()
         let initial = await states.next()

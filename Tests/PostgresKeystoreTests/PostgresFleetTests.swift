@@ -48,6 +48,8 @@ final class PostgresFleetTests: PostgresTestCase, @unchecked Sendable {
     func testStreamsOfEachReportTheOthersChangesWithinASecond() async throws {
         let a = try await instance()
         let b = try await instance()
+        let watchdog = streamWatchdog(a, b)
+        defer { watchdog.cancel() }
         var bStates = await b.stateUpdates(for: "alice").makeAsyncIterator()
         var aEvents = await a.allStateUpdates().makeAsyncIterator()
         let initial = await bStates.next()

@@ -113,6 +113,8 @@ final class RenewalReminderTests: XCTestCase {
     /// Thousands of sessions with reminders cost one timer, and every reminder arrives.
     func testManySessionsShareOneTimer() async throws {
         let harness = try harness(slack: 0.2)
+        let watchdog = streamWatchdog(harness.client)
+        defer { watchdog.cancel() }
         let all = await harness.client.allStateUpdates()
         let count = 2_000
         for index in 0..<count {
