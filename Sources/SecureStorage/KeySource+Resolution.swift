@@ -13,7 +13,8 @@ struct ResolvedKey {
     /// releases before the header, read with the legacy, cheaper scrypt cost) and lies in a
     /// shared group's directory, which every member can write: planted before the group's
     /// first use, it would pick the salt and the cost of everything sealed there afterwards.
-    /// Such a key is only taken for a namespace whose items it already opens.
+    /// Such a key is only taken where something already sealed under it opens: the
+    /// namespace's items or key check, or another service's key check in the group.
     var headerlessSharedSalt: String?
 }
 
@@ -44,7 +45,9 @@ extension KeySource {
             // New salt files record the current scrypt parameters; a legacy 16-byte salt file
             // keeps the parameters its items were sealed under.
             let path = layout.saltPath(group)
-            try KeyDerivation.requireUsable(passphrase, creatingSalt: try POSIX.status(path) == nil)
+            var creatingSalt = false
+            if create { creatingSalt = try POSIX.status(path) == nil }
+            try KeyDerivation.requireUsable(passphrase, creatingSalt: creatingSalt)
             let fresh = { KeyDerivation.SaltFile.encode(salt: try CryptoRuntime.randomBytes(KeyDerivation.saltSize)) }
             guard let bytes = try loadOrCreate(path, group: group, layout: layout, create: create, fresh: fresh) else {
                 return nil

@@ -7,7 +7,8 @@ extension StoreNamespace {
     /// Refuses this namespace's key, with ``KeystoreError/Code/invalidKey``, when it does not
     /// open the namespace's ``KeyCheck``; stores the check first when there is none (only if
     /// the key opens one of the items already there, and, for a key from a headerless salt in
-    /// a shared group, only if there are items: ``KeystoreError/Code/corruptFormat`` else).
+    /// a shared group, only if there are items or another service's database in the group
+    /// holds a key check the key opens: ``KeystoreError/Code/corruptFormat`` else).
     func verifyKey(on connection: SQLiteConnection, service: String) throws(KeystoreError) {
         let label = KeyCheck.describe(service: service, group: group)
         if let stored = try storedKeyCheck(on: connection) {
