@@ -86,8 +86,6 @@ struct JobRunner: AsyncParsableCommand {
             steps.next("Run \(user)'s job with the container-credential variables (and no AWS keys)")
             let endpoint = try await server.endpoint(for: user)
             var environment = endpoint.childEnvironment(from: ProcessInfo.processInfo.environment)
-            // Nor the keystore's key: the job needs the endpoint, nothing of the store.
-            environment["IDENTITY_BROKER_KEY"] = nil
             environment["JOB_USER"] = user
             environment["JOB_STS_ENDPOINT"] = stsEndpoint
             let output = try await runJob(environment: environment)

@@ -3,14 +3,13 @@
 ///
 /// ```swift
 /// let endpoint = try await server.endpoint(for: "alice")
-/// var environment = endpoint.childEnvironment(from: ProcessInfo.processInfo.environment)
-/// environment[KeySource.defaultEnvironmentVariable] = nil   // your keystore's secrets too
+/// let environment = endpoint.childEnvironment(from: ProcessInfo.processInfo.environment)
 /// // start the child with `environment`
 /// ```
 ///
 /// ``childEnvironment(from:)``, not a merge of ``environment`` into the parent's: it also
-/// removes what the SDKs would use first (static keys, a profile, a web identity) and keeps
-/// them from falling back to the instance's role.
+/// removes what the SDKs would use first (static keys, a profile, a web identity) and the
+/// keystore's key variables, and keeps the SDKs from falling back to the instance's role.
 ///
 /// `description` shows the URL, never the token.
 public struct CredentialEndpoint: Sendable {
@@ -42,6 +41,13 @@ public struct CredentialEndpoint: Sendable {
         "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
         "AWS_CREDENTIAL_FILE", "BOTO_CONFIG",
     ]
+
+    /// Variables that open a keystore, under the names this library and the `federate` CLI
+    /// read them: `IDENTITY_BROKER_KEY` (``KeySource/environment(variable:)``'s default),
+    /// `IDENTITY_BROKER_PASSPHRASE` and `IDENTITY_BROKER_KEY_FILE` (the CLI's). A child gets
+    /// one session through the endpoint, never what opens every session in the store; a key
+    /// in a variable of your own naming is yours to remove.
+    public static let keystoreVariables: [String] = ["IDENTITY_BROKER_KEY", "IDENTITY_BROKER_PASSPHRASE", "IDENTITY_BROKER_KEY_FILE"]
 
     /// The variable that keeps the SDKs away from the EC2 instance metadata service.
     ///
@@ -82,12 +88,12 @@ public struct CredentialEndpoint: Sendable {
         [Self.fullURIVariable: url, Self.authorizationTokenVariable: authorizationToken.value]
     }
 
-    /// `environment`-style pairs applied to `base`: ``conflictingVariables`` removed, the
-    /// two variables set, and ``instanceMetadataDisabledVariable`` set to `true` unless
-    /// `base` sets it.
+    /// `environment`-style pairs applied to `base`: ``conflictingVariables`` and
+    /// ``keystoreVariables`` removed, the two variables set, and
+    /// ``instanceMetadataDisabledVariable`` set to `true` unless `base` sets it.
     public func childEnvironment(from base: [String: String]) -> [String: String] {
         var result = base
-        for name in Self.conflictingVariables { result[name] = nil }
+        for name in Self.conflictingVariables + Self.keystoreVariables { result[name] = nil }
         result.merge(environment) { _, new in new }
         result[Self.instanceMetadataDisabledVariable] = Self.instanceMetadataSetting(inherited: result[Self.instanceMetadataDisabledVariable])
         return result

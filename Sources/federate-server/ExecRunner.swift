@@ -83,7 +83,7 @@ enum ExecRunner {
     /// session, and a `postgres://` keystore URL carries the database password.
     static func childEnvironment(_ endpoint: CredentialEndpoint) -> [[UInt8]] {
         let removed = Set(
-            (KeySelection.secretVariables + [KeySelection.keyFileVariable] + CredentialEndpoint.conflictingVariables
+            (CredentialEndpoint.keystoreVariables + CredentialEndpoint.conflictingVariables
                 + Array(endpoint.environment.keys)).map { Array($0.utf8) })
         let equals = UInt8(ascii: "=")
         let metadataName = Array(CredentialEndpoint.instanceMetadataDisabledVariable.utf8)

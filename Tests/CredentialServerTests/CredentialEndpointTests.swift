@@ -18,6 +18,17 @@ final class CredentialEndpointTests: XCTestCase {
         XCTAssertEqual(child["AWS_REGION"], "eu-west-1")
     }
 
+    /// What opens the keystore opens every session in it: the child, which gets one session
+    /// through the endpoint, never inherits it. The CLI's `exec` strips the same names.
+    func testTheKeystoresKeyVariablesNeverReachTheChild() {
+        let base = ["IDENTITY_BROKER_KEY": "a2V5", "IDENTITY_BROKER_PASSPHRASE": "pass", "IDENTITY_BROKER_KEY_FILE": "/etc/key", "HOME": "/home/a"]
+        let child = endpoint.childEnvironment(from: base)
+        for name in ["IDENTITY_BROKER_KEY", "IDENTITY_BROKER_PASSPHRASE", "IDENTITY_BROKER_KEY_FILE"] {
+            XCTAssertNil(child[name], "\(name) reached the child")
+        }
+        XCTAssertEqual(child["HOME"], "/home/a")
+    }
+
     /// Java's and .NET's chains go on to the instance metadata service when the endpoint
     /// answers no credentials: it is off unless the caller decided otherwise.
     func testTheInstanceMetadataServiceIsOffUnlessTheCallerSaysOtherwise() {
