@@ -225,18 +225,7 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         // Every key twice (two readers of one key share a row), missing keys and the damaged one.
         let keys = (0..<64).flatMap { ["r\($0)", "r\($0)"] } + (0..<16).map { "missing\($0)" } + ["bad", "bad"]
         let before = keystore.readGroups
-        let results = await withTaskGroup(of: (Int, Result<[UInt8]?, KeystoreError>).self) { group in
-            for (index, key) in keys.enumerated().shuffled() {
-                group.addTask {
-                    do throws(KeystoreError) {
-                        return (index, .success(try await keystore.value(forKey: key)))
-                    } catch {
-                        return (index, .failure(error))
-                    }
-                }
-            }
-            return await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
-        }
+        let results = await readAtOnce(keys, from: keystore)
         for (index, key) in keys.enumerated() {
             switch results[index] {
             case .success(let value)?:

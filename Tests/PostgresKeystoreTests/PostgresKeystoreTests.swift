@@ -162,23 +162,13 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(big?.code, .corruptFormat, String(describing: big))
         XCTAssertTrue(big?.reason.contains("'big'") ?? false, "the error names the key: \(String(describing: big))")
         // Reads at once are combined into one statement (`ReadMany`), capped the same way.
-        let together = await withTaskGroup(of: (String, Result<[UInt8]?, KeystoreError>).self) { group in
-            for key in Array(repeating: ["big", "good"], count: 8).joined() {
-                group.addTask {
-                    do throws(KeystoreError) {
-                        return (key, .success(try await keystore.value(forKey: key)))
-                    } catch {
-                        return (key, .failure(error))
-                    }
-                }
-            }
-            return await group.reduce(into: []) { $0.append($1) }
-        }
-        for (key, result) in together {
-            switch (key, result) {
-            case ("good", .success(let value)): XCTAssertEqual(value, Array("good".utf8))
-            case ("big", .failure(let error)): XCTAssertEqual(error.code, .corruptFormat, "\(error)")
-            default: XCTFail("\(key): \(result)")
+        let readers = Array(Array(repeating: ["big", "good"], count: 8).joined())
+        let together = await readAtOnce(readers, from: keystore)
+        for (index, key) in readers.enumerated() {
+            switch (key, together[index]) {
+            case ("good", .success(let value)?): XCTAssertEqual(value, Array("good".utf8))
+            case ("big", .failure(let error)?): XCTAssertEqual(error.code, .corruptFormat, "\(error)")
+            default: XCTFail("\(key): \(String(describing: together[index]))")
             }
         }
         XCTAssertLessThan(proxy.bytesFromTarget - before, 1 << 20, "the server sent the oversized value")

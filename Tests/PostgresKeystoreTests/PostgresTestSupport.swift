@@ -188,3 +188,20 @@ final class Locked<Value: Sendable>: Sendable {
     init(_ value: Value) { mutex = Mutex(value) }
     func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R { try mutex.withLock { try body(&$0) } }
 }
+
+/// Reads `keys` at once, started in a shuffled order (the keystore combines concurrent reads
+/// into shared statements); each reader's result by its index in `keys`.
+func readAtOnce(_ keys: [String], from keystore: PostgresKeystore) async -> [Int: Result<[UInt8]?, KeystoreError>] {
+    await withTaskGroup(of: (Int, Result<[UInt8]?, KeystoreError>).self) { group in
+        for (index, key) in keys.enumerated().shuffled() {
+            group.addTask {
+                do throws(KeystoreError) {
+                    return (index, .success(try await keystore.value(forKey: key)))
+                } catch {
+                    return (index, .failure(error))
+                }
+            }
+        }
+        return await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
+    }
+}

@@ -22,17 +22,23 @@ extension SQLiteKeystore {
     /// keystore (no key, no check, nothing moved or created): for tests that compare a
     /// database before and after a command.
     package static func storedRows(ofDatabase path: String) throws(KeystoreError) -> [(key: String, sealed: [UInt8])] {
-        let connection = try SQLiteConnection(path: path, busyTimeout: .seconds(5))
-        defer { connection.close() }
-        return try connection.withStatement("SELECT key, value FROM items ORDER BY key") { statement throws(KeystoreError) in
-            var rows: [(key: String, sealed: [UInt8])] = []
-            while try statement.step() { rows.append((statement.text(0), statement.blob(1))) }
-            return rows
+        try withRawConnection(to: path, busyTimeout: .seconds(5)) { connection throws(KeystoreError) in
+            try connection.withStatement("SELECT key, value FROM items ORDER BY key") { statement throws(KeystoreError) in
+                var rows: [(key: String, sealed: [UInt8])] = []
+                while try statement.step() { rows.append((statement.text(0), statement.blob(1))) }
+                return rows
+            }
         }
     }
 
     private func withRawConnection<T>(_ body: (SQLiteConnection) throws(KeystoreError) -> T) throws(KeystoreError) -> T {
-        let connection = try SQLiteConnection(path: namespace.databasePath, busyTimeout: configuration.busyTimeout)
+        try Self.withRawConnection(to: namespace.databasePath, busyTimeout: configuration.busyTimeout, body)
+    }
+
+    private static func withRawConnection<T>(
+        to path: String, busyTimeout: Duration, _ body: (SQLiteConnection) throws(KeystoreError) -> T
+    ) throws(KeystoreError) -> T {
+        let connection = try SQLiteConnection(path: path, busyTimeout: busyTimeout)
         defer { connection.close() }
         return try body(connection)
     }
