@@ -27,7 +27,9 @@ import Synchronization
 /// waited behind another group), and `FederationClient` re-reads a session for a minute after
 /// a write of it failed.
 ///
-/// Both are set per session rather than as startup parameters, which connection poolers such as
+/// Last, it pins the settings ``sessionDefaults`` lists (durable commits, `read committed`).
+///
+/// All are set per session rather than as startup parameters, which connection poolers such as
 /// PgBouncer refuse unless configured to ignore it (the keystore needs a direct connection or
 /// a pooler in session mode anyway, for `LISTEN`), in one statement: one round trip per new
 /// connection. A server too old to know `plan_cache_mode` (before PostgreSQL 12) refuses the
@@ -47,14 +49,22 @@ final class ConnectionSetup: Sendable {
             ? Int64(Int32.max) : min(Int64(Int32.max), max(1, milliseconds.partialValue + attoseconds / 1_000_000_000_000_000))
     }
 
-    /// `synchronous_commit` raised from `off` (set for the database or the role, say) to
-    /// `local`: with `off` the server answers a `COMMIT` before its WAL reaches the disk, and a
-    /// crash loses commits the keystore acknowledged. Stronger settings (`on`,
-    /// `remote_apply`, …) stay. The comparison names `pg_catalog`'s operator, so no operator
-    /// another role planted on the search path can capture it.
-    static let durableCommits = """
+    /// What the keystore's statements assume of a session, whatever the database or the role
+    /// was set to:
+    /// - `synchronous_commit` raised from `off` to `local`: with `off` the server answers a
+    ///   `COMMIT` before its WAL reaches the disk, and a crash loses commits the keystore
+    ///   acknowledged. Stronger settings (`on`, `remote_apply`, …) stay. The comparison names
+    ///   `pg_catalog`'s operator, so no operator another role planted on the search path can
+    ///   capture it.
+    /// - `default_transaction_isolation` at `read committed`: every upsert, delete and
+    ///   migration relies on it to wait for a row another transaction holds and then apply
+    ///   to the row as committed. Under `repeatable read` or `serializable` (which some
+    ///   databases default to) such a statement fails with a serialization failure (40001)
+    ///   instead, so a federation failed whenever another instance wrote the same session.
+    static let sessionDefaults = """
         pg_catalog.set_config('synchronous_commit', CASE WHEN pg_catalog.current_setting('synchronous_commit') \
-        OPERATOR(pg_catalog.=) 'off'::text THEN 'local' ELSE pg_catalog.current_setting('synchronous_commit') END, false)
+        OPERATOR(pg_catalog.=) 'off'::text THEN 'local' ELSE pg_catalog.current_setting('synchronous_commit') END, false), \
+        pg_catalog.set_config('default_transaction_isolation', 'read committed', false)
         """
 
     /// Sets `connection` up unless it already is.
@@ -64,14 +74,14 @@ final class ConnectionSetup: Sendable {
         do {
             // The timeout is a number this type computed: written into the text, not bound.
             try await connection.runUnlessClosed(PostgresQuery(unsafeSQL: """
-                SELECT pg_catalog.set_config('statement_timeout', '\(timeout)', false), \(Self.durableCommits),
+                SELECT pg_catalog.set_config('statement_timeout', '\(timeout)', false), \(Self.sessionDefaults),
                     pg_catalog.set_config('plan_cache_mode', 'force_generic_plan', false)
                 """), logger: logger)
         } catch let error as PSQLError where error.code == .server && error.serverInfo?[.sqlState] == "42704" {
             // undefined_object: no plan_cache_mode on this server (nothing of the statement applied).
             logger.debug("the server has no plan_cache_mode setting; prepared statements keep its default plans")
             try await connection.runUnlessClosed(PostgresQuery(
-                unsafeSQL: "SELECT pg_catalog.set_config('statement_timeout', '\(timeout)', false), \(Self.durableCommits)"), logger: logger)
+                unsafeSQL: "SELECT pg_catalog.set_config('statement_timeout', '\(timeout)', false), \(Self.sessionDefaults)"), logger: logger)
         }
         done.withLock { done in
             // Closed connections leave their IDs behind; past a bound, forget them all (a live

@@ -27,6 +27,9 @@ extension KeystoreError {
                     // statement_timeout (ConnectionSetup): the server cancelled it; nothing applied.
                     detail += " (the statement took longer than the operation timeout; nothing of it was applied unless the"
                         + " timeout came while it was committing)"
+                } else if state == "25006" {
+                    detail += " (the server or the role is read-only: a hot standby, for instance after a failover, or"
+                        + " default_transaction_read_only; the URL must reach the primary)"
                 } else if state == "42501" {
                     detail += " (the role lacks a privilege: a fleet's role needs the rights RunningAFleet lists, and"
                         + " creating or upgrading the schema needs a role that may create in it, such as its owner)"

@@ -435,6 +435,44 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(left, [])
     }
 
+    /// A database whose transactions default to `repeatable read` or `serializable` made a
+    /// commit that waited for a row another transaction then changed fail with a
+    /// serialization failure (40001) where `read committed` applies it to the row as
+    /// committed: a federation failed whenever another instance wrote the same session. The
+    /// keystore's connections run `read committed` whatever the database says.
+    func testACommitBehindAConcurrentChangeAppliesWhateverIsolationTheDatabaseDefaultsTo() async throws {
+        for isolation in ["repeatable read", "serializable"] {
+            database = try server.createDatabase()
+            try server.psql("ALTER DATABASE \(database!) SET default_transaction_isolation = '\(isolation)'")
+            let writer = try await keystore()
+            try await writer.set([1], forKey: "session.a")
+            var batch = KeystoreBatch()
+            batch.set([2], forKey: "session.a")
+            batch.set([3], forKey: "session.b")
+            let applied = try await commit(batch, of: writer, behindAHeld: "session.a", changingIt: true)
+            XCTAssertEqual(applied, [true, true], isolation)
+            let a = try await writer.value(forKey: "session.a")
+            let b = try await writer.value(forKey: "session.b")
+            XCTAssertEqual(a, [2], isolation)
+            XCTAssertEqual(b, [3], isolation)
+        }
+    }
+
+    /// A read-only server (a hot standby a failover left the URL on) or a database set to
+    /// `default_transaction_read_only`: writes fail saying so, reads go on.
+    func testWritesToAReadOnlyDatabaseFailNamingTheCause() async throws {
+        let writer = try await keystore()
+        try await writer.set([1], forKey: "session.a")
+        try server.psql("ALTER DATABASE \(database!) SET default_transaction_read_only = on")
+        let reader = try await keystore()
+        let error = await keystoreError { try await reader.set([2], forKey: "session.a") }
+        XCTAssertEqual(error?.code, .io, "\(String(describing: error))")
+        XCTAssertTrue(error?.reason.contains("25006") == true, "\(String(describing: error))")
+        XCTAssertTrue(error?.reason.contains("the URL must reach the primary") == true, "\(String(describing: error))")
+        let value = try await reader.value(forKey: "session.a")
+        XCTAssertEqual(value, [1])
+    }
+
     /// A commit that sets some keys and removes others locks all their rows in one byte order
     /// first: its upserts and its removes each went in order, but one after the other, so a
     /// commit setting `session.a` and removing `session.B` took `a` before `B`, against a
@@ -463,12 +501,13 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
     }
 
     /// Commits `batch` while another transaction holds `key`'s row: runs `check` on that
-    /// transaction's connection once the commit waits for the row, then lets it go, and
-    /// returns the commit's results. The connection is closed whatever happens (postgres-nio
-    /// stops the process when one is released open).
+    /// transaction's connection once the commit waits for the row, then lets it go (rolled
+    /// back, or with `changingIt` an update of the row committed), and returns the commit's
+    /// results. The connection is closed whatever happens (postgres-nio stops the process
+    /// when one is released open).
     private func commit(
-        _ batch: KeystoreBatch, of writer: PostgresKeystore, behindAHeld key: String,
-        _ check: (PostgresConnection, Logger) async throws -> Void
+        _ batch: KeystoreBatch, of writer: PostgresKeystore, behindAHeld key: String, changingIt: Bool = false,
+        _ check: (PostgresConnection, Logger) async throws -> Void = { _, _ in }
     ) async throws -> [Bool] {
         let logger = Logger(label: "lock-holder")
         let holder = try await PostgresConnection.connect(
@@ -477,7 +516,11 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         let result: Result<[Bool], any Error>
         do {
             try await holder.query("BEGIN", logger: logger)
-            _ = try await holder.query("SELECT key FROM identity_broker_items WHERE key = \(key) FOR UPDATE", logger: logger).collect()
+            if changingIt {
+                try await holder.query("UPDATE identity_broker_items SET version = version WHERE key = \(key)", logger: logger)
+            } else {
+                _ = try await holder.query("SELECT key FROM identity_broker_items WHERE key = \(key) FOR UPDATE", logger: logger).collect()
+            }
             let committing = Task { try await writer.commit(batch) }
             let waiting = await eventually(timeout: .seconds(10)) {
                 (try? self.server.psqlValue(
@@ -485,7 +528,7 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
             }
             XCTAssertTrue(waiting, "the commit never waited for the held row")
             try await check(holder, logger)
-            try await holder.query("ROLLBACK", logger: logger)
+            try await holder.query(changingIt ? "COMMIT" : "ROLLBACK", logger: logger)
             result = .success(try await committing.value)
         } catch {
             result = .failure(error)
