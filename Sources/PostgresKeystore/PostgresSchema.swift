@@ -420,7 +420,8 @@ enum PostgresSchema {
         static let changes = """
             WITH locked AS MATERIALIZED (
                 SELECT row.key FROM (
-                    SELECT wanted.key FROM unnest($3::text[] || $7::text[]) AS wanted(key) ORDER BY wanted.key COLLATE "C"
+                    SELECT wanted.key FROM pg_catalog.unnest(pg_catalog.array_cat($3::text[], $7::text[])) AS wanted(key)
+                    ORDER BY wanted.key COLLATE "C"
                 ) AS wanted CROSS JOIN LATERAL (
                     SELECT key FROM identity_broker_items
                     WHERE service = $1 AND access_group = $2 AND key = wanted.key
@@ -430,7 +431,8 @@ enum PostgresSchema {
             ), upserted AS (
                 INSERT INTO identity_broker_items AS items (service, access_group, key, version, value)
                 SELECT $1, $2, s.key, CASE WHEN s.versioned THEN s.version END, s.value
-                FROM unnest($3::text[], $4::int8[], $5::bool[], $6::bytea[]) AS s(key, version, versioned, value)
+                FROM ROWS FROM (pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::int8[]), pg_catalog.unnest($5::bool[]),
+                    pg_catalog.unnest($6::bytea[])) AS s(key, version, versioned, value)
                 WHERE (SELECT pg_catalog.count(*) FROM locked) >= 0
                 ON CONFLICT (service, access_group, key) DO UPDATE SET version = excluded.version, value = excluded.value
                 WHERE items.version IS NULL OR excluded.version IS NULL OR items.version <= excluded.version
@@ -577,7 +579,7 @@ enum PostgresSchema {
     ) async throws {
         _ = try await connection.query("""
             SELECT row.key FROM (
-                SELECT wanted.key FROM unnest(\(keys)::text[]) AS wanted(key) ORDER BY wanted.key COLLATE "C"
+                SELECT wanted.key FROM pg_catalog.unnest(\(keys)::text[]) AS wanted(key) ORDER BY wanted.key COLLATE "C"
             ) AS wanted CROSS JOIN LATERAL (
                 SELECT key FROM identity_broker_items
                 WHERE service = \(namespace.service) AND access_group = \(namespace.groupColumn) AND key = wanted.key

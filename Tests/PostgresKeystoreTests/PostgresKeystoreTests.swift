@@ -470,7 +470,10 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
     /// found four the keystore reached (`quote_ident(name)`, `=(oid, regclass)`,
     /// `=(oid, regprocedure)` at open, `||(integer, text)` in every commit,
     /// `hashtextextended(text, integer)` in a migration), through which another role would
-    /// run code with the fleet role's rights. None runs: opens, commits and migrations work.
+    /// run code with the fleet role's rights; a deployment review found three more, the
+    /// polymorphic built-ins the commit used unqualified (`unnest(anyarray)` for each array
+    /// of a commit, `||(anycompatiblearray, anycompatiblearray)` where a commit both sets and
+    /// removes). None runs: opens, reads, every form of commit and migrations work.
     func testBuiltinsAPlantedFunctionOrOperatorCouldCaptureAreNeverCaptured() async throws {
         let attacker = "capturer_\(database!)"
         try server.psql("""
@@ -485,14 +488,29 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
             CREATE OPERATOR public.= (LEFTARG = oid, RIGHTARG = regclass, FUNCTION = public.planted_class);
             CREATE FUNCTION public.planted_procedure(oid, regprocedure) RETURNS boolean LANGUAGE plpgsql AS $$ BEGIN RAISE 'planted =(oid, regprocedure) ran'; END $$;
             CREATE OPERATOR public.= (LEFTARG = oid, RIGHTARG = regprocedure, FUNCTION = public.planted_procedure);
+            CREATE FUNCTION public.unnest(text[]) RETURNS SETOF text LANGUAGE plpgsql AS $$ BEGIN RAISE 'planted unnest(text[]) ran'; END $$;
+            CREATE FUNCTION public.unnest(bigint[]) RETURNS SETOF bigint LANGUAGE plpgsql AS $$ BEGIN RAISE 'planted unnest(bigint[]) ran'; END $$;
+            CREATE FUNCTION public.unnest(boolean[]) RETURNS SETOF boolean LANGUAGE plpgsql AS $$ BEGIN RAISE 'planted unnest(boolean[]) ran'; END $$;
+            CREATE FUNCTION public.unnest(bytea[]) RETURNS SETOF bytea LANGUAGE plpgsql AS $$ BEGIN RAISE 'planted unnest(bytea[]) ran'; END $$;
+            CREATE FUNCTION public.planted_array_cat(text[], text[]) RETURNS text[] LANGUAGE plpgsql AS $$ BEGIN RAISE 'planted ||(text[], text[]) ran'; END $$;
+            CREATE OPERATOR public.|| (LEFTARG = text[], RIGHTARG = text[], FUNCTION = public.planted_array_cat);
             """, database: database)
         let keystore = try await keystore()
         try await keystore.commit({ var batch = KeystoreBatch(); batch.set([1], forKey: "session.alice"); batch.set([2], forKey: "session.bob"); return batch }())
         let bob = try await keystore.value(forKey: "session.bob")
         XCTAssertEqual(bob, [2])
+        // Reads at once (combined into shared statements).
+        let read = await readAtOnce((0..<32).map { $0 % 2 == 0 ? "session.alice" : "session.x\($0)" }, from: keystore)
+        XCTAssertEqual(read.count, 32)
+        for case (let index, .failure(let error)) in read { XCTFail("read \(index): \(error)") }
+        // A commit that sets one key and removes another; one that names a key twice.
+        try await keystore.commit({ var batch = KeystoreBatch(); batch.set([3], forKey: "session.carol"); batch.remove(forKey: "session.bob"); return batch }())
+        try await keystore.commit({ var batch = KeystoreBatch(); batch.set([4], forKey: "session.bob"); batch.set([5], forKey: "session.bob"); return batch }())
+        let again = try await keystore.value(forKey: "session.bob")
+        XCTAssertEqual(again, [5])
         let moved = try await PostgresKeystore.migrate(
             configuration: try configuration(), service: "tool", from: .none, to: AccessGroup(name: "team"), keySource: .raw(key))
-        XCTAssertEqual(moved, 2)
+        XCTAssertEqual(moved, 3)
     }
 
     /// A role with `CREATE` on the database makes a schema named after the fleet's role, which
