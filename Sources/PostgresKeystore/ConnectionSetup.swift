@@ -27,13 +27,13 @@ import Synchronization
 /// waited behind another group), and `FederationClient` re-reads a session for a minute after
 /// a write of it failed.
 ///
-/// Last, it pins the settings ``sessionDefaults`` lists (durable commits, `read committed`).
+/// Last, it pins the settings ``sessionDefaults`` lists (durable commits, `read committed`, no
+/// other timeouts). The change feed's listening connection is set up the same way.
 ///
 /// All are set per session rather than as startup parameters, which connection poolers such as
 /// PgBouncer refuse unless configured to ignore it (the keystore needs a direct connection or
 /// a pooler in session mode anyway, for `LISTEN`), in one statement: one round trip per new
-/// connection. A server too old to know `plan_cache_mode` (before PostgreSQL 12) refuses the
-/// statement; the timeout alone is then set, and its plans keep their default.
+/// connection. A setting the server does not know is left out (``statement(statementTimeoutMilliseconds:)``).
 final class ConnectionSetup: Sendable {
 
     /// The connections already set up, by their pool's ID.
@@ -50,7 +50,7 @@ final class ConnectionSetup: Sendable {
     }
 
     /// What the keystore's statements assume of a session, whatever the database or the role
-    /// was set to:
+    /// was set to, by setting name:
     /// - `synchronous_commit` raised from `off` to `local`: with `off` the server answers a
     ///   `COMMIT` before its WAL reaches the disk, and a crash loses commits the keystore
     ///   acknowledged. Stronger settings (`on`, `remote_apply`, …) stay. The comparison names
@@ -61,28 +61,44 @@ final class ConnectionSetup: Sendable {
     ///   to the row as committed. Under `repeatable read` or `serializable` (which some
     ///   databases default to) such a statement fails with a serialization failure (40001)
     ///   instead, so a federation failed whenever another instance wrote the same session.
-    static let sessionDefaults = """
-        pg_catalog.set_config('synchronous_commit', CASE WHEN pg_catalog.current_setting('synchronous_commit') \
-        OPERATOR(pg_catalog.=) 'off'::text THEN 'local' ELSE pg_catalog.current_setting('synchronous_commit') END, false), \
-        pg_catalog.set_config('default_transaction_isolation', 'read committed', false)
-        """
+    /// - `lock_timeout` and `transaction_timeout` off: the statement timeout already bounds
+    ///   every wait, and a shorter lock timeout failed a commit that waited for another
+    ///   instance's write of the same session (55P03) where it should converge.
+    /// - `idle_session_timeout` off: it ended the change feed's listening connection, which
+    ///   runs no statement while it waits, every time it ran out, and each end made every
+    ///   client re-read all it cached (the pool closes its idle connections itself).
+    static let sessionDefaults: [(name: String, value: String)] = [
+        ("synchronous_commit", """
+            CASE WHEN pg_catalog.current_setting('synchronous_commit') OPERATOR(pg_catalog.=) 'off'::text THEN 'local' \
+            ELSE pg_catalog.current_setting('synchronous_commit') END
+            """),
+        ("default_transaction_isolation", "'read committed'"),
+        ("lock_timeout", "'0'"),
+        ("transaction_timeout", "'0'"),
+        ("idle_session_timeout", "'0'"),
+        ("plan_cache_mode", "'force_generic_plan'"),
+    ]
+
+    /// The set-up statement: every setting of ``sessionDefaults`` and `statement_timeout`
+    /// that the server knows. Older servers lack some (`plan_cache_mode` before
+    /// PostgreSQL 12, `idle_session_timeout` before 14, `transaction_timeout` before 17);
+    /// those are left out rather than failing the statement.
+    static func statement(statementTimeoutMilliseconds: Int64) -> String {
+        // The timeout is a number this type computed: written into the text, not bound.
+        let settings = [("statement_timeout", "'\(statementTimeoutMilliseconds)'")] + sessionDefaults
+        let rows = settings.map { "('\($0.name)', \($0.value)::text)" }.joined(separator: ", ")
+        return """
+            SELECT pg_catalog.set_config(wanted.name, wanted.value, false)
+            FROM (VALUES \(rows)) AS wanted(name, value)
+            WHERE EXISTS (SELECT FROM pg_catalog.pg_settings AS known WHERE known.name OPERATOR(pg_catalog.=) wanted.name)
+            """
+    }
 
     /// Sets `connection` up unless it already is.
     func prepare(_ connection: PostgresConnection, logger: Logger) async throws {
         guard !done.withLock({ $0.contains(connection.id) }) else { return }
-        let timeout = String(statementTimeoutMilliseconds)
-        do {
-            // The timeout is a number this type computed: written into the text, not bound.
-            try await connection.runUnlessClosed(PostgresQuery(unsafeSQL: """
-                SELECT pg_catalog.set_config('statement_timeout', '\(timeout)', false), \(Self.sessionDefaults),
-                    pg_catalog.set_config('plan_cache_mode', 'force_generic_plan', false)
-                """), logger: logger)
-        } catch let error as PSQLError where error.code == .server && error.serverInfo?[.sqlState] == "42704" {
-            // undefined_object: no plan_cache_mode on this server (nothing of the statement applied).
-            logger.debug("the server has no plan_cache_mode setting; prepared statements keep its default plans")
-            try await connection.runUnlessClosed(PostgresQuery(
-                unsafeSQL: "SELECT pg_catalog.set_config('statement_timeout', '\(timeout)', false), \(Self.sessionDefaults)"), logger: logger)
-        }
+        try await connection.runUnlessClosed(
+            PostgresQuery(unsafeSQL: Self.statement(statementTimeoutMilliseconds: statementTimeoutMilliseconds)), logger: logger)
         done.withLock { done in
             // Closed connections leave their IDs behind; past a bound, forget them all (a live
             // connection then runs its setup once more, which is harmless).

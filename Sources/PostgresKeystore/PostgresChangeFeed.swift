@@ -195,6 +195,9 @@ final class PostgresChangeFeed: Sendable {
                         checks = Task { await self.closeWhenDeaf(connection, every: interval, heartbeat: heartbeat) }
                     }
                     defer { checks?.cancel() }
+                    // The session's settings as for every keystore connection; `idle_session_timeout`
+                    // among them, which would otherwise end this connection each time it ran out.
+                    try await generation.setup.prepare(connection, logger: self.logger)
                     // Notifications reach the listener callback on the connection's event loop,
                     // which skips this instance's own and other namespaces' by comparing bytes
                     // (no thread hand-off for them) and queues the rest, at most

@@ -46,6 +46,22 @@ final class PostgresChangeFeedTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertLessThanOrEqual(reloads, 9, "\(reloads) reloads for \(ended) ended connections")
     }
 
+    /// A database (or role) with `idle_session_timeout` (PostgreSQL 14 and later) ended the
+    /// listening connection, which runs no statement while it waits, each time it ran out:
+    /// every end was a reconnect, a warning and an `.all` that made every client re-read all
+    /// it cached. The listening connection is set up like every other, with the timeout off.
+    func testTheDatabasesIdleSessionTimeoutDoesNotEndTheListener() async throws {
+        let version = Int(try server.psqlValue("SHOW server_version_num")) ?? 0
+        try XCTSkipIf(version < 140000, "PostgreSQL \(version) has no idle_session_timeout")
+        try server.psql("ALTER DATABASE \(database!) SET idle_session_timeout = '300ms'")
+        let keystore = try await keystore()
+        let recorder = await listeningRecorder(keystore, keystore.changes())
+        defer { recorder.stop() }
+        try await Task.sleep(for: .seconds(2))
+        XCTAssertEqual(recorder.changes.filter { $0 == .all }.count, 1, "\(recorder.changes)")
+        XCTAssertTrue(keystore.isListeningForChanges)
+    }
+
     /// The heartbeat's `NOTIFY` reaches every listener of the database, and each one is a
     /// commit: an instance whose own commits keep reaching its listener has proved the path
     /// and sends none; an idle one sends one per check.

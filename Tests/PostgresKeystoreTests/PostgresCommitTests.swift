@@ -458,6 +458,24 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         }
     }
 
+    /// A database (or role) with a short `lock_timeout` failed a commit that waited for another
+    /// transaction's write of the same session (55P03, not retried) where the two should
+    /// converge: the keystore's connections wait for a lock as long as the statement timeout
+    /// allows.
+    func testACommitWaitsForALockLongerThanTheDatabasesLockTimeout() async throws {
+        try server.psql("ALTER DATABASE \(database!) SET lock_timeout = '50ms'")
+        let writer = try await keystore()
+        try await writer.set([1], forKey: "session.a")
+        var batch = KeystoreBatch()
+        batch.set([2], forKey: "session.a")
+        let applied = try await commit(batch, of: writer, behindAHeld: "session.a") { _, _ in
+            try await Task.sleep(for: .milliseconds(300))
+        }
+        XCTAssertEqual(applied, [true])
+        let value = try await writer.value(forKey: "session.a")
+        XCTAssertEqual(value, [2])
+    }
+
     /// A read-only server (a hot standby a failover left the URL on) or a database set to
     /// `default_transaction_read_only`: writes fail saying so, reads go on.
     func testWritesToAReadOnlyDatabaseFailNamingTheCause() async throws {
