@@ -80,25 +80,33 @@ final class ConnectionSetup: Sendable {
     ]
 
     /// The set-up statement: every setting of ``sessionDefaults`` and `statement_timeout`
-    /// that the server knows. Older servers lack some (`plan_cache_mode` before
-    /// PostgreSQL 12, `idle_session_timeout` before 14, `transaction_timeout` before 17);
-    /// those are left out rather than failing the statement.
+    /// that the server knows, and whether the server is a standby. Older servers lack some
+    /// settings (`plan_cache_mode` before PostgreSQL 12, `idle_session_timeout` before 14,
+    /// `transaction_timeout` before 17); those are left out rather than failing the statement.
     static func statement(statementTimeoutMilliseconds: Int64) -> String {
         // The timeout is a number this type computed: written into the text, not bound.
         let settings = [("statement_timeout", "'\(statementTimeoutMilliseconds)'")] + sessionDefaults
         let rows = settings.map { "('\($0.name)', \($0.value)::text)" }.joined(separator: ", ")
         return """
-            SELECT pg_catalog.set_config(wanted.name, wanted.value, false)
+            SELECT pg_catalog.pg_is_in_recovery(), pg_catalog.count(pg_catalog.set_config(wanted.name, wanted.value, false))
             FROM (VALUES \(rows)) AS wanted(name, value)
             WHERE EXISTS (SELECT FROM pg_catalog.pg_settings AS known WHERE known.name OPERATOR(pg_catalog.=) wanted.name)
             """
     }
 
-    /// Sets `connection` up unless it already is.
+    /// Sets `connection` up unless it already is. A connection to a standby is closed
+    /// (``StandbyServer``): its reads would lag the primary and every write would fail, and
+    /// a pool whose connections reached the old primary before a failover would otherwise
+    /// keep them for good.
     func prepare(_ connection: PostgresConnection, logger: Logger) async throws {
         guard !done.withLock({ $0.contains(connection.id) }) else { return }
-        try await connection.runUnlessClosed(
+        let result = try await connection.queryUnlessClosed(
             PostgresQuery(unsafeSQL: Self.statement(statementTimeoutMilliseconds: statementTimeoutMilliseconds)), logger: logger)
+        let standby = try result.rows.first.map { row -> Bool in try row.decode((Bool, Int64).self).0 } ?? false
+        if standby {
+            try? await connection.close()
+            throw StandbyServer()
+        }
         done.withLock { done in
             // Closed connections leave their IDs behind; past a bound, forget them all (a live
             // connection then runs its setup once more, which is harmless).
@@ -121,5 +129,13 @@ struct SetUpClient: Sendable {
             try await setup.prepare(connection, logger: logger)
             return try await body(connection)
         }
+    }
+}
+
+/// The server a connection reached is a standby (`pg_is_in_recovery()`): a hot standby, or
+/// the old primary a failover demoted while the URL still leads to it.
+struct StandbyServer: Error, CustomStringConvertible {
+    var description: String {
+        "the server is a standby (in recovery), which takes no writes; the URL must reach the primary (after a failover, the new one)"
     }
 }

@@ -27,8 +27,10 @@ extension KeystoreError {
                     // statement_timeout (ConnectionSetup): the server cancelled it; nothing applied.
                     detail += " (the statement took longer than the operation timeout; nothing of it was applied unless the"
                         + " timeout came while it was committing)"
-                } else if state == "25006" {
-                    detail += " (the server or the role is read-only: a hot standby, for instance after a failover, or"
+                } else if state == readOnlySQLState {
+                    // read_only_sql_transaction: the connection is closed (`run`), so a new one
+                    // sees the server's and the role's settings as they are now.
+                    detail += " (the server or the role is read-only: a standby, for instance after a failover, or"
                         + " default_transaction_read_only; the URL must reach the primary)"
                 } else if state == "42501" {
                     detail += " (the role lacks a privilege: a fleet's role needs the rights RunningAFleet lists, and"
@@ -59,6 +61,8 @@ extension KeystoreError {
             case .notCallable, .missing: code = .io
             }
             detail = error.description
+        } else if let error = error as? StandbyServer {
+            detail = error.description
         } else if let error = error as? UntrustedTables {
             code = .insecurePermissions
             detail = error.description
@@ -78,9 +82,22 @@ extension KeystoreError {
 
     /// Connection exceptions (class 08), insufficient resources (53), operator
     /// intervention such as a shutdown (57P01–57P05) or a cancelled statement (57014: the
-    /// statement timeout) and failed logins (28) mean the store is unavailable rather than broken.
+    /// statement timeout), failed logins (28) and a read-only server (25006: a standby the
+    /// URL still reaches after a failover) mean the store is unavailable rather than broken.
     private static func isUnavailable(sqlState: String) -> Bool {
         sqlState.hasPrefix("08") || sqlState.hasPrefix("53") || sqlState.hasPrefix("57") || sqlState.hasPrefix("28")
+            || sqlState == readOnlySQLState
+    }
+
+    /// SQLSTATE `read_only_sql_transaction`.
+    private static let readOnlySQLState = "25006"
+
+    /// Whether the server refused a write because the server or the role is read-only, for
+    /// as long as the connection lasts (the role's and the database's settings are read when
+    /// it starts).
+    static func isReadOnlyServer(_ error: any Error) -> Bool {
+        guard let error = error as? PSQLError, error.code == .server else { return false }
+        return error.serverInfo?[.sqlState] == readOnlySQLState
     }
 
     /// Whether the server aborted the statement as a deadlock victim (SQLSTATE 40P01), which

@@ -230,6 +230,11 @@ extension PostgresKeystore {
             // hand back the same dead connection, each attempt in turn (seen
             // in CI: every attempt used up in microseconds on a busy machine).
             if connection.isClosed { try? await connection.closeFuture.get() }
+            if KeystoreError.isReadOnlyServer(error) {
+                // The connection keeps the read-only setting it started with, or its standby: a
+                // new one sees the server as it is now (a role reset, a failover's new primary).
+                try? await connection.close()
+            }
             throw error
         }
     }

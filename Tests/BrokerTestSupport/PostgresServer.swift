@@ -89,6 +89,7 @@ public final class PostgresServer: @unchecked Sendable {
                 local all all trust
                 host all \(server.passwordRole) 127.0.0.1/32 scram-sha-256
                 host all all 127.0.0.1/32 trust
+                host replication all 127.0.0.1/32 trust
                 """
             try server.writeAsOwner(hba + "\n", to: "\(server.dataDirectory)/pg_hba.conf")
             let settings = """
@@ -108,6 +109,31 @@ public final class PostgresServer: @unchecked Sendable {
             throw error
         }
         return server
+    }
+
+    /// Starts a hot standby of this server (`pg_basebackup -R`, streaming from it) in a
+    /// directory of its own on a free port: it answers reads and refuses writes (SQLSTATE
+    /// 25006), like the old primary a failover leaves a URL on. Stop it with ``stop()``.
+    public func startStandby() throws -> PostgresServer {
+        try onAFreePort { port in
+            let directory = FileManager.default.temporaryDirectory
+                .appendingPathComponent("broker-pg-standby-\(UUID().uuidString.prefix(8))").path
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            let standby = PostgresServer(port: port, directory: directory, binaries: binaries, runAsPostgres: runAsPostgres)
+            do {
+                if runAsPostgres { try Self.giveToPostgres(directory) }
+                try standby.run("pg_basebackup", [
+                    "-h", "127.0.0.1", "-p", "\(self.port)", "-U", superuser, "-D", standby.dataDirectory, "-R", "-X", "stream", "-c", "fast", "--no-sync",
+                ])
+                try standby.appendAsOwner(
+                    "\nport = \(port)\nunix_socket_directories = '\(directory)'\n", to: "\(standby.dataDirectory)/postgresql.conf")
+                try standby.startServer()
+            } catch {
+                standby.stop()
+                throw error
+            }
+            return standby
+        }
     }
 
     /// Starts the stopped server again on the same port and data directory.

@@ -476,19 +476,55 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(value, [2])
     }
 
-    /// A read-only server (a hot standby a failover left the URL on) or a database set to
-    /// `default_transaction_read_only`: writes fail saying so, reads go on.
-    func testWritesToAReadOnlyDatabaseFailNamingTheCause() async throws {
+    /// A database (or role) set to `default_transaction_read_only`: writes fail as the store
+    /// being unavailable, saying why, and reads go on. A connection keeps the setting it
+    /// started with, so each that fails so is closed: once the setting is reset, writes work
+    /// again without a restart (before, the pool's connections failed every write for good).
+    func testWritesToAReadOnlyDatabaseFailNamingTheCauseAndWorkOnceItIsWritable() async throws {
         let writer = try await keystore()
         try await writer.set([1], forKey: "session.a")
         try server.psql("ALTER DATABASE \(database!) SET default_transaction_read_only = on")
         let reader = try await keystore()
         let error = await keystoreError { try await reader.set([2], forKey: "session.a") }
-        XCTAssertEqual(error?.code, .io, "\(String(describing: error))")
+        XCTAssertEqual(error?.code, .storeUnavailable, "\(String(describing: error))")
         XCTAssertTrue(error?.reason.contains("25006") == true, "\(String(describing: error))")
         XCTAssertTrue(error?.reason.contains("the URL must reach the primary") == true, "\(String(describing: error))")
         let value = try await reader.value(forKey: "session.a")
         XCTAssertEqual(value, [1])
+
+        try server.psql("ALTER DATABASE \(database!) RESET default_transaction_read_only")
+        // Each connection that started read-only fails one write and is closed; there are at
+        // most the pool's size of them.
+        var failures = 0
+        while true {
+            do {
+                try await reader.set([3], forKey: "session.a")
+                break
+            } catch {
+                failures += 1
+                XCTAssertEqual(error.code, .storeUnavailable, "\(error)")
+                if failures > reader.configuration.poolSize { return XCTFail("writes still fail: \(error)") }
+            }
+        }
+        let written = try await writer.value(forKey: "session.a")
+        XCTAssertEqual(written, [3])
+    }
+
+    /// A URL that leads to a standby (the old primary a failover demoted, or a replica):
+    /// the open fails as the store being unavailable and says the URL must reach the
+    /// primary; the standby's lagging reads are never served.
+    func testAStandbyIsRefusedNamingTheCause() async throws {
+        let writer = try await keystore()
+        try await writer.set([1], forKey: "session.a")
+        let standby = try server.startStandby()
+        defer { standby.stop() }
+        var configuration = try configuration()
+        configuration.port = standby.port
+        let error = await keystoreError {
+            _ = try await PostgresKeystore(configuration: configuration, service: "tool", keySource: .raw(self.key))
+        }
+        XCTAssertEqual(error?.code, .storeUnavailable, "\(String(describing: error))")
+        XCTAssertTrue(error?.reason.contains("standby") == true, "\(String(describing: error))")
     }
 
     /// A commit that sets some keys and removes others locks all their rows in one byte order
