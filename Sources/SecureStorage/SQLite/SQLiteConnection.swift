@@ -76,6 +76,7 @@ final class SQLiteConnection: @unchecked Sendable {
     private static func openHandle(
         path: String, busyTimeout: Duration, guard compileGuard: UnsafeMutablePointer<ib_sqlite3_compile_guard>
     ) throws(KeystoreError) -> OpaquePointer {
+        if let problem = loadedLibraryProblem { throw KeystoreError(.io, problem, path: path) }
         _ = shmGuard
         var connection: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_EXRESCODE
@@ -95,6 +96,29 @@ final class SQLiteConnection: @unchecked Sendable {
         sqlite3_busy_timeout(connection, Int32(clamping: busyTimeout.wholeMilliseconds))
         return connection
     }
+
+    /// The oldest libsqlite3 the keystore opens databases with: 3.37, for
+    /// `SQLITE_OPEN_EXRESCODE` (`SQLITE_OPEN_NOFOLLOW` and switching views off need 3.31;
+    /// an older library ignores the first silently). Debian 12 ships 3.40, Ubuntu 22.04 3.37.2.
+    static let oldestLibraryVersion: Int32 = 3_037_000
+
+    /// Why a libsqlite3 of `version` (`sqlite3_libversion_number()`), built with
+    /// `threadSafe` (`sqlite3_threadsafe()`), cannot hold the keystore, or `nil`.
+    static func libraryProblem(version: Int32, threadSafe: Int32) -> String? {
+        func dotted(_ number: Int32) -> String { "\(number / 1_000_000).\(number / 1000 % 1000).\(number % 1000)" }
+        if version < oldestLibraryVersion {
+            return "the system libsqlite3 is \(dotted(version)); the keystore needs \(dotted(oldestLibraryVersion)) or later"
+        }
+        if threadSafe == 0 {
+            // SQLITE_THREADSAFE=0 leaves SQLite's global state unguarded; the keystore's
+            // connections run on several threads.
+            return "the system libsqlite3 \(dotted(version)) was built without thread safety (SQLITE_THREADSAFE=0); the keystore needs a thread-safe build"
+        }
+        return nil
+    }
+
+    /// ``libraryProblem(version:threadSafe:)`` of the libsqlite3 this process loaded.
+    private static let loadedLibraryProblem = libraryProblem(version: sqlite3_libversion_number(), threadSafe: sqlite3_threadsafe())
 
     /// Installed before the first database opens (`ib_sqlite3_shm_guard_install`): a member
     /// of a shared group who truncates a database's `-shm` file would otherwise end every

@@ -1,3 +1,4 @@
+import CSQLite
 import Foundation
 import Synchronization
 import XCTest
@@ -71,6 +72,19 @@ final class StoreSchemaTests: XCTestCase {
         XCTAssertGreaterThan(try sequenceBounds(path).newest, oldNewest, "sequence numbers went back")
         let value = try await upgraded.value(forKey: "k0")
         XCTAssertEqual(value, bytes("after"))
+    }
+
+    /// A libsqlite3 older than the keystore needs (one that silently ignores
+    /// `SQLITE_OPEN_EXRESCODE`, or `SQLITE_OPEN_NOFOLLOW` before 3.31) or built without thread
+    /// safety is named in the open's error instead of failing later with a bare code; the one
+    /// this process loaded passes.
+    func testALibsqlite3TooOldOrNotThreadSafeIsNamed() {
+        XCTAssertNil(SQLiteConnection.libraryProblem(version: sqlite3_libversion_number(), threadSafe: sqlite3_threadsafe()))
+        XCTAssertNil(SQLiteConnection.libraryProblem(version: 3_037_002, threadSafe: 1))
+        XCTAssertEqual(
+            SQLiteConnection.libraryProblem(version: 3_034_001, threadSafe: 1),
+            "the system libsqlite3 is 3.34.1; the keystore needs 3.37.0 or later")
+        XCTAssertTrue(SQLiteConnection.libraryProblem(version: 3_040_001, threadSafe: 0)?.contains("SQLITE_THREADSAFE=0") == true)
     }
 
     /// A database of a newer schema is refused, not written in a layout this release does not
