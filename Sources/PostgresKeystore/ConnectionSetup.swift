@@ -1,5 +1,6 @@
 import Logging
 import PostgresNIO
+import SecureStorage
 import Synchronization
 
 /// Sets each pooled connection up once, on its first use by a keystore operation.
@@ -79,8 +80,12 @@ final class ConnectionSetup: Sendable {
         ("plan_cache_mode", "'force_generic_plan'"),
     ]
 
+    /// The oldest server the keystore's statements run on (`server_version_num`):
+    /// PostgreSQL 12, for `WITH … AS MATERIALIZED`.
+    static let oldestServerVersion: Int32 = 120_000
+
     /// The set-up statement: every setting of ``sessionDefaults`` and `statement_timeout`
-    /// that the server knows, and whether the server is a standby. Older servers lack some
+    /// that the server knows, whether the server is a standby, and its version. Older servers lack some
     /// settings (`plan_cache_mode` before PostgreSQL 12, `idle_session_timeout` before 14,
     /// `transaction_timeout` before 17); those are left out rather than failing the statement.
     static func statement(statementTimeoutMilliseconds: Int64) -> String {
@@ -88,7 +93,8 @@ final class ConnectionSetup: Sendable {
         let settings = [("statement_timeout", "'\(statementTimeoutMilliseconds)'")] + sessionDefaults
         let rows = settings.map { "('\($0.name)', \($0.value)::text)" }.joined(separator: ", ")
         return """
-            SELECT pg_catalog.pg_is_in_recovery(), pg_catalog.count(pg_catalog.set_config(wanted.name, wanted.value, false))
+            SELECT pg_catalog.pg_is_in_recovery(), pg_catalog.current_setting('server_version_num')::int4,
+                pg_catalog.count(pg_catalog.set_config(wanted.name, wanted.value, false))
             FROM (VALUES \(rows)) AS wanted(name, value)
             WHERE EXISTS (SELECT FROM pg_catalog.pg_settings AS known WHERE known.name OPERATOR(pg_catalog.=) wanted.name)
             """
@@ -102,7 +108,13 @@ final class ConnectionSetup: Sendable {
         guard !done.withLock({ $0.contains(connection.id) }) else { return }
         let result = try await connection.queryUnlessClosed(
             PostgresQuery(unsafeSQL: Self.statement(statementTimeoutMilliseconds: statementTimeoutMilliseconds)), logger: logger)
-        let standby = try result.rows.first.map { row -> Bool in try row.decode((Bool, Int64).self).0 } ?? false
+        guard let (standby, version, _) = try result.rows.first?.decode((Bool, Int32, Int64).self) else {
+            throw KeystoreError(.io, "the connection's set-up statement returned no row")
+        }
+        if version < Self.oldestServerVersion {
+            try? await connection.close()
+            throw UnsupportedServer(version: version)
+        }
         if standby {
             try? await connection.close()
             throw StandbyServer()
@@ -137,5 +149,14 @@ struct SetUpClient: Sendable {
 struct StandbyServer: Error, CustomStringConvertible {
     var description: String {
         "the server is a standby (in recovery), which takes no writes; the URL must reach the primary (after a failover, the new one)"
+    }
+}
+
+/// The server is older than ``ConnectionSetup/oldestServerVersion``.
+struct UnsupportedServer: Error, CustomStringConvertible {
+    /// Its `server_version_num`.
+    let version: Int32
+    var description: String {
+        "the server is PostgreSQL \(version / 10000) (server_version_num \(version)); the keystore needs PostgreSQL 12 or later"
     }
 }

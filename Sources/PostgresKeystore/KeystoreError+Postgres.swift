@@ -63,6 +63,9 @@ extension KeystoreError {
             detail = error.description
         } else if let error = error as? StandbyServer {
             detail = error.description
+        } else if let error = error as? UnsupportedServer {
+            code = .io
+            detail = error.description
         } else if let error = error as? UntrustedTables {
             code = .insecurePermissions
             detail = error.description

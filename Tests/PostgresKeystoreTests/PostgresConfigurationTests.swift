@@ -127,6 +127,18 @@ final class PostgresConfigurationTests: XCTestCase {
         XCTAssertFalse("\(error)".contains("<redacted>"), "\(error)")
     }
 
+    /// A server older than PostgreSQL 12 (no `WITH … AS MATERIALIZED`, which the commit
+    /// uses) is named at a connection's set-up, as `io`, instead of failing the commit
+    /// procedure's creation with a syntax error. (Only the message is tested here: no older
+    /// server is at hand, and `server_version_num` cannot be set.)
+    func testAServerOlderThanTheOldestSupportedIsNamed() throws {
+        let configuration = try PostgresKeystore.Configuration(url: "postgres://alice@db/identity")
+        let error = KeystoreError.postgres(UnsupportedServer(version: 110_022), operation: "opening", configuration: configuration)
+        XCTAssertEqual(error.code, .io)
+        XCTAssertTrue(error.reason.contains("PostgreSQL 11 (server_version_num 110022); the keystore needs PostgreSQL 12 or later"), "\(error)")
+        XCTAssertEqual(ConnectionSetup.oldestServerVersion, 120_000)
+    }
+
     func testThePasswordIsInNoDescriptionNorMirror() throws {
         let configuration = try PostgresKeystore.Configuration(url: "postgres://broker:Sup3rS3cretPassw0rd@db:5432/identity?sslmode=verify-full")
         XCTAssertEqual(configuration.description, "postgres://broker@db:5432/identity?sslmode=verify-full")
