@@ -21,6 +21,16 @@ extension PostgresKeystore {
         return settings
     }
 
+    /// Sent when a connection starts (postgres-nio sends only the user and the database):
+    /// - `client_encoding` UTF-8, which Swift strings are: without it the server takes the
+    ///   database's encoding, and in a `LATIN1` database stored every byte of a non-ASCII key
+    ///   as a character of its own (other clients read another key).
+    /// - `application_name`, so an administrator can tell the keystore's connections apart in
+    ///   `pg_stat_activity` and the server's log.
+    ///
+    /// Both are parameters connection poolers such as PgBouncer pass on.
+    static let startupParameters = [("client_encoding", "UTF8"), ("application_name", "identity-broker")]
+
     /// postgres-nio's client configuration for ours: TCP, TLS as the mode asks, pool size
     /// (at least 2: the change feed holds one connection while subscribed), timeouts and
     /// keep-alive (off unless asked for: see ``Configuration/keepAliveInterval``).
@@ -35,6 +45,7 @@ extension PostgresKeystore {
             host: configuration.host, port: configuration.port, username: configuration.username,
             password: configuration.password, database: configuration.database, tls: tls)
         client.options.connectTimeout = configuration.connectTimeout
+        client.options.additionalStartupParameters = startupParameters
         // Every time a connection above the minimum goes idle, the pool starts an idle-timeout
         // timer (a task group of two tasks and a `Task.sleep`), and cancels it at the next
         // lease: at low concurrency that is once per operation. Two kept connections (the
@@ -80,6 +91,7 @@ extension PostgresKeystore {
             password: configuration.password, database: configuration.database, tls: tls)
         let timeout = configuration.connectTimeout.components
         connection.options.connectTimeout = .nanoseconds(timeout.seconds * 1_000_000_000 + timeout.attoseconds / 1_000_000_000)
+        connection.options.additionalStartupParameters = startupParameters
         // postgres-nio logs every protocol message at trace level, the SCRAM exchange among
         // them (enough for an offline guess at the password): a trace logger gets none of this
         // connection's messages. (Not a copy set to debug: the caller's handler may be a class,

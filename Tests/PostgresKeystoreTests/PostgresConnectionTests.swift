@@ -20,6 +20,28 @@ final class PostgresConnectionTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertFalse("\(String(describing: error))".contains("wrong password"))
     }
 
+    /// A database whose encoding is not UTF-8 (`LATIN1`): the keystore's connections say
+    /// their text is UTF-8, so the server converts a key rather than storing each of its
+    /// UTF-8 bytes as a character (`é` as `Ã©`, a different key to every other client). The
+    /// connections are named in `pg_stat_activity` for the database's administrators.
+    func testConnectionsDeclareUTF8AndNameThemselves() async throws {
+        database = "broker_latin1_\(UUID().uuidString.prefix(8).lowercased())"
+        try server.psql("""
+            CREATE DATABASE \(database!) OWNER \(server.passwordRole) TEMPLATE template0 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C'
+            """)
+        let keystore = try await keystore()
+        try await keystore.set([1], forKey: "session.é")
+        // One character in the database's encoding (psql prints LATIN1 here, so it is compared there).
+        let stored = try server.psqlValue(
+            "SELECT key = 'session.' || pg_catalog.chr(233) FROM identity_broker_items WHERE key LIKE 'session.%'", database: database)
+        XCTAssertEqual(stored, "t")
+        let keys = try await keystore.keys()
+        XCTAssertEqual(keys, ["session.é"])
+        let named = try server.psqlValue(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = '\(database!)' AND application_name = 'identity-broker'")
+        XCTAssertGreaterThan(Int(named) ?? 0, 0, "no connection named identity-broker")
+    }
+
     func testTLSRequiredFromAServerWithoutTLSFailsClearly() async throws {
         for mode in [PostgresKeystore.TLSMode.require, .verifyFull] {
             let error = await keystoreError { try await self.keystore { $0.tls = mode } }
