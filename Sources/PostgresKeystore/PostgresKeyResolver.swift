@@ -43,21 +43,24 @@ enum PostgresKeyResolver {
             let stored: [UInt8]
             do {
                 stored = try await client.withConnection(logger: logger) { connection in
-                    if passphrase.count == 0 {
-                        let existing = try await connection.query(
-                            "SELECT 1 FROM identity_broker_key_salts WHERE access_group = \(column)", logger: logger
+                    // Capped as item values are: another role may have written the row.
+                    func readSalt() async throws -> [PostgresRow] {
+                        try await connection.query(
+                            "SELECT CASE WHEN pg_catalog.octet_length(salt) <= 64 THEN salt ELSE ''::bytea END FROM identity_broker_key_salts WHERE access_group = \(column)",
+                            logger: logger
                         ).collect()
-                        try KeyDerivation.requireUsable(passphrase, creatingSalt: existing.isEmpty)
                     }
-                    try await connection.query("""
-                        INSERT INTO identity_broker_key_salts (access_group, salt) VALUES (\(column), \(ByteBuffer(bytes: fresh)))
-                        ON CONFLICT (access_group) DO NOTHING
-                        """, logger: logger)
-                    let rows = try await connection.query(
-                        // Capped as item values are: another role may have written the row.
-                        "SELECT CASE WHEN pg_catalog.octet_length(salt) <= 64 THEN salt ELSE ''::bytea END FROM identity_broker_key_salts WHERE access_group = \(column)",
-                        logger: logger
-                    ).collect()
+                    // Read first: an open that finds the salt writes nothing, so it works on a
+                    // database that refuses writes (reads keep working there).
+                    var rows = try await readSalt()
+                    if rows.isEmpty {
+                        try KeyDerivation.requireUsable(passphrase, creatingSalt: true)
+                        try await connection.query("""
+                            INSERT INTO identity_broker_key_salts (access_group, salt) VALUES (\(column), \(ByteBuffer(bytes: fresh)))
+                            ON CONFLICT (access_group) DO NOTHING
+                            """, logger: logger)
+                        rows = try await readSalt()
+                    }
                     guard let buffer = try rows.first?.decode(ByteBuffer.self) else {
                         throw KeystoreError(.corruptFormat, "the passphrase salt of access group '\(group)' vanished after it was stored")
                     }

@@ -39,6 +39,18 @@ final class PostgresKeySourceTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(value, Array("kept".utf8))
     }
 
+    /// Once its group's salt exists, a passphrase keystore opens and reads on a database
+    /// that refuses writes (`default_transaction_read_only`): its open wrote the salt again
+    /// every time, so such a database refused every passphrase open, reads included.
+    func testAPassphraseKeystoreOpensAndReadsWhereWritesAreRefused() async throws {
+        let writer = try await keystore(keySource: .passphrase("correct horse battery staple"))
+        try await writer.set([1], forKey: "session.a")
+        try server.psql("ALTER DATABASE \(database!) SET default_transaction_read_only = on")
+        let reader = try await keystore(keySource: .passphrase("correct horse battery staple"))
+        let value = try await reader.value(forKey: "session.a")
+        XCTAssertEqual(value, [1])
+    }
+
     func testKeyFileNeedsAnExplicitPath() async throws {
         let error = await keystoreError { try await self.keystore(keySource: .keyFile) }
         XCTAssertEqual(error?.code, .invalidKey)
