@@ -142,6 +142,15 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
             "broker.keySource": "\(keySource)",
             "broker.shmGuard": "\(guardResult == 0 ? "installed" : "not installed (errno \(guardResult))")",
         ])
+        if let fileSystem = NetworkFileSystem.name(ofFileSystemAt: namespace.databasePath) {
+            logger?.warning(
+                """
+                the keystore's database is on a network file system (\(fileSystem)): SQLite shares its write-ahead log's index \
+                between the processes of one host only, so processes on another host that open it can corrupt it; \
+                share sessions between hosts through a PostgreSQL keystore
+                """,
+                metadata: ["broker.path": "\(namespace.databasePath)"])
+        }
         if guardResult != 0 && accessGroup.isShared {
             logger?.warning(
                 "SIGBUS guard not installed: a member of the access group who truncates the database's -shm file can end this process",

@@ -1,4 +1,5 @@
 import BrokerTestSupport
+import CSQLite
 import Foundation
 import InMemoryLogging
 import Logging
@@ -32,6 +33,21 @@ final class SQLiteKeystoreTests: XCTestCase {
         defer { second.close() }
         let fromSecond = try await second.value(forKey: "b")
         XCTAssertEqual(string(fromSecond), "three")
+    }
+
+    /// A database on a network file system is warned of at open: WAL's index is shared by
+    /// one host's processes only. The kinds are told apart by `statfs`'s type (no network
+    /// file system is at hand to mount here: `/proc` shows the type is read).
+    func testNetworkFileSystemsAreToldApartByTheirType() {
+        XCTAssertEqual(NetworkFileSystem.name(ofType: 0x6969), "nfs")
+        XCTAssertEqual(NetworkFileSystem.name(ofType: 0xFF53_4D42), "cifs")
+        XCTAssertEqual(NetworkFileSystem.name(ofType: 0x0102_1997), "9p")
+        XCTAssertNil(NetworkFileSystem.name(ofType: 0xEF53), "ext4")
+        XCTAssertNil(NetworkFileSystem.name(ofType: 0x0102_1994), "tmpfs")
+        XCTAssertNil(NetworkFileSystem.name(ofType: 0x6573_5546), "FUSE is left out")
+        XCTAssertEqual(ib_file_system_type("/proc"), 0x9FA0)
+        XCTAssertEqual(ib_file_system_type("/no/such/path"), -1)
+        XCTAssertNil(NetworkFileSystem.name(ofFileSystemAt: "/proc"))
     }
 
     func testEdgeValuesAndKeys() async throws {
