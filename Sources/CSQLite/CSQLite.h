@@ -4,7 +4,9 @@
 #define IDENTITY_BROKER_CSQLITE_H
 
 #include <sqlite3.h>
+#ifdef __linux__
 #include <sys/vfs.h>
+#endif
 
 // SQLITE_TRANSIENT is a cast of -1 to a function pointer, a macro Swift cannot import.
 // Transient bindings make SQLite copy the bytes, so Swift arrays need not outlive the call.
@@ -77,13 +79,19 @@ static inline void ib_sqlite3_allow_function_arguments(sqlite3 *db, int allow) {
     sqlite3_limit(db, SQLITE_LIMIT_FUNCTION_ARG, allow ? 8 : 0);
 }
 
-// The file-system type (`statfs`'s `f_type`, 32 bits) of `path`, or -1 when `statfs` fails:
+// The file-system type (`statfs`'s `f_type`, 32 bits) of `path` on Linux, or -1 when `statfs`
+// fails or elsewhere:
 // SQLiteKeystore warns of a database on a network file system, where WAL does not work
 // across hosts. (Glibc's Swift module does not export `statfs`.)
 static inline long long ib_file_system_type(const char *path) {
+#ifdef __linux__
     struct statfs info;
     if (statfs(path, &info) != 0) return -1;
     return (long long)(unsigned int)info.f_type;
+#else
+    (void)path;
+    return -1;
+#endif
 }
 
 #endif

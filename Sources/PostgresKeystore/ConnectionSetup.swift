@@ -88,9 +88,11 @@ final class ConnectionSetup: Sendable {
     /// that the server knows, whether the server is a standby, and its version. Older servers lack some
     /// settings (`plan_cache_mode` before PostgreSQL 12, `idle_session_timeout` before 14,
     /// `transaction_timeout` before 17); those are left out rather than failing the statement.
-    static func statement(statementTimeoutMilliseconds: Int64) -> String {
+    static func statement(
+        statementTimeoutMilliseconds: Int64, defaults: [(name: String, value: String)] = sessionDefaults
+    ) -> String {
         // The timeout is a number this type computed: written into the text, not bound.
-        let settings = [("statement_timeout", "'\(statementTimeoutMilliseconds)'")] + sessionDefaults
+        let settings = [("statement_timeout", "'\(statementTimeoutMilliseconds)'")] + defaults
         let rows = settings.map { "('\($0.name)', \($0.value)::text)" }.joined(separator: ", ")
         return """
             SELECT pg_catalog.pg_is_in_recovery(), pg_catalog.current_setting('server_version_num')::int4,

@@ -53,7 +53,7 @@ extension PostgresKeystore {
         /// Set it when something between the instances and the server (a NAT gateway, a
         /// firewall) silently drops idle TCP connections; it covers the pool's idle
         /// connections, not the change feed's listening one. Otherwise leave it off: a connection
-        /// the server ends (a restart, `idle_session_timeout`) is noticed and replaced without
+        /// the server ends (a restart, an administrator's `pg_terminate_backend`) is noticed and replaced without
         /// it, a call that finds its connection gone runs again on another, and the
         /// pool's keep-alive timer is started and cancelled around every operation, which
         /// cost about a fifth of the client's CPU per durable federation at concurrency 1

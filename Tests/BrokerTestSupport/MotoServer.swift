@@ -9,34 +9,42 @@ import XCTest
 /// ``start()`` throws `XCTSkip` when moto cannot be started, except under
 /// `CI=true`, where `.ci/run` installs moto and a missing moto is a failure.
 public final class MotoServer: @unchecked Sendable {
-    /// The base URL, e.g. `http://127.0.0.1:40123/`.
+    /// The base URL, e.g. `http://127.0.0.1:40123/` (`https` when started with certificates).
     public let endpoint: String
     /// The port moto listens on.
     public let port: Int
+    /// The certificates moto serves HTTPS with, if any.
+    public let certificates: TestCertificates?
     private let process: Process
 
-    private init(process: Process, port: Int) {
+    private init(process: Process, port: Int, certificates: TestCertificates?) {
         self.process = process
         self.port = port
-        endpoint = "http://127.0.0.1:\(port)/"
+        self.certificates = certificates
+        endpoint = "\(certificates == nil ? "http" : "https")://127.0.0.1:\(port)/"
     }
 
     deinit { stop() }
 
-    /// Starts moto and waits until it accepts connections (up to 30 s).
-    public static func start(file: StaticString = #filePath, line: UInt = #line) throws -> MotoServer {
+    /// Starts moto and waits until it accepts connections (up to 30 s); with `certificates`,
+    /// it serves HTTPS with their server certificate (its own ``call(_:_:)`` trusts their
+    /// authority).
+    public static func start(
+        certificates: TestCertificates? = nil, file: StaticString = #filePath, line: UInt = #line
+    ) throws -> MotoServer {
         do {
-            return try onAFreePort { try launch(port: $0) }
+            return try onAFreePort { try launch(port: $0, certificates: certificates) }
         } catch {
             throw missingPrerequisite(
                 "moto's server could not be started (\(error)); install it with: pip install \"moto[server]\"", file: file, line: line)
         }
     }
 
-    private static func launch(port: Int) throws -> MotoServer {
+    private static func launch(port: Int, certificates: TestCertificates?) throws -> MotoServer {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", "-m", "moto.server", "-H", "127.0.0.1", "-p", "\(port)"]
+            + (certificates.map { ["-c", $0.certificateFile, "-k", $0.keyFile] } ?? [])
         let log = FileManager.default.temporaryDirectory.appendingPathComponent("moto-\(port).log")
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         let handle = try FileHandle(forWritingTo: log)
@@ -46,10 +54,10 @@ public final class MotoServer: @unchecked Sendable {
         // The child has its own descriptor; the parent's would stay open for the whole run.
         defer { try? handle.close() }
         try process.run()
-        let server = MotoServer(process: process, port: port)
+        let server = MotoServer(process: process, port: port, certificates: certificates)
         // Only moto's own "Running on" line proves the listener is moto's: another process
         // that took the port first also accepts connections, until moto gives up on it.
-        let listening = "Running on http://127.0.0.1:\(port)"
+        let listening = "Running on \(certificates == nil ? "http" : "https")://127.0.0.1:\(port)"
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
             guard process.isRunning else {
@@ -79,7 +87,7 @@ public final class MotoServer: @unchecked Sendable {
     /// Calls a Cognito Identity operation and returns its JSON object.
     public func call(_ operation: String, _ input: [String: Any]) async throws -> [String: Any] {
         let body = try JSONSerialization.data(withJSONObject: input)
-        let request = HTTPRequest(
+        var request = HTTPRequest(
             method: "POST",
             url: endpoint,
             headers: [
@@ -90,6 +98,7 @@ public final class MotoServer: @unchecked Sendable {
             ],
             body: Array(body)
         )
+        request.limits.certificateAuthorityFile = certificates?.authorityFile
         let response = try await CurlTransport.shared.send(request)
         guard response.status == 200 else {
             throw MotoError(message: "\(operation) answered HTTP \(response.status): \(String(decoding: response.body, as: UTF8.self).prefix(300))")

@@ -108,6 +108,24 @@ final class FederateMotoTests: XCTestCase {
         XCTAssertEqual(status["identityId"] as? String, guestId, "the login is linked to the guest identity")
     }
 
+    /// `AWS_CA_BUNDLE`, as the AWS SDKs and CLI read it, names the authorities HTTPS trusts:
+    /// a guest login to moto over TLS under a private authority succeeds with it and exits 5
+    /// without it (TLS verification failed, nothing sent); a bundle that cannot be read is a
+    /// usage error (2) before anything is sent or stored.
+    func testAWSCABundleNamesTheAuthoritiesHTTPSTrusts() async throws {
+        let certificates = try TestCertificates.make()
+        defer { certificates.remove() }
+        let secure = try MotoServer.start(certificates: certificates)
+        defer { secure.stop() }
+        let pool = try await secure.createIdentityPool(name: "cli-tls", allowUnauthenticated: true)
+        let arguments = ["guest", "--pool-id", pool, "--endpoint", secure.endpoint, "--session", "g", "--expiry-margin", "0"]
+        try harness.expect(0, arguments, environment: ["AWS_CA_BUNDLE": certificates.authorityFile])
+        let refused = try harness.expect(5, arguments, environment: ["AWS_CA_BUNDLE": nil])
+        XCTAssertTrue(refused.stderr.contains("TLS"), refused.stderr)
+        let missing = try harness.expect(2, arguments, environment: ["AWS_CA_BUNDLE": harness.directory + "/no-such-bundle.pem"])
+        XCTAssertTrue(missing.stderr.contains("AWS_CA_BUNDLE"), missing.stderr)
+    }
+
     func testClearThenCredentialsExitsThree() async throws {
         let pool = try await pool()
         XCTAssertEqual(try googleLogin(pool: pool).status, 0)

@@ -458,6 +458,23 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         }
     }
 
+    /// The set-up statement leaves out a setting the server does not know (older servers lack
+    /// `plan_cache_mode`, `idle_session_timeout` or `transaction_timeout`) instead of failing,
+    /// and sets the ones it knows.
+    func testTheSetUpSkipsSettingsTheServerDoesNotKnow() async throws {
+        let keystore = try await keystore()
+        let pool = keystore.pool
+        let sql = ConnectionSetup.statement(
+            statementTimeoutMilliseconds: 4321,
+            defaults: ConnectionSetup.sessionDefaults + [("no_such_setting_anywhere", "'1'")])
+        let timeout = try await pool.withConnection(on: pool.current) { connection in
+            _ = try await connection.query(PostgresQuery(unsafeSQL: sql), logger: keystore.logger).collect()
+            return try await connection.query("SELECT pg_catalog.current_setting('statement_timeout')", logger: keystore.logger)
+                .collect().first?.decode(String.self)
+        }
+        XCTAssertEqual(timeout, "4321ms")
+    }
+
     /// A database (or role) with a short `lock_timeout` failed a commit that waited for another
     /// transaction's write of the same session (55P03, not retried) where the two should
     /// converge: the keystore's connections wait for a lock as long as the statement timeout

@@ -132,7 +132,7 @@ public actor FederationClient {
     ///   - instrumentation: opt-in metrics and spans (``FederationInstrumentation``); none by default.
     ///   - logger: where to log; nothing is logged when `nil`. No level ever shows a secret.
     /// - Throws: ``FederationError/Code/invalidConfiguration`` when the pool ID,
-    ///   region or endpoint is unusable, or a duration is (a negative expiry margin or renewal
+    ///   region, endpoint or certificate authority file is unusable, or a duration is (a negative expiry margin or renewal
     ///   lead time, a renewal postponement of zero or less).
     public init(
         configuration: FederationConfiguration,

@@ -59,6 +59,12 @@ public struct FederationConfiguration: Sendable, Hashable {
     /// https, or over http to 127.0.0.0/8, `::1` and `localhost`. Set it only for a local
     /// emulator reached through a container network.
     public var allowInsecureEndpoint: Bool
+    /// A PEM file of the certificate authorities to trust for HTTPS (Cognito and STS), in
+    /// place of the system's: for a proxy that inspects TLS, or an endpoint with a private
+    /// authority. When `nil` (the default) the environment's `AWS_CA_BUNDLE` applies, as in
+    /// the AWS SDKs and CLI, then the system's bundle. Certificates are always verified; a
+    /// file that cannot be read makes the client initializer throw `invalidConfiguration`.
+    public var certificateAuthorityFile: String?
 
     /// Creates a configuration with the documented defaults.
     public init(
@@ -76,7 +82,8 @@ public struct FederationConfiguration: Sendable, Hashable {
         sessionCacheCapacity: Int = FederationConfiguration.defaultSessionCacheCapacity,
         renewalLeadTime: Duration = FederationConfiguration.defaultRenewalLeadTime,
         renewalPostponement: Duration = FederationConfiguration.defaultRenewalPostponement,
-        allowInsecureEndpoint: Bool = false
+        allowInsecureEndpoint: Bool = false,
+        certificateAuthorityFile: String? = nil
     ) {
         self.identityPoolId = identityPoolId
         self.accountId = accountId
@@ -93,6 +100,7 @@ public struct FederationConfiguration: Sendable, Hashable {
         self.renewalLeadTime = renewalLeadTime
         self.renewalPostponement = renewalPostponement
         self.allowInsecureEndpoint = allowInsecureEndpoint
+        self.certificateAuthorityFile = certificateAuthorityFile
     }
 
     /// The default ``sessionCacheCapacity``: 10,000 sessions (a few MB).
@@ -111,6 +119,31 @@ extension FederationConfiguration {
     package func check(environment: [String: String]) throws(FederationError) {
         try checkDurations()
         _ = try resolvedEndpoint(environment: environment)
+        _ = try resolvedCertificateAuthorityFile(environment: environment)
+    }
+
+    /// The certificate authorities HTTPS trusts: ``certificateAuthorityFile``, else
+    /// `AWS_CA_BUNDLE`, else `nil` (the system's). A file that cannot be read, or holds no
+    /// PEM certificate, is refused here rather than failing every request as a TLS error.
+    func resolvedCertificateAuthorityFile(environment: [String: String]) throws(FederationError) -> String? {
+        let source: String
+        let path: String
+        if let configured = certificateAuthorityFile {
+            (source, path) = ("the configured certificate authority file", configured)
+        } else if let variable = environment["AWS_CA_BUNDLE"], !variable.isEmpty {
+            (source, path) = ("AWS_CA_BUNDLE", variable)
+        } else {
+            return nil
+        }
+        guard let contents = FileManager.default.contents(atPath: path) else {
+            throw FederationError(
+                code: .invalidConfiguration, message: "\(source) '\(path)' cannot be read; it must be a PEM file of certificate authorities")
+        }
+        guard String(decoding: contents, as: UTF8.self).contains("-----BEGIN CERTIFICATE-----") else {
+            throw FederationError(
+                code: .invalidConfiguration, message: "\(source) '\(path)' holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+        }
+        return path
     }
 
     /// Refuses durations no client can work with: a negative expiry margin or renewal lead

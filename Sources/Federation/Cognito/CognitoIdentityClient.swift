@@ -39,7 +39,8 @@ struct CognitoIdentityClient: Sendable {
             limits: HTTPLimits(
                 connectTimeout: configuration.connectTimeout,
                 requestTimeout: configuration.requestTimeout,
-                maxResponseBytes: configuration.maxResponseBytes
+                maxResponseBytes: configuration.maxResponseBytes,
+                certificateAuthorityFile: try configuration.resolvedCertificateAuthorityFile(environment: environment)
             ),
             retry: retryRunner ?? RetryRunner(policy: configuration.retry, quota: RetryQuota(policy: configuration.retry))
         )

@@ -24,6 +24,8 @@ struct AttemptFailure: Error, Sendable {
             message = "\(operation) returned a body larger than the response cap"
         case .tlsFailed:
             message = "\(operation) failed TLS verification of the identity service: \(transportError.message)"
+                + " (behind a proxy that inspects TLS, or for an endpoint with a private authority, name its certificate"
+                + " authorities in AWS_CA_BUNDLE or FederationConfiguration.certificateAuthorityFile)"
         case .invalidRequest:
             message = "\(operation) could not be sent: \(transportError.message); check the endpoint"
         case .other:

@@ -87,6 +87,12 @@ final class CurlEasyHandle {
         // TLS verification is always on; there is deliberately no way to turn it off.
         try set(CURLOPT_SSL_VERIFYPEER, 1)
         try set(CURLOPT_SSL_VERIFYHOST, 2)
+        if let file = request.limits.certificateAuthorityFile {
+            // Only these authorities: the file, and no CA directory (Debian's libcurl also
+            // reads /etc/ssl/certs by default). A returned handle is reset to the defaults.
+            try set(CURLOPT_CAINFO, string: file)
+            try check(ib_curl_easy_setopt_pointer(rawHandle, CURLOPT_CAPATH, nil))
+        }
         // libcurl must not use signals (SIGALRM for DNS timeouts) in a threaded process.
         try set(CURLOPT_NOSIGNAL, 1)
         try set(CURLOPT_TCP_KEEPALIVE, 1)

@@ -47,7 +47,8 @@ package struct HTTPRequest: Sendable {
     }
 }
 
-/// Per-attempt limits the transport enforces.
+/// Per-attempt limits the transport enforces, and the certificate authorities its HTTPS
+/// trusts.
 package struct HTTPLimits: Sendable, Hashable {
     /// Time allowed to establish the connection (TCP and TLS). Default 10 s.
     package var connectTimeout: Duration
@@ -56,14 +57,19 @@ package struct HTTPLimits: Sendable, Hashable {
     /// The largest response body accepted; a longer one fails with
     /// ``TransportError/Kind/responseTooLarge`` without buffering past the cap. Default 1 MiB.
     package var maxResponseBytes: Int
+    /// A PEM file of the certificate authorities HTTPS trusts, in place of libcurl's system
+    /// bundle and directory; `nil` (the default) keeps the system's.
+    package var certificateAuthorityFile: String?
 
     package init(
         connectTimeout: Duration = .seconds(10),
         requestTimeout: Duration = .seconds(30),
-        maxResponseBytes: Int = 1 << 20
+        maxResponseBytes: Int = 1 << 20,
+        certificateAuthorityFile: String? = nil
     ) {
         self.connectTimeout = connectTimeout
         self.requestTimeout = requestTimeout
         self.maxResponseBytes = maxResponseBytes
+        self.certificateAuthorityFile = certificateAuthorityFile
     }
 }

@@ -79,13 +79,16 @@ final class SQLiteConnection: @unchecked Sendable {
         if let problem = loadedLibraryProblem { throw KeystoreError(.io, problem, path: path) }
         _ = shmGuard
         var connection: OpaquePointer?
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_EXRESCODE
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW
         let result = sqlite3_open_v2(path, &connection, flags, nil)
         guard result == SQLITE_OK, let connection else {
-            let error = KeystoreError.sqlite(result, connection: connection, path: path, operation: "open")
+            let code = connection.map { sqlite3_extended_errcode($0) } ?? result
+            let error = KeystoreError.sqlite(code, connection: connection, path: path, operation: "open")
             sqlite3_close_v2(connection)
             throw error
         }
+        // Extended result codes in errors (`SQLITE_OPEN_EXRESCODE` would need 3.37).
+        sqlite3_extended_result_codes(connection, 1)
         let hardened = ib_sqlite3_harden(connection, Int32(rowLimit))
         guard hardened == SQLITE_OK else {
             let error = KeystoreError.sqlite(hardened, connection: connection, path: path, operation: "configuring the connection")
@@ -97,10 +100,11 @@ final class SQLiteConnection: @unchecked Sendable {
         return connection
     }
 
-    /// The oldest libsqlite3 the keystore opens databases with: 3.37, for
-    /// `SQLITE_OPEN_EXRESCODE` (`SQLITE_OPEN_NOFOLLOW` and switching views off need 3.31;
-    /// an older library ignores the first silently). Debian 12 ships 3.40, Ubuntu 22.04 3.37.2.
-    static let oldestLibraryVersion: Int32 = 3_037_000
+    /// The oldest libsqlite3 the keystore opens databases with: 3.31, for
+    /// `SQLITE_OPEN_NOFOLLOW` (an older library ignores it, and would follow a link planted
+    /// at a database's path) and switching views off (`ib_sqlite3_harden`). Debian 11 and
+    /// RHEL 9 ship 3.34, Debian 12 3.40, Ubuntu 22.04 3.37.
+    static let oldestLibraryVersion: Int32 = 3_031_000
 
     /// Why a libsqlite3 of `version` (`sqlite3_libversion_number()`), built with
     /// `threadSafe` (`sqlite3_threadsafe()`), cannot hold the keystore, or `nil`.

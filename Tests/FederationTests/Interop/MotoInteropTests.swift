@@ -43,6 +43,39 @@ final class MotoInteropTests: XCTestCase {
         XCTAssertEqual(second.identityId, first.identityId, "a session's guest identity is reused, not recreated")
     }
 
+    /// HTTPS to an endpoint whose certificate a private authority signed (as a proxy that
+    /// inspects TLS does): with ``FederationConfiguration/certificateAuthorityFile`` naming
+    /// the authority the federation succeeds; with the system's authorities alone it fails
+    /// TLS verification, saying how to name one. A file holding no certificate is refused
+    /// when the client is made.
+    func testAFederationOverTLSTrustsTheConfiguredCertificateAuthorityOnly() async throws {
+        let certificates = try TestCertificates.make()
+        defer { certificates.remove() }
+        let moto = try MotoServer.start(certificates: certificates)
+        defer { moto.stop() }
+        let pool = try await moto.createIdentityPool(allowUnauthenticated: true)
+        XCTAssertTrue(moto.endpoint.hasPrefix("https://"))
+
+        let trusting = try FederationClient(configuration: FederationConfiguration(
+            identityPoolId: pool, endpoint: moto.endpoint, certificateAuthorityFile: certificates.authorityFile))
+        let result = try await trusting.federateAsGuest(session: "visitor")
+        XCTAssertTrue(result.identityId.hasPrefix("us-east-1:"), result.identityId)
+
+        let system = try FederationClient(configuration: FederationConfiguration(identityPoolId: pool, endpoint: moto.endpoint))
+        do {
+            _ = try await system.federateAsGuest(session: "visitor")
+            XCTFail("the system's authorities trusted a private one")
+        } catch {
+            XCTAssertEqual(error.code, .network, "\(error)")
+            XCTAssertTrue(error.message.contains("AWS_CA_BUNDLE"), "\(error)")
+        }
+
+        XCTAssertThrowsError(try FederationClient(configuration: FederationConfiguration(
+            identityPoolId: pool, endpoint: moto.endpoint, certificateAuthorityFile: certificates.keyFile))) { error in
+            XCTAssertEqual((error as? FederationError)?.code, .invalidConfiguration, "\(error)")
+        }
+    }
+
     func testGoogleFederation() async throws {
         let pool = try await server().createIdentityPool(supportedLoginProviders: ["accounts.google.com": "client"])
         let client = try client(pool: pool)
