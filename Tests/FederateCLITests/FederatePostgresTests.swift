@@ -135,6 +135,20 @@ final class FederatePostgresTests: FederatePostgresTestCase {
         XCTAssertTrue(wrongPassword.stderr.contains("127.0.0.1:\(server.port)"), wrongPassword.stderr)
     }
 
+    /// A URL that leads to a standby (DNS a failover left on the demoted primary): exit 6
+    /// with one line that names the standby and says to point `--keystore` at the primary,
+    /// rather than the "cannot be reached" advice of a server that is down.
+    func testAStandbyExitsSixSayingToUseThePrimary() throws {
+        let standby = try server.startStandby()
+        defer { standby.stop() }
+        let url = postgresURL(database: database).replacingOccurrences(of: ":\(server.port)/", with: ":\(standby.port)/")
+        let run = try harness.expect(6, ["status", "--keystore", url])
+        XCTAssertTrue(run.stderr.contains("standby"), run.stderr)
+        XCTAssertTrue(run.stderr.contains("point --keystore at the primary"), run.stderr)
+        XCTAssertFalse(run.stderr.contains("cannot be reached"), run.stderr)
+        XCTAssertEqual(run.stderr.split(separator: "\n").count, 1, run.stderr)
+    }
+
     /// A URL without a password takes it from libpq's password file (`~/.pgpass`, or
     /// `$PGPASSFILE`), so it need not be on the command line or in an AWS config file; a
     /// file others may read is ignored with a warning (the login then fails), and nothing
