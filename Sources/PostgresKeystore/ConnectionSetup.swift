@@ -84,10 +84,11 @@ final class ConnectionSetup: Sendable {
     /// PostgreSQL 12, for `WITH … AS MATERIALIZED`.
     static let oldestServerVersion: Int32 = 120_000
 
-    /// The set-up statement: every setting of ``sessionDefaults`` and `statement_timeout`
-    /// that the server knows, whether the server is a standby, and its version. Older servers lack some
-    /// settings (`plan_cache_mode` before PostgreSQL 12, `idle_session_timeout` before 14,
-    /// `transaction_timeout` before 17); those are left out rather than failing the statement.
+    /// The set-up statement: every setting of `defaults` and `statement_timeout` that the
+    /// server knows, whether the server is a standby, and its version. Older servers lack
+    /// some settings (`plan_cache_mode` before PostgreSQL 12, `idle_session_timeout` before
+    /// 14, `transaction_timeout` before 17); those are left out rather than failing the
+    /// statement.
     static func statement(
         statementTimeoutMilliseconds: Int64, defaults: [(name: String, value: String)] = sessionDefaults
     ) -> String {

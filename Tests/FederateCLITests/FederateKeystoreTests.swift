@@ -121,6 +121,36 @@ final class FederateKeystoreTests: XCTestCase {
         try harness.expect(0, credentials("linked"), environment: ["IDENTITY_BROKER_KEYSTORE": linkedKeystore])
     }
 
+    /// `HOME=/` (an arbitrary UID in a container, systemd's `DynamicUser=`): the default
+    /// keystore would be `/.local/share/identity-broker`, which such a user cannot create, and
+    /// failed later as a bare permission error. For a user who cannot write `/` it is a usage
+    /// error (2) saying what to pass; root keeps that default (single slash); a home with a
+    /// trailing slash works.
+    func testAHomeOfSlashAsksForAKeystoreDirectoryUnlessItCanBeMadeThere() throws {
+        let slash: [String: String?] = ["HOME": "/", "IDENTITY_BROKER_KEYSTORE": nil, "XDG_DATA_HOME": nil]
+        if getuid() == 0 {
+            let root = try harness.expect(3, credentials("x"), environment: slash)
+            XCTAssertTrue(root.stderr.contains("keystore /.local/share/identity-broker"), root.stderr)
+            guard FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") else {
+                throw missingPrerequisite("setpriv, to run federate as nobody")
+            }
+            let nobody = try harness.run(
+                credentials("x"), environment: slash, launcher: ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
+            XCTAssertEqual(nobody.status, 2, "\(nobody)")
+            XCTAssertTrue(nobody.stderr.contains("HOME is /"), nobody.stderr)
+            XCTAssertTrue(nobody.stderr.contains("--keystore"), nobody.stderr)
+        } else {
+            let user = try harness.expect(2, credentials("x"), environment: slash)
+            XCTAssertTrue(user.stderr.contains("HOME is /"), user.stderr)
+        }
+        let home = harness.directory + "/home-with-slash"
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+        let trailing: [String: String?] = ["HOME": home + "/", "IDENTITY_BROKER_KEYSTORE": nil, "XDG_DATA_HOME": nil]
+        try guest("slashed", environment: trailing)
+        try harness.expect(0, credentials("slashed"), environment: trailing)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: home + "/.local/share/identity-broker/users"))
+    }
+
     /// A volume everyone can write, not sticky, above the keystore (a Kubernetes `emptyDir`):
     /// refused with a hint, and usable once `IDENTITY_BROKER_WAY_TO_ROOT_CHECK=off` says no
     /// other user shares it; what is below the keystore directory is checked either way.

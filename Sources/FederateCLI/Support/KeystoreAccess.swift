@@ -85,8 +85,19 @@ package struct KeystoreAccess {
         if let explicit { return explicit }
         if let value = environment(keystoreVariable) { return value }
         if let data = environment("XDG_DATA_HOME"), data.hasPrefix("/") { return data + "/identity-broker" }
-        if let home = environment("HOME") ?? passwordHome() { return home + "/.local/share/identity-broker" }
-        throw CLIFailure(.usage, "no keystore directory: HOME is not set; pass --keystore DIR or set \(keystoreVariable)")
+        guard let home = environment("HOME") ?? passwordHome() else {
+            throw CLIFailure(.usage, "no keystore directory: HOME is not set; pass --keystore DIR or set \(keystoreVariable)")
+        }
+        var trimmed = Substring(home)
+        while trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        guard !trimmed.isEmpty || access("/", W_OK) == 0 else {
+            // A user without a home of its own (an arbitrary UID in a container, systemd's
+            // DynamicUser=): the keystore would go to /.local/share, which it cannot create.
+            throw CLIFailure(
+                .usage, "no keystore directory: HOME is / (a user without a home directory, as in many containers); "
+                    + "pass --keystore DIR or set \(keystoreVariable)")
+        }
+        return trimmed + "/.local/share/identity-broker"
     }
 
     /// Whether the keystore exists at all. A database always counts as existing (opening it

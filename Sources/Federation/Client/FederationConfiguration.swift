@@ -3,6 +3,13 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// How a ``FederationClient`` reaches Cognito Identity. A value type with
 /// documented defaults; only the identity pool ID is required.
@@ -122,6 +129,9 @@ extension FederationConfiguration {
         _ = try resolvedCertificateAuthorityFile(environment: environment)
     }
 
+    /// The largest certificate authority file read (the system's bundle is ~200 KB).
+    static let largestCertificateAuthorityFile = 16 << 20
+
     /// The certificate authorities HTTPS trusts: ``certificateAuthorityFile``, else
     /// `AWS_CA_BUNDLE`, else `nil` (the system's). A file that cannot be read, or holds no
     /// PEM certificate, is refused here rather than failing every request as a TLS error.
@@ -135,9 +145,15 @@ extension FederationConfiguration {
         } else {
             return nil
         }
-        guard let contents = FileManager.default.contents(atPath: path) else {
+        // A regular file (after links) of a bounded size: a FIFO there would hold the
+        // client's creation for as long as nobody writes to it.
+        var info = stat()
+        guard stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size <= Self.largestCertificateAuthorityFile,
+              let contents = FileManager.default.contents(atPath: path)
+        else {
             throw FederationError(
-                code: .invalidConfiguration, message: "\(source) '\(path)' cannot be read; it must be a PEM file of certificate authorities")
+                code: .invalidConfiguration,
+                message: "\(source) '\(path)' is not a readable file of at most 16 MiB; it must be a PEM file of certificate authorities")
         }
         guard String(decoding: contents, as: UTF8.self).contains("-----BEGIN CERTIFICATE-----") else {
             throw FederationError(

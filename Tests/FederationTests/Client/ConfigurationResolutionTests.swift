@@ -1,6 +1,7 @@
 import BrokerTestSupport
 @testable import Federation
 import Foundation
+import Glibc
 import SecureStorage
 import XCTest
 
@@ -16,6 +17,37 @@ final class ConfigurationResolutionTests: XCTestCase {
         XCTAssertNil(configuration.endpoint)
         XCTAssertNil(configuration.region)
         XCTAssertEqual(configuration.retry, .standard)
+    }
+
+    /// The certificate authority file: the configured one before `AWS_CA_BUNDLE`, none by
+    /// default; a link to a PEM file is followed; a missing file, a directory, a FIFO (which
+    /// would hold the client's creation while nobody writes it) or a file without a PEM
+    /// certificate is `invalidConfiguration`, at once.
+    func testTheCertificateAuthorityFileIsResolvedAndChecked() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ca-\(UUID().uuidString.prefix(8))").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+        try pem.write(toFile: directory + "/a.pem", atomically: true, encoding: .utf8)
+        try pem.write(toFile: directory + "/b.pem", atomically: true, encoding: .utf8)
+        try FileManager.default.createSymbolicLink(atPath: directory + "/link.pem", withDestinationPath: directory + "/a.pem")
+        try "not a certificate\n".write(toFile: directory + "/text.pem", atomically: true, encoding: .utf8)
+        XCTAssertEqual(mkfifo(directory + "/fifo.pem", 0o600), 0)
+
+        let plain = FederationConfiguration(identityPoolId: testPoolId)
+        XCTAssertNil(try plain.resolvedCertificateAuthorityFile(environment: [:]))
+        XCTAssertNil(try plain.resolvedCertificateAuthorityFile(environment: ["AWS_CA_BUNDLE": ""]))
+        XCTAssertEqual(try plain.resolvedCertificateAuthorityFile(environment: ["AWS_CA_BUNDLE": directory + "/b.pem"]), directory + "/b.pem")
+        var configured = plain
+        configured.certificateAuthorityFile = directory + "/link.pem"
+        XCTAssertEqual(
+            try configured.resolvedCertificateAuthorityFile(environment: ["AWS_CA_BUNDLE": directory + "/b.pem"]), directory + "/link.pem")
+        for unusable in ["/missing.pem", "", "/fifo.pem", "/text.pem"] {
+            XCTAssertThrowsError(try plain.resolvedCertificateAuthorityFile(environment: ["AWS_CA_BUNDLE": directory + unusable])) { error in
+                XCTAssertEqual((error as? FederationError)?.code, .invalidConfiguration, unusable)
+                XCTAssertTrue("\(error)".contains("AWS_CA_BUNDLE"), "\(error)")
+            }
+        }
     }
 
     func testRegionComesFromThePoolId() throws {
