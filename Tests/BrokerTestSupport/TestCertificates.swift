@@ -61,7 +61,10 @@ public struct TestCertificates: Sendable {
                 .serial_number(x509.random_serial_number())
                 .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1)))
         authority_key = ec.generate_private_key(ec.SECP256R1())
-        authority = (builder(name("IdentityBroker test authority"), name("IdentityBroker test authority"), authority_key)
+        # A name of its own: OpenSSL finds an issuer by its name, and two test authorities of one
+        # name would stand in for each other in a lookup.
+        authority_name = name("IdentityBroker test authority " + directory.rsplit("/", 1)[-1])
+        authority = (builder(authority_name, authority_name, authority_key)
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
                 key_encipherment=False, data_encipherment=False, key_agreement=False, encipher_only=False, decipher_only=False), critical=True)

@@ -126,6 +126,45 @@ final class FederateMotoTests: XCTestCase {
         XCTAssertTrue(missing.stderr.contains("AWS_CA_BUNDLE"), missing.stderr)
     }
 
+    /// `AWS_CA_BUNDLE` replaces the system's authorities rather than adding to them: libcurl
+    /// reads its built-in CA directory (`/etc/ssl/certs` on Debian) beside any CA file unless
+    /// told otherwise. In a mount namespace of the test's own, a directory holding the first
+    /// test authority is bound over `/etc/ssl/certs`: a server under that authority is reached
+    /// with no bundle named (so the set-up works), and refused with `AWS_CA_BUNDLE` naming the
+    /// second authority.
+    func testAWSCABundleReplacesTheSystemAuthorities() async throws {
+        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/unshare"),
+              FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl")
+        else {
+            throw missingPrerequisite("root, unshare and openssl, to bind a directory over /etc/ssl/certs in a mount namespace")
+        }
+        let system = try TestCertificates.make()
+        defer { system.remove() }
+        let other = try TestCertificates.make()
+        defer { other.remove() }
+        let secure = try MotoServer.start(certificates: system)
+        defer { secure.stop() }
+        let pool = try await secure.createIdentityPool(name: "cli-tls-system", allowUnauthenticated: true)
+        let certificates = harness.directory + "/system-certs"
+        try FileManager.default.createDirectory(atPath: certificates, withIntermediateDirectories: true)
+        // The authority as both the built-in bundle file and, for the directory lookup, under
+        // its subject hash and `.0`: a bundle named in AWS_CA_BUNDLE replaces the file, and the
+        // directory must not count either.
+        let launcher = [
+            "/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+            #"/bin/cp "$1" "$0/ca-certificates.crt" && /bin/cp "$1" "$0/$(/usr/bin/openssl x509 -hash -noout -in "$1").0" "#
+                + #"&& /bin/mount --bind "$0" /etc/ssl/certs && shift && exec "$@""#,
+            certificates, system.authorityFile,
+        ]
+        let arguments = ["guest", "--pool-id", pool, "--endpoint", secure.endpoint, "--expiry-margin", "0"]
+        let trusted = try harness.run(arguments + ["--session", "system"], environment: ["AWS_CA_BUNDLE": nil], launcher: launcher)
+        XCTAssertEqual(trusted.status, 0, "the authority bound over /etc/ssl/certs was not trusted: \(trusted)")
+        let replaced = try harness.run(
+            arguments + ["--session", "bundle"], environment: ["AWS_CA_BUNDLE": other.authorityFile], launcher: launcher)
+        XCTAssertEqual(replaced.status, 5, "the system's authorities were trusted beside AWS_CA_BUNDLE: \(replaced)")
+        XCTAssertTrue(replaced.stderr.contains("TLS"), replaced.stderr)
+    }
+
     func testClearThenCredentialsExitsThree() async throws {
         let pool = try await pool()
         XCTAssertEqual(try googleLogin(pool: pool).status, 0)

@@ -35,7 +35,7 @@ public struct DeveloperIdentityIssuer: Sendable {
     /// Creates an issuer.
     ///
     /// - Throws: ``FederationError/Code/invalidConfiguration`` for an unusable pool
-    ///   ID, region or endpoint, or an empty provider name.
+    ///   ID, region, endpoint or certificate authority file, or an empty provider name.
     public init(
         configuration: FederationConfiguration,
         developerProviderName: String,

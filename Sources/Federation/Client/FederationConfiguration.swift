@@ -69,7 +69,7 @@ public struct FederationConfiguration: Sendable, Hashable {
     /// A PEM file of the certificate authorities to trust for HTTPS (Cognito and STS), in
     /// place of the system's: for a proxy that inspects TLS, or an endpoint with a private
     /// authority. When `nil` (the default) the environment's `AWS_CA_BUNDLE` applies, as in
-    /// the AWS SDKs and CLI, then the system's bundle. Certificates are always verified; a
+    /// the AWS CLI, boto3 and several SDKs, then the system's bundle. Certificates are always verified; a
     /// file that cannot be read makes the client initializer throw `invalidConfiguration`.
     public var certificateAuthorityFile: String?
 

@@ -89,9 +89,13 @@ final class CurlEasyHandle {
         try set(CURLOPT_SSL_VERIFYHOST, 2)
         if let file = request.limits.certificateAuthorityFile {
             // Only these authorities: the file, and no CA directory (Debian's libcurl also
-            // reads /etc/ssl/certs by default). A returned handle is reset to the defaults.
+            // reads /etc/ssl/certs by default). The directory is pointed at the file itself,
+            // where OpenSSL's lookups of `<hash>.0` find nothing: NULL would do on libcurl
+            // before 8.21, which since puts the built-in directory back for NULL. Left at its
+            // default, the directory's authorities were trusted beside the file's. A returned
+            // handle is reset to the defaults.
             try set(CURLOPT_CAINFO, string: file)
-            try check(ib_curl_easy_setopt_pointer(rawHandle, CURLOPT_CAPATH, nil))
+            try set(CURLOPT_CAPATH, string: file)
         }
         // libcurl must not use signals (SIGALRM for DNS timeouts) in a threaded process.
         try set(CURLOPT_NOSIGNAL, 1)

@@ -1,7 +1,9 @@
 import BrokerTestSupport
 @testable import Federation
 import Foundation
+#if canImport(Glibc)
 import Glibc
+#endif
 import SecureStorage
 import XCTest
 
