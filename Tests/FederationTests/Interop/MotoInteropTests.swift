@@ -48,7 +48,7 @@ final class MotoInteropTests: XCTestCase {
     /// the authority the federation succeeds; with the system's authorities alone it fails
     /// TLS verification, saying how to name one. A file holding no certificate is refused
     /// when the client is made.
-    func testAFederationOverTLSTrustsTheConfiguredCertificateAuthorityOnly() async throws {
+    func testAFederationOverTLSTrustsTheConfiguredCertificateAuthority() async throws {
         let certificates = try TestCertificates.make()
         defer { certificates.remove() }
         let moto = try MotoServer.start(certificates: certificates)
