@@ -151,7 +151,7 @@ struct SetUpClient: Sendable {
 /// the old primary a failover demoted while the URL still leads to it.
 struct StandbyServer: Error, CustomStringConvertible {
     var description: String {
-        "the server is a standby (in recovery), which takes no writes; the URL must reach the primary (after a failover, the new one)"
+        "\(KeystoreError.standbyServerReason), which takes no writes; the URL must reach the primary (after a failover, the new one)"
     }
 }
 

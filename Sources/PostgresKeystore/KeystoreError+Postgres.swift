@@ -30,7 +30,7 @@ extension KeystoreError {
                 } else if state == readOnlySQLState {
                     // read_only_sql_transaction: the connection is closed (`run`), so a new one
                     // sees the server's and the role's settings as they are now.
-                    detail += " (the server or the role is read-only: a standby, for instance after a failover, or"
+                    detail += " (\(KeystoreError.readOnlyServerReason): a standby, for instance after a failover, or"
                         + " default_transaction_read_only; the URL must reach the primary)"
                 } else if state == "42501" {
                     detail += " (the role lacks a privilege: a fleet's role needs the rights RunningAFleet lists, and"

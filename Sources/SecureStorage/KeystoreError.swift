@@ -123,3 +123,11 @@ public struct KeystoreError: Error, Sendable, Hashable, CustomStringConvertible 
         return text
     }
 }
+
+extension KeystoreError {
+    /// What the reason of a database keystore's refusal says of a server that is a standby,
+    /// for a front end's advice (point the keystore at the primary).
+    package static let standbyServerReason = "the server is a standby (in recovery)"
+    /// What it says of a server, database or role that refuses writes (SQLSTATE 25006).
+    package static let readOnlyServerReason = "the server or the role is read-only"
+}

@@ -84,7 +84,7 @@ extension CLIFailure {
             // A name the options let through but the keystore refuses: bad local input.
             return CLIFailure(.usage, "keystore at \(root): \(what); check --session, --access-group and --keystore")
         case .storeUnavailable where KeystoreLocation.isDatabaseURL(root)
-            && (error.reason.contains("the server is a standby (in recovery)") || error.reason.contains("server error 25006")):
+            && (error.reason.contains(KeystoreError.standbyServerReason) || error.reason.contains(KeystoreError.readOnlyServerReason)):
             next = "the database takes no writes there: point --keystore at the primary (after a failover, the new one), or lift default_transaction_read_only, then try again"
         case .storeUnavailable where KeystoreLocation.isDatabaseURL(root):
             let server = error.path.map { " at \($0)" } ?? ""
