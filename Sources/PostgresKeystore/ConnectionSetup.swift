@@ -114,13 +114,10 @@ final class ConnectionSetup: Sendable {
         guard let (standby, version, _) = try result.rows.first?.decode((Bool, Int32, Int64).self) else {
             throw KeystoreError(.io, "the connection's set-up statement returned no row")
         }
-        if version < Self.oldestServerVersion {
+        let refusal: (any Error)? = version < Self.oldestServerVersion ? UnsupportedServer(version: version) : standby ? StandbyServer() : nil
+        if let refusal {
             try? await connection.close()
-            throw UnsupportedServer(version: version)
-        }
-        if standby {
-            try? await connection.close()
-            throw StandbyServer()
+            throw refusal
         }
         done.withLock { done in
             // Closed connections leave their IDs behind; past a bound, forget them all (a live

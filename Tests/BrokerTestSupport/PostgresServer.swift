@@ -71,17 +71,7 @@ public final class PostgresServer: @unchecked Sendable {
     /// Creates a cluster listening on `port` in a temporary directory and starts it.
     private static func create(port: Int, binaries: String) throws -> PostgresServer {
         let runAsPostgres = geteuid() == 0
-        let directory = FileManager.default.temporaryDirectory
-            .appendingPathComponent("broker-pg-\(UUID().uuidString.prefix(8))").path
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        if runAsPostgres {
-            do {
-                try giveToPostgres(directory)
-            } catch {
-                try? FileManager.default.removeItem(atPath: directory)
-                throw error
-            }
-        }
+        let directory = try makeDirectory("broker-pg", runAsPostgres: runAsPostgres)
         let server = PostgresServer(port: port, directory: directory, binaries: binaries, runAsPostgres: runAsPostgres)
         do {
             try server.run("initdb", ["-D", server.dataDirectory, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
@@ -116,12 +106,9 @@ public final class PostgresServer: @unchecked Sendable {
     /// 25006), like the old primary a failover leaves a URL on. Stop it with ``stop()``.
     public func startStandby() throws -> PostgresServer {
         try onAFreePort { port in
-            let directory = FileManager.default.temporaryDirectory
-                .appendingPathComponent("broker-pg-standby-\(UUID().uuidString.prefix(8))").path
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            let directory = try Self.makeDirectory("broker-pg-standby", runAsPostgres: runAsPostgres)
             let standby = PostgresServer(port: port, directory: directory, binaries: binaries, runAsPostgres: runAsPostgres)
             do {
-                if runAsPostgres { try Self.giveToPostgres(directory) }
                 try standby.run("pg_basebackup", [
                     "-h", "127.0.0.1", "-p", "\(self.port)", "-U", superuser, "-D", standby.dataDirectory, "-R", "-X", "stream", "-c", "fast", "--no-sync",
                 ])
@@ -252,6 +239,21 @@ public final class PostgresServer: @unchecked Sendable {
     private func chownToPostgres(_ path: String) throws {
         guard runAsPostgres else { return }
         try Self.giveToPostgres(path)
+    }
+
+    /// A new 0700 temporary directory named `prefix-XXXXXXXX`, given to the postgres user when
+    /// the server runs as it; removed again if that fails.
+    private static func makeDirectory(_ prefix: String, runAsPostgres: Bool) throws -> String {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString.prefix(8))").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        guard runAsPostgres else { return directory }
+        do {
+            try giveToPostgres(directory)
+        } catch {
+            try? FileManager.default.removeItem(atPath: directory)
+            throw error
+        }
+        return directory
     }
 
     /// Makes the postgres user own `path` (the server runs as postgres when the tests run as root).
