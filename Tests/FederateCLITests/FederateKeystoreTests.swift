@@ -193,6 +193,42 @@ final class FederateKeystoreTests: XCTestCase {
         }
     }
 
+    /// A keystore directory on a read-only mount (a volume a container mounts read-only):
+    /// SQLite must create the database's `-wal` and `-shm` files even to read, so every
+    /// command fails; the error names the mount rather than SQLite's later `ENOENT`. Bound
+    /// read-only over itself in a mount namespace of the test's own.
+    func testAKeystoreOnAReadOnlyMountIsNamedAsSuch() throws {
+        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/unshare") else {
+            throw missingPrerequisite("root and unshare, to mount the keystore directory read-only in a mount namespace")
+        }
+        try guest("alice")
+        dropSiblings(of: harness.database())
+        let launcher = [
+            "/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+            #"/bin/mount --bind "$0" "$0" && /bin/mount -o remount,bind,ro "$0" && exec "$@""#,
+            harness.keystore,
+        ]
+        for arguments in [credentials("alice"), ["status", "--session", "alice"]] {
+            let result = try harness.run(arguments, launcher: launcher)
+            XCTAssertEqual(result.status, 6, "\(result)")
+            XCTAssertTrue(result.stderr.contains("mounted read-only"), "the error names the cause: \(result)")
+            XCTAssertTrue(result.stderr.contains("mount the keystore directory read-write"), "the error says what to do: \(result)")
+            XCTAssertFalse(result.stderr.contains("No such file"), "SQLite's fallback errno is not the cause: \(result)")
+        }
+        // Writable again, the same keystore serves the session.
+        try harness.expect(0, credentials("alice"))
+        // A first login on an empty read-only keystore directory: the directories and key
+        // file cannot be made, which says so too.
+        let empty = harness.directory + "/empty-keystore"
+        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: false)
+        let login = try harness.run(
+            ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint, "--keystore", empty],
+            launcher: Array(launcher.dropLast()) + [empty])
+        XCTAssertEqual(login.status, 6, "\(login)")
+        XCTAssertTrue(login.stderr.contains("Read-only file system"), "the error names the cause: \(login)")
+        XCTAssertTrue(login.stderr.contains("mount the keystore directory read-write"), "the error says what to do: \(login)")
+    }
+
     func testCorruptDatabaseHeaderExitsSix() throws {
         try guest("alice")
         let database = harness.database()

@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 package import Federation
 import SecureStorage
 
@@ -91,6 +96,8 @@ extension CLIFailure {
             next = "the database\(server) cannot be reached: check that it is running and reachable (host, port, TLS, user and password in --keystore), then try again"
         case .storeUnavailable:
             next = "the keystore's database could not be opened or stayed locked: check that the keystore directory is on a writable disk with room, that nothing inside it is a link, and that no hung process holds it, then try again"
+        case .io where error.errno == EROFS:
+            next = "mount the keystore directory read-write (the embedded store cannot be read from a read-only mount), or choose another --keystore"
         default:
             next = "check the keystore directory and its permissions"
         }

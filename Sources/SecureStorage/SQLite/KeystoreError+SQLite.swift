@@ -21,7 +21,15 @@ extension KeystoreError {
         }
         let reason = "\(operation) failed: SQLite error \(code) (\(message))"
         let systemErrno = connection.map { sqlite3_system_errno($0) }.flatMap { $0 == 0 ? nil : $0 }
-        switch code & 0xFF {
+        let primary = code & 0xFF
+        if primary == SQLITE_CANTOPEN || primary == SQLITE_READONLY || primary == SQLITE_IOERR, ReadOnlyFileSystem.holds(path) {
+            // SQLite's own errno is of a later fallback (ENOENT opening a `-wal` it could not
+            // create): the mount is the cause, and no retry helps.
+            return KeystoreError(
+                .io, "\(reason): the keystore directory is on a file system mounted read-only, and SQLite creates the database's -wal and -shm files beside it even to read",
+                path: path, errno: EROFS)
+        }
+        switch primary {
         case SQLITE_BUSY, SQLITE_LOCKED, SQLITE_CANTOPEN:
             return KeystoreError(.storeUnavailable, reason, path: path, errno: systemErrno)
         case SQLITE_FULL:
