@@ -46,7 +46,10 @@ final class GroupCommitter: Sendable {
     /// Counters used only by whoever holds the writer (`State.draining`, taken and released
     /// under `state`'s lock, orders their accesses).
     private final class QueueState: @unchecked Sendable {
-        var rowsSinceTrim = 0
+        /// The change log's oldest row as far as this writer knows: read at open, moved on by
+        /// its own trims. Another process's trims leave it below the truth, which costs at
+        /// most one trim here that deletes nothing.
+        var oldestSequence: Int64?
     }
 
     private let queue: DispatchQueue
@@ -62,18 +65,23 @@ final class GroupCommitter: Sendable {
     private let trimInterval: Int
     private let onCommit: @Sendable (_ changes: [CommittedChange], _ lastSequence: Int64?) -> Void
 
+    /// - Parameter oldestSequence: The change log's oldest row when the database was opened,
+    ///   `nil` when the log is empty.
     init(
         connection: SQLiteConnection,
         origin: Int64,
         retention: Int,
+        oldestSequence: Int64?,
         onCommit: @escaping @Sendable (_ changes: [CommittedChange], _ lastSequence: Int64?) -> Void
     ) {
         self.queue = DispatchQueue(label: "IdentityBroker.SQLiteKeystore.writer")
         self.connection = connection
         self.origin = origin
-        self.retention = max(1, retention)
-        self.trimInterval = max(1, retention / 10)
+        // Bounded so that sequence arithmetic cannot overflow; no log comes near it.
+        self.retention = min(max(1, retention), 1 << 40)
+        self.trimInterval = max(1, self.retention / 10)
         self.onCommit = onCommit
+        queueState.oldestSequence = oldestSequence
     }
 
     /// Queues a batch; `completion` runs on the writer's queue after its commit.
@@ -169,7 +177,7 @@ final class GroupCommitter: Sendable {
                 ? try connection.immediateTransaction(body)
                 : try connection.immediateTransactionWithoutWaiting(body)
             onCommit(changed, lastSequence)
-            trimIfDue(added: changed.count, waitingForLocks: waitingForLocks)
+            trimIfDue(lastSequence: lastSequence, added: changed.count, waitingForLocks: waitingForLocks)
             return applied.map { .success($0) }
         } catch {
             guard group.count > 1 else { return [.failure(error)] }
@@ -213,25 +221,32 @@ final class GroupCommitter: Sendable {
         return applied
     }
 
-    /// Keeps the change log near `retention` rows: trimmed once a tenth of `retention` rows
-    /// were added (counting rows, not commits, so large batches cannot grow the log far past
-    /// it); a failed trim is retried at the next commit. A caller committing inline does not
-    /// wait for another process's lock here either: a busy store leaves the trim to a later
-    /// commit.
-    private func trimIfDue(added: Int, waitingForLocks: Bool) {
-        queueState.rowsSinceTrim += added
-        guard queueState.rowsSinceTrim >= trimInterval else { return }
+    /// Keeps the change log near `retention` rows, whoever wrote them: a commit that leaves
+    /// more than a tenth of `retention` rows beyond it deletes the oldest, down to
+    /// `retention`. Counted by sequence numbers rather than by what this process added, so
+    /// that short-lived writers (a CLI command commits once and exits) trim too; at most
+    /// `retention` rows go at a time, so a log that grew long is shortened over several
+    /// commits, none of which holds the write lock for long. A failed trim is retried at
+    /// the next commit. A caller committing inline does not wait for another process's lock
+    /// here either: a busy store leaves the trim to a later commit.
+    private func trimIfDue(lastSequence: Int64?, added: Int, waitingForLocks: Bool) {
+        guard let lastSequence else { return }
+        let oldest = queueState.oldestSequence ?? lastSequence - Int64(added) + 1
+        queueState.oldestSequence = oldest
+        let retention = Int64(retention)
+        guard lastSequence - oldest + 1 > retention + Int64(trimInterval) else { return }
+        let bound = min(lastSequence - retention, oldest + retention - 1)
         func trim() throws(KeystoreError) {
             try connection.withStatement(StoreSchema.trimChanges) { statement throws(KeystoreError) in
-                try statement.bind(1, int64: Int64(retention))
+                try statement.bind(1, int64: bound)
                 _ = try statement.step()
             }
         }
         do {
             if waitingForLocks { try trim() } else { try connection.withoutWaiting(trim) }
-            queueState.rowsSinceTrim = 0
+            queueState.oldestSequence = bound + 1
         } catch {
-            // The count is kept, so the next commit tries again; until then the log only grows.
+            // The oldest row is unchanged, so the next commit tries again.
         }
     }
 }

@@ -16,7 +16,7 @@ extension SQLiteKeystore {
         public var moveItemsFromPreviousGroup: Bool
 
         /// About how many change-log rows are kept for other processes' change feeds (trimmed
-        /// whenever a tenth of this many rows were added). A subscriber that falls further behind receives
+        /// by any writer once the log holds a tenth more). A subscriber that falls further behind receives
         /// ``KeystoreChange/all``. Default: 10,000.
         public var changeLogRetention: Int
 

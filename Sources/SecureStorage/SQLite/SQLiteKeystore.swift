@@ -99,9 +99,10 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
         let origin = try KeystoreError.rethrowing {
             try CryptoRuntime.randomBytes(8).reduce(Int64(0)) { $0 << 8 | Int64($1) }
         }
-        let newest = try writerConnection.withStatement(StoreSchema.changeBounds) { statement throws(KeystoreError) -> Int64 in
+        let (oldest, newest) = try writerConnection.withStatement(StoreSchema.changeBounds) {
+            statement throws(KeystoreError) -> (Int64?, Int64) in
             _ = try statement.step()
-            return statement.isNull(1) ? 0 : statement.int64(1)
+            return (statement.isNull(0) ? nil : statement.int64(0), statement.isNull(1) ? 0 : statement.int64(1))
         }
         // The file the writer has open, which the readers opened too: the path's, unless it was
         // replaced since SQLite opened it (checked after the watch recorded it).
@@ -130,7 +131,8 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
         self.readers = readers
         self.checkpointer = checkpointer
         self.writer = GroupCommitter(
-            connection: writerConnection, origin: origin, retention: configuration.changeLogRetention
+            connection: writerConnection, origin: origin, retention: configuration.changeLogRetention,
+            oldestSequence: oldest
         ) { changes, lastSequence in
             feed.deliverLocal(changes, lastSequence: lastSequence)
         }

@@ -88,7 +88,7 @@ enum StoreSchema {
     static let changesSince = """
         SELECT seq, CASE WHEN \(plausibleKey) THEN key END FROM changes WHERE seq > ?1 AND origin != ?2 ORDER BY seq
         """
-    static let trimChanges = "DELETE FROM changes WHERE seq <= (SELECT max(seq) FROM changes) - ?1"
+    static let trimChanges = "DELETE FROM changes WHERE seq <= ?1"
 
     /// Writer settings (WAL, fully synchronous commits), then the tables and the meta rows,
     /// checked against `service` and `group`; a version 1 database is upgraded in the same

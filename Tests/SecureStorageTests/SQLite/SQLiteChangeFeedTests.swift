@@ -100,6 +100,47 @@ final class SQLiteChangeFeedTests: XCTestCase {
         XCTAssertTrue(seen.contains(.all), "\(seen)")
     }
 
+    /// Writers that each commit once and close (CLI commands) keep the change log near its
+    /// retention: the trim is decided from the log's extent, not from what one process added
+    /// since it opened, which a one-commit process never brought to the trim interval. A log
+    /// grown long (as one did before) is shortened by at most the retention per commit.
+    func testShortLivedWritersKeepTheChangeLogNearItsRetention() async throws {
+        let temporary = try TemporaryRoot()
+        let configuration = SQLiteKeystore.Configuration(changeLogRetention: 20)
+        var path = ""
+        func changeRows() throws -> Int {
+            var count = 0
+            try tamper(path) { connection throws(KeystoreError) in
+                count = try connection.withStatement("SELECT count(*) FROM changes") { statement throws(KeystoreError) -> Int in
+                    _ = try statement.step()
+                    return Int(statement.int64(0))
+                }
+            }
+            return count
+        }
+        for index in 0..<100 {
+            let writer = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey(), configuration: configuration)
+            path = writer.namespace.databasePath
+            try await writer.set([UInt8(index)], forKey: "k\(index % 7)")
+            writer.close()
+            XCTAssertLessThanOrEqual(try changeRows(), 20 + 2 + 1, "after \(index + 1) one-commit writers")
+        }
+        XCTAssertGreaterThanOrEqual(try changeRows(), 20, "the retained rows are kept")
+
+        try tamper(path) { connection throws(KeystoreError) in
+            try connection.execute("INSERT INTO changes(key, origin) SELECT 'old', 0 FROM (WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200) SELECT i FROM n)")
+        }
+        let writer = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey(), configuration: configuration)
+        defer { writer.close() }
+        var counts: [Int] = [try changeRows()]
+        for index in 0..<12 {
+            try await writer.set([UInt8(index)], forKey: "k")
+            counts.append(try changeRows())
+        }
+        XCTAssertTrue(zip(counts, counts.dropFirst()).allSatisfy { $0 - $1 <= 20 }, "more than the retention went at once: \(counts)")
+        XCTAssertLessThanOrEqual(counts.last ?? .max, 20 + 2 + 1, "the long log was not shortened: \(counts)")
+    }
+
     func testASubscriberWhoseBufferOverflowsGetsAll() async throws {
         let temporary = try TemporaryRoot()
         let keystore = try SQLiteKeystore(root: temporary.root, service: "tool", configuration: .init(changePollInterval: .seconds(3600)))
