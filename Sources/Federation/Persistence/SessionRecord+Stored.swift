@@ -80,11 +80,15 @@ extension SessionRecord {
         }
         var credentials: AWSCredentials?
         if let accessKeyId = stored.accessKeyId, let secret = stored.secretAccessKey,
-            let token = stored.sessionToken, let expiration = stored.expiration, expiration.isFinite
+            let token = stored.sessionToken, let seconds = stored.expiration
         {
-            credentials = AWSCredentials(
-                accessKeyId: accessKeyId, secretAccessKey: secret, sessionToken: token,
-                expiration: Date(timeIntervalSince1970: expiration))
+            // The bound the wire's expirations get: whoever can write the store (a group
+            // member with the key) could otherwise hand every reader a date that traps when
+            // converted (`time_t` beyond 2^63 seconds) or never expires.
+            guard let expiration = WireEpochSeconds.date(seconds: seconds) else {
+                throw FederationError(code: .storage, message: "saved session '\(session)' has an expiration no credentials can have; clear it")
+            }
+            credentials = AWSCredentials(accessKeyId: accessKeyId, secretAccessKey: secret, sessionToken: token, expiration: expiration)
         }
         self.init(phase: stored.phase, identityId: stored.identityId, provider: stored.provider, credentials: credentials)
     }

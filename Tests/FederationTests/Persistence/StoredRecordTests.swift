@@ -33,6 +33,23 @@ final class StoredRecordTests: XCTestCase {
         }
     }
 
+    /// A stored expiration outside what the wire accepts (after 1970, before the year 5138)
+    /// fails that session's read: 1e19 seconds trapped the CLI's date rendering.
+    func testAStoredExpirationNoCredentialsCanHaveIsRefused() throws {
+        let good = try SessionRecord(phase: .federated, identityId: "id", provider: "google", credentials: credentials("s", "t", 1_700_000_000))
+            .storedBytes(session: "s")
+        let text = String(decoding: good, as: UTF8.self)
+        XCTAssertTrue(text.contains("1700000000"), text)
+        for implausible in ["1e19", "-5", "0", "100000000000"] {
+            let bytes = Array(text.replacingOccurrences(of: "1700000000", with: implausible).utf8)
+            XCTAssertThrowsError(try SessionRecord(stored: bytes, session: "s"), implausible) { error in
+                let error = error as? FederationError
+                XCTAssertEqual(error?.code, .storage, implausible)
+                XCTAssertTrue(error?.message.contains("clear it") ?? false, "\(String(describing: error))")
+            }
+        }
+    }
+
     /// An `InMemoryKeystore` keeps the stored bytes as they are, so spare capacity is heap
     /// every live session pays for (docs/performance.md §4): a buffer grown by doubling held
     /// 2 KiB for a 1.3 KB record.
