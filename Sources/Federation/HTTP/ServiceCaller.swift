@@ -84,10 +84,12 @@ struct ServiceCaller: Sendable {
         var request = baseRequest
         request.attempt = attempt
         request.limits.requestTimeout = min(request.limits.requestTimeout, remaining)
-        // Signed per attempt: the signature covers the attempt's timestamp.
-        if let signer {
+        // Signed per attempt: the signature covers the attempt's timestamp, by the service's
+        // clock as far as it is known.
+        let signedAt = signer?.clock.now()
+        if let signer, let signedAt {
             do {
-                try signer.sign(&request, at: Date())
+                try signer.sign(&request, at: signedAt)
             } catch {
                 throw AttemptFailure(error: error, disposition: .doNotRetry)
             }
@@ -107,9 +109,19 @@ struct ServiceCaller: Sendable {
 
         guard (200..<300).contains(response.status) else {
             let error = decodeError(response)
+            var disposition = RetryClassification.disposition(for: error, service: service)
+            if let signer, let signedAt,
+               signer.clock.learn(errorType: error.serviceErrorType, headers: response.headers, signedAt: signedAt)
+            {
+                // Refused for this host's clock, now corrected: signed again, it can pass.
+                logger.warning(
+                    "the service refused a signature for this host's clock; signing by the service's clock from now on (fix the host's clock: NTP)",
+                    metadata: ["broker.serviceError": "\(error.serviceErrorType ?? "")"])
+                disposition = .transient
+            }
             throw AttemptFailure(
                 error: error,
-                disposition: RetryClassification.disposition(for: error, service: service),
+                disposition: disposition,
                 retryAfter: RetryRunner.retryAfterHint(headers: response.headers, now: Date())
             )
         }

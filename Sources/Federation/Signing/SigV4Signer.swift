@@ -14,6 +14,8 @@ struct SigV4Signer: Sendable {
     var credentials: SigningCredentials
     var region: String
     var service: String
+    /// The service's clock, which signatures carry (shared by copies of this signer).
+    let clock = ClockSkew()
 
     /// Adds `Host`, `X-Amz-Date`, `X-Amz-Security-Token` (when there is a session
     /// token) and `Authorization` to `request`, signing every header it has.

@@ -116,6 +116,73 @@ final class DeveloperIdentityIssuerTests: XCTestCase {
         XCTAssertEqual(json["TokenDuration"] as? Int, 600)
     }
 
+    /// A signature refused for this host's clock (AWS allows five minutes) is signed again
+    /// by the service's clock, taken from the refusal's `Date`, and later requests keep it,
+    /// as the AWS SDKs do; a refusal whose `Date` agrees with the host's is not retried.
+    func testASignatureRefusedForTheHostsClockIsSignedAgainByTheServicesClock() async throws {
+        let recorded = LockedRequests()
+        let ahead = Date().addingTimeInterval(600)
+        let refusedOnce = LockedBox(false)
+        let server = try LoopbackHTTPServer { request in
+            recorded.append(request)
+            if request.header("X-Amz-Target")?.hasSuffix("GetOpenIdTokenForDeveloperIdentity") == true, !refusedOnce.withLock({ refused in defer { refused = true }; return refused }) {
+                return .respond(
+                    status: 400,
+                    headers: [("Content-Type", "application/x-amz-json-1.1"), ("Date", Self.httpDate(ahead))],
+                    text: #"{"__type":"InvalidSignatureException","message":"Signature expired: is now earlier than (now - 5 min.)"}"#)
+            }
+            return .json(status: 200, #"{"IdentityId":"us-east-1:0000aaaa-1111-2222-3333-444455556666","Token":"eyJraWQiOi.minted.token"}"#)
+        }
+        defer { server.stop() }
+        let issuer = try DeveloperIdentityIssuer(
+            configuration: FederationConfiguration(identityPoolId: "us-east-1:11111111-2222-3333-4444-555555555555", endpoint: server.url("/")),
+            developerProviderName: "login.mycompany",
+            credentials: SigningCredentials(accessKeyId: "AKIDEXAMPLE", secretAccessKey: "SECRET-KEY-123"),
+            transport: CurlTransport.shared, environment: [:], logger: nil)
+        _ = try await issuer.openIdToken(forUser: "user-42")
+        _ = try await issuer.openIdToken(forUser: "user-43")
+        let dates = try recorded.all.map { try XCTUnwrap(Self.formatter("yyyyMMdd'T'HHmmss'Z'").date(from: $0.header("X-Amz-Date") ?? "")) }
+        XCTAssertEqual(dates.count, 3, "refused, signed again, then the next request")
+        XCTAssertLessThan(abs(dates[0].timeIntervalSinceNow), 60, "the first request is signed by the host's clock")
+        for date in dates.dropFirst() {
+            XCTAssertLessThan(abs(date.timeIntervalSince(ahead)), 60, "later requests are signed by the service's clock: \(dates)")
+        }
+
+        // A refusal of the same type whose Date agrees with the host's is about something else.
+        let other = try LoopbackHTTPServer { _ in
+            .respond(
+                status: 400,
+                headers: [("Content-Type", "application/x-amz-json-1.1"), ("Date", Self.httpDate(Date()))],
+                text: #"{"__type":"InvalidSignatureException","message":"The request signature we calculated does not match"}"#)
+        }
+        defer { other.stop() }
+        let refused = try DeveloperIdentityIssuer(
+            configuration: FederationConfiguration(identityPoolId: "us-east-1:11111111-2222-3333-4444-555555555555", endpoint: other.url("/")),
+            developerProviderName: "login.mycompany",
+            credentials: SigningCredentials(accessKeyId: "AKIDEXAMPLE", secretAccessKey: "SECRET-KEY-123"),
+            transport: CurlTransport.shared, environment: [:], logger: nil)
+        do {
+            _ = try await refused.openIdToken(forUser: "user-44")
+            XCTFail("a refused signature succeeded")
+        } catch {
+            XCTAssertEqual(error.serviceErrorType, "InvalidSignatureException")
+        }
+        XCTAssertEqual(other.requestCount, 1, "retried though the clocks agree")
+    }
+
+    /// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
+    private static func httpDate(_ date: Date) -> String {
+        formatter("EEE, dd MMM yyyy HH:mm:ss 'GMT'").string(from: date)
+    }
+
+    private static func formatter(_ format: String) -> DateFormatter {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = format
+        return formatter
+    }
+
     func testIssuerAgainstMotoFeedsTheClient() async throws {
         let moto = try MotoServer.start()
         defer { moto.stop() }
