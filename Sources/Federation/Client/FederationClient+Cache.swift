@@ -374,16 +374,47 @@ extension FederationClient {
         let current = now()
         for entry in expirySchedule.popDue(now: current) {
             if cache.peek(entry.session) != nil {
+                evictedReadFailures[entry.session] = nil
                 tick(entry.session)
             } else if broadcaster.hasObserversOfAll {
                 // Evicted: read back for observers of every session, who would otherwise never
                 // hear of its expiry.
-                let session = entry.session
-                inBackground { client in await client.announceEvictedExpiry(session) }
+                queueEvictedReadBack(entry.session)
+            } else {
+                // A read-back's retry that is not made: its count would otherwise stay for good.
+                evictedReadFailures[entry.session] = nil
             }
         }
         if let next = expirySchedule.next, expiryTimer == nil || expiryTimerDue.map({ next < $0 }) ?? true {
             armExpiryTimer(due: next)
+        }
+    }
+
+    /// Queues the read-back of an evicted `session` that fell due. They run `reloadWidth` at
+    /// a time: a wall clock stepped forward (or a virtual machine resumed) makes every
+    /// evicted session of a credential lifetime due at once, and one read each at once would
+    /// swamp the store (and, past its timeouts, fail and be retried together).
+    private func queueEvictedReadBack(_ session: String) {
+        guard evictedReadBacks.queue(session) else { return }
+        inBackground { client in await client.readBackEvictedSessions() }
+    }
+
+    private func readBackEvictedSessions() async {
+        await withTaskGroup(of: Void.self) { group in
+            var running = 0
+            while true {
+                while running < Self.reloadWidth, !Task.isCancelled, let session = evictedReadBacks.next() {
+                    group.addTask { await self.announceEvictedExpiry(session) }
+                    running += 1
+                }
+                guard running > 0 else {
+                    // In the step that found nothing more: a session queued later starts a reader.
+                    evictedReadBacks.readerEnded()
+                    return
+                }
+                await group.next()
+                running -= 1
+            }
         }
     }
 

@@ -33,6 +33,9 @@ public import SecureStorage
 /// clients federating one session at once converge on the record with the later
 /// expiration; no lock is held across a network call.
 public actor FederationClient {
+    /// How many unread events a stream of ``allStateUpdates()`` holds before it drops the oldest.
+    public static let allStateUpdatesBufferSize = 1_024
+
     /// The session name used when none is given.
     public static let defaultSession = "default"
 
@@ -56,7 +59,7 @@ public actor FederationClient {
     let federationTimeout: Duration
     let logger: Logger
     let now: @Sendable () -> Date
-    let broadcaster = StateBroadcaster()
+    let broadcaster: StateBroadcaster
 
     var cache: LRUCache<CachedSession>
     /// Reminder bookkeeping of evicted sessions (bounded as the cache is).
@@ -98,6 +101,9 @@ public actor FederationClient {
     /// Evicted sessions whose read-back for observers of every session failed, and how many
     /// times in a row (see `announceEvictedExpiry(_:)`).
     var evictedReadFailures: [String: Int] = [:]
+    /// Evicted sessions that fell due, waiting for their read-back, in order, and whether a
+    /// task is reading them back (see `queueEvictedReadBack(_:)`).
+    var evictedReadBacks = EvictedReadBacks()
     /// The size of ``uncertainWrites`` at which it is next swept of windows that ended.
     var uncertainWritesSweepAt = 64
     var nextGeneration: UInt64 = 0
@@ -128,7 +134,11 @@ public actor FederationClient {
     /// - Parameters:
     ///   - configuration: the pool, endpoint, timeouts, margins and cache size.
     ///   - keystore: where sessions live; share one store between clients, processes or
-    ///     hosts to share sessions. Default: this client's memory only.
+    ///     hosts to share sessions. Default: this client's memory only. Every store keeps a
+    ///     session (expired ones too: the identity ID is reused by the next federation) until
+    ///     it is cleared, so a server that federates ever new sessions should
+    ///     ``clear(session:)`` those it is done with; the cache in front of the store is
+    ///     bounded by ``FederationConfiguration/sessionCacheCapacity``, the store is not.
     ///   - instrumentation: opt-in metrics and spans (``FederationInstrumentation``); none by default.
     ///   - logger: where to log; nothing is logged when `nil`. No level ever shows a secret.
     /// - Throws: ``FederationError/Code/invalidConfiguration`` when the pool ID,
@@ -252,6 +262,7 @@ public actor FederationClient {
         reminderMemories = LRUCache(capacity: sessionCacheCapacity)
         self.now = now
         self.logger = logger ?? .disabled
+        broadcaster = StateBroadcaster(logger: self.logger)
     }
 
     deinit {
@@ -587,6 +598,12 @@ public actor FederationClient {
     /// reconnected after an outage, or a stream's buffer overflowed), the client re-reads the
     /// sessions it holds or that are observed one by one, and reports those that changed; a
     /// change to any other session made during that gap is not reported.
+    ///
+    /// The stream holds up to ``allStateUpdatesBufferSize`` events a consumer has not read
+    /// yet; past that, the oldest are dropped (and a warning is logged, once per stream).
+    /// Bursts happen: a clock stepped forward, or a virtual machine resumed, announces every
+    /// expiry that fell due at once. A consumer that cannot keep up can re-read what it needs
+    /// with ``sessionNames()`` and ``session(_:)``.
     public func allStateUpdates() -> AsyncStream<SessionEvent> {
         startChangeFeed()
         // Subscribed first, so that reminders and expiries already due reach this stream too.

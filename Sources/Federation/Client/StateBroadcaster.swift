@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import Logging
 import Synchronization
 
 /// Fans session state changes out to `AsyncStream` observers, per session and
@@ -16,9 +17,16 @@ final class StateBroadcaster: Sendable {
         var perSession: [String: [Int: AsyncStream<SessionState>.Continuation]] = [:]
         var perSessionEvents: [String: [Int: AsyncStream<SessionEvent>.Continuation]] = [:]
         var all: [Int: AsyncStream<SessionEvent>.Continuation] = [:]
+        /// The all-sessions streams that dropped an event already (each is warned of once).
+        var allDropping: Set<Int> = []
     }
 
     private let observers = Mutex(Observers())
+    private let logger: Logger
+
+    init(logger: Logger) {
+        self.logger = logger
+    }
 
     /// A stream that first yields `current()` and then every change of `session`.
     func stream(for session: String, current: SessionState) -> AsyncStream<SessionState> {
@@ -68,7 +76,8 @@ final class StateBroadcaster: Sendable {
 
     /// A stream of every session's changes from now on.
     func streamForAll() -> AsyncStream<SessionEvent> {
-        let (stream, continuation) = AsyncStream.makeStream(of: SessionEvent.self, bufferingPolicy: .bufferingNewest(1024))
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: SessionEvent.self, bufferingPolicy: .bufferingNewest(FederationClient.allStateUpdatesBufferSize))
         let id = observers.withLock { state -> Int? in
             guard !state.isFinished else { return nil }
             state.nextId += 1
@@ -80,7 +89,10 @@ final class StateBroadcaster: Sendable {
             return stream
         }
         continuation.onTermination = { [weak self] _ in
-            self?.observers.withLock { state in state.all[id] = nil }
+            self?.observers.withLock { state in
+                state.all[id] = nil
+                state.allDropping.remove(id)
+            }
         }
         return stream
     }
@@ -99,9 +111,18 @@ final class StateBroadcaster: Sendable {
 
     private func deliver(_ event: SessionEvent) {
         let (eventObservers, allObservers) = observers.withLock { observers in
-            (observers.perSessionEvents[event.session].map { Array($0.values) } ?? [], Array(observers.all.values))
+            (observers.perSessionEvents[event.session].map { Array($0.values) } ?? [], observers.all)
         }
-        for observer in eventObservers + allObservers { observer.yield(event) }
+        for observer in eventObservers { observer.yield(event) }
+        for (id, observer) in allObservers {
+            guard case .dropped = observer.yield(event) else { continue }
+            // A consumer that fell behind loses events silently otherwise; its per-session
+            // peers keep only states, where the newest is what matters.
+            guard observers.withLock({ $0.all[id] != nil && $0.allDropping.insert(id).inserted }) else { continue }
+            logger.warning(
+                "an observer of every session fell \(FederationClient.allStateUpdatesBufferSize) events behind: the oldest are being dropped; read the stream faster, or re-read sessions with session(_:)",
+                metadata: ["broker.stream": "allStateUpdates"])
+        }
     }
 
     /// Whether `session` has an observer of its own.

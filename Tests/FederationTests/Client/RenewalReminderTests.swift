@@ -234,6 +234,56 @@ final class RenewalReminderTests: XCTestCase {
         XCTAssertTrue(expired, "alice's expiry was never announced")
     }
 
+    /// Evicted sessions that fall due together (the wall clock stepped past a whole credential
+    /// lifetime) are read back a few at a time, not one read each at once; every expiry is
+    /// still announced.
+    func testEvictedSessionsFallingDueTogetherAreReadBackAFewAtATime() async throws {
+        let store = ScriptableKeystore(wrapping: InMemoryKeystore())
+        let harness = try Harness(configure: { $0.sessionCacheCapacity = 1 }, keystore: store)
+        let all = await harness.client.allStateUpdates()
+        let count = 150
+        for index in 0..<count {
+            try await harness.client.federate(token: TestJWT.valid(sub: "u\(index)"), provider: .google, session: "s\(index)")
+        }
+        store.setReadDelay(.milliseconds(20))
+        harness.clock.advance(by: 7200)
+        _ = await harness.client.allStateUpdates()  // due times are acted on when someone subscribes
+        let events = await collect(3 * count, from: all, timeout: .seconds(30))
+        let expired = Set(events.filter { $0.state == .expired }.map(\.session))
+        XCTAssertEqual(expired.count, count, "every expiry is announced")
+        XCTAssertGreaterThan(store.counts.mostConcurrentReads, 1, "the read-backs ran one by one")
+        XCTAssertLessThanOrEqual(store.counts.mostConcurrentReads, FederationClient.reloadWidth)
+    }
+
+    /// A failed read-back's retry that falls due once nobody observes every session is not
+    /// made, and its failure count goes with it (kept, one entry per such session stayed for
+    /// the client's life); so does one whose session was cached again meanwhile.
+    func testARetriedReadBackThatIsNotMadeLeavesNoFailureCountBehind() async throws {
+        for cachedAgain in [false, true] {
+            let store = ScriptableKeystore(wrapping: InMemoryKeystore())
+            let harness = try Harness(configure: { $0.sessionCacheCapacity = 1 }, keystore: store)
+            var all: AsyncStream<SessionEvent>? = await harness.client.allStateUpdates()
+            try await harness.client.federate(token: TestJWT.valid(sub: "a"), provider: .google, session: "alice")
+            try await harness.client.federate(token: TestJWT.valid(sub: "b"), provider: .google, session: "bob")  // evicts alice
+            store.setUnreachable(true)
+            let readBack = await aliceIsReadBackWhenDue(store, harness)
+            XCTAssertTrue(readBack, "alice was not read back")
+            let counted = await eventually { await harness.client.evictedReadFailures["alice"] != nil }
+            XCTAssertTrue(counted, "the failed read-back was not counted")
+            store.setUnreachable(false)
+            if cachedAgain {
+                _ = try await harness.client.session("alice")  // evicts bob
+            } else {
+                all = nil  // the last observer of every session goes
+            }
+            harness.clock.advance(by: 60)  // past the retry's due time
+            await harness.client.announceDueExpiries()
+            let failures = await harness.client.evictedReadFailures
+            XCTAssertEqual(failures, [:], "cached again: \(cachedAgain)")
+            withExtendedLifetime(all) {}
+        }
+    }
+
     /// An evicted session whose item no longer opens is read back once when it falls due, and
     /// not again: it would not open later either, and retrying it would read it forever.
     func testAnEvictedSessionThatDoesNotOpenIsNotReadAgainAndAgain() async throws {
