@@ -2,7 +2,7 @@ import Logging
 import PostgresNIO
 import Synchronization
 
-/// The change feed's check that its listening connection still hears this instance's commits.
+/// The change feed's check that its listening connection still hears notifications.
 ///
 /// A connection can stay open and answer statements while notifications no longer reach it:
 /// left on a server the pool no longer writes to (a failover that moved the address), behind
@@ -10,9 +10,18 @@ import Synchronization
 /// open and carry nothing (a NAT or firewall that dropped the flow, a server host gone without
 /// a word). Neither reports an error, and clients would never hear of other instances'
 /// changes again. So every ``PostgresKeystore/Configuration/changeFeedHeartbeat`` the
-/// listener must have heard one of this instance's commits, or hear a `NOTIFY` the check
-/// commits through the pool for the purpose; one that does not is closed, and the feed
-/// reconnects and reports ``KeystoreChange/all``.
+/// listener must have heard a notification on the channel (this instance's commits, or
+/// another instance's commits or checks), or hear a `NOTIFY` the check commits through the
+/// pool for the purpose; one that does not is closed, and the feed reconnects and reports
+/// ``KeystoreChange/all``.
+///
+/// Another instance's notification counts: it was committed on the server the listener
+/// hears, and nothing can be committed on a standby, so what a listener left on a demoted
+/// primary or behind a pooler in transaction mode hears is nothing at all. Counting it is
+/// what keeps a fleet's checks from growing with its square: one idle instance's `NOTIFY`
+/// reaches every listener and passes every check that falls within the next interval, and
+/// the checks' pauses are spread (half to all of the interval) so that idle instances do not
+/// all send at once.
 extension PostgresChangeFeed {
     /// What one listening connection has heard, shared by its listener callback (on the
     /// event loop) and its checks.
@@ -22,14 +31,14 @@ extension PostgresChangeFeed {
             var arrived = false
         }
         private let wait = Mutex(Wait())
-        private let ownCommitHeard = Atomic<Bool>(false)
+        private let somethingHeard = Atomic<Bool>(false)
         private let listening = Atomic<Bool>(false)
         private let closedDeaf = Atomic<Bool>(false)
 
-        /// Notes one of this instance's commit notifications (on the event loop, for every
-        /// own commit: one relaxed store).
-        func heardOwnCommit() {
-            ownCommitHeard.store(true, ordering: .relaxed)
+        /// Notes a notification on the channel (on the event loop, for every one: one
+        /// relaxed store).
+        func heardSomething() {
+            somethingHeard.store(true, ordering: .relaxed)
         }
 
         /// Notes one of this instance's heartbeat notifications.
@@ -43,8 +52,8 @@ extension PostgresChangeFeed {
         func listenTookEffect() { listening.store(true, ordering: .releasing) }
         var isListening: Bool { listening.load(ordering: .acquiring) }
 
-        /// Whether an own commit's notification arrived since the last call.
-        func takeOwnCommitHeard() -> Bool { ownCommitHeard.exchange(false, ordering: .relaxed) }
+        /// Whether a notification arrived since the last call.
+        func takeSomethingHeard() -> Bool { somethingHeard.exchange(false, ordering: .relaxed) }
 
         func expect(_ payload: String) { wait.withLock { $0 = Wait(expected: payload) } }
         var arrived: Bool { wait.withLock { $0.arrived } }
@@ -55,12 +64,13 @@ extension PostgresChangeFeed {
         func closingAsDeaf() { closedDeaf.store(true, ordering: .releasing) }
     }
 
-    /// Checks every `interval` that `connection` hears this instance's commits, and closes
-    /// it when it does not (which ends the listening loop with an error, so the feed
-    /// reconnects). Returns when cancelled or once it closed the connection.
+    /// Checks every `interval` (each pause drawn between half of it and all of it) that
+    /// `connection` hears notifications, and closes it when it does not (which ends the
+    /// listening loop with an error, so the feed reconnects). Returns when cancelled or once
+    /// it closed the connection.
     ///
-    /// Once `LISTEN` took effect, a check passes at once when one of this instance's own
-    /// commits was heard since the last one (a busy instance sends nothing); otherwise it
+    /// Once `LISTEN` took effect, a check passes at once when a notification was heard since
+    /// the last one (a busy fleet sends no checks of its own); otherwise it
     /// commits a heartbeat `NOTIFY` through the pool, which must arrive. When that `NOTIFY`
     /// cannot be committed (the server is away, the pool has no connection to spare), and
     /// before `LISTEN` took effect, the connection must at least answer a `SELECT 1`. Each
@@ -68,11 +78,11 @@ extension PostgresChangeFeed {
     /// and each needless reconnect makes every client re-read what it holds.
     func closeWhenDeaf(_ connection: PostgresConnection, every interval: Duration, heartbeat: Heartbeat) async {
         while !Task.isCancelled {
-            do { try await Task.sleep(for: interval) } catch { return }
+            do { try await Task.sleep(for: interval * Double.random(in: 0.5...1)) } catch { return }
             let deadline = ContinuousClock.now.advanced(by: configuration.operationTimeout * 2)
             var heard: Bool?
             if heartbeat.isListening {
-                heard = heartbeat.takeOwnCommitHeard() ? true : await notificationArrives(heartbeat, until: deadline)
+                heard = heartbeat.takeSomethingHeard() ? true : await notificationArrives(heartbeat, until: deadline)
             }
             guard !Task.isCancelled else { return }
             switch heard {

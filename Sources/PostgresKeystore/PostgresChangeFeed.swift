@@ -320,14 +320,12 @@ final class PostgresChangeFeed: Sendable {
 
     /// Whether a notification may concern this instance's subscribers: one of this
     /// namespace from another origin, or this instance's own while a commit's outcome is
-    /// uncertain. Decided on the event loop, on the bytes, where what proves the connection
-    /// hears this instance's commits is noted in `heartbeat` too.
+    /// uncertain. Decided on the event loop, on the bytes, where every notification is noted
+    /// in `heartbeat` as proof that the connection hears.
     private func concerns(_ payload: String, heartbeat: Heartbeat) -> Bool {
+        heartbeat.heardSomething()
         // Every own commit comes back here too, skipped without a hand-off or a parse.
-        if payload.utf8.starts(with: ownHeader.utf8) {
-            heartbeat.heardOwnCommit()
-            return hasUncertainKeys
-        }
+        if payload.utf8.starts(with: ownHeader.utf8) { return hasUncertainKeys }
         if payload.utf8.starts(with: namespacePrefix.utf8) { return true }
         if payload.utf8.starts(with: heartbeatHeader.utf8) { heartbeat.heard(payload) }
         return false

@@ -73,9 +73,10 @@ extension PostgresKeystore {
         /// How often the change feed checks that its listening connection still hears this
         /// instance's commits, or `nil` (or a duration that is not positive) for never.
         ///
-        /// A check passes when one of this instance's own commits reached the listener since
-        /// the last check. Otherwise it commits a `NOTIFY` through the pool, as commits are
-        /// made, which the listening connection must receive. When that `NOTIFY` cannot be
+        /// A check passes when a notification on the keystore's channel (this instance's
+        /// commits, another instance's commits or checks) reached the listener since the last
+        /// check. Otherwise it commits a `NOTIFY` through the pool, as commits are made, which
+        /// the listening connection must receive. When that `NOTIFY` cannot be
         /// committed (the server is away, no connection is free in time), and before
         /// `LISTEN` took effect, the listening connection must at least answer a `SELECT 1`.
         /// Each check ends within twice ``operationTimeout``.
@@ -89,7 +90,9 @@ extension PostgresKeystore {
         /// again. A connection that fails the check is closed, and the feed reconnects and
         /// reports ``KeystoreChange/all``; a check whose notification did not arrive also
         /// logs a warning. An idle instance's check notifies every listener of the database,
-        /// which skips another instance's by comparing a few bytes. Default: 10 seconds.
+        /// which skips it by comparing a few bytes and counts it as its own check passed, so
+        /// an idle fleet sends about one or two checks per interval, not one per instance.
+        /// Checks are spread between half the interval and all of it. Default: 10 seconds.
         public var changeFeedHeartbeat: Duration?
         /// How many changes each ``PostgresKeystore/changes()`` stream buffers for a slow
         /// reader; when it overflows, the oldest are dropped and ``KeystoreChange/all``

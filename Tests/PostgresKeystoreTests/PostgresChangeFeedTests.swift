@@ -93,6 +93,31 @@ final class PostgresChangeFeedTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertGreaterThanOrEqual(whileIdle, 2, "an idle instance checks its listener")
     }
 
+    /// Idle instances share their checks: one's notification reaches every listener and
+    /// passes their checks, so an idle fleet sends about one or two per interval, not one per
+    /// instance, each of which every listener had to receive (a cost that grew with the
+    /// fleet's square). Every listener still hears, so none reconnects.
+    func testAnIdleFleetSharesItsChecks() async throws {
+        let instances = 8
+        var recorders: [ChangeRecorder] = []
+        for _ in 0..<instances {
+            let keystore = try await keystore { $0.changeFeedHeartbeat = .milliseconds(500) }
+            recorders.append(ChangeRecorder(keystore.changes()))
+        }
+        defer { for recorder in recorders { recorder.stop() } }
+        let listening = await everyKeystoreListens()
+        XCTAssertTrue(listening)
+        let heartbeats = try await HeartbeatCounter(try configuration())
+        defer { heartbeats.close() }
+        try await Task.sleep(for: .seconds(5))
+        // One per instance and interval (80 here) without sharing; shared, about one or two per
+        // interval (10 to 20), and the pauses' spread keeps simultaneous ones rare.
+        XCTAssertLessThanOrEqual(heartbeats.count, 35, "checks sent by \(instances) idle instances in 5 s")
+        XCTAssertGreaterThanOrEqual(heartbeats.count, 3, "an idle fleet still checks its listeners")
+        let reconnects = recorders.map { $0.changes.filter { $0 == .all }.count }
+        XCTAssertEqual(reconnects, Array(repeating: 1, count: instances), "a listener reconnected (only the first LISTEN gives .all)")
+    }
+
     func testTwoInstancesSeeEachOthersChangesWithinASecond() async throws {
         let first = try await keystore()
         let second = try await keystore()
