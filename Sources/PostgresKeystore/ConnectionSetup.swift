@@ -41,8 +41,17 @@ final class ConnectionSetup: Sendable {
     private let done = Mutex<Set<PostgresConnection.ID>>([])
     /// `statement_timeout`, in whole milliseconds (at least 1: 0 would mean none).
     private let statementTimeoutMilliseconds: Int64
+    /// The last refusal of a connection's server (a standby, a server too old) and when it
+    /// came. For `holdOff` after it, calls fail with it at once: each would otherwise take a
+    /// new connection to the same server, set it up and be refused (a login each, as fast as
+    /// calls come, on a server that may be busy with a failover).
+    private let lastRefusal = Mutex<(error: any Error & Sendable, at: ContinuousClock.Instant)?>(nil)
+    private let holdOff: Duration
 
-    init(statementTimeout: Duration) {
+    /// - Parameter holdOff: How long a server's refusal stands for later calls (the
+    ///   keystore's reconnect delay).
+    init(statementTimeout: Duration, holdOff: Duration) {
+        self.holdOff = holdOff
         let (seconds, attoseconds) = statementTimeout.components
         // The server takes at most INT_MAX milliseconds (about 24.8 days).
         let milliseconds = seconds.multipliedReportingOverflow(by: 1000)
@@ -106,16 +115,24 @@ final class ConnectionSetup: Sendable {
     /// Sets `connection` up unless it already is. A connection to a standby is closed
     /// (``StandbyServer``): its reads would lag the primary and every write would fail, and
     /// a pool whose connections reached the old primary before a failover would otherwise
-    /// keep them for good.
+    /// keep them for good. For the hold-off after such a refusal, calls fail with it without
+    /// touching their connection.
     func prepare(_ connection: PostgresConnection, logger: Logger) async throws {
         guard !done.withLock({ $0.contains(connection.id) }) else { return }
+        // Refused a moment ago: this connection is left as it is, for a later call to set
+        // up once the refusal is old.
+        let holdOff = self.holdOff
+        if let recent = lastRefusal.withLock({ last in last.flatMap { .now < $0.at.advanced(by: holdOff) ? $0.error : nil } }) {
+            throw recent
+        }
         let result = try await connection.queryUnlessClosed(
             PostgresQuery(unsafeSQL: Self.statement(statementTimeoutMilliseconds: statementTimeoutMilliseconds)), logger: logger)
         guard let (standby, version, _) = try result.rows.first?.decode((Bool, Int32, Int64).self) else {
             throw KeystoreError(.io, "the connection's set-up statement returned no row")
         }
-        let refusal: (any Error)? = version < Self.oldestServerVersion ? UnsupportedServer(version: version) : standby ? StandbyServer() : nil
+        let refusal: (any Error & Sendable)? = version < Self.oldestServerVersion ? UnsupportedServer(version: version) : standby ? StandbyServer() : nil
         if let refusal {
+            lastRefusal.withLock { $0 = (refusal, .now) }
             try? await connection.close()
             throw refusal
         }

@@ -43,7 +43,7 @@ extension PostgresKeystore {
         try CryptoRuntime.ensureInitialised()
         let pooled = PostgresClient(configuration: clientConfiguration(configuration))
         let runTask = Task { await pooled.run() }
-        let client = SetUpClient(client: pooled, setup: ConnectionSetup(statementTimeout: configuration.operationTimeout))
+        let client = SetUpClient(client: pooled, setup: ConnectionSetup(statementTimeout: configuration.operationTimeout, holdOff: configuration.reconnectDelay))
         let quiet = logger ?? Logger(label: "IdentityBroker.PostgresKeystore", factory: { _ in SwiftLogNoOpLogHandler() })
 
         let outcome: Result<Int, KeystoreError>

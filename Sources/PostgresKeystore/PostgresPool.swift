@@ -45,7 +45,7 @@ final class PostgresPool: Sendable {
                 configuration: PostgresKeystore.clientConfiguration(configuration),
                 eventLoopGroup: PostgresClient.defaultEventLoopGroup.next())
             self.client = client
-            self.setup = ConnectionSetup(statementTimeout: configuration.operationTimeout)
+            self.setup = ConnectionSetup(statementTimeout: configuration.operationTimeout, holdOff: configuration.reconnectDelay)
             self.number = number
             // Detached: the pool lives until the keystore closes, whatever task opened it or
             // reported the trouble that replaced it (`run()` also ends at a ServiceLifecycle

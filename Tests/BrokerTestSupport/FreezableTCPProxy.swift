@@ -14,15 +14,15 @@ package final class FreezableTCPProxy: Sendable {
     /// The proxy's port on 127.0.0.1.
     package let port: UInt16
     private let listener: Int32
-    private let targetPort: UInt16
     private struct State {
+        var targetPort: UInt16
         var nextId = 0
         var frozenUpTo = -1
         var stopped = false
         var descriptors: [Int32] = []
         var dropsNotifications = false
     }
-    private let state = Mutex(State())
+    private let state: Mutex<State>
     private let framesPostgresMessages: Bool
     private let carriedFromTarget = Atomic<Int>(0)
 
@@ -33,7 +33,7 @@ package final class FreezableTCPProxy: Sendable {
     ///   the proxy then frames (so that ``dropNotifications(_:)`` works); the client must not
     ///   ask for TLS.
     package init(targetPort: UInt16, postgres: Bool = false) throws {
-        self.targetPort = targetPort
+        self.state = Mutex(State(targetPort: targetPort))
         self.framesPostgresMessages = postgres
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw POSIXError(.EIO) }
@@ -67,6 +67,16 @@ package final class FreezableTCPProxy: Sendable {
         state.withLock { $0.dropsNotifications = drop }
     }
 
+    /// Sends new connections to `port` and ends every open one (both ways), as a failover
+    /// that moved the address does.
+    package func retarget(to port: UInt16) {
+        let descriptors = state.withLock { state -> [Int32] in
+            state.targetPort = port
+            return state.descriptors
+        }
+        for descriptor in descriptors { shutdown(descriptor, Int32(SHUT_RDWR)) }
+    }
+
     /// Stops accepting and closes every connection.
     package func stop() {
         let descriptors = state.withLock { state -> [Int32] in
@@ -91,7 +101,7 @@ package final class FreezableTCPProxy: Sendable {
             let client = accept(listener, nil, nil)
             guard client >= 0 else { return }
             let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var address = Self.loopback(port: targetPort)
+            var address = Self.loopback(port: state.withLock { $0.targetPort })
             let connected = withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
             }

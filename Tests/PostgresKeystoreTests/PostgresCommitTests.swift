@@ -151,7 +151,7 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
             let keystore = try await keystore()
             let pool = keystore.pool
             let setting = try await pool.withConnection(on: pool.current) { connection in
-                try await ConnectionSetup(statementTimeout: .seconds(5)).prepare(connection, logger: keystore.logger)
+                try await ConnectionSetup(statementTimeout: .seconds(5), holdOff: .seconds(1)).prepare(connection, logger: keystore.logger)
                 return try await connection.query("SELECT pg_catalog.current_setting('synchronous_commit')", logger: keystore.logger)
                     .collect().first?.decode(String.self)
             }
@@ -542,6 +542,37 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         }
         XCTAssertEqual(error?.code, .storeUnavailable, "\(String(describing: error))")
         XCTAssertTrue(error?.reason.contains("standby") == true, "\(String(describing: error))")
+    }
+
+    /// A keystore whose address comes to lead to a standby (a failover that demoted its
+    /// server while DNS still names it) fails its calls naming the cause, and does not log in
+    /// to the standby once per call: a refusal stands for the reconnect delay. Each call used
+    /// to take a new connection, set it up and be refused, as fast as calls came.
+    func testCallsAfterAFailoverToAStandbyDoNotEachLogInAgain() async throws {
+        let proxy = try FreezableTCPProxy(targetPort: UInt16(server.port))
+        defer { proxy.stop() }
+        let keystore = try await keystore {
+            $0.port = Int(proxy.port)
+            $0.reconnectDelay = .seconds(2)
+        }
+        try await keystore.set([1], forKey: "session.a")
+        let standby = try server.startStandby()
+        defer { standby.stop() }
+        func sessions() throws -> Int {
+            Int(try standby.psqlValue("SELECT pg_catalog.sum(sessions) FROM pg_catalog.pg_stat_database")) ?? -1
+        }
+        let before = try sessions()
+        proxy.retarget(to: UInt16(standby.port))
+        var refusals = 0
+        for _ in 0..<30 {
+            let error = await keystoreError { _ = try await keystore.value(forKey: "session.a") }
+            if error?.code == .storeUnavailable && error?.reason.contains("standby") == true { refusals += 1 }
+        }
+        XCTAssertGreaterThanOrEqual(refusals, 25, "calls name the standby")
+        try await Task.sleep(for: .milliseconds(1500))  // statistics reach the shared counters within a second
+        let logins = try sessions() - before
+        // The pool's own two connections, the first refused call's, and a little slack; one per call before.
+        XCTAssertLessThanOrEqual(logins, 8, "logins to the standby during 30 calls")
     }
 
     /// A commit that sets some keys and removes others locks all their rows in one byte order
