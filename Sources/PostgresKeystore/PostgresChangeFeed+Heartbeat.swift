@@ -82,7 +82,13 @@ extension PostgresChangeFeed {
             let deadline = ContinuousClock.now.advanced(by: configuration.operationTimeout * 2)
             var heard: Bool?
             if heartbeat.isListening {
-                heard = heartbeat.takeSomethingHeard() ? true : await notificationArrives(heartbeat, until: deadline)
+                if heartbeat.takeSomethingHeard() {
+                    heard = true
+                } else {
+                    heard = await notificationArrives(heartbeat, until: deadline)
+                    // Its own arrival proves this check, not the next one.
+                    _ = heartbeat.takeSomethingHeard()
+                }
             }
             guard !Task.isCancelled else { return }
             switch heard {
