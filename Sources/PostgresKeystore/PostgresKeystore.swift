@@ -175,10 +175,13 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
                             return applied
                         })
                     } catch {
-                        // A server's refusal rolled the transaction back, and a statement
-                        // not sent yet never will be; one sent and then unanswered (a
-                        // timeout, a lost connection) may have applied, now or later.
-                        if sending.giveUp() && error.code == .storeUnavailable {
+                        // A server's refusal rolled the transaction back (a write refused as
+                        // read-only included), and a statement not sent yet never will be;
+                        // one sent and then unanswered (a timeout, a lost connection) may
+                        // have applied, now or later.
+                        if sending.giveUp() && error.code == .storeUnavailable
+                            && !error.reason.contains(KeystoreError.readOnlyServerReason)
+                        {
                             feed.commitMayHaveApplied(
                                 batches.flatMap { $0.operations.map(\.key) }, window: Self.uncertainCommitWindow(configuration))
                         }

@@ -502,12 +502,18 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         try await writer.set([1], forKey: "session.a")
         try server.psql("ALTER DATABASE \(database!) SET default_transaction_read_only = on")
         let reader = try await keystore()
+        let recorder = await listeningRecorder(reader, reader.changes())
+        defer { recorder.stop() }
         let error = await keystoreError { try await reader.set([2], forKey: "session.a") }
         XCTAssertEqual(error?.code, .storeUnavailable, "\(String(describing: error))")
         XCTAssertTrue(error?.reason.contains("25006") == true, "\(String(describing: error))")
         XCTAssertTrue(error?.reason.contains("the URL must reach the primary") == true, "\(String(describing: error))")
         let value = try await reader.value(forKey: "session.a")
         XCTAssertEqual(value, [1])
+        // A refusal applied nothing: no uncertain window, whose start tells subscribers the
+        // key may have changed (and makes clients re-read it).
+        try await Task.sleep(for: .milliseconds(300))
+        XCTAssertFalse(recorder.contains(.item("session.a")), "a refused write was taken as one that may have applied: \(recorder.changes)")
 
         try server.psql("ALTER DATABASE \(database!) RESET default_transaction_read_only")
         // Each connection that started read-only fails one write and is closed; there are at
