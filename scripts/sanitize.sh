@@ -43,6 +43,27 @@ race:17BrokerTestSupport18LoopbackServerCoreC10acceptLoop*XEfU
 race:17BrokerTestSupport18LoopbackServerCoreC4stop*XEfU
 # FederationTests/HTTP/CurlTransportTests.swift: Barrier's Mutex
 race:15FederationTests7Barrier*arriveAndWait*XEfU
+# SecureStorage/SQLite/GroupCommitter.swift: `state` (Mutex<State>)
+race:13SecureStorage14GroupCommitterC6submit*XEfU
+race:13SecureStorage14GroupCommitterC5drain*XEfU
+# PostgresKeystore/OperationDeadline.swift: DeadlineQueue.state (Mutex<State>; its
+# `order` is a NIO CircularBuffer, whose methods the reports name first)
+race:16PostgresKeystore13DeadlineQueueC8register*XEfU
+race:16PostgresKeystore13DeadlineQueueC6cancel*XEfU
+# PostgresKeystore/PostgresGrouper.swift: `state` (Mutex<State>)
+race:16PostgresKeystore0A7GrouperC6submit*XEfU
+race:16PostgresKeystore0A7GrouperC5queue*XEfU
+# PostgresKeystore/PostgresPool.swift: `state` (Mutex<State>), and a Generation created
+# on one thread and published to others through it
+race:16PostgresKeystore0A4PoolC7current*XEfU
+race:16PostgresKeystore0A4PoolC7replace*XEfU
+race:16PostgresKeystore0A4PoolC10GenerationC_6number
+# CredentialServer/ConnectionRoster.swift: `state` (Mutex<State>)
+race:16CredentialServer16ConnectionRosterC6opened*XEfU
+race:16CredentialServer16ConnectionRosterC11sentRequest*XEfU
+race:16CredentialServer16ConnectionRosterC8answered*XEfU
+# PostgresKeystoreTests/PostgresTestSupport.swift: Locked's Mutex
+race:21PostgresKeystoreTests6LockedC8withLock*XEfU
 SUPP
         export TSAN_OPTIONS="second_deadlock_stack=1 suppressions=$suppressions ${TSAN_OPTIONS:-}"
         ;;
