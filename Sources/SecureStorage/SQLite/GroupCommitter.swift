@@ -46,9 +46,9 @@ final class GroupCommitter: Sendable {
     /// Counters used only by whoever holds the writer (`State.draining`, taken and released
     /// under `state`'s lock, orders their accesses).
     private final class QueueState: @unchecked Sendable {
-        /// The change log's oldest row as far as this writer knows: read at open, moved on by
-        /// its own trims. Another process's trims leave it below the truth, which costs at
-        /// most one trim here that deletes nothing.
+            /// The change log's oldest row as far as this writer knows: read at open, moved on by
+        /// its own trims, read again whenever it makes a trim look due (another process's
+        /// trims leave it below the truth).
         var oldestSequence: Int64?
     }
 
@@ -230,12 +230,33 @@ final class GroupCommitter: Sendable {
     /// the next commit. A caller committing inline does not wait for another process's lock
     /// here either: a busy store leaves the trim to a later commit.
     private func trimIfDue(lastSequence: Int64?, added: Int, waitingForLocks: Bool) {
-        guard let lastSequence else { return }
-        let oldest = queueState.oldestSequence ?? lastSequence - Int64(added) + 1
-        queueState.oldestSequence = oldest
+        guard let lastSequence, added > 0 else { return }
+        // This commit's own rows prove the log reaches at least this low, whatever was
+        // known: a log emptied by hand starts its sequence afresh. Any group member can write
+        // the log, so sequence numbers are not trusted to keep the arithmetic in range.
+        let ownFirst = lastSequence &- Int64(added) &+ 1
         let retention = Int64(retention)
-        guard lastSequence - oldest + 1 > retention + Int64(trimInterval) else { return }
-        let bound = min(lastSequence - retention, oldest + retention - 1)
+        let limit = retention + Int64(trimInterval)
+        func isDue(_ oldest: Int64) -> Bool {
+            let (extent, overflowed) = lastSequence.subtractingReportingOverflow(oldest)
+            return overflowed || extent >= limit
+        }
+        let estimate = min(queueState.oldestSequence ?? ownFirst, ownFirst)
+        queueState.oldestSequence = estimate
+        guard isDue(estimate) else { return }
+        // Due by the estimate, which other processes' trims (or a planted row) can leave far
+        // too low: the log's real oldest row (one index seek) decides.
+        let found = try? connection.withStatement(StoreSchema.changeBounds) { statement throws(KeystoreError) -> Int64? in
+            _ = try statement.step()
+            return statement.isNull(0) ? nil : statement.int64(0)
+        }
+        guard let oldest = found else { return }
+        queueState.oldestSequence = oldest
+        guard isDue(oldest) else { return }
+        let (newestKept, underflowed) = lastSequence.subtractingReportingOverflow(retention)
+        guard !underflowed else { return }
+        let (chunkEnd, chunkOverflowed) = oldest.addingReportingOverflow(retention - 1)
+        let bound = chunkOverflowed ? newestKept : min(newestKept, chunkEnd)
         func trim() throws(KeystoreError) {
             try connection.withStatement(StoreSchema.trimChanges) { statement throws(KeystoreError) in
                 try statement.bind(1, int64: bound)

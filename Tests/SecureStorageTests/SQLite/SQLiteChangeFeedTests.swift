@@ -139,6 +139,27 @@ final class SQLiteChangeFeedTests: XCTestCase {
         }
         XCTAssertTrue(zip(counts, counts.dropFirst()).allSatisfy { $0 - $1 <= 20 }, "more than the retention went at once: \(counts)")
         XCTAssertLessThanOrEqual(counts.last ?? .max, 20 + 2 + 1, "the long log was not shortened: \(counts)")
+
+        // A member plants the extreme sequence numbers a group-writable log accepts: commits
+        // neither trap on the arithmetic nor stop trimming.
+        try tamper(path) { connection throws(KeystoreError) in
+            try connection.execute("INSERT INTO changes(seq, key, origin) VALUES(-9223372036854775808, 'planted', 0)")
+        }
+        for index in 0..<40 { try await writer.set([UInt8(index)], forKey: "after-plant") }
+        XCTAssertLessThanOrEqual(try changeRows(), 20 + 2 + 1, "trimming stopped after a planted row")
+        // A process that opens with the planted row in place (it read it as the oldest; the
+        // extent's arithmetic trapped on its first commit).
+        try tamper(path) { connection throws(KeystoreError) in
+            try connection.execute("INSERT INTO changes(seq, key, origin) VALUES(-9223372036854775808, 'planted', 0)")
+        }
+        let opener = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey(), configuration: configuration)
+        for index in 0..<40 { try await opener.set([UInt8(index)], forKey: "after-open") }
+        opener.close()
+        XCTAssertLessThanOrEqual(try changeRows(), 20 + 2 + 1, "trimming stopped for a process that opened after a planted row")
+        // And a log emptied by hand, whose sequence starts afresh.
+        try tamper(path) { connection throws(KeystoreError) in try connection.execute("DELETE FROM changes") }
+        for index in 0..<40 { try await writer.set([UInt8(index)], forKey: "after-empty") }
+        XCTAssertLessThanOrEqual(try changeRows(), 20 + 2 + 1, "trimming stopped after the log was emptied")
     }
 
     func testASubscriberWhoseBufferOverflowsGetsAll() async throws {
