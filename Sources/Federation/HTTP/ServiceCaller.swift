@@ -111,7 +111,8 @@ struct ServiceCaller: Sendable {
             let error = decodeError(response)
             var disposition = RetryClassification.disposition(for: error, service: service)
             if let signer, let signedAt,
-               signer.clock.learn(errorType: error.serviceErrorType, headers: response.headers, signedAt: signedAt)
+               signer.clock.learn(
+                   errorType: error.serviceErrorType, message: error.serviceMessage, headers: response.headers, signedAt: signedAt)
             {
                 // Refused for this host's clock, now corrected: signed again, it can pass.
                 logger.warning(
@@ -122,7 +123,7 @@ struct ServiceCaller: Sendable {
             throw AttemptFailure(
                 error: error,
                 disposition: disposition,
-                retryAfter: RetryRunner.retryAfterHint(headers: response.headers, now: Date())
+                retryAfter: RetryRunner.retryAfterHint(headers: response.headers, now: signer?.clock.now() ?? Date())
             )
         }
         do {

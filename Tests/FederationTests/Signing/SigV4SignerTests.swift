@@ -170,6 +170,31 @@ final class DeveloperIdentityIssuerTests: XCTestCase {
         XCTAssertEqual(other.requestCount, 1, "retried though the clocks agree")
     }
 
+    /// Only refusals about the signature's time teach the service's clock (Cognito's
+    /// `InvalidSignatureException` also reports wrong signatures); and one whose `Date`
+    /// agrees with a signature made by a learned clock shows the lesson was wrong (a proxy's
+    /// clock), so the host's clock is trusted again.
+    func testTheServicesClockIsLearnedOnlyFromTimeRefusalsAndForgottenWhenItAgrees() {
+        let skew = ClockSkew()
+        let local = Date(timeIntervalSince1970: 1_800_000_000)
+        let ahead = local.addingTimeInterval(600)
+        let aheadDate = [(name: "Date", value: Self.httpDate(ahead))]
+        XCTAssertFalse(skew.learn(
+            errorType: "InvalidSignatureException", message: "The request signature we calculated does not match the signature you provided",
+            headers: aheadDate, signedAt: local, local: local))
+        XCTAssertFalse(skew.learn(errorType: "SignatureDoesNotMatch", message: nil, headers: aheadDate, signedAt: local, local: local))
+        XCTAssertEqual(skew.now(local: local), local, "a wrong signature taught nothing")
+        XCTAssertTrue(skew.learn(
+            errorType: "InvalidSignatureException", message: "Signature expired: 20270115T080000Z is now earlier than 20270115T080500Z",
+            headers: aheadDate, signedAt: local, local: local))
+        XCTAssertEqual(skew.now(local: local), ahead)
+        XCTAssertTrue(skew.learn(errorType: "RequestExpired", message: nil, headers: aheadDate, signedAt: ahead, local: local))
+        XCTAssertEqual(skew.now(local: local), local, "the host's clock is trusted again")
+        XCTAssertFalse(skew.learn(
+            errorType: "RequestExpired", message: nil, headers: [(name: "Date", value: Self.httpDate(local))], signedAt: local, local: local),
+            "nothing left to unlearn")
+    }
+
     /// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
     private static func httpDate(_ date: Date) -> String {
         formatter("EEE, dd MMM yyyy HH:mm:ss 'GMT'").string(from: date)
