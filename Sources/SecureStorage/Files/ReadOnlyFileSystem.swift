@@ -18,8 +18,11 @@ enum ReadOnlyFileSystem {
         while true {
             var info = statvfs()
             if statvfs(candidate, &info) == 0 { return info.f_flag & UInt(ST_RDONLY) != 0 }
-            guard errno == ENOENT || errno == ENOTDIR, candidate != "/",
-                  let slash = candidate.lastIndex(of: "/") else { return false }
+            guard errno == ENOENT || errno == ENOTDIR, candidate != "/", candidate != "." else { return false }
+            guard let slash = candidate.lastIndex(of: "/") else {
+                candidate = "."  // a relative path's first component: the working directory holds it
+                continue
+            }
             candidate = slash == candidate.startIndex ? "/" : String(candidate[..<slash])
         }
     }
