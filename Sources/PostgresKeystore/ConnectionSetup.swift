@@ -49,9 +49,9 @@ final class ConnectionSetup: Sendable {
     private let holdOff: Duration
 
     /// - Parameter holdOff: How long a server's refusal stands for later calls (the
-    ///   keystore's reconnect delay).
+    ///   keystore's reconnect delay), at most ``longestHoldOff``.
     init(statementTimeout: Duration, holdOff: Duration) {
-        self.holdOff = holdOff
+        self.holdOff = min(holdOff, Self.longestHoldOff)
         let (seconds, attoseconds) = statementTimeout.components
         // The server takes at most INT_MAX milliseconds (about 24.8 days).
         let milliseconds = seconds.multipliedReportingOverflow(by: 1000)
@@ -88,6 +88,10 @@ final class ConnectionSetup: Sendable {
         ("idle_session_timeout", "'0'"),
         ("plan_cache_mode", "'force_generic_plan'"),
     ]
+
+    /// The longest a refusal stands: a failover that completes (the address now leads to the
+    /// new primary) is then noticed within it, whatever the reconnect delay.
+    static let longestHoldOff: Duration = .seconds(1)
 
     /// The oldest server the keystore's statements run on (`server_version_num`):
     /// PostgreSQL 12, for `WITH … AS MATERIALIZED`.

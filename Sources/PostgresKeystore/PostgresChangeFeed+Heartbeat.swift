@@ -21,7 +21,10 @@ import Synchronization
 /// what keeps a fleet's checks from growing with its square: one idle instance's `NOTIFY`
 /// reaches every listener and passes every check that falls within the next interval, and
 /// the checks' pauses are spread (half to all of the interval) so that idle instances do not
-/// all send at once.
+/// all send at once. Still, every ``checksPassedOnOthersAlone`` + 1 checks at least one must
+/// hear this instance's own commit or check: a listener left on a server that other
+/// instances still write to while this one's pool writes to another (a failover that did
+/// not fence the old primary) is found that way.
 extension PostgresChangeFeed {
     /// What one listening connection has heard, shared by its listener callback (on the
     /// event loop) and its checks.
@@ -32,6 +35,7 @@ extension PostgresChangeFeed {
         }
         private let wait = Mutex(Wait())
         private let somethingHeard = Atomic<Bool>(false)
+        private let ownCommitHeard = Atomic<Bool>(false)
         private let listening = Atomic<Bool>(false)
         private let closedDeaf = Atomic<Bool>(false)
 
@@ -39,6 +43,11 @@ extension PostgresChangeFeed {
         /// relaxed store).
         func heardSomething() {
             somethingHeard.store(true, ordering: .relaxed)
+        }
+
+        /// Notes one of this instance's commit notifications (on the event loop).
+        func heardOwnCommit() {
+            ownCommitHeard.store(true, ordering: .relaxed)
         }
 
         /// Notes one of this instance's heartbeat notifications.
@@ -54,6 +63,9 @@ extension PostgresChangeFeed {
 
         /// Whether a notification arrived since the last call.
         func takeSomethingHeard() -> Bool { somethingHeard.exchange(false, ordering: .relaxed) }
+
+        /// Whether one of this instance's commits was heard since the last call.
+        func takeOwnCommitHeard() -> Bool { ownCommitHeard.exchange(false, ordering: .relaxed) }
 
         func expect(_ payload: String) { wait.withLock { $0 = Wait(expected: payload) } }
         var arrived: Bool { wait.withLock { $0.arrived } }
@@ -77,15 +89,23 @@ extension PostgresChangeFeed {
     /// check ends within twice the operation timeout: a busy server is not a dead connection,
     /// and each needless reconnect makes every client re-read what it holds.
     func closeWhenDeaf(_ connection: PostgresConnection, every interval: Duration, heartbeat: Heartbeat) async {
+        var passedOnOthers = 0
         while !Task.isCancelled {
             do { try await Task.sleep(for: interval * Double.random(in: 0.5...1)) } catch { return }
             let deadline = ContinuousClock.now.advanced(by: configuration.operationTimeout * 2)
             var heard: Bool?
             if heartbeat.isListening {
-                if heartbeat.takeSomethingHeard() {
+                let ownCommit = heartbeat.takeOwnCommitHeard()
+                let something = heartbeat.takeSomethingHeard()
+                if ownCommit {
+                    passedOnOthers = 0
+                    heard = true
+                } else if something && passedOnOthers < Self.checksPassedOnOthersAlone {
+                    passedOnOthers += 1
                     heard = true
                 } else {
                     heard = await notificationArrives(heartbeat, until: deadline)
+                    if heard == true { passedOnOthers = 0 }
                     // Its own arrival proves this check, not the next one.
                     _ = heartbeat.takeSomethingHeard()
                 }
@@ -109,6 +129,9 @@ extension PostgresChangeFeed {
             }
         }
     }
+
+    /// How many checks in a row may pass on other instances' notifications alone.
+    static let checksPassedOnOthersAlone = 5
 
     /// Commits a heartbeat notification through the pool and waits until `deadline` for the
     /// listener to hear it; `nil` when it could not be committed.

@@ -325,7 +325,10 @@ final class PostgresChangeFeed: Sendable {
     private func concerns(_ payload: String, heartbeat: Heartbeat) -> Bool {
         heartbeat.heardSomething()
         // Every own commit comes back here too, skipped without a hand-off or a parse.
-        if payload.utf8.starts(with: ownHeader.utf8) { return hasUncertainKeys }
+        if payload.utf8.starts(with: ownHeader.utf8) {
+            heartbeat.heardOwnCommit()
+            return hasUncertainKeys
+        }
         if payload.utf8.starts(with: namespacePrefix.utf8) { return true }
         if payload.utf8.starts(with: heartbeatHeader.utf8) { heartbeat.heard(payload) }
         return false

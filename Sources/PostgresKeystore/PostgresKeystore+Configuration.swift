@@ -91,8 +91,11 @@ extension PostgresKeystore {
         /// reports ``KeystoreChange/all``; a check whose notification did not arrive also
         /// logs a warning. An idle instance's check notifies every listener of the database,
         /// which skips it by comparing a few bytes and counts it as its own check passed, so
-        /// an idle fleet sends about one or two checks per interval, not one per instance.
-        /// Checks are spread between half the interval and all of it. Default: 10 seconds.
+        /// an idle fleet sends about one or two checks per interval, plus each instance one of
+        /// its own every six (at least one check in six must hear this instance's own commit or
+        /// check, so that a listener left on a server other instances still write to, while
+        /// this instance's pool writes to another, is found). Checks are spread between half
+        /// the interval and all of it. Default: 10 seconds.
         public var changeFeedHeartbeat: Duration?
         /// How many changes each ``PostgresKeystore/changes()`` stream buffers for a slow
         /// reader; when it overflows, the oldest are dropped and ``KeystoreChange/all``

@@ -184,13 +184,15 @@ enum PostgresSchema {
         let tablesFound = try found.first?.decode(Bool.self) == true
         if tablesFound { try await checkTableOwners(on: connection, logger: logger) }
         let call: String
+        var created = false
         if tablesFound, let found = try await installed(on: connection, logger: logger) {
             call = found
         } else {
-            call = try await PostgresKeystore.transaction(on: connection, logger: logger) {
+            (call, created) = try await PostgresKeystore.transaction(on: connection, logger: logger) {
                 _ = try await connection.query("SELECT pg_catalog.pg_advisory_xact_lock(\(schemaLock))", logger: logger).collect()
                 let existing = try await connection.query(PostgresQuery(unsafeSQL: tablesExist), logger: logger).collect()
-                if try existing.first?.decode(Bool.self) != true {
+                let creating = try existing.first?.decode(Bool.self) != true
+                if creating {
                     for statement in createStatements {
                         try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                     }
@@ -211,10 +213,20 @@ enum PostgresSchema {
                 guard let call = try await checkCommitProcedure(on: connection, creating: true, logger: logger) else {
                     throw UnusableCommitProcedure.missing
                 }
-                return call
+                return (call, creating)
             }
         }
-        if !tablesFound { try await checkTableOwners(on: connection, logger: logger) }
+        if !tablesFound {
+            let schema = try await checkTableOwners(on: connection, logger: logger)
+            if created {
+                // Said once per database, where someone may look: tables created elsewhere than
+                // before (a role whose search_path changed) would otherwise make every saved
+                // session seem gone without a word.
+                logger.notice(
+                    "created the keystore's tables in schema \(schema): the first use of this database, or the role's search_path no longer leads to the schema that held them",
+                    metadata: ["broker.schema": "\(schema)"])
+            }
+        }
         return call
     }
 
@@ -269,13 +281,15 @@ enum PostgresSchema {
         WHERE c.oid = pg_catalog.to_regclass('identity_broker_items')::oid
         """
 
-    private static func checkTableOwners(on connection: PostgresConnection, logger: Logger) async throws {
+    /// - Returns: The tables' schema, quoted as an identifier where it needs to be.
+    @discardableResult
+    private static func checkTableOwners(on connection: PostgresConnection, logger: Logger) async throws -> String {
         let rows = try await connection.query(PostgresQuery(unsafeSQL: tableOwnersCheck), logger: logger).collect()
         guard let (schema, tableOwner, schemaOwner, tableTrusted, publicCreates, squatted, together) =
             try rows.first?.decode((String, String, String, Bool, Bool, Bool, Bool).self)
         else { throw UnusableCommitProcedure.missing }
         guard together else { throw UntrustedTables(schema: schema, tableOwner: tableOwner, reason: .split) }
-        if tableTrusted || (!publicCreates && !squatted) { return }
+        if tableTrusted || (!publicCreates && !squatted) { return schema }
         throw UntrustedTables(
             schema: schema, tableOwner: tableOwner,
             reason: publicCreates ? .everyRoleCreates : .squatted(schemaOwner: schemaOwner))

@@ -120,6 +120,30 @@ final class PostgresChangeFeedTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(reconnects, Array(repeating: 1, count: instances), "a listener reconnected (only the first LISTEN gives .all)")
     }
 
+    /// Other instances' notifications pass five checks in a row at most: the sixth needs
+    /// this instance's own commit or check, so that a listener left on a server others still
+    /// write to, while this instance's pool writes to another, is still found.
+    func testAListenerHearingOnlyOthersStillProvesItHearsThisInstance() async throws {
+        let keystore = try await keystore { $0.changeFeedHeartbeat = .milliseconds(300) }
+        let recorder = ChangeRecorder(keystore.changes())
+        defer { recorder.stop() }
+        let listening = await everyKeystoreListens()
+        XCTAssertTrue(listening)
+        let heartbeats = try await HeartbeatCounter(try configuration())
+        defer { heartbeats.close() }
+        // Notifications of other instances, every 50 ms, as a busy peer's would be.
+        let peer = Task.detached { [server, database] in
+            while !Task.isCancelled {
+                _ = try? server!.psql("SELECT pg_catalog.pg_notify('identity_broker_changes', 'peer')", database: database!)
+                try? await Task.sleep(for: .milliseconds(50))
+            }
+        }
+        try await Task.sleep(for: .seconds(5))
+        peer.cancel()
+        // Six checks of 0.15 to 0.3 s each take at most 1.8 s: at least two of its own in 5 s.
+        XCTAssertGreaterThanOrEqual(heartbeats.count, 2, "checks of its own while others' notifications kept coming")
+    }
+
     func testTwoInstancesSeeEachOthersChangesWithinASecond() async throws {
         let first = try await keystore()
         let second = try await keystore()

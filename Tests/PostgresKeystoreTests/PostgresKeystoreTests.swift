@@ -183,6 +183,29 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(stillThere, ["big", "good"])
     }
 
+    /// Creating the tables is said once, naming the schema: a role whose search_path stopped
+    /// leading to its tables gets new, empty ones wherever the path now leads, and every saved
+    /// session seemed gone without a line in any log.
+    func testCreatingTheTablesIsSaidOnceNamingTheSchema() async throws {
+        func notices() async throws -> [String] {
+            let logs = InMemoryLogHandler()
+            _ = try await keystore(logger: Logger(label: "schema") { _ in logs })
+            return logs.entries.filter { $0.level == .notice }.map(\.message.description)
+        }
+        let first = try await notices()
+        XCTAssertEqual(first.count, 1, "\(first)")
+        XCTAssertTrue(first.first?.contains("created the keystore's tables in schema public") ?? false, "\(first)")
+        let again = try await notices()
+        XCTAssertEqual(again, [], "tables found are not created")
+        try server.psql("""
+            CREATE SCHEMA moved AUTHORIZATION \(server.passwordRole);
+            ALTER ROLE \(server.passwordRole) IN DATABASE \(database!) SET search_path = moved;
+            """, database: database)
+        let drifted = try await notices()
+        XCTAssertEqual(drifted.count, 1, "\(drifted)")
+        XCTAssertTrue(drifted.first?.contains("in schema moved") ?? false, "\(drifted)")
+    }
+
     /// Plaintext (or TLS an attacker can strip, `prefer`) to a host that is not this machine
     /// is warned of at open, once; to a loopback address, or with TLS required, nothing is.
     /// `127.1` is this machine (the resolver reads it as 127.0.0.1), but not a spelling the
