@@ -64,6 +64,16 @@ race:16CredentialServer16ConnectionRosterC11sentRequest*XEfU
 race:16CredentialServer16ConnectionRosterC8answered*XEfU
 # PostgresKeystoreTests/PostgresTestSupport.swift: Locked's Mutex
 race:21PostgresKeystoreTests6LockedC8withLock*XEfU
+# PostgresKeystore/PostgresPool.swift, further users of `state`
+race:16PostgresKeystore0A4PoolC11wasReplaced*XEfU
+race:16PostgresKeystore0A4PoolC6retire*XEfU
+# CredentialServer/ListeningState.swift: `phase` (Mutex<Phase>)
+race:16CredentialServer14ListeningStateC*XEfU
+# Federation/HTTP/CancellationSignal.swift: `state` (Mutex<State>)
+race:10Federation18CancellationSignalC11withHandler*XEfU
+# BrokerTestSupport/ScriptableKeystore.swift: `state` (Mutex<State>)
+race:17BrokerTestSupport18ScriptableKeystoreC5value6forKey*XEfU
+race:17BrokerTestSupport18ScriptableKeystoreC5value6forKey*deferL
 SUPP
         export TSAN_OPTIONS="second_deadlock_stack=1 suppressions=$suppressions ${TSAN_OPTIONS:-}"
         ;;

@@ -4,25 +4,36 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
-static volatile sig_atomic_t relay_descriptor = -1;
-static volatile sig_atomic_t relay_command_started = 0;
+// Lock-free atomics rather than `volatile sig_atomic_t`: the handler runs on whichever thread
+// the kernel picks, and `volatile` orders nothing between threads (ThreadSanitizer reported
+// the handler's read of `relay_command_started` racing with the write that marks the
+// command started, so a signal could be recorded as arriving before it).
+static atomic_int relay_descriptor = -1;
+static atomic_int relay_command_started = 0;
+
+#if ATOMIC_INT_LOCK_FREE != 2
+#error "the signal handler needs lock-free atomic ints"
+#endif
 
 static void relay(int signo, siginfo_t *info, void *context) {
     (void)context;
     int saved = errno;
-    int record[3] = { signo, info != NULL ? info->si_code : 0, relay_command_started };
+    int record[3] = {
+        signo, info != NULL ? info->si_code : 0, atomic_load_explicit(&relay_command_started, memory_order_acquire)
+    };
     // 12 bytes: atomic on a pipe; a full non-blocking pipe drops the record.
-    ssize_t ignored = write(relay_descriptor, record, sizeof record);
+    ssize_t ignored = write(atomic_load_explicit(&relay_descriptor, memory_order_acquire), record, sizeof record);
     (void)ignored;
     errno = saved;
 }
 
 int ib_signal_relay_install(int descriptor, const int *signals, int count) {
-    relay_descriptor = descriptor;
-    relay_command_started = 0;
+    atomic_store_explicit(&relay_descriptor, descriptor, memory_order_release);
+    atomic_store_explicit(&relay_command_started, 0, memory_order_release);
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_sigaction = relay;
@@ -37,7 +48,7 @@ int ib_signal_relay_install(int descriptor, const int *signals, int count) {
 }
 
 void ib_signal_relay_command_started(void) {
-    relay_command_started = 1;
+    atomic_store_explicit(&relay_command_started, 1, memory_order_release);
 }
 
 void ib_signal_relay_uninstall(const int *signals, int count) {
