@@ -69,13 +69,8 @@ final class PostgresChangeFeedTests: PostgresTestCase, @unchecked Sendable {
     /// commit: an instance whose own commits keep reaching its listener has proved the path
     /// and sends none; an idle one sends one per check.
     func testAnInstanceThatCommitsSendsNoHeartbeatsAndAnIdleOneDoes() async throws {
-        let keystore = try await keystore { $0.changeFeedHeartbeat = .seconds(1) }
-        let recorder = ChangeRecorder(keystore.changes())
-        defer { recorder.stop() }
-        let listening = await everyKeystoreListens()
-        XCTAssertTrue(listening)
-        let heartbeats = try await HeartbeatCounter(try configuration())
-        defer { heartbeats.close() }
+        let (keystore, recorder, heartbeats) = try await listenerCountingHeartbeats(every: .seconds(1))
+        defer { recorder.stop(); heartbeats.close() }
 
         let busyStart = heartbeats.count
         let busyUntil = ContinuousClock.now.advanced(by: .seconds(3))
@@ -124,13 +119,8 @@ final class PostgresChangeFeedTests: PostgresTestCase, @unchecked Sendable {
     /// this instance's own commit or check, so that a listener left on a server others still
     /// write to, while this instance's pool writes to another, is still found.
     func testAListenerHearingOnlyOthersStillProvesItHearsThisInstance() async throws {
-        let keystore = try await keystore { $0.changeFeedHeartbeat = .milliseconds(300) }
-        let recorder = ChangeRecorder(keystore.changes())
-        defer { recorder.stop() }
-        let listening = await everyKeystoreListens()
-        XCTAssertTrue(listening)
-        let heartbeats = try await HeartbeatCounter(try configuration())
-        defer { heartbeats.close() }
+        let (_, recorder, heartbeats) = try await listenerCountingHeartbeats(every: .milliseconds(300))
+        defer { recorder.stop(); heartbeats.close() }
         // Notifications of other instances, every 50 ms, as a busy peer's would be.
         let peer = Task.detached { [server, database] in
             while !Task.isCancelled {
@@ -142,6 +132,18 @@ final class PostgresChangeFeedTests: PostgresTestCase, @unchecked Sendable {
         peer.cancel()
         // Six checks of 0.15 to 0.3 s each take at most 1.8 s: at least two of its own in 5 s.
         XCTAssertGreaterThanOrEqual(heartbeats.count, 2, "checks of its own while others' notifications kept coming")
+    }
+
+    /// A keystore checking its listener every `interval`, once it listens, and a counter of
+    /// the heartbeats every instance on the database sends from then on.
+    private func listenerCountingHeartbeats(
+        every interval: Duration
+    ) async throws -> (keystore: PostgresKeystore, recorder: ChangeRecorder, heartbeats: HeartbeatCounter) {
+        let keystore = try await keystore { $0.changeFeedHeartbeat = interval }
+        let recorder = ChangeRecorder(keystore.changes())
+        let listening = await everyKeystoreListens()
+        XCTAssertTrue(listening)
+        return (keystore, recorder, try await HeartbeatCounter(try configuration()))
     }
 
     func testTwoInstancesSeeEachOthersChangesWithinASecond() async throws {

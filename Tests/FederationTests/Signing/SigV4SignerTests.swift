@@ -92,14 +92,7 @@ final class DeveloperIdentityIssuerTests: XCTestCase {
             return .json(status: 200, #"{"IdentityId":"us-east-1:0000aaaa-1111-2222-3333-444455556666","Token":"eyJraWQiOi.minted.token"}"#)
         }
         defer { server.stop() }
-        let issuer = try DeveloperIdentityIssuer(
-            configuration: FederationConfiguration(identityPoolId: "us-east-1:11111111-2222-3333-4444-555555555555", endpoint: server.url("/")),
-            developerProviderName: "login.mycompany",
-            credentials: SigningCredentials(accessKeyId: "AKIDEXAMPLE", secretAccessKey: "SECRET-KEY-123"),
-            transport: CurlTransport.shared,
-            environment: [:],
-            logger: nil
-        )
+        let issuer = try Self.issuer(at: server)
         let minted = try await issuer.openIdToken(forUser: "user-42", tokenDuration: .seconds(600))
         XCTAssertEqual(minted.identityId, "us-east-1:0000aaaa-1111-2222-3333-444455556666")
         XCTAssertEqual(minted.token, "eyJraWQiOi.minted.token")
@@ -134,11 +127,7 @@ final class DeveloperIdentityIssuerTests: XCTestCase {
             return .json(status: 200, #"{"IdentityId":"us-east-1:0000aaaa-1111-2222-3333-444455556666","Token":"eyJraWQiOi.minted.token"}"#)
         }
         defer { server.stop() }
-        let issuer = try DeveloperIdentityIssuer(
-            configuration: FederationConfiguration(identityPoolId: "us-east-1:11111111-2222-3333-4444-555555555555", endpoint: server.url("/")),
-            developerProviderName: "login.mycompany",
-            credentials: SigningCredentials(accessKeyId: "AKIDEXAMPLE", secretAccessKey: "SECRET-KEY-123"),
-            transport: CurlTransport.shared, environment: [:], logger: nil)
+        let issuer = try Self.issuer(at: server)
         _ = try await issuer.openIdToken(forUser: "user-42")
         _ = try await issuer.openIdToken(forUser: "user-43")
         let dates = try recorded.all.map { try XCTUnwrap(Self.formatter("yyyyMMdd'T'HHmmss'Z'").date(from: $0.header("X-Amz-Date") ?? "")) }
@@ -156,11 +145,7 @@ final class DeveloperIdentityIssuerTests: XCTestCase {
                 text: #"{"__type":"InvalidSignatureException","message":"The request signature we calculated does not match"}"#)
         }
         defer { other.stop() }
-        let refused = try DeveloperIdentityIssuer(
-            configuration: FederationConfiguration(identityPoolId: "us-east-1:11111111-2222-3333-4444-555555555555", endpoint: other.url("/")),
-            developerProviderName: "login.mycompany",
-            credentials: SigningCredentials(accessKeyId: "AKIDEXAMPLE", secretAccessKey: "SECRET-KEY-123"),
-            transport: CurlTransport.shared, environment: [:], logger: nil)
+        let refused = try Self.issuer(at: other)
         do {
             _ = try await refused.openIdToken(forUser: "user-44")
             XCTFail("a refused signature succeeded")
@@ -193,6 +178,15 @@ final class DeveloperIdentityIssuerTests: XCTestCase {
         XCTAssertFalse(skew.learn(
             errorType: "RequestExpired", message: nil, headers: [(name: "Date", value: Self.httpDate(local))], signedAt: local, local: local),
             "nothing left to unlearn")
+    }
+
+    /// An issuer for `login.mycompany` that calls `server`, signing as `AKIDEXAMPLE`.
+    private static func issuer(at server: LoopbackHTTPServer) throws -> DeveloperIdentityIssuer {
+        try DeveloperIdentityIssuer(
+            configuration: FederationConfiguration(identityPoolId: "us-east-1:11111111-2222-3333-4444-555555555555", endpoint: server.url("/")),
+            developerProviderName: "login.mycompany",
+            credentials: SigningCredentials(accessKeyId: "AKIDEXAMPLE", secretAccessKey: "SECRET-KEY-123"),
+            transport: CurlTransport.shared, environment: [:], logger: nil)
     }
 
     /// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).

@@ -108,16 +108,7 @@ final class SQLiteChangeFeedTests: XCTestCase {
         let temporary = try TemporaryRoot()
         let configuration = SQLiteKeystore.Configuration(changeLogRetention: 20)
         var path = ""
-        func changeRows() throws -> Int {
-            var count = 0
-            try tamper(path) { connection throws(KeystoreError) in
-                count = try connection.withStatement("SELECT count(*) FROM changes") { statement throws(KeystoreError) -> Int in
-                    _ = try statement.step()
-                    return Int(statement.int64(0))
-                }
-            }
-            return count
-        }
+        func changeRows() throws -> Int { try rowCount(path, table: "changes") }
         for index in 0..<100 {
             let writer = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey(), configuration: configuration)
             path = writer.namespace.databasePath

@@ -29,14 +29,7 @@ final class SQLiteMigrationTests: XCTestCase {
     private func itemCount(_ root: String, _ group: AccessGroup) throws -> Int {
         let path = try StoreLayout(root: root, service: "tool").databasePath(group)
         guard FileManager.default.fileExists(atPath: path) else { return 0 }
-        var count = 0
-        try tamper(path) { connection throws(KeystoreError) in
-            count = try connection.withStatement("SELECT count(*) FROM items") { statement throws(KeystoreError) -> Int in
-                _ = try statement.step()
-                return Int(statement.int64(0))
-            }
-        }
-        return count
+        return try rowCount(path, table: "items")
     }
 
     /// The service's last access group as recorded in the user's private database.

@@ -89,6 +89,19 @@ func tamper(_ path: String, _ body: (SQLiteConnection) throws(KeystoreError) -> 
     try body(connection)
 }
 
+/// How many rows `table` of the database at `path` holds, read as someone with access to
+/// the file could.
+func rowCount(_ path: String, table: String) throws -> Int {
+    var count = 0
+    try tamper(path) { connection throws(KeystoreError) in
+        count = try connection.withStatement("SELECT count(*) FROM \(table)") { statement throws(KeystoreError) -> Int in
+            _ = try statement.step()
+            return Int(statement.int64(0))
+        }
+    }
+    return count
+}
+
 func sealedValue(_ connection: SQLiteConnection, key: String) throws(KeystoreError) -> [UInt8]? {
     try StoreSchema.sealedValue(forKey: key, on: connection)
 }
