@@ -62,6 +62,7 @@ race:16PostgresKeystore0A4PoolC10GenerationC_6number
 race:16CredentialServer16ConnectionRosterC6opened*XEfU
 race:16CredentialServer16ConnectionRosterC11sentRequest*XEfU
 race:16CredentialServer16ConnectionRosterC8answered*XEfU
+race:16CredentialServer16ConnectionRosterC6closed*XEfU
 # PostgresKeystoreTests/PostgresTestSupport.swift: Locked's Mutex
 race:21PostgresKeystoreTests6LockedC8withLock*XEfU
 # PostgresKeystore/PostgresPool.swift, further users of `state`
