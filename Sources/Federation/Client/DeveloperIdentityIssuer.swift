@@ -9,6 +9,11 @@ public import Logging
 /// tokens for your own users with `GetOpenIdTokenForDeveloperIdentity`, signed
 /// with your AWS credentials (SigV4).
 ///
+/// AWS refuses a signature more than five minutes from its own clock. When it refuses one
+/// for its time, the issuer takes the service's clock from the answer's `Date` header and
+/// signs again (logging a warning to fix the host's clock), as the AWS SDKs do; copies of
+/// an issuer share what it learned.
+///
 /// ```swift
 /// guard let credentials = SigningCredentials.fromEnvironment(ProcessInfo.processInfo.environment) else {
 ///     throw MyBackendError.missingAWSCredentials   // AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY unset
