@@ -552,8 +552,9 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
 
     /// A keystore whose address comes to lead to a standby (a failover that demoted its
     /// server while DNS still names it) fails its calls naming the cause, and does not log in
-    /// to the standby once per call: a refusal stands for the reconnect delay. Each call used
-    /// to take a new connection, set it up and be refused, as fast as calls came.
+    /// to the standby once per call: a refusal stands for the reconnect delay (2 s here, cut
+    /// to the 1 s longest hold-off). Each call used to take a new connection, set it up and be
+    /// refused, as fast as calls came.
     func testCallsAfterAFailoverToAStandbyDoNotEachLogInAgain() async throws {
         let proxy = try FreezableTCPProxy(targetPort: UInt16(server.port))
         defer { proxy.stop() }
