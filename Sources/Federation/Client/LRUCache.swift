@@ -2,8 +2,8 @@
 /// operation (a dictionary of slots threaded on a doubly linked list).
 ///
 /// Entries the caller pins (a federation in flight, an observed session) are skipped
-/// by eviction, so the cache may hold more than ``capacity`` while they are pinned; the
-/// entry just set is never the one evicted (its caller is about to use it).
+/// by eviction (and count as used), so the cache may hold more than ``capacity`` while they
+/// are pinned; the entry just set is never the one evicted (its caller is about to use it).
 struct LRUCache<Value> {
     private struct Slot {
         var key: String
@@ -85,13 +85,24 @@ struct LRUCache<Value> {
         return slot.value
     }
 
+    /// How many pinned entries one eviction passes over before it stops.
+    static var pinnedPassedPerEviction: Int { 16 }
+
+    /// Evicts unpinned entries from the least recently used end until the cache is within
+    /// ``capacity``. A pinned entry passed over moves to the front, as if used: pinned entries
+    /// (observed sessions, idle for hours) would otherwise gather at the end and be walked
+    /// past by every later insertion, O(pinned) each. At most ``pinnedPassedPerEviction`` are
+    /// passed over per call, so an insertion costs O(1) whatever is pinned; unpinned entries
+    /// behind them reach the end as they move and go at later insertions.
     private mutating func evict(keeping kept: String, isPinned: (String, Value) -> Bool) -> [(key: String, value: Value)] {
         var evicted: [(key: String, value: Value)] = []
-        var candidate = tail
-        while index.count > capacity, let position = candidate, let slot = slots[position] {
-            candidate = slot.previous
+        var passedOver = 0
+        while index.count > capacity, passedOver < Self.pinnedPassedPerEviction, let position = tail, let slot = slots[position] {
             if slot.key != kept, !isPinned(slot.key, slot.value), let value = remove(slot.key) {
                 evicted.append((slot.key, value))
+            } else {
+                passedOver += 1
+                moveToFront(position)
             }
         }
         return evicted
