@@ -149,19 +149,18 @@ final class ConnectionSetup: Sendable {
     }
 }
 
-/// A client's connections as the keystore uses them outside its pool's calls (opening,
-/// migrating): each set up (``ConnectionSetup``) before its first statement, so that no
-/// statement waits on the server for longer than the operation timeout. Without it a lock
-/// another role holds would keep the server's backend waiting after the keystore gave up.
-struct SetUpClient: Sendable {
-    let client: PostgresClient
+/// A connection of the keystore's own, outside its pool (opening, migrating; see
+/// ``PostgresKeystore/withOwnConnection(_:logger:_:)``), set up (``ConnectionSetup``) before
+/// its first statement, so that no statement waits on the server for longer than the
+/// operation timeout. Without it a lock another role holds would keep the server's backend
+/// waiting after the keystore gave up.
+struct OwnConnection: Sendable {
+    let connection: PostgresConnection
     let setup: ConnectionSetup
 
-    func withConnection<T: Sendable>(logger: Logger, _ body: (PostgresConnection) async throws -> T) async throws -> T {
-        try await client.withConnection { connection in
-            try await setup.prepare(connection, logger: logger)
-            return try await body(connection)
-        }
+    func run<T: Sendable>(logger: Logger, _ body: (PostgresConnection) async throws -> T) async throws -> T {
+        try await setup.prepare(connection, logger: logger)
+        return try await body(connection)
     }
 }
 

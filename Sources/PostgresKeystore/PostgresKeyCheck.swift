@@ -14,14 +14,14 @@ enum PostgresKeyCheck {
     /// The reserved service name of the check rows.
     static let service = ""
 
-    /// ``verify(service:group:key:on:logger:)`` on a pooled connection, every failure a
+    /// ``verify(service:group:key:on:logger:)`` on the keystore's own connection, every failure a
     /// ``KeystoreError``.
     static func verify(
         service checked: String, group: AccessGroup, key secret: SecretBytes, configuration: PostgresKeystore.Configuration,
-        client: SetUpClient, logger: Logger
+        connection own: OwnConnection, logger: Logger
     ) async throws(KeystoreError) {
         do {
-            try await client.withConnection(logger: logger) { connection in
+            try await own.run(logger: logger) { connection in
                 try await verify(service: checked, group: group, key: secret, on: connection, logger: logger)
             }
         } catch {

@@ -21,7 +21,7 @@ import SecureStorage
 enum PostgresKeyResolver {
     static func key(
         for group: AccessGroup, source: KeySource, configuration: PostgresKeystore.Configuration,
-        client: SetUpClient, logger: Logger
+        connection own: OwnConnection, logger: Logger
     ) async throws(KeystoreError) -> SecretBytes {
         switch source.kind {
         case .raw(let bytes):
@@ -42,7 +42,7 @@ enum PostgresKeyResolver {
                 salt: try KeystoreError.rethrowing { try CryptoRuntime.randomBytes(KeyDerivation.saltSize) })
             let stored: [UInt8]
             do {
-                stored = try await client.withConnection(logger: logger) { connection in
+                stored = try await own.run(logger: logger) { connection in
                     // Capped as item values are: another role may have written the row.
                     func readSalt() async throws -> [PostgresRow] {
                         try await connection.query(

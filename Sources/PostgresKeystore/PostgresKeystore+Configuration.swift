@@ -41,6 +41,15 @@ extension PostgresKeystore {
         /// reconnect can still hold the connections of calls it was serving, at most two
         /// operation timeouts; the keystore's probe opens one more, briefly.)
         public var maximumConnections: Int
+        /// How many connections the pool keeps open while idle, from 0 to
+        /// ``maximumConnections``. Default: 2, one for the change feed's listener and one for
+        /// calls, so that a lone caller never waits for a login and the pool starts no
+        /// idle-timeout timer around each of its calls.
+        ///
+        /// A program that makes one call and exits (a command-line tool) sets 0: the pool
+        /// then logs in only when a call needs a connection, and not at all for one that
+        /// never comes.
+        public var minimumConnections: Int
         /// How long opening one connection (TCP, TLS and login) may take. Default: 5 seconds.
         public var connectTimeout: Duration
         /// How long one keystore call (a read, a commit, a migration) may take, waiting for a
@@ -132,6 +141,7 @@ extension PostgresKeystore {
             self.tls = tls
             self.rootCertificatePath = nil
             self.maximumConnections = 8
+            self.minimumConnections = 2
             self.connectTimeout = .seconds(5)
             self.operationTimeout = .seconds(10)
             self.keepAliveInterval = nil
@@ -144,6 +154,9 @@ extension PostgresKeystore {
         /// The connections the pool may open: ``maximumConnections``, at least 2 (the change
         /// feed holds one while subscribed).
         var poolSize: Int { max(2, maximumConnections) }
+
+        /// ``minimumConnections`` within 0 and ``poolSize``.
+        var keptConnections: Int { min(max(0, minimumConnections), poolSize) }
 
         /// What the keystore warns of at open when its connections can go unprotected to a
         /// host other than this machine (``tls`` ``TLSMode/disable`` or ``TLSMode/prefer``,
@@ -178,7 +191,8 @@ extension PostgresKeystore {
                 "host": host, "port": port, "username": username,
                 "password": password == nil ? "nil" : "<redacted>",
                 "database": database as Any, "tls": tls, "rootCertificatePath": rootCertificatePath as Any,
-                "maximumConnections": maximumConnections, "connectTimeout": connectTimeout,
+                "maximumConnections": maximumConnections, "minimumConnections": minimumConnections,
+                "connectTimeout": connectTimeout,
                 "operationTimeout": operationTimeout, "keepAliveInterval": keepAliveInterval as Any,
                 "reconnectDelay": reconnectDelay, "changeFeedHeartbeat": changeFeedHeartbeat as Any,
                 "changeBufferSize": changeBufferSize,

@@ -41,61 +41,57 @@ extension PostgresKeystore {
         try PostgresNamespace.validate(service: service, group: to)
         guard from.name != to.name else { return 0 }
         try CryptoRuntime.ensureInitialised()
-        let pooled = PostgresClient(configuration: clientConfiguration(configuration))
-        let runTask = Task { await pooled.run() }
-        let client = SetUpClient(client: pooled, setup: ConnectionSetup(statementTimeout: configuration.operationTimeout, holdOff: configuration.reconnectDelay))
         let quiet = logger ?? Logger(label: "IdentityBroker.PostgresKeystore", factory: { _ in SwiftLogNoOpLogHandler() })
-
-        let outcome: Result<Int, KeystoreError>
-        do throws(KeystoreError) { outcome = .success(try await OperationDeadline.run(configuration.operationTimeout, onTimeout: {
+        let moved = try await OperationDeadline.run(configuration.operationTimeout, onTimeout: {
             // Statements already sent run on (postgres-nio cannot cancel them), a COMMIT
             // included: the migration may have completed. A rerun moves whatever is left.
             timeout("migrating items (its outcome is unknown: run it again, which moves whatever is left)", configuration)
         }) { () throws(KeystoreError) -> Int in
-            let sourceCount: Int
-            do {
-                sourceCount = try await client.withConnection(logger: quiet) { connection in
-                    _ = try await PostgresSchema.install(on: connection, logger: quiet)
-                    let rows = try await connection.query("""
-                        SELECT pg_catalog.count(*) FROM identity_broker_items
-                        WHERE service = \(service) AND access_group = \(PostgresNamespace.column(for: from))
-                        """, logger: quiet).collect()
-                    return try rows.first?.decode(Int.self) ?? 0
-                }
-            } catch {
-                throw KeystoreError.postgres(error, operation: "reading the source group", configuration: configuration)
-            }
-            guard sourceCount > 0 else { return 0 }
-            let sourceKey = try await PostgresKeyResolver.key(
-                for: from, source: keySource, configuration: configuration, client: client, logger: quiet)
-            let targetKey = try await PostgresKeyResolver.key(
-                for: to, source: keySource, configuration: configuration, client: client, logger: quiet)
-            try await PostgresKeyCheck.verify(
-                service: service, group: from, key: sourceKey, configuration: configuration, client: client, logger: quiet)
-            try await PostgresKeyCheck.verify(
-                service: service, group: to, key: targetKey, configuration: configuration, client: client, logger: quiet)
-            let source = PostgresNamespace(service: service, group: from, key: sourceKey)
-            let target = PostgresNamespace(service: service, group: to, key: targetKey)
-            let origin = Int64(bitPattern: try KeystoreError.rethrowing {
-                try CryptoRuntime.randomBytes(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-            })
-            do {
-                return try await client.withConnection(logger: quiet) { connection in
-                    try await transaction(on: connection, logger: quiet) {
-                        try await move(from: source, to: target, origin: origin, on: connection, logger: quiet)
+            // One connection of its own: a migration is a few statements in a row, and a
+            // server it cannot reach is reported at once rather than after the timeout.
+            try await withOwnConnection(configuration, logger: quiet) { (own) throws(KeystoreError) -> Int in
+                let sourceCount: Int
+                do {
+                    sourceCount = try await own.run(logger: quiet) { connection in
+                        _ = try await PostgresSchema.install(on: connection, logger: quiet)
+                        let rows = try await connection.query("""
+                            SELECT pg_catalog.count(*) FROM identity_broker_items
+                            WHERE service = \(service) AND access_group = \(PostgresNamespace.column(for: from))
+                            """, logger: quiet).collect()
+                        return try rows.first?.decode(Int.self) ?? 0
                     }
+                } catch {
+                    throw KeystoreError.postgres(error, operation: "reading the source group", configuration: configuration)
                 }
-            } catch let error as CommitOutcomeUnknown {
-                throw KeystoreError.postgres(
-                    error.underlying, operation: "migrating items (the connection was lost while committing: the outcome is unknown)",
-                    configuration: configuration)
-            } catch {
-                throw KeystoreError.postgres(error, operation: "migrating items", configuration: configuration)
+                guard sourceCount > 0 else { return 0 }
+                let sourceKey = try await PostgresKeyResolver.key(
+                    for: from, source: keySource, configuration: configuration, connection: own, logger: quiet)
+                let targetKey = try await PostgresKeyResolver.key(
+                    for: to, source: keySource, configuration: configuration, connection: own, logger: quiet)
+                try await PostgresKeyCheck.verify(
+                    service: service, group: from, key: sourceKey, configuration: configuration, connection: own, logger: quiet)
+                try await PostgresKeyCheck.verify(
+                    service: service, group: to, key: targetKey, configuration: configuration, connection: own, logger: quiet)
+                let source = PostgresNamespace(service: service, group: from, key: sourceKey)
+                let target = PostgresNamespace(service: service, group: to, key: targetKey)
+                let origin = Int64(bitPattern: try KeystoreError.rethrowing {
+                    try CryptoRuntime.randomBytes(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+                })
+                do {
+                    return try await own.run(logger: quiet) { connection in
+                        try await transaction(on: connection, logger: quiet) {
+                            try await move(from: source, to: target, origin: origin, on: connection, logger: quiet)
+                        }
+                    }
+                } catch let error as CommitOutcomeUnknown {
+                    throw KeystoreError.postgres(
+                        error.underlying, operation: "migrating items (the connection was lost while committing: the outcome is unknown)",
+                        configuration: configuration)
+                } catch {
+                    throw KeystoreError.postgres(error, operation: "migrating items", configuration: configuration)
+                }
             }
-        }) } catch { outcome = .failure(error) }
-        runTask.cancel()
-        await runTask.value
-        let moved = try outcome.get()
+        }
         logger?.debug("keystore items migrated", metadata: [
             "broker.service": "\(service)",
             "broker.fromGroup": "\(from)",

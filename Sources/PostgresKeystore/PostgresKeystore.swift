@@ -94,18 +94,16 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
         if let warning = configuration.unprotectedTransportWarning {
             quiet.warning("\(warning)", metadata: ["broker.endpoint": "\(configuration.endpoint)"])
         }
-        let pool = PostgresPool(configuration: configuration, logger: quiet)
-        // Nothing reports trouble before the keystore is open, so this pool serves the opening.
-        let client = SetUpClient(client: pool.current.client, setup: pool.current.setup)
-        do throws(KeystoreError) {
-            let opened = try await OperationDeadline.run(configuration.operationTimeout, onTimeout: {
-                Self.timeout("opening the keystore", configuration)
-            }) { () throws(KeystoreError) -> (key: SecretBytes, commitCall: String, lengthsInBytes: Bool) in
-                try await Self.probe(configuration, logger: quiet)
+        // The opening runs on a connection of its own, before any pool exists: a failure to
+        // connect is reported at once, and a keystore that does not open leaves no pool behind.
+        let opened = try await OperationDeadline.run(configuration.operationTimeout, onTimeout: {
+            Self.timeout("opening the keystore", configuration)
+        }) { () throws(KeystoreError) -> (key: SecretBytes, commitCall: String, lengthsInBytes: Bool) in
+            try await Self.withOwnConnection(configuration, logger: quiet) { (own) throws(KeystoreError) in
                 let commitCall: String
                 let lengthsInBytes: Bool
                 do {
-                    (commitCall, lengthsInBytes) = try await client.withConnection(logger: quiet) { connection in
+                    (commitCall, lengthsInBytes) = try await own.run(logger: quiet) { connection in
                         let call = try await PostgresSchema.install(on: connection, logger: quiet)
                         return (call, try await PostgresSchema.countsBytes(on: connection, logger: quiet))
                     }
@@ -113,11 +111,14 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
                     throw KeystoreError.postgres(error, operation: "creating the schema", configuration: configuration)
                 }
                 let key = try await PostgresKeyResolver.key(
-                    for: accessGroup, source: keySource, configuration: configuration, client: client, logger: quiet)
+                    for: accessGroup, source: keySource, configuration: configuration, connection: own, logger: quiet)
                 try await PostgresKeyCheck.verify(
-                    service: service, group: accessGroup, key: key, configuration: configuration, client: client, logger: quiet)
+                    service: service, group: accessGroup, key: key, configuration: configuration, connection: own, logger: quiet)
                 return (key, commitCall, lengthsInBytes)
             }
+        }
+        let pool = PostgresPool(configuration: configuration, logger: quiet)
+        do throws(KeystoreError) {
             let (key, commitCall, lengthsInBytes) = opened
             let namespace = PostgresNamespace(service: service, group: accessGroup, key: key, keyLengthsInBytes: lengthsInBytes)
             let origin = Int64(bitPattern: try KeystoreError.rethrowing {

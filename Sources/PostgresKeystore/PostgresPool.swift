@@ -185,7 +185,8 @@ final class PostgresPool: Sendable {
             let old = current
             guard !isClosed, !hasServed(old, since: servedBefore) else { return }
             do {
-                try await PostgresKeystore.connectOnce(configuration, logger: logger)
+                let probe = try await PostgresKeystore.connect(configuration, logger: logger)
+                try? await probe.close()
             } catch {
                 pauses.failed(sqlState: (error as? PSQLError).flatMap { $0.code == .server ? $0.serverInfo?[.sqlState] : nil })
                 continue

@@ -61,7 +61,11 @@ struct PostgresURL: PostgresTarget {
 }
 
 extension PostgresURL {
-    func open(service: String, accessGroup: AccessGroup, keySource: KeySource, logger: Logger?) async throws(CLIFailure) -> any Keystore {
+    func open(
+        service: String, accessGroup: AccessGroup, keySource: KeySource, use: KeystoreAccess.KeystoreUse, logger: Logger?
+    ) async throws(CLIFailure) -> any Keystore {
+        var configuration = configuration
+        if use == .oneShot { configuration.minimumConnections = 0 }
         do {
             let keystore = try await PostgresKeystore(
                 configuration: configuration, service: service, accessGroup: accessGroup, keySource: keySource, logger: logger)

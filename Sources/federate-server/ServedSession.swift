@@ -24,7 +24,7 @@ struct ServedSession {
         if requireCredentials, !(try access.namespaceExists()) {
             throw Self.noCredentials(session, reason: "nothing is saved in \(access.placeName)")
         }
-        client = try await access.offlineClient(expiryMargin: common.margin)
+        client = try await access.offlineClient(expiryMargin: common.margin, use: .longRunning)
         if requireCredentials {
             do {
                 _ = try await client.credentials(for: session)

@@ -135,6 +135,36 @@ final class FederatePostgresTests: FederatePostgresTestCase {
         XCTAssertTrue(wrongPassword.stderr.contains("127.0.0.1:\(server.port)"), wrongPassword.stderr)
     }
 
+    /// A command that makes one call logs in twice: once for the opening (schema, key check)
+    /// on a connection of its own, once for the call; `migrate`, which makes all its
+    /// statements on that one connection, once. Each used to log in three times (a probe,
+    /// then the pool's two kept connections, one of which the change feed's listener took)
+    /// and `migrate` twice, costing a one-shot command (`credential_process` runs one before
+    /// AWS calls) a server backend and a password exchange per extra login.
+    func testACommandThatMakesOneCallLogsInOnceToOpenAndOnceForTheCall() throws {
+        let cognito = try FakeCognito.served()
+        let token = TestJWT.valid(sub: "logins-user")
+        harness.neverPrinted.append(token)
+        func sessions() throws -> Int {
+            // Asked of another database, so the asking is not counted.
+            Int(try server.psqlValue("SELECT sessions FROM pg_catalog.pg_stat_database WHERE datname = '\(database!)'")) ?? -1
+        }
+        func logins(_ status: Int32, _ arguments: [String], stdin: String? = nil) throws -> Int {
+            let before = try sessions()
+            try harness.expect(status, arguments, stdin: stdin)
+            // A backend's statistics reach the shared counters as it exits, within a second.
+            Thread.sleep(forTimeInterval: 1.5)
+            return try sessions() - before
+        }
+        try harness.expect(0, ["status", "--session", "warm-up"])  // the schema exists from here on
+        XCTAssertEqual(try logins(0, loginArguments(cognito, session: "alice"), stdin: token), 2, "login")
+        XCTAssertEqual(try logins(0, ["credentials", "--session", "alice"]), 2, "credentials")
+        XCTAssertEqual(try logins(0, ["status", "--session", "alice"]), 2, "status")
+        XCTAssertEqual(try logins(0, ["clear", "--session", "alice"]), 2, "clear")
+        XCTAssertEqual(try logins(3, ["credentials", "--session", "alice"]), 2, "credentials of a cleared session")
+        XCTAssertEqual(try logins(0, ["migrate", "--from", "none", "--to", "team"]), 1, "migrate")
+    }
+
     /// A URL that leads to a standby (DNS a failover left on the demoted primary): exit 6
     /// with one line that names the standby and says to point `--keystore` at the primary,
     /// rather than the "cannot be reached" advice of a server that is down.

@@ -24,10 +24,22 @@ import Darwin
 /// - Key: see ``KeySelection``.
 /// - Namespace: service ``service``, access group `--access-group` (private when omitted).
 ///
-/// Commands only see ``open()``, ``client(configuration:)``, ``offlineClient(expiryMargin:)``
+/// Commands only see ``open(for:)``, ``client(configuration:)``, ``offlineClient(expiryMargin:use:)``
 /// and ``migrate(from:to:)``. The PostgreSQL branch goes through ``ServerSide``: only
 /// `federate-server` links PostgresKeystore (and so NIO); `federate` hands such a run to it.
 package struct KeystoreAccess {
+    /// How long a command keeps the keystore open, which decides what opening it prepares.
+    package enum KeystoreUse: Sendable {
+        /// A call or two, then the process exits: the client does not follow other
+        /// processes' changes, and a PostgreSQL pool keeps no idle connection (one login for
+        /// the opening, one for the call).
+        case oneShot
+        /// Until a signal (`exec`, `serve`): the client follows other processes' changes, and a
+        /// PostgreSQL pool keeps its default idle connections.
+        case longRunning
+    }
+
+
     /// The fixed service name the CLI's items live under.
     static let service = "identity-broker"
     /// The environment variable naming the keystore directory or database URL.
@@ -134,9 +146,9 @@ package struct KeystoreAccess {
         return "access group '\(group)' of keystore \(root)"
     }
 
-    /// Opens (creating on first use) the keystore. A PostgreSQL keystore is registered with
-    /// ``OpenKeystores`` so that the process closes it before it exits.
-    func open() async throws(CLIFailure) -> any Keystore {
+    /// Opens (creating on first use) the keystore for `use`. A PostgreSQL keystore is
+    /// registered with ``OpenKeystores`` so that the process closes it before it exits.
+    func open(for use: KeystoreUse) async throws(CLIFailure) -> any Keystore {
         switch location {
         case .directory(let path):
             do {
@@ -147,7 +159,7 @@ package struct KeystoreAccess {
                 throw CLIFailure.keystore(error, root: root)
             }
         case .postgres(let target):
-            return try await target.open(service: Self.service, accessGroup: accessGroup, keySource: keySource, logger: logger)
+            return try await target.open(service: Self.service, accessGroup: accessGroup, keySource: keySource, use: use, logger: logger)
         }
     }
 
@@ -179,18 +191,25 @@ package struct KeystoreAccess {
         } catch {
             throw CLIFailure.federation(error, root: root)
         }
-        let keystore = try await open()
+        let keystore = try await open(for: .oneShot)
+        let client: FederationClient
         do {
-            return try FederationClient(configuration: configuration, keystore: keystore, logger: logger)
+            client = try FederationClient(configuration: configuration, keystore: keystore, logger: logger)
         } catch {
             throw CLIFailure.federation(error, root: root)
         }
+        await client.stopFollowingStoreChanges()
+        return client
     }
 
     /// A client for the commands that never reach the network (`credentials`, `status`,
-    /// `clear`): it reads saved sessions without any pool configuration.
-    package func offlineClient(expiryMargin: Duration) async throws(CLIFailure) -> FederationClient {
-        FederationClient(keystore: try await open(), expiryMargin: expiryMargin, logger: logger)
+    /// `clear`, and the credential server of `exec` and `serve`): it reads saved sessions
+    /// without any pool configuration, and follows other processes' changes only for a
+    /// ``KeystoreUse/longRunning`` use.
+    package func offlineClient(expiryMargin: Duration, use: KeystoreUse = .oneShot) async throws(CLIFailure) -> FederationClient {
+        let client = FederationClient(keystore: try await open(for: use), expiryMargin: expiryMargin, logger: logger)
+        if use == .oneShot { await client.stopFollowingStoreChanges() }
+        return client
     }
 
     /// The saved `session`; when the access group's namespace does not exist yet,

@@ -74,8 +74,11 @@ package protocol PostgresTarget: Sendable {
     var displayName: String { get }
     /// `$IDENTITY_BROKER_KEY_FILE`, when set.
     var keyFilePath: String? { get }
-    /// Opens (creating the schema on first use) the keystore; the process closes it before exiting.
-    func open(service: String, accessGroup: AccessGroup, keySource: KeySource, logger: Logger?) async throws(CLIFailure) -> any Keystore
+    /// Opens (creating the schema on first use) the keystore for `use`; the process closes it
+    /// before exiting.
+    func open(
+        service: String, accessGroup: AccessGroup, keySource: KeySource, use: KeystoreAccess.KeystoreUse, logger: Logger?
+    ) async throws(CLIFailure) -> any Keystore
     /// Moves every saved session from access group `source` to `target`; how many moved.
     func migrate(
         service: String, from source: AccessGroup, to target: AccessGroup, keySource: KeySource, logger: Logger?, context: String

@@ -226,7 +226,7 @@ extension FederationClient {
 
     /// Starts following the keystore's change feed, once.
     func startChangeFeed() {
-        guard changeFeed == nil, !isShutDown else { return }
+        guard followsStoreChanges, changeFeed == nil, !isShutDown else { return }
         // Our own commits are left out: this client applied each of them itself.
         let changes = store.changesByOthers()
         changeFeed = Task { [weak self] in
@@ -235,6 +235,17 @@ extension FederationClient {
                 await self.storeChanged(change)
             }
         }
+    }
+
+    /// Makes this client never follow the store's change feed, for a program that makes a
+    /// call or two and exits (the command-line tool): following costs a PostgreSQL store a
+    /// listening connection (a login) and an SQLite store a poller of its change log on a
+    /// connection of its own, for
+    /// changes such a program would never wait for. Its reads still go to the store on first
+    /// use; what it has cached does not hear of other clients' changes.
+    /// Call it before the client's first call.
+    package func stopFollowingStoreChanges() {
+        followsStoreChanges = false
     }
 
     private func storeChanged(_ change: KeystoreChange) async {

@@ -85,6 +85,9 @@ public actor FederationClient {
     /// virtual machine) would otherwise delay expiries until the sleep ended.
     var longestExpiryTimerSleep: Duration = .seconds(30)
     var changeFeed: Task<Void, Never>?
+    /// Whether the client follows the store's change feed once it reads or observes a session
+    /// (see ``stopFollowingStoreChanges()``).
+    var followsStoreChanges = true
     /// The re-read of every cached and observed session the feed's `.all` asks for, while
     /// one runs, and whether another `.all` came meanwhile (see `storeChanged(_:)`).
     var reloadOfEverything: Task<Void, Never>?
