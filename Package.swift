@@ -30,14 +30,15 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
-        // Only CredentialServer (and the CLI through it) links Hummingbird and NIO; Federation
-        // and SecureStorage stay free of them. No traits: swift-configuration is not needed.
+        // Only CredentialServer (and federate-server through it) links Hummingbird; Federation,
+        // SecureStorage and the `federate` front door stay free of it and of NIO. No traits:
+        // swift-configuration is not needed.
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
         // The credential server's connection pipeline (both already Hummingbird's): NIOCore and
         // NIOHTTP1 for the HTTP/1 handlers, NIOHTTPTypesHTTP1 for the conversion to HTTP types.
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
-        // Only PostgresKeystore links postgres-nio (and so NIO).
+        // Only PostgresKeystore links postgres-nio.
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
@@ -57,15 +58,17 @@ let package = Package(
             path: "Sources/CCurlLoader",
             linkerSettings: [.linkedLibrary("dl")]
         ),
-        // Resolves libxml2's reader with dlopen on first use (see its header): only the classic
+        // Resolves libxml2's push parser with dlopen on first use (see its header): only the classic
         // flow's STS answers are XML, so no other process loads libxml2 and ICU behind it.
         .target(
             name: "CXMLLoader",
             path: "Sources/CXMLLoader",
             linkerSettings: [.linkedLibrary("dl")]
         ),
-        // posix_spawn's close-from file action, which glibc declares only with _GNU_SOURCE:
-        // `federate exec` starts its command with no descriptor of its own open.
+        // Process plumbing in C: posix_spawn's close-from file action (which glibc declares
+        // only with _GNU_SOURCE), so `federate exec` starts its command with no descriptor of
+        // its own open; the start-up hardening (`ib_start_process`, `ib_make_undumpable`); and
+        // `exec`'s signal relay (SignalRelay.c).
         .target(
             name: "CProcessSpawn",
             path: "Sources/CProcessSpawn"

@@ -166,9 +166,6 @@ CURLcode ib_curl_easy_setopt_slist(CURL *handle, CURLoption option, struct curl_
 CURLcode ib_curl_easy_setopt_data_callback(CURL *handle, CURLoption option, ib_curl_data_callback value) {
     return ib_curl_api()->easy_setopt(handle, option, value);
 }
-CURLcode ib_curl_easy_setopt_xferinfo_callback(CURL *handle, ib_curl_xferinfo_callback value) {
-    return ib_curl_api()->easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, value);
-}
 CURLcode ib_curl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value) {
     return ib_curl_api()->easy_getinfo(handle, info, value);
 }

@@ -7,9 +7,9 @@ import Synchronization
 /// The server's open connections, so that silent ones cannot crowd out the child.
 ///
 /// Any local user can connect to the port without the token. One who opens connections and
-/// sends nothing used to fill the server's connection limit, and the child's next fetch then
-/// waited in the kernel's queue until the idle timeout freed a place (10 s; the SDKs give up
-/// after 2 s and 3 attempts). Now a connection that arrives when ``limit`` are open closes
+/// sends nothing would fill the server's connection limit, and the child's next fetch would
+/// wait in the kernel's queue until the idle timeout freed a place (10 s; the SDKs give up
+/// after 2 s and 3 attempts). So a connection that arrives when ``limit`` are open closes
 /// the oldest one that has no request in progress: one that has not sent a request yet, or
 /// a kept-alive one whose last request was answered (the child's own, after a fan-out of
 /// more processes than the limit, which would otherwise refuse every new connection until

@@ -35,8 +35,9 @@ public import ServiceLifecycle
 /// handling and graceful shutdown, or call ``run()`` and ``shutdown()`` yourself. A server
 /// runs once.
 public final class CredentialServer: Service, Sendable {
-    /// Connections kept open at once: one more closes the oldest that has sent no request
-    /// (``ConnectionRoster``), so that silent connections cannot crowd out the child's.
+    /// Connections kept open at once: one more closes the oldest that has no request in
+    /// progress (one that has sent none yet, or a kept-alive one whose answer was written;
+    /// ``ConnectionRoster``), so that silent connections cannot crowd out the child's.
     static let maximumConnections = 256
     /// Connections accepted at once, however briefly: past it the server accepts no more
     /// until one closes, so a local user opening connections cannot run the process out of

@@ -11,8 +11,8 @@ import Darwin
 /// `federate`: swaps identity-provider tokens for temporary AWS credentials and
 /// keeps them, per named session, in an encrypted keystore.
 ///
-/// The command line, output formats and exit codes are a contract (design.md,
-/// section 6; reference in docs/cli.md). Every failure ends here, in ``main()``,
+/// The command line, output formats and exit codes are a contract (docs/cli.md).
+/// Every failure ends here, in ``main()``,
 /// as one line on stderr and an exit code from ``ExitStatus``. Two executables run it:
 /// `federate` and `federate-server` (see ``ServerSide``).
 package struct Federate: AsyncParsableCommand {

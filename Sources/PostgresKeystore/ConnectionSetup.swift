@@ -148,35 +148,3 @@ final class ConnectionSetup: Sendable {
         }
     }
 }
-
-/// A connection of the keystore's own, outside its pool (opening, migrating; see
-/// ``PostgresKeystore/withOwnConnection(_:logger:_:)``), set up (``ConnectionSetup``) before
-/// its first statement, so that no statement waits on the server for longer than the
-/// operation timeout. Without it a lock another role holds would keep the server's backend
-/// waiting after the keystore gave up.
-struct OwnConnection: Sendable {
-    let connection: PostgresConnection
-    let setup: ConnectionSetup
-
-    func run<T: Sendable>(logger: Logger, _ body: (PostgresConnection) async throws -> T) async throws -> T {
-        try await setup.prepare(connection, logger: logger)
-        return try await body(connection)
-    }
-}
-
-/// The server a connection reached is a standby (`pg_is_in_recovery()`): a hot standby, or
-/// the old primary a failover demoted while the URL still leads to it.
-struct StandbyServer: Error, CustomStringConvertible {
-    var description: String {
-        "\(KeystoreError.standbyServerReason), which takes no writes; the URL must reach the primary (after a failover, the new one)"
-    }
-}
-
-/// The server is older than ``ConnectionSetup/oldestServerVersion``.
-struct UnsupportedServer: Error, CustomStringConvertible {
-    /// Its `server_version_num`.
-    let version: Int32
-    var description: String {
-        "the server is PostgreSQL \(version / 10000) (server_version_num \(version)); the keystore needs PostgreSQL 12 or later"
-    }
-}

@@ -50,49 +50,13 @@ extension PostgresKeystore {
         // timer (a task group of two tasks and a `Task.sleep`), and cancels it at the next
         // lease: at low concurrency that is once per operation. Two kept connections (the
         // default: the change feed's and one for operations) serve a lone caller with no such timer.
-        client.options.minimumConnections = configuration.keptConnections
+        client.options.minimumConnections = configuration.poolMinimum
         client.options.maximumConnections = configuration.poolSize
         // postgres-nio's default keep-alive starts a timer (a task group of two tasks) each
         // time a connection is released and cancels it at the next lease: at concurrency 1,
         // ~14 of a durable federation's 23 hand-offs to the global executor.
         client.options.keepAliveBehavior = configuration.keepAliveInterval.map { .init(frequency: $0) }
         return client
-    }
-
-    /// Runs `body` on a connection of its own, outside the pool, set up as pooled ones are
-    /// and closed when `body` ends (at once when the task is cancelled, as at the deadline).
-    ///
-    /// Opening a keystore and migrating go this way. A failure to connect is reported at
-    /// once with its cause (refused, TLS, a failed login with its SQLSTATE), where the pool
-    /// would retry it quietly until the operation timed out; a keystore that fails to open
-    /// (a wrong key) has opened no pool; and a command that makes one call and exits logs in
-    /// once for the opening and once for the call, rather than once more for a probe.
-    static func withOwnConnection<T: Sendable>(
-        _ configuration: Configuration, logger: Logger,
-        _ body: @Sendable (OwnConnection) async throws(KeystoreError) -> T
-    ) async throws(KeystoreError) -> T {
-        let connection: PostgresConnection
-        do {
-            connection = try await connect(configuration, logger: logger)
-        } catch {
-            throw KeystoreError.postgres(error, operation: "connecting", configuration: configuration)
-        }
-        let own = OwnConnection(
-            connection: connection,
-            setup: ConnectionSetup(statementTimeout: configuration.operationTimeout, holdOff: .zero))
-        // A statement postgres-nio cannot cancel would otherwise hold the task (and the
-        // server's backend) until the statement timeout; closing ends both.
-        let result = await withTaskCancellationHandler {
-            do throws(KeystoreError) {
-                return Result<T, KeystoreError>.success(try await body(own))
-            } catch {
-                return .failure(error)
-            }
-        } onCancel: {
-            _ = connection.close() as EventLoopFuture<Void>
-        }
-        try? await connection.close()
-        return try result.get()
     }
 
     /// Opens one connection outside the pool; throws a ``KeystoreError`` when TLS cannot be

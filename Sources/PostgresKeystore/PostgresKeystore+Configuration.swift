@@ -156,7 +156,7 @@ extension PostgresKeystore {
         var poolSize: Int { max(2, maximumConnections) }
 
         /// ``minimumConnections`` within 0 and ``poolSize``.
-        var keptConnections: Int { min(max(0, minimumConnections), poolSize) }
+        var poolMinimum: Int { min(max(0, minimumConnections), poolSize) }
 
         /// What the keystore warns of at open when its connections can go unprotected to a
         /// host other than this machine (``tls`` ``TLSMode/disable`` or ``TLSMode/prefer``,

@@ -15,8 +15,8 @@ struct PostgresNamespace: Sendable {
 
     /// The longest service or access-group name, in UTF-8 bytes (as the SQLite engine).
     static let maximumNameBytes = AccessGroup.maximumNameBytes
-    /// The longest item key, in UTF-8 bytes (as the SQLite engine).
-    static let maximumKeyBytes = 180
+    /// The longest item key, in UTF-8 bytes (every engine's).
+    static let maximumKeyBytes = ItemKey.maximumBytes
 
     init(service: String, group: AccessGroup, key: SecretBytes, keyLengthsInBytes: Bool = false) {
         self.service = service

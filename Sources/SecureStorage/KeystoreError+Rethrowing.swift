@@ -1,7 +1,7 @@
 extension KeystoreError {
     /// Runs code written with untyped `throws` (the shared POSIX, key and sealing helpers, which
-    /// only ever throw ``KeystoreError``) inside a typed-throws engine (SQLite here, and
-    /// PostgresKeystore).
+    /// only ever throw ``KeystoreError``) inside typed-throws code: both engines, and the
+    /// sealing of items.
     package static func rethrowing<T>(_ body: () throws -> T) throws(KeystoreError) -> T {
         do {
             return try body()

@@ -23,7 +23,6 @@ int ib_curl_load(void);
 const char *ib_curl_load_error(void);
 
 typedef size_t (*ib_curl_data_callback)(char *buffer, size_t size, size_t count, void *userdata);
-typedef int (*ib_curl_xferinfo_callback)(void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow);
 
 CURLcode ib_curl_global_init(long flags);
 CURL *ib_curl_easy_init(void);
@@ -52,7 +51,6 @@ CURLcode ib_curl_easy_setopt_string(CURL *handle, CURLoption option, const char 
 CURLcode ib_curl_easy_setopt_pointer(CURL *handle, CURLoption option, void *value);
 CURLcode ib_curl_easy_setopt_slist(CURL *handle, CURLoption option, struct curl_slist *value);
 CURLcode ib_curl_easy_setopt_data_callback(CURL *handle, CURLoption option, ib_curl_data_callback value);
-CURLcode ib_curl_easy_setopt_xferinfo_callback(CURL *handle, ib_curl_xferinfo_callback value);
 CURLcode ib_curl_easy_getinfo_long(CURL *handle, CURLINFO info, long *value);
 CURLcode ib_curl_easy_getinfo_pointer(CURL *handle, CURLINFO info, void **value);
 CURLMcode ib_curl_multi_setopt_long(CURLM *handle, CURLMoption option, long value);

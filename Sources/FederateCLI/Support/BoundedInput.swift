@@ -1,4 +1,5 @@
 import Federation
+import SecureStorage
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -46,13 +47,13 @@ enum BoundedInput {
     private static func readToEnd(_ descriptor: Int32, limit: Int, deadline: ContinuousClock.Instant?) throws(Failure) -> [UInt8] {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 16 * 1024)
-        defer { ProviderTokenText.wipe(&chunk) }
+        defer { CryptoRuntime.cleanse(&chunk) }
         // Past the cap the caller refuses the input: an endless pipe must not exhaust memory.
         while bytes.count <= limit {
             if let deadline {
                 let remaining = ContinuousClock.now.duration(to: deadline)
                 guard remaining > .zero else {
-                    ProviderTokenText.wipe(&bytes)
+                    CryptoRuntime.cleanse(&bytes)
                     throw .timedOut
                 }
                 // Readable, or its writer gone: then a read returns what is left, or 0.
@@ -61,7 +62,7 @@ enum BoundedInput {
                 let ready = poll(&request, 1, milliseconds)
                 if ready < 0 && errno != EINTR {
                     let code = errno
-                    ProviderTokenText.wipe(&bytes)
+                    CryptoRuntime.cleanse(&bytes)
                     throw .read(code)
                 }
                 if ready <= 0 { continue }
@@ -76,7 +77,7 @@ enum BoundedInput {
                 }
                 if errno == EINTR || errno == EAGAIN { continue }
                 let code = errno
-                ProviderTokenText.wipe(&bytes)
+                CryptoRuntime.cleanse(&bytes)
                 throw .read(code)
             }
             if count == 0 { break }

@@ -3,9 +3,12 @@ import Federation
 import SecureStorage
 package import Logging
 
-/// The options every subcommand takes (design.md, section 6, plus `--expiry-margin`
+/// The options every subcommand takes (docs/cli.md, "Common options", with `--expiry-margin`
 /// and `--verbose`).
 package struct CommonOptions: ParsableArguments {
+    /// `--expiry-margin`'s default: the library's.
+    static let defaultExpiryMarginSeconds = Int(FederationConfiguration.defaultExpiryMargin.components.seconds)
+
     @Option(name: .long, help: ArgumentHelp("The session (one per end user).", valueName: "NAME"))
     package var session: String = "default"
 
@@ -34,7 +37,7 @@ package struct CommonOptions: ParsableArguments {
     @Option(
         name: .customLong("expiry-margin"),
         help: ArgumentHelp("Credentials count as expired this many seconds before their expiration.", valueName: "SECONDS"))
-    package var expiryMargin: Int = 120
+    package var expiryMargin: Int = CommonOptions.defaultExpiryMarginSeconds
 
     @Flag(
         name: .customLong("allow-insecure-endpoint"),

@@ -66,7 +66,7 @@ enum CredentialsCommandLine {
 
         // The defaults are CommonOptions' and FormatOptions' declared ones; the tests compare
         // them with argument-parser's reading of a bare `credentials`.
-        var margin = 120
+        var margin = CommonOptions.defaultExpiryMarginSeconds
         if let expiryMargin {
             guard let parsed = Int(expiryMargin) else { return nil }
             margin = parsed

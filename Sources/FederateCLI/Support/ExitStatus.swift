@@ -1,4 +1,4 @@
-/// The exit codes of the `federate` contract (design.md, section 6).
+/// The exit codes of the `federate` contract (docs/cli.md, "Exit codes").
 package enum ExitStatus: Int32, Sendable {
     /// Success.
     case ok = 0

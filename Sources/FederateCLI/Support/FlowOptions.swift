@@ -2,7 +2,7 @@ import ArgumentParser
 import Federation
 
 /// `--flow enhanced|classic` and the classic flow's options, for `login` and `guest`
-/// (design.md, section 6).
+/// (docs/cli.md).
 struct FlowOptions: ParsableArguments {
     /// The authflow named on the command line.
     enum Choice: String, ExpressibleByArgument, CaseIterable, Sendable {

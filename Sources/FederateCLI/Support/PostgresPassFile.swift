@@ -1,4 +1,5 @@
 import Federation
+import SecureStorage
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -70,13 +71,13 @@ package enum PostgresPassFile {
         } catch {
             return .ignored(BoundedInput.describe(error, source: "password file \(path)"))
         }
-        defer { ProviderTokenText.wipe(&contents) }
+        defer { CryptoRuntime.cleanse(&contents) }
         // Grown since it was checked: as large a file is not read either.
         guard contents.count <= maximumBytes else { return .ignored("password file \(path) is larger than \(maximumBytes) bytes") }
         guard var password = self.password(in: contents[...], host: host, port: String(port), database: database, user: user) else {
             return .none
         }
-        defer { ProviderTokenText.wipe(&password) }
+        defer { CryptoRuntime.cleanse(&password) }
         return .password(String(decoding: password, as: UTF8.self))
     }
 

@@ -1,6 +1,4 @@
 package import ArgumentParser
-package import Logging
-package import SecureStorage
 import Synchronization
 
 /// What only `federate-server` links: the credential server (`exec`, `serve`; Hummingbird and
@@ -35,20 +33,6 @@ extension ServerSide {
     package func prepare(keystore: String?) throws(CLIFailure) {}
 }
 
-/// The subcommands that open a keystore, with the options that name it.
-protocol KeystoreCommand {
-    var common: CommonOptions { get }
-}
-
-extension Login: KeystoreCommand {}
-extension Guest: KeystoreCommand {}
-extension Credentials: KeystoreCommand {}
-extension Status: KeystoreCommand {}
-extension Clear: KeystoreCommand {}
-extension Migrate: KeystoreCommand {}
-extension Exec: KeystoreCommand {}
-extension Serve: KeystoreCommand {}
-
 /// The ``ServerSide`` this process runs with: ``SiblingServer`` unless
 /// ``Federate/main(serverSide:)`` installed another before parsing.
 enum ActiveServerSide {
@@ -65,22 +49,4 @@ extension Federate {
         ActiveServerSide.install(serverSide)
         await main()
     }
-}
-
-/// A `postgres://` (or `postgresql://`) keystore as `federate-server` parsed it: its password
-/// is registered with ``Terminal`` before anything can print it.
-package protocol PostgresTarget: Sendable {
-    /// `postgres://user@host:port/db?sslmode=…`: never the password.
-    var displayName: String { get }
-    /// `$IDENTITY_BROKER_KEY_FILE`, when set.
-    var keyFilePath: String? { get }
-    /// Opens (creating the schema on first use) the keystore for `use`; the process closes it
-    /// before exiting.
-    func open(
-        service: String, accessGroup: AccessGroup, keySource: KeySource, use: KeystoreAccess.KeystoreUse, logger: Logger?
-    ) async throws(CLIFailure) -> any Keystore
-    /// Moves every saved session from access group `source` to `target`; how many moved.
-    func migrate(
-        service: String, from source: AccessGroup, to target: AccessGroup, keySource: KeySource, logger: Logger?, context: String
-    ) async throws(CLIFailure) -> Int
 }

@@ -21,7 +21,7 @@ extension FederationClient {
     ///   name; ``FederationError/Code/storage`` when the item cannot be read or opened.
     package static func savedSession(
         _ name: String,
-        expiryMargin: Duration = .seconds(120),
+        expiryMargin: Duration = FederationConfiguration.defaultExpiryMargin,
         now: Date = Date(),
         reading read: (String) throws(StorageError) -> [UInt8]?
     ) throws(FederationError) -> SessionSnapshot {

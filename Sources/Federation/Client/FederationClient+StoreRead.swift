@@ -16,7 +16,7 @@ extension FederationClient {
     /// change through the keystore's change feed (`SQLiteKeystore` polls it every 100 ms);
     /// this read does not wait for the feed, so a token pushed or a session cleared
     /// anywhere is seen by the very next call. When the keystore cannot be reached, the cached
-    /// session answers (design: cached valid credentials are still served while the store
+    /// session answers (cached valid credentials are still served while the store
     /// is unreachable); when its item does not open (damaged, sealed with another key), the
     /// call fails with ``FederationError/Code/storage``.
     ///

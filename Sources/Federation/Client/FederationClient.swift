@@ -181,7 +181,7 @@ public actor FederationClient {
     ///   - logger: where to log; nothing is logged when `nil`.
     public init(
         keystore: any Keystore,
-        expiryMargin: Duration = .seconds(120),
+        expiryMargin: Duration = FederationConfiguration.defaultExpiryMargin,
         sessionCacheCapacity: Int = FederationConfiguration.defaultSessionCacheCapacity,
         logger: Logger? = nil
     ) {

@@ -34,7 +34,7 @@ public struct FederationConfiguration: Sendable, Hashable {
     /// `AWS_ENDPOINT_URL_STS`, then `AWS_ENDPOINT_URL`, then
     /// `https://sts.{region}.amazonaws.com/` apply. The same endpoint rule as ``endpoint`` holds.
     public var stsEndpoint: String?
-    /// Credentials count as expired this long before their expiration. Default 120 s; zero or
+    /// Credentials count as expired this long before their expiration. Default ``defaultExpiryMargin`` (120 s); zero or
     /// more (a negative margin makes the client initializer throw `invalidConfiguration`).
     public var expiryMargin: Duration
     /// Time allowed to connect (TCP and TLS) in one attempt. Default 10 s.
@@ -80,7 +80,7 @@ public struct FederationConfiguration: Sendable, Hashable {
         region: String? = nil,
         endpoint: String? = nil,
         stsEndpoint: String? = nil,
-        expiryMargin: Duration = .seconds(120),
+        expiryMargin: Duration = FederationConfiguration.defaultExpiryMargin,
         connectTimeout: Duration = .seconds(10),
         requestTimeout: Duration = .seconds(30),
         federationTimeout: Duration = .seconds(60),
@@ -110,6 +110,9 @@ public struct FederationConfiguration: Sendable, Hashable {
         self.certificateAuthorityFile = certificateAuthorityFile
     }
 
+    /// The default ``expiryMargin``: 2 minutes, time enough for a call made with the
+    /// credentials to reach AWS before they expire.
+    public static let defaultExpiryMargin: Duration = .seconds(120)
     /// The default ``sessionCacheCapacity``: 10,000 sessions (a few MB).
     public static let defaultSessionCacheCapacity = 10_000
     /// The default ``renewalLeadTime``: 5 minutes.

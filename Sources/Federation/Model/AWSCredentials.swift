@@ -29,7 +29,7 @@ public struct AWSCredentials: Sendable, Hashable, Codable {
     }
 
     /// Whether the credentials are past `expiration - margin` at `now`.
-    public func isExpired(at now: Date = Date(), margin: Duration = .seconds(120)) -> Bool {
+    public func isExpired(at now: Date = Date(), margin: Duration = FederationConfiguration.defaultExpiryMargin) -> Bool {
         now.timeIntervalSince1970 >= expiration.timeIntervalSince1970 - margin.timeInterval
     }
 }

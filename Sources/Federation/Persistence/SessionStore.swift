@@ -60,7 +60,7 @@ struct SessionStore: Sendable {
     /// The record in the stored `bytes`, which are wiped.
     private static func record(_ bytes: [UInt8]?, session: String) throws(FederationError) -> SessionRecord? {
         guard var bytes else { return nil }
-        defer { ProviderTokenText.wipe(&bytes) }
+        defer { CryptoRuntime.cleanse(&bytes) }
         return try SessionRecord(stored: bytes, session: session)
     }
 
@@ -72,7 +72,7 @@ struct SessionStore: Sendable {
     /// whether it was stored.
     func save(_ record: SessionRecord, session: String) async throws(FederationError) -> Bool {
         var bytes = try record.storedBytes(session: session)
-        defer { ProviderTokenText.wipe(&bytes) }
+        defer { CryptoRuntime.cleanse(&bytes) }
         do {
             return try await commitTagged { $0.set(bytes, forKey: Self.keyPrefix + session, version: record.storeVersion) }.first ?? false
         } catch {

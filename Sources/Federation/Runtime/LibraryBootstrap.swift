@@ -10,8 +10,10 @@ import CCurlLoader
 ///
 /// `curl_global_init` is not thread-safe and must run once before any other libcurl
 /// call, so the work sits behind a `static let`, whose initialiser Swift runs exactly
-/// once (`swift_once`) however many threads race to it. Every entry point that touches
-/// libcurl or libcrypto calls ``ensure()`` first; it is cheap after the first call.
+/// once (`swift_once`) however many threads race to it. The curl driver calls ``ensure()``
+/// before its first libcurl call (every request goes through it); it is cheap after the
+/// first call. Code that only seals or opens items initialises OpenSSL through
+/// SecureStorage's `CryptoRuntime`, the same way and just as once.
 package enum LibraryBootstrap {
     /// The result of the one initialisation, computed on first use.
     private static let outcome: Outcome = {

@@ -1,3 +1,5 @@
+import SecureStorage
+
 /// The JSON primitives of the direct readers (the stored record's, the Cognito responses'):
 /// strictly JSON's grammar, with no whitespace anywhere, each returning `nil` (or `false`)
 /// for anything it does not read exactly, so that its caller leaves that input to
@@ -76,7 +78,7 @@ struct FlatJSONReader {
             return String(validating: bytes[index..<end], as: UTF8.self)
         }
         var text: [UInt8] = []
-        defer { ProviderTokenText.wipe(&text) }
+        defer { CryptoRuntime.cleanse(&text) }
         while let byte = next() {
             switch byte {
             case UInt8(ascii: "\""):

@@ -1,3 +1,5 @@
+import SecureStorage
+
 /// The text of a provider token read from a file or a pipe: what the `federate` CLI
 /// hands to ``FederationClient/federate(token:provider:options:session:)``.
 ///
@@ -17,7 +19,7 @@ package enum ProviderTokenText {
     /// The token in `bytes`: trailing line breaks dropped (`echo "$TOKEN" > file` adds
     /// one), at most ``maxBytes``, UTF-8. `bytes` is wiped (best effort) either way.
     package static func decode(_ bytes: inout [UInt8]) -> Result<String, Problem> {
-        defer { wipe(&bytes) }
+        defer { CryptoRuntime.cleanse(&bytes) }
         guard bytes.count <= maxBytes else { return .failure(.tooLarge) }
         var end = bytes.count
         while end > 0, bytes[end - 1] == UInt8(ascii: "\n") || bytes[end - 1] == UInt8(ascii: "\r") {
@@ -26,10 +28,5 @@ package enum ProviderTokenText {
         guard end > 0 else { return .failure(.empty) }
         guard let token = String(validating: bytes[..<end], as: UTF8.self) else { return .failure(.notUTF8) }
         return .success(token)
-    }
-
-    /// Overwrites `bytes` with zeros.
-    package static func wipe(_ bytes: inout [UInt8]) {
-        for index in bytes.indices { bytes[index] = 0 }
     }
 }

@@ -43,7 +43,7 @@ struct StoreLayout: Sendable {
     let privateChoice = PrivateDirectoryChoice()
 
     static let maximumNameBytes = AccessGroup.maximumNameBytes
-    static let maximumKeyBytes = 180
+    static let maximumKeyBytes = ItemKey.maximumBytes
 
     init(root: String, service: String, checksWayToRoot: Bool = true) throws(KeystoreError) {
         try Self.validate(name: service, what: "service name", limit: Self.maximumNameBytes)

@@ -75,7 +75,6 @@ enum StoreSchema {
     private static let itemColumns = """
         key, version, CASE WHEN typeof(value) = 'blob' AND length(value) <= \(SQLiteConnection.maximumLength) THEN value END
         """
-    static let selectItems = "SELECT \(itemColumns) FROM items WHERE \(plausibleKey)"
     static let selectItemById = "SELECT \(itemColumns) FROM items WHERE id = ?1 AND \(plausibleKey)"
     static let selectMeta = "SELECT value FROM meta WHERE name = ?1"
     static let upsertMeta = "INSERT INTO meta(name, value) VALUES(?1, ?2) ON CONFLICT(name) DO UPDATE SET value = excluded.value"
