@@ -84,6 +84,7 @@ final class RecordingKeystore: Keystore {
     func value(forKey key: String) async throws(KeystoreError) -> [UInt8]? { try await base.value(forKey: key) }
     func keys() async throws(KeystoreError) -> [String] { try await base.keys() }
     func changes() -> AsyncStream<KeystoreChange> { base.changes() }
+    func close() { base.close() }
 
     @discardableResult
     func commit(_ batch: KeystoreBatch) async throws(KeystoreError) -> [Bool] {

@@ -20,6 +20,7 @@ public final class InMemoryKeystore: Keystore, WriterFilteringKeystore {
 
     private struct State {
         var items: [String: Item] = [:]
+        var closed = false
     }
 
     private let state = Mutex(State())
@@ -33,21 +34,42 @@ public final class InMemoryKeystore: Keystore, WriterFilteringKeystore {
 
     deinit { subscribers.close() }
 
+    /// Ends every ``changes()`` stream and forgets the items; later calls fail with
+    /// ``KeystoreError/Code/storeUnavailable``.
+    public func close() {
+        state.withLock { state in
+            state.closed = true
+            state.items = [:]
+        }
+        subscribers.close()
+    }
+
     /// The value under `key`, or `nil`.
     public func value(forKey key: String) async throws(KeystoreError) -> [UInt8]? {
-        state.withLock { $0.items[key]?.value }
+        try state.withLock { (state) throws(KeystoreError) in
+            try Self.checkOpen(state)
+            return state.items[key]?.value
+        }
     }
 
     /// Every key, sorted.
     public func keys() async throws(KeystoreError) -> [String] {
-        state.withLock { $0.items.keys.sorted() }
+        try state.withLock { (state) throws(KeystoreError) in
+            try Self.checkOpen(state)
+            return state.items.keys.sorted()
+        }
+    }
+
+    private static func checkOpen(_ state: State) throws(KeystoreError) {
+        guard !state.closed else { throw KeystoreError(.storeUnavailable, "the keystore is closed") }
     }
 
     /// Applies `batch` atomically; a versioned set applies when nothing is stored, or the
     /// stored item has no version or one not greater than the new one.
     @discardableResult
     public func commit(_ batch: KeystoreBatch) async throws(KeystoreError) -> [Bool] {
-        let applied = state.withLock { state -> [Bool] in
+        let applied = try state.withLock { (state) throws(KeystoreError) -> [Bool] in
+            try Self.checkOpen(state)
             var applied: [Bool] = []
             for operation in batch.operations {
                 switch operation {

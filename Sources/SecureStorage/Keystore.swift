@@ -55,6 +55,14 @@ public protocol Keystore: Sendable {
     /// deadline; a store whose operations may run longer reports its own bound, and a
     /// keystore that wraps another forwards the wrapped one's.
     var uncertainCommitWindow: Duration { get }
+
+    /// Ends every ``changes()`` stream and releases what the keystore holds (connections,
+    /// files, background work) once the calls in progress end; later calls fail with
+    /// ``KeystoreError/Code/storeUnavailable``. Calling it again does nothing.
+    ///
+    /// Close a keystore after every client using it has shut down; code that holds an
+    /// `any Keystore` closes whichever engine it is the same way.
+    func close() async
 }
 
 extension Keystore {

@@ -87,6 +87,8 @@ package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
     package var service: String { base.service }
     package var accessGroup: AccessGroup { base.accessGroup }
 
+    package func close() async { await base.close() }
+
     /// What was asked of the store so far.
     package var counts: Counts { state.withLock { $0.counts } }
 
