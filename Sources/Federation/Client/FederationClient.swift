@@ -252,7 +252,7 @@ public actor FederationClient {
         self.ownedTransport = ownedTransport
         self.shutdownSignal = shutdownSignal
         self.instrumentation = instrumentation
-        sessionGauges = instrumentation.metrics.map(SessionGauges.init(factory:))
+        sessionGauges = instrumentation.metrics.map { SessionGauges(factory: $0, instrumentation: instrumentation) }
         self.configuration = configuration
         self.cognito = cognito
         self.sts = sts

@@ -10,9 +10,10 @@ import SecureStorage
 /// The `identity_broker_sessions` gauges, one per state.
 struct SessionGauges: Sendable {
     let factory: any MetricsFactory
+    let instrumentation: FederationInstrumentation
 
     func record(_ state: SessionState, _ count: Int) {
-        Gauge(label: "identity_broker_sessions", dimensions: [("state", "\(state)")], factory: factory).record(count)
+        Gauge(label: "identity_broker_sessions", dimensions: instrumentation.dimensions([("state", "\(state)")]), factory: factory).record(count)
     }
 }
 
@@ -53,9 +54,9 @@ extension FederationClient {
         span?.attributes["broker.result"] = outcome
         span?.end()
         if let metrics = instrumentation.metrics {
-            Counter(label: "identity_broker_federations_total", dimensions: [("result", outcome), ("provider", provider?.kind ?? "guest")], factory: metrics)
+            Counter(label: "identity_broker_federations_total", dimensions: instrumentation.dimensions([("result", outcome), ("provider", provider?.kind ?? "guest")]), factory: metrics)
                 .increment()
-            Timer(label: "identity_broker_federation_duration_seconds", dimensions: [("result", outcome)], factory: metrics)
+            Timer(label: "identity_broker_federation_duration_seconds", dimensions: instrumentation.dimensions([("result", outcome)]), factory: metrics)
                 .recordNanoseconds((ContinuousClock.now - start).wholeNanoseconds)
         }
         return try result.get()

@@ -22,8 +22,10 @@ public import Tracing
 ///   (`1xx`…`5xx`, `other`), or the transport failure kind);
 /// - `retries_total` (counter; `service`, `operation`);
 /// - `sessions` (gauge; `state`): sessions this client holds, by state. Several clients
-///   reporting to one factory overwrite each other's values: give each a factory of its own
-///   (or a label of your own through a wrapping factory).
+///   reporting to one factory would overwrite each other's values: give each its own
+///   ``dimensions`` (say `[("client", "tenant-a")]`).
+///
+/// Every metric also carries ``dimensions``, the caller's own labels.
 ///
 /// Spans: one per federation (`federate` or `guest`, with `broker.session`,
 /// `broker.provider` (the whole identifier), `broker.result`) and, inside it, one per request (`Service/Operation`,
@@ -36,11 +38,17 @@ public struct FederationInstrumentation: Sendable {
     public var metrics: (any MetricsFactory)?
     /// Where spans go; `nil` records none.
     public var tracer: (any Tracer)?
+    /// Dimensions added to every metric this client records, after its own: what tells
+    /// several clients in one process apart. Default: none. Keep their values few and
+    /// fixed (a name per client, not per session or user).
+    public var dimensions: [(String, String)]
 
-    /// Metrics to `metrics`, spans to `tracer`; either may be `nil`.
-    public init(metrics: (any MetricsFactory)? = nil, tracer: (any Tracer)? = nil) {
+    /// Metrics to `metrics`, spans to `tracer`; either may be `nil`. Every metric also
+    /// carries `dimensions`.
+    public init(metrics: (any MetricsFactory)? = nil, tracer: (any Tracer)? = nil, dimensions: [(String, String)] = []) {
         self.metrics = metrics
         self.tracer = tracer
+        self.dimensions = dimensions
     }
 
     /// No metrics, no spans (the default).
@@ -52,4 +60,7 @@ public struct FederationInstrumentation: Sendable {
     }
 
     var isEnabled: Bool { metrics != nil || tracer != nil }
+
+    /// A metric's own dimensions followed by ``dimensions``.
+    func dimensions(_ own: [(String, String)]) -> [(String, String)] { own + dimensions }
 }

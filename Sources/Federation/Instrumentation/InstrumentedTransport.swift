@@ -14,7 +14,7 @@ struct InstrumentedTransport: HTTPTransport {
     func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         let (service, operation) = Self.operation(of: request)
         if request.attempt > 1, let metrics = instrumentation.metrics {
-            Counter(label: "identity_broker_retries_total", dimensions: [("service", service), ("operation", operation)], factory: metrics)
+            Counter(label: "identity_broker_retries_total", dimensions: instrumentation.dimensions([("service", service), ("operation", operation)]), factory: metrics)
                 .increment()
         }
         guard let tracer = instrumentation.tracer else {
@@ -60,11 +60,11 @@ struct InstrumentedTransport: HTTPTransport {
         do {
             let response = try await base.send(request)
             status = Self.statusLabel(response.status)
-            Counter(label: "identity_broker_requests_total", dimensions: [("service", service), ("operation", operation), ("status", status)], factory: metrics)
+            Counter(label: "identity_broker_requests_total", dimensions: instrumentation.dimensions([("service", service), ("operation", operation), ("status", status)]), factory: metrics)
                 .increment()
             return response
         } catch {
-            Counter(label: "identity_broker_requests_total", dimensions: [("service", service), ("operation", operation), ("status", Self.failureKind(error))], factory: metrics)
+            Counter(label: "identity_broker_requests_total", dimensions: instrumentation.dimensions([("service", service), ("operation", operation), ("status", Self.failureKind(error))]), factory: metrics)
                 .increment()
             throw error
         }

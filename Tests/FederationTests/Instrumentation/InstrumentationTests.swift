@@ -85,6 +85,28 @@ final class InstrumentationTests: XCTestCase {
         assertNoSecret(in: metrics)
     }
 
+    /// Two clients reporting to one factory, told apart by their own dimensions: each
+    /// client's session gauge and counters are its own (without them the second client's
+    /// gauge overwrote the first's).
+    func testClientsSharingAFactoryKeepTheirOwnSeriesThroughTheirDimensions() async throws {
+        let metrics = TestMetrics()
+        let first = try client(FederationInstrumentation(metrics: metrics, dimensions: [("client", "first")]))
+        let second = try client(FederationInstrumentation(metrics: metrics, dimensions: [("client", "second")]))
+        try await first.federate(token: token, provider: .google, session: "alice")
+        try await first.federate(token: token, provider: .google, session: "bob")
+        try await second.federate(token: token, provider: .google, session: "carol")
+        let firstSessions = try metrics.expectGauge("identity_broker_sessions", [("state", "federated"), ("client", "first")])
+        let secondSessions = try metrics.expectGauge("identity_broker_sessions", [("state", "federated"), ("client", "second")])
+        XCTAssertEqual(firstSessions.lastValue, 2)
+        XCTAssertEqual(secondSessions.lastValue, 1)
+        XCTAssertEqual(
+            metrics.counterTotal(label: "identity_broker_federations_total", dimensions: [("result", "success"), ("provider", "google"), ("client", "first")]), 2)
+        XCTAssertEqual(
+            metrics.counterTotal(label: "identity_broker_requests_total", dimensions: [("service", "CognitoIdentity"), ("operation", "GetId"), ("status", "200"), ("client", "second")]), 1)
+        let durations = try metrics.expectTimer("identity_broker_federation_duration_seconds", [("result", "success"), ("client", "second")])
+        XCTAssertEqual(durations.values.count, 1)
+    }
+
     func testSpansNestRequestsUnderTheirFederation() async throws {
         let tracer = InMemoryTracer()
         let client = try client(FederationInstrumentation(tracer: tracer))
