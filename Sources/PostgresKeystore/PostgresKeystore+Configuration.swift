@@ -43,8 +43,8 @@ extension PostgresKeystore {
         public var maximumConnections: Int
         /// How many connections the pool keeps open while idle, from 0 to
         /// ``maximumConnections``. Default: 2, one for the change feed's listener and one for
-        /// calls, so that a lone caller never waits for a login and the pool starts no
-        /// idle-timeout timer around each of its calls.
+        /// calls, so that a lone caller's calls (after the pool's first connection) never wait
+        /// for a login and the pool starts no idle-timeout timer around each of them.
         ///
         /// A program that makes one call and exits (a command-line tool) sets 0: the pool
         /// then logs in only when a call needs a connection, and not at all for one that

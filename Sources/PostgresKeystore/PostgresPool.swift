@@ -31,6 +31,10 @@ final class PostgresPool: Sendable {
         fileprivate let runTask: Task<Void, Never>
         /// Calls currently holding one of this pool's connections (not the change feed's).
         fileprivate let holding = Atomic<Int>(0)
+        /// Whether the pool has handed out a connection yet: until it has, a lease may include
+        /// the pool's first connection (TCP, TLS and login), and only a wait longer than that
+        /// is slow (``PostgresPool/withConnection(on:holding:_:)``).
+        fileprivate let hasLeased = Atomic<Bool>(false)
         /// Set when the pool is replaced: a call that gets one of its connections from then on
         /// hands it back unused and runs again on the new pool (see ``retire(_:)``).
         fileprivate let retired = Atomic<Bool>(false)
@@ -77,12 +81,16 @@ final class PostgresPool: Sendable {
 
     /// Calls still waiting for a connection after the reconnect delay (see ``withConnection(on:holding:_:)``).
     private let slowLeases: DeadlineQueue
+    /// The same for a pool that has handed out no connection yet, after the connect timeout
+    /// and the reconnect delay: its first lease waits for a connection to be made.
+    private let firstLeases: DeadlineQueue
 
     init(configuration: PostgresKeystore.Configuration, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
         self.state = Mutex(State(current: Generation(configuration, number: 0)))
         self.slowLeases = DeadlineQueue(Self.reconnectDelay(configuration))
+        self.firstLeases = DeadlineQueue(configuration.connectTimeout + Self.reconnectDelay(configuration))
     }
 
     /// The pool that new calls use.
@@ -104,7 +112,8 @@ final class PostgresPool: Sendable {
     /// outage only now, and may be waiting out a backoff of up to a minute although the
     /// server is back. The watch then replaces it, and the call runs on the new pool (it used
     /// to wait for its deadline and fail). A pool that is only busy hands connections out or
-    /// holds them meanwhile: no watch, which would find just that.
+    /// holds them meanwhile: no watch, which would find just that. A pool that has handed out
+    /// no connection yet is given the connect timeout on top, for its first connection.
     func withConnection<T: Sendable>(
         on generation: Generation,
         holding: Bool = true,
@@ -114,15 +123,20 @@ final class PostgresPool: Sendable {
         let servedBefore = servedSoFar
         // A call made already cancelled ends without waiting, however long postgres-nio takes
         // to say so on a loaded machine: it says nothing about the pool.
+        // A pool that has handed out nothing yet may be making its first connection, which
+        // may take up to the connect timeout on a slow link: a watch then would only log in
+        // once more, and might replace a pool that was about to serve.
+        let deadlines = generation.hasLeased.load(ordering: .relaxed) ? slowLeases : firstLeases
         let slowLease = holding && !Task.isCancelled
-            ? slowLeases.register { [weak self] in
+            ? deadlines.register { [weak self] in
                 guard let self, !leased.isSet, self.isIdle(generation, since: servedBefore) else { return }
                 self.reportTrouble(on: generation)
             }
             : nil
-        defer { if let slowLease { slowLeases.cancel(slowLease) } }
+        defer { if let slowLease { deadlines.cancel(slowLease) } }
         return try await generation.client.withConnection { connection in
             leased.set()
+            generation.hasLeased.store(true, ordering: .relaxed)
             guard holding else {
                 served.add(1, ordering: .relaxed)
                 return try await body(connection)

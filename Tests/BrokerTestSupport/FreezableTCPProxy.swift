@@ -21,6 +21,8 @@ package final class FreezableTCPProxy: Sendable {
         var stopped = false
         var descriptors: [Int32] = []
         var dropsNotifications = false
+        /// How long a new connection waits before anything is carried (a slow link's connect).
+        var connectionDelay: Duration = .zero
     }
     private let state: Mutex<State>
     private let framesPostgresMessages: Bool
@@ -28,6 +30,8 @@ package final class FreezableTCPProxy: Sendable {
 
     /// The bytes carried so far from the target to clients, over every connection.
     package var bytesFromTarget: Int { carriedFromTarget.load(ordering: .acquiring) }
+    /// How many connections the proxy has carried to the target so far.
+    package var connectionsCarried: Int { state.withLock { $0.nextId } }
 
     /// - Parameter postgres: Whether the target is PostgreSQL, whose messages to the client
     ///   the proxy then frames (so that ``dropNotifications(_:)`` works); the client must not
@@ -58,6 +62,12 @@ package final class FreezableTCPProxy: Sendable {
     /// Freezes every connection open now.
     package func freezeExisting() {
         state.withLock { $0.frozenUpTo = $0.nextId - 1 }
+    }
+
+    /// Holds each connection made from now on for `delay` before carrying anything, as a
+    /// slow link's TCP and TLS set-up would (`.zero`: none).
+    package func delayNewConnections(by delay: Duration) {
+        state.withLock { $0.connectionDelay = delay }
     }
 
     /// Drops (or, with `false`, carries again) the server's `NotificationResponse` messages on
@@ -121,8 +131,12 @@ package final class FreezableTCPProxy: Sendable {
                 close(server)
                 return
             }
-            Thread { [self] in pump(from: client, to: server, id: id, framing: false, counted: false) }.start()
-            Thread { [self] in pump(from: server, to: client, id: id, framing: framesPostgresMessages, counted: true) }.start()
+            let delay = state.withLock { $0.connectionDelay }
+            Thread { [self] in
+                if delay > .zero { Thread.sleep(forTimeInterval: Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18) }
+                Thread { [self] in pump(from: client, to: server, id: id, framing: false, counted: false) }.start()
+                pump(from: server, to: client, id: id, framing: framesPostgresMessages, counted: true)
+            }.start()
         }
     }
 

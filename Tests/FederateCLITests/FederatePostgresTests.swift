@@ -145,16 +145,14 @@ final class FederatePostgresTests: FederatePostgresTestCase {
         let cognito = try FakeCognito.served()
         let token = TestJWT.valid(sub: "logins-user")
         harness.neverPrinted.append(token)
-        func sessions() throws -> Int {
-            // Asked of another database, so the asking is not counted.
-            Int(try server.psqlValue("SELECT sessions FROM pg_catalog.pg_stat_database WHERE datname = '\(database!)'")) ?? -1
-        }
+        // Every connection goes through a proxy that counts them (a login each).
+        let proxy = try FreezableTCPProxy(targetPort: UInt16(server.port))
+        defer { proxy.stop() }
+        harness.environment["IDENTITY_BROKER_KEYSTORE"] = url.replacingOccurrences(of: ":\(server.port)/", with: ":\(proxy.port)/")
         func logins(_ status: Int32, _ arguments: [String], stdin: String? = nil) throws -> Int {
-            let before = try sessions()
+            let before = proxy.connectionsCarried
             try harness.expect(status, arguments, stdin: stdin)
-            // A backend's statistics reach the shared counters as it exits, within a second.
-            Thread.sleep(forTimeInterval: 1.5)
-            return try sessions() - before
+            return proxy.connectionsCarried - before
         }
         try harness.expect(0, ["status", "--session", "warm-up"])  // the schema exists from here on
         XCTAssertEqual(try logins(0, loginArguments(cognito, session: "alice"), stdin: token), 2, "login")

@@ -313,11 +313,14 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         return keystore.pool.replacements
     }
 
-    /// A keystore holding `k` = [1] (a 5 s operation timeout) whose pool is aimed where
-    /// nothing listens (``aimAtNowhere(_:)``), with no change stream; and the replacements so far.
+    /// A keystore holding `k` = [1] (a 5 s operation timeout, a 1 s connect timeout: the
+    /// replacement has handed out nothing, so its slow leases wait for both) whose pool is
+    /// aimed where nothing listens (``aimAtNowhere(_:)``), with no change stream; and the
+    /// replacements so far.
     private func laggingKeystore(reconnectDelay: Duration) async throws -> (PostgresKeystore, replaced: Int) {
         let keystore = try await keystore {
             $0.operationTimeout = .seconds(5)
+            $0.connectTimeout = .seconds(1)
             $0.reconnectDelay = reconnectDelay
         }
         try await keystore.set([1], forKey: "k")
@@ -393,6 +396,26 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         try await keystore.set([2], forKey: "k")
         let second = try await keystore.value(forKey: "k")
         XCTAssertEqual(second, [2])
+    }
+
+    /// A new pool's first connection over a slow link (here 600 ms, three times the reconnect
+    /// delay) is not taken for an outage: the first call's wait includes making it. Since
+    /// the keystore opens on a connection of its own, its pool starts cold, and this wait
+    /// started a watch, a probe login and possibly a replacement of a pool about to serve.
+    func testAFreshPoolsFirstSlowConnectionIsNoOutage() async throws {
+        let proxy = try FreezableTCPProxy(targetPort: UInt16(server.port))
+        defer { proxy.stop() }
+        proxy.delayNewConnections(by: .milliseconds(600))
+        let keystore = try await keystore {
+            $0.port = Int(proxy.port)
+            $0.reconnectDelay = .milliseconds(200)
+            $0.minimumConnections = 0
+        }
+        try await keystore.set([1], forKey: "k")
+        let value = try await keystore.value(forKey: "k")
+        XCTAssertEqual(value, [1])
+        XCTAssertEqual(keystore.pool.watchesStarted, 0, "the first connection's set-up started a watch for the server")
+        XCTAssertEqual(keystore.pool.replacements, 0)
     }
 
     /// Only a pool that cannot hand out connections is replaced: a statement that runs out of

@@ -243,9 +243,10 @@ extension FederationClient {
     /// connection of its own, for
     /// changes such a program would never wait for. Its reads still go to the store on first
     /// use; what it has cached does not hear of other clients' changes.
-    /// Call it before the client's first call.
     package func stopFollowingStoreChanges() {
         followsStoreChanges = false
+        changeFeed?.cancel()
+        changeFeed = nil
     }
 
     private func storeChanged(_ change: KeystoreChange) async {

@@ -59,7 +59,8 @@ public struct FederationConfiguration: Sendable, Hashable {
     public var renewalPostponement: Duration
     /// How many sessions a ``FederationClient`` keeps in memory; the least recently used
     /// beyond that are read from the keystore again when next used (sessions being
-    /// federated or observed are always kept). Default ``defaultSessionCacheCapacity``.
+    /// federated or observed are always kept, and with many observed the cache goes over its
+    /// capacity by about one other session per 16 of them). Default ``defaultSessionCacheCapacity``.
     public var sessionCacheCapacity: Int
     /// Lets ``endpoint`` (or an `AWS_ENDPOINT_URL*` variable) be plaintext `http://` to a
     /// host that is not loopback. Default `false`: provider tokens then only travel over

@@ -3,7 +3,9 @@
 ///
 /// Entries the caller pins (a federation in flight, an observed session) are skipped
 /// by eviction (and count as used), so the cache may hold more than ``capacity`` while they
-/// are pinned; the entry just set is never the one evicted (its caller is about to use it).
+/// are pinned, plus, while more than ``pinnedPassedPerEviction`` pinned entries sit at its
+/// least recently used end, about one unpinned entry per that many pinned ones, waiting to
+/// reach the end; the entry just set is never the one evicted (its caller is about to use it).
 struct LRUCache<Value> {
     private struct Slot {
         var key: String
@@ -98,7 +100,9 @@ struct LRUCache<Value> {
         var evicted: [(key: String, value: Value)] = []
         var passedOver = 0
         while index.count > capacity, passedOver < Self.pinnedPassedPerEviction, let position = tail, let slot = slots[position] {
-            if slot.key != kept, !isPinned(slot.key, slot.value), let value = remove(slot.key) {
+            if slot.key == kept {
+                moveToFront(position)  // its caller is about to use it; not a pinned entry passed
+            } else if !isPinned(slot.key, slot.value), let value = remove(slot.key) {
                 evicted.append((slot.key, value))
             } else {
                 passedOver += 1

@@ -166,7 +166,8 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
     /// closes the connections, after the reads and the commit in progress; it returns once
     /// they are closed. Later calls fail with ``KeystoreError/Code/storeUnavailable``.
     /// Calling it again does nothing, and returns at once even while the first call still
-    /// waits.
+    /// waits. It is synchronous, also when called as ``Keystore/close()``: it holds its
+    /// thread until then (at most the busy timeout behind a read or commit in progress).
     public func close() {
         feed.close()
         writer.close()
