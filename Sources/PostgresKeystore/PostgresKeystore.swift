@@ -98,29 +98,15 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
         // connect is reported at once, and a keystore that does not open leaves no pool behind.
         let opened = try await OperationDeadline.run(configuration.operationTimeout, onTimeout: {
             Self.timeout("opening the keystore", configuration)
-        }) { () throws(KeystoreError) -> (key: SecretBytes, commitCall: String, lengthsInBytes: Bool) in
+        }) { () throws(KeystoreError) -> OpenedNamespace in
             try await Self.withOwnConnection(configuration, logger: quiet) { (own) throws(KeystoreError) in
-                let commitCall: String
-                let lengthsInBytes: Bool
-                do {
-                    (commitCall, lengthsInBytes) = try await own.run(logger: quiet) { connection in
-                        let call = try await PostgresSchema.install(on: connection, logger: quiet)
-                        return (call, try await PostgresSchema.countsBytes(on: connection, logger: quiet))
-                    }
-                } catch {
-                    throw KeystoreError.postgres(error, operation: "creating the schema", configuration: configuration)
-                }
-                let key = try await PostgresKeyResolver.key(
-                    for: accessGroup, source: keySource, configuration: configuration, connection: own, logger: quiet)
-                try await PostgresKeyCheck.verify(
-                    service: service, group: accessGroup, key: key, configuration: configuration, connection: own, logger: quiet)
-                return (key, commitCall, lengthsInBytes)
+                try await Self.openNamespace(
+                    service: service, group: accessGroup, keySource: keySource, configuration: configuration, on: own, logger: quiet)
             }
         }
         let pool = PostgresPool(configuration: configuration, logger: quiet)
         do throws(KeystoreError) {
-            let (key, commitCall, lengthsInBytes) = opened
-            let namespace = PostgresNamespace(service: service, group: accessGroup, key: key, keyLengthsInBytes: lengthsInBytes)
+            let (namespace, commitCall) = (opened.namespace, opened.commitCall)
             let origin = Int64(bitPattern: try KeystoreError.rethrowing {
                 try CryptoRuntime.randomBytes(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
             })

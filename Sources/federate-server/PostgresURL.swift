@@ -76,6 +76,17 @@ extension PostgresURL {
         }
     }
 
+    func openAndRead(
+        key: String, service: String, accessGroup: AccessGroup, keySource: KeySource, logger: Logger?
+    ) async throws(CLIFailure) -> Result<[UInt8]?, KeystoreError> {
+        do {
+            return try await PostgresKeystore.openAndRead(
+                key: key, configuration: configuration, service: service, accessGroup: accessGroup, keySource: keySource, logger: logger)
+        } catch {
+            throw withPassFileNote(CLIFailure.keystore(error, root: displayName))
+        }
+    }
+
     func migrate(
         service: String, from source: AccessGroup, to destination: AccessGroup, keySource: KeySource, logger: Logger?, context: String
     ) async throws(CLIFailure) -> Int {

@@ -136,11 +136,12 @@ final class FederatePostgresTests: FederatePostgresTestCase {
     }
 
     /// A command that makes one call logs in twice: once for the opening (schema, key check)
-    /// on a connection of its own, once for the call; `migrate`, which makes all its
-    /// statements on that one connection, once. Each used to log in three times (a probe,
-    /// then the pool's two kept connections, one of which the change feed's listener took)
-    /// and `migrate` twice, costing a one-shot command (`credential_process` runs one before
-    /// AWS calls) a server backend and a password exchange per extra login.
+    /// on a connection of its own, once for the call; `credentials` and `status`, which read
+    /// one session, and `migrate` once, everything on that one connection. Each used to log
+    /// in three times (a probe, then the pool's two kept connections, one of which the change
+    /// feed's listener took) and `migrate` twice, costing a one-shot command
+    /// (`credential_process` runs one before AWS calls) a server backend and a password
+    /// exchange per extra login. `--verbose` keeps the full open (its debug lines).
     func testACommandThatMakesOneCallLogsInOnceToOpenAndOnceForTheCall() throws {
         let cognito = try FakeCognito.served()
         let token = TestJWT.valid(sub: "logins-user")
@@ -156,11 +157,43 @@ final class FederatePostgresTests: FederatePostgresTestCase {
         }
         try harness.expect(0, ["status", "--session", "warm-up"])  // the schema exists from here on
         XCTAssertEqual(try logins(0, loginArguments(cognito, session: "alice"), stdin: token), 2, "login")
-        XCTAssertEqual(try logins(0, ["credentials", "--session", "alice"]), 2, "credentials")
-        XCTAssertEqual(try logins(0, ["status", "--session", "alice"]), 2, "status")
+        XCTAssertEqual(try logins(0, ["credentials", "--session", "alice"]), 1, "credentials")
+        XCTAssertEqual(try logins(0, ["credentials", "--session", "alice", "--format", "json"]), 1, "credentials --format json")
+        XCTAssertEqual(try logins(0, ["status", "--session", "alice"]), 1, "status")
+        XCTAssertEqual(try logins(0, ["status", "--session", "alice", "--verbose"]), 2, "status --verbose")
         XCTAssertEqual(try logins(0, ["clear", "--session", "alice"]), 2, "clear")
-        XCTAssertEqual(try logins(3, ["credentials", "--session", "alice"]), 2, "credentials of a cleared session")
+        XCTAssertEqual(try logins(3, ["credentials", "--session", "alice"]), 1, "credentials of a cleared session")
         XCTAssertEqual(try logins(0, ["migrate", "--from", "none", "--to", "team"]), 1, "migrate")
+    }
+
+    /// `credentials` and `status` read a session on one connection: a damaged row fails that
+    /// session alone, with the message and exit code of the full open (`--verbose` takes
+    /// that path), a wrong key fails at the opening, and a bad session name is a usage error.
+    func testOneLoginReadsFailAsTheFullOpenDoes() throws {
+        let cognito = try FakeCognito.served()
+        for name in ["alice", "bob"] {
+            let token = TestJWT.valid(sub: "damage-\(name)")
+            harness.neverPrinted.append(token)
+            try harness.expect(0, loginArguments(cognito, session: name), stdin: token)
+        }
+        _ = try sqlValue("UPDATE identity_broker_items SET value = '\\x00'::bytea WHERE service <> '' AND key = 'session.alice' RETURNING 1")
+        let damaged = try harness.expect(6, ["credentials", "--session", "alice"])
+        let fullOpen = try harness.run(["credentials", "--session", "alice", "--verbose"])
+        XCTAssertEqual(fullOpen.status, 6, "\(fullOpen)")
+        XCTAssertTrue(damaged.stderr.contains("corruptFormat") || damaged.stderr.contains("authenticationFailed"), damaged.stderr)
+        XCTAssertTrue(damaged.stderr.contains("clear"), "the error says how to recover: \(damaged.stderr)")
+        XCTAssertEqual(
+            fullOpen.stderr.split(separator: "\n").last.map(String.init), damaged.stderr.trimmingCharacters(in: .whitespacesAndNewlines),
+            "the one-login read's message is the full open's")
+        try harness.expect(6, ["status", "--session", "alice"])
+        try harness.expect(0, ["credentials", "--session", "bob"])
+        XCTAssertEqual(try Output.jsonObject(try harness.expect(0, ["status", "--session", "bob"]).stdout)["state"] as? String, "federated")
+
+        let wrongKey = try makeHarness(key: Self.randomKey())
+        defer { wrongKey.cleanUp() }
+        let refused = try wrongKey.expect(6, ["credentials", "--session", "bob"])
+        XCTAssertTrue(refused.stderr.contains("invalidKey"), refused.stderr)
+        try harness.expect(2, ["status", "--session", "bad/name"])
     }
 
     /// A URL that leads to a standby (DNS a failover left on the demoted primary): exit 6

@@ -216,6 +216,9 @@ package struct KeystoreAccess {
     /// `notFederated`, and nothing is created or recorded. A damaged item fails this session only (exit 6).
     func savedSession(_ session: String, expiryMargin: Duration) async throws(CLIFailure) -> SessionSnapshot {
         if let snapshot = try savedSessionAtOnce(session, expiryMargin: expiryMargin) { return snapshot }
+        if logger == nil, case .postgres(let target) = location {
+            return try await savedSessionInOneLogin(session, expiryMargin: expiryMargin, from: target)
+        }
         let client = try await offlineClient(expiryMargin: expiryMargin)
         do {
             return try await client.session(session)
@@ -242,6 +245,27 @@ package struct KeystoreAccess {
             return try FederationClient.savedSession(session, expiryMargin: expiryMargin) { (key) throws(KeystoreError) in
                 try reader.value(forKey: key)
             }
+        } catch {
+            throw CLIFailure.federation(error, root: root)
+        }
+    }
+
+    /// ``savedSession(_:expiryMargin:)`` from a database, opened and read on one connection
+    /// (one login, where opening a keystore and reading through its pool take two). Errors
+    /// keep their phase, as ``savedSessionAtOnce(_:expiryMargin:)``'s do.
+    private func savedSessionInOneLogin(
+        _ session: String, expiryMargin: Duration, from target: any PostgresTarget
+    ) async throws(CLIFailure) -> SessionSnapshot {
+        do {
+            try SessionName.validate(session)
+        } catch {
+            throw CLIFailure.federation(error, root: root)
+        }
+        let read = try await target.openAndRead(
+            key: FederationClient.storeKey(ofSession: session), service: Self.service, accessGroup: accessGroup,
+            keySource: keySource, logger: logger)
+        do {
+            return try FederationClient.savedSession(session, expiryMargin: expiryMargin) { (_) throws(KeystoreError) in try read.get() }
         } catch {
             throw CLIFailure.federation(error, root: root)
         }

@@ -13,6 +13,12 @@ package protocol PostgresTarget: Sendable {
     func open(
         service: String, accessGroup: AccessGroup, keySource: KeySource, use: KeystoreAccess.KeystoreUse, logger: Logger?
     ) async throws(CLIFailure) -> any Keystore
+    /// Opens the keystore and reads the item under `key` on one connection (one login), for a
+    /// command that reads one session and exits; the read's own outcome apart from the
+    /// opening's failures, which it throws.
+    func openAndRead(
+        key: String, service: String, accessGroup: AccessGroup, keySource: KeySource, logger: Logger?
+    ) async throws(CLIFailure) -> Result<[UInt8]?, KeystoreError>
     /// Moves every saved session from access group `source` to `target`; how many moved.
     func migrate(
         service: String, from source: AccessGroup, to target: AccessGroup, keySource: KeySource, logger: Logger?, context: String

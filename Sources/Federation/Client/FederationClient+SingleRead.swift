@@ -29,4 +29,10 @@ extension FederationClient {
         let record = try SessionStore.load(name, reading: read)
         return snapshot(name, SessionStateMachine(record: record, now: now, margin: expiryMargin), now: now, margin: expiryMargin)
     }
+
+    /// The keystore key session `name` is saved under, for a reader that must know it before
+    /// ``savedSession(_:expiryMargin:now:reading:)`` asks (one that reads asynchronously first).
+    package static func storeKey(ofSession name: String) -> String {
+        SessionStore.keyPrefix + name
+    }
 }
