@@ -226,7 +226,7 @@ extension FederationClient {
 
     /// Starts following the keystore's change feed, once.
     func startChangeFeed() {
-        guard followsStoreChanges, changeFeed == nil, !isShutDown else { return }
+        guard followsStoreChanges, changeFeed == nil, !shutdownBegan else { return }
         // Our own commits are left out: this client applied each of them itself.
         let changes = store.changesByOthers()
         changeFeed = Task { [weak self] in
@@ -276,7 +276,7 @@ extension FederationClient {
     /// A flood of them thus costs each client at most one re-read of its cache a second, not
     /// one per `.all`.
     func reloadEverything() {
-        guard !isShutDown else { return }
+        guard !shutdownBegan else { return }
         guard reloadOfEverything == nil else {
             reloadOfEverythingAgain = true
             return
@@ -311,7 +311,7 @@ extension FederationClient {
     /// The sessions a re-read of everything reads, starting now, or `nil` once the client
     /// shut down.
     private func sessionsToReloadAll() -> Set<String>? {
-        guard !isShutDown, !Task.isCancelled else { return nil }
+        guard !shutdownBegan, !Task.isCancelled else { return nil }
         lastReloadOfEverything = .now
         // What this re-read reads covers every `.all` so far.
         reloadOfEverythingAgain = false
@@ -321,7 +321,7 @@ extension FederationClient {
     /// Whether another `.all` came during the re-read that just ended; if none did, the
     /// re-reads end here, in the same step, so that the next `.all` starts a new one.
     private func reloadEverythingAgain() -> Bool {
-        if reloadOfEverythingAgain && !isShutDown {
+        if reloadOfEverythingAgain && !shutdownBegan {
             reloadOfEverythingAgain = false
             return true
         }
@@ -354,7 +354,7 @@ extension FederationClient {
 
     private func armExpiryTimer(due: Date) {
         // A client that was shut down runs no timer again; reads still compute expiry.
-        guard !isShutDown else { return }
+        guard !shutdownBegan else { return }
         expiryTimer?.cancel()
         expiryTimerDue = due
         // At most `longestExpiryTimerSleep`: woken before the due time, the timer finds nothing
@@ -382,7 +382,7 @@ extension FederationClient {
     /// moved past a due time before the timer's sleep ends).
     func announceDueExpiries() {
         // A timer that woke as shutdown began, or a stream made after it: nothing to announce.
-        guard !isShutDown else { return }
+        guard !shutdownBegan else { return }
         let current = now()
         for entry in expirySchedule.popDue(now: current) {
             if cache.peek(entry.session) != nil {
@@ -447,7 +447,7 @@ extension FederationClient {
             // Unreachable now (the store away, say): read again later, as an observed session's
             // failed re-read is, or its expiry would never be announced. An item that does not
             // open will not open later either.
-            guard !isShutDown, !error.isUnreadableItem, cache.peek(session) == nil, broadcaster.hasObserversOfAll else {
+            guard !shutdownBegan, !error.isUnreadableItem, cache.peek(session) == nil, broadcaster.hasObserversOfAll else {
                 evictedReadFailures[session] = nil
                 return
             }

@@ -153,7 +153,7 @@ extension FederationClient {
     /// Re-reads an observed session whose re-read failed, a while later (twice as long
     /// after each failure in a row, at most ``observedReloadRetryLimit``), once at a time.
     func retryReload(of session: String) {
-        guard !isShutDown, reloadRetries.insert(session).inserted else { return }
+        guard !shutdownBegan, reloadRetries.insert(session).inserted else { return }
         let failures = (failedRetries[session] ?? 0) + 1
         failedRetries[session] = failures
         let delay = Self.retryDelay(afterFailures: failures)
@@ -231,7 +231,7 @@ extension FederationClient {
     /// no task of their own (see ``reload(_:)``). None starts once shutdown began, which
     /// cancels and waits for those running.
     func reloadInTheBackground(_ session: String) {
-        guard !isShutDown, claimReload(of: session) else { return }
+        guard !shutdownBegan, claimReload(of: session) else { return }
         inBackground { client in await client.runClaimedReload(of: session) }
     }
 
@@ -239,7 +239,7 @@ extension FederationClient {
     func inBackground(_ work: @escaping @Sendable (isolated FederationClient) async -> Void) {
         // Once shutdown began, none starts: it may already have waited for those running, and
         // the keystore is its caller's to close once shutdown returns.
-        guard !isShutDown else { return }
+        guard !shutdownBegan else { return }
         let id = nextBackgroundReload
         nextBackgroundReload &+= 1
         // Registered before the task can end: its removal runs on this actor, after this call.

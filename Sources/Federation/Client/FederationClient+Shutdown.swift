@@ -30,11 +30,11 @@ extension FederationClient {
     /// may close the keystore. Calling it again waits for the first call to finish. The
     /// keystore is the caller's and stays open.
     public func shutdown(gracePeriod: Duration = .seconds(10)) async {
-        guard !isShutDown else {
-            if !isShutDownCompletely { await withCheckedContinuation { shutdownCompletionWaiters.add($0) } }
+        guard !shutdownBegan else {
+            if !shutdownEnded { await withCheckedContinuation { shutdownCompletionWaiters.add($0) } }
             return
         }
-        isShutDown = true
+        shutdownBegan = true
         logger.debug("client shutting down", metadata: ["broker.inFlight": "\(federationsInFlight)"])
         expiryTimer?.cancel()
         expiryTimer = nil
@@ -64,7 +64,7 @@ extension FederationClient {
             await waitForTheLast(.clear, atMost: gracePeriod)
         }
         broadcaster.finishAll()
-        isShutDownCompletely = true
+        shutdownEnded = true
         shutdownCompletionWaiters.resumeAll()
         logger.debug("client shut down")
     }
@@ -82,7 +82,7 @@ extension FederationClient {
     }
 
     /// Whether ``shutdown(gracePeriod:)`` was called.
-    public var isShuttingDown: Bool { isShutDown }
+    public var isShuttingDown: Bool { shutdownBegan }
 
     /// Runs one federation's network and commit work in the caller's task, counted so that
     /// shutdown can wait for it.
@@ -96,7 +96,7 @@ extension FederationClient {
     func tracked<Output: Sendable>(
         _ body: @Sendable () async -> Result<Output, FederationError>
     ) async throws(FederationError) -> Output {
-        guard !isShutDown else {
+        guard !shutdownBegan else {
             throw FederationError(code: .cancelled, message: "the client is shutting down; no new federation starts")
         }
         federationsInFlight += 1

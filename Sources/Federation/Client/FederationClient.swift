@@ -116,7 +116,8 @@ public actor FederationClient {
     var federationsInFlight = 0
     /// Fired by shutdown past its grace period; see ``CancellationSignal``.
     nonisolated let shutdownSignal: CancellationSignal
-    var isShutDown = false
+    /// Whether ``shutdown(gracePeriod:)`` was called (it may still be under way).
+    var shutdownBegan = false
     /// Opt-in metrics and tracing.
     let instrumentation: FederationInstrumentation
     /// Sessions held by state, for the `identity_broker_sessions` gauges (with metrics only).
@@ -124,7 +125,7 @@ public actor FederationClient {
     var sessionCounts: [SessionState: Int] = [:]
     var shutdownWaiters = Waiters()
     /// Whether shutdown finished; later calls wait for it through ``shutdownCompletionWaiters``.
-    var isShutDownCompletely = false
+    var shutdownEnded = false
     var shutdownCompletionWaiters = Waiters()
     /// Whether shutdown's grace period was cut short (``cutShutdownGracePeriod()``).
     var shutdownGraceCut = false

@@ -211,28 +211,27 @@ extension FederationConfiguration {
 
     /// The endpoint by precedence: explicit, `AWS_ENDPOINT_URL_COGNITO_IDENTITY`, `AWS_ENDPOINT_URL`, then AWS's.
     func resolvedEndpoint(environment: [String: String]) throws(FederationError) -> String {
-        // The pool ID's shape is checked even when an override makes the region moot,
-        // so a typo fails at start-up rather than as a service error later.
-        let region = try resolvedRegion()
-        let candidates: [(String, String?)] = [
-            ("the configured endpoint", endpoint),
-            ("AWS_ENDPOINT_URL_COGNITO_IDENTITY", environment["AWS_ENDPOINT_URL_COGNITO_IDENTITY"]),
-            ("AWS_ENDPOINT_URL", environment["AWS_ENDPOINT_URL"]),
-        ]
-        for (source, value) in candidates {
-            guard let value, !value.isEmpty else { continue }
-            return try EndpointRule.check(value, source: source, allowInsecure: allowInsecureEndpoint)
-        }
-        let suffix = region.hasPrefix("cn-") ? "amazonaws.com.cn" : "amazonaws.com"
-        return "https://cognito-identity.\(region).\(suffix)/"
+        try resolvedEndpoint(
+            ("the configured endpoint", endpoint), serviceVariable: "AWS_ENDPOINT_URL_COGNITO_IDENTITY", host: "cognito-identity",
+            environment: environment)
     }
 
     /// The STS endpoint by precedence: explicit, `AWS_ENDPOINT_URL_STS`, `AWS_ENDPOINT_URL`, then AWS's regional one.
     func resolvedSTSEndpoint(environment: [String: String]) throws(FederationError) -> String {
+        try resolvedEndpoint(("the configured STS endpoint", stsEndpoint), serviceVariable: "AWS_ENDPOINT_URL_STS", host: "sts", environment: environment)
+    }
+
+    /// The first of `configured`, the service's variable and `AWS_ENDPOINT_URL` that is set
+    /// (each checked by ``EndpointRule``), else AWS's regional `https://<host>.<region>.amazonaws.com/`.
+    private func resolvedEndpoint(
+        _ configured: (source: String, value: String?), serviceVariable: String, host: String, environment: [String: String]
+    ) throws(FederationError) -> String {
+        // The pool ID's shape is checked even when an override makes the region moot,
+        // so a typo fails at start-up rather than as a service error later.
         let region = try resolvedRegion()
         let candidates: [(String, String?)] = [
-            ("the configured STS endpoint", stsEndpoint),
-            ("AWS_ENDPOINT_URL_STS", environment["AWS_ENDPOINT_URL_STS"]),
+            configured,
+            (serviceVariable, environment[serviceVariable]),
             ("AWS_ENDPOINT_URL", environment["AWS_ENDPOINT_URL"]),
         ]
         for (source, value) in candidates {
@@ -240,7 +239,7 @@ extension FederationConfiguration {
             return try EndpointRule.check(value, source: source, allowInsecure: allowInsecureEndpoint)
         }
         let suffix = region.hasPrefix("cn-") ? "amazonaws.com.cn" : "amazonaws.com"
-        return "https://sts.\(region).\(suffix)/"
+        return "https://\(host).\(region).\(suffix)/"
     }
 
     private static func isPlausibleRegion(_ text: String) -> Bool {

@@ -370,5 +370,5 @@ final class ShutdownTests: XCTestCase {
 }
 
 extension FederationClient {
-    var hasShutDownForTesting: Bool { isShutDownCompletely }
+    var hasShutDownForTesting: Bool { shutdownEnded }
 }
