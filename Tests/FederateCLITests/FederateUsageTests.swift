@@ -1,4 +1,5 @@
 import BrokerTestSupport
+import Federation
 import Foundation
 import XCTest
 
@@ -152,13 +153,13 @@ final class FederateUsageTests: XCTestCase {
         let empty = try harness.write("\n", to: "empty-token")
         try harness.expect(2, base + ["--token-file", empty])
         try harness.expect(2, base + ["--token-stdin"], stdin: "")
-        // Not UTF-8, or over 1 MiB.
+        // Not UTF-8, or longer than Cognito takes (and a line break).
         let binary = harness.directory + "/binary-token"
         try Data([0x65, 0x79, 0xFF, 0xFE, 0x4A]).write(to: URL(fileURLWithPath: binary))
         let notText = try harness.expect(2, base + ["--token-file", binary])
         XCTAssertTrue(notText.stderr.contains("UTF-8"), notText.stderr)
         let large = harness.directory + "/large-token"
-        try Data(repeating: UInt8(ascii: "a"), count: (1 << 20) + 1).write(to: URL(fileURLWithPath: large))
+        try Data(repeating: UInt8(ascii: "a"), count: FederationClient.maximumTokenBytes + 3).write(to: URL(fileURLWithPath: large))
         let tooLarge = try harness.expect(2, base + ["--token-file", large])
         XCTAssertTrue(tooLarge.stderr.contains("larger than"), tooLarge.stderr)
         XCTAssertEqual(cognito.calls.count, 0)

@@ -6,8 +6,9 @@ import SecureStorage
 /// Kept here rather than in the CLI so the libFuzzer target (`Fuzz/BrokerFuzz`) runs the
 /// same code on hostile bytes.
 package enum ProviderTokenText {
-    /// The largest token accepted: far above any real ID token or SAML assertion.
-    package static let maxBytes = 1 << 20
+    /// The most bytes read for a token: the longest Cognito takes
+    /// (``FederationClient/maximumTokenBytes``) and a line break after it.
+    package static let maxBytes = FederationClient.maximumTokenBytes + 2
 
     /// Why bytes are not a token.
     package enum Problem: Error, Sendable, Equatable {
