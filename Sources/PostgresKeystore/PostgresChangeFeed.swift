@@ -91,8 +91,8 @@ final class PostgresChangeFeed: Sendable {
             uncertain.add(keys, until: until)
             hasUncertain.store(!uncertain.isEmpty, ordering: .releasing)
         }
-        var seen: Set<String> = []
-        subscribers.deliver(keys.filter { seen.insert($0).inserted }.map { (change: KeystoreChange.item($0), writer: nil) })
+        var seen: Set<ItemKey.Exact> = []
+        subscribers.deliver(keys.filter { seen.insert(ItemKey.Exact($0)).inserted }.map { (change: KeystoreChange.item($0), writer: nil) })
     }
 
     private var hasUncertainKeys: Bool { hasUncertain.load(ordering: .acquiring) }
@@ -112,7 +112,7 @@ final class PostgresChangeFeed: Sendable {
         /// The most keys followed at once; past it (a long outage of a busy instance), new
         /// ones are not.
         static let limit = 10_000
-        private var until: [String: ContinuousClock.Instant] = [:]
+        private var until: [ItemKey.Exact: ContinuousClock.Instant] = [:]
         private var lastSweep = ContinuousClock.now
         /// When the window of the last key left out for want of room ends.
         private var leftOutUntil: ContinuousClock.Instant?
@@ -124,28 +124,28 @@ final class PostgresChangeFeed: Sendable {
         /// Every key whose window has not ended.
         var all: [String] {
             let now = ContinuousClock.now
-            return until.compactMap { $0.value > now ? $0.key : nil }
+            return until.compactMap { $0.value > now ? $0.key.key : nil }
         }
 
         mutating func add(_ keys: [String], until end: ContinuousClock.Instant) {
             sweep(force: until.count >= Self.limit)
             for key in keys {
-                guard until.count < Self.limit || until[key] != nil else {
+                guard until.count < Self.limit || until[ItemKey.Exact(key)] != nil else {
                     leftOutUntil = max(leftOutUntil ?? end, end)
                     continue
                 }
-                until[key] = end
+                until[ItemKey.Exact(key)] = end
             }
         }
 
         mutating func current(among keys: [String]) -> [String] {
             sweep(force: false)
             let now = ContinuousClock.now
-            var seen: Set<String> = []
+            var seen: Set<ItemKey.Exact> = []
             // Keys left out are not named here: any key may be one (an extra re-read of an
             // own key costs less than a change nobody hears of).
             let full = isFull
-            return keys.filter { key in (full || (until[key].map { $0 > now } ?? false)) && seen.insert(key).inserted }
+            return keys.filter { key in (full || (until[ItemKey.Exact(key)].map { $0 > now } ?? false)) && seen.insert(ItemKey.Exact(key)).inserted }
         }
 
         private mutating func sweep(force: Bool) {
@@ -350,7 +350,7 @@ final class PostgresChangeFeed: Sendable {
             return
         }
         guard let keys else { return subscribers.deliver([.all]) }
-        var seen: Set<String> = []
-        subscribers.deliver(keys.filter { seen.insert($0).inserted }.map { .item($0) })
+        var seen: Set<ItemKey.Exact> = []
+        subscribers.deliver(keys.filter { seen.insert(ItemKey.Exact($0)).inserted }.map { .item($0) })
     }
 }

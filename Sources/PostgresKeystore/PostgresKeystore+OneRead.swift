@@ -67,7 +67,7 @@ extension PostgresKeystore {
                 let sealed: [UInt8]?
                 do {
                     sealed = try await own.run(logger: quiet) { connection in
-                        try await readSealed([key], namespace: opened.namespace, on: connection, logger: quiet)[key]
+                        try await readSealed([key], namespace: opened.namespace, on: connection, logger: quiet)[ItemKey.Exact(key)]
                     }
                 } catch {
                     return .failure(KeystoreError.postgres(error, operation: "reading an item", configuration: configuration))

@@ -83,14 +83,14 @@ extension PostgresKeystore {
         // normalized text, which differs for keys not in NFC).
         sets.sort { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
         removes.sort { $0.utf8.lexicographicallyPrecedes($1.utf8) }
-        var (applied, removed): (Set<String>, Set<String>) = ([], [])
+        var (applied, removed): (Set<ItemKey.Exact>, Set<ItemKey.Exact>) = ([], [])
         for attempt in 1...3 {
             do {
                 let done = try await committing {
                     try await PostgresSchema.commitDistinct(
                         sets: sets, removes: removes, namespace: namespace, origin: origin, call: call, on: connection, logger: logger)
                 }
-                (applied, removed) = (Set(done.sets), Set(done.removes))
+                (applied, removed) = (Set(done.sets.map(ItemKey.Exact.init)), Set(done.removes.map(ItemKey.Exact.init)))
                 break
             } catch where attempt < 3 && KeystoreError.isDeadlock(error) {
                 // The server rolled the statement back (a set and a remove of two statements
@@ -101,8 +101,8 @@ extension PostgresKeystore {
         return batches.map { operations in
             operations.map { operation in
                 switch operation {
-                case .set(let key, _, _): applied.contains(key)
-                case .remove(let key): removed.contains(key)
+                case .set(let key, _, _): applied.contains(ItemKey.Exact(key))
+                case .remove(let key): removed.contains(ItemKey.Exact(key))
                 }
             }
         }
@@ -137,9 +137,9 @@ extension PostgresKeystore {
 
     /// The keys `operations` changed, each once, in order: those whose operation applied.
     static func changedKeys(_ operations: [SealedOperation], applied: [Bool]) -> [String] {
-        var seen: Set<String> = []
+        var seen: Set<ItemKey.Exact> = []
         return zip(operations, applied).compactMap { operation, didApply in
-            didApply && seen.insert(operation.key).inserted ? operation.key : nil
+            didApply && seen.insert(ItemKey.Exact(operation.key)).inserted ? operation.key : nil
         }
     }
 }

@@ -193,7 +193,7 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
                         ) { connection, logger in
                             try await Self.readSealed(keys, namespace: namespace, on: connection, logger: logger)
                         }
-                        return keys.map { .success(rows[$0]) }
+                        return keys.map { .success(rows[ItemKey.Exact($0)]) }
                     } catch {
                         return keys.map { _ in .failure(error) }
                     }
@@ -245,24 +245,25 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
     /// The most keys one combined read carries.
     static let maximumGroupReads = 256
 
-    /// The sealed rows of `keys` (which may repeat) that exist, by key.
+    /// The sealed rows of `keys` (which may repeat) that exist, by key (its bytes: two keys
+    /// `String` calls equal may be two items, ``ItemKey/Exact``).
     static func readSealed(
         _ keys: [String], namespace: PostgresNamespace, on connection: PostgresConnection, logger: Logger
-    ) async throws -> [String: [UInt8]] {
-        var rows: [String: [UInt8]] = [:]
+    ) async throws -> [ItemKey.Exact: [UInt8]] {
+        var rows: [ItemKey.Exact: [UInt8]] = [:]
         if keys.count == 1 {
             // A lone key keeps the plain equality (no array to encode or unnest).
             let key = keys[0]
             let statement = PostgresSchema.ReadOne(service: namespace.service, group: namespace.groupColumn, key: key)
             for value in try await PostgresSchema.run(statement, on: connection, logger: logger) {
-                rows[key] = Array(value.readableBytesView)
+                rows[ItemKey.Exact(key)] = Array(value.readableBytesView)
             }
             return rows
         }
         let statement = PostgresSchema.ReadMany(
-            service: namespace.service, group: namespace.groupColumn, keys: Array(Set(keys)))
+            service: namespace.service, group: namespace.groupColumn, keys: Set(keys.map(ItemKey.Exact.init)).map(\.key))
         for case (let key, let value?) in try await PostgresSchema.run(statement, on: connection, logger: logger) {
-            rows[key] = Array(value.readableBytesView)
+            rows[ItemKey.Exact(key)] = Array(value.readableBytesView)
         }
         return rows
     }

@@ -19,7 +19,8 @@ public final class InMemoryKeystore: Keystore, WriterFilteringKeystore {
     }
 
     private struct State {
-        var items: [String: Item] = [:]
+        /// By the keys' bytes, as every engine tells keys apart (``ItemKey/Exact``).
+        var items: [ItemKey.Exact: Item] = [:]
         var closed = false
     }
 
@@ -48,7 +49,7 @@ public final class InMemoryKeystore: Keystore, WriterFilteringKeystore {
     public func value(forKey key: String) async throws(KeystoreError) -> [UInt8]? {
         try state.withLock { (state) throws(KeystoreError) in
             try Self.checkOpen(state)
-            return state.items[key]?.value
+            return state.items[ItemKey.Exact(key)]?.value
         }
     }
 
@@ -56,7 +57,7 @@ public final class InMemoryKeystore: Keystore, WriterFilteringKeystore {
     public func keys() async throws(KeystoreError) -> [String] {
         try state.withLock { (state) throws(KeystoreError) in
             try Self.checkOpen(state)
-            return state.items.keys.sorted()
+            return state.items.keys.map(\.key).sorted()
         }
     }
 
@@ -74,14 +75,14 @@ public final class InMemoryKeystore: Keystore, WriterFilteringKeystore {
             for operation in batch.operations {
                 switch operation {
                 case .set(let key, let value, let version):
-                    if let stored = state.items[key], let storedVersion = stored.version, let version, storedVersion > version {
+                    if let stored = state.items[ItemKey.Exact(key)], let storedVersion = stored.version, let version, storedVersion > version {
                         applied.append(false)
                     } else {
-                        state.items[key] = Item(value: value, version: version)
+                        state.items[ItemKey.Exact(key)] = Item(value: value, version: version)
                         applied.append(true)
                     }
                 case .remove(let key):
-                    applied.append(state.items.removeValue(forKey: key) != nil)
+                    applied.append(state.items.removeValue(forKey: ItemKey.Exact(key)) != nil)
                 }
             }
             return applied

@@ -9,6 +9,10 @@ import XCTest
 
 /// The engine's contract against a real PostgreSQL: the same semantics as the SQLite engine.
 final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
+    func testThePostgresKeystoreTellsKeysApartByTheirBytes() async throws {
+        try await assertCanonicallyEquivalentKeysAreTwoItems(try await keystore())
+    }
+
     func testThePostgresKeystoreClosesThroughTheProtocol() async throws {
         try await assertClosingThroughTheProtocol(try await keystore())
     }

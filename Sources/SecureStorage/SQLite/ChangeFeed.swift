@@ -168,12 +168,12 @@ final class ChangeFeed: Sendable {
                     try statement.bind(1, int64: cursor)
                     try statement.bind(2, int64: origin)
                     var keys: [String] = []
-                    var seen: Set<String> = []
+                    var seen: Set<ItemKey.Exact> = []
                     while try statement.step() {
                         // A key no item can have: forged, so every key may have changed.
                         if statement.isNull(1) { return [.all] }
                         let key = statement.text(1)
-                        if seen.insert(key).inserted { keys.append(key) }
+                        if seen.insert(ItemKey.Exact(key)).inserted { keys.append(key) }
                         // More than a subscriber buffers, which would then get `.all` anyway (a
                         // bulk write, or a member flooding a shared group's log): stop reading
                         // rather than hold a list that grows with the log.

@@ -160,7 +160,7 @@ final class GroupCommitter: Sendable {
     private func commit(_ group: [Batch], waitingForLocks: Bool = true) -> [Result<[Bool], KeystoreError>] {
         do {
             var changed: [CommittedChange] = []
-            var seen: [String: Int] = [:]
+            var seen: [ItemKey.Exact: Int] = [:]
             func body() throws(KeystoreError) -> ([[Bool]], Int64?) {
                 var applied: [[Bool]] = []
                 for batch in group {
@@ -186,7 +186,7 @@ final class GroupCommitter: Sendable {
     }
 
     private func apply(
-        _ operations: [SealedOperation], writer: UInt64?, changed: inout [CommittedChange], seen: inout [String: Int]
+        _ operations: [SealedOperation], writer: UInt64?, changed: inout [CommittedChange], seen: inout [ItemKey.Exact: Int]
     ) throws(KeystoreError) -> [Bool] {
         var applied: [Bool] = []
         for operation in operations {
@@ -210,11 +210,11 @@ final class GroupCommitter: Sendable {
             let didApply = connection.changes > 0
             applied.append(didApply)
             guard didApply else { continue }
-            if let index = seen[key] {
+            if let index = seen[ItemKey.Exact(key)] {
                 // Written by several batches of this commit: by one writer only if all are its.
                 if changed[index].writer != writer { changed[index].writer = nil }
             } else {
-                seen[key] = changed.count
+                seen[ItemKey.Exact(key)] = changed.count
                 changed.append(CommittedChange(key: key, writer: writer))
             }
         }
