@@ -88,12 +88,7 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
         keySource: KeySource,
         logger: Logger? = nil
     ) async throws(KeystoreError) {
-        try PostgresNamespace.validate(service: service, group: accessGroup)
-        try CryptoRuntime.ensureInitialised()
-        let quiet = logger ?? Logger(label: "IdentityBroker.PostgresKeystore", factory: { _ in SwiftLogNoOpLogHandler() })
-        if let warning = configuration.unprotectedTransportWarning {
-            quiet.warning("\(warning)", metadata: ["broker.endpoint": "\(configuration.endpoint)"])
-        }
+        let quiet = try Self.prepareOpening(service: service, group: accessGroup, configuration: configuration, logger: logger)
         // The opening runs on a connection of its own, before any pool exists: a failure to
         // connect is reported at once, and a keystore that does not open leaves no pool behind.
         let opened = try await OperationDeadline.run(configuration.operationTimeout, onTimeout: {

@@ -121,12 +121,12 @@ final class PostgresPool: Sendable {
     ) async throws -> T {
         let leased = Flag()
         let servedBefore = servedSoFar
-        // A call made already cancelled ends without waiting, however long postgres-nio takes
-        // to say so on a loaded machine: it says nothing about the pool.
         // A pool that has handed out nothing yet may be making its first connection, which
         // may take up to the connect timeout on a slow link: a watch then would only log in
         // once more, and might replace a pool that was about to serve.
         let deadlines = generation.hasLeased.load(ordering: .relaxed) ? slowLeases : firstLeases
+        // A call made already cancelled ends without waiting, however long postgres-nio takes
+        // to say so on a loaded machine: it says nothing about the pool.
         let slowLease = holding && !Task.isCancelled
             ? deadlines.register { [weak self] in
                 guard let self, !leased.isSet, self.isIdle(generation, since: servedBefore) else { return }

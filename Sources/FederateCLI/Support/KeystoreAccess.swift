@@ -39,7 +39,6 @@ package struct KeystoreAccess {
         case longRunning
     }
 
-
     /// The fixed service name the CLI's items live under.
     static let service = "identity-broker"
     /// The environment variable naming the keystore directory or database URL.

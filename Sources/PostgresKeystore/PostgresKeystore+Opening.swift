@@ -9,6 +9,21 @@ extension PostgresKeystore {
         let commitCall: String
     }
 
+    /// What every opening does before it connects: the names checked, OpenSSL ready, and the
+    /// warning of a connection TLS does not protect; returns the logger to use (one that
+    /// drops everything when `logger` is `nil`).
+    static func prepareOpening(
+        service: String, group: AccessGroup, configuration: Configuration, logger: Logger?
+    ) throws(KeystoreError) -> Logger {
+        try PostgresNamespace.validate(service: service, group: group)
+        try CryptoRuntime.ensureInitialised()
+        let quiet = logger ?? Logger(label: "IdentityBroker.PostgresKeystore", factory: { _ in SwiftLogNoOpLogHandler() })
+        if let warning = configuration.unprotectedTransportWarning {
+            quiet.warning("\(warning)", metadata: ["broker.endpoint": "\(configuration.endpoint)"])
+        }
+        return quiet
+    }
+
     /// The work of opening `group` of `service` on `own`: the schema created or checked,
     /// the key resolved and checked against the group's key check.
     static func openNamespace(
@@ -51,13 +66,8 @@ extension PostgresKeystore {
         keySource: KeySource,
         logger: Logger? = nil
     ) async throws(KeystoreError) -> Result<[UInt8]?, KeystoreError> {
-        try PostgresNamespace.validate(service: service, group: accessGroup)
         try PostgresNamespace.validate(key: key)
-        try CryptoRuntime.ensureInitialised()
-        let quiet = logger ?? Logger(label: "IdentityBroker.PostgresKeystore", factory: { _ in SwiftLogNoOpLogHandler() })
-        if let warning = configuration.unprotectedTransportWarning {
-            quiet.warning("\(warning)", metadata: ["broker.endpoint": "\(configuration.endpoint)"])
-        }
+        let quiet = try prepareOpening(service: service, group: accessGroup, configuration: configuration, logger: logger)
         return try await OperationDeadline.run(configuration.operationTimeout, onTimeout: {
             timeout("opening the keystore and reading an item", configuration)
         }) { () throws(KeystoreError) -> Result<[UInt8]?, KeystoreError> in
