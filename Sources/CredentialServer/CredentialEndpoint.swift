@@ -44,10 +44,15 @@ public struct CredentialEndpoint: Sendable {
 
     /// Variables that open a keystore, under the names this library and the `federate` CLI
     /// read them: `IDENTITY_BROKER_KEY` (``KeySource/environment(variable:)``'s default),
-    /// `IDENTITY_BROKER_PASSPHRASE` and `IDENTITY_BROKER_KEY_FILE` (the CLI's). A child gets
+    /// `IDENTITY_BROKER_PASSPHRASE` and `IDENTITY_BROKER_KEY_FILE` (the CLI's), and the
+    /// CLI's keys that only open during a key rotation (`IDENTITY_BROKER_OTHER_KEY`,
+    /// `IDENTITY_BROKER_OTHER_PASSPHRASE`, `IDENTITY_BROKER_OTHER_KEY_FILE`). A child gets
     /// one session through the endpoint, never what opens every session in the store; a key
     /// in a variable of your own naming is yours to remove.
-    public static let keystoreVariables: [String] = ["IDENTITY_BROKER_KEY", "IDENTITY_BROKER_PASSPHRASE", "IDENTITY_BROKER_KEY_FILE"]
+    public static let keystoreVariables: [String] = [
+        "IDENTITY_BROKER_KEY", "IDENTITY_BROKER_PASSPHRASE", "IDENTITY_BROKER_KEY_FILE",
+        "IDENTITY_BROKER_OTHER_KEY", "IDENTITY_BROKER_OTHER_PASSPHRASE", "IDENTITY_BROKER_OTHER_KEY_FILE",
+    ]
 
     /// The variable that keeps the SDKs away from the EC2 instance metadata service.
     ///

@@ -25,7 +25,7 @@ package struct Federate: AsyncParsableCommand {
             5 identity service unavailable after retries; 6 keystore error. \
             exec exits with its command's status.
             """,
-        subcommands: [Login.self, Guest.self, Credentials.self, Status.self, Clear.self, Migrate.self, Exec.self, Serve.self]
+        subcommands: [Login.self, Guest.self, Credentials.self, Status.self, Clear.self, Migrate.self, Rekey.self, Exec.self, Serve.self]
     )
 
     package init() {}

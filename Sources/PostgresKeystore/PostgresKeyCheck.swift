@@ -14,31 +14,32 @@ enum PostgresKeyCheck {
     /// The reserved service name of the check rows.
     static let service = ""
 
-    /// ``verify(service:group:key:on:logger:)`` on the keystore's own connection, every failure a
+    /// ``verify(service:group:keys:on:logger:)`` on the keystore's own connection, every failure a
     /// ``KeystoreError``.
     static func verify(
-        service checked: String, group: AccessGroup, key secret: SecretBytes, configuration: PostgresKeystore.Configuration,
+        service checked: String, group: AccessGroup, keys: KeyRing, configuration: PostgresKeystore.Configuration,
         connection own: OwnConnection, logger: Logger
     ) async throws(KeystoreError) {
         do {
             try await own.run(logger: logger) { connection in
-                try await verify(service: checked, group: group, key: secret, on: connection, logger: logger)
+                try await verify(service: checked, group: group, keys: keys, on: connection, logger: logger)
             }
         } catch {
             throw KeystoreError.postgres(error, operation: "checking the key", configuration: configuration)
         }
     }
 
-    /// Checks `secret` against the check row of `checked` in `group`, storing one first when
-    /// there is none.
+    /// Checks the sealing key of `keys` against the check row of `checked` in `group`,
+    /// storing one first when there is none.
     static func verify(
-        service checked: String, group: AccessGroup, key secret: SecretBytes, on connection: PostgresConnection, logger: Logger
+        service checked: String, group: AccessGroup, keys: KeyRing, on connection: PostgresConnection, logger: Logger
     ) async throws {
+        let secret = keys.sealing
         let column = PostgresNamespace.column(for: group)
         let binding = ItemBinding(service: service, group: group)
         let namespace = KeyCheck.describe(service: checked, group: group)
         if let stored = try await read(checked, column, on: connection, logger: logger) {
-            try KeyCheck.verify(stored, binding: binding, with: secret, name: checked, namespace: namespace)
+            try KeyCheck.verify(stored, binding: binding, keys: keys, name: checked, namespace: namespace)
             return
         }
         let rows = try await connection.query("""
@@ -59,7 +60,47 @@ enum PostgresKeyCheck {
         guard let stored = try await read(checked, column, on: connection, logger: logger) else {
             throw KeystoreError(.corruptFormat, "the key check of \(namespace) vanished after it was stored")
         }
-        try KeyCheck.verify(stored, binding: binding, with: secret, name: checked, namespace: namespace)
+        try KeyCheck.verify(stored, binding: binding, keys: keys, name: checked, namespace: namespace)
+    }
+
+    /// Refuses a rotation of `checked` in `group`, with ``KeystoreError/Code/invalidKey``,
+    /// unless one of `keys` opens its check row (the sealing key, once rotated; an opening
+    /// key, before) or, with no row stored yet, one of its first items.
+    static func verifyForRotation(
+        service checked: String, group: AccessGroup, keys: KeyRing, on connection: PostgresConnection, logger: Logger
+    ) async throws {
+        let column = PostgresNamespace.column(for: group)
+        let namespace = KeyCheck.describe(service: checked, group: group)
+        if let stored = try await read(checked, column, on: connection, logger: logger) {
+            guard KeyCheck.opener(of: stored, binding: ItemBinding(service: service, group: group), keys: keys, name: checked) != nil else {
+                throw KeystoreError(
+                    .invalidKey,
+                    "none of the keys given opens the key check of \(namespace): the old key must be among the keys that only open")
+            }
+            return
+        }
+        let rows = try await connection.query("""
+            SELECT key, \(unescaped: PostgresSchema.cappedValue) FROM identity_broker_items
+            WHERE service = \(checked) AND access_group = \(column) ORDER BY key LIMIT \(KeyCheck.itemsTried)
+            """, logger: logger).collect()
+        let items = try rows.map { try $0.decode((String, ByteBuffer).self) }
+        let itemBinding = ItemBinding(service: checked, group: group)
+        try KeyCheck.requireOneOpens(items, namespace: namespace) { item in
+            (try? keys.open(Array(item.1.readableBytesView), binding: itemBinding, forKey: item.0)) != nil
+        }
+    }
+
+    /// Stores the check row of `checked` in `group` sealed with the sealing key of `keys`,
+    /// replacing any other.
+    static func store(
+        service checked: String, group: AccessGroup, keys: KeyRing, on connection: PostgresConnection, logger: Logger
+    ) async throws {
+        let sealed = try KeyCheck.seal(ItemBinding(service: service, group: group), with: keys.sealing, name: checked)
+        try await connection.query("""
+            INSERT INTO identity_broker_items (service, access_group, key, version, value)
+            VALUES (\(service), \(PostgresNamespace.column(for: group)), \(checked), NULL, \(ByteBuffer(bytes: sealed)))
+            ON CONFLICT (service, access_group, key) DO UPDATE SET value = excluded.value
+            """, logger: logger)
     }
 
     private static func read(_ checked: String, _ column: String, on connection: PostgresConnection, logger: Logger) async throws -> [UInt8]? {

@@ -18,12 +18,34 @@ import SecureStorage
 ///   back), so every instance derives the same key.
 /// - `keyFile` reads ``PostgresKeystore/Configuration/keyFilePath``, which must be given:
 ///   a key created per host would differ between instances.
+///
+/// The keys of ``KeySource/alsoOpening(_:)`` resolve the same way, except that one that
+/// does not exist (no key file path, no such file, no salt for the group yet) is left out
+/// rather than created or refused: it cannot have sealed anything.
 enum PostgresKeyResolver {
-    static func key(
+    /// The sealing key of `source` for `group`, and the opening keys that exist.
+    static func keys(
         for group: AccessGroup, source: KeySource, configuration: PostgresKeystore.Configuration,
         connection own: OwnConnection, logger: Logger
-    ) async throws(KeystoreError) -> SecretBytes {
-        switch source.kind {
+    ) async throws(KeystoreError) -> KeyRing {
+        guard let sealing = try await key(for: group, kind: source.kind, create: true, configuration: configuration, connection: own, logger: logger) else {
+            throw KeystoreError(.invalidKey, "the sealing key could not be resolved")
+        }
+        var opening: [SecretBytes] = []
+        for kind in source.alsoOpeningKinds {
+            if let key = try await key(for: group, kind: kind, create: false, configuration: configuration, connection: own, logger: logger) {
+                opening.append(key)
+            }
+        }
+        return KeyRing(sealing: sealing, opening: opening)
+    }
+
+    /// The key of `kind`, or `nil` when `create` is off and it does not exist.
+    private static func key(
+        for group: AccessGroup, kind: KeySource.Kind, create: Bool, configuration: PostgresKeystore.Configuration,
+        connection own: OwnConnection, logger: Logger
+    ) async throws(KeystoreError) -> SecretBytes? {
+        switch kind {
         case .raw(let bytes):
             guard bytes.count == Sealing.keySize else {
                 throw KeystoreError(.invalidKey, "a raw key must be 32 bytes")
@@ -33,16 +55,18 @@ enum PostgresKeyResolver {
             return try KeySource.environmentKey(variable: variable)
         case .keyFile:
             guard let path = configuration.keyFilePath else {
+                if !create { return nil }
                 throw KeystoreError(.invalidKey, "KeySource.keyFile needs PostgresKeystore.Configuration.keyFilePath: every instance of a fleet must read the same key (or use .environment or .passphrase)")
             }
-            return try readKeyFile(path)
+            if !create, access(path, F_OK) != 0, errno == ENOENT { return nil }
+            return try KeySource.readKeyFile(at: path)
         case .passphrase(let passphrase):
             let column = PostgresNamespace.column(for: group)
             let fresh = KeyDerivation.SaltFile.encode(
                 salt: try KeystoreError.rethrowing { try CryptoRuntime.randomBytes(KeyDerivation.saltSize) })
-            let stored: [UInt8]
+            let found: [UInt8]?
             do {
-                stored = try await own.run(logger: logger) { connection in
+                found = try await own.run(logger: logger) { connection in
                     // Capped as item values are: another role may have written the row.
                     func readSalt() async throws -> [PostgresRow] {
                         try await connection.query(
@@ -53,6 +77,7 @@ enum PostgresKeyResolver {
                     // Read first: an open that finds the salt writes nothing, so it works on a
                     // database that refuses writes (reads keep working there).
                     var rows = try await readSalt()
+                    if rows.isEmpty, !create { return nil as [UInt8]? }
                     if rows.isEmpty {
                         try KeyDerivation.requireUsable(passphrase, creatingSalt: true)
                         try await connection.query("""
@@ -69,6 +94,7 @@ enum PostgresKeyResolver {
             } catch {
                 throw KeystoreError.postgres(error, operation: "reading the passphrase salt", configuration: configuration)
             }
+            guard let stored = found else { return nil }
             // This engine has always stored the header; the bare 16 bytes of the SQLite engine's
             // oldest releases would give a passphrase the legacy, cheaper scrypt cost, and any role
             // that may write the table could plant them before a group's first use.
@@ -94,40 +120,5 @@ enum PostgresKeyResolver {
             }
             return try result.get()
         }
-    }
-
-    /// Reads an existing 32-byte key file that is a regular file (not a link), owned by this
-    /// user or root, neither group- or world-writable nor world-readable.
-    static func readKeyFile(_ path: String) throws(KeystoreError) -> SecretBytes {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
-        guard fd >= 0 else {
-            let code = errno
-            if code == ENOENT {
-                throw KeystoreError(.invalidKey, "the key file does not exist; create it once (32 random bytes, for example `openssl rand 32`) and give every instance the same file", path: path, errno: code)
-            }
-            throw KeystoreError(.io, "opening the key file failed", path: path, errno: code)
-        }
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { throw KeystoreError(.io, "fstat failed", path: path, errno: errno) }
-        guard info.st_mode & S_IFMT == S_IFREG else {
-            throw KeystoreError(.insecurePermissions, "the key file is not a regular file", path: path, mode: UInt32(info.st_mode))
-        }
-        guard info.st_mode & 0o022 == 0, info.st_mode & 0o004 == 0 else {
-            throw KeystoreError(.insecurePermissions, "the key file is group- or world-writable or world-readable", path: path, mode: UInt32(info.st_mode))
-        }
-        guard info.st_uid == geteuid() || info.st_uid == 0 else {
-            throw KeystoreError(.insecurePermissions, "the key file belongs to another user", path: path, mode: UInt32(info.st_mode))
-        }
-        guard info.st_size == off_t(Sealing.keySize) else {
-            throw KeystoreError(.invalidKey, "the key file must hold exactly 32 bytes", path: path)
-        }
-        var bytes = [UInt8](repeating: 0, count: Sealing.keySize)
-        let count = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        guard count == Sealing.keySize else {
-            CryptoRuntime.cleanse(&bytes)
-            throw KeystoreError(.io, "reading the key file failed", path: path, errno: count < 0 ? errno : EIO)
-        }
-        return SecretBytes(consuming: &bytes)
     }
 }

@@ -64,16 +64,16 @@ extension PostgresKeystore {
                     throw KeystoreError.postgres(error, operation: "reading the source group", configuration: configuration)
                 }
                 guard sourceCount > 0 else { return 0 }
-                let sourceKey = try await PostgresKeyResolver.key(
+                let sourceKeys = try await PostgresKeyResolver.keys(
                     for: from, source: keySource, configuration: configuration, connection: own, logger: quiet)
-                let targetKey = try await PostgresKeyResolver.key(
+                let targetKeys = try await PostgresKeyResolver.keys(
                     for: to, source: keySource, configuration: configuration, connection: own, logger: quiet)
                 try await PostgresKeyCheck.verify(
-                    service: service, group: from, key: sourceKey, configuration: configuration, connection: own, logger: quiet)
+                    service: service, group: from, keys: sourceKeys, configuration: configuration, connection: own, logger: quiet)
                 try await PostgresKeyCheck.verify(
-                    service: service, group: to, key: targetKey, configuration: configuration, connection: own, logger: quiet)
-                let source = PostgresNamespace(service: service, group: from, key: sourceKey)
-                let target = PostgresNamespace(service: service, group: to, key: targetKey)
+                    service: service, group: to, keys: targetKeys, configuration: configuration, connection: own, logger: quiet)
+                let source = PostgresNamespace(service: service, group: from, keys: sourceKeys)
+                let target = PostgresNamespace(service: service, group: to, keys: targetKeys)
                 let origin = Int64(bitPattern: try KeystoreError.rethrowing {
                     try CryptoRuntime.randomBytes(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
                 })

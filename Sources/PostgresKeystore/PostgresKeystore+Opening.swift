@@ -40,12 +40,12 @@ extension PostgresKeystore {
         } catch {
             throw KeystoreError.postgres(error, operation: "creating the schema", configuration: configuration)
         }
-        let key = try await PostgresKeyResolver.key(
+        let keys = try await PostgresKeyResolver.keys(
             for: group, source: keySource, configuration: configuration, connection: own, logger: logger)
         try await PostgresKeyCheck.verify(
-            service: service, group: group, key: key, configuration: configuration, connection: own, logger: logger)
+            service: service, group: group, keys: keys, configuration: configuration, connection: own, logger: logger)
         return OpenedNamespace(
-            namespace: PostgresNamespace(service: service, group: group, key: key, keyLengthsInBytes: lengthsInBytes),
+            namespace: PostgresNamespace(service: service, group: group, keys: keys, keyLengthsInBytes: lengthsInBytes),
             commitCall: commitCall)
     }
 

@@ -6,7 +6,7 @@ import SecureStorage
 struct PostgresNamespace: Sendable {
     let service: String
     let group: AccessGroup
-    let key: SecretBytes
+    let keys: KeyRing
     let binding: ItemBinding
     /// Whether the commit statement's `length(key)` counts bytes: on a `SQL_ASCII` database
     /// it does, on every other (whose text the server converts to the client's UTF-8) it
@@ -18,10 +18,10 @@ struct PostgresNamespace: Sendable {
     /// The longest item key, in UTF-8 bytes (every engine's).
     static let maximumKeyBytes = ItemKey.maximumBytes
 
-    init(service: String, group: AccessGroup, key: SecretBytes, keyLengthsInBytes: Bool = false) {
+    init(service: String, group: AccessGroup, keys: KeyRing, keyLengthsInBytes: Bool = false) {
         self.service = service
         self.group = group
-        self.key = key
+        self.keys = keys
         self.binding = ItemBinding(service: service, group: group)
         self.keyLengthsInBytes = keyLengthsInBytes
     }
@@ -128,7 +128,7 @@ struct PostgresNamespace: Sendable {
 
 
     func seal(_ value: [UInt8], forKey key: String) throws(KeystoreError) -> [UInt8] {
-        try binding.seal(value, with: self.key, forKey: key)
+        try binding.seal(value, with: keys.sealing, forKey: key)
     }
 
     /// Opens one row, as read through ``PostgresSchema/cappedValue``; a failure names the key
@@ -138,7 +138,7 @@ struct PostgresNamespace: Sendable {
             throw KeystoreError(
                 .corruptFormat, "item '\(key)' is empty or larger than the keystore's limit of \(Sealing.maximumSealedBytes) bytes")
         }
-        return try binding.open(sealed, with: self.key, forKey: key)
+        return try keys.open(sealed, binding: binding, forKey: key).value
     }
 
     static func validate(key: String) throws(KeystoreError) {

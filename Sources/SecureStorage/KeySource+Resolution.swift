@@ -6,9 +6,11 @@ import Musl
 import Darwin
 #endif
 
-/// A namespace's key, and whether only a namespace that already holds items may use it.
+/// A namespace's keys, and whether only a namespace that already holds items may use them.
 struct ResolvedKey {
     var key: SecretBytes
+    /// The keys of ``KeySource/alsoOpening(_:)`` that exist.
+    var opening: [SecretBytes] = []
     /// The salt file the key was derived from when it has no header (the 16 bare bytes of
     /// releases before the header, read with the legacy, cheaper scrypt cost) and lies in a
     /// shared group's directory, which every member can write: planted before the group's
@@ -19,9 +21,18 @@ struct ResolvedKey {
 }
 
 extension KeySource {
-    /// The key for `group`, or `nil` when `create` is off and the key file (or salt) does not
-    /// exist yet, in which case no item of that group can exist either.
+    /// The keys for `group`, or `nil` when `create` is off and the key file (or salt) does not
+    /// exist yet, in which case no item of that group can exist either. Keys that only open
+    /// are never created: one whose file or salt does not exist is left out.
     func resolveKey(for group: AccessGroup, layout: some KeyFileLocation, create: Bool) throws -> ResolvedKey? {
+        guard var resolved = try Self.resolve(kind, for: group, layout: layout, create: create) else { return nil }
+        for other in alsoOpeningKinds {
+            if let key = try Self.resolve(other, for: group, layout: layout, create: false)?.key { resolved.opening.append(key) }
+        }
+        return resolved
+    }
+
+    private static func resolve(_ kind: Kind, for group: AccessGroup, layout: some KeyFileLocation, create: Bool) throws -> ResolvedKey? {
         switch kind {
         case .raw(let bytes):
             guard bytes.count == Sealing.keySize else {
@@ -29,7 +40,7 @@ extension KeySource {
             }
             return ResolvedKey(key: bytes)
         case .environment(let variable):
-            return ResolvedKey(key: try Self.environmentKey(variable: variable))
+            return ResolvedKey(key: try environmentKey(variable: variable))
         case .keyFile:
             let path = layout.keyFilePath(group)
             let fresh = { try CryptoRuntime.randomBytes(Sealing.keySize) }
@@ -84,7 +95,7 @@ extension KeySource {
 
     /// Reads a key or salt file after checking its permissions, or creates it with the bytes
     /// `fresh` makes, through `layout`, which makes concurrent first opens agree on one file.
-    private func loadOrCreate(
+    private static func loadOrCreate(
         _ path: String, group: AccessGroup, layout: some KeyFileLocation, create: Bool, fresh makeFresh: () throws -> [UInt8]
     ) throws -> [UInt8]? {
         let shared = group.isShared
@@ -112,5 +123,41 @@ extension KeySource {
             // Another opener created it first: read theirs.
         }
         throw KeystoreError(.io, "key file keeps disappearing", path: path, errno: ENOENT)
+    }
+
+    /// Reads an existing 32-byte key file named by a path (`PostgresKeystore`'s key file, the
+    /// CLI's other key file) that is a regular file (not a link), owned by this user or root,
+    /// neither group- or world-writable nor world-readable.
+    package static func readKeyFile(at path: String) throws(KeystoreError) -> SecretBytes {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        guard fd >= 0 else {
+            let code = errno
+            if code == ENOENT {
+                throw KeystoreError(.invalidKey, "the key file does not exist; create it once (32 random bytes, for example `openssl rand 32`) and give every instance the same file", path: path, errno: code)
+            }
+            throw KeystoreError(.io, "opening the key file failed", path: path, errno: code)
+        }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw KeystoreError(.io, "fstat failed", path: path, errno: errno) }
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            throw KeystoreError(.insecurePermissions, "the key file is not a regular file", path: path, mode: UInt32(info.st_mode))
+        }
+        guard info.st_mode & 0o022 == 0, info.st_mode & 0o004 == 0 else {
+            throw KeystoreError(.insecurePermissions, "the key file is group- or world-writable or world-readable", path: path, mode: UInt32(info.st_mode))
+        }
+        guard info.st_uid == geteuid() || info.st_uid == 0 else {
+            throw KeystoreError(.insecurePermissions, "the key file belongs to another user", path: path, mode: UInt32(info.st_mode))
+        }
+        guard info.st_size == off_t(Sealing.keySize) else {
+            throw KeystoreError(.invalidKey, "the key file must hold exactly 32 bytes", path: path)
+        }
+        var bytes = [UInt8](repeating: 0, count: Sealing.keySize)
+        let count = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard count == Sealing.keySize else {
+            CryptoRuntime.cleanse(&bytes)
+            throw KeystoreError(.io, "reading the key file failed", path: path, errno: count < 0 ? errno : EIO)
+        }
+        return SecretBytes(consuming: &bytes)
     }
 }

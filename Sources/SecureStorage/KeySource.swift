@@ -10,6 +10,9 @@
 /// - ``raw(_:)``: 32 bytes given directly, for tests and for callers with their own key
 ///   management.
 ///
+/// A key source seals with one key and may open with others too (``alsoOpening(_:)``): that is
+/// how a namespace's key is rotated without losing an item (<doc:RotatingKeys>).
+///
 /// Secret material given to a key source is copied into memory that is wiped when the last
 /// copy of the key source is released; a key source's description never shows it.
 public struct KeySource: Sendable, CustomStringConvertible, CustomReflectable {
@@ -20,9 +23,35 @@ public struct KeySource: Sendable, CustomStringConvertible, CustomReflectable {
         case raw(SecretBytes)
     }
 
+    /// Where the key that seals (and opens) comes from.
     package let kind: Kind
+    /// Where the keys that only open come from, in the order they are tried.
+    package private(set) var alsoOpeningKinds: [Kind] = []
 
     private init(_ kind: Kind) { self.kind = kind }
+
+    /// This source, with the keys of `others` opening items too; new items, and the
+    /// namespace's key check, are still sealed with this source's key only.
+    ///
+    /// Use it to rotate a namespace's key (<doc:RotatingKeys>): before the rotation, every
+    /// process seals with the old key and also opens with the new one; the rotation
+    /// (`SQLiteKeystore.rekey`, `PostgresKeystore.rekey`) re-seals every item with the new
+    /// key; after it, processes seal with the new key and also open with the old one, until
+    /// a last rotation has re-sealed what they wrote meanwhile.
+    ///
+    /// An item is opened with this source's key first and the others only when it fails
+    /// authentication, so items sealed with the sealing key cost nothing more. A key file
+    /// or passphrase salt that does not exist (yet) gives no key to open with, rather than
+    /// an error; every other failure to resolve one of the keys fails the open, as the
+    /// sealing key's would. `others`' own ``alsoOpening(_:)`` keys are kept too.
+    public func alsoOpening(_ others: KeySource...) -> KeySource {
+        var source = self
+        for other in others {
+            source.alsoOpeningKinds.append(other.kind)
+            source.alsoOpeningKinds += other.alsoOpeningKinds
+        }
+        return source
+    }
 
     /// The default environment variable holding a base64 key: `IDENTITY_BROKER_KEY`.
     public static let defaultEnvironmentVariable = "IDENTITY_BROKER_KEY"
@@ -65,9 +94,21 @@ public struct KeySource: Sendable, CustomStringConvertible, CustomReflectable {
         KeySource(.raw(SecretBytes(copying: key)))
     }
 
+    /// The key of the file at `path`, read now and checked as ``readKeyFile(at:)`` checks it:
+    /// a key given by a path rather than kept by the keystore (the CLI's other key file).
+    package static func readingKeyFile(at path: String) throws(KeystoreError) -> KeySource {
+        KeySource(.raw(try readKeyFile(at: path)))
+    }
+
     /// The kind of source, without any secret: `keyFile`, `environment(NAME)`, `passphrase`
-    /// or `raw`.
+    /// or `raw`, followed by ` also opening [...]` with the kinds of the keys that only open.
     public var description: String {
+        let sealing = Self.describe(kind)
+        guard !alsoOpeningKinds.isEmpty else { return sealing }
+        return sealing + " also opening [" + alsoOpeningKinds.map(Self.describe).joined(separator: ", ") + "]"
+    }
+
+    private static func describe(_ kind: Kind) -> String {
         switch kind {
         case .keyFile: "keyFile"
         case .environment(let variable): "environment(\(variable))"

@@ -97,4 +97,15 @@ extension PostgresURL {
             throw withPassFileNote(CLIFailure.keystore(error, root: displayName, context: context))
         }
     }
+
+    func rekey(
+        service: String, group: AccessGroup, keySource: KeySource, logger: Logger?, context: String
+    ) async throws(CLIFailure) -> KeyRotation {
+        do {
+            return try await PostgresKeystore.rekey(
+                configuration: configuration, service: service, group: group, keySource: keySource, logger: logger)
+        } catch {
+            throw withPassFileNote(CLIFailure.keystore(error, root: displayName, context: context))
+        }
+    }
 }

@@ -674,8 +674,8 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
     }
 
     func testNotificationsRoundTripAndIgnoreOtherNamespaces() throws {
-        let namespace = PostgresNamespace(service: "tool", group: AccessGroup(name: "tëam:1"), key: SecretBytes(copying: [UInt8](repeating: 7, count: 32)))
-        let other = PostgresNamespace(service: "tool", group: AccessGroup(name: "tëam:12"), key: namespace.key)
+        let namespace = PostgresNamespace(service: "tool", group: AccessGroup(name: "tëam:1"), keys: KeyRing(sealing: SecretBytes(copying: [UInt8](repeating: 7, count: 32))))
+        let other = PostgresNamespace(service: "tool", group: AccessGroup(name: "tëam:12"), keys: namespace.keys)
         let payload = namespace.notification(origin: -42, keys: ["a", "é:x|y", "ünï"])
         let parsed = try XCTUnwrap(namespace.parseNotification(payload))
         XCTAssertEqual(parsed.origin, -42)
@@ -712,15 +712,15 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
     func testNotificationsParseInEitherLengthUnit() throws {
         let key = SecretBytes(copying: [UInt8](repeating: 7, count: 32))
         for inBytes in [false, true] {
-            let namespace = PostgresNamespace(service: "tööl", group: .none, key: key, keyLengthsInBytes: inBytes)
+            let namespace = PostgresNamespace(service: "tööl", group: .none, keys: KeyRing(sealing: key), keyLengthsInBytes: inBytes)
             let keys = ["a", "é:x|y", "😀😀", String(repeating: "ß", count: 90)]
             let parsed = try XCTUnwrap(namespace.parseNotification(namespace.notification(origin: 7, keys: keys)))
             XCTAssertEqual(parsed.keys, keys, "lengths in bytes: \(inBytes)")
             // The other unit misreads them: never a crash, and never the right keys.
-            let misread = PostgresNamespace(service: "tööl", group: .none, key: key, keyLengthsInBytes: !inBytes)
+            let misread = PostgresNamespace(service: "tööl", group: .none, keys: KeyRing(sealing: key), keyLengthsInBytes: !inBytes)
             XCTAssertNotEqual(misread.parseNotification(namespace.notification(origin: 7, keys: keys))?.keys, keys)
         }
-        let namespace = PostgresNamespace(service: "tool", group: .none, key: key)
+        let namespace = PostgresNamespace(service: "tool", group: .none, keys: KeyRing(sealing: key))
         for forged in ["", "0123456789abcdef|", "0123456789abcdef|9:ab", "0123456789abcdef|1:", "0123456789abcdef|a:b",
                        "0123456789abcdef|123456789:x", "0123456789abcde", "0123456789abcdef"] {
             let parsed = namespace.parseNotification(namespace.notificationPrefix + forged)

@@ -9,5 +9,6 @@ extension Credentials: KeystoreCommand {}
 extension Status: KeystoreCommand {}
 extension Clear: KeystoreCommand {}
 extension Migrate: KeystoreCommand {}
+extension Rekey: KeystoreCommand {}
 extension Exec: KeystoreCommand {}
 extension Serve: KeystoreCommand {}

@@ -24,8 +24,8 @@ import Darwin
 /// - Key: see ``KeySelection``.
 /// - Namespace: service ``service``, access group `--access-group` (private when omitted).
 ///
-/// Commands only see ``open(for:)``, ``client(configuration:)``, ``offlineClient(expiryMargin:use:)``
-/// and ``migrate(from:to:)``. The PostgreSQL branch goes through ``ServerSide``: only
+/// Commands only see ``open(for:)``, ``client(configuration:)``, ``offlineClient(expiryMargin:use:)``,
+/// ``migrate(from:to:)`` and ``rekey()``. The PostgreSQL branch goes through ``ServerSide``: only
 /// `federate-server` links PostgresKeystore (and so NIO); `federate` hands such a run to it.
 package struct KeystoreAccess {
     /// How long a command keeps the keystore open, which decides what opening it prepares.
@@ -163,6 +163,24 @@ package struct KeystoreAccess {
     }
 
     /// Moves every saved session from access group `from` to `to`; how many moved.
+    /// Rotates the key of the access group to the sealing key (``KeySelection``): every item
+    /// an `OTHER` key opens is re-sealed with it.
+    func rekey() async throws(CLIFailure) -> KeyRotation {
+        let context = "cannot rotate the key of access group \(accessGroup)"
+        switch location {
+        case .directory(let path):
+            do {
+                return try await SQLiteKeystore.rekey(
+                    root: path, service: Self.service, group: accessGroup, keySource: keySource,
+                    configuration: sqliteConfiguration, logger: logger)
+            } catch {
+                throw CLIFailure.keystore(error, root: root, context: context)
+            }
+        case .postgres(let database):
+            return try await database.rekey(service: Self.service, group: accessGroup, keySource: keySource, logger: logger, context: context)
+        }
+    }
+
     func migrate(from source: AccessGroup, to target: AccessGroup) async throws(CLIFailure) -> Int {
         let context = "cannot migrate from access group \(source) to \(target)"
         switch location {
@@ -375,15 +393,28 @@ enum KeystoreLocation {
 ///    named by `$IDENTITY_BROKER_KEY_FILE` (32 bytes, the same file on every instance); without
 ///    one of the three, opening fails with exit 6: a key made up per host would differ between
 ///    the instances sharing the database.
+///
+/// That key seals. Other keys that only open (``KeySource/alsoOpening(_:)``), for a key
+/// rotation, come from `$IDENTITY_BROKER_OTHER_KEY`, `$IDENTITY_BROKER_OTHER_PASSPHRASE` and
+/// `$IDENTITY_BROKER_OTHER_KEY_FILE` (a path), any of them.
 package enum KeySelection {
     static let passphraseVariable = "IDENTITY_BROKER_PASSPHRASE"
     package static let keyFileVariable = "IDENTITY_BROKER_KEY_FILE"
+    static let otherKeyVariable = "IDENTITY_BROKER_OTHER_KEY"
+    static let otherPassphraseVariable = "IDENTITY_BROKER_OTHER_PASSPHRASE"
+    static let otherKeyFileVariable = "IDENTITY_BROKER_OTHER_KEY_FILE"
+    /// The variables that give keys that only open, as `rekey`'s messages name them.
+    static let otherKeyVariables = "$\(otherKeyVariable), $\(otherPassphraseVariable) or $\(otherKeyFileVariable)"
 
-    /// The variables whose values are secrets: the keystore key and the passphrase it is
-    /// derived from (`$IDENTITY_BROKER_KEY_FILE` holds a path, not a secret).
-    package static let secretVariables = [KeySource.defaultEnvironmentVariable, passphraseVariable]
+    /// The variables whose values are secrets: the keystore keys and the passphrases they are
+    /// derived from (the key file variables hold paths, not secrets).
+    package static let secretVariables = [KeySource.defaultEnvironmentVariable, passphraseVariable, otherKeyVariable, otherPassphraseVariable]
 
     static func keySource(for location: KeystoreLocation) throws(CLIFailure) -> KeySource {
+        try sealingSource(for: location).alsoOpening(contentsOf: try otherSources(for: location))
+    }
+
+    private static func sealingSource(for location: KeystoreLocation) throws(CLIFailure) -> KeySource {
         let key = KeystoreAccess.environment(KeySource.defaultEnvironmentVariable)
         let passphrase = KeystoreAccess.environment(passphraseVariable)
         if let key { Terminal.neverShow(key) }
@@ -400,5 +431,33 @@ package enum KeySelection {
                 "keystore at \(target.displayName): no key for a PostgreSQL keystore; set $\(KeySource.defaultEnvironmentVariable) (32 random bytes in base64, as 'openssl rand -base64 32' prints them), $\(passphraseVariable) or $\(keyFileVariable), the same on every instance")
         }
         return .keyFile
+    }
+
+    /// The keys that only open, from the `OTHER` variables that are set.
+    private static func otherSources(for location: KeystoreLocation) throws(CLIFailure) -> [KeySource] {
+        var others: [KeySource] = []
+        if let key = KeystoreAccess.environment(otherKeyVariable) {
+            Terminal.neverShow(key)
+            others.append(.environment(variable: otherKeyVariable))
+        }
+        if let passphrase = KeystoreAccess.environment(otherPassphraseVariable) {
+            Terminal.neverShow(passphrase)
+            others.append(.passphrase(passphrase))
+        }
+        if let path = KeystoreAccess.environment(otherKeyFileVariable) {
+            do {
+                others.append(try KeySource.readingKeyFile(at: path))
+            } catch {
+                throw CLIFailure.keystore(error, root: location.displayName, context: "cannot read $\(otherKeyFileVariable)")
+            }
+        }
+        return others
+    }
+}
+
+extension KeySource {
+    /// ``alsoOpening(_:)`` with an array.
+    fileprivate func alsoOpening(contentsOf others: [KeySource]) -> KeySource {
+        others.reduce(self) { $0.alsoOpening($1) }
     }
 }

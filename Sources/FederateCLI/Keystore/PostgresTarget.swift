@@ -19,6 +19,10 @@ package protocol PostgresTarget: Sendable {
     func openAndRead(
         key: String, service: String, accessGroup: AccessGroup, keySource: KeySource, logger: Logger?
     ) async throws(CLIFailure) -> Result<[UInt8]?, KeystoreError>
+    /// Rotates the key of access group `group` to `keySource`'s sealing key; what it did.
+    func rekey(
+        service: String, group: AccessGroup, keySource: KeySource, logger: Logger?, context: String
+    ) async throws(CLIFailure) -> KeyRotation
     /// Moves every saved session from access group `source` to `target`; how many moved.
     func migrate(
         service: String, from source: AccessGroup, to target: AccessGroup, keySource: KeySource, logger: Logger?, context: String

@@ -6,7 +6,7 @@ import SecureStorage
 ///
 /// Every keystore failure becomes ``FederationError/Code/storage`` with the
 /// `KeystoreError` attached and the session named.
-struct SessionStore: Sendable {
+package struct SessionStore: Sendable {
     static let keyPrefix = "session."
 
     let keystore: any Keystore
@@ -28,7 +28,7 @@ struct SessionStore: Sendable {
     /// write the store or signal its change feed (any role that can connect to a PostgreSQL
     /// database may `NOTIFY`; any member of a shared group may write): read back, they would
     /// reach the cache, every observer of all sessions and the logs.
-    static func session(forKey key: String) -> String? {
+    package static func session(forKey key: String) -> String? {
         guard key.hasPrefix(keyPrefix) else { return nil }
         let name = String(key.dropFirst(keyPrefix.count))
         return SessionName.isValid(name) ? name : nil

@@ -24,11 +24,36 @@ package enum KeyCheck {
     package static func verify(
         _ stored: [UInt8], binding: ItemBinding, with secret: SecretBytes, name: String, namespace: String
     ) throws(KeystoreError) {
-        guard (try? binding.open(stored, with: secret, forKey: name)) == value else {
+        try verify(stored, binding: binding, keys: KeyRing(sealing: secret), name: name, namespace: namespace)
+    }
+
+    /// Throws ``KeystoreError/Code/invalidKey`` unless the sealing key of `keys` opens the
+    /// stored check: a process seals with that key, so it must be the namespace's. When one
+    /// of the opening keys opens it instead, the message says that the namespace has not
+    /// been rotated to the sealing key yet.
+    package static func verify(
+        _ stored: [UInt8], binding: ItemBinding, keys: KeyRing, name: String, namespace: String
+    ) throws(KeystoreError) {
+        switch opener(of: stored, binding: binding, keys: keys, name: name) {
+        case .sealing:
+            return
+        case .opening:
+            throw KeystoreError(
+                .invalidKey,
+                "the key check of \(namespace) opens with one of the keys that only open, not with the sealing key: "
+                    + "the namespace is still sealed with that key; rotate it to the sealing key first (rekey), "
+                    + "or seal with the old key and open with the new one until then")
+        case nil:
             throw KeystoreError(
                 .invalidKey,
                 "the key does not open the key check of \(namespace): every process must use the key its items are sealed with")
         }
+    }
+
+    /// Which key of `keys` opens the stored check, or `nil` when none does.
+    package static func opener(of stored: [UInt8], binding: ItemBinding, keys: KeyRing, name: String) -> KeyRing.Opener? {
+        guard let (opened, opener) = try? keys.open(stored, binding: binding, forKey: name), opened == value else { return nil }
+        return opener
     }
 
     /// Throws ``KeystoreError/Code/invalidKey`` when there are `items` (up to ``itemsTried``)

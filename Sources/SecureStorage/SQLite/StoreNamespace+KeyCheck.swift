@@ -12,18 +12,13 @@ extension StoreNamespace {
     func verifyKey(on connection: SQLiteConnection, service: String) throws(KeystoreError) {
         let label = KeyCheck.describe(service: service, group: group)
         if let stored = try storedKeyCheck(on: connection) {
-            try KeyCheck.verify(stored, binding: binding, with: key, name: Self.keyCheckItemName, namespace: label)
+            try KeyCheck.verify(stored, binding: binding, keys: keys, name: Self.keyCheckItemName, namespace: label)
             return
         }
         try connection.immediateTransaction { () throws(KeystoreError) in
             // Another process may have stored one since the read above.
             guard try storedKeyCheck(on: connection) == nil else { return }
-            let items = try connection.withStatement(Self.firstItems) { statement throws(KeystoreError) -> [(String, [UInt8])] in
-                try statement.bind(1, int64: Int64(KeyCheck.itemsTried))
-                var items: [(String, [UInt8])] = []
-                while try statement.step() { items.append((statement.text(0), statement.blob(1))) }
-                return items
-            }
+            let items = try firstItems(on: connection)
             if let salt = headerlessSharedSalt, items.isEmpty, !anotherServiceOfTheGroupOpens() {
                 throw KeystoreError(
                     .corruptFormat,
@@ -33,18 +28,59 @@ extension StoreNamespace {
                     path: salt)
             }
             try KeyCheck.requireOneOpens(items, namespace: label) { item in
-                (try? binding.open(item.1, with: key, forKey: item.0)) != nil
+                (try? binding.open(item.1, with: keys.sealing, forKey: item.0)) != nil
             }
-            let sealed = try KeyCheck.seal(binding, with: key, name: Self.keyCheckItemName)
-            try StoreSchema.setMeta(Self.keyCheckName, Base64.urlEncode(sealed), on: connection)
+            try storeKeyCheck(on: connection)
         }
         guard let stored = try storedKeyCheck(on: connection) else {
             throw KeystoreError(.corruptFormat, "the key check of \(label) vanished after it was stored", path: databasePath)
         }
-        try KeyCheck.verify(stored, binding: binding, with: key, name: Self.keyCheckItemName, namespace: label)
+        try KeyCheck.verify(stored, binding: binding, keys: keys, name: Self.keyCheckItemName, namespace: label)
+    }
+
+    /// Refuses a rotation, with ``KeystoreError/Code/invalidKey``, unless one of the keys
+    /// opens the namespace's ``KeyCheck`` (the sealing key, once rotated; an opening key,
+    /// before) or, with no check stored yet, one of its first items; and, for a key from a
+    /// headerless salt in a shared group, refuses a namespace with neither, as
+    /// ``verifyKey(on:service:)`` does.
+    func verifyKeyForRotation(on connection: SQLiteConnection, service: String) throws(KeystoreError) {
+        let label = KeyCheck.describe(service: service, group: group)
+        if let stored = try storedKeyCheck(on: connection) {
+            guard KeyCheck.opener(of: stored, binding: binding, keys: keys, name: Self.keyCheckItemName) != nil else {
+                throw KeystoreError(
+                    .invalidKey,
+                    "none of the keys given opens the key check of \(label): the old key must be among the keys that only open")
+            }
+            return
+        }
+        let items = try firstItems(on: connection)
+        if items.isEmpty, headerlessSharedSalt != nil {
+            // What the open would refuse; with nothing sealed there is nothing to rotate.
+            try verifyKey(on: connection, service: service)
+        }
+        try KeyCheck.requireOneOpens(items, namespace: label) { item in
+            (try? keys.open(item.1, binding: binding, forKey: item.0)) != nil
+        }
+    }
+
+    /// Stores the key check sealed with the sealing key, replacing any other.
+    func storeKeyCheck(on connection: SQLiteConnection) throws(KeystoreError) {
+        let sealed = try KeyCheck.seal(binding, with: keys.sealing, name: Self.keyCheckItemName)
+        try StoreSchema.setMeta(Self.keyCheckName, Base64.urlEncode(sealed), on: connection)
     }
 
     private static let firstItems = "SELECT key, value FROM items ORDER BY id LIMIT ?1"
+
+    /// The first ``KeyCheck/itemsTried`` items, sealed: what a namespace without a check
+    /// proves a key with.
+    private func firstItems(on connection: SQLiteConnection) throws(KeystoreError) -> [(String, [UInt8])] {
+        try connection.withStatement(Self.firstItems) { statement throws(KeystoreError) -> [(String, [UInt8])] in
+            try statement.bind(1, int64: Int64(KeyCheck.itemsTried))
+            var items: [(String, [UInt8])] = []
+            while try statement.step() { items.append((statement.text(0), statement.blob(1))) }
+            return items
+        }
+    }
 
     /// Whether another service's database beside this one holds a key check this key opens:
     /// the salt file is the group's, shared by every service that uses the group, so a
@@ -63,7 +99,7 @@ extension StoreNamespace {
             defer { connection.close() }
             guard let text = try? StoreSchema.meta(Self.keyCheckName, on: connection), let stored = Base64.urlDecode(text) else { continue }
             let sibling = ItemBinding(service: service, group: group)
-            if (try? KeyCheck.verify(stored, binding: sibling, with: key, name: Self.keyCheckItemName, namespace: "")) != nil { return true }
+            if (try? KeyCheck.verify(stored, binding: sibling, with: keys.sealing, name: Self.keyCheckItemName, namespace: "")) != nil { return true }
         }
         return false
     }

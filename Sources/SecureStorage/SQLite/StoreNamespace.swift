@@ -9,7 +9,7 @@ import Musl
 struct StoreNamespace: Sendable {
     let group: AccessGroup
     let databasePath: String
-    let key: SecretBytes
+    let keys: KeyRing
     let binding: ItemBinding
     /// See ``ResolvedKey/headerlessSharedSalt``: ``verifyKey(on:service:)`` refuses the key
     /// for a namespace without items.
@@ -26,7 +26,7 @@ struct StoreNamespace: Sendable {
               let resolved = try KeystoreError.rethrowing({ try keySource.resolveKey(for: group, layout: layout, create: create) })
         else { return nil }
         return StoreNamespace(
-            group: group, databasePath: path, key: resolved.key, binding: ItemBinding(service: layout.service, group: group),
+            group: group, databasePath: path, keys: KeyRing(sealing: resolved.key, opening: resolved.opening), binding: ItemBinding(service: layout.service, group: group),
             headerlessSharedSalt: resolved.headerlessSharedSalt)
     }
 
@@ -57,13 +57,13 @@ struct StoreNamespace: Sendable {
     }
 
     func seal(_ value: [UInt8], forKey key: String) throws(KeystoreError) -> [UInt8] {
-        try binding.seal(value, with: self.key, forKey: key)
+        try binding.seal(value, with: keys.sealing, forKey: key)
     }
 
     /// Opens one sealed row; a failure names the key and the database, and concerns that item
     /// alone.
     func open(_ sealed: [UInt8], forKey key: String) throws(KeystoreError) -> [UInt8] {
-        try binding.open(sealed, with: self.key, forKey: key, path: databasePath)
+        try keys.open(sealed, binding: binding, forKey: key, path: databasePath).value
     }
 
     static func validate(key: String) throws(KeystoreError) {

@@ -191,7 +191,7 @@ final class SQLiteKeySourceTests: XCTestCase {
     // MARK: scrypt parameters stored with the salt
 
     private func derivedKey(_ keystore: SQLiteKeystore) -> [UInt8] {
-        keystore.namespace.key.withUnsafeBytes { Array($0) }
+        keystore.namespace.keys.sealing.withUnsafeBytes { Array($0) }
     }
 
     private func scrypt(_ passphrase: String, salt: [UInt8], log2N: Int, r: UInt64 = 8, p: UInt64 = 1) throws -> [UInt8] {

@@ -1,0 +1,167 @@
+public import Logging
+import PostgresNIO
+public import SecureStorage
+
+extension PostgresKeystore {
+    /// Rotates the key of `service` in access group `group` to `keySource`'s sealing key:
+    /// every item one of its ``KeySource/alsoOpening(_:)`` keys opens is re-sealed with the
+    /// sealing key, then the group's key check is (<doc:RunningAFleet>).
+    ///
+    /// One of the source's keys must open the key check (the old key among the opening ones,
+    /// before the rotation; the sealing key, when running it again). Items are re-sealed a
+    /// few hundred per transaction, each under the operation timeout, their rows locked in
+    /// the order commits lock theirs, with their versions and without notifying anyone (what
+    /// an item holds does not change, so no instance's cache needs it again); the fleet's
+    /// commits go on between batches. The key check moves last, so a rotation interrupted
+    /// anywhere is completed by running it again. Items no key opens stay as they are and are
+    /// counted (``KeyRotation/unreadable``).
+    ///
+    /// Instances that still seal with the old key keep writing items only it opens: give
+    /// every instance the new key as an opening key before the rotation, and run it again once
+    /// they all seal with the new key.
+    ///
+    /// - Throws: ``KeystoreError``; ``KeystoreError/Code/invalidKey`` when no key opens the
+    ///   key check. The batches committed before a failure stay re-sealed.
+    public static func rekey(
+        configuration: Configuration,
+        service: String,
+        group: AccessGroup,
+        keySource: KeySource,
+        logger: Logger? = nil
+    ) async throws(KeystoreError) -> KeyRotation {
+        try await _rekey(configuration: configuration, service: service, group: group, keySource: keySource, logger: logger) { _ in }
+    }
+
+    /// ``rekey(configuration:service:group:keySource:logger:)`` with the batch size and a
+    /// checkpoint after each batch, for tests.
+    package static func _rekey(
+        configuration: Configuration,
+        service: String,
+        group: AccessGroup,
+        keySource: KeySource,
+        logger: Logger? = nil,
+        itemsPerTransaction: Int = 500,
+        checkpoint: @escaping @Sendable (Int) throws(KeystoreError) -> Void
+    ) async throws(KeystoreError) -> KeyRotation {
+        let quiet = try prepareOpening(service: service, group: group, configuration: configuration, logger: logger)
+        let rotation = try await withOwnConnection(configuration, logger: quiet) { (own) throws(KeystoreError) -> KeyRotation in
+            let keys = try await OperationDeadline.run(configuration.operationTimeout, onTimeout: {
+                timeout("opening the keystore to rotate its key", configuration)
+            }) { () throws(KeystoreError) -> KeyRing in
+                do {
+                    _ = try await own.run(logger: quiet) { connection in try await PostgresSchema.install(on: connection, logger: quiet) }
+                } catch {
+                    throw KeystoreError.postgres(error, operation: "creating the schema", configuration: configuration)
+                }
+                let keys = try await PostgresKeyResolver.keys(for: group, source: keySource, configuration: configuration, connection: own, logger: quiet)
+                do {
+                    try await own.run(logger: quiet) { connection in
+                        try await PostgresKeyCheck.verifyForRotation(service: service, group: group, keys: keys, on: connection, logger: quiet)
+                    }
+                } catch {
+                    throw KeystoreError.postgres(error, operation: "checking the key", configuration: configuration)
+                }
+                return keys
+            }
+            let namespace = PostgresNamespace(service: service, group: group, keys: keys)
+            var rotation = KeyRotation()
+            var after: String?
+            var batches = 0
+            while true {
+                let resume = after
+                let (batch, read, last) = try await OperationDeadline.run(configuration.operationTimeout, onTimeout: {
+                    timeout("re-sealing a batch of items (its outcome is unknown: run the rotation again)", configuration)
+                }) { () throws(KeystoreError) -> (KeyRotation, Int, String?) in
+                    do {
+                        return try await own.run(logger: quiet) { connection in
+                            try await transaction(on: connection, logger: quiet) {
+                                try await reseal(namespace, after: resume, limit: itemsPerTransaction, on: connection, logger: quiet)
+                            }
+                        }
+                    } catch let error as CommitOutcomeUnknown {
+                        throw KeystoreError.postgres(
+                            error.underlying, operation: "re-sealing items (the connection was lost while committing: the outcome is unknown)",
+                            configuration: configuration)
+                    } catch {
+                        throw KeystoreError.postgres(error, operation: "re-sealing items", configuration: configuration)
+                    }
+                }
+                rotation.add(batch)
+                guard read == itemsPerTransaction, let last else { break }
+                after = last
+                batches += 1
+                try checkpoint(batches)
+            }
+            try await OperationDeadline.run(configuration.operationTimeout, onTimeout: {
+                timeout("storing the key check (its outcome is unknown: run the rotation again)", configuration)
+            }) { () throws(KeystoreError) in
+                do {
+                    try await own.run(logger: quiet) { connection in
+                        try await PostgresKeyCheck.store(service: service, group: group, keys: keys, on: connection, logger: quiet)
+                    }
+                } catch {
+                    throw KeystoreError.postgres(error, operation: "storing the key check", configuration: configuration)
+                }
+            }
+            return rotation
+        }
+        logger?.debug("keystore key rotated", metadata: [
+            "broker.service": "\(service)",
+            "broker.accessGroup": "\(group)",
+            "broker.resealed": "\(rotation.resealed)",
+            "broker.unreadable": "\(rotation.unreadable)",
+            "broker.endpoint": "\(configuration.endpoint)",
+        ])
+        return rotation
+    }
+
+    /// One batch of a rotation, inside the caller's transaction: the next `limit` rows after
+    /// `after` in the index's order, locked in byte order (`COLLATE "C"`, as commits and
+    /// migrations take theirs, so none of them can deadlock with it), each re-sealed when an
+    /// opening key opens it, in one `UPDATE`. Returns what it counted, how many rows it read
+    /// and the last key in the index's order.
+    private static func reseal(
+        _ namespace: PostgresNamespace, after: String?, limit: Int, on connection: PostgresConnection, logger: Logger
+    ) async throws -> (KeyRotation, Int, String?) {
+        // The database's collation pages through the primary key's index; it is
+        // deterministic, so distinct keys never compare equal and none is skipped.
+        let keys = try await connection.query("""
+            SELECT key FROM identity_broker_items
+            WHERE service = \(namespace.service) AND access_group = \(namespace.groupColumn) AND (\(after)::text IS NULL OR key > \(after))
+            ORDER BY key LIMIT \(limit)
+            """, logger: logger).collect().map { try $0.decode(String.self) }
+        guard !keys.isEmpty else { return (KeyRotation(), 0, nil) }
+        let rows = try await connection.query("""
+            SELECT key, \(unescaped: PostgresSchema.cappedValue) FROM identity_broker_items
+            WHERE service = \(namespace.service) AND access_group = \(namespace.groupColumn) AND key = ANY(\(keys))
+            ORDER BY key COLLATE "C" FOR UPDATE
+            """, logger: logger).collect()
+        var batch = KeyRotation()
+        var resealedKeys: [String] = []
+        var resealedValues: [ByteBuffer] = []
+        for row in rows {
+            let (key, buffer) = try row.decode((String, ByteBuffer).self)
+            guard var opened = try? namespace.keys.open(Array(buffer.readableBytesView), binding: namespace.binding, forKey: key) else {
+                batch.noteUnreadable(key)
+                continue
+            }
+            defer { CryptoRuntime.cleanse(&opened.value) }
+            guard opened.opener == .opening else {
+                batch.alreadySealed += 1
+                continue
+            }
+            resealedKeys.append(key)
+            resealedValues.append(ByteBuffer(bytes: try namespace.seal(opened.value, forKey: key)))
+        }
+        if !resealedKeys.isEmpty {
+            try await connection.query("""
+                UPDATE identity_broker_items AS items SET value = resealed.value
+                FROM pg_catalog.unnest(\(resealedKeys)::text[], \(resealedValues)::bytea[]) AS resealed(key, value)
+                WHERE items.service = \(namespace.service) AND items.access_group = \(namespace.groupColumn) AND items.key = resealed.key
+                """, logger: logger)
+            batch.resealed = resealedKeys.count
+        }
+        // Rows removed between the two reads are simply gone: nothing to re-seal.
+        return (batch, keys.count, keys.last)
+    }
+}
