@@ -156,7 +156,7 @@ extension PostgresKeystore {
         if !resealedKeys.isEmpty {
             try await connection.query("""
                 UPDATE identity_broker_items AS items SET value = resealed.value
-                FROM pg_catalog.unnest(\(resealedKeys)::text[], \(resealedValues)::bytea[]) AS resealed(key, value)
+                FROM ROWS FROM (pg_catalog.unnest(\(resealedKeys)::text[]), pg_catalog.unnest(\(resealedValues)::bytea[])) AS resealed(key, value)
                 WHERE items.service = \(namespace.service) AND items.access_group = \(namespace.groupColumn) AND items.key = resealed.key
                 """, logger: logger)
             batch.resealed = resealedKeys.count
