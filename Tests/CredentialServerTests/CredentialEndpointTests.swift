@@ -21,9 +21,15 @@ final class CredentialEndpointTests: XCTestCase {
     /// What opens the keystore opens every session in it: the child, which gets one session
     /// through the endpoint, never inherits it. The CLI's `exec` strips the same names.
     func testTheKeystoresKeyVariablesNeverReachTheChild() {
-        let base = ["IDENTITY_BROKER_KEY": "a2V5", "IDENTITY_BROKER_PASSPHRASE": "pass", "IDENTITY_BROKER_KEY_FILE": "/etc/key", "HOME": "/home/a"]
+        let names = [
+            "IDENTITY_BROKER_KEY", "IDENTITY_BROKER_PASSPHRASE", "IDENTITY_BROKER_KEY_FILE",
+            // A key rotation's old (or next) key.
+            "IDENTITY_BROKER_OTHER_KEY", "IDENTITY_BROKER_OTHER_PASSPHRASE", "IDENTITY_BROKER_OTHER_KEY_FILE",
+        ]
+        var base = ["HOME": "/home/a"]
+        for name in names { base[name] = "secret-of-\(name)" }
         let child = endpoint.childEnvironment(from: base)
-        for name in ["IDENTITY_BROKER_KEY", "IDENTITY_BROKER_PASSPHRASE", "IDENTITY_BROKER_KEY_FILE"] {
+        for name in names {
             XCTAssertNil(child[name], "\(name) reached the child")
         }
         XCTAssertEqual(child["HOME"], "/home/a")

@@ -53,6 +53,23 @@ final class FederatePostgresTests: FederatePostgresTestCase {
         try assertDumpHoldsNoSecret([FakeCognito.secretKey, FakeCognito.sessionToken, token, key, server.password])
     }
 
+    /// `rekey` through the URL (`federate-server`): every session re-sealed with the current
+    /// key, the old one given in `$IDENTITY_BROKER_OTHER_KEY`; neither key printed.
+    func testRekeyThroughAPostgresURL() throws {
+        let cognito = try FakeCognito.served()
+        for session in ["alice", "bob"] {
+            try harness.expect(0, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint, "--session", session])
+        }
+        let newKey = Self.randomKey()
+        harness.neverPrinted.append(newKey)
+        let refused = try harness.expect(6, ["rekey"], environment: ["IDENTITY_BROKER_KEY": newKey])
+        XCTAssertTrue(refused.stderr.contains("IDENTITY_BROKER_OTHER_KEY"), refused.stderr)
+        let rotated = try harness.expect(0, ["rekey"], environment: ["IDENTITY_BROKER_KEY": newKey, "IDENTITY_BROKER_OTHER_KEY": key])
+        XCTAssertTrue(rotated.stderr.contains("re-sealed 2 sessions with the current key"), rotated.stderr)
+        try harness.expect(0, ["credentials", "--session", "alice"], environment: ["IDENTITY_BROKER_KEY": newKey])
+        try harness.expect(6, ["credentials", "--session", "bob"])
+    }
+
     /// `exec` and `serve` read the session from the database (and close it before exiting).
     func testExecRunsACommandWithCredentialsFromTheDatabase() throws {
         let cognito = try FakeCognito.served()

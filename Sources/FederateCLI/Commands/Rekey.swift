@@ -29,7 +29,7 @@ struct Rekey: AsyncParsableCommand {
             throw CLIFailure(
                 .keystore,
                 "access group \(group) at \(access.root): re-sealed \(sessions(rotation.resealed)), but \(rotation.unreadable) item\(rotation.unreadable == 1 ? "" : "s") "
-                    + "open with none of the keys given and were left as they are\(listed.isEmpty ? "" : " (\(listed))"): give their key in "
+                    + "open with none of the keys given and were left as they are\(listed.isEmpty ? "" : " (\(listed))"); give their key in "
                     + "\(KeySelection.otherKeyVariables) and run rekey again, or clear those sessions")
         }
         Terminal.note(

@@ -166,7 +166,7 @@ package struct KeystoreAccess {
     /// Rotates the key of the access group to the sealing key (``KeySelection``): every item
     /// an `OTHER` key opens is re-sealed with it.
     func rekey() async throws(CLIFailure) -> KeyRotation {
-        let context = "cannot rotate the key of access group \(accessGroup)"
+        let context = "cannot rotate the key of access group \(accessGroup) (the current key seals; the old one goes in \(KeySelection.otherKeyVariables))"
         switch location {
         case .directory(let path):
             do {
