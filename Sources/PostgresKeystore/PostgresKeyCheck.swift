@@ -63,12 +63,13 @@ enum PostgresKeyCheck {
         try KeyCheck.verify(stored, binding: binding, keys: keys, name: checked, namespace: namespace)
     }
 
-    /// Refuses a rotation of `checked` in `group`, with ``KeystoreError/Code/invalidKey``,
-    /// unless one of `keys` opens its check row (the sealing key, once rotated; an opening
-    /// key, before) or, with no row stored yet, one of its first items.
-    static func verifyForRotation(
+    /// Whether a rotation of `checked` in `group` may start: throws
+    /// ``KeystoreError/Code/invalidKey`` unless one of `keys` opens its check row (the sealing
+    /// key, once rotated; an opening key, before) or, with no row stored yet, one of its first
+    /// items. `false` when there is neither: nothing is sealed, so there is nothing to rotate.
+    static func mayStartRotation(
         service checked: String, group: AccessGroup, keys: KeyRing, on connection: PostgresConnection, logger: Logger
-    ) async throws {
+    ) async throws -> Bool {
         let column = PostgresNamespace.column(for: group)
         let namespace = KeyCheck.describe(service: checked, group: group)
         if let stored = try await read(checked, column, on: connection, logger: logger) {
@@ -77,36 +78,61 @@ enum PostgresKeyCheck {
                     .invalidKey,
                     "none of the keys given opens the key check of \(namespace): the old key must be among the keys that only open")
             }
-            return
+            return true
         }
         let rows = try await connection.query("""
             SELECT key, \(unescaped: PostgresSchema.cappedValue) FROM identity_broker_items
             WHERE service = \(checked) AND access_group = \(column) ORDER BY key LIMIT \(KeyCheck.itemsTried)
             """, logger: logger).collect()
         let items = try rows.map { try $0.decode((String, ByteBuffer).self) }
+        guard !items.isEmpty else { return false }
         let itemBinding = ItemBinding(service: checked, group: group)
         try KeyCheck.requireOneOpens(items, namespace: namespace) { item in
             (try? keys.open(Array(item.1.readableBytesView), binding: itemBinding, forKey: item.0)) != nil
         }
+        return true
     }
 
-    /// Stores the check row of `checked` in `group` sealed with the sealing key of `keys`,
-    /// replacing any other.
-    static func store(
+    /// Moves the check row of `checked` in `group` to the sealing key of `keys`, inside the
+    /// caller's transaction, the row locked (`FOR UPDATE`) and ``mayStartRotation`` checked
+    /// again under that lock: another rotation may have moved it since. `false` when the
+    /// namespace holds nothing sealed by now.
+    static func moveForRotation(
         service checked: String, group: AccessGroup, keys: KeyRing, on connection: PostgresConnection, logger: Logger
-    ) async throws {
+    ) async throws -> Bool {
+        _ = try await read(checked, PostgresNamespace.column(for: group), lock: "FOR UPDATE", on: connection, logger: logger)
+        guard try await mayStartRotation(service: checked, group: group, keys: keys, on: connection, logger: logger) else { return false }
         let sealed = try KeyCheck.seal(ItemBinding(service: service, group: group), with: keys.sealing, name: checked)
         try await connection.query("""
             INSERT INTO identity_broker_items (service, access_group, key, version, value)
             VALUES (\(service), \(PostgresNamespace.column(for: group)), \(checked), NULL, \(ByteBuffer(bytes: sealed)))
             ON CONFLICT (service, access_group, key) DO UPDATE SET value = excluded.value
             """, logger: logger)
+        return true
     }
 
-    private static func read(_ checked: String, _ column: String, on connection: PostgresConnection, logger: Logger) async throws -> [UInt8]? {
+    /// Throws ``KeystoreError/Code/invalidKey`` unless the sealing key of `keys` still opens
+    /// the check row, read `FOR SHARE` inside the caller's transaction (a rotation's batch):
+    /// two rotations to different keys at once stop rather than leave items split between them.
+    static func requireStillSealing(
+        service checked: String, group: AccessGroup, keys: KeyRing, on connection: PostgresConnection, logger: Logger
+    ) async throws {
+        let stored = try await read(checked, PostgresNamespace.column(for: group), lock: "FOR SHARE", on: connection, logger: logger)
+        guard let stored, KeyCheck.opener(of: stored, binding: ItemBinding(service: service, group: group), keys: keys, name: checked) == .sealing else {
+            throw KeystoreError(
+                .invalidKey,
+                "the key check of \(KeyCheck.describe(service: checked, group: group)) no longer opens with the sealing key: another "
+                    + "rotation moved it to another key meanwhile; the items re-sealed so far open with this key: give it as another key "
+                    + "to that rotation and run it again")
+        }
+    }
+
+    private static func read(
+        _ checked: String, _ column: String, lock: String = "", on connection: PostgresConnection, logger: Logger
+    ) async throws -> [UInt8]? {
         let rows = try await connection.query("""
             SELECT \(unescaped: PostgresSchema.cappedValue) FROM identity_broker_items
-            WHERE service = \(service) AND access_group = \(column) AND key = \(checked)
+            WHERE service = \(service) AND access_group = \(column) AND key = \(checked) \(unescaped: lock)
             """, logger: logger).collect()
         return try rows.first.map { Array(try $0.decode(ByteBuffer.self).readableBytesView) }
     }

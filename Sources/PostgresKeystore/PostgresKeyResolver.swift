@@ -40,6 +40,21 @@ enum PostgresKeyResolver {
         return KeyRing(sealing: sealing, opening: opening)
     }
 
+    /// The keys of `source` for `group` that exist, the sealing key first when it does,
+    /// none created: what a rotation proves its authority with before it makes anything.
+    static func existingKeys(
+        for group: AccessGroup, source: KeySource, configuration: PostgresKeystore.Configuration,
+        connection own: OwnConnection, logger: Logger
+    ) async throws(KeystoreError) -> [SecretBytes] {
+        var keys: [SecretBytes] = []
+        for kind in [source.kind] + source.alsoOpeningKinds {
+            if let key = try await key(for: group, kind: kind, create: false, configuration: configuration, connection: own, logger: logger) {
+                keys.append(key)
+            }
+        }
+        return keys
+    }
+
     /// The key of `kind`, or `nil` when `create` is off and it does not exist.
     private static func key(
         for group: AccessGroup, kind: KeySource.Kind, create: Bool, configuration: PostgresKeystore.Configuration,

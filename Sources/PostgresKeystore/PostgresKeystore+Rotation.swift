@@ -3,18 +3,22 @@ import PostgresNIO
 public import SecureStorage
 
 extension PostgresKeystore {
-    /// Rotates the key of `service` in access group `group` to `keySource`'s sealing key:
-    /// every item one of its ``KeySource/alsoOpening(_:)`` keys opens is re-sealed with the
-    /// sealing key, then the group's key check is (<doc:RunningAFleet>).
+    /// Rotates the key of `service` in access group `group` to `keySource`'s sealing key: the
+    /// group's key check is sealed with it, then every item one of its
+    /// ``KeySource/alsoOpening(_:)`` keys opens is re-sealed with it (<doc:RunningAFleet>).
     ///
-    /// One of the source's keys must open the key check (the old key among the opening ones,
-    /// before the rotation; the sealing key, when running it again). Items are re-sealed a
-    /// few hundred per transaction, each under the operation timeout, their rows locked in
-    /// the order commits lock theirs, with their versions and without notifying anyone (what
-    /// an item holds does not change, so no instance's cache needs it again); the fleet's
-    /// commits go on between batches. The key check moves last, so a rotation interrupted
-    /// anywhere is completed by running it again. Items no key opens stay as they are and are
-    /// counted (``KeyRotation/unreadable``).
+    /// One of the source's keys that exist must open the key check (the old key among the
+    /// opening ones, before the rotation; the sealing key, when running it again) before
+    /// anything is written (a passphrase's salt included); a group with no check and no item
+    /// has nothing to rotate. The check moves first, so a second rotation to another key is
+    /// refused, and each batch stops if one moved it meanwhile. Items are re-sealed a few
+    /// hundred per transaction, each under the operation timeout, their rows locked in the
+    /// order commits lock theirs, with their versions and without notifying anyone (what an
+    /// item holds does not change, so no instance's cache needs it again); the fleet's commits
+    /// go on between batches. A rotation interrupted anywhere is completed by running it
+    /// again. Items no key opens stay as they are and are counted (``KeyRotation/unreadable``).
+    /// Instances restarted with the old key as the sealing one are refused from the moment the
+    /// check has moved.
     ///
     /// Instances that still seal with the old key keep writing items only it opens: give
     /// every instance the new key as an opening key before the rotation, and run it again once
@@ -45,25 +49,48 @@ extension PostgresKeystore {
     ) async throws(KeystoreError) -> KeyRotation {
         let quiet = try prepareOpening(service: service, group: group, configuration: configuration, logger: logger)
         let rotation = try await withOwnConnection(configuration, logger: quiet) { (own) throws(KeystoreError) -> KeyRotation in
-            let keys = try await OperationDeadline.run(configuration.operationTimeout, onTimeout: {
+            let started = try await OperationDeadline.run(configuration.operationTimeout, onTimeout: {
                 timeout("opening the keystore to rotate its key", configuration)
-            }) { () throws(KeystoreError) -> KeyRing in
+            }) { () throws(KeystoreError) -> KeyRing? in
                 do {
                     _ = try await own.run(logger: quiet) { connection in try await PostgresSchema.install(on: connection, logger: quiet) }
                 } catch {
                     throw KeystoreError.postgres(error, operation: "creating the schema", configuration: configuration)
                 }
-                let keys = try await PostgresKeyResolver.keys(for: group, source: keySource, configuration: configuration, connection: own, logger: quiet)
+                // Authority first, with the keys that exist; the sealing key's salt is made only
+                // once the check or an item has opened.
+                let existing = try await PostgresKeyResolver.existingKeys(
+                    for: group, source: keySource, configuration: configuration, connection: own, logger: quiet)
+                guard let first = existing.first else {
+                    throw KeystoreError(
+                        .invalidKey, "none of the keys given exists for \(KeyCheck.describe(service: service, group: group)): nothing can open its items")
+                }
+                let proof = KeyRing(sealing: first, opening: Array(existing.dropFirst()))
                 do {
-                    try await own.run(logger: quiet) { connection in
-                        try await PostgresKeyCheck.verifyForRotation(service: service, group: group, keys: keys, on: connection, logger: quiet)
+                    let mayStart = try await own.run(logger: quiet) { connection in
+                        try await PostgresKeyCheck.mayStartRotation(service: service, group: group, keys: proof, on: connection, logger: quiet)
                     }
+                    guard mayStart else { return nil }
                 } catch {
                     throw KeystoreError.postgres(error, operation: "checking the key", configuration: configuration)
                 }
-                return keys
+                let keys = try await PostgresKeyResolver.keys(for: group, source: keySource, configuration: configuration, connection: own, logger: quiet)
+                // The check moves first: a second rotation to another key is then refused, and
+                // each batch below stops if one moved it meanwhile.
+                do {
+                    let moved = try await own.run(logger: quiet) { connection in
+                        try await transaction(on: connection, logger: quiet) {
+                            try await PostgresKeyCheck.moveForRotation(service: service, group: group, keys: keys, on: connection, logger: quiet)
+                        }
+                    }
+                    return moved ? keys : nil
+                } catch {
+                    throw KeystoreError.postgres(error, operation: "moving the key check", configuration: configuration)
+                }
             }
+            guard let keys = started else { return KeyRotation() }
             let namespace = PostgresNamespace(service: service, group: group, keys: keys)
+            let batchSize = max(1, itemsPerTransaction)
             var rotation = KeyRotation()
             var after: String?
             var batches = 0
@@ -75,7 +102,8 @@ extension PostgresKeystore {
                     do {
                         return try await own.run(logger: quiet) { connection in
                             try await transaction(on: connection, logger: quiet) {
-                                try await reseal(namespace, after: resume, limit: itemsPerTransaction, on: connection, logger: quiet)
+                                try await PostgresKeyCheck.requireStillSealing(service: service, group: group, keys: keys, on: connection, logger: quiet)
+                                return try await reseal(namespace, after: resume, limit: batchSize, on: connection, logger: quiet)
                             }
                         }
                     } catch let error as CommitOutcomeUnknown {
@@ -87,21 +115,10 @@ extension PostgresKeystore {
                     }
                 }
                 rotation.add(batch)
-                guard read == itemsPerTransaction, let last else { break }
+                guard read == batchSize, let last else { break }
                 after = last
                 batches += 1
                 try checkpoint(batches)
-            }
-            try await OperationDeadline.run(configuration.operationTimeout, onTimeout: {
-                timeout("storing the key check (its outcome is unknown: run the rotation again)", configuration)
-            }) { () throws(KeystoreError) in
-                do {
-                    try await own.run(logger: quiet) { connection in
-                        try await PostgresKeyCheck.store(service: service, group: group, keys: keys, on: connection, logger: quiet)
-                    }
-                } catch {
-                    throw KeystoreError.postgres(error, operation: "storing the key check", configuration: configuration)
-                }
             }
             return rotation
         }
@@ -128,6 +145,7 @@ extension PostgresKeystore {
         let keys = try await connection.query("""
             SELECT key FROM identity_broker_items
             WHERE service = \(namespace.service) AND access_group = \(namespace.groupColumn) AND (\(after)::text IS NULL OR key > \(after))
+              AND pg_catalog.octet_length(key) <= \(unescaped: String(PostgresNamespace.maximumKeyBytes))
             ORDER BY key LIMIT \(limit)
             """, logger: logger).collect().map { try $0.decode(String.self) }
         guard !keys.isEmpty else { return (KeyRotation(), 0, nil) }
@@ -135,11 +153,13 @@ extension PostgresKeystore {
             SELECT key, \(unescaped: PostgresSchema.cappedValue) FROM identity_broker_items
             WHERE service = \(namespace.service) AND access_group = \(namespace.groupColumn) AND key = ANY(\(keys))
             ORDER BY key COLLATE "C" FOR UPDATE
-            """, logger: logger).collect()
+            """, logger: logger)
         var batch = KeyRotation()
         var resealedKeys: [String] = []
         var resealedValues: [ByteBuffer] = []
-        for row in rows {
+        // Streamed: one row's value in memory at a time (a role that may write the table can
+        // make each up to the 1 MiB cap), besides the re-sealed ones, which only the key opens.
+        for try await row in rows {
             let (key, buffer) = try row.decode((String, ByteBuffer).self)
             guard var opened = try? namespace.keys.open(Array(buffer.readableBytesView), binding: namespace.binding, forKey: key) else {
                 batch.noteUnreadable(key)

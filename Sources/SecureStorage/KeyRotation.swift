@@ -1,8 +1,8 @@
 /// What rotating a namespace's key did (`SQLiteKeystore.rekey`, `PostgresKeystore.rekey`).
 ///
-/// A rotation re-seals, with the key source's sealing key, every item that one of its
-/// ``KeySource/alsoOpening(_:)`` keys opens, then seals the namespace's key check with the
-/// sealing key. Items no key opens are left as they were and counted: nothing is lost, and a
+/// A rotation seals the namespace's key check with the key source's sealing key, then
+/// re-seals with it every item that one of its ``KeySource/alsoOpening(_:)`` keys opens.
+/// Items no key opens are left as they were and counted: nothing is lost, and a
 /// rotation run again with their key among the opening ones re-seals them.
 public struct KeyRotation: Sendable, Equatable, CustomStringConvertible {
     /// Items an opening key opened, now sealed with the sealing key.

@@ -94,6 +94,16 @@ public struct KeySource: Sendable, CustomStringConvertible, CustomReflectable {
         KeySource(.raw(SecretBytes(copying: key)))
     }
 
+    /// The keys that only open, the first of them as if it sealed: what a rotation proves its
+    /// authority with before it makes the sealing key (a new key file, a salt); `nil` when
+    /// there is none.
+    package var openingOnly: KeySource? {
+        guard let first = alsoOpeningKinds.first else { return nil }
+        var source = KeySource(first)
+        source.alsoOpeningKinds = Array(alsoOpeningKinds.dropFirst())
+        return source
+    }
+
     /// The key of the file at `path`, read now and checked as ``readKeyFile(at:)`` checks it:
     /// a key given by a path rather than kept by the keystore (the CLI's other key file).
     package static func readingKeyFile(at path: String) throws(KeystoreError) -> KeySource {

@@ -60,6 +60,11 @@ final class FederateKeyRotationTests: XCTestCase {
         let oldWriting = try harness.expect(6, ["clear", "--session", "alice"], environment: ["IDENTITY_BROKER_KEY": oldKey])
         XCTAssertTrue(oldWriting.stderr.contains("key check"), "\(oldWriting)")
 
+        let mistyped = try harness.expect(
+            0, ["rekey", "--access-group", "nobody"], environment: ["IDENTITY_BROKER_KEY": newKey, "IDENTITY_BROKER_OTHER_KEY": oldKey])
+        XCTAssertTrue(mistyped.stderr.contains("holds no sessions: nothing to rotate"), "\(mistyped)")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: harness.groupDirectory("nobody")), "\(harness.keystoreFiles())")
+
         let again = try harness.expect(0, ["rekey"], environment: ["IDENTITY_BROKER_KEY": newKey, "IDENTITY_BROKER_OTHER_KEY": oldKey])
         XCTAssertTrue(again.stderr.contains("re-sealed 0 sessions with the current key (3 already were)"), "\(again)")
     }
@@ -92,7 +97,7 @@ final class FederateKeyRotationTests: XCTestCase {
         keystore.close()
 
         let result = try harness.expect(6, ["rekey"], environment: ["IDENTITY_BROKER_KEY": newKey, "IDENTITY_BROKER_OTHER_KEY": oldKey])
-        XCTAssertTrue(result.stderr.contains("re-sealed 1 session, but 1 item open with none of the keys given"), "\(result)")
+        XCTAssertTrue(result.stderr.contains("the key check moved to the current key and 1 session re-sealed with it, but 1 item open with none of the keys given"), "\(result)")
         XCTAssertTrue(result.stderr.contains("(bob)"), "\(result)")
         try harness.expect(0, ["credentials", "--session", "alice"], environment: ["IDENTITY_BROKER_KEY": newKey])
     }

@@ -91,6 +91,17 @@ final class PostgresKeyRotationTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(wrong?.code, .invalidKey)
         XCTAssertTrue(wrong?.reason.contains("none of the keys given opens the key check") ?? false, "\(String(describing: wrong))")
         XCTAssertEqual(try rows(), before, "a refused rotation changes nothing")
+        // Nor does one whose key was never used here: no salt row is made for it.
+        let passphrase = await keystoreError { _ = try await self.rekey(KeySource.passphrase("a passphrase long enough").alsoOpening(.raw([UInt8](repeating: 3, count: 32)))) }
+        XCTAssertEqual(passphrase?.code, .invalidKey)
+        let salts = try server.psqlValue("SELECT count(*) FROM identity_broker_key_salts", database: database)
+        XCTAssertEqual(salts, "0", "a refused rotation made a salt")
+        // A group that holds nothing has nothing to rotate, and gets no check row.
+        let empty = try await PostgresKeystore.rekey(
+            configuration: configuration(), service: "tool", group: AccessGroup(name: "nobody"), keySource: newKey.alsoOpening(oldKey))
+        XCTAssertEqual(empty, KeyRotation())
+        let nobody = try server.psqlValue("SELECT count(*) FROM identity_broker_items WHERE access_group = 'nobody'", database: database)
+        XCTAssertEqual(nobody, "0")
 
         let rotation = try await rekey(newKey.alsoOpening(oldKey))
         XCTAssertEqual(rotation.resealed, 2)
@@ -112,11 +123,16 @@ final class PostgresKeyRotationTests: PostgresTestCase, @unchecked Sendable {
             ) { _ throws(KeystoreError) in throw KeystoreError(.io, "stopped after the first batch") }
         }
         XCTAssertEqual(stopped?.code, .io)
-        let refused = await keystoreError { _ = try await self.keystore(keySource: self.newKey) }
-        XCTAssertEqual(refused?.code, .invalidKey, "the key check moves last")
-        let halfway = try await self.keystore(keySource: oldKey.alsoOpening(newKey))
+        let refused = await keystoreError { _ = try await self.keystore(keySource: self.oldKey.alsoOpening(self.newKey)) }
+        XCTAssertEqual(refused?.code, .invalidKey, "the key check moved first")
+        let halfway = try await self.keystore(keySource: newKey.alsoOpening(oldKey))
         let read = try await values(halfway)
         XCTAssertEqual(read.count, 250, "every item opens with one of the keys")
+        // A second rotation, to another key, is refused: it would split the items.
+        let second = await keystoreError { _ = try await self.rekey(KeySource.raw([UInt8](repeating: 3, count: 32)).alsoOpening(self.oldKey)) }
+        XCTAssertEqual(second?.code, .invalidKey)
+        let checkRows = try server.psqlValue("SELECT count(*) FROM identity_broker_items WHERE service = ''", database: database)
+        XCTAssertEqual(checkRows, "1")
 
         let completed = try await rekey(newKey.alsoOpening(oldKey), batch: 100)
         XCTAssertEqual(completed.alreadySealed, 100)

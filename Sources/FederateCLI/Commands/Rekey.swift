@@ -9,11 +9,11 @@ struct Rekey: AsyncParsableCommand {
         discussion: """
             The current key ($IDENTITY_BROKER_KEY, $IDENTITY_BROKER_PASSPHRASE, or the key file) seals; the old \
             key, given in $IDENTITY_BROKER_OTHER_KEY, $IDENTITY_BROKER_OTHER_PASSPHRASE or \
-            $IDENTITY_BROKER_OTHER_KEY_FILE (a path), opens. Every session the old key opens is re-sealed with the \
-            current one, a few hundred per transaction, then the access group's key check is: from then on only \
-            the current key opens the keystore. Running it again completes an interrupted rotation and re-seals \
-            what processes still sealing with the old key wrote meanwhile. Sessions no key opens are left as they \
-            are: the command exits 6 naming them.
+            $IDENTITY_BROKER_OTHER_KEY_FILE (a path), opens. The access group's key check moves to the current key \
+            first (from then on only processes sealing with the current key may write), then every session the old \
+            key opens is re-sealed with the current one, a few hundred per transaction. Running it again completes \
+            an interrupted rotation and re-seals what processes still sealing with the old key wrote meanwhile. \
+            Sessions no key opens are left as they are: the command exits 6 naming them.
             """
     )
 
@@ -24,11 +24,17 @@ struct Rekey: AsyncParsableCommand {
         let rotation = try await access.rekey()
         let group = access.accessGroup
         let sessions = { (count: Int) in "\(count) session\(count == 1 ? "" : "s")" }
+        guard rotation != KeyRotation() else {
+            // A mistyped group holds nothing: not "only the current key opens it now".
+            Terminal.note("access group \(group) at \(access.root) holds no sessions: nothing to rotate (check --access-group and --keystore)")
+            return
+        }
         guard rotation.isComplete else {
             let listed = rotation.unreadableKeys.compactMap { SessionStore.session(forKey: $0) }.joined(separator: ", ")
             throw CLIFailure(
                 .keystore,
-                "access group \(group) at \(access.root): re-sealed \(sessions(rotation.resealed)), but \(rotation.unreadable) item\(rotation.unreadable == 1 ? "" : "s") "
+                "access group \(group) at \(access.root): the key check moved to the current key and \(sessions(rotation.resealed)) re-sealed with it, "
+                    + "but \(rotation.unreadable) item\(rotation.unreadable == 1 ? "" : "s") "
                     + "open with none of the keys given and were left as they are\(listed.isEmpty ? "" : " (\(listed))"); give their key in "
                     + "\(KeySelection.otherKeyVariables) and run rekey again, or clear those sessions")
         }

@@ -162,7 +162,6 @@ package struct KeystoreAccess {
         }
     }
 
-    /// Moves every saved session from access group `from` to `to`; how many moved.
     /// Rotates the key of the access group to the sealing key (``KeySelection``): every item
     /// an `OTHER` key opens is re-sealed with it.
     func rekey() async throws(CLIFailure) -> KeyRotation {
@@ -181,6 +180,7 @@ package struct KeystoreAccess {
         }
     }
 
+    /// Moves every saved session from access group `from` to `to`; how many moved.
     func migrate(from source: AccessGroup, to target: AccessGroup) async throws(CLIFailure) -> Int {
         let context = "cannot migrate from access group \(source) to \(target)"
         switch location {

@@ -3,24 +3,29 @@ import Dispatch
 
 extension SQLiteKeystore {
     /// Rotates the key of `service` in access group `group` under `root` to `keySource`'s
-    /// sealing key: every item one of its ``KeySource/alsoOpening(_:)`` keys opens is
-    /// re-sealed with the sealing key, then the namespace's key check is (<doc:RotatingKeys>).
+    /// sealing key: the namespace's key check is sealed with it, then every item one of its
+    /// ``KeySource/alsoOpening(_:)`` keys opens is re-sealed with it (<doc:RotatingKeys>).
     ///
-    /// One of the source's keys must open the namespace's key check (the old key among the
-    /// opening ones, before the rotation; the sealing key, when running it again). Items are
+    /// One of the source's keys that exist must open the namespace's key check (the old key
+    /// among the opening ones, before the rotation; the sealing key, when running it again)
+    /// before anything is made or written. The check moves first, so a second rotation to
+    /// another key is refused, and each batch stops if one moved it meanwhile. Items are
     /// re-sealed a few hundred per transaction, with their versions, so the namespace's
-    /// writers keep committing meanwhile; the check moves last, so a rotation interrupted
-    /// anywhere is completed by running it again. Items no key opens stay as they are and
-    /// are counted (``KeyRotation/unreadable``). With ``KeySource/keyFile`` as the sealing
-    /// source and the group's key file missing (moved aside, and given as an opening key), a
-    /// new random key file is made. A namespace with no database has nothing to rotate.
+    /// writers keep committing meanwhile; a rotation interrupted anywhere is completed by
+    /// running it again. Items no key opens stay as they are and are counted
+    /// (``KeyRotation/unreadable``). With ``KeySource/keyFile`` as the sealing source and the
+    /// group's key file missing (moved aside, and given as an opening key), a new random key
+    /// file is made. A namespace with no database, or with no check and no item, has nothing
+    /// to rotate. A sealing key derived from a salt file without a header in a shared group
+    /// (which a member could have planted) is refused.
     ///
     /// Processes that still seal with the old key keep writing items only it opens: give
     /// every process the new key as an opening key before the rotation, and run it again
     /// once they all seal with the new key.
     ///
     /// - Throws: ``KeystoreError``, ``KeystoreError/Code/invalidKey`` when no key opens the
-    ///   key check; the batches committed before a failure stay re-sealed.
+    ///   key check, or another rotation moved it meanwhile; the batches committed before a
+    ///   failure stay re-sealed.
     public static func rekey(
         root: String,
         service: String,

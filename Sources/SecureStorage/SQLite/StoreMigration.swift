@@ -199,7 +199,7 @@ struct StoreMigration {
                 var plaintext: [UInt8]
                 do throws(KeystoreError) {
                     try checkpoint("rereading")
-                    guard let found = try Self.row(id, on: sourceConnection), let sealed = found.sealed else {
+                    guard let found = try StoreSchema.item(byId: id, on: sourceConnection), let sealed = found.sealed else {
                         throw KeystoreError(.migrationFailed, "an item changed in the source during the migration; nothing was moved", path: source.databasePath)
                     }
                     row = found
@@ -258,17 +258,6 @@ struct StoreMigration {
         return (target, connection)
     }
 
-    /// A source row by its ID: `nil` when there is none, or its key is not one the keystore
-    /// could have written (a member's plant, skipped as every scan skips it); its value is
-    /// `nil` when it is not a value of at most the connection's length limit.
-    private static func row(_ id: Int64, on connection: SQLiteConnection) throws(KeystoreError) -> (key: String, version: Int64?, sealed: [UInt8]?)? {
-        try connection.withStatement(StoreSchema.selectItemById) { statement throws(KeystoreError) -> (key: String, version: Int64?, sealed: [UInt8]?)? in
-            try statement.bind(1, int64: id)
-            guard try statement.step() else { return nil }
-            return (statement.text(0), statement.isNull(1) ? nil : statement.int64(1), statement.isNull(2) ? nil : statement.blob(2))
-        }
-    }
-
     /// Opens every source item, one at a time; throws, naming how many failed, before anything
     /// moves, unless ``leavingUnreadable`` (then counts them, and leaves them out).
     ///
@@ -287,7 +276,7 @@ struct StoreMigration {
         var failures = 0
         for id in ids {
             do throws(KeystoreError) {
-                guard let row = try Self.row(id, on: connection) else { continue }
+                guard let row = try StoreSchema.item(byId: id, on: connection) else { continue }
                 guard let sealed = row.sealed else {
                     throw KeystoreError(
                         .corruptFormat, "an item is not a value of at most \(SQLiteConnection.maximumLength) bytes", path: source.databasePath)

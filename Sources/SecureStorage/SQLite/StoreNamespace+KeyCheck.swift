@@ -38,12 +38,11 @@ extension StoreNamespace {
         try KeyCheck.verify(stored, binding: binding, keys: keys, name: Self.keyCheckItemName, namespace: label)
     }
 
-    /// Refuses a rotation, with ``KeystoreError/Code/invalidKey``, unless one of the keys
-    /// opens the namespace's ``KeyCheck`` (the sealing key, once rotated; an opening key,
-    /// before) or, with no check stored yet, one of its first items; and, for a key from a
-    /// headerless salt in a shared group, refuses a namespace with neither, as
-    /// ``verifyKey(on:service:)`` does.
-    func verifyKeyForRotation(on connection: SQLiteConnection, service: String) throws(KeystoreError) {
+    /// Whether a rotation may start: throws ``KeystoreError/Code/invalidKey`` unless one of
+    /// the keys opens the namespace's ``KeyCheck`` (the sealing key, once rotated; an opening
+    /// key, before) or, with no check stored yet, one of its first items. `false` when there
+    /// is neither a check nor an item: nothing is sealed, so there is nothing to rotate.
+    func mayStartRotation(on connection: SQLiteConnection, service: String) throws(KeystoreError) -> Bool {
         let label = KeyCheck.describe(service: service, group: group)
         if let stored = try storedKeyCheck(on: connection) {
             guard KeyCheck.opener(of: stored, binding: binding, keys: keys, name: Self.keyCheckItemName) != nil else {
@@ -51,15 +50,53 @@ extension StoreNamespace {
                     .invalidKey,
                     "none of the keys given opens the key check of \(label): the old key must be among the keys that only open")
             }
-            return
+            return true
         }
         let items = try firstItems(on: connection)
-        if items.isEmpty, headerlessSharedSalt != nil {
-            // What the open would refuse; with nothing sealed there is nothing to rotate.
-            try verifyKey(on: connection, service: service)
-        }
+        guard !items.isEmpty else { return false }
         try KeyCheck.requireOneOpens(items, namespace: label) { item in
             (try? keys.open(item.1, binding: binding, forKey: item.0)) != nil
+        }
+        return true
+    }
+
+    /// Moves the key check to the sealing key, under the write lock, once a rotation may
+    /// start (checked again there: another rotation may have moved it since). A sealing key
+    /// derived from a headerless salt in a shared group is refused unless it already opens
+    /// the check (``ResolvedKey/headerlessSharedSalt``: a member may have planted the salt,
+    /// choosing it and a cheaper cost for everything the rotation would seal). `false` when
+    /// the namespace holds nothing sealed by now.
+    func moveKeyCheckForRotation(on connection: SQLiteConnection, service: String) throws(KeystoreError) -> Bool {
+        try connection.immediateTransaction { () throws(KeystoreError) -> Bool in
+            guard try mayStartRotation(on: connection, service: service) else { return false }
+            if let salt = headerlessSharedSalt {
+                let stored = try storedKeyCheck(on: connection)
+                guard let stored, KeyCheck.opener(of: stored, binding: binding, keys: keys, name: Self.keyCheckItemName) == .sealing else {
+                    throw KeystoreError(
+                        .corruptFormat,
+                        "the salt file of access group '\(group.name ?? "")' has no header (a format only early releases wrote): another member "
+                            + "of the group may have planted it, so a rotation does not seal with a key derived from it; rotate to an "
+                            + "environment key, or remove the salt file if no item of the group was sealed with it",
+                        path: salt)
+                }
+            }
+            try storeKeyCheck(on: connection)
+            return true
+        }
+    }
+
+    /// Throws ``KeystoreError/Code/invalidKey`` unless the sealing key still opens the key
+    /// check: checked by each batch of a rotation, under the write lock, so that two
+    /// rotations to different keys at once stop rather than leave items split between them.
+    func requireKeyCheckStillSealing(on connection: SQLiteConnection, service: String) throws(KeystoreError) {
+        guard let stored = try storedKeyCheck(on: connection),
+              KeyCheck.opener(of: stored, binding: binding, keys: keys, name: Self.keyCheckItemName) == .sealing
+        else {
+            throw KeystoreError(
+                .invalidKey,
+                "the key check of \(KeyCheck.describe(service: service, group: group)) no longer opens with the sealing key: another "
+                    + "rotation moved it to another key meanwhile; the items re-sealed so far open with this key: give it as another key "
+                    + "to that rotation and run it again")
         }
     }
 

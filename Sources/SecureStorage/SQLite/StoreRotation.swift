@@ -1,12 +1,16 @@
-/// Rotates the key of one namespace of the SQLite engine: re-seals with the sealing key every
-/// item an opening key opens, a few hundred per transaction, then seals the key check with it.
+/// Rotates the key of one namespace of the SQLite engine: seals the key check with the sealing
+/// key, then re-seals with it every item an opening key opens, a few hundred per transaction.
 ///
-/// Each transaction holds the write lock for one batch only, so the namespace's writers keep
-/// committing between batches; an item they write with an older key after its batch passed is
-/// re-sealed by the next rotation. The key check moves last: a rotation that stops half-way
-/// (a crash, a full disk) leaves every item opening with one of the keys and the check with
-/// the old key, and running it again completes it. Values keep their versions, and no change
-/// is recorded: what an item holds does not change, so no client's cache needs it again.
+/// Nothing is made (a key file, a salt) before one of the keys that exist has opened the
+/// check: a rotation no key given may start changes nothing. The check moves first, so that
+/// a second rotation to another key started meanwhile is refused, and each batch checks, under
+/// the write lock, that it has not moved since (two rotations at once stop rather than split
+/// the items between two keys). Each transaction holds the write lock for one batch only, so
+/// the namespace's writers keep committing between batches; an item they write with an older
+/// key after its batch passed is re-sealed by the next rotation. A rotation that stops
+/// half-way (a crash, a full disk) leaves every item opening with one of the keys, and
+/// running it again completes it. Values keep their versions, and no change is recorded: what
+/// an item holds does not change, so no client's cache needs it again.
 struct StoreRotation {
     let layout: StoreLayout
     let group: AccessGroup
@@ -18,33 +22,70 @@ struct StoreRotation {
     /// throws stops the rotation there.
     var checkpoint: (Int64) throws(KeystoreError) -> Void = { _ in }
 
-    private static let nextItems = "SELECT id, key, value FROM items WHERE id > ?1 ORDER BY id LIMIT ?2"
+    /// The next row IDs, in the table's order (`NOT INDEXED`: the covering index on `key`
+    /// would load every key, a planted one of a gigabyte included, to find the IDs).
+    private static let nextIds = "SELECT id FROM items NOT INDEXED WHERE id > ?1 ORDER BY id LIMIT ?2"
     private static let updateValue = "UPDATE items SET value = ?1 WHERE id = ?2"
 
     func run() throws(KeystoreError) -> KeyRotation {
-        // No database, nothing to rotate; one without its key yet (a key file moved aside to
-        // be replaced) gets one here: the rotation is what makes it.
         guard try layout.prepareDirectories(group, create: false),
-              try layout.prepareDatabase(group, create: false) != nil,
-              let namespace = try StoreNamespace.open(layout: layout, group: group, keySource: keySource, create: true)
+              try layout.prepareDatabase(group, create: false) != nil
         else { return KeyRotation() }
+        // Authority first, with the keys that exist; the sealing key is made (a key file moved
+        // aside to be replaced, a salt) only once the check or an item has opened.
+        var namespace: StoreNamespace
+        var sealingKeyExists = true
+        if let existing = try StoreNamespace.open(layout: layout, group: group, keySource: keySource, create: false) {
+            namespace = existing
+        } else if let opening = keySource.openingOnly,
+                  let existing = try StoreNamespace.open(layout: layout, group: group, keySource: opening, create: false) {
+            namespace = existing
+            sealingKeyExists = false
+        } else {
+            throw KeystoreError(
+                .invalidKey,
+                "none of the keys given exists for \(KeyCheck.describe(service: layout.service, group: group)) (no key file or passphrase salt): "
+                    + "nothing can open its items",
+                path: layout.databasePath(group))
+        }
         let connection = try namespace.connect(service: layout.service, busyTimeout: busyTimeout)
         defer { connection.close() }
-        try namespace.verifyKeyForRotation(on: connection, service: layout.service)
+        guard try namespace.mayStartRotation(on: connection, service: layout.service) else { return KeyRotation() }
+        if !sealingKeyExists {
+            guard let made = try StoreNamespace.open(layout: layout, group: group, keySource: keySource, create: true) else {
+                throw KeystoreError(.io, "the namespace vanished while its key was made", path: layout.databasePath(group))
+            }
+            namespace = made
+        }
+        guard try namespace.moveKeyCheckForRotation(on: connection, service: layout.service) else { return KeyRotation() }
+        let batchSize = max(1, itemsPerTransaction)
         var rotation = KeyRotation()
         var last: Int64 = 0
         while true {
             var batch = KeyRotation()
             let (read, end) = try connection.immediateTransaction { () throws(KeystoreError) -> (Int, Int64) in
-                let rows = try connection.withStatement(Self.nextItems) { statement throws(KeystoreError) -> [(id: Int64, key: String, value: [UInt8])] in
+                try namespace.requireKeyCheckStillSealing(on: connection, service: layout.service)
+                let ids = try connection.withStatement(Self.nextIds) { statement throws(KeystoreError) -> [Int64] in
                     try statement.bind(1, int64: last)
-                    try statement.bind(2, int64: Int64(itemsPerTransaction))
-                    var rows: [(id: Int64, key: String, value: [UInt8])] = []
-                    while try statement.step() { rows.append((statement.int64(0), statement.text(1), statement.blob(2))) }
-                    return rows
+                    try statement.bind(2, int64: Int64(batchSize))
+                    var ids: [Int64] = []
+                    while try statement.step() { ids.append(statement.int64(0)) }
+                    return ids
                 }
-                for row in rows {
-                    guard var opened = try? namespace.keys.open(row.value, binding: namespace.binding, forKey: row.key) else {
+                // One row in memory at a time: a member of a shared group can plant rows of
+                // up to the connection's limit (1 MiB) each.
+                for id in ids {
+                    let row: (key: String, version: Int64?, sealed: [UInt8]?)?
+                    do throws(KeystoreError) {
+                        row = try StoreSchema.item(byId: id, on: connection)
+                    } catch where error.code == .corruptFormat {
+                        // A key over the length limit: no item, and no name to report.
+                        batch.unreadable += 1
+                        continue
+                    }
+                    // A key no item can have (a member's plant): skipped, as every scan does.
+                    guard let row else { continue }
+                    guard let sealed = row.sealed, var opened = try? namespace.keys.open(sealed, binding: namespace.binding, forKey: row.key) else {
                         batch.noteUnreadable(row.key)
                         continue
                     }
@@ -53,24 +94,21 @@ struct StoreRotation {
                         batch.alreadySealed += 1
                         continue
                     }
-                    let sealed = try namespace.seal(opened.value, forKey: row.key)
+                    let resealed = try namespace.seal(opened.value, forKey: row.key)
                     try connection.withStatement(Self.updateValue) { statement throws(KeystoreError) in
-                        try statement.bind(1, blob: sealed)
-                        try statement.bind(2, int64: row.id)
+                        try statement.bind(1, blob: resealed)
+                        try statement.bind(2, int64: id)
                         _ = try statement.step()
                     }
                     batch.resealed += 1
                 }
-                return (rows.count, rows.last?.id ?? last)
+                return (ids.count, ids.last ?? last)
             }
             // Counted once the batch committed: a failed one changed nothing.
             rotation.add(batch)
-            guard read == itemsPerTransaction else { break }
+            guard read == batchSize else { break }
             last = end
             try checkpoint(last)
-        }
-        try connection.immediateTransaction { () throws(KeystoreError) in
-            try namespace.storeKeyCheck(on: connection)
         }
         return rotation
     }

@@ -282,6 +282,18 @@ enum StoreSchema {
         }
     }
 
+    /// An item's row by its ID: `nil` when there is none, or its key is not one the keystore
+    /// could have written (a member's plant, skipped as every scan skips it); its value is
+    /// `nil` when it is not a value of at most the connection's length limit. A key over
+    /// that limit fails with ``KeystoreError/Code/corruptFormat``.
+    static func item(byId id: Int64, on connection: SQLiteConnection) throws(KeystoreError) -> (key: String, version: Int64?, sealed: [UInt8]?)? {
+        try connection.withStatement(selectItemById) { statement throws(KeystoreError) -> (key: String, version: Int64?, sealed: [UInt8]?)? in
+            try statement.bind(1, int64: id)
+            guard try statement.step() else { return nil }
+            return (statement.text(0), statement.isNull(1) ? nil : statement.int64(1), statement.isNull(2) ? nil : statement.blob(2))
+        }
+    }
+
     /// Every item's row: through `scan`, one statement over the table; when a row fails it
     /// (a key over the length limit, which a member of a shared group can plant, or a damaged
     /// row), item by item instead, by row ID in one read transaction, leaving out the rows

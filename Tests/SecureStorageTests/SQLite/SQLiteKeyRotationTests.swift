@@ -144,6 +144,30 @@ final class SQLiteKeyRotationTests: XCTestCase {
         XCTAssertEqual(string(foreign), "foreign")
     }
 
+    /// What a member of a shared group can plant (a key over the length limit, a value over
+    /// it, keys no item can have, rows sealed with the group's key under any name) neither
+    /// stops a rotation of the group nor is named by it; the group's own items are re-sealed.
+    func testRowsPlantedInASharedGroupNeitherStopNorMisleadARotation() async throws {
+        let temporary = try TemporaryRoot()
+        let root = temporary.root
+        try await fill(root, count: 3, keySource: oldKey, group: team)
+        let path = try StoreLayout(root: root, service: "tool").databasePath(team)
+        try plainSQLite(path, "INSERT INTO items(key, version, value) VALUES(CAST(zeroblob(2097152) AS TEXT) || 'x', NULL, x'00')")
+        try plainSQLite(path, "INSERT INTO items(key, version, value) VALUES('big', NULL, zeroblob(2097152))")
+        try plainSQLite(path, "INSERT INTO items(key, version, value) VALUES(printf('%181s', 'z'), NULL, x'00')")
+
+        let rotation = try await rekey(root, newKey.alsoOpening(oldKey), group: team, batch: 2)
+        XCTAssertEqual(rotation.resealed, 3)
+        XCTAssertEqual(rotation.unreadable, 2, "the oversized key and the oversized value count; the implausible key is skipped")
+        XCTAssertEqual(rotation.unreadableKeys, ["big"], "only a key an item can have is named")
+        let rotated = try SQLiteKeystore(root: root, service: "tool", accessGroup: team, keySource: newKey)
+        defer { rotated.close() }
+        for index in 0..<3 {
+            let value = try await rotated.value(forKey: "k\(index)")
+            XCTAssertEqual(string(value), "value-\(index)")
+        }
+    }
+
     func testARotationWithoutTheOldKeyIsRefusedAndChangesNothing() async throws {
         let temporary = try TemporaryRoot()
         let root = temporary.root
@@ -162,10 +186,79 @@ final class SQLiteKeyRotationTests: XCTestCase {
         XCTAssertEqual(nothing, KeyRotation(), "no database: nothing to rotate")
         XCTAssertFalse(FileManager.default.fileExists(atPath: try StoreLayout(root: empty.root, service: "tool").databasePath(.none)),
                        "a rotation creates no database")
+
+        // A key file moved aside and a wrong key given for it: refused before a new key file
+        // is made (which would then lock the right key out of every open).
+        let keyFileRoot = try TemporaryRoot()
+        try await fill(keyFileRoot.root, count: 2, keySource: .keyFile)
+        let keyFile = try StoreLayout(root: keyFileRoot.root, service: "tool").keyFilePath(.none)
+        XCTAssertEqual(rename(keyFile, keyFileRoot.root + "/old.key"), 0)
+        await assertThrows(KeystoreError.self, code: .invalidKey) {
+            _ = try await self.rekey(keyFileRoot.root, KeySource.keyFile.alsoOpening(testKey(3)))
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: keyFile), "a refused rotation made a key file")
+    }
+
+    /// Two rotations to different keys never split the items between them: a second one is
+    /// refused once the first has moved the key check, and a batch stops when the check no
+    /// longer opens with its sealing key.
+    func testASecondRotationToAnotherKeyIsRefusedAndABatchStopsWhenTheCheckMoves() async throws {
+        let temporary = try TemporaryRoot()
+        let root = temporary.root
+        try await fill(root, count: 600, keySource: oldKey)
+        let (oldKey, newKey, thirdKey) = (self.oldKey, self.newKey, testKey(3))
+        let layout = try StoreLayout(root: root, service: "tool")
+        let second = LockedBox<KeystoreError?>(nil)
+        _ = try await SQLiteKeystore._rekey(
+            root: root, service: "tool", group: .none, keySource: newKey.alsoOpening(oldKey), itemsPerTransaction: 256
+        ) { _ throws(KeystoreError) in
+            guard second.current == nil else { return }
+            do throws(KeystoreError) {
+                _ = try StoreRotation(layout: layout, group: .none, keySource: thirdKey.alsoOpening(oldKey), busyTimeout: .seconds(5)).run()
+            } catch {
+                second.withLock { $0 = error }
+            }
+        }
+        XCTAssertEqual(second.current?.code, .invalidKey, "the second rotation started while the first ran")
+        let read = try await contents(root, keySource: newKey)
+        XCTAssertEqual(read.count, 600, "the first rotation completed")
+
+        // The check moved under a running rotation (as another process could, by hand): its
+        // next batch stops.
+        let moved = await assertThrows(KeystoreError.self, code: .invalidKey) {
+            _ = try await SQLiteKeystore._rekey(
+                root: root, service: "tool", group: .none, keySource: thirdKey.alsoOpening(newKey), itemsPerTransaction: 256
+            ) { _ throws(KeystoreError) in
+                let other = try StoreNamespace.open(layout: layout, group: .none, keySource: newKey, create: false)!
+                let connection = try other.connect(service: "tool", busyTimeout: .seconds(5))
+                defer { connection.close() }
+                try other.storeKeyCheck(on: connection)
+            }
+        }
+        XCTAssertTrue(moved?.reason.contains("another rotation moved it") ?? false, moved?.reason ?? "")
+    }
+
+    /// A sealing key from a headerless salt in a shared group (which a member could plant) is
+    /// not one a rotation seals with.
+    func testARotationToAKeyFromAHeaderlessSharedSaltIsRefused() async throws {
+        let temporary = try TemporaryRoot()
+        let root = temporary.root
+        try await fill(root, count: 2, keySource: oldKey, group: team)
+        let saltPath = try StoreLayout(root: root, service: "tool").saltPath(team)
+        XCTAssertTrue(FileManager.default.createFile(atPath: saltPath, contents: Data(repeating: 0x42, count: 16), attributes: [.posixPermissions: 0o640]))
+        let before = try rows(root, group: team)
+        let refused = await assertThrows(KeystoreError.self, code: .corruptFormat) {
+            _ = try await self.rekey(root, KeySource.passphrase("chosen by the victim").alsoOpening(self.oldKey), group: self.team)
+        }
+        XCTAssertEqual(refused?.path, saltPath)
+        XCTAssertEqual(try rows(root, group: team), before)
+        let read = try await contents(root, keySource: oldKey, group: team)
+        XCTAssertEqual(read.count, 2, "the old key still opens the group")
     }
 
     /// A rotation stopped between batches (a crash, a full disk) leaves every item opening
-    /// with one of the keys and the key check with the old one; running it again completes it.
+    /// with one of the keys and the key check with the new one (it moves first); running it
+    /// again completes it.
     func testAnInterruptedRotationIsCompletedByRunningItAgain() async throws {
         let temporary = try TemporaryRoot()
         let root = temporary.root
@@ -176,9 +269,9 @@ final class SQLiteKeyRotationTests: XCTestCase {
             ) { _ throws(KeystoreError) in throw KeystoreError(.io, "stopped after the first batch") }
         }
         XCTAssertNotNil(error)
-        let halfway = try await contents(root, keySource: oldKey.alsoOpening(newKey))
+        let halfway = try await contents(root, keySource: newKey.alsoOpening(oldKey))
         XCTAssertEqual(halfway.count, 600, "every item opens with one of the keys")
-        XCTAssertThrowsError(try SQLiteKeystore(root: root, service: "tool", keySource: newKey), "the key check has not moved yet")
+        XCTAssertThrowsError(try SQLiteKeystore(root: root, service: "tool", keySource: oldKey.alsoOpening(newKey)), "the key check moved first")
 
         let completed = try await rekey(root, newKey.alsoOpening(oldKey))
         XCTAssertEqual(completed.alreadySealed, 256, "the first batch stayed re-sealed")
