@@ -49,7 +49,7 @@ enum PostgresKeyCheck {
         let items = try rows.map { try $0.decode((String, ByteBuffer).self) }
         let itemBinding = ItemBinding(service: checked, group: group)
         try KeyCheck.requireOneOpens(items, namespace: namespace) { item in
-            (try? itemBinding.open(Array(item.1.readableBytesView), with: secret, forKey: item.0)) != nil
+            KeyRing(sealing: secret).opens(Array(item.1.readableBytesView), binding: itemBinding, forKey: item.0)
         }
         let sealed = try KeyCheck.seal(binding, with: secret, name: checked)
         try await connection.query("""
@@ -88,7 +88,7 @@ enum PostgresKeyCheck {
         guard !items.isEmpty else { return false }
         let itemBinding = ItemBinding(service: checked, group: group)
         try KeyCheck.requireOneOpens(items, namespace: namespace) { item in
-            (try? keys.open(Array(item.1.readableBytesView), binding: itemBinding, forKey: item.0)) != nil
+            keys.opens(Array(item.1.readableBytesView), binding: itemBinding, forKey: item.0)
         }
         return true
     }

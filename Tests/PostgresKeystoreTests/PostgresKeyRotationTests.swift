@@ -139,30 +139,56 @@ final class PostgresKeyRotationTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(completed.resealed, 150)
     }
 
-    /// Commits of several keys at once, sealed with the old key, while a rotation locks its
-    /// batches: neither deadlocks nor loses a write, and a last run leaves the new key alone
-    /// opening everything.
+    /// Commits of several keys at once, sealed with the old key, for as long as rotations lock
+    /// their batches: neither deadlocks nor loses a write, and a last run leaves the new key
+    /// alone opening everything, each key holding its last write.
     func testCommitsDuringARotationNeitherDeadlockNorGetLost() async throws {
         let writer = try await keystore(keySource: oldKey.alsoOpening(newKey))
         try await fill(writer, count: 300)
-        let writes = Task {
-            for round in 0..<40 {
+        let rotationsDone = LockedBox(false)
+        let writes = Task { () -> [String: String] in
+            var last: [String: String] = [:]
+            var round = 0
+            // At least a few rounds, and on until the rotations are done.
+            while round < 5 || !rotationsDone.current {
                 var batch = KeystoreBatch()
-                for index in stride(from: 299 - round, through: 0, by: -37) { batch.set(Array("round-\(round)".utf8), forKey: "k\(index)") }
+                for index in stride(from: 299 - round % 300, through: 0, by: -37) {
+                    batch.set(Array("round-\(round)".utf8), forKey: "k\(index)")
+                    last["k\(index)"] = "round-\(round)"
+                }
                 try await writer.commit(batch)
+                round += 1
             }
+            return last
         }
-        var rotations = 0
-        repeat {
-            _ = try await rekey(newKey.alsoOpening(oldKey), batch: 20)
-            rotations += 1
-        } while rotations < 3
-        try await writes.value
+        for _ in 0..<3 { _ = try await rekey(newKey.alsoOpening(oldKey), batch: 20) }
+        rotationsDone.withLock { $0 = true }
+        let written = try await writes.value
         let last = try await rekey(newKey.alsoOpening(oldKey), batch: 20)
         XCTAssertTrue(last.isComplete)
         let rotated = try await keystore(keySource: newKey)
         let read = try await values(rotated)
         XCTAssertEqual(read.count, 300)
-        XCTAssertEqual(read["k299"], "round-0", "the writes committed during the rotation are kept")
+        for (key, value) in written { XCTAssertEqual(read[key], value, "\(key) lost a write") }
+    }
+
+    /// A database whose collation orders keys unlike their bytes (`a` before `B`, `é` among the
+    /// `e`s): paging by the collation and locking by bytes still visits every key once, one key
+    /// per batch.
+    func testARotationVisitsEveryKeyOnceWhateverTheCollation() async throws {
+        database = try server.createDatabase(icuLocale: "en")
+        let keystore = try await keystore()
+        let keys = ["a", "B", "_x", "\u{E9}", "e", "Z", "k10", "k9", "ke\u{301}", "A"]
+        var batch = KeystoreBatch()
+        for key in keys { batch.set(Array(key.utf8), forKey: key) }
+        try await keystore.commit(batch)
+        let rotation = try await rekey(newKey.alsoOpening(oldKey), batch: 1)
+        XCTAssertEqual(rotation.resealed, keys.count)
+        XCTAssertEqual(rotation.alreadySealed, 0, "no key was visited twice")
+        let rotated = try await self.keystore(keySource: newKey)
+        for key in keys {
+            let value = try await rotated.value(forKey: key)
+            XCTAssertEqual(value, Array(key.utf8), key)
+        }
     }
 }

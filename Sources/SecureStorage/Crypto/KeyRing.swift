@@ -1,3 +1,5 @@
+import CLibCrypto
+
 /// A namespace's keys: the one that seals (and opens), and those that only open, from
 /// ``KeySource/alsoOpening(_:)``.
 ///
@@ -43,7 +45,16 @@ package struct KeyRing: Sendable {
         }
     }
 
+    /// Whether one of the keys opens `sealed`; what it holds is wiped at once (the key
+    /// checks only ask whether a key opens an item).
+    package func opens(_ sealed: [UInt8], binding: ItemBinding, forKey key: String) -> Bool {
+        guard var opened = try? open(sealed, binding: binding, forKey: key) else { return false }
+        CryptoRuntime.cleanse(&opened.value)
+        return true
+    }
+
+    /// Compared in constant time, as key material is.
     private static func equal(_ a: SecretBytes, _ b: SecretBytes) -> Bool {
-        a.withUnsafeBytes { a in b.withUnsafeBytes { b in a.elementsEqual(b) } }
+        a.count == b.count && a.withUnsafeBytes { a in b.withUnsafeBytes { b in CRYPTO_memcmp(a.baseAddress, b.baseAddress, a.count) == 0 } }
     }
 }

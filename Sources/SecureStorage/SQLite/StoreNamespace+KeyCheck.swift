@@ -28,7 +28,7 @@ extension StoreNamespace {
                     path: salt)
             }
             try KeyCheck.requireOneOpens(items, namespace: label) { item in
-                (try? binding.open(item.1, with: keys.sealing, forKey: item.0)) != nil
+                KeyRing(sealing: keys.sealing).opens(item.1, binding: binding, forKey: item.0)
             }
             try storeKeyCheck(on: connection)
         }
@@ -55,7 +55,7 @@ extension StoreNamespace {
         let items = try firstItems(on: connection)
         guard !items.isEmpty else { return false }
         try KeyCheck.requireOneOpens(items, namespace: label) { item in
-            (try? keys.open(item.1, binding: binding, forKey: item.0)) != nil
+            keys.opens(item.1, binding: binding, forKey: item.0)
         }
         return true
     }
