@@ -1,5 +1,4 @@
 public import Logging
-import Dispatch
 
 extension SQLiteKeystore {
     /// Moves every item of `service` from access group `from` to `to` under `root`.
@@ -37,19 +36,11 @@ extension SQLiteKeystore {
         logger: Logger? = nil,
         checkpoint: @escaping @Sendable (String) -> Void
     ) async throws(KeystoreError) -> Int {
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Int, KeystoreError>, Never>) in
-            // Migration blocks on SQLite and fsync: keep it off the cooperative pool.
-            DispatchQueue.global().async {
-                continuation.resume(returning: Result { () throws(KeystoreError) -> Int in
-                    try KeystoreError.rethrowing { try CryptoRuntime.ensureInitialised() }
-                    let layout = try StoreLayout(root: root, service: service, checksWayToRoot: configuration.checksWayToRoot)
-                    var migration = StoreMigration(layout: layout, from: from, to: to, keySource: keySource, busyTimeout: configuration.busyTimeout)
-                    migration.checkpoint = checkpoint
-                    return try migration.run().moved
-                })
-            }
+        let moved = try await withLayoutOffThePool(root: root, service: service, configuration: configuration) { (layout) throws(KeystoreError) -> Int in
+            var migration = StoreMigration(layout: layout, from: from, to: to, keySource: keySource, busyTimeout: configuration.busyTimeout)
+            migration.checkpoint = checkpoint
+            return try migration.run().moved
         }
-        let moved = try result.get()
         logger?.debug("keystore items migrated", metadata: [
             "broker.service": "\(service)",
             "broker.fromGroup": "\(from)",

@@ -1,5 +1,4 @@
 public import Logging
-import Dispatch
 
 extension SQLiteKeystore {
     /// Rotates the key of `service` in access group `group` under `root` to `keySource`'s
@@ -49,20 +48,12 @@ extension SQLiteKeystore {
         itemsPerTransaction: Int = 256,
         checkpoint: @escaping @Sendable (Int64) throws(KeystoreError) -> Void
     ) async throws(KeystoreError) -> KeyRotation {
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<KeyRotation, KeystoreError>, Never>) in
-            // Blocks on SQLite and fsync: kept off the cooperative pool, as a migration is.
-            DispatchQueue.global().async {
-                continuation.resume(returning: Result { () throws(KeystoreError) -> KeyRotation in
-                    try KeystoreError.rethrowing { try CryptoRuntime.ensureInitialised() }
-                    let layout = try StoreLayout(root: root, service: service, checksWayToRoot: configuration.checksWayToRoot)
-                    var rotation = StoreRotation(layout: layout, group: group, keySource: keySource, busyTimeout: configuration.busyTimeout)
-                    rotation.itemsPerTransaction = itemsPerTransaction
-                    rotation.checkpoint = checkpoint
-                    return try rotation.run()
-                })
-            }
+        let rotation = try await withLayoutOffThePool(root: root, service: service, configuration: configuration) { (layout) throws(KeystoreError) -> KeyRotation in
+            var rotation = StoreRotation(layout: layout, group: group, keySource: keySource, busyTimeout: configuration.busyTimeout)
+            rotation.itemsPerTransaction = itemsPerTransaction
+            rotation.checkpoint = checkpoint
+            return try rotation.run()
         }
-        let rotation = try result.get()
         logger?.debug("keystore key rotated", metadata: [
             "broker.service": "\(service)",
             "broker.accessGroup": "\(group)",

@@ -10,23 +10,6 @@ final class SQLiteKeyRotationTests: XCTestCase {
     private let newKey = testKey(2)
     private let team = AccessGroup(name: "team")
 
-    private func fill(_ root: String, count: Int, keySource: KeySource, group: AccessGroup = .none) async throws {
-        let keystore = try SQLiteKeystore(root: root, service: "tool", accessGroup: group, keySource: keySource)
-        defer { keystore.close() }
-        var batch = KeystoreBatch()
-        for index in 0..<count { batch.set(bytes("value-\(index)"), forKey: "k\(index)", version: Int64(index)) }
-        try await keystore.commit(batch)
-    }
-
-    /// Every item's value, read with `keySource`.
-    private func contents(_ root: String, keySource: KeySource, group: AccessGroup = .none) async throws -> [String: String] {
-        let keystore = try SQLiteKeystore(root: root, service: "tool", accessGroup: group, keySource: keySource)
-        defer { keystore.close() }
-        var result: [String: String] = [:]
-        for key in try await keystore.keys() { result[key] = string(try await keystore.requireValue(forKey: key)) }
-        return result
-    }
-
     private func rows(_ root: String, group: AccessGroup = .none) throws -> [String: [UInt8]] {
         let path = try StoreLayout(root: root, service: "tool").databasePath(group)
         return Dictionary(uniqueKeysWithValues: try SQLiteKeystore.storedRows(ofDatabase: path).map { ($0.key, $0.sealed) })
@@ -39,7 +22,7 @@ final class SQLiteKeyRotationTests: XCTestCase {
     func testARotationReSealsEveryItemWithTheNewKeyAndMovesTheKeyCheck() async throws {
         let temporary = try TemporaryRoot()
         let root = temporary.root
-        try await fill(root, count: 600, keySource: oldKey)
+        try await fill(root, group: .none, count: 600, keySource: oldKey)
         let before = try rows(root)
 
         // Sealing with the new key before the rotation is refused, saying why.
@@ -59,7 +42,7 @@ final class SQLiteKeyRotationTests: XCTestCase {
         let after = try rows(root)
         XCTAssertEqual(Set(after.keys), Set(before.keys))
         for (key, sealed) in after { XCTAssertNotEqual(sealed, before[key], "\(key) kept its old sealing") }
-        let read = try await contents(root, keySource: newKey)
+        let read = try await contents(root, group: .none, keySource: newKey)
         XCTAssertEqual(read.count, 600, "the new key alone opens every item")
         XCTAssertEqual(read["k599"], "value-599")
         let version = try StoreLayout(root: root, service: "tool").databasePath(.none)
@@ -88,7 +71,7 @@ final class SQLiteKeyRotationTests: XCTestCase {
     func testAProcessStillSealingWithTheOldKeyKeepsWorkingAndTheNextRunReSealsWhatItWrote() async throws {
         let temporary = try TemporaryRoot()
         let root = temporary.root
-        try await fill(root, count: 3, keySource: oldKey)
+        try await fill(root, group: .none, count: 3, keySource: oldKey)
         let waiting = try SQLiteKeystore(root: root, service: "tool", keySource: oldKey.alsoOpening(newKey))
         defer { waiting.close() }
 
@@ -109,14 +92,14 @@ final class SQLiteKeyRotationTests: XCTestCase {
         let second = try await rekey(root, newKey.alsoOpening(oldKey))
         XCTAssertEqual(second.resealed, 1)
         XCTAssertEqual(second.alreadySealed, 3)
-        let read = try await contents(root, keySource: newKey)
+        let read = try await contents(root, group: .none, keySource: newKey)
         XCTAssertEqual(read, ["k0": "value-0", "k1": "value-1", "k2": "value-2", "late": "late"])
     }
 
     func testItemsNoKeyOpensStayAsTheyWereAndAreCounted() async throws {
         let temporary = try TemporaryRoot()
         let root = temporary.root
-        try await fill(root, count: 4, keySource: oldKey)
+        try await fill(root, group: .none, count: 4, keySource: oldKey)
         let keystore = try SQLiteKeystore(root: root, service: "tool", keySource: oldKey)
         try keystore.replaceStoredRow(sealing: bytes("foreign"), withKey: [UInt8](repeating: 9, count: 32), forKey: "k1")
         try keystore.replaceStoredRow([1, 2, 3], forKey: "k3")
@@ -150,7 +133,7 @@ final class SQLiteKeyRotationTests: XCTestCase {
     func testRowsPlantedInASharedGroupNeitherStopNorMisleadARotation() async throws {
         let temporary = try TemporaryRoot()
         let root = temporary.root
-        try await fill(root, count: 3, keySource: oldKey, group: team)
+        try await fill(root, group: team, count: 3, keySource: oldKey)
         let path = try StoreLayout(root: root, service: "tool").databasePath(team)
         try plainSQLite(path, "INSERT INTO items(key, version, value) VALUES(CAST(zeroblob(2097152) AS TEXT) || 'x', NULL, x'00')")
         try plainSQLite(path, "INSERT INTO items(key, version, value) VALUES('big', NULL, zeroblob(2097152))")
@@ -171,14 +154,14 @@ final class SQLiteKeyRotationTests: XCTestCase {
     func testARotationWithoutTheOldKeyIsRefusedAndChangesNothing() async throws {
         let temporary = try TemporaryRoot()
         let root = temporary.root
-        try await fill(root, count: 3, keySource: oldKey)
+        try await fill(root, group: .none, count: 3, keySource: oldKey)
         let before = try rows(root)
         let error = await assertThrows(KeystoreError.self, code: .invalidKey) {
             _ = try await self.rekey(root, self.newKey.alsoOpening(testKey(3)))
         }
         XCTAssertTrue(error?.reason.contains("none of the keys given opens the key check") ?? false, error?.reason ?? "")
         XCTAssertEqual(try rows(root), before)
-        let read = try await contents(root, keySource: oldKey)
+        let read = try await contents(root, group: .none, keySource: oldKey)
         XCTAssertEqual(read.count, 3, "the old key still opens everything")
 
         let empty = try TemporaryRoot()
@@ -190,7 +173,7 @@ final class SQLiteKeyRotationTests: XCTestCase {
         // A key file moved aside and a wrong key given for it: refused before a new key file
         // is made (which would then lock the right key out of every open).
         let keyFileRoot = try TemporaryRoot()
-        try await fill(keyFileRoot.root, count: 2, keySource: .keyFile)
+        try await fill(keyFileRoot.root, group: .none, count: 2, keySource: .keyFile)
         let keyFile = try StoreLayout(root: keyFileRoot.root, service: "tool").keyFilePath(.none)
         XCTAssertEqual(rename(keyFile, keyFileRoot.root + "/old.key"), 0)
         await assertThrows(KeystoreError.self, code: .invalidKey) {
@@ -205,7 +188,7 @@ final class SQLiteKeyRotationTests: XCTestCase {
     func testASecondRotationToAnotherKeyIsRefusedAndABatchStopsWhenTheCheckMoves() async throws {
         let temporary = try TemporaryRoot()
         let root = temporary.root
-        try await fill(root, count: 600, keySource: oldKey)
+        try await fill(root, group: .none, count: 600, keySource: oldKey)
         let (oldKey, newKey, thirdKey) = (self.oldKey, self.newKey, testKey(3))
         let layout = try StoreLayout(root: root, service: "tool")
         let second = LockedBox<KeystoreError?>(nil)
@@ -220,7 +203,7 @@ final class SQLiteKeyRotationTests: XCTestCase {
             }
         }
         XCTAssertEqual(second.current?.code, .invalidKey, "the second rotation started while the first ran")
-        let read = try await contents(root, keySource: newKey)
+        let read = try await contents(root, group: .none, keySource: newKey)
         XCTAssertEqual(read.count, 600, "the first rotation completed")
 
         // The check moved under a running rotation (as another process could, by hand): its
@@ -243,7 +226,7 @@ final class SQLiteKeyRotationTests: XCTestCase {
     func testARotationToAKeyFromAHeaderlessSharedSaltIsRefused() async throws {
         let temporary = try TemporaryRoot()
         let root = temporary.root
-        try await fill(root, count: 2, keySource: oldKey, group: team)
+        try await fill(root, group: team, count: 2, keySource: oldKey)
         let saltPath = try StoreLayout(root: root, service: "tool").saltPath(team)
         XCTAssertTrue(FileManager.default.createFile(atPath: saltPath, contents: Data(repeating: 0x42, count: 16), attributes: [.posixPermissions: 0o640]))
         let before = try rows(root, group: team)
@@ -252,7 +235,7 @@ final class SQLiteKeyRotationTests: XCTestCase {
         }
         XCTAssertEqual(refused?.path, saltPath)
         XCTAssertEqual(try rows(root, group: team), before)
-        let read = try await contents(root, keySource: oldKey, group: team)
+        let read = try await contents(root, group: team, keySource: oldKey)
         XCTAssertEqual(read.count, 2, "the old key still opens the group")
     }
 
@@ -262,21 +245,21 @@ final class SQLiteKeyRotationTests: XCTestCase {
     func testAnInterruptedRotationIsCompletedByRunningItAgain() async throws {
         let temporary = try TemporaryRoot()
         let root = temporary.root
-        try await fill(root, count: 600, keySource: oldKey)
+        try await fill(root, group: .none, count: 600, keySource: oldKey)
         let error = await assertThrows(KeystoreError.self, code: .io) {
             _ = try await SQLiteKeystore._rekey(
                 root: root, service: "tool", group: .none, keySource: self.newKey.alsoOpening(self.oldKey), itemsPerTransaction: 256
             ) { _ throws(KeystoreError) in throw KeystoreError(.io, "stopped after the first batch") }
         }
         XCTAssertNotNil(error)
-        let halfway = try await contents(root, keySource: newKey.alsoOpening(oldKey))
+        let halfway = try await contents(root, group: .none, keySource: newKey.alsoOpening(oldKey))
         XCTAssertEqual(halfway.count, 600, "every item opens with one of the keys")
         XCTAssertThrowsError(try SQLiteKeystore(root: root, service: "tool", keySource: oldKey.alsoOpening(newKey)), "the key check moved first")
 
         let completed = try await rekey(root, newKey.alsoOpening(oldKey))
         XCTAssertEqual(completed.alreadySealed, 256, "the first batch stayed re-sealed")
         XCTAssertEqual(completed.resealed, 344)
-        let read = try await contents(root, keySource: newKey)
+        let read = try await contents(root, group: .none, keySource: newKey)
         XCTAssertEqual(read.count, 600)
     }
 
@@ -285,7 +268,7 @@ final class SQLiteKeyRotationTests: XCTestCase {
     func testAKeyFileIsReplacedByMovingItAsideAndRotating() async throws {
         let temporary = try TemporaryRoot()
         let root = temporary.root
-        try await fill(root, count: 5, keySource: .keyFile, group: team)
+        try await fill(root, group: team, count: 5, keySource: .keyFile)
         let keyFile = try StoreLayout(root: root, service: "tool").keyFilePath(team)
         let aside = root + "/old.key"
         XCTAssertEqual(rename(keyFile, aside), 0)
@@ -297,7 +280,7 @@ final class SQLiteKeyRotationTests: XCTestCase {
         let newBytes = try XCTUnwrap(FileManager.default.contents(atPath: keyFile))
         XCTAssertEqual(newBytes.count, 32)
         XCTAssertNotEqual(newBytes, oldBytes, "a new key file was made")
-        let read = try await contents(root, keySource: .keyFile, group: team)
+        let read = try await contents(root, group: team, keySource: .keyFile)
         XCTAssertEqual(read.count, 5)
         XCTAssertThrowsError(try SQLiteKeystore(root: root, service: "tool", accessGroup: team, keySource: .raw(Array(oldBytes))))
     }
@@ -307,21 +290,21 @@ final class SQLiteKeyRotationTests: XCTestCase {
     func testAMigrationOpensItemsWithTheOpeningKeysToo() async throws {
         let temporary = try TemporaryRoot()
         let root = temporary.root
-        try await fill(root, count: 2, keySource: oldKey)
+        try await fill(root, group: .none, count: 2, keySource: oldKey)
         let waiting = try SQLiteKeystore(root: root, service: "tool", keySource: oldKey.alsoOpening(newKey))
         _ = try await rekey(root, newKey.alsoOpening(oldKey))
         try await waiting.set(bytes("late"), forKey: "late")
         waiting.close()
         let moved = try await SQLiteKeystore.migrate(root: root, service: "tool", from: .none, to: team, keySource: newKey.alsoOpening(oldKey))
         XCTAssertEqual(moved, 3)
-        let read = try await contents(root, keySource: newKey, group: team)
+        let read = try await contents(root, group: team, keySource: newKey)
         XCTAssertEqual(read, ["k0": "value-0", "k1": "value-1", "late": "late"])
     }
 
     func testOpeningKeysThatDoNotExistAreLeftOutAndOthersFail() async throws {
         let temporary = try TemporaryRoot()
         let root = temporary.root
-        try await fill(root, count: 1, keySource: oldKey)
+        try await fill(root, group: .none, count: 1, keySource: oldKey)
         // No salt for a passphrase, no key file: nothing was sealed with them.
         let keystore = try SQLiteKeystore(root: root, service: "tool", keySource: oldKey.alsoOpening(.passphrase("never used"), .keyFile))
         XCTAssertEqual(keystore.namespace.keys.opening.count, 0)

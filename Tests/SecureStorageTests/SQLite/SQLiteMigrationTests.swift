@@ -8,22 +8,6 @@ import XCTest
 final class SQLiteMigrationTests: XCTestCase {
     private let team = AccessGroup(name: "team")
 
-    private func fill(_ root: String, group: AccessGroup, count: Int, keySource: KeySource = .keyFile) async throws {
-        let keystore = try SQLiteKeystore(root: root, service: "tool", accessGroup: group, keySource: keySource)
-        defer { keystore.close() }
-        var batch = KeystoreBatch()
-        for index in 0..<count { batch.set(bytes("value-\(index)"), forKey: "k\(index)", version: Int64(index)) }
-        try await keystore.commit(batch)
-    }
-
-    private func contents(_ root: String, group: AccessGroup, keySource: KeySource = .keyFile) async throws -> [String: String] {
-        let keystore = try SQLiteKeystore(root: root, service: "tool", accessGroup: group, keySource: keySource)
-        defer { keystore.close() }
-        var result: [String: String] = [:]
-        for key in try await keystore.keys() { result[key] = string(try await keystore.requireValue(forKey: key)) }
-        return result
-    }
-
     /// The items of `group`'s database, read without opening a keystore (so without recording a
     /// last group or migrating anything): 0 when the database does not exist.
     private func itemCount(_ root: String, _ group: AccessGroup) throws -> Int {

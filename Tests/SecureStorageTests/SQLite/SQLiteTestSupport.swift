@@ -176,3 +176,22 @@ final class PlainSQLiteConnection: @unchecked Sendable {
         }
     }
 }
+
+/// Stores `count` items `k0`… (values `value-0`…, versions 0…) in one commit, as "tool" in
+/// `group` under `root`.
+func fill(_ root: String, group: AccessGroup, count: Int, keySource: KeySource = .keyFile) async throws {
+    let keystore = try SQLiteKeystore(root: root, service: "tool", accessGroup: group, keySource: keySource)
+    defer { keystore.close() }
+    var batch = KeystoreBatch()
+    for index in 0..<count { batch.set(bytes("value-\(index)"), forKey: "k\(index)", version: Int64(index)) }
+    try await keystore.commit(batch)
+}
+
+/// Every item of "tool" in `group` under `root`, read with `keySource`, by key.
+func contents(_ root: String, group: AccessGroup, keySource: KeySource = .keyFile) async throws -> [String: String] {
+    let keystore = try SQLiteKeystore(root: root, service: "tool", accessGroup: group, keySource: keySource)
+    defer { keystore.close() }
+    var result: [String: String] = [:]
+    for key in try await keystore.keys() { result[key] = string(try await keystore.requireValue(forKey: key)) }
+    return result
+}
