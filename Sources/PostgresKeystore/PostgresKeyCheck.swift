@@ -95,19 +95,29 @@ enum PostgresKeyCheck {
 
     /// Moves the check row of `checked` in `group` to the sealing key of `keys`, inside the
     /// caller's transaction, the row locked (`FOR UPDATE`) and ``mayStartRotation`` checked
-    /// again under that lock: another rotation may have moved it since. `false` when the
-    /// namespace holds nothing sealed by now.
+    /// again under that lock: another rotation may have moved it since. Where there is no row
+    /// yet (items older than the check), there is nothing to lock: the row is inserted only if
+    /// still absent, and read back, so of two rotations storing one at once the second finds
+    /// the first's and stops. `false` when the namespace holds nothing sealed by now.
     static func moveForRotation(
         service checked: String, group: AccessGroup, keys: KeyRing, on connection: PostgresConnection, logger: Logger
     ) async throws -> Bool {
-        _ = try await read(checked, PostgresNamespace.column(for: group), lock: "FOR UPDATE", on: connection, logger: logger)
+        let column = PostgresNamespace.column(for: group)
+        let existed = try await read(checked, column, lock: "FOR UPDATE", on: connection, logger: logger) != nil
         guard try await mayStartRotation(service: checked, group: group, keys: keys, on: connection, logger: logger) else { return false }
-        let sealed = try KeyCheck.seal(ItemBinding(service: service, group: group), with: keys.sealing, name: checked)
-        try await connection.query("""
-            INSERT INTO identity_broker_items (service, access_group, key, version, value)
-            VALUES (\(service), \(PostgresNamespace.column(for: group)), \(checked), NULL, \(ByteBuffer(bytes: sealed)))
-            ON CONFLICT (service, access_group, key) DO UPDATE SET value = excluded.value
-            """, logger: logger)
+        let sealed = ByteBuffer(bytes: try KeyCheck.seal(ItemBinding(service: service, group: group), with: keys.sealing, name: checked))
+        if existed {
+            try await connection.query("""
+                UPDATE identity_broker_items SET value = \(sealed) WHERE service = \(service) AND access_group = \(column) AND key = \(checked)
+                """, logger: logger)
+        } else {
+            try await connection.query("""
+                INSERT INTO identity_broker_items (service, access_group, key, version, value)
+                VALUES (\(service), \(column), \(checked), NULL, \(sealed))
+                ON CONFLICT (service, access_group, key) DO NOTHING
+                """, logger: logger)
+        }
+        try await requireStillSealing(service: checked, group: group, keys: keys, on: connection, logger: logger)
         return true
     }
 

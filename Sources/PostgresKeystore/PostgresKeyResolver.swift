@@ -28,9 +28,7 @@ enum PostgresKeyResolver {
         for group: AccessGroup, source: KeySource, configuration: PostgresKeystore.Configuration,
         connection own: OwnConnection, logger: Logger
     ) async throws(KeystoreError) -> KeyRing {
-        guard let sealing = try await key(for: group, kind: source.kind, create: true, configuration: configuration, connection: own, logger: logger) else {
-            throw KeystoreError(.invalidKey, "the sealing key could not be resolved")
-        }
+        let sealing = try await sealingKey(for: group, source: source, configuration: configuration, connection: own, logger: logger)
         var opening: [SecretBytes] = []
         for kind in source.alsoOpeningKinds {
             if let key = try await key(for: group, kind: kind, create: false, configuration: configuration, connection: own, logger: logger) {
@@ -40,19 +38,32 @@ enum PostgresKeyResolver {
         return KeyRing(sealing: sealing, opening: opening)
     }
 
-    /// The keys of `source` for `group` that exist, the sealing key first when it does,
-    /// none created: what a rotation proves its authority with before it makes anything.
+    /// The keys of `source` for `group` that exist, none created: what a rotation proves its
+    /// authority with before it makes anything. `sealing` is `nil` when its key file or salt
+    /// does not exist yet.
     static func existingKeys(
         for group: AccessGroup, source: KeySource, configuration: PostgresKeystore.Configuration,
         connection own: OwnConnection, logger: Logger
-    ) async throws(KeystoreError) -> [SecretBytes] {
-        var keys: [SecretBytes] = []
-        for kind in [source.kind] + source.alsoOpeningKinds {
+    ) async throws(KeystoreError) -> (sealing: SecretBytes?, opening: [SecretBytes]) {
+        let sealing = try await key(for: group, kind: source.kind, create: false, configuration: configuration, connection: own, logger: logger)
+        var opening: [SecretBytes] = []
+        for kind in source.alsoOpeningKinds {
             if let key = try await key(for: group, kind: kind, create: false, configuration: configuration, connection: own, logger: logger) {
-                keys.append(key)
+                opening.append(key)
             }
         }
-        return keys
+        return (sealing, opening)
+    }
+
+    /// The sealing key of `source` for `group`, made when missing (a passphrase's salt).
+    static func sealingKey(
+        for group: AccessGroup, source: KeySource, configuration: PostgresKeystore.Configuration,
+        connection own: OwnConnection, logger: Logger
+    ) async throws(KeystoreError) -> SecretBytes {
+        guard let key = try await key(for: group, kind: source.kind, create: true, configuration: configuration, connection: own, logger: logger) else {
+            throw KeystoreError(.invalidKey, "the sealing key could not be resolved")
+        }
+        return key
     }
 
     /// The key of `kind`, or `nil` when `create` is off and it does not exist.

@@ -61,11 +61,12 @@ extension PostgresKeystore {
                 // once the check or an item has opened.
                 let existing = try await PostgresKeyResolver.existingKeys(
                     for: group, source: keySource, configuration: configuration, connection: own, logger: quiet)
-                guard let first = existing.first else {
+                let proven = (existing.sealing.map { [$0] } ?? []) + existing.opening
+                guard let first = proven.first else {
                     throw KeystoreError(
                         .invalidKey, "none of the keys given exists for \(KeyCheck.describe(service: service, group: group)): nothing can open its items")
                 }
-                let proof = KeyRing(sealing: first, opening: Array(existing.dropFirst()))
+                let proof = KeyRing(sealing: first, opening: Array(proven.dropFirst()))
                 do {
                     let mayStart = try await own.run(logger: quiet) { connection in
                         try await PostgresKeyCheck.mayStartRotation(service: service, group: group, keys: proof, on: connection, logger: quiet)
@@ -74,7 +75,15 @@ extension PostgresKeystore {
                 } catch {
                     throw KeystoreError.postgres(error, operation: "checking the key", configuration: configuration)
                 }
-                let keys = try await PostgresKeyResolver.keys(for: group, source: keySource, configuration: configuration, connection: own, logger: quiet)
+                // Derived once: a passphrase's scrypt is the slow part of an open.
+                let sealing: SecretBytes
+                if let found = existing.sealing {
+                    sealing = found
+                } else {
+                    sealing = try await PostgresKeyResolver.sealingKey(
+                        for: group, source: keySource, configuration: configuration, connection: own, logger: quiet)
+                }
+                let keys = KeyRing(sealing: sealing, opening: existing.opening)
                 // The check moves first: a second rotation to another key is then refused, and
                 // each batch below stops if one moved it meanwhile.
                 do {
@@ -92,6 +101,7 @@ extension PostgresKeystore {
             let namespace = PostgresNamespace(service: service, group: group, keys: keys)
             let batchSize = max(1, itemsPerTransaction)
             var rotation = KeyRotation()
+            rotation.keyCheckMoved = true
             var after: String?
             var batches = 0
             while true {
@@ -118,6 +128,9 @@ extension PostgresKeystore {
                 guard read == batchSize, let last else { break }
                 after = last
                 batches += 1
+                quiet.debug("keystore key rotation in progress", metadata: [
+                    "broker.accessGroup": "\(group)", "broker.resealed": "\(rotation.resealed)", "broker.unreadable": "\(rotation.unreadable)",
+                ])
                 try checkpoint(batches)
             }
             return rotation

@@ -16,6 +16,12 @@ public struct KeyRotation: Sendable, Equatable, CustomStringConvertible {
     /// namespace's order: keys are names, never secrets.
     public var unreadableKeys: [String] = []
 
+    /// Whether the namespace's key check is now sealed with the sealing key: `false` when the
+    /// namespace holds nothing sealed (no check, no item: a mistyped group, say), where a
+    /// rotation changes nothing. A namespace whose items were all removed keeps its check,
+    /// which moves.
+    public var keyCheckMoved = false
+
     /// How many unreadable items ``unreadableKeys`` names at most.
     public static let unreadableKeysListed = 10
 
@@ -39,8 +45,9 @@ public struct KeyRotation: Sendable, Equatable, CustomStringConvertible {
         if unreadableKeys.count < Self.unreadableKeysListed { unreadableKeys.append(key) }
     }
 
-    /// `resealed N, already sealed N, unreadable N`.
+    /// `resealed N, already sealed N, unreadable N`, or `nothing sealed` when the check did
+    /// not move.
     public var description: String {
-        "resealed \(resealed), already sealed \(alreadySealed), unreadable \(unreadable)"
+        keyCheckMoved ? "resealed \(resealed), already sealed \(alreadySealed), unreadable \(unreadable)" : "nothing sealed"
     }
 }

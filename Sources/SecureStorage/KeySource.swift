@@ -94,14 +94,15 @@ public struct KeySource: Sendable, CustomStringConvertible, CustomReflectable {
         KeySource(.raw(SecretBytes(copying: key)))
     }
 
-    /// The keys that only open, the first of them as if it sealed: what a rotation proves its
-    /// authority with before it makes the sealing key (a new key file, a salt); `nil` when
-    /// there is none.
-    package var openingOnly: KeySource? {
-        guard let first = alsoOpeningKinds.first else { return nil }
-        var source = KeySource(first)
-        source.alsoOpeningKinds = Array(alsoOpeningKinds.dropFirst())
-        return source
+    /// The keys that only open, each in turn as if it sealed, with the others opening: what a
+    /// rotation proves its authority with before it makes the sealing key (a new key file, a
+    /// salt), taking the first whose key exists.
+    package var openingOnly: [KeySource] {
+        alsoOpeningKinds.indices.map { index in
+            var source = KeySource(alsoOpeningKinds[index])
+            source.alsoOpeningKinds = Array(alsoOpeningKinds[..<index] + alsoOpeningKinds[(index + 1)...])
+            return source
+        }
     }
 
     /// The key of the file at `path`, read now and checked as ``readKeyFile(at:)`` checks it:

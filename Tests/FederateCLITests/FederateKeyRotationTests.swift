@@ -65,6 +65,14 @@ final class FederateKeyRotationTests: XCTestCase {
         XCTAssertTrue(mistyped.stderr.contains("holds no sessions: nothing to rotate"), "\(mistyped)")
         XCTAssertFalse(FileManager.default.fileExists(atPath: harness.groupDirectory("nobody")), "\(harness.keystoreFiles())")
 
+        // A group whose sessions were all cleared keeps its key check, which moves: not "nothing".
+        try harness.expect(0, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint, "--session", "erin", "--access-group", "ops"],
+                           environment: ["IDENTITY_BROKER_KEY": oldKey])
+        try harness.expect(0, ["clear", "--session", "erin", "--access-group", "ops"], environment: ["IDENTITY_BROKER_KEY": oldKey])
+        let cleared = try harness.expect(
+            0, ["rekey", "--access-group", "ops"], environment: ["IDENTITY_BROKER_KEY": newKey, "IDENTITY_BROKER_OTHER_KEY": oldKey])
+        XCTAssertTrue(cleared.stderr.contains("re-sealed 0 sessions"), "\(cleared)")
+
         let again = try harness.expect(0, ["rekey"], environment: ["IDENTITY_BROKER_KEY": newKey, "IDENTITY_BROKER_OTHER_KEY": oldKey])
         XCTAssertTrue(again.stderr.contains("re-sealed 0 sessions with the current key (3 already were)"), "\(again)")
     }

@@ -131,12 +131,41 @@ final class PostgresKeyRotationTests: PostgresTestCase, @unchecked Sendable {
         // A second rotation, to another key, is refused: it would split the items.
         let second = await keystoreError { _ = try await self.rekey(KeySource.raw([UInt8](repeating: 3, count: 32)).alsoOpening(self.oldKey)) }
         XCTAssertEqual(second?.code, .invalidKey)
-        let checkRows = try server.psqlValue("SELECT count(*) FROM identity_broker_items WHERE service = ''", database: database)
-        XCTAssertEqual(checkRows, "1")
+        // The check is still the new key's (the refused rotation changed nothing): the new key
+        // alone opens the keystore, and the first batch's items.
+        let stillNew = try await self.keystore(keySource: newKey)
+        let stillRead = try await stillNew.value(forKey: "k0")
+        XCTAssertEqual(stillRead, Array("value-0".utf8))
 
         let completed = try await rekey(newKey.alsoOpening(oldKey), batch: 100)
         XCTAssertEqual(completed.alreadySealed, 100)
         XCTAssertEqual(completed.resealed, 150)
+    }
+
+    /// A batch checks, inside its transaction, that the key check still opens with its sealing
+    /// key: a check changed under a running rotation (another rotation's, or damage) stops it.
+    func testABatchStopsWhenTheKeyCheckChangesUnderIt() async throws {
+        let keystore = try await keystore()
+        try await fill(keystore, count: 250)
+        let server = self.server!, database = self.database!
+        let stopped = await keystoreError {
+            _ = try await PostgresKeystore._rekey(
+                configuration: self.configuration(), service: "tool", group: .none, keySource: self.newKey.alsoOpening(self.oldKey),
+                itemsPerTransaction: 100
+            ) { _ throws(KeystoreError) in
+                do {
+                    try server.psql(
+                        "UPDATE identity_broker_items SET value = set_byte(value, 15, get_byte(value, 15) # 1) WHERE service = ''",
+                        database: database)
+                } catch {
+                    throw KeystoreError(.io, "psql failed")
+                }
+            }
+        }
+        XCTAssertEqual(stopped?.code, .invalidKey)
+        XCTAssertTrue(stopped?.reason.contains("another rotation moved it") ?? false, "\(String(describing: stopped))")
+        let resealed = try server.psqlValue("SELECT count(*) FROM identity_broker_items WHERE service = 'tool'", database: database)
+        XCTAssertEqual(resealed, "250", "nothing was lost")
     }
 
     /// Commits of several keys at once, sealed with the old key, for as long as rotations lock

@@ -10,7 +10,7 @@ struct Rekey: AsyncParsableCommand {
             The current key ($IDENTITY_BROKER_KEY, $IDENTITY_BROKER_PASSPHRASE, or the key file) seals; the old \
             key, given in $IDENTITY_BROKER_OTHER_KEY, $IDENTITY_BROKER_OTHER_PASSPHRASE or \
             $IDENTITY_BROKER_OTHER_KEY_FILE (a path), opens. The access group's key check moves to the current key \
-            first (from then on only processes sealing with the current key may write), then every session the old \
+            first (from then on a process that opens the group with the old key as the current one is refused), then every session the old \
             key opens is re-sealed with the current one, a few hundred per transaction. Running it again completes \
             an interrupted rotation and re-seals what processes still sealing with the old key wrote meanwhile. \
             Sessions no key opens are left as they are: the command exits 6 naming them.
@@ -24,8 +24,8 @@ struct Rekey: AsyncParsableCommand {
         let rotation = try await access.rekey()
         let group = access.accessGroup
         let sessions = { (count: Int) in "\(count) session\(count == 1 ? "" : "s")" }
-        guard rotation != KeyRotation() else {
-            // A mistyped group holds nothing: not "only the current key opens it now".
+        guard rotation.keyCheckMoved else {
+            // A mistyped group holds nothing: not "every session opens with the current key".
             Terminal.note("access group \(group) at \(access.root) holds no sessions: nothing to rotate (check --access-group and --keystore)")
             return
         }
@@ -40,6 +40,6 @@ struct Rekey: AsyncParsableCommand {
         }
         Terminal.note(
             "access group \(group) at \(access.root): re-sealed \(sessions(rotation.resealed)) with the current key "
-                + "(\(rotation.alreadySealed) already were); only the current key opens it now")
+                + "(\(rotation.alreadySealed) already were); the key check moved to it, so processes that start with the old key as the current one are refused")
     }
 }

@@ -52,6 +52,11 @@ extension SQLiteKeystore {
             var rotation = StoreRotation(layout: layout, group: group, keySource: keySource, busyTimeout: configuration.busyTimeout)
             rotation.itemsPerTransaction = itemsPerTransaction
             rotation.checkpoint = checkpoint
+            rotation.progress = { counted in
+                logger?.debug("keystore key rotation in progress", metadata: [
+                    "broker.accessGroup": "\(group)", "broker.resealed": "\(counted.resealed)", "broker.unreadable": "\(counted.unreadable)",
+                ])
+            }
             return try rotation.run()
         }
         logger?.debug("keystore key rotated", metadata: [

@@ -21,6 +21,8 @@ struct StoreRotation {
     /// Called after each committed batch with the last row ID it read, for tests: what it
     /// throws stops the rotation there.
     var checkpoint: (Int64) throws(KeystoreError) -> Void = { _ in }
+    /// Told the counts so far after each batch: a rotation of many items takes a while.
+    var progress: (KeyRotation) -> Void = { _ in }
 
     /// The next row IDs, in the table's order (`NOT INDEXED`: the covering index on `key`
     /// would load every key, a planted one of a gigabyte included, to find the IDs).
@@ -33,15 +35,12 @@ struct StoreRotation {
         else { return KeyRotation() }
         // Authority first, with the keys that exist; the sealing key is made (a key file moved
         // aside to be replaced, a salt) only once the check or an item has opened.
-        var namespace: StoreNamespace
-        var sealingKeyExists = true
-        if let existing = try StoreNamespace.open(layout: layout, group: group, keySource: keySource, create: false) {
-            namespace = existing
-        } else if let opening = keySource.openingOnly,
-                  let existing = try StoreNamespace.open(layout: layout, group: group, keySource: opening, create: false) {
-            namespace = existing
-            sealingKeyExists = false
-        } else {
+        var proof = try StoreNamespace.open(layout: layout, group: group, keySource: keySource, create: false)
+        let sealingKeyExists = proof != nil
+        for candidate in keySource.openingOnly where proof == nil {
+            proof = try StoreNamespace.open(layout: layout, group: group, keySource: candidate, create: false)
+        }
+        guard var namespace = proof else {
             throw KeystoreError(
                 .invalidKey,
                 "none of the keys given exists for \(KeyCheck.describe(service: layout.service, group: group)) (no key file or passphrase salt): "
@@ -60,7 +59,9 @@ struct StoreRotation {
         guard try namespace.moveKeyCheckForRotation(on: connection, service: layout.service) else { return KeyRotation() }
         let batchSize = max(1, itemsPerTransaction)
         var rotation = KeyRotation()
-        var last: Int64 = 0
+        rotation.keyCheckMoved = true
+        // Below any row ID, 0 and negative ones included (SQLite takes any 64-bit ID).
+        var last = Int64.min
         while true {
             var batch = KeyRotation()
             let (read, end) = try connection.immediateTransaction { () throws(KeystoreError) -> (Int, Int64) in
@@ -108,6 +109,7 @@ struct StoreRotation {
             rotation.add(batch)
             guard read == batchSize else { break }
             last = end
+            progress(rotation)
             try checkpoint(last)
         }
         return rotation

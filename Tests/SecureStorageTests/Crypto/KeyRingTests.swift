@@ -22,7 +22,7 @@ final class KeyRingTests: XCTestCase {
         XCTAssertFalse(ring.opens(byThird, binding: binding, forKey: "other"))
     }
 
-    func testAnItemNoKeyOpensFailsWithTheSealingKeysErrorAndACorruptOneIsNotRetried() throws {
+    func testAnItemNoKeyOpensFailsWithTheSealingKeysErrorAndACorruptOneAsCorrupt() throws {
         let ring = KeyRing(sealing: key(1), opening: [key(2)])
         let foreign = try binding.seal(Array("x".utf8), with: key(9), forKey: "k")
         let error = assertThrows(KeystoreError.self, code: .authenticationFailed) { try ring.open(foreign, binding: self.binding, forKey: "k") }

@@ -254,7 +254,9 @@ final class SQLiteKeyRotationTests: XCTestCase {
         XCTAssertNotNil(error)
         let halfway = try await contents(root, group: .none, keySource: newKey.alsoOpening(oldKey))
         XCTAssertEqual(halfway.count, 600, "every item opens with one of the keys")
-        XCTAssertThrowsError(try SQLiteKeystore(root: root, service: "tool", keySource: oldKey.alsoOpening(newKey)), "the key check moved first")
+        assertThrows(KeystoreError.self, code: .invalidKey) {
+            try SQLiteKeystore(root: root, service: "tool", keySource: self.oldKey.alsoOpening(self.newKey))
+        }
 
         let completed = try await rekey(root, newKey.alsoOpening(oldKey))
         XCTAssertEqual(completed.alreadySealed, 256, "the first batch stayed re-sealed")
@@ -314,6 +316,45 @@ final class SQLiteKeyRotationTests: XCTestCase {
         // A key given and malformed is a configuration error, as the sealing key's would be.
         XCTAssertThrowsError(try SQLiteKeystore(
             root: root, service: "tool", keySource: oldKey.alsoOpening(.environment(variable: "IDENTITY_BROKER_TEST_UNSET_\(UUID().uuidString.prefix(8))"))))
+    }
+
+    /// The proof takes whichever given key exists: a stray passphrase with no salt here does
+    /// not hide the old key file given after it.
+    func testAnyExistingKeyProvesTheRotationAndOlderNamespacesAreRotatedToo() async throws {
+        let temporary = try TemporaryRoot()
+        let root = temporary.root
+        try await fill(root, group: .none, count: 3, keySource: .keyFile)
+        let keyFile = try StoreLayout(root: root, service: "tool").keyFilePath(.none)
+        let aside = root + "/old.key"
+        XCTAssertEqual(rename(keyFile, aside), 0)
+        let old = try KeySource.readingKeyFile(at: aside)
+        let rotation = try await rekey(root, KeySource.keyFile.alsoOpening(.passphrase("no salt for this one"), old))
+        XCTAssertEqual(rotation.resealed, 3)
+        XCTAssertTrue(rotation.keyCheckMoved)
+
+        // A namespace from before the key check (items, no check) is proven by its items.
+        let legacy = try TemporaryRoot()
+        try await fill(legacy.root, group: .none, count: 3, keySource: oldKey)
+        try plainSQLite(try StoreLayout(root: legacy.root, service: "tool").databasePath(.none), "DELETE FROM meta WHERE name = 'key_check'")
+        let legacyRotation = try await rekey(legacy.root, newKey.alsoOpening(oldKey))
+        XCTAssertEqual(legacyRotation.resealed, 3)
+        let read = try await contents(legacy.root, group: .none, keySource: newKey)
+        XCTAssertEqual(read.count, 3)
+
+        // A namespace whose items were all removed keeps its check, which moves; one with
+        // neither check nor item has nothing to rotate.
+        let cleared = try SQLiteKeystore(root: legacy.root, service: "tool", keySource: newKey)
+        for index in 0..<3 { try await cleared.remove(forKey: "k\(index)") }
+        cleared.close()
+        let third = testKey(3)
+        let moved = try await rekey(legacy.root, third.alsoOpening(newKey))
+        XCTAssertTrue(moved.keyCheckMoved)
+        XCTAssertEqual(moved.resealed, 0)
+        try SQLiteKeystore(root: legacy.root, service: "tool", keySource: third).close()
+        try plainSQLite(try StoreLayout(root: legacy.root, service: "tool").databasePath(.none), "DELETE FROM meta WHERE name = 'key_check'")
+        let nothing = try await rekey(legacy.root, newKey.alsoOpening(third))
+        XCTAssertFalse(nothing.keyCheckMoved)
+        XCTAssertEqual(nothing.description, "nothing sealed")
     }
 
     func testADescriptionNamesTheKindsAndNoSecret() {
