@@ -52,50 +52,7 @@ extension PostgresKeystore {
             let started = try await OperationDeadline.run(configuration.operationTimeout, onTimeout: {
                 timeout("opening the keystore to rotate its key", configuration)
             }) { () throws(KeystoreError) -> KeyRing? in
-                do {
-                    _ = try await own.run(logger: quiet) { connection in try await PostgresSchema.install(on: connection, logger: quiet) }
-                } catch {
-                    throw KeystoreError.postgres(error, operation: "creating the schema", configuration: configuration)
-                }
-                // Authority first, with the keys that exist; the sealing key's salt is made only
-                // once the check or an item has opened.
-                let existing = try await PostgresKeyResolver.existingKeys(
-                    for: group, source: keySource, configuration: configuration, connection: own, logger: quiet)
-                let proven = (existing.sealing.map { [$0] } ?? []) + existing.opening
-                guard let first = proven.first else {
-                    throw KeystoreError(
-                        .invalidKey, "none of the keys given exists for \(KeyCheck.describe(service: service, group: group)): nothing can open its items")
-                }
-                let proof = KeyRing(sealing: first, opening: Array(proven.dropFirst()))
-                do {
-                    let mayStart = try await own.run(logger: quiet) { connection in
-                        try await PostgresKeyCheck.mayStartRotation(service: service, group: group, keys: proof, on: connection, logger: quiet)
-                    }
-                    guard mayStart else { return nil }
-                } catch {
-                    throw KeystoreError.postgres(error, operation: "checking the key", configuration: configuration)
-                }
-                // Derived once: a passphrase's scrypt is the slow part of an open.
-                let sealing: SecretBytes
-                if let found = existing.sealing {
-                    sealing = found
-                } else {
-                    sealing = try await PostgresKeyResolver.sealingKey(
-                        for: group, source: keySource, configuration: configuration, connection: own, logger: quiet)
-                }
-                let keys = KeyRing(sealing: sealing, opening: existing.opening)
-                // The check moves first: a second rotation to another key is then refused, and
-                // each batch below stops if one moved it meanwhile.
-                do {
-                    let moved = try await own.run(logger: quiet) { connection in
-                        try await transaction(on: connection, logger: quiet) {
-                            try await PostgresKeyCheck.moveForRotation(service: service, group: group, keys: keys, on: connection, logger: quiet)
-                        }
-                    }
-                    return moved ? keys : nil
-                } catch {
-                    throw KeystoreError.postgres(error, operation: "moving the key check", configuration: configuration)
-                }
+                try await startRotation(service: service, group: group, keySource: keySource, configuration: configuration, on: own, logger: quiet)
             }
             guard let keys = started else { return KeyRotation() }
             let namespace = PostgresNamespace(service: service, group: group, keys: keys)
@@ -143,6 +100,58 @@ extension PostgresKeystore {
             "broker.endpoint": "\(configuration.endpoint)",
         ])
         return rotation
+    }
+
+    /// The start of a rotation, on its own connection: the schema, the proof with the keys
+    /// that exist (none made), then the sealing key (a passphrase's salt made only now) and
+    /// the check moved to it. The namespace's keys, or `nil` when it holds nothing sealed.
+    private static func startRotation(
+        service: String, group: AccessGroup, keySource: KeySource, configuration: Configuration, on own: OwnConnection, logger quiet: Logger
+    ) async throws(KeystoreError) -> KeyRing? {
+        do {
+            _ = try await own.run(logger: quiet) { connection in try await PostgresSchema.install(on: connection, logger: quiet) }
+        } catch {
+            throw KeystoreError.postgres(error, operation: "creating the schema", configuration: configuration)
+        }
+        // Authority first, with the keys that exist; the sealing key's salt is made only
+        // once the check or an item has opened.
+        let existing = try await PostgresKeyResolver.existingKeys(
+            for: group, source: keySource, configuration: configuration, connection: own, logger: quiet)
+        let proven = (existing.sealing.map { [$0] } ?? []) + existing.opening
+        guard let first = proven.first else {
+            throw KeystoreError(
+                .invalidKey, "none of the keys given exists for \(KeyCheck.describe(service: service, group: group)): nothing can open its items")
+        }
+        let proof = KeyRing(sealing: first, opening: Array(proven.dropFirst()))
+        do {
+            let mayStart = try await own.run(logger: quiet) { connection in
+                try await PostgresKeyCheck.mayStartRotation(service: service, group: group, keys: proof, on: connection, logger: quiet)
+            }
+            guard mayStart else { return nil }
+        } catch {
+            throw KeystoreError.postgres(error, operation: "checking the key", configuration: configuration)
+        }
+        // Derived once: a passphrase's scrypt is the slow part of an open.
+        let sealing: SecretBytes
+        if let found = existing.sealing {
+            sealing = found
+        } else {
+            sealing = try await PostgresKeyResolver.sealingKey(
+                for: group, source: keySource, configuration: configuration, connection: own, logger: quiet)
+        }
+        let keys = KeyRing(sealing: sealing, opening: existing.opening)
+        // The check moves first: a second rotation to another key is then refused, and
+        // each batch stops if one moved it meanwhile.
+        do {
+            let moved = try await own.run(logger: quiet) { connection in
+                try await transaction(on: connection, logger: quiet) {
+                    try await PostgresKeyCheck.moveForRotation(service: service, group: group, keys: keys, on: connection, logger: quiet)
+                }
+            }
+            return moved ? keys : nil
+        } catch {
+            throw KeystoreError.postgres(error, operation: "moving the key check", configuration: configuration)
+        }
     }
 
     /// One batch of a rotation, inside the caller's transaction: the next `limit` rows after
