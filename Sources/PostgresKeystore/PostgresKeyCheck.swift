@@ -42,11 +42,7 @@ enum PostgresKeyCheck {
             try KeyCheck.verify(stored, binding: binding, keys: keys, name: checked, namespace: namespace)
             return
         }
-        let rows = try await connection.query("""
-            SELECT key, \(unescaped: PostgresSchema.cappedValue) FROM identity_broker_items
-            WHERE service = \(checked) AND access_group = \(column) ORDER BY key LIMIT \(KeyCheck.itemsTried)
-            """, logger: logger).collect()
-        let items = try rows.map { try $0.decode((String, ByteBuffer).self) }
+        let items = try await firstItems(checked, column, on: connection, logger: logger)
         let itemBinding = ItemBinding(service: checked, group: group)
         try KeyCheck.requireOneOpens(items, namespace: namespace) { item in
             KeyRing(sealing: secret).opens(Array(item.1.readableBytesView), binding: itemBinding, forKey: item.0)
@@ -80,11 +76,7 @@ enum PostgresKeyCheck {
             }
             return true
         }
-        let rows = try await connection.query("""
-            SELECT key, \(unescaped: PostgresSchema.cappedValue) FROM identity_broker_items
-            WHERE service = \(checked) AND access_group = \(column) ORDER BY key LIMIT \(KeyCheck.itemsTried)
-            """, logger: logger).collect()
-        let items = try rows.map { try $0.decode((String, ByteBuffer).self) }
+        let items = try await firstItems(checked, column, on: connection, logger: logger)
         guard !items.isEmpty else { return false }
         let itemBinding = ItemBinding(service: checked, group: group)
         try KeyCheck.requireOneOpens(items, namespace: namespace) { item in
@@ -135,6 +127,18 @@ enum PostgresKeyCheck {
                     + "rotation moved it to another key meanwhile; the items re-sealed so far open with this key: give it as another key "
                     + "to that rotation and run it again")
         }
+    }
+
+    /// The first ``KeyCheck/itemsTried`` items of `checked` in the group `column`, sealed:
+    /// what a group without a check row proves a key with.
+    private static func firstItems(
+        _ checked: String, _ column: String, on connection: PostgresConnection, logger: Logger
+    ) async throws -> [(String, ByteBuffer)] {
+        let rows = try await connection.query("""
+            SELECT key, \(unescaped: PostgresSchema.cappedValue) FROM identity_broker_items
+            WHERE service = \(checked) AND access_group = \(column) ORDER BY key LIMIT \(KeyCheck.itemsTried)
+            """, logger: logger).collect()
+        return try rows.map { try $0.decode((String, ByteBuffer).self) }
     }
 
     private static func read(
