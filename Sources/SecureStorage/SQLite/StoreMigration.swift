@@ -266,11 +266,7 @@ struct StoreMigration {
     /// group's write lock is held.
     private func survey(_ source: StoreNamespace, on connection: SQLiteConnection) throws(KeystoreError) -> Survey {
         let byteLimit = leavingUnreadable && from.isShared ? Self.moveOnOpenByteLimit : nil
-        let ids = try connection.withStatement(StoreSchema.selectItemIds) { statement throws(KeystoreError) -> [Int64] in
-            var ids: [Int64] = []
-            while try statement.step() { ids.append(statement.int64(0)) }
-            return ids
-        }
+        let ids = try StoreSchema.itemIds(on: connection)
         var survey = Survey()
         var firstFailure: KeystoreError?
         var failures = 0

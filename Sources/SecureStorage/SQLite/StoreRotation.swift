@@ -24,9 +24,6 @@ struct StoreRotation {
     /// Told the counts so far after each batch: a rotation of many items takes a while.
     var progress: (KeyRotation) -> Void = { _ in }
 
-    /// The next row IDs, in the table's order (`NOT INDEXED`: the covering index on `key`
-    /// would load every key, a planted one of a gigabyte included, to find the IDs).
-    private static let nextIds = "SELECT id FROM items NOT INDEXED WHERE id > ?1 ORDER BY id LIMIT ?2"
     private static let updateValue = "UPDATE items SET value = ?1 WHERE id = ?2"
 
     func run() throws(KeystoreError) -> KeyRotation {
@@ -60,19 +57,13 @@ struct StoreRotation {
         let batchSize = max(1, itemsPerTransaction)
         var rotation = KeyRotation()
         rotation.keyCheckMoved = true
-        // Below any row ID, 0 and negative ones included (SQLite takes any 64-bit ID).
+        // Below any row ID, 0 and negative ones included.
         var last = Int64.min
         while true {
             var batch = KeyRotation()
             let (read, end) = try connection.immediateTransaction { () throws(KeystoreError) -> (Int, Int64) in
                 try namespace.requireKeyCheckStillSealing(on: connection, service: layout.service)
-                let ids = try connection.withStatement(Self.nextIds) { statement throws(KeystoreError) -> [Int64] in
-                    try statement.bind(1, int64: last)
-                    try statement.bind(2, int64: Int64(batchSize))
-                    var ids: [Int64] = []
-                    while try statement.step() { ids.append(statement.int64(0)) }
-                    return ids
-                }
+                let ids = try StoreSchema.itemIds(after: last, limit: batchSize, on: connection)
                 // One row in memory at a time: a member of a shared group can plant rows of
                 // up to the connection's limit (1 MiB) each.
                 for id in ids {

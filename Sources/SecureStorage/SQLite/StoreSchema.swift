@@ -63,10 +63,11 @@ enum StoreSchema {
     private static let plausibleKey = "typeof(key) = 'text' AND length(CAST(key AS BLOB)) <= \(StoreLayout.maximumKeyBytes)"
     static let selectKeys = "SELECT key FROM items WHERE \(plausibleKey)"
     static let selectKeyById = "SELECT key FROM items WHERE id = ?1 AND \(plausibleKey)"
-    /// Row IDs in the table's own order: with `NOT INDEXED` SQLite walks the table's keys
-    /// (the IDs), where the covering index on `key` it would otherwise pick loads every key,
-    /// a planted one of a gigabyte included, to find the ID at its end.
-    static let selectItemIds = "SELECT id FROM items NOT INDEXED"
+    /// Row IDs after `?1`, at most `?2` of them (a negative limit is none), in the table's
+    /// own order: with `NOT INDEXED` SQLite walks the table's keys (the IDs), where the
+    /// covering index on `key` it would otherwise pick loads every key, a planted one of a
+    /// gigabyte included, to find the ID at its end.
+    static let selectItemIds = "SELECT id FROM items NOT INDEXED WHERE id > ?1 ORDER BY id LIMIT ?2"
     /// An item's key, version and value; a value over the connection's length limit comes
     /// back NULL (its length is read from the row's header, the value never loaded), so one
     /// oversized value a member planted fails its own item and not the whole scan. (A key
@@ -282,6 +283,20 @@ enum StoreSchema {
         }
     }
 
+    /// The IDs of the items after row ID `after` (every one by default: SQLite takes any
+    /// 64-bit ID, 0 and negative ones included), at most `limit` of them, in ID order. Scans
+    /// that must not load a member's planted keys read IDs here, then each row by
+    /// ``item(byId:on:)``.
+    static func itemIds(after: Int64 = .min, limit: Int? = nil, on connection: SQLiteConnection) throws(KeystoreError) -> [Int64] {
+        try connection.withStatement(selectItemIds) { statement throws(KeystoreError) -> [Int64] in
+            try statement.bind(1, int64: after)
+            try statement.bind(2, int64: limit.map { Int64(max(1, $0)) } ?? -1)
+            var ids: [Int64] = []
+            while try statement.step() { ids.append(statement.int64(0)) }
+            return ids
+        }
+    }
+
     /// An item's row by its ID: `nil` when there is none, or its key is not one the keystore
     /// could have written (a member's plant, skipped as every scan skips it); its value is
     /// `nil` when it is not a value of at most the connection's length limit. A key over
@@ -317,11 +332,7 @@ enum StoreSchema {
             // (a migration holds the source's write lock), else a read transaction.
             let inTransaction = !connection.isAutocommit
             return try connection.transactionUnless(inTransaction) { () throws(KeystoreError) -> (rows: [Row], unreadable: Int) in
-                let ids = try connection.withStatement(selectItemIds) { statement throws(KeystoreError) -> [Int64] in
-                    var ids: [Int64] = []
-                    while try statement.step() { ids.append(statement.int64(0)) }
-                    return ids
-                }
+                let ids = try itemIds(on: connection)
                 var rows: [Row] = []
                 var unreadable = 0
                 for id in ids {

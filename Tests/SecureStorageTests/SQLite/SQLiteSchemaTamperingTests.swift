@@ -292,7 +292,7 @@ final class SQLiteSchemaTamperingTests: XCTestCase {
                 return details
             }
         }
-        XCTAssertEqual(plan, ["SCAN items"], "the row IDs are read through an index")
+        XCTAssertEqual(plan, ["SEARCH items USING INTEGER PRIMARY KEY (rowid>?)"], "the row IDs are read through the index on key")
     }
 
     /// A member stores a value of several megabytes under a key the victim reads: that read
