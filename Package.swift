@@ -231,6 +231,7 @@ let package = Package(
                 "federate",
                 "federate-server",
                 "Federation",
+                "PostgresKeystore",
                 "SecureStorage",
                 "BrokerTestSupport",
             ]

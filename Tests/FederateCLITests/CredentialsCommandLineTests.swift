@@ -1,4 +1,5 @@
 import ArgumentParser
+import BrokerTestSupport
 @testable import FederateCLI
 import XCTest
 
@@ -97,18 +98,4 @@ final class CredentialsCommandLineTests: XCTestCase {
             XCTAssertNil(CredentialsCommandLine.parse(line), "\(line)")
         }
     }
-}
-
-/// A small deterministic generator, so that a failure names a command line that fails again.
-private struct SplitMix64 {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
 }

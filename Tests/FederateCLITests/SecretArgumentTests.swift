@@ -1,5 +1,6 @@
 @testable import FederateCLI
 import BrokerTestSupport
+import PostgresKeystore
 import XCTest
 
 /// What the CLI registers as secrets from its own arguments before parsing: token-shaped
@@ -43,6 +44,52 @@ final class SecretArgumentTests: XCTestCase {
         XCTAssertNil(password("postgres://alice:@db/x"))
         XCTAssertNil(password("postgres://db/x?user=a@b:c"), "past the authority")
         XCTAssertNil(password("/var/lib/keystore"))
+    }
+
+    /// `federate` finds a URL's password on bytes before anything is parsed (it links no
+    /// PostgreSQL code), and the keystore parses the URL itself: wherever the two disagreed, a
+    /// password could reach a terminal unregistered. Across URLs built from the characters
+    /// that delimit them, whenever the keystore reads a password, `URLPassword` registers
+    /// exactly that text (before percent-decoding).
+    func testTheRegisteredPasswordIsTheOneTheKeystoreReads() throws {
+        var random = SplitMix64(seed: 0x1D_B20C)
+        let alphabet: [String] = ["a", "b", "1", ":", "@", "/", "?", "#", "=", "&", "%40", "%3A", "%2F", "%", "[", "]", "é"]
+        func part(_ maximum: Int) -> String {
+            (0..<Int.random(in: 0...maximum, using: &random)).map { _ in alphabet.randomElement(using: &random)! }.joined()
+        }
+        var withPassword = 0
+        for _ in 0..<20_000 {
+            var url = Bool.random(using: &random) ? "postgres://" : "postgresql://"
+            url += "u" + part(3)
+            if Bool.random(using: &random) { url += ":" + part(8) }
+            url += "@" + (Bool.random(using: &random) ? "db" : "[::1]") + part(2)
+            if Bool.random(using: &random) { url += ":" + String(Int.random(in: 1...65535, using: &random)) }
+            if Bool.random(using: &random) { url += "/" + part(4) }
+            if Bool.random(using: &random) { url += "?sslmode=" + part(3) }
+            guard let configuration = try? PostgresKeystore.Configuration(url: url) else { continue }
+            let bytes = Array(url.utf8)
+            let registered = URLPassword.range(in: bytes).flatMap { Self.percentDecoded(bytes[$0]) }
+            let read = configuration.password.flatMap { $0.isEmpty ? nil : $0 }
+            XCTAssertEqual(registered, read, "for \(url)")
+            if read != nil { withPassword += 1 }
+        }
+        XCTAssertGreaterThan(withPassword, 500, "the URLs exercise passwords")
+    }
+
+    private static func percentDecoded(_ bytes: ArraySlice<UInt8>) -> String? {
+        var decoded: [UInt8] = []
+        var rest = bytes[...]
+        while let byte = rest.popFirst() {
+            if byte == UInt8(ascii: "%"), rest.count >= 2,
+               let high = Character(Unicode.Scalar(rest[rest.startIndex])).hexDigitValue,
+               let low = Character(Unicode.Scalar(rest[rest.startIndex + 1])).hexDigitValue {
+                decoded.append(UInt8(high << 4 | low))
+                rest = rest.dropFirst(2)
+            } else {
+                decoded.append(byte)
+            }
+        }
+        return String(validating: decoded, as: UTF8.self)
     }
 
     /// libpq's keyword form holds a password: refused rather than taken for a directory.
