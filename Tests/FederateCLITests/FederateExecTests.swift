@@ -470,7 +470,7 @@ final class FederateExecTests: XCTestCase {
     /// A redirect into a file another user made first opens their file: `serve` refuses it
     /// and prints no token there.
     func testServeRefusesAStandardOutputAnotherUserOwns() throws {
-        guard getuid() == 0 else { throw XCTSkip("needs root to make a file another user owns") }
+        guard getuid() == 0 else { throw missingPrerequisite("needs root to make a file another user owns") }
         try login(try countingCognito(), session: "carol")
         let planted = harness.directory + "/carol.env"
         XCTAssertTrue(FileManager.default.createFile(atPath: planted, contents: nil))

@@ -1,3 +1,4 @@
+import BrokerTestSupport
 import Foundation
 import XCTest
 
@@ -16,7 +17,7 @@ final class UndumpableProcessTests: XCTestCase {
     func testFederateAndFederateServerCannotBeReadByOtherProcessesOfTheUser() throws {
         #if os(Linux)
         guard getuid() == 0, FileManager.default.isExecutableFile(atPath: Self.setpriv) else {
-            throw XCTSkip("needs root and setpriv, to run federate as a user whose processes root can tell apart")
+            throw missingPrerequisite("needs root and setpriv, to run federate as a user whose processes root can tell apart")
         }
         let federate = try FederateBinary.locate()
         let server = URL(fileURLWithPath: federate).deletingLastPathComponent().appendingPathComponent("federate-server").path

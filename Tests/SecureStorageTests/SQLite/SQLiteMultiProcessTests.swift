@@ -1,3 +1,4 @@
+import BrokerTestSupport
 import Foundation
 import XCTest
 @testable import SecureStorage
@@ -323,7 +324,7 @@ final class SQLiteMultiProcessTests: XCTestCase {
     /// member: they agree on one directory of the user's, and nothing any of them wrote is
     /// hidden in another.
     func testConcurrentFirstRunsWhoseNameIsTakenAgreeOnOneDirectory() async throws {
-        guard getuid() == 0 else { throw XCTSkip("needs root to make an entry another user owns") }
+        guard getuid() == 0 else { throw missingPrerequisite("needs root to make an entry another user owns") }
         let temporary = try TemporaryRoot()
         let root = temporary.root
         for path in [root, root + "/users"] {
@@ -362,7 +363,7 @@ final class SQLiteMultiProcessTests: XCTestCase {
     /// users; skips without root and setpriv.
     private func multiUserTemporary() throws -> TemporaryRoot {
         guard getuid() == 0, FileManager.default.isExecutableFile(atPath: Self.setpriv) else {
-            throw XCTSkip("needs root and setpriv to act as two users of one Unix group")
+            throw missingPrerequisite("needs root and setpriv to act as two users of one Unix group")
         }
         let temporary = try TemporaryRoot()
         XCTAssertEqual(chmod(temporary.path, 0o711), 0)

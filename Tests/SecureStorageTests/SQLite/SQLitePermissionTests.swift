@@ -1,3 +1,4 @@
+import BrokerTestSupport
 import Foundation
 import XCTest
 @testable import SecureStorage
@@ -95,7 +96,7 @@ final class SQLitePermissionTests: XCTestCase {
     /// and put another in its place: a directory another group can write is refused unless
     /// sticky.
     func testARootInADirectoryOthersCanWriteWithoutStickyIsRefused() throws {
-        guard getuid() == 0 else { throw XCTSkip("needs root to give a directory another group") }
+        guard getuid() == 0 else { throw missingPrerequisite("needs root to give a directory another group") }
         let temporary = try TemporaryRoot()
         let parent = temporary.path + "/team"
         XCTAssertEqual(mkdir(parent, 0o700), 0)
@@ -133,7 +134,7 @@ final class SQLitePermissionTests: XCTestCase {
     /// With the check of the way to the root turned off, the root's owner is still checked:
     /// "no other user here" is a claim the owner can refute.
     func testARootAnotherUserOwnsIsRefusedWithTheWayToItUnchecked() throws {
-        guard getuid() == 0 else { throw XCTSkip("needs root to make a root another user owns") }
+        guard getuid() == 0 else { throw missingPrerequisite("needs root to make a root another user owns") }
         let temporary = try TemporaryRoot()
         let volume = temporary.path + "/volume"
         XCTAssertEqual(mkdir(volume, 0o700), 0)
@@ -158,7 +159,7 @@ final class SQLitePermissionTests: XCTestCase {
     /// private sessions. The user's directory is the one the user owns, under a name no one
     /// could guess, and stays found when the squatter's entries go.
     func testAMemberWhoTakesTheUsersDirectoryNameFirstDoesNotShutTheUserOut() async throws {
-        guard getuid() == 0 else { throw XCTSkip("needs root to make entries another user owns") }
+        guard getuid() == 0 else { throw missingPrerequisite("needs root to make entries another user owns") }
         let temporary = try TemporaryRoot()
         let (root, users) = makeGroupSharedRoot(temporary)
         let me = "\(geteuid())"
@@ -235,7 +236,7 @@ final class SQLitePermissionTests: XCTestCase {
     /// refuses, shutting the user out of private sessions (group opens included: they record
     /// the last group in the private database) until the user moves it.
     func testTheUsersGroupDirectoryMovedIntoUsersBeforeTheFirstPrivateOpenDoesNotShutTheUserOut() async throws {
-        guard getuid() == 0 else { throw XCTSkip("needs root to make a group-shared root") }
+        guard getuid() == 0 else { throw missingPrerequisite("needs root to make a group-shared root") }
         let temporary = try TemporaryRoot()
         let (root, users) = makeGroupSharedRoot(temporary)
         let me = "\(geteuid())"
