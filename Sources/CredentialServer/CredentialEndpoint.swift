@@ -7,7 +7,7 @@
 /// // start the child with `environment`
 /// ```
 ///
-/// ``childEnvironment(from:)``, not a merge of ``environment`` into the parent's: it also
+/// ``childEnvironment(from:removing:)``, not a merge of ``environment`` into the parent's: it also
 /// removes what the SDKs would use first (static keys, a profile, a web identity) and the
 /// keystore's key variables, and keeps the SDKs from falling back to the instance's role.
 ///
@@ -54,12 +54,30 @@ public struct CredentialEndpoint: Sendable {
         "IDENTITY_BROKER_OTHER_KEY", "IDENTITY_BROKER_OTHER_PASSPHRASE", "IDENTITY_BROKER_OTHER_KEY_FILE",
     ]
 
+    /// The variable the `federate` CLI reads its keystore's location from. A child loses it
+    /// when it holds a URL (`postgres://user:password@…` carries the database password); a
+    /// directory is no secret, and is left.
+    public static let keystoreLocationVariable = "IDENTITY_BROKER_KEYSTORE"
+
+    /// Whether a child is denied the variable `name` holding `value`: one of
+    /// ``conflictingVariables`` or ``keystoreVariables``, or ``keystoreLocationVariable``
+    /// holding a URL. The one rule for ``childEnvironment(from:removing:)`` and `federate
+    /// exec`, which works on the bytes of `environ`.
+    package static func withholds(_ name: some Collection<UInt8>, value: some Collection<UInt8>) -> Bool {
+        let name = String(decoding: name, as: UTF8.self)
+        if conflictingVariables.contains(name) || keystoreVariables.contains(name) { return true }
+        guard name == keystoreLocationVariable else { return false }
+        let separator = Array("://".utf8)
+        let value = Array(value)
+        return value.indices.contains { value[$0...].starts(with: separator) }
+    }
+
     /// The variable that keeps the SDKs away from the EC2 instance metadata service.
     ///
     /// Some SDKs' default chains (Java's, .NET's) go on to the instance metadata service when
     /// the container endpoint answers no credentials: a first fetch after the session expired
     /// or was cleared would then get the EC2 instance's role, and the child would act as the
-    /// machine instead of failing. ``childEnvironment(from:)`` sets it to `true` unless the
+    /// machine instead of failing. ``childEnvironment(from:removing:)`` sets it to `true` unless the
     /// base environment sets it to something (an empty value counts as unset). The SDKs also find their region there when none is
     /// configured: set `AWS_REGION` for a child on EC2.
     public static let instanceMetadataDisabledVariable = "AWS_EC2_METADATA_DISABLED"
@@ -93,12 +111,16 @@ public struct CredentialEndpoint: Sendable {
         [Self.fullURIVariable: url, Self.authorizationTokenVariable: authorizationToken.value]
     }
 
-    /// `environment`-style pairs applied to `base`: ``conflictingVariables`` and
-    /// ``keystoreVariables`` removed, the two variables set, and
+    /// `environment`-style pairs applied to `base`: ``conflictingVariables``,
+    /// ``keystoreVariables``, ``keystoreLocationVariable`` when it holds a URL, and the names
+    /// in `removing` left out; the two variables set; and
     /// ``instanceMetadataDisabledVariable`` set to `true` unless `base` sets it.
-    public func childEnvironment(from base: [String: String]) -> [String: String] {
-        var result = base
-        for name in Self.conflictingVariables + Self.keystoreVariables { result[name] = nil }
+    ///
+    /// - Parameter removing: variables of your own that open the keystore or reach its
+    ///   database, such as the name given to SecureStorage's `KeySource.environment(variable:)`.
+    public func childEnvironment(from base: [String: String], removing: some Sequence<String> = [String]()) -> [String: String] {
+        var result = base.filter { !Self.withholds(Array($0.key.utf8), value: Array($0.value.utf8)) }
+        for name in removing { result[name] = nil }
         result.merge(environment) { _, new in new }
         result[Self.instanceMetadataDisabledVariable] = Self.instanceMetadataSetting(inherited: result[Self.instanceMetadataDisabledVariable])
         return result

@@ -82,9 +82,7 @@ enum ExecRunner {
     /// key (`$IDENTITY_BROKER_KEY`, or the passphrase or key file it comes from) opens every
     /// session, and a `postgres://` keystore URL carries the database password.
     static func childEnvironment(_ endpoint: CredentialEndpoint) -> [[UInt8]] {
-        let removed = Set(
-            (CredentialEndpoint.keystoreVariables + CredentialEndpoint.conflictingVariables
-                + Array(endpoint.environment.keys)).map { Array($0.utf8) })
+        let replaced = Set(endpoint.environment.keys.map { Array($0.utf8) })
         let equals = UInt8(ascii: "=")
         let metadataName = Array(CredentialEndpoint.instanceMetadataDisabledVariable.utf8)
         var metadataInherited: String?
@@ -98,15 +96,12 @@ enum ExecRunner {
             guard let split = bytes.firstIndex(of: equals) else { continue }
             let name = Array(bytes[..<split])
             // The first of repeated names wins, as for getenv(3).
-            guard seen.insert(name).inserted, !removed.contains(name) else { continue }
+            guard seen.insert(name).inserted, !replaced.contains(name) else { continue }
             if name == metadataName {
                 metadataInherited = String(decoding: bytes[(split + 1)...], as: UTF8.self)
                 continue  // added below, as the caller chose or as the endpoint needs
             }
-            // A postgres:// keystore URL carries the database password; a directory is no secret.
-            if name == Array(KeystoreAccess.keystoreVariable.utf8), String(decoding: bytes[(split + 1)...], as: UTF8.self).contains("://") {
-                continue
-            }
+            if CredentialEndpoint.withholds(name, value: bytes[(split + 1)...]) { continue }
             entries.append(bytes)
         }
         var added = endpoint.environment.sorted { $0.key < $1.key }.map { Array("\($0.key)=\($0.value)".utf8) }

@@ -1,7 +1,7 @@
 @testable import CredentialServer
 import XCTest
 
-/// The environment a child gets from ``CredentialEndpoint/childEnvironment(from:)``.
+/// The environment a child gets from ``CredentialEndpoint/childEnvironment(from:removing:)``.
 final class CredentialEndpointTests: XCTestCase {
     private let endpoint = CredentialEndpoint(
         session: "alice", url: "http://127.0.0.1:4000/credentials/alice", authorizationToken: CredentialServerToken.random())
@@ -33,6 +33,22 @@ final class CredentialEndpointTests: XCTestCase {
             XCTAssertNil(child[name], "\(name) reached the child")
         }
         XCTAssertEqual(child["HOME"], "/home/a")
+    }
+
+    /// A keystore URL can carry the database password, and the caller's own key variables
+    /// open the store: neither reaches the child. A keystore directory is no secret.
+    func testAKeystoreURLAndTheCallersOwnSecretsNeverReachTheChild() {
+        let base = [
+            "IDENTITY_BROKER_KEYSTORE": "postgres://broker:s3cret@db.internal/identity",
+            "MY_KEY": "custom-key", "MY_DATABASE_URL": "postgres://a:b@c/d", "HOME": "/home/a",
+        ]
+        let child = endpoint.childEnvironment(from: base, removing: ["MY_KEY", "MY_DATABASE_URL"])
+        XCTAssertNil(child[CredentialEndpoint.keystoreLocationVariable], "the database password reached the child")
+        XCTAssertNil(child["MY_KEY"])
+        XCTAssertNil(child["MY_DATABASE_URL"])
+        XCTAssertEqual(child["HOME"], "/home/a")
+        let directory = endpoint.childEnvironment(from: ["IDENTITY_BROKER_KEYSTORE": "/var/lib/broker"])
+        XCTAssertEqual(directory[CredentialEndpoint.keystoreLocationVariable], "/var/lib/broker")
     }
 
     /// Java's and .NET's chains go on to the instance metadata service when the endpoint
