@@ -44,7 +44,8 @@ extension KeystoreError {
             case .clientClosedConnection, .poolClosed:
                 detail = "the connection was closed"
             case .sslUnsupported:
-                detail = "the server does not support TLS, which the configuration requires"
+                detail = "the server does not support TLS, which sslmode=\(configuration.tls) requires"
+                    + " (verify-full is the default for a server on another machine; sslmode=disable sends the password and rows unprotected)"
             case .failedToAddSSLHandler:
                 detail = "TLS could not be set up" + (error.underlying.map { ": \(String(describing: $0))" } ?? "")
             case .unsupportedAuthMechanism, .authMechanismRequiresPassword, .saslError:

@@ -9,8 +9,9 @@ extension PostgresKeystore.Configuration {
     /// reason that quotes none of it. An IPv6 host is written in brackets (`[::1]`). The port
     /// defaults to 5432 and the database to the user's name. Query parameters:
     ///
-    /// - `sslmode`: `disable` (the default), `allow`/`prefer`, `require`, `verify-ca`,
-    ///   `verify-full`; see ``PostgresKeystore/TLSMode``.
+    /// - `sslmode`: `disable`, `allow`/`prefer`, `require`, `verify-ca`, `verify-full`; see
+    ///   ``PostgresKeystore/TLSMode``. Without it, `verify-full`, or `disable` for a host on
+    ///   this machine (as ``tls`` says).
     /// - `sslrootcert`: a PEM file of trusted certificate authorities.
     /// - `connect_timeout`: seconds allowed to open a connection.
     ///

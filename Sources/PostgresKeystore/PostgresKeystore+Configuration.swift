@@ -26,11 +26,15 @@ extension PostgresKeystore {
         public var password: String?
         /// The database, or `nil` for the one named like ``username``.
         public var database: String?
-        /// Whether and how TLS is used. Default: ``TLSMode/disable``, as a URL without
-        /// `sslmode` asks; a keystore opened with ``TLSMode/disable`` or ``TLSMode/prefer`` to a
-        /// host other than this machine logs a warning (the password under `password` or `md5`
-        /// authentication, session names and the rows cross the network readable, or
-        /// alterable by anyone on the path). Use ``TLSMode/verifyFull`` for such a host.
+        /// Whether and how TLS is used. Default (also for a URL without `sslmode`):
+        /// ``TLSMode/verifyFull``, or ``TLSMode/disable`` when ``host`` is this machine
+        /// (`localhost`, 127.0.0.0/8, `::1`), where nothing crosses a network. The default is
+        /// chosen when the configuration is made: set this again after changing ``host``.
+        ///
+        /// A keystore opened with ``TLSMode/disable`` or ``TLSMode/prefer`` to a host other
+        /// than this machine, which only an explicit choice gives, logs a warning: the
+        /// password under `password` or `md5` authentication, session names and the rows cross
+        /// the network readable, or alterable by anyone on the path.
         public var tls: TLSMode
         /// A PEM file of the certificate authorities to trust for ``TLSMode/verifyCA`` and
         /// ``TLSMode/verifyFull`` (the URL's `sslrootcert`); the system's roots when `nil`.
@@ -124,21 +128,22 @@ extension PostgresKeystore {
         ///   - username: The role to log in as.
         ///   - password: The role's password, if it has one.
         ///   - database: The database; the one named like `username` when `nil`.
-        ///   - tls: Whether and how TLS is used.
+        ///   - tls: Whether and how TLS is used; `nil` for the default, ``TLSMode/verifyFull``
+        ///     unless `host` is this machine (then ``TLSMode/disable``).
         public init(
             host: String,
             port: Int = 5432,
             username: String,
             password: String? = nil,
             database: String? = nil,
-            tls: TLSMode = .disable
+            tls: TLSMode? = nil
         ) {
             self.host = host
             self.port = port
             self.username = username
             self.password = password
             self.database = database
-            self.tls = tls
+            self.tls = tls ?? Self.defaultTLS(host: host)
             self.rootCertificatePath = nil
             self.maximumConnections = 8
             self.minimumConnections = 2
@@ -149,6 +154,12 @@ extension PostgresKeystore {
             self.changeFeedHeartbeat = .seconds(10)
             self.changeBufferSize = 1024
             self.keyFilePath = nil
+        }
+
+        /// ``TLSMode/verifyFull`` unless `host` is this machine: plaintext is never what a
+        /// configuration that says nothing gets across a network.
+        static func defaultTLS(host: String) -> TLSMode {
+            LoopbackHost.contains(host) ? .disable : .verifyFull
         }
 
         /// The connections the pool may open: ``maximumConnections``, at least 2 (the change

@@ -23,7 +23,8 @@ extension PostgresKeystore {
         private let base: Base
         private init(_ base: Base) { self.base = base }
 
-        /// Plain TCP (the default when a URL has no `sslmode`).
+        /// Plain TCP: the default only for a server on this machine (see
+        /// ``Configuration/tls``).
         public static let disable = TLSMode(.disable)
         /// TLS when the server supports it, without checking its certificate.
         public static let prefer = TLSMode(.prefer)
@@ -33,7 +34,8 @@ extension PostgresKeystore {
         public static let require = TLSMode(.require)
         /// TLS always; the certificate must chain to a trusted root, whatever host it names.
         public static let verifyCA = TLSMode(.verifyCA)
-        /// TLS always; the certificate must chain to a trusted root and name the host.
+        /// TLS always; the certificate must chain to a trusted root and name the host. The
+        /// default for a server on another machine.
         public static let verifyFull = TLSMode(.verifyFull)
 
         /// The mode for an `sslmode` value (`disable`, `allow`, `prefer`, `require`,

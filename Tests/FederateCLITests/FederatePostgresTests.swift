@@ -146,6 +146,7 @@ final class FederatePostgresTests: FederatePostgresTestCase {
         // TLS asked for, on a server without TLS: exit 6, one line.
         let tls = try harness.expect(6, ["status", "--keystore", postgresURL(database: database).replacingOccurrences(of: "sslmode=disable", with: "sslmode=require")])
         XCTAssertTrue(tls.stderr.contains("127.0.0.1:\(server.port)"), tls.stderr)
+        XCTAssertTrue(tls.stderr.contains("does not support TLS, which sslmode=require requires"), tls.stderr)
 
         // A wrong password: exit 6 naming the server, not the password.
         let wrongPassword = try harness.expect(6, ["status", "--keystore", "postgres://\(server.passwordRole):not-the-password@127.0.0.1:\(server.port)/\(database!)"])

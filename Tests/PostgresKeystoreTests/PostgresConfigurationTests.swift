@@ -55,6 +55,28 @@ final class PostgresConfigurationTests: XCTestCase {
         XCTAssertEqual(PostgresKeystore.tlsSettings(full)?.certificateVerification, .fullVerification)
     }
 
+    /// A configuration that says nothing of TLS never sends the password across a network in
+    /// plaintext: another machine gets `verify-full`; this one, where nothing leaves it,
+    /// plain TCP. An explicit choice is kept either way.
+    func testTLSDefaultsToVerifyFullUnlessTheServerIsThisMachine() throws {
+        for host in ["db.internal", "10.0.0.5", "::ffff:10.0.0.1", "127.1"] {
+            XCTAssertEqual(PostgresKeystore.Configuration(host: host, username: "u").tls, .verifyFull, host)
+        }
+        for url in ["postgres://u@db.internal/x", "postgres://u@[2001:db8::1]:5432/x", "postgres://u:p@10.1.2.3/x?connect_timeout=3"] {
+            let configuration = try PostgresKeystore.Configuration(url: url)
+            XCTAssertEqual(configuration.tls, .verifyFull, url)
+            XCTAssertNil(configuration.unprotectedTransportWarning, url)
+            XCTAssertEqual(PostgresKeystore.tlsSettings(configuration)?.certificateVerification, .fullVerification, url)
+        }
+        for host in ["localhost", "127.0.0.1", "127.0.0.2", "::1"] {
+            XCTAssertEqual(PostgresKeystore.Configuration(host: host, username: "u").tls, .disable, host)
+        }
+        XCTAssertEqual(try PostgresKeystore.Configuration(url: "postgres://u@localhost/x").tls, .disable)
+        XCTAssertEqual(PostgresKeystore.Configuration(host: "db.internal", username: "u", tls: .disable).tls, .disable)
+        XCTAssertEqual(try PostgresKeystore.Configuration(url: "postgres://u@db.internal/x?sslmode=require").tls, .require)
+        XCTAssertEqual(PostgresKeystore.Configuration(host: "localhost", username: "u", tls: .verifyCA).tls, .verifyCA)
+    }
+
     func testThePoolRunsKeepAliveQueriesOnlyWithAnInterval() {
         var configuration = PostgresKeystore.Configuration(host: "127.0.0.1", username: "broker")
         XCTAssertNil(PostgresKeystore.clientConfiguration(configuration).options.keepAliveBehavior)

@@ -232,10 +232,12 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(local, [])
 
         for (url, warns) in [
-            ("postgres://u@db.example.com/x", true), ("postgres://u@db.example.com/x?sslmode=prefer", true),
+            ("postgres://u@db.example.com/x?sslmode=disable", true), ("postgres://u@db.example.com/x?sslmode=prefer", true),
+            ("postgres://u@db.example.com/x", false),
             ("postgres://u@db.example.com/x?sslmode=require", false), ("postgres://u@db.example.com/x?sslmode=verify-full", false),
             ("postgres://u@localhost/x", false), ("postgres://u@[::1]/x", false), ("postgres://u@127.0.0.2/x", false),
-            ("postgres://u@[::ffff:127.0.0.1]/x", false), ("postgres://u@[::ffff:10.0.0.1]/x", true),
+            ("postgres://u@[::ffff:127.0.0.1]/x", false), ("postgres://u@[::ffff:10.0.0.1]/x?sslmode=disable", true),
+            ("postgres://u@127.0.0.1/x?sslmode=disable", false),
         ] {
             let configuration = try PostgresKeystore.Configuration(url: url)
             XCTAssertEqual(configuration.unprotectedTransportWarning != nil, warns, url)
