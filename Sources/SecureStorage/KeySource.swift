@@ -1,8 +1,11 @@
 /// Where a keystore's 256-bit AES key comes from.
 ///
-/// - ``keyFile``: a random key per access group, kept in a file in the keystore root and
-///   created atomically on first use (0600, or 0640 for a shared group). Opening fails with
-///   ``KeystoreError/Code/insecurePermissions`` when the file is looser than that.
+/// - ``keyFile``: with `SQLiteKeystore`, a random key per access group, kept in a file in the
+///   keystore root and created atomically on first use (0600, or 0640 for a shared group);
+///   opening fails with ``KeystoreError/Code/insecurePermissions`` when the file is looser
+///   than that. With `PostgresKeystore`, the one existing file its configuration's
+///   `keyFilePath` names, the same on every instance and for every group, never created.
+/// - ``keyFile(at:)``: the key in a file you name, read at once.
 /// - ``environment(variable:)``: a 32-byte key in canonical base64 from an environment variable
 ///   (`IDENTITY_BROKER_KEY` by default), the same for every access group.
 /// - ``passphrase(_:)``: a key derived with scrypt from a passphrase and a random salt stored,
@@ -105,9 +108,20 @@ public struct KeySource: Sendable, CustomStringConvertible, CustomReflectable {
         }
     }
 
-    /// The key of the file at `path`, read now and checked as ``readKeyFile(at:)`` checks it:
-    /// a key given by a path rather than kept by the keystore (the CLI's other key file).
-    package static func readingKeyFile(at path: String) throws(KeystoreError) -> KeySource {
+    /// The 32-byte key in the file at `path`, read now: a key given by a path rather than
+    /// kept by the keystore, such as a key file moved aside to be rotated
+    /// (`.keyFile.alsoOpening(try .keyFile(at: moved))`, <doc:RotatingKeys>).
+    ///
+    /// The file must be a regular file (not a link) of exactly 32 bytes, owned by this user
+    /// or root, neither group- nor world-writable nor world-readable. Its key is copied into
+    /// memory that is wiped when the last copy of the key source is released; the source
+    /// describes itself as `raw`.
+    ///
+    /// - Throws: ``KeystoreError/Code/invalidKey`` when the file does not exist or has
+    ///   another size; ``KeystoreError/Code/insecurePermissions`` when it is not a regular
+    ///   file or its owner or mode is looser than that; ``KeystoreError/Code/io`` when it
+    ///   cannot be read.
+    public static func keyFile(at path: String) throws(KeystoreError) -> KeySource {
         KeySource(.raw(try readKeyFile(at: path)))
     }
 

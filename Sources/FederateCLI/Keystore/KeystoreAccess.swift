@@ -446,7 +446,7 @@ package enum KeySelection {
         }
         if let path = KeystoreAccess.environment(otherKeyFileVariable) {
             do {
-                others.append(try KeySource.readingKeyFile(at: path))
+                others.append(try KeySource.keyFile(at: path))
             } catch {
                 throw CLIFailure.keystore(error, root: location.displayName, context: "cannot read $\(otherKeyFileVariable)")
             }

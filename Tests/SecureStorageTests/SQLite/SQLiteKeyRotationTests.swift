@@ -277,7 +277,7 @@ final class SQLiteKeyRotationTests: XCTestCase {
         chmod(aside, 0o600)
         let oldBytes = try XCTUnwrap(FileManager.default.contents(atPath: aside))
 
-        let rotation = try await rekey(root, KeySource.keyFile.alsoOpening(try KeySource.readingKeyFile(at: aside)), group: team)
+        let rotation = try await rekey(root, KeySource.keyFile.alsoOpening(try KeySource.keyFile(at: aside)), group: team)
         XCTAssertEqual(rotation.resealed, 5)
         let newBytes = try XCTUnwrap(FileManager.default.contents(atPath: keyFile))
         XCTAssertEqual(newBytes.count, 32)
@@ -327,7 +327,7 @@ final class SQLiteKeyRotationTests: XCTestCase {
         let keyFile = try StoreLayout(root: root, service: "tool").keyFilePath(.none)
         let aside = root + "/old.key"
         XCTAssertEqual(rename(keyFile, aside), 0)
-        let old = try KeySource.readingKeyFile(at: aside)
+        let old = try KeySource.keyFile(at: aside)
         let rotation = try await rekey(root, KeySource.keyFile.alsoOpening(.passphrase("no salt for this one"), old))
         XCTAssertEqual(rotation.resealed, 3)
         XCTAssertTrue(rotation.keyCheckMoved)

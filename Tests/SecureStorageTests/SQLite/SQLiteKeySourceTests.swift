@@ -43,6 +43,36 @@ final class SQLiteKeySourceTests: XCTestCase {
         XCTAssertEqual(KeySource.environment().description, "environment(IDENTITY_BROKER_KEY)")
     }
 
+    /// A key file named by a path opens what its key sealed, and is refused, without its
+    /// bytes in the message, when another user could have written or read it, when it is a
+    /// link or not a file, or has another size.
+    func testAKeyFileNamedByAPathIsCheckedLikeTheKeystoresOwn() async throws {
+        let temporary = try TemporaryRoot()
+        let key = (0..<32).map { UInt8(200 - $0) }
+        let path = temporary.path + "/old.key"
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data(key), attributes: [.posixPermissions: 0o600]))
+        try await open(temporary.root, .raw(key)).set(bytes("value"), forKey: "k")
+        let value = try await open(temporary.root, try .keyFile(at: path)).value(forKey: "k")
+        XCTAssertEqual(string(value), "value")
+
+        _ = assertThrows(KeystoreError.self, code: .invalidKey) { try KeySource.keyFile(at: temporary.path + "/missing.key") }
+        chmod(path, 0o604)
+        let readable = assertThrows(KeystoreError.self, code: .insecurePermissions) { try KeySource.keyFile(at: path) }
+        XCTAssertTrue(readable?.reason.contains("world-readable") ?? false, readable?.reason ?? "")
+        chmod(path, 0o620)
+        _ = assertThrows(KeystoreError.self, code: .insecurePermissions) { try KeySource.keyFile(at: path) }
+        chmod(path, 0o600)
+        let link = temporary.path + "/link.key"
+        XCTAssertEqual(symlink(path, link), 0)
+        _ = assertThrows(KeystoreError.self, code: .io) { try KeySource.keyFile(at: link) }
+        XCTAssertEqual(mkfifo(temporary.path + "/fifo.key", 0o600), 0)
+        _ = assertThrows(KeystoreError.self, code: .insecurePermissions) { try KeySource.keyFile(at: temporary.path + "/fifo.key") }
+        let short = temporary.path + "/short.key"
+        XCTAssertTrue(FileManager.default.createFile(atPath: short, contents: Data(key.prefix(16)), attributes: [.posixPermissions: 0o600]))
+        let size = assertThrows(KeystoreError.self, code: .invalidKey) { try KeySource.keyFile(at: short) }
+        XCTAssertTrue(size?.reason.contains("exactly 32 bytes") ?? false, size?.reason ?? "")
+    }
+
     func testPassphraseKey() async throws {
         let temporary = try TemporaryRoot()
         let passphrase = "correct horse battery staple"
