@@ -154,9 +154,7 @@ struct PostgresNamespace: Sendable {
 
     /// Non-empty, at most `limit` bytes, and no NUL (PostgreSQL text cannot hold one).
     private static func validate(name: String, what: String, limit: Int) throws(KeystoreError) {
-        let count = name.utf8.count
-        guard count > 0 else { throw KeystoreError(.invalidName, "the \(what) is empty") }
-        guard count <= limit else { throw KeystoreError(.invalidName, "the \(what) is longer than \(limit) bytes") }
+        try NameRules.validate(name: name, what: what, limit: limit)
         guard !name.utf8.contains(0) else { throw KeystoreError(.invalidName, "the \(what) contains a NUL character") }
     }
 }

@@ -5,7 +5,9 @@ import Synchronization
 ///
 /// What a `FederationClient` uses when it is given no keystore, and a fast, injectable
 /// store for tests. It follows the protocol's semantics exactly (versioned writes, atomic
-/// batches, a change feed), so code written against it behaves the same on
+/// batches, a change feed) and refuses what the other engines refuse (an empty key or one
+/// over 180 bytes, ``KeystoreError/Code/invalidName``; a value too large to seal,
+/// ``KeystoreError/Code/valueTooLarge``), so code written against it behaves the same on
 /// ``SQLiteKeystore``. Values are kept as given: there is no file to seal them for.
 public final class InMemoryKeystore: Keystore, WriterFilteringKeystore {
     /// The service name this keystore reports.
@@ -46,14 +48,20 @@ public final class InMemoryKeystore: Keystore, WriterFilteringKeystore {
     }
 
     /// The value under `key`, or `nil`.
+    ///
+    /// - Throws: ``KeystoreError/Code/invalidName`` for a key no engine accepts;
+    ///   ``KeystoreError/Code/storeUnavailable`` once closed.
     public func value(forKey key: String) async throws(KeystoreError) -> [UInt8]? {
-        try state.withLock { (state) throws(KeystoreError) in
+        try NameRules.validate(key: key)
+        return try state.withLock { (state) throws(KeystoreError) in
             try Self.checkOpen(state)
             return state.items[ItemKey.Exact(key)]?.value
         }
     }
 
     /// Every key, sorted.
+    ///
+    /// - Throws: ``KeystoreError/Code/storeUnavailable`` once closed.
     public func keys() async throws(KeystoreError) -> [String] {
         try state.withLock { (state) throws(KeystoreError) in
             try Self.checkOpen(state)
@@ -67,8 +75,16 @@ public final class InMemoryKeystore: Keystore, WriterFilteringKeystore {
 
     /// Applies `batch` atomically; a versioned set applies when nothing is stored, or the
     /// stored item has no version or one not greater than the new one.
+    ///
+    /// - Throws: ``KeystoreError/Code/invalidName`` or ``KeystoreError/Code/valueTooLarge``
+    ///   for an operation no engine accepts, before anything is applied;
+    ///   ``KeystoreError/Code/storeUnavailable`` once closed.
     @discardableResult
     public func commit(_ batch: KeystoreBatch) async throws(KeystoreError) -> [Bool] {
+        for operation in batch.operations {
+            try NameRules.validate(key: operation.key)
+            if case .set(_, let value, _) = operation { try Sealing.requireSealable(count: value.count) }
+        }
         let applied = try state.withLock { (state) throws(KeystoreError) -> [Bool] in
             try Self.checkOpen(state)
             var applied: [Bool] = []

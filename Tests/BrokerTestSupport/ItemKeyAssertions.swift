@@ -53,3 +53,28 @@ package func assertCanonicallyEquivalentKeysAreTwoItems(
     let removed = try await keystore.value(forKey: composed)
     XCTAssertNil(removed, file: file, line: line)
 }
+
+/// What no engine stores is refused by every engine alike, an in-memory one included: an
+/// empty key or one over 180 bytes (`invalidName`, also for a read), a value too large to
+/// seal (`valueTooLarge`); and a batch holding one of them applies none of its operations.
+package func assertRefusesWhatNoEngineStores(
+    _ keystore: any Keystore, file: StaticString = #filePath, line: UInt = #line
+) async throws {
+    await assertThrows(KeystoreError.self, code: .invalidName, file: file, line: line) { try await keystore.set([1], forKey: "") }
+    await assertThrows(KeystoreError.self, code: .invalidName, file: file, line: line) {
+        try await keystore.set([1], forKey: String(repeating: "k", count: 181))
+    }
+    await assertThrows(KeystoreError.self, code: .invalidName, file: file, line: line) { try await keystore.value(forKey: "") }
+    try await keystore.set([1], forKey: String(repeating: "k", count: 180))
+    await assertThrows(KeystoreError.self, code: .valueTooLarge, file: file, line: line) {
+        try await keystore.set([UInt8](repeating: 7, count: 1 << 20), forKey: "large")
+    }
+    var batch = KeystoreBatch()
+    batch.set([2], forKey: "valid")
+    batch.set([3], forKey: "")
+    await assertThrows(KeystoreError.self, code: .invalidName, file: file, line: line) { try await keystore.commit(batch) }
+    let valid = try await keystore.value(forKey: "valid")
+    XCTAssertNil(valid, "a refused batch applied part of itself", file: file, line: line)
+    let large = try await keystore.value(forKey: "large")
+    XCTAssertNil(large?.count, "a value too large to seal was stored", file: file, line: line)
+}

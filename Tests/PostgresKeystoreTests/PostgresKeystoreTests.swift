@@ -13,6 +13,10 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
         try await assertCanonicallyEquivalentKeysAreTwoItems(try await keystore())
     }
 
+    func testRefusesWhatNoEngineStores() async throws {
+        try await assertRefusesWhatNoEngineStores(try await keystore())
+    }
+
     func testThePostgresKeystoreClosesThroughTheProtocol() async throws {
         try await assertClosingThroughTheProtocol(try await keystore())
     }

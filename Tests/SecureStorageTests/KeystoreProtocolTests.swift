@@ -2,8 +2,8 @@ import BrokerTestSupport
 import SecureStorage
 import XCTest
 
-/// What every engine does the same way through the protocol: closing, and telling keys apart
-/// by their bytes.
+/// What every engine does the same way through the protocol: closing, telling keys apart
+/// by their bytes, and refusing what no engine stores.
 final class KeystoreProtocolTests: XCTestCase {
     func testTheInMemoryKeystoreClosesThroughTheProtocol() async throws {
         try await assertClosingThroughTheProtocol(InMemoryKeystore())
@@ -24,5 +24,16 @@ final class KeystoreProtocolTests: XCTestCase {
         let keystore = try SQLiteKeystore(root: temporary.root, service: "tool")
         defer { keystore.close() }
         try await assertCanonicallyEquivalentKeysAreTwoItems(keystore)
+    }
+
+    func testTheInMemoryKeystoreRefusesWhatNoEngineStores() async throws {
+        try await assertRefusesWhatNoEngineStores(InMemoryKeystore())
+    }
+
+    func testTheSQLiteKeystoreRefusesWhatNoEngineStores() async throws {
+        let temporary = try TemporaryRoot()
+        let keystore = try SQLiteKeystore(root: temporary.root, service: "tool")
+        defer { keystore.close() }
+        try await assertRefusesWhatNoEngineStores(keystore)
     }
 }

@@ -15,14 +15,21 @@ package enum Sealing {
     /// must not make a reader allocate without limit, nor a caller seal what no engine keeps.
     package static let maximumSealedBytes = 1 << 20
 
+    /// Throws ``KeystoreError/Code/valueTooLarge`` when a value of `count` bytes, sealed,
+    /// would exceed ``maximumSealedBytes``: every engine's limit, ``InMemoryKeystore``'s too,
+    /// though it seals nothing.
+    package static func requireSealable(count: Int) throws(KeystoreError) {
+        guard count <= maximumSealedBytes - overhead else {
+            throw KeystoreError(.valueTooLarge, "the sealed value would be larger than the keystore's limit of \(maximumSealedBytes) bytes")
+        }
+    }
+
     /// Seals `plaintext` under `key` with a fresh random nonce.
     ///
     /// - Throws: ``KeystoreError/Code/valueTooLarge`` when the sealed item would exceed
     ///   ``maximumSealedBytes``.
     package static func seal(_ plaintext: [UInt8], key: SecretBytes, associatedData: [UInt8]) throws -> [UInt8] {
-        guard plaintext.count <= maximumSealedBytes - overhead else {
-            throw KeystoreError(.valueTooLarge, "the sealed value would be larger than the keystore's limit of \(maximumSealedBytes) bytes")
-        }
+        try requireSealable(count: plaintext.count)
         let nonce = try CryptoRuntime.randomBytes(nonceSize)
         var aad = [formatVersion]
         aad += associatedData

@@ -65,9 +65,7 @@ struct StoreLayout: Sendable {
     }
 
     static func validate(name: String, what: String, limit: Int) throws(KeystoreError) {
-        let count = name.utf8.count
-        guard count > 0 else { throw KeystoreError(.invalidName, "the \(what) is empty") }
-        guard count <= limit else { throw KeystoreError(.invalidName, "the \(what) is longer than \(limit) bytes") }
+        try NameRules.validate(name: name, what: what, limit: limit)
     }
 
     // MARK: Paths

@@ -67,6 +67,6 @@ struct StoreNamespace: Sendable {
     }
 
     static func validate(key: String) throws(KeystoreError) {
-        try StoreLayout.validate(name: key, what: "item key", limit: StoreLayout.maximumKeyBytes)
+        try NameRules.validate(key: key)
     }
 }

@@ -1,0 +1,17 @@
+/// What every engine asks of the names it is given: an item key, a service name, an access
+/// group name. One rule, so code written against ``InMemoryKeystore`` meets the same refusals
+/// on ``SQLiteKeystore`` and `PostgresKeystore`.
+package enum NameRules {
+    /// Non-empty and at most `limit` bytes of UTF-8, else ``KeystoreError/Code/invalidName``
+    /// naming `what` (never the name: a key may be a user's e-mail address).
+    package static func validate(name: String, what: String, limit: Int) throws(KeystoreError) {
+        let count = name.utf8.count
+        guard count > 0 else { throw KeystoreError(.invalidName, "the \(what) is empty") }
+        guard count <= limit else { throw KeystoreError(.invalidName, "the \(what) is longer than \(limit) bytes") }
+    }
+
+    /// An item key: non-empty, at most ``ItemKey/maximumBytes`` bytes.
+    package static func validate(key: String) throws(KeystoreError) {
+        try validate(name: key, what: "item key", limit: ItemKey.maximumBytes)
+    }
+}
