@@ -37,13 +37,14 @@ public struct FederationConfiguration: Sendable, Hashable {
     /// Credentials count as expired this long before their expiration. Default ``defaultExpiryMargin`` (120 s); zero or
     /// more (a negative margin makes the client initializer throw `invalidConfiguration`).
     public var expiryMargin: Duration
-    /// Time allowed to connect (TCP and TLS) in one attempt. Default 10 s.
+    /// Time allowed to connect (TCP and TLS) in one attempt. Default 10 s; more than zero
+    /// (else the client initializer throws `invalidConfiguration`), as are the other two.
     public var connectTimeout: Duration
     /// Time allowed for one attempt, connect included. Default 30 s.
     public var requestTimeout: Duration
     /// Bound on one whole federation, retries and backoff included. Default 60 s.
     public var federationTimeout: Duration
-    /// The largest response body accepted. Default 1 MiB.
+    /// The largest response body accepted. Default 1 MiB; more than zero.
     public var maxResponseBytes: Int
     /// How transient failures and throttling are retried. Default ``RetryPolicy/standard``.
     public var retry: RetryPolicy
@@ -166,9 +167,19 @@ extension FederationConfiguration {
         return path
     }
 
-    /// Refuses durations no client can work with: a negative expiry margin or renewal lead
-    /// time, a renewal postponement of zero or less.
+    /// Refuses durations and limits no client can work with: a negative expiry margin or
+    /// renewal lead time; a renewal postponement, a timeout or a response size cap of zero or
+    /// less (each would fail every call, where in curl or URLSession zero means "none").
     func checkDurations() throws(FederationError) {
+        for (name, timeout) in [("connect timeout", connectTimeout), ("request timeout", requestTimeout), ("federation timeout", federationTimeout)]
+        where timeout <= .zero {
+            throw FederationError(
+                code: .invalidConfiguration, message: "the \(name) is not positive: every call would time out at once; there is no unlimited setting")
+        }
+        guard maxResponseBytes > 0 else {
+            throw FederationError(
+                code: .invalidConfiguration, message: "the largest response body accepted is not positive: every answer would be refused")
+        }
         guard expiryMargin >= .zero else {
             throw FederationError(
                 code: .invalidConfiguration,

@@ -115,6 +115,25 @@ final class ConfigurationResolutionTests: XCTestCase {
         XCTAssertEqual(state, .expired, "credentials read as valid after they expired")
     }
 
+    /// A timeout or response cap of zero would fail every call (zero is "no limit" in curl
+    /// and URLSession, not here): refused when the client is made.
+    func testTimeoutsAndResponseCapsNoClientCanUseAreRefused() {
+        let cases: [(String, (inout FederationConfiguration) -> Void)] = [
+            ("connect timeout", { $0.connectTimeout = .zero }), ("request timeout", { $0.requestTimeout = .seconds(-1) }),
+            ("federation timeout", { $0.federationTimeout = .zero }), ("response body", { $0.maxResponseBytes = 0 }),
+        ]
+        for (name, change) in cases {
+            var configuration = FederationConfiguration(identityPoolId: testPoolId, endpoint: "http://127.0.0.1:5000/")
+            change(&configuration)
+            let error = assertThrows(FederationError.self, code: .invalidConfiguration) {
+                try FederationClient(
+                    configuration: configuration, transport: FakeCognito().transport, keystore: InMemoryKeystore(), environment: [:],
+                    now: { testEpoch }, logger: nil)
+            }
+            XCTAssertTrue(error?.message.contains(name) ?? false, "\(name): \(String(describing: error))")
+        }
+    }
+
     /// A renewal postponement of zero would remind a handler that always postpones at once,
     /// again and again; a negative lead time means nothing. Both are refused; a zero lead
     /// time (no reminders) is not.
