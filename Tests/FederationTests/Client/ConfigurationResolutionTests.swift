@@ -80,7 +80,9 @@ final class ConfigurationResolutionTests: XCTestCase {
     }
 
     func testBadRegionIsAnInvalidConfiguration() {
-        XCTAssertThrowsError(try FederationConfiguration(identityPoolId: testPoolId, region: "Mars").resolvedEndpoint(environment: [:]))
+        assertThrows(FederationError.self, code: .invalidConfiguration) {
+            try FederationConfiguration(identityPoolId: testPoolId, region: "Mars").resolvedEndpoint(environment: [:])
+        }
     }
 
     /// The initializer documents `invalidConfiguration` for an unusable pool ID, whatever the endpoint.
@@ -172,8 +174,12 @@ final class ConfigurationResolutionTests: XCTestCase {
     }
 
     func testEndpointThatIsNotHTTPIsAnInvalidConfiguration() {
-        XCTAssertThrowsError(try endpoint(FederationConfiguration(identityPoolId: testPoolId, endpoint: "ftp://x/")))
-        XCTAssertThrowsError(try endpoint(FederationConfiguration(identityPoolId: testPoolId), ["AWS_ENDPOINT_URL": "localhost:5000"]))
+        assertThrows(FederationError.self, code: .invalidConfiguration) {
+            try endpoint(FederationConfiguration(identityPoolId: testPoolId, endpoint: "ftp://x/"))
+        }
+        assertThrows(FederationError.self, code: .invalidConfiguration) {
+            try endpoint(FederationConfiguration(identityPoolId: testPoolId), ["AWS_ENDPOINT_URL": "localhost:5000"])
+        }
     }
 
     func testTheClientSendsToTheResolvedEndpoint() async throws {

@@ -124,7 +124,7 @@ final class ReliabilityDeadlineTests: ReliabilityTestCase {
         XCTAssertTrue(arrived)
         task.cancel()
         let result = await task.result
-        XCTAssertThrowsError(try result.get())
+        assertThrows(FederationError.self, code: .cancelled) { try result.get() }
         try await assertNotFederated(client, session: "bob")
     }
 }

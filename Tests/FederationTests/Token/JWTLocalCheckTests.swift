@@ -122,6 +122,6 @@ final class JWTLocalCheckTests: XCTestCase {
         XCTAssertEqual(jwt.expiresAt, testEpoch.timeIntervalSince1970)
         XCTAssertEqual(jwt.issuer, "https://issuer.example")
         XCTAssertNoThrow(try jwt.checkNotExpired(now: testEpoch.addingTimeInterval(299)))
-        XCTAssertThrowsError(try jwt.checkNotExpired(now: testEpoch.addingTimeInterval(301)))
+        assertThrows(FederationError.self, code: .invalidToken) { try jwt.checkNotExpired(now: testEpoch.addingTimeInterval(301)) }
     }
 }

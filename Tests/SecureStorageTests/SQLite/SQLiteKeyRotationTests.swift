@@ -284,7 +284,9 @@ final class SQLiteKeyRotationTests: XCTestCase {
         XCTAssertNotEqual(newBytes, oldBytes, "a new key file was made")
         let read = try await contents(root, group: team, keySource: .keyFile)
         XCTAssertEqual(read.count, 5)
-        XCTAssertThrowsError(try SQLiteKeystore(root: root, service: "tool", accessGroup: team, keySource: .raw(Array(oldBytes))))
+        assertThrows(KeystoreError.self, code: .invalidKey) {
+            try SQLiteKeystore(root: root, service: "tool", accessGroup: team, keySource: .raw(Array(oldBytes)))
+        }
     }
 
     /// A migration during a rollout moves items sealed with either key, each re-sealed with
@@ -314,8 +316,11 @@ final class SQLiteKeyRotationTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: try StoreLayout(root: root, service: "tool").keyFilePath(.none)),
                        "an opening key file is never created")
         // A key given and malformed is a configuration error, as the sealing key's would be.
-        XCTAssertThrowsError(try SQLiteKeystore(
-            root: root, service: "tool", keySource: oldKey.alsoOpening(.environment(variable: "IDENTITY_BROKER_TEST_UNSET_\(UUID().uuidString.prefix(8))"))))
+        let unset = "IDENTITY_BROKER_TEST_UNSET_\(UUID().uuidString.prefix(8))"
+        let malformed = assertThrows(KeystoreError.self, code: .invalidKey) {
+            try SQLiteKeystore(root: root, service: "tool", keySource: oldKey.alsoOpening(.environment(variable: unset)))
+        }
+        XCTAssertTrue(malformed?.reason.contains(unset) ?? false, malformed?.reason ?? "")
     }
 
     /// The proof takes whichever given key exists: a stray passphrase with no salt here does

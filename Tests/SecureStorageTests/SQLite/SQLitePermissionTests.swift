@@ -127,8 +127,9 @@ final class SQLitePermissionTests: XCTestCase {
         keystore.close()
         // What is below the root is checked either way.
         XCTAssertEqual(chmod(volume + "/ks", 0o777), 0)
-        XCTAssertThrowsError(try SQLiteKeystore(
-            root: volume + "/ks", service: "tool", keySource: testKey(), configuration: .init(checksWayToRoot: false)))
+        assertThrows(KeystoreError.self, code: .insecurePermissions) {
+            try SQLiteKeystore(root: volume + "/ks", service: "tool", keySource: testKey(), configuration: .init(checksWayToRoot: false))
+        }
     }
 
     /// With the check of the way to the root turned off, the root's owner is still checked:
