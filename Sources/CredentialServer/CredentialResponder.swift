@@ -72,7 +72,7 @@ struct CredentialResponder: HTTPResponder {
             // `Expiration` goes out rounded down to the second: in their last second (an expiry
             // margin of zero) credentials would go out already expired, which the SDKs refuse
             // as "refreshed credentials are still expired".
-            guard ContainerCredentialsBody.Credentials.expirationSent(for: credentials) > Date() else {
+            guard ContainerCredentialsBody.Credentials.expirationSent(for: credentials) > client.now() else {
                 throw FederationError(code: .noValidCredentials, message: "session '\(session)' has credentials in their last second")
             }
             logger.debug("credentials served", metadata: ["broker.session": "\(session)", "broker.status": "200"])

@@ -146,20 +146,20 @@ final class CredentialServerTests: XCTestCase {
     /// With no expiry margin, credentials in their last second are not served: `Expiration`
     /// goes out rounded down to the second, and would already have passed.
     func testCredentialsInTheirLastSecondAreNotServed() async throws {
-        let client = try federatingClient(fake, keystore: InMemoryKeystore(), margin: .zero)
+        let base = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
+        let clock = TestClock(base)
+        let client = try federatingClient(fake, keystore: InMemoryKeystore(), margin: .zero, now: clock.function)
         let running = try start(client)
-        let base = Date().timeIntervalSince1970.rounded(.down)
-        // At least 4 s to federate and be served before the last second begins.
-        let expiration = Date(timeIntervalSince1970: base + 5.6)
-        fake.setDefault(.credentials(identityId: FakeCognito.defaultIdentityId, expiration: expiration), for: .getCredentialsForIdentity)
+        fake.setDefault(
+            .credentials(identityId: FakeCognito.defaultIdentityId, expiration: base.addingTimeInterval(5.6)), for: .getCredentialsForIdentity)
         try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         let served = try await running.request("/credentials/alice")
         XCTAssertEqual(served.status, 200, served.body)
-        // Past the whole second of the expiration, before the expiration itself.
-        let wait = base + 5.15 - Date().timeIntervalSince1970
-        if wait > 0 { try await Task.sleep(for: .milliseconds(Int(wait * 1000))) }
-        // Else a 404 would come from plain expiry, and the rounding go untested.
-        XCTAssertLessThan(Date().timeIntervalSince1970, base + 5.6, "the last request left after the expiration itself")
+        // Past the whole second of the expiration, before the expiration itself: the client
+        // still holds valid credentials, but the `Expiration` sent (…:05) would have passed.
+        clock.set(base.addingTimeInterval(5.15))
+        let valid = try await client.credentials(for: "alice")
+        XCTAssertEqual(valid.expiration.timeIntervalSince(base), 5.6, accuracy: 0.01, "the session itself is still valid")
         let last = try await running.request("/credentials/alice")
         XCTAssertEqual(last.status, 404, "served credentials whose Expiration had passed: \(last.body)")
         XCTAssertNil(leakedRun(in: last.body, of: [FakeCognito.secretKey, FakeCognito.sessionToken]))

@@ -20,13 +20,15 @@ let testEndpoint = "https://cognito-identity.test.invalid/"
 
 extension CredentialServerError: CodedError {}
 
-/// A federating client over `keystore`, talking to `fake`, on the real clock.
-func federatingClient(_ fake: FakeCognito, keystore: any Keystore, margin: Duration = .seconds(120)) throws -> FederationClient {
+/// A federating client over `keystore`, talking to `fake`, on the real clock or `now`.
+func federatingClient(
+    _ fake: FakeCognito, keystore: any Keystore, margin: Duration = .seconds(120), now: @escaping @Sendable () -> Date = { Date() }
+) throws -> FederationClient {
     var configuration = FederationConfiguration(identityPoolId: testPoolId, endpoint: testEndpoint)
     configuration.expiryMargin = margin
     return try FederationClient(
         configuration: configuration, transport: fake.transport, keystore: keystore, environment: [:],
-        now: { Date() }, logger: nil)
+        now: now, logger: nil)
 }
 
 /// One answer from the credential server.

@@ -1,7 +1,7 @@
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+package import FoundationEssentials
 #else
-import Foundation
+package import Foundation
 #endif
 public import Logging
 public import SecureStorage
@@ -58,7 +58,9 @@ public actor FederationClient {
     let renewalPostponement: Duration
     let federationTimeout: Duration
     let logger: Logger
-    let now: @Sendable () -> Date
+    /// The wall clock every expiry is read against (injectable for tests); the credential
+    /// server reads the same one.
+    package nonisolated let now: @Sendable () -> Date
     let broadcaster: StateBroadcaster
 
     var cache: LRUCache<CachedSession>

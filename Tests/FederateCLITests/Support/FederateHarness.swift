@@ -52,12 +52,24 @@ final class FederateHarness {
             "IDENTITY_BROKER_KEYSTORE": keystore,
             "LANG": "C.UTF-8",
         ]
+        // Tests target loopback only. A run that expects a refusal before any request (a bad
+        // region, a keystore that fails to open) names no loopback endpoint: should a
+        // regression send the request anyway, it dies at a dead loopback proxy instead of
+        // reaching AWS (libcurl, botocore and the AWS CLI all read these), and no host name
+        // is looked up. Loopback endpoints go direct, as they would without a proxy.
+        for name in ["http_proxy", "https_proxy", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"] {
+            environment[name] = Self.deadProxy
+        }
+        for name in ["no_proxy", "NO_PROXY"] { environment[name] = "127.0.0.1,localhost,::1" }
         let inherited = ProcessInfo.processInfo.environment
         for name in ["PATH", "LD_LIBRARY_PATH", "TMPDIR", "TSAN_OPTIONS", "ASAN_OPTIONS", "SWIFT_BACKTRACE"] {
             if let value = inherited[name] { environment[name] = value }
         }
         self.environment = environment
     }
+
+    /// The discard port on loopback: nothing listens there, so a connection is refused at once.
+    static let deadProxy = "http://127.0.0.1:9/"
 
     func cleanUp() {
         try? FileManager.default.removeItem(atPath: directory)

@@ -13,17 +13,9 @@ let testEndpoint = "https://cognito-identity.test.invalid/"
 /// The fake clock's start; the fake's default credentials expire an hour later.
 let testEpoch = Date(timeIntervalSince1970: 1_700_000_000)
 
-/// A clock the test moves by hand.
-final class TestClock: Sendable {
-    private let date: Mutex<Date>
-
-    init(_ start: Date = testEpoch) { date = Mutex(start) }
-
-    var now: Date { date.withLock { $0 } }
-    var function: @Sendable () -> Date { { [self] in now } }
-
-    func set(_ value: Date) { date.withLock { $0 = value } }
-    func advance(by seconds: TimeInterval) { date.withLock { $0 = $0.addingTimeInterval(seconds) } }
+extension TestClock {
+    /// A clock at ``testEpoch``.
+    convenience init() { self.init(testEpoch) }
 }
 
 /// A retry runner that never sleeps.
