@@ -67,8 +67,8 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
     ///   - configuration: The server, TLS, pool and timeouts.
     ///   - service: The name of the tool owning the items; non-empty, at most 150 bytes.
     ///   - accessGroup: The namespace the items live in; ``AccessGroup/none`` by default.
-    ///     The migration flag is not acted on here: move items with
-    ///     ``migrate(configuration:service:from:to:keySource:logger:)``.
+    ///     Unlike `SQLiteKeystore`, opening never moves items between groups: move them
+    ///     with ``migrate(configuration:service:from:to:keySource:logger:)``.
     ///   - keySource: Where the 256-bit key comes from: ``KeySource/environment(variable:)``,
     ///     ``KeySource/passphrase(_:)`` (its salt lives in the database, so every instance
     ///     derives the same key), ``KeySource/raw(_:)``, or ``KeySource/keyFile`` with

@@ -30,6 +30,9 @@ public struct AccessGroup: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// No access group: items are private to the user running the service.
+    ///
+    /// Where an optional group is expected (`AccessGroup?`), spell it `AccessGroup.none`: a
+    /// bare `.none` means `Optional.none` there.
     public static let none = AccessGroup()
 
     /// Whether this is a named, shared group.

@@ -1,8 +1,9 @@
 /// An asynchronous store of small secret items, each named by a string key, shared by every
 /// process and host that opens the same namespace.
 ///
-/// `Keystore` is the storage interface the rest of IdentityBroker builds on; the embedded
-/// ``SQLiteKeystore`` implements it, and other backends can follow. Implementations are
+/// `Keystore` is the storage interface the rest of IdentityBroker builds on. The embedded
+/// ``SQLiteKeystore``, `PostgresKeystore` (its own product) and ``InMemoryKeystore``
+/// implement it, and other backends can follow. Implementations are
 /// `Sendable` and safe to use from any number of tasks at once.
 ///
 /// Absence is not an error when reading: ``value(forKey:)`` returns `nil` for a missing item.

@@ -10,6 +10,11 @@ import SecureStorage
 /// `description`, `debugDescription` and string interpolation show only the
 /// access key ID and the expiration: the secret key and session token are
 /// redacted so that a stray `print` or log line never leaks them.
+///
+/// `Codable` is for handing the credentials on deliberately (a file only their user reads,
+/// a response to a caller entitled to them): encoding writes the secret key and session
+/// token in the clear, so never pass them to a generic encoder such as a structured-log
+/// handler or a debugging endpoint.
 public struct AWSCredentials: Sendable, Hashable, Codable {
     /// The access key ID (`ASIA…`); not secret on its own.
     public var accessKeyId: String
