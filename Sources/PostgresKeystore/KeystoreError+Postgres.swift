@@ -10,6 +10,17 @@ extension KeystoreError {
     /// ``Code/io`` with SQLSTATE and the server's message (which names tables and
     /// constraints, never bound values). The reason is built from error codes and server
     /// messages only, and any occurrence of the password is removed as well.
+    /// What a failed TLS handshake most often means, where the mode checks certificates:
+    /// `verify-full` is the default for a server on another machine, and a private CA (or a
+    /// cloud provider's) is not among the system's roots.
+    static func certificateHint(_ configuration: PostgresKeystore.Configuration) -> String {
+        guard configuration.tls.verifiesCertificate || configuration.rootCertificatePath != nil else { return "" }
+        return " (sslmode=\(configuration.tls) checks the server's certificate against "
+            + (configuration.rootCertificatePath == nil ? "the system's trusted roots" : "sslrootcert")
+            + (configuration.tls.verifiesHostName ? " and its host name" : "")
+            + "; give the server's CA with sslrootcert, or choose another sslmode)"
+    }
+
     static func postgres(
         _ error: any Error, operation: String, configuration: PostgresKeystore.Configuration
     ) -> KeystoreError {
@@ -39,6 +50,9 @@ extension KeystoreError {
                 code = isUnavailable(sqlState: state) ? .storeUnavailable : .io
             case .connectionError:
                 detail = "cannot connect" + (error.underlying.map { ": \(String(describing: $0))" } ?? "")
+                if error.underlying is NIOSSLError || error.underlying is BoringSSLError {
+                    detail += Self.certificateHint(configuration)
+                }
             case .serverClosedConnection, .uncleanShutdown:
                 detail = "the server closed the connection"
             case .clientClosedConnection, .poolClosed:
@@ -48,6 +62,7 @@ extension KeystoreError {
                     + " (verify-full is the default for a server on another machine; sslmode=disable sends the password and rows unprotected)"
             case .failedToAddSSLHandler:
                 detail = "TLS could not be set up" + (error.underlying.map { ": \(String(describing: $0))" } ?? "")
+                    + Self.certificateHint(configuration)
             case .unsupportedAuthMechanism, .authMechanismRequiresPassword, .saslError:
                 detail = "login failed (\(error.code))"
             case .queryCancelled:

@@ -30,34 +30,36 @@ extension PostgresKeystore.Configuration {
         // The host ends at the first '/' or '?' after the last '@'. An '@' after that point
         // means a '/' or '?' in the password (or an '@' in a parameter): refused, since any
         // reading of it would send part of the password somewhere as another part.
-        if let at = rest.lastIndex(of: "@"),
-           let end = rest.firstIndex(where: { $0 == "/" || $0 == "?" }), end < at {
+        // Delimiters are found on bytes, never Characters: a '/' followed by a combining mark
+        // is one Character, and `federate` finds the password on bytes (URLPassword).
+        if let at = rest.utf8.lastIndex(of: UInt8(ascii: "@")),
+           let end = rest.utf8.firstIndex(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") }), end < at {
             throw PostgresURLError(
                 "the URL has an '@' after its host: percent-encode '/', '?', '#' and '@' in the user name and password (%2F, %3F, %23, %40), and '@' in a parameter value (%40)")
         }
         var query: Substring = ""
-        if let mark = rest.firstIndex(of: "?") {
-            query = rest[rest.index(after: mark)...]
+        if let mark = rest.utf8.firstIndex(of: UInt8(ascii: "?")) {
+            query = rest[rest.utf8.index(after: mark)...]
             rest = rest[..<mark]
         }
         var path: Substring?
-        if let slash = rest.firstIndex(of: "/") {
-            path = rest[rest.index(after: slash)...]
+        if let slash = rest.utf8.firstIndex(of: UInt8(ascii: "/")) {
+            path = rest[rest.utf8.index(after: slash)...]
             rest = rest[..<slash]
         }
         // The user information ends at the last '@' (an unescaped '@' in a password is common).
         var userInfo: Substring?
-        if let at = rest.lastIndex(of: "@") {
+        if let at = rest.utf8.lastIndex(of: UInt8(ascii: "@")) {
             userInfo = rest[..<at]
-            rest = rest[rest.index(after: at)...]
+            rest = rest[rest.utf8.index(after: at)...]
         }
 
         var username: String?
         var password: String?
         if let userInfo {
-            if let colon = userInfo.firstIndex(of: ":") {
+            if let colon = userInfo.utf8.firstIndex(of: UInt8(ascii: ":")) {
                 username = try Self.decode(userInfo[..<colon], part: "user name")
-                password = try Self.decode(userInfo[userInfo.index(after: colon)...], part: "password")
+                password = try Self.decode(userInfo[userInfo.utf8.index(after: colon)...], part: "password")
             } else {
                 username = try Self.decode(userInfo, part: "user name")
             }
@@ -69,17 +71,17 @@ extension PostgresKeystore.Configuration {
         let (host, port) = try Self.hostAndPort(rest)
         var database: String?
         if let path, !path.isEmpty {
-            guard !path.contains("/") else {
+            guard !path.utf8.contains(UInt8(ascii: "/")) else {
                 throw PostgresURLError("the database name must not contain '/' (write it as %2F)")
             }
             database = try Self.decode(path, part: "database name")
         }
 
         self.init(host: host, port: port, username: username, password: password, database: database)
-        for pair in query.split(separator: "&", omittingEmptySubsequences: true) {
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let name = try Self.decode(parts[0], part: "parameter name")
-            let value = parts.count > 1 ? try Self.decode(parts[1], part: "value of \(name)") : ""
+        for pair in query.utf8.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
+            let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
+            let name = try Self.decode(Substring(parts[0]), part: "parameter name")
+            let value = parts.count > 1 ? try Self.decode(Substring(parts[1]), part: "value of \(name)") : ""
             switch name {
             case "sslmode":
                 guard let mode = PostgresKeystore.TLSMode(sslmode: value) else {
@@ -103,23 +105,24 @@ extension PostgresKeystore.Configuration {
     private static func hostAndPort(_ text: Substring) throws(PostgresURLError) -> (String, Int) {
         var hostPart = text
         var portPart: Substring?
-        if text.hasPrefix("[") {
-            guard let close = text.firstIndex(of: "]") else {
+        let bracketed = text.utf8.first == UInt8(ascii: "[")
+        if bracketed {
+            guard let close = text.utf8.firstIndex(of: UInt8(ascii: "]")) else {
                 throw PostgresURLError("an IPv6 host must be closed with ']'")
             }
-            hostPart = text[text.index(after: text.startIndex)..<close]
-            let after = text[text.index(after: close)...]
-            if after.hasPrefix(":") {
-                portPart = after.dropFirst()
+            hostPart = text[text.utf8.index(after: text.startIndex)..<close]
+            let after = text[text.utf8.index(after: close)...]
+            if after.utf8.first == UInt8(ascii: ":") {
+                portPart = after[after.utf8.index(after: after.startIndex)...]
             } else if !after.isEmpty {
                 throw PostgresURLError("unexpected characters after the IPv6 host")
             }
-        } else if let colon = text.lastIndex(of: ":") {
+        } else if let colon = text.utf8.lastIndex(of: UInt8(ascii: ":")) {
             hostPart = text[..<colon]
-            portPart = text[text.index(after: colon)...]
+            portPart = text[text.utf8.index(after: colon)...]
         }
         // `u@::1/db` would read as host ":", port 1.
-        guard text.hasPrefix("[") || !hostPart.contains(":") else {
+        guard bracketed || !hostPart.utf8.contains(UInt8(ascii: ":")) else {
             throw PostgresURLError("an IPv6 host must be written in brackets ([::1])")
         }
         let host = try decode(hostPart, part: "host")

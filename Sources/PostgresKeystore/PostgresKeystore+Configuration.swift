@@ -26,16 +26,22 @@ extension PostgresKeystore {
         public var password: String?
         /// The database, or `nil` for the one named like ``username``.
         public var database: String?
-        /// Whether and how TLS is used. Default (also for a URL without `sslmode`):
-        /// ``TLSMode/verifyFull``, or ``TLSMode/disable`` when ``host`` is this machine
-        /// (`localhost`, 127.0.0.0/8, `::1`), where nothing crosses a network. The default is
-        /// chosen when the configuration is made: set this again after changing ``host``.
+        /// Whether and how TLS is used. Until set (also for a URL without `sslmode`):
+        /// ``TLSMode/verifyFull``, or ``TLSMode/disable`` while ``host`` is this machine
+        /// (`localhost`, 127.0.0.0/8, `::1`), where nothing crosses a network. The default
+        /// follows ``host``: a configuration made for `localhost` and then pointed elsewhere
+        /// verifies.
         ///
         /// A keystore opened with ``TLSMode/disable`` or ``TLSMode/prefer`` to a host other
         /// than this machine, which only an explicit choice gives, logs a warning: the
         /// password under `password` or `md5` authentication, session names and the rows cross
         /// the network readable, or alterable by anyone on the path.
-        public var tls: TLSMode
+        public var tls: TLSMode {
+            get { chosenTLS ?? Self.defaultTLS(host: host) }
+            set { chosenTLS = newValue }
+        }
+        /// The mode given explicitly, or `nil` for the default that follows ``host``.
+        private var chosenTLS: TLSMode?
         /// A PEM file of the certificate authorities to trust for ``TLSMode/verifyCA`` and
         /// ``TLSMode/verifyFull`` (the URL's `sslrootcert`); the system's roots when `nil`.
         public var rootCertificatePath: String?
@@ -129,7 +135,7 @@ extension PostgresKeystore {
         ///   - password: The role's password, if it has one.
         ///   - database: The database; the one named like `username` when `nil`.
         ///   - tls: Whether and how TLS is used; `nil` for the default, ``TLSMode/verifyFull``
-        ///     unless `host` is this machine (then ``TLSMode/disable``).
+        ///     unless ``host`` is this machine (then ``TLSMode/disable``).
         public init(
             host: String,
             port: Int = 5432,
@@ -143,7 +149,7 @@ extension PostgresKeystore {
             self.username = username
             self.password = password
             self.database = database
-            self.tls = tls ?? Self.defaultTLS(host: host)
+            self.chosenTLS = tls
             self.rootCertificatePath = nil
             self.maximumConnections = 8
             self.minimumConnections = 2

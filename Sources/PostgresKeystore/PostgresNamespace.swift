@@ -142,7 +142,7 @@ struct PostgresNamespace: Sendable {
     }
 
     static func validate(key: String) throws(KeystoreError) {
-        try validate(name: key, what: "item key", limit: maximumKeyBytes)
+        try NameRules.validate(key: key)
     }
 
     static func validate(service: String, group: AccessGroup) throws(KeystoreError) {

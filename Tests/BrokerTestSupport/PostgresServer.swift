@@ -123,6 +123,18 @@ public final class PostgresServer: @unchecked Sendable {
         }
     }
 
+    /// Turns TLS on with `certificates`' server certificate and key (copied into the data
+    /// directory for the server's user, the key readable by it alone), then reloads the
+    /// configuration: plain connections keep working, TLS ones are offered the certificate.
+    public func enableTLS(_ certificates: TestCertificates) throws {
+        let certificate = "\(dataDirectory)/server.crt", key = "\(dataDirectory)/server.key"
+        try writeAsOwner(String(contentsOfFile: certificates.certificateFile, encoding: .utf8), to: certificate)
+        try writeAsOwner(String(contentsOfFile: certificates.keyFile, encoding: .utf8), to: key)
+        guard chmod(key, 0o600) == 0 else { throw PostgresServerError(message: "chmod of \(key) failed: errno \(errno)") }
+        try psql("ALTER SYSTEM SET ssl = on")
+        try psql("SELECT pg_reload_conf()")
+    }
+
     /// Starts the stopped server again on the same port and data directory.
     public func startServer() throws {
         try run("pg_ctl", ["-D", dataDirectory, "-l", logFile, "-w", "-t", "60", "start"])

@@ -59,7 +59,8 @@ final class PostgresConfigurationTests: XCTestCase {
     /// plaintext: another machine gets `verify-full`; this one, where nothing leaves it,
     /// plain TCP. An explicit choice is kept either way.
     func testTLSDefaultsToVerifyFullUnlessTheServerIsThisMachine() throws {
-        for host in ["db.internal", "10.0.0.5", "::ffff:10.0.0.1", "127.1"] {
+        // Spellings the resolver does not read as 127.x: octal, a sign, a host name to look up.
+        for host in ["db.internal", "10.0.0.5", "::ffff:10.0.0.1", "127.1", "0127.0.0.1", "127.0.0.+1", "127.0.0.08", "localhost.evil"] {
             XCTAssertEqual(PostgresKeystore.Configuration(host: host, username: "u").tls, .verifyFull, host)
         }
         for url in ["postgres://u@db.internal/x", "postgres://u@[2001:db8::1]:5432/x", "postgres://u:p@10.1.2.3/x?connect_timeout=3"] {
@@ -75,6 +76,17 @@ final class PostgresConfigurationTests: XCTestCase {
         XCTAssertEqual(PostgresKeystore.Configuration(host: "db.internal", username: "u", tls: .disable).tls, .disable)
         XCTAssertEqual(try PostgresKeystore.Configuration(url: "postgres://u@db.internal/x?sslmode=require").tls, .require)
         XCTAssertEqual(PostgresKeystore.Configuration(host: "localhost", username: "u", tls: .verifyCA).tls, .verifyCA)
+
+        // The default follows the host: a configuration made for this machine and pointed
+        // elsewhere verifies; an explicit choice stays.
+        var moved = PostgresKeystore.Configuration(host: "localhost", username: "u")
+        moved.host = "db.internal"
+        XCTAssertEqual(moved.tls, .verifyFull)
+        XCTAssertNil(moved.unprotectedTransportWarning)
+        var chosen = try PostgresKeystore.Configuration(url: "postgres://u@localhost/x?sslmode=disable")
+        chosen.host = "db.internal"
+        XCTAssertEqual(chosen.tls, .disable)
+        XCTAssertNotNil(chosen.unprotectedTransportWarning)
     }
 
     func testThePoolRunsKeepAliveQueriesOnlyWithAnInterval() {
