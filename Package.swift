@@ -230,6 +230,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 "federate",
                 "federate-server",
+                "CredentialServer",
                 "Federation",
                 "PostgresKeystore",
                 "SecureStorage",

@@ -5,8 +5,8 @@ import Synchronization
 ///
 /// What a `FederationClient` uses when it is given no keystore, and a fast, injectable
 /// store for tests. It follows the protocol's semantics exactly (versioned writes, atomic
-/// batches, a change feed) and refuses what the other engines refuse (an empty key or one
-/// over 180 bytes, ``KeystoreError/Code/invalidName``; a value too large to seal,
+/// batches, a change feed) and refuses what the other engines refuse (an empty key, one
+/// over 180 bytes or with a NUL, ``KeystoreError/Code/invalidName``; a value too large to seal,
 /// ``KeystoreError/Code/valueTooLarge``), so code written against it behaves the same on
 /// ``SQLiteKeystore``. Values are kept as given: there is no file to seal them for.
 public final class InMemoryKeystore: Keystore, WriterFilteringKeystore {

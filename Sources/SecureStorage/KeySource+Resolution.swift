@@ -129,7 +129,7 @@ extension KeySource {
     /// CLI's other key file) that is a regular file (not a link), owned by this user or root,
     /// neither group- or world-writable nor world-readable.
     package static func readKeyFile(at path: String) throws(KeystoreError) -> SecretBytes {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
         guard fd >= 0 else {
             let code = errno
             if code == ENOENT {

@@ -59,7 +59,9 @@ public struct KeySource: Sendable, CustomStringConvertible, CustomReflectable {
     /// The default environment variable holding a base64 key: `IDENTITY_BROKER_KEY`.
     public static let defaultEnvironmentVariable = "IDENTITY_BROKER_KEY"
 
-    /// A key file per access group in the keystore root, created on first use.
+    /// A key file: with `SQLiteKeystore`, one per access group in the keystore root, created
+    /// on first use; with `PostgresKeystore`, the existing file its configuration's
+    /// `keyFilePath` names.
     public static let keyFile = KeySource(.keyFile)
 
     /// A 32-byte key in canonical standard base64 read from the environment variable
@@ -119,8 +121,9 @@ public struct KeySource: Sendable, CustomStringConvertible, CustomReflectable {
     ///
     /// - Throws: ``KeystoreError/Code/invalidKey`` when the file does not exist or has
     ///   another size; ``KeystoreError/Code/insecurePermissions`` when it is not a regular
-    ///   file or its owner or mode is looser than that; ``KeystoreError/Code/io`` when it
-    ///   cannot be read.
+    ///   file (a FIFO, a device, a directory) or its owner or mode is looser than that;
+    ///   ``KeystoreError/Code/io`` when it is a symbolic link (`ELOOP`: it is never followed)
+    ///   or cannot be read.
     public static func keyFile(at path: String) throws(KeystoreError) -> KeySource {
         KeySource(.raw(try readKeyFile(at: path)))
     }

@@ -10,8 +10,10 @@ package enum NameRules {
         guard count <= limit else { throw KeystoreError(.invalidName, "the \(what) is longer than \(limit) bytes") }
     }
 
-    /// An item key: non-empty, at most ``ItemKey/maximumBytes`` bytes.
+    /// An item key: non-empty, at most ``ItemKey/maximumBytes`` bytes, without a NUL
+    /// character (PostgreSQL's text cannot hold one, so no engine takes one).
     package static func validate(key: String) throws(KeystoreError) {
         try validate(name: key, what: "item key", limit: ItemKey.maximumBytes)
+        guard !key.utf8.contains(0) else { throw KeystoreError(.invalidName, "the item key contains a NUL character") }
     }
 }

@@ -55,7 +55,7 @@ package func assertCanonicallyEquivalentKeysAreTwoItems(
 }
 
 /// What no engine stores is refused by every engine alike, an in-memory one included: an
-/// empty key or one over 180 bytes (`invalidName`, also for a read), a value too large to
+/// empty key, one over 180 bytes or with a NUL (`invalidName`, also for a read), a value too large to
 /// seal (`valueTooLarge`); and a batch holding one of them applies none of its operations.
 package func assertRefusesWhatNoEngineStores(
     _ keystore: any Keystore, file: StaticString = #filePath, line: UInt = #line
@@ -65,6 +65,7 @@ package func assertRefusesWhatNoEngineStores(
         try await keystore.set([1], forKey: String(repeating: "k", count: 181))
     }
     await assertThrows(KeystoreError.self, code: .invalidName, file: file, line: line) { try await keystore.value(forKey: "") }
+    await assertThrows(KeystoreError.self, code: .invalidName, file: file, line: line) { try await keystore.set([1], forKey: "a\u{0}b") }
     try await keystore.set([1], forKey: String(repeating: "k", count: 180))
     await assertThrows(KeystoreError.self, code: .valueTooLarge, file: file, line: line) {
         try await keystore.set([UInt8](repeating: 7, count: 1 << 20), forKey: "large")

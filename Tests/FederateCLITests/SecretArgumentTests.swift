@@ -1,5 +1,6 @@
 @testable import FederateCLI
 import BrokerTestSupport
+import CredentialServer
 import PostgresKeystore
 import XCTest
 
@@ -53,7 +54,9 @@ final class SecretArgumentTests: XCTestCase {
     /// exactly that text (before percent-decoding).
     func testTheRegisteredPasswordIsTheOneTheKeystoreReads() throws {
         var random = SplitMix64(seed: 0x1D_B20C)
-        let alphabet: [String] = ["a", "b", "1", ":", "@", "/", "?", "#", "=", "&", "%40", "%3A", "%2F", "%", "[", "]", "é"]
+        // Combining marks and a joiner merge with the delimiter before them into one Character,
+        // which a Character-based parser would not split at.
+        let alphabet: [String] = ["a", "b", "1", ":", "@", "/", "?", "#", "=", "&", "%40", "%3A", "%2F", "%", "[", "]", "é", "\u{301}", "\u{200D}"]
         func part(_ maximum: Int) -> String {
             (0..<Int.random(in: 0...maximum, using: &random)).map { _ in alphabet.randomElement(using: &random)! }.joined()
         }
@@ -90,6 +93,17 @@ final class SecretArgumentTests: XCTestCase {
             }
         }
         return String(validating: decoded, as: UTF8.self)
+    }
+
+    /// `federate` (which links no credential server) names the variables it reads; what
+    /// `exec` and library users withhold from a child is `CredentialEndpoint`'s list. A name
+    /// renamed on one side only would reach the child.
+    func testTheVariablesTheCLIReadsAreTheOnesAChildIsDenied() {
+        XCTAssertEqual(KeystoreAccess.keystoreVariable, CredentialEndpoint.keystoreLocationVariable)
+        let withheld = Set(CredentialEndpoint.keystoreVariables)
+        for name in KeySelection.secretVariables + [KeySelection.keyFileVariable, KeySelection.otherKeyFileVariable] {
+            XCTAssertTrue(withheld.contains(name), "\(name) is read by the CLI but not withheld from a child")
+        }
     }
 
     /// libpq's keyword form holds a password: refused rather than taken for a directory.

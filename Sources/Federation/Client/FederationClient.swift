@@ -147,9 +147,10 @@ public actor FederationClient {
     ///     bounded by ``FederationConfiguration/sessionCacheCapacity``, the store is not.
     ///   - instrumentation: opt-in metrics and spans (``FederationInstrumentation``); none by default.
     ///   - logger: where to log; nothing is logged when `nil`. No level ever shows a secret.
-    /// - Throws: ``FederationError/Code/invalidConfiguration`` when the pool ID,
-    ///   region, endpoint or certificate authority file is unusable, or a duration is (a negative expiry margin or renewal
-    ///   lead time, a renewal postponement of zero or less).
+    /// - Throws: ``FederationError/Code/invalidConfiguration`` when the pool ID, region,
+    ///   endpoint or certificate authority file is unusable, or a duration or limit is (a
+    ///   negative expiry margin or renewal lead time; a renewal postponement, timeout or
+    ///   response size cap of zero or less).
     public init(
         configuration: FederationConfiguration,
         keystore: (any Keystore)? = nil,

@@ -57,11 +57,11 @@ struct StoreRotation {
         let batchSize = max(1, itemsPerTransaction)
         var rotation = KeyRotation()
         rotation.keyCheckMoved = true
-        // Below any row ID, 0 and negative ones included.
-        var last = Int64.min
+        // From the lowest row ID, then after the last one read.
+        var last: Int64?
         while true {
             var batch = KeyRotation()
-            let (read, end) = try connection.immediateTransaction { () throws(KeystoreError) -> (Int, Int64) in
+            let (read, end) = try connection.immediateTransaction { () throws(KeystoreError) -> (Int, Int64?) in
                 try namespace.requireKeyCheckStillSealing(on: connection, service: layout.service)
                 let ids = try StoreSchema.itemIds(after: last, limit: batchSize, on: connection)
                 // One row in memory at a time: a member of a shared group can plant rows of
@@ -94,14 +94,14 @@ struct StoreRotation {
                     }
                     batch.resealed += 1
                 }
-                return (ids.count, ids.last ?? last)
+                return (ids.count, ids.last)
             }
             // Counted once the batch committed: a failed one changed nothing.
             rotation.add(batch)
-            guard read == batchSize else { break }
+            guard read == batchSize, let end else { break }
             last = end
             progress(rotation)
-            try checkpoint(last)
+            try checkpoint(end)
         }
         return rotation
     }

@@ -68,6 +68,9 @@ enum StoreSchema {
     /// covering index on `key` it would otherwise pick loads every key, a planted one of a
     /// gigabyte included, to find the ID at its end.
     static let selectItemIds = "SELECT id FROM items NOT INDEXED WHERE id > ?1 ORDER BY id LIMIT ?2"
+    /// The first row IDs, from the lowest (a planted row may have ID `Int64.min`, which no
+    /// "after" bound includes).
+    static let selectFirstItemIds = "SELECT id FROM items NOT INDEXED ORDER BY id LIMIT ?1"
     /// An item's key, version and value; a value over the connection's length limit comes
     /// back NULL (its length is read from the row's header, the value never loaded), so one
     /// oversized value a member planted fails its own item and not the whole scan. (A key
@@ -283,14 +286,18 @@ enum StoreSchema {
         }
     }
 
-    /// The IDs of the items after row ID `after` (every one by default: SQLite takes any
-    /// 64-bit ID, 0 and negative ones included), at most `limit` of them, in ID order. Scans
-    /// that must not load a member's planted keys read IDs here, then each row by
-    /// ``item(byId:on:)``.
-    static func itemIds(after: Int64 = .min, limit: Int? = nil, on connection: SQLiteConnection) throws(KeystoreError) -> [Int64] {
-        try connection.withStatement(selectItemIds) { statement throws(KeystoreError) -> [Int64] in
-            try statement.bind(1, int64: after)
-            try statement.bind(2, int64: limit.map { Int64(max(1, $0)) } ?? -1)
+    /// The IDs of the items after row ID `after`, or from the lowest when `nil` (SQLite takes
+    /// any 64-bit ID, 0, negative ones and `Int64.min` included), at most `limit` of them, in
+    /// ID order. Scans that must not load a member's planted keys read IDs here, then each row
+    /// by ``item(byId:on:)``.
+    static func itemIds(after: Int64? = nil, limit: Int? = nil, on connection: SQLiteConnection) throws(KeystoreError) -> [Int64] {
+        try connection.withStatement(after == nil ? selectFirstItemIds : selectItemIds) { statement throws(KeystoreError) -> [Int64] in
+            var index: Int32 = 1
+            if let after {
+                try statement.bind(1, int64: after)
+                index = 2
+            }
+            try statement.bind(index, int64: limit.map { Int64(max(1, $0)) } ?? -1)
             var ids: [Int64] = []
             while try statement.step() { ids.append(statement.int64(0)) }
             return ids

@@ -26,13 +26,16 @@ package enum LoopbackHost {
         return bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xFF && bytes[11] == 0xFF && bytes[12] == 127
     }
 
-    /// Four decimal octets, the first 127.
+    /// Four decimal octets, the first 127. Digits only, without leading zeros: the resolver
+    /// reads `0127` as octal (87) and takes `+1` or `08` for a host name to look up.
     private static func isDottedLoopback(_ host: String) -> Bool {
         let octets = host.split(separator: ".", omittingEmptySubsequences: false)
         guard octets.count == 4 else { return false }
         var values: [Int] = []
         for octet in octets {
-            guard (1...3).contains(octet.count), octet.allSatisfy(\.isASCII), let value = Int(octet), value <= 255 else {
+            guard (1...3).contains(octet.count), octet.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
+                  octet.count == 1 || octet.first != "0", let value = Int(octet), value <= 255
+            else {
                 return false
             }
             values.append(value)

@@ -60,7 +60,7 @@ final class FederateHarness {
         for name in ["http_proxy", "https_proxy", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"] {
             environment[name] = Self.deadProxy
         }
-        for name in ["no_proxy", "NO_PROXY"] { environment[name] = "127.0.0.1,localhost,::1" }
+        for name in ["no_proxy", "NO_PROXY"] { environment[name] = "127.0.0.1,localhost,::1,[::1]" }
         let inherited = ProcessInfo.processInfo.environment
         for name in ["PATH", "LD_LIBRARY_PATH", "TMPDIR", "TSAN_OPTIONS", "ASAN_OPTIONS", "SWIFT_BACKTRACE"] {
             if let value = inherited[name] { environment[name] = value }

@@ -19,6 +19,24 @@ final class SQLiteKeyRotationTests: XCTestCase {
         try await SQLiteKeystore._rekey(root: root, service: "tool", group: group, keySource: keySource, itemsPerTransaction: batch) { _ in }
     }
 
+    /// SQLite takes any 64-bit row ID, `Int64.min` included: an item there is rotated and
+    /// migrated like any other (an "after the lowest" bound would leave it out).
+    func testAnItemAtTheLowestRowIdIsRotatedAndMigrated() async throws {
+        let temporary = try TemporaryRoot()
+        let root = temporary.root
+        try await fill(root, group: team, count: 3, keySource: oldKey)
+        try tamper(try StoreLayout(root: root, service: "tool").databasePath(team)) { connection throws(KeystoreError) in
+            try connection.execute("UPDATE items SET id = -9223372036854775808 WHERE key = 'k1'")
+        }
+        let rotation = try await rekey(root, newKey.alsoOpening(oldKey), group: team, batch: 2)
+        XCTAssertEqual(rotation.resealed, 3, "\(rotation)")
+        let moved = try await SQLiteKeystore.migrate(root: root, service: "tool", from: team, to: .none, keySource: newKey)
+        XCTAssertEqual(moved, 3)
+        let read = try await contents(root, group: .none, keySource: newKey)
+        XCTAssertEqual(read["k1"], "value-1")
+        XCTAssertEqual(try rows(root, group: team).count, 0, "nothing left behind")
+    }
+
     func testARotationReSealsEveryItemWithTheNewKeyAndMovesTheKeyCheck() async throws {
         let temporary = try TemporaryRoot()
         let root = temporary.root
