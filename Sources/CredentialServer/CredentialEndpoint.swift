@@ -105,8 +105,8 @@ public struct CredentialEndpoint: Sendable {
     }
 
     /// The two variables to set in a child's environment: ``fullURIVariable`` (``url``)
-    /// and ``authorizationTokenVariable`` (the token's value). Remove
-    /// ``conflictingVariables`` from it too.
+    /// and ``authorizationTokenVariable`` (the token's value, in the clear: hand it to the
+    /// child only, never to a log). Remove ``conflictingVariables`` from it too.
     public var environment: [String: String] {
         [Self.fullURIVariable: url, Self.authorizationTokenVariable: authorizationToken.value]
     }
@@ -127,9 +127,17 @@ public struct CredentialEndpoint: Sendable {
     }
 }
 
-extension CredentialEndpoint: CustomStringConvertible {
+extension CredentialEndpoint: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The session and URL; the token is redacted.
     public var description: String {
         "CredentialEndpoint(session: \(session), url: \(url), authorizationToken: <redacted>)"
+    }
+
+    /// The same as ``description``.
+    public var debugDescription: String { description }
+
+    /// The session and URL only, so `dump` shows no token whatever the token's own type does.
+    public var customMirror: Mirror {
+        Mirror(self, children: ["session": session, "url": url, "authorizationToken": "<redacted>"], displayStyle: .struct)
     }
 }

@@ -51,6 +51,16 @@ final class CredentialEndpointTests: XCTestCase {
         XCTAssertEqual(directory[CredentialEndpoint.keystoreLocationVariable], "/var/lib/broker")
     }
 
+    /// Every way of printing an endpoint shows its session and URL, never its token.
+    func testAnEndpointPrintsWithoutItsToken() {
+        var dumped = ""
+        dump(endpoint, to: &dumped)
+        for shown in [endpoint.description, endpoint.debugDescription, "\(endpoint)", String(reflecting: endpoint), dumped] {
+            XCTAssertFalse(shown.contains(endpoint.authorizationToken.value), shown)
+            XCTAssertTrue(shown.contains("alice"), shown)
+        }
+    }
+
     /// Java's and .NET's chains go on to the instance metadata service when the endpoint
     /// answers no credentials: it is off unless the caller decided otherwise.
     func testTheInstanceMetadataServiceIsOffUnlessTheCallerSaysOtherwise() {
