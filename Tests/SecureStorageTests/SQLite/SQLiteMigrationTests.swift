@@ -267,18 +267,26 @@ final class SQLiteMigrationTests: XCTestCase {
         try await fill(temporary.root, group: .none, count: 3, keySource: testKey())
         let root = temporary.root
         let rewritten = LockedBox<Task<Void, any Error>?>(nil)
+        let writing = LockedBox(false)
+        // Opened before the migration (an open records the group, which waits for the lock).
+        let writer = try SQLiteKeystore(root: root, service: "tool", keySource: testKey())
+        defer { writer.close() }
         let moved = try await SQLiteKeystore._migrate(root: root, service: "tool", from: .none, to: team, keySource: testKey()) { name in
             guard name == "copied" else { return }
             // Another writer rewrites k1 in the source between the copy and the delete.
             rewritten.withLock {
                 $0 = Task.detached {
-                    let writer = try SQLiteKeystore(root: root, service: "tool", keySource: testKey())
+                    writing.withLock { $0 = true }
                     try await writer.set(bytes("rewritten"), forKey: "k1")
-                    writer.close()
                 }
             }
+            // Held until the writer is committing, so that its commit meets the lock (one
+            // slower to start would write after the move, and the result alone could not tell).
+            let deadline = ContinuousClock.now.advanced(by: .seconds(30))
+            while !writing.current && ContinuousClock.now < deadline { usleep(5_000) }
             usleep(200_000)
         }
+        XCTAssertTrue(writing.current, "the writer never got to its commit while the migration held the lock")
         try await XCTUnwrap(rewritten.current).value
         XCTAssertEqual(moved, 3)
         let source = try await contents(root, group: .none, keySource: testKey())
