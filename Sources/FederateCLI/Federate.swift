@@ -196,7 +196,7 @@ extension Federate {
         let measured = Set(arguments).filter { $0.utf8.count >= 16 && !Terminal.holdsSecret($0) }
         // Longest first: a shorter argument may be part of a longer one.
         for argument in measured.sorted(by: { $0.utf8.count > $1.utf8.count }) {
-            result = result.replacing("'\(argument)'", with: "an argument of \(argument.utf8.count) bytes (not shown)")
+            result = result.replacing("'\(argument)'", with: "(an argument of \(argument.utf8.count) bytes, not shown)")
         }
         return result
     }

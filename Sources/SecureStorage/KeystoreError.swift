@@ -130,4 +130,10 @@ extension KeystoreError {
     package static let standbyServerReason = "the server is a standby (in recovery)"
     /// What it says of a server, database or role that refuses writes (SQLSTATE 25006).
     package static let readOnlyServerReason = "the server or the role is read-only"
+    /// What every engine's refusal of a key that is not the namespace's says, for a front
+    /// end's advice (which key to give).
+    package static let wrongKeyReason = "every process must use the key its items"
+    /// What it says when only a key that opens (not the sealing one) opens the key check: a
+    /// rotation has not run yet.
+    package static let notRotatedYetReason = "rotate it to the sealing key first"
 }

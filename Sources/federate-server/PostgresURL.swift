@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 import FederateCLI
 import Logging
 import PostgresKeystore
@@ -21,6 +26,24 @@ struct PostgresURL: PostgresTarget {
         } catch {
             // The reason never holds the password, and the URL is not repeated.
             throw CLIFailure(.usage, "--keystore: the PostgreSQL URL cannot be used: \(error.reason); pass postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=MODE] (docs/cli.md, PostgreSQL keystores)")
+        }
+        if let roots = configuration.rootCertificatePath {
+            // A local file, not the server: said as bad input (exit 2), not as a database
+            // that cannot be reached.
+            var info = stat()
+            var reason: String?
+            if stat(roots, &info) != 0 {
+                reason = String(cString: strerror(errno))
+            } else if info.st_mode & S_IFMT != S_IFREG {
+                reason = "not a regular file"
+            } else if access(roots, R_OK) != 0 {
+                reason = String(cString: strerror(errno))
+            }
+            if let reason {
+                throw CLIFailure(
+                    .usage,
+                    "--keystore: sslrootcert \(roots) cannot be read (\(reason)); give a PEM file of the certificate authorities to trust")
+            }
         }
         var passFileIgnored: String?
         if configuration.password?.isEmpty ?? true {

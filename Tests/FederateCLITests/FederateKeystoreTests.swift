@@ -252,9 +252,26 @@ final class FederateKeystoreTests: XCTestCase {
         XCTAssertTrue(result.stderr.contains("IDENTITY_BROKER_KEY"), "the error says what to check: \(result)")
         // Without the variable the key file is used, which did not seal this item either.
         try harness.expect(6, credentials("alice"), environment: ["IDENTITY_BROKER_KEY": nil])
+        // A command that opens the keystore in full meets the key check, and is told which key
+        // to give back, not to make up a new one.
+        let cleared = try harness.expect(6, ["clear", "--session", "alice"], environment: ["IDENTITY_BROKER_KEY": wrong])
+        XCTAssertTrue(cleared.stderr.contains("$IDENTITY_BROKER_KEY is not the key these sessions were sealed with"), "\(cleared)")
+        XCTAssertFalse(cleared.stderr.contains("openssl rand"), "\(cleared)")
+        let withKeyFile = try harness.expect(6, ["clear", "--session", "alice"], environment: ["IDENTITY_BROKER_KEY": nil])
+        XCTAssertTrue(withKeyFile.stderr.contains("the key file is not the key these sessions were sealed with"), "\(withKeyFile)")
     }
 
     func testMalformedEnvironmentKeyExitsSix() throws {
+        // Refused before anything is opened: every command says so, on a keystore that does
+        // not exist yet too (where status would otherwise report a session not federated).
+        for (variable, arguments) in [
+            ("IDENTITY_BROKER_KEY", ["status"]), ("IDENTITY_BROKER_KEY", ["clear"]), ("IDENTITY_BROKER_KEY", ["credentials"]),
+            ("IDENTITY_BROKER_OTHER_KEY", ["status"]), ("IDENTITY_BROKER_OTHER_KEY", ["rekey"]),
+        ] {
+            let run = try harness.expect(6, arguments, environment: [variable: "not base64!"])
+            XCTAssertTrue(run.stderr.contains("environment variable \(variable) is not canonical base64"), "\(run)")
+            XCTAssertFalse(FileManager.default.fileExists(atPath: harness.keystore), "\(arguments) created the keystore")
+        }
         try guest("default")
         let notBase64 = try harness.expect(6, ["credentials"], environment: ["IDENTITY_BROKER_KEY": "not base64!"])
         XCTAssertTrue(notBase64.stderr.contains("IDENTITY_BROKER_KEY"), "\(notBase64)")
@@ -299,6 +316,11 @@ final class FederateKeystoreTests: XCTestCase {
             XCTAssertEqual(chmod(path, fixed), 0)
             try harness.expect(0, credentials("alice"))
         }
+        // A keystore that is a file is not fixed by chmod.
+        let file = try harness.write("not a keystore", to: "afile")
+        let notADirectory = try harness.expect(6, ["clear", "--keystore", file])
+        XCTAssertTrue(notADirectory.stderr.contains("must be a directory of yours"), "\(notADirectory)")
+        XCTAssertFalse(notADirectory.stderr.contains("chmod"), "\(notADirectory)")
         // A group-writable root must be sticky.
         XCTAssertEqual(chmod(harness.keystore, 0o770), 0)
         let root = try harness.expect(6, credentials("alice"))
@@ -418,6 +440,8 @@ final class FederateKeystoreTests: XCTestCase {
         try harness.expect(0, credentials("alice"), environment: passphrase)
         let other = try harness.expect(6, credentials("alice"), environment: ["IDENTITY_BROKER_PASSPHRASE": "another passphrase entirely"])
         XCTAssertTrue(other.stderr.contains("key"), "\(other)")
+        let otherClear = try harness.expect(6, ["clear", "--session", "alice"], environment: ["IDENTITY_BROKER_PASSPHRASE": "another passphrase entirely"])
+        XCTAssertTrue(otherClear.stderr.contains("$IDENTITY_BROKER_PASSPHRASE is not the passphrase these sessions were sealed with"), "\(otherClear)")
         try harness.expect(6, credentials("alice"))
         let both = try harness.expect(2, credentials("alice"), environment: passphrase.merging(["IDENTITY_BROKER_KEY": Self.randomKey()]) { $1 })
         XCTAssertTrue(both.stderr.contains("IDENTITY_BROKER_PASSPHRASE") && both.stderr.contains("IDENTITY_BROKER_KEY"), "\(both)")

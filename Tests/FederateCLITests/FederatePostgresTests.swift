@@ -143,6 +143,11 @@ final class FederatePostgresTests: FederatePostgresTestCase {
         let bad = try harness.expect(2, ["status", "--keystore", badURL])
         XCTAssertTrue(bad.stderr.contains("sslmode"), bad.stderr)
 
+        // A certificate authority file that cannot be read is a local mistake (exit 2), not a
+        // database that cannot be reached.
+        let missingRoots = try harness.expect(2, ["status", "--keystore", postgresURL(database: database) + "&sslrootcert=/nonexistent/ca.pem"])
+        XCTAssertTrue(missingRoots.stderr.contains("sslrootcert /nonexistent/ca.pem cannot be read"), missingRoots.stderr)
+
         // TLS asked for, on a server without TLS: exit 6, one line.
         let tls = try harness.expect(6, ["status", "--keystore", postgresURL(database: database).replacingOccurrences(of: "sslmode=disable", with: "sslmode=require")])
         XCTAssertTrue(tls.stderr.contains("127.0.0.1:\(server.port)"), tls.stderr)

@@ -422,7 +422,10 @@ package enum KeySelection {
         if key != nil, passphrase != nil {
             throw CLIFailure(.usage, "both $\(KeySource.defaultEnvironmentVariable) and $\(passphraseVariable) are set; set only one of them")
         }
-        if key != nil { return .environment() }
+        if key != nil {
+            try requireWellFormedKey(in: KeySource.defaultEnvironmentVariable, location: location)
+            return .environment()
+        }
         if let passphrase { return .passphrase(passphrase) }
         guard case .postgres(let target) = location else { return .keyFile }
         guard target.keyFilePath != nil else {
@@ -438,6 +441,7 @@ package enum KeySelection {
         var others: [KeySource] = []
         if let key = KeystoreAccess.environment(otherKeyVariable) {
             Terminal.neverShow(key)
+            try requireWellFormedKey(in: otherKeyVariable, location: location)
             others.append(.environment(variable: otherKeyVariable))
         }
         if let passphrase = KeystoreAccess.environment(otherPassphraseVariable) {
@@ -447,11 +451,56 @@ package enum KeySelection {
         if let path = KeystoreAccess.environment(otherKeyFileVariable) {
             do {
                 others.append(try KeySource.keyFile(at: path))
+            } catch where error.errno == ENOENT {
+                throw CLIFailure(
+                    .keystore,
+                    "keystore at \(location.displayName): $\(otherKeyFileVariable) names \(path), which does not exist; name the key file that sealed the sessions (a copy of it you own, as docs/cli.md's rekey says)")
             } catch {
                 throw CLIFailure.keystore(error, root: location.displayName, context: "cannot read $\(otherKeyFileVariable)")
             }
         }
         return others
+    }
+
+    /// Refuses, before anything is opened or created, a key variable that is not 32 bytes in
+    /// canonical base64: every command, `status` on a keystore that does not exist yet too,
+    /// says so (exit 6) rather than only the first one that writes.
+    private static func requireWellFormedKey(in variable: String, location: KeystoreLocation) throws(CLIFailure) {
+        do {
+            _ = try KeySource.environmentKey(variable: variable)
+        } catch {
+            throw CLIFailure(
+                .keystore,
+                "keystore at \(location.displayName): \(error.reason); set $\(variable) to 32 random bytes in canonical base64, as 'openssl rand -base64 32' prints them")
+        }
+    }
+
+    /// What to do about a key the keystore refused, for the key this run gave: a key that is
+    /// not the one the sessions were sealed with is not fixed by making up a new one.
+    static func advice(forRefusedKey error: KeystoreError) -> String {
+        let reason = error.reason
+        let rotation = "to change the key of stored sessions, rotate it: federate rekey (docs/cli.md)"
+        if reason.contains(KeystoreError.notRotatedYetReason) {
+            return "run 'federate rekey' with the old key in \(otherKeyVariables) first, or keep sealing with the old key (and opening with the new one) until then"
+        }
+        if reason.contains(KeystoreError.wrongKeyReason) {
+            let given: String
+            if KeystoreAccess.environment(KeySource.defaultEnvironmentVariable) != nil {
+                given = "$\(KeySource.defaultEnvironmentVariable) is not the key these sessions were sealed with: give that key"
+                    + " (or, if they were sealed with a passphrase or the key file, set $\(passphraseVariable) or unset $\(KeySource.defaultEnvironmentVariable))"
+            } else if KeystoreAccess.environment(passphraseVariable) != nil {
+                given = "$\(passphraseVariable) is not the passphrase these sessions were sealed with: give that passphrase"
+                    + " (or, if they were sealed with $\(KeySource.defaultEnvironmentVariable) or the key file, set that instead)"
+            } else {
+                given = "the key file is not the key these sessions were sealed with: if they were sealed with"
+                    + " $\(KeySource.defaultEnvironmentVariable) or $\(passphraseVariable), set it; if the key file was replaced, restore the one that sealed them"
+            }
+            return given + "; " + rotation
+        }
+        if reason.hasPrefix("environment variable") {
+            return "set it to 32 random bytes in canonical base64, as 'openssl rand -base64 32' prints them"
+        }
+        return "check $\(KeySource.defaultEnvironmentVariable), $\(passphraseVariable) or the key file (" + rotation + ")"
     }
 }
 

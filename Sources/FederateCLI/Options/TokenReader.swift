@@ -58,7 +58,8 @@ enum TokenReader {
         case .success(let token):
             return token
         case .failure(.tooLarge):
-            throw CLIFailure(.usage, "the token from \(source) is larger than \(ProviderTokenText.maxBytes) bytes; pass the provider's token only")
+            throw CLIFailure(
+                .usage, "the token from \(source) is larger than the \(FederationClient.maximumTokenBytes) bytes Cognito takes; pass the provider's token only")
         case .failure(.empty):
             throw CLIFailure(.usage, "the token from \(source) is empty; pass the provider's token")
         case .failure(.notUTF8):

@@ -71,7 +71,10 @@ extension CLIFailure {
         guard let error = error as? KeystoreError else {
             return CLIFailure(.keystore, "keystore at \(root) failed: \(type(of: error)); check the keystore (directory or database)")
         }
-        let what = context.map { "\($0) (\(error))" } ?? "\(error)"
+        // The library's advice names its Swift API; a CLI user sets the variable instead.
+        let described = "\(error)".replacing(
+            "see SQLiteKeystore.Configuration.checksWayToRoot", with: "set \(KeystoreAccess.wayToRootCheckVariable)=off")
+        let what = context.map { "\($0) (\(described))" } ?? described
         let next: String
         switch error.code {
         case .authenticationFailed:
@@ -81,10 +84,14 @@ extension CLIFailure {
         case .insecurePermissions where error.reason.hasPrefix(KeystoreError.unsafeWayToRootReason)
             && error.reason.contains(KeystoreError.unstickyWayToRootReason):
             next = "in a container whose volume no other user shares, \(KeystoreAccess.wayToRootCheckVariable)=off skips the directories above the keystore directory"
+        case .insecurePermissions where error.reason.hasPrefix("expected a directory"):
+            next = "the path above must be a directory of yours (not a file or a link): choose another --keystore, or move what is there aside"
+        case .insecurePermissions where error.reason.contains("belongs to another user"):
+            next = "the path above must be yours (or root's): chown it to yourself, or choose another --keystore"
         case .insecurePermissions:
             next = "fix the permissions of the path above (private: chmod 700 on directories, chmod 600 on files; a shared access group: 2770 directories, 0660 databases, 0640 key files), or choose another --keystore"
         case .invalidKey:
-            next = "set $IDENTITY_BROKER_KEY to 32 random bytes in canonical base64, as 'openssl rand -base64 32' prints them (or unset it to use the key file), or fix the key file"
+            next = KeySelection.advice(forRefusedKey: error)
         case .invalidName:
             // A name the options let through but the keystore refuses: bad local input.
             return CLIFailure(.usage, "keystore at \(root): \(what); check --session, --access-group and --keystore")

@@ -196,8 +196,11 @@ extension FederationConfiguration {
         }
     }
 
-    /// The region from ``region`` or the pool ID's prefix.
+    /// The region from ``region`` or the pool ID's prefix. The pool ID's shape is checked
+    /// either way: a mistyped one (or a token pasted in its place) would otherwise go to the
+    /// service, with the token, and come back as a rejection.
     func resolvedRegion() throws(FederationError) -> String {
+        try checkPoolIdShape()
         if let region {
             guard Self.isPlausibleRegion(region) else {
                 throw FederationError(code: .invalidConfiguration, message: "region '\(region)' is not a region name like us-east-1")
@@ -214,10 +217,30 @@ extension FederationConfiguration {
         guard Self.isPlausibleRegion(prefix), identityPoolId.index(after: colon) < identityPoolId.endIndex else {
             throw FederationError(
                 code: .invalidConfiguration,
-                message: "identity pool ID '\(identityPoolId)' does not start with a region; pass the full ID or set the region"
+                message: "identity pool ID '\(identityPoolId)' does not start with a region in lowercase, like us-east-1; pass the full ID or set the region"
             )
         }
         return prefix
+    }
+
+    /// Cognito's pattern for a pool ID, `[\w-]+:[0-9a-f-]+` (at most 55 characters): the
+    /// region, a colon, the lowercase GUID.
+    private func checkPoolIdShape() throws(FederationError) {
+        let bytes = Array(identityPoolId.utf8)
+        let shape = "is not of the form REGION:GUID (lowercase, as the Cognito console shows it)"
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon > 0, colon < bytes.count - 1, bytes.count <= 55 else {
+            throw FederationError(code: .invalidConfiguration, message: "the identity pool ID \(shape); pass the full ID from the Cognito console")
+        }
+        let word = { (byte: UInt8) in
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
+        }
+        let guid = { (byte: UInt8) in
+            (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte) || byte == UInt8(ascii: "-")
+        }
+        guard bytes[..<colon].allSatisfy(word), bytes[(colon + 1)...].allSatisfy(guid) else {
+            throw FederationError(code: .invalidConfiguration, message: "the identity pool ID \(shape); pass the full ID from the Cognito console")
+        }
     }
 
     /// The endpoint by precedence: explicit, `AWS_ENDPOINT_URL_COGNITO_IDENTITY`, `AWS_ENDPOINT_URL`, then AWS's.

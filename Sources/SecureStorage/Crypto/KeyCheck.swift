@@ -41,12 +41,12 @@ package enum KeyCheck {
             throw KeystoreError(
                 .invalidKey,
                 "the key check of \(namespace) opens with one of the keys that only open, not with the sealing key: "
-                    + "the namespace is still sealed with that key; rotate it to the sealing key first (rekey), "
+                    + "the namespace is still sealed with that key; \(KeystoreError.notRotatedYetReason) (rekey), "
                     + "or seal with the old key and open with the new one until then")
         case nil:
             throw KeystoreError(
                 .invalidKey,
-                "the key does not open the key check of \(namespace): every process must use the key its items are sealed with")
+                "the key does not open the key check of \(namespace): \(KeystoreError.wrongKeyReason) are sealed with")
         }
     }
 
@@ -64,7 +64,7 @@ package enum KeyCheck {
         guard !items.isEmpty, !items.contains(where: opens) else { return }
         throw KeystoreError(
             .invalidKey,
-            "the key opens none of the first \(items.count) items of \(namespace): every process must use the key its items were sealed with")
+            "the key opens none of the first \(items.count) items of \(namespace): \(KeystoreError.wrongKeyReason) were sealed with")
     }
 
     /// How errors name a namespace.

@@ -68,8 +68,15 @@ final class ConfigurationResolutionTests: XCTestCase {
     }
 
     func testBadPoolIdIsAnInvalidConfiguration() async throws {
-        for poolId in ["", "nonsense", "us-east-1", ":abc", "us-east-1:", "US-EAST-1:abc", "useast1:abc", "us-east-x:abc"] {
-            let configuration = FederationConfiguration(identityPoolId: poolId)
+        let jwt = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJhIn0.c2ln"
+        for (poolId, region) in [
+            ("", nil), ("nonsense", nil), ("us-east-1", nil), (":abc", nil), ("us-east-1:", nil), ("US-EAST-1:abc", nil), ("useast1:abc", nil),
+            ("us-east-x:abc", nil), ("us-east-1:not-a-guid", nil), ("us-east-1:abc ", nil), ("us-east-1:\(jwt)", nil),
+            ("us-east-1:ABC", nil), ("us-east-1:" + String(repeating: "a", count: 50), nil),
+            // The region given apart does not excuse the pool ID's shape.
+            ("12345", "us-east-1"), ("", "us-east-1"), ("us-east-1:not-a-guid", "us-east-1"),
+        ] as [(String, String?)] {
+            let configuration = FederationConfiguration(identityPoolId: poolId, region: region)
             let error = assertThrows(FederationError.self, code: .invalidConfiguration) {
                 try FederationClient(
                     configuration: configuration, transport: FakeCognito().transport, keystore: InMemoryKeystore(), environment: [:],
