@@ -1,8 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 import FederateCLI
 import Logging
 import PostgresKeystore
@@ -30,16 +25,7 @@ struct PostgresURL: PostgresTarget {
         if let roots = configuration.rootCertificatePath {
             // A local file, not the server: said as bad input (exit 2), not as a database
             // that cannot be reached.
-            var info = stat()
-            var reason: String?
-            if stat(roots, &info) != 0 {
-                reason = String(cString: strerror(errno))
-            } else if info.st_mode & S_IFMT != S_IFREG {
-                reason = "not a regular file"
-            } else if access(roots, R_OK) != 0 {
-                reason = String(cString: strerror(errno))
-            }
-            if let reason {
+            if let reason = ReadableFile.problem(at: roots) {
                 throw CLIFailure(
                     .usage,
                     "--keystore: sslrootcert \(roots) cannot be read (\(reason)); give a PEM file of the certificate authorities to trust")
