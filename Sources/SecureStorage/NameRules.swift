@@ -10,6 +10,18 @@ package enum NameRules {
         guard count <= limit else { throw KeystoreError(.invalidName, "the \(what) is longer than \(limit) bytes") }
     }
 
+    /// A service name: non-empty, at most ``AccessGroup/maximumNameBytes`` bytes.
+    package static func validate(service: String) throws(KeystoreError) {
+        try validate(name: service, what: "service name", limit: AccessGroup.maximumNameBytes)
+    }
+
+    /// An access group's name, when it has one: non-empty, at most
+    /// ``AccessGroup/maximumNameBytes`` bytes.
+    package static func validate(group: AccessGroup) throws(KeystoreError) {
+        guard let name = group.name else { return }
+        try validate(name: name, what: "access group name", limit: AccessGroup.maximumNameBytes)
+    }
+
     /// An item key: non-empty, at most ``ItemKey/maximumBytes`` bytes, without a NUL
     /// character (PostgreSQL's text cannot hold one, so no engine takes one).
     package static func validate(key: String) throws(KeystoreError) {

@@ -19,9 +19,7 @@ extension SQLiteKeystore {
         logger: Logger?
     ) throws(KeystoreError) -> (namespace: StoreNamespace, connection: SQLiteConnection) {
         // Before anything is recorded: a name no namespace can have must not become the last group.
-        if let name = group.name {
-            try StoreLayout.validate(name: name, what: "access group name", limit: StoreLayout.maximumNameBytes)
-        }
+        try NameRules.validate(group: group)
         guard let privateStore = try StoreNamespace.open(layout: layout, group: .none, keySource: keySource, create: true) else {
             throw KeystoreError(.invalidKey, "no key available for the private namespace")
         }

@@ -13,9 +13,7 @@ extension SQLiteKeystore {
         configuration: Configuration = .init()
     ) throws(KeystoreError) -> Bool {
         let layout = try StoreLayout(root: root, service: service, checksWayToRoot: configuration.checksWayToRoot)
-        if let name = accessGroup.name {
-            try StoreLayout.validate(name: name, what: "access group name", limit: StoreLayout.maximumNameBytes)
-        }
+        try NameRules.validate(group: accessGroup)
         guard try layout.prepareDirectories(accessGroup, create: false) else { return false }
         return try layout.prepareDatabase(accessGroup, create: false) != nil
     }
@@ -59,9 +57,7 @@ extension SQLiteKeystore {
             // nothing created: the first failing check throws the same error.
             try KeystoreError.rethrowing { try CryptoRuntime.ensureInitialised() }
             let layout = try StoreLayout(root: root, service: service, checksWayToRoot: configuration.checksWayToRoot)
-            if let name = accessGroup.name {
-                try StoreLayout.validate(name: name, what: "access group name", limit: StoreLayout.maximumNameBytes)
-            }
+            try NameRules.validate(group: accessGroup)
             guard let privateStore = try StoreNamespace.open(layout: layout, group: .none, keySource: keySource, create: false)
             else { return nil }
             let privateConnection = try SQLiteConnection(path: privateStore.databasePath, busyTimeout: configuration.busyTimeout)

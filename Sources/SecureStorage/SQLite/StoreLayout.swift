@@ -42,11 +42,10 @@ struct StoreLayout: Sendable {
     /// This user's directory in `users/`, once `prepareDirectories(.none, …)` found or made it.
     let privateChoice = PrivateDirectoryChoice()
 
-    static let maximumNameBytes = AccessGroup.maximumNameBytes
     static let maximumKeyBytes = ItemKey.maximumBytes
 
     init(root: String, service: String, checksWayToRoot: Bool = true) throws(KeystoreError) {
-        try Self.validate(name: service, what: "service name", limit: Self.maximumNameBytes)
+        try NameRules.validate(service: service)
         guard !root.isEmpty else { throw KeystoreError(.invalidName, "the keystore root is empty") }
         var trimmed = root
         while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed.removeLast() }
@@ -64,9 +63,6 @@ struct StoreLayout: Sendable {
         self.checksWayToRoot = checksWayToRoot
     }
 
-    static func validate(name: String, what: String, limit: Int) throws(KeystoreError) {
-        try NameRules.validate(name: name, what: what, limit: limit)
-    }
 
     // MARK: Paths
 

@@ -18,9 +18,7 @@ struct StoreNamespace: Sendable {
     /// Prepares directories, key and database; `nil` when `create` is off and the namespace
     /// (or its key) does not exist yet, so it holds no item.
     static func open(layout: StoreLayout, group: AccessGroup, keySource: KeySource, create: Bool) throws(KeystoreError) -> StoreNamespace? {
-        if let name = group.name {
-            try StoreLayout.validate(name: name, what: "access group name", limit: StoreLayout.maximumNameBytes)
-        }
+        try NameRules.validate(group: group)
         guard try layout.prepareDirectories(group, create: create),
               let path = try layout.prepareDatabase(group, create: create),
               let resolved = try KeystoreError.rethrowing({ try keySource.resolveKey(for: group, layout: layout, create: create) })
