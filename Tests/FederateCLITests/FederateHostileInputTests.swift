@@ -126,6 +126,28 @@ final class FederateHostileInputTests: XCTestCase {
         try harness.expect(0, ["login", "--pool-id", FakeCognito.poolId, "--provider", "google", "--endpoint", cognito.endpoint, "--token-file", fifo])
     }
 
+    /// `--token-stdin` on a pipe that never ends (the token written, the write end kept open:
+    /// a command that keeps running, an inherited pipe): exit 2 after a bounded wait, not a
+    /// hang, and nothing sent.
+    func testATokenOnStandardInputThatNeverEndsIsExitTwoNotAHang() throws {
+        let fifo = harness.directory + "/stdin.fifo"
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        let cognito = try FakeCognito.served()
+        defer { cognito.stopServing() }
+        // federate's standard input is the FIFO opened read-write: its own open write end
+        // keeps the pipe from ever reaching its end.
+        let started = Date()
+        let run = try harness.run(
+            ["login", "--pool-id", FakeCognito.poolId, "--provider", "google", "--endpoint", cognito.endpoint, "--token-stdin"],
+            environment: ["STDIN_FIFO": fifo, "TOKEN": TestJWT.valid()], timeout: 90,
+            launcher: ["sh", "-c", #"exec 3<>"$STDIN_FIFO"; printf %s "$TOKEN" >&3; unset TOKEN; exec "$0" "$@" <&3"#])
+        XCTAssertEqual(run.status, 2, "\(run)")
+        XCTAssertTrue(run.stderr.contains("nothing finished writing standard input within 30 seconds"), run.stderr)
+        harness.assertOneErrorLine(run)
+        XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(started), 29, "it did not wait for the token's writer")
+        XCTAssertEqual(cognito.calls.count, 0)
+    }
+
     func testEveryCommandRejectsBadSessionNames() throws {
         let cognito = try FakeCognito.served()
         let names = ["../x", "/", String(repeating: "a", count: 129), "a\nb", "..", "a b", "é"]

@@ -13,16 +13,22 @@ import Darwin
 ///
 /// A named file is opened non-blocking (opening a FIFO with no writer would block) and read
 /// as data arrives, for at most ``fileWait``; a pipe such as `<(…)` delivers at once.
-/// Standard input is the caller's own and is waited for as long as it takes (a person may
-/// be typing). The buffers it reads through are wiped.
+/// Standard input (never a terminal: the caller refuses one) is read for at most
+/// ``standardInputWait``: a pipe whose writer never closes it (a command that keeps running,
+/// an inherited pipe nobody writes) would otherwise hold the command forever. The buffers it
+/// reads through are wiped.
 enum BoundedInput {
     /// How long a named file may take to deliver its data to the end (a FIFO's writer).
     static let fileWait: Duration = .seconds(10)
+    /// How long standard input may take to deliver its data to the end: longer than a file's,
+    /// since the command piping the token in may first fetch it over the network.
+    static let standardInputWait: Duration = .seconds(30)
 
     enum Failure: Error {
         case open(Int32)
         case read(Int32)
-        case timedOut
+        /// Not at its end within this long.
+        case timedOut(Duration)
     }
 
     /// The bytes of `path`, read to its end or until past `limit`.
@@ -36,45 +42,39 @@ enum BoundedInput {
     /// The bytes of a file the caller opened non-blocking (and checked), as ``readFile(_:limit:)``
     /// reads them.
     static func readOpenedFile(_ descriptor: Int32, limit: Int) throws(Failure) -> [UInt8] {
-        try readToEnd(descriptor, limit: limit, deadline: .now.advanced(by: fileWait))
+        try readToEnd(descriptor, limit: limit, wait: fileWait)
     }
 
     /// The bytes of standard input, read to its end or until past `limit`.
     static func readStandardInput(limit: Int) throws(Failure) -> [UInt8] {
-        try readToEnd(STDIN_FILENO, limit: limit, deadline: nil)
+        try readToEnd(STDIN_FILENO, limit: limit, wait: standardInputWait)
     }
 
-    private static func readToEnd(_ descriptor: Int32, limit: Int, deadline: ContinuousClock.Instant?) throws(Failure) -> [UInt8] {
+    private static func readToEnd(_ descriptor: Int32, limit: Int, wait: Duration) throws(Failure) -> [UInt8] {
+        let deadline = ContinuousClock.now.advanced(by: wait)
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 16 * 1024)
         defer { CryptoRuntime.cleanse(&chunk) }
         // Past the cap the caller refuses the input: an endless pipe must not exhaust memory.
         while bytes.count <= limit {
-            if let deadline {
-                let remaining = ContinuousClock.now.duration(to: deadline)
-                guard remaining > .zero else {
-                    CryptoRuntime.cleanse(&bytes)
-                    throw .timedOut
-                }
-                // Readable, or its writer gone: then a read returns what is left, or 0.
-                var request = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-                let milliseconds = Int32(clamping: remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000 + 1)
-                let ready = poll(&request, 1, milliseconds)
-                if ready < 0 && errno != EINTR {
-                    let code = errno
-                    CryptoRuntime.cleanse(&bytes)
-                    throw .read(code)
-                }
-                if ready <= 0 { continue }
+            let remaining = ContinuousClock.now.duration(to: deadline)
+            guard remaining > .zero else {
+                CryptoRuntime.cleanse(&bytes)
+                throw .timedOut(wait)
             }
+            // Readable, or its writer gone: then a read returns what is left, or 0. Polling
+            // first also keeps a blocking descriptor (standard input) from blocking the read.
+            var request = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            let milliseconds = Int32(clamping: remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000 + 1)
+            let ready = poll(&request, 1, milliseconds)
+            if ready < 0 && errno != EINTR {
+                let code = errno
+                CryptoRuntime.cleanse(&bytes)
+                throw .read(code)
+            }
+            if ready <= 0 { continue }
             let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
             if count < 0 {
-                if errno == EAGAIN && deadline == nil {
-                    // Standard input inherited non-blocking: wait for it rather than spin.
-                    var request = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-                    _ = poll(&request, 1, -1)
-                    continue
-                }
                 if errno == EINTR || errno == EAGAIN { continue }
                 let code = errno
                 CryptoRuntime.cleanse(&bytes)
@@ -91,7 +91,7 @@ enum BoundedInput {
         switch failure {
         case .open(let code): "cannot open \(source): \(String(cString: strerror(code)))"
         case .read(let code): "cannot read \(source): \(String(cString: strerror(code)))"
-        case .timedOut: "nothing finished writing \(source) within \(fileWait.components.seconds) seconds (a FIFO needs a writer that closes it)"
+        case .timedOut(let wait): "nothing finished writing \(source) within \(wait.components.seconds) seconds (a FIFO or pipe needs a writer that closes it)"
         }
     }
 }
