@@ -1,7 +1,9 @@
 /// Where a keystore's 256-bit AES key comes from.
 ///
 /// - ``keyFile``: with `SQLiteKeystore`, a random key per access group, kept in a file in the
-///   keystore root and created atomically on first use (0600, or 0640 for a shared group);
+///   keystore root and created atomically on first use (0600, or 0640 for a shared group;
+///   never over items sealed with another key, which make opening fail with
+///   ``KeystoreError/Code/invalidKey``);
 ///   opening fails with ``KeystoreError/Code/insecurePermissions`` when the file is looser
 ///   than that. With `PostgresKeystore`, the one existing file its configuration's
 ///   `keyFilePath` names, the same on every instance and for every group, never created.

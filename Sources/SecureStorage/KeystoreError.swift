@@ -133,6 +133,9 @@ extension KeystoreError {
     /// What every engine's refusal of a key that is not the namespace's says, for a front
     /// end's advice (which key to give).
     package static let wrongKeyReason = "every process must use the key its items"
+    /// What it says when the key file or passphrase salt is missing over sealed items: the
+    /// sessions were sealed with another kind of key, or the file was deleted.
+    package static let keyMissingReason = "a key made now would open none of them"
     /// What it says when only a key that opens (not the sealing one) opens the key check: a
     /// rotation has not run yet.
     package static let notRotatedYetReason = "rotate it to the sealing key first"

@@ -56,7 +56,7 @@ final class FederateKeyRotationTests: XCTestCase {
             try harness.expect(0, ["credentials", "--session", session], environment: ["IDENTITY_BROKER_KEY": newKey])
         }
         let old = try harness.expect(6, ["credentials", "--session", "alice"], environment: ["IDENTITY_BROKER_KEY": oldKey])
-        XCTAssertTrue(old.stderr.contains("the key is wrong"), "\(old)")
+        XCTAssertTrue(old.stderr.contains("$IDENTITY_BROKER_KEY is not the key these sessions were sealed with"), "\(old)")
         let oldWriting = try harness.expect(6, ["clear", "--session", "alice"], environment: ["IDENTITY_BROKER_KEY": oldKey])
         XCTAssertTrue(oldWriting.stderr.contains("key check"), "\(oldWriting)")
 

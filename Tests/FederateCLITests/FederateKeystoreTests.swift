@@ -249,8 +249,15 @@ final class FederateKeystoreTests: XCTestCase {
         try guest("alice", environment: ["IDENTITY_BROKER_KEY": key])
         try harness.expect(0, credentials("alice"), environment: ["IDENTITY_BROKER_KEY": key])
         let result = try harness.expect(6, credentials("alice"), environment: ["IDENTITY_BROKER_KEY": wrong])
-        XCTAssertTrue(result.stderr.contains("IDENTITY_BROKER_KEY"), "the error says what to check: \(result)")
-        // Without the variable the key file is used, which did not seal this item either.
+        XCTAssertTrue(result.stderr.contains("$IDENTITY_BROKER_KEY is not the key these sessions were sealed with"), "\(result)")
+        // The commands that read without opening the keystore in full meet the key check too:
+        // a session that does not exist is not reported as not federated under a wrong key.
+        for arguments in [credentials("nobody"), ["status", "--session", "nobody"], ["status", "--session", "alice"]] {
+            let run = try harness.expect(6, arguments, environment: ["IDENTITY_BROKER_KEY": wrong])
+            XCTAssertTrue(run.stderr.contains("$IDENTITY_BROKER_KEY is not the key these sessions were sealed with"), "\(arguments): \(run)")
+            harness.assertOneErrorLine(run)
+        }
+        // Without the variable the key file is used, which does not exist: none is made.
         try harness.expect(6, credentials("alice"), environment: ["IDENTITY_BROKER_KEY": nil])
         // A command that opens the keystore in full meets the key check, and is told which key
         // to give back, not to make up a new one.
@@ -258,7 +265,8 @@ final class FederateKeystoreTests: XCTestCase {
         XCTAssertTrue(cleared.stderr.contains("$IDENTITY_BROKER_KEY is not the key these sessions were sealed with"), "\(cleared)")
         XCTAssertFalse(cleared.stderr.contains("openssl rand"), "\(cleared)")
         let withKeyFile = try harness.expect(6, ["clear", "--session", "alice"], environment: ["IDENTITY_BROKER_KEY": nil])
-        XCTAssertTrue(withKeyFile.stderr.contains("the key file is not the key these sessions were sealed with"), "\(withKeyFile)")
+        XCTAssertTrue(withKeyFile.stderr.contains("these sessions were sealed with $IDENTITY_BROKER_KEY or $IDENTITY_BROKER_PASSPHRASE (no key file exists)"), "\(withKeyFile)")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: harness.privateKeyFile), "a key file was made over the environment key's sessions")
     }
 
     func testMalformedEnvironmentKeyExitsSix() throws {
@@ -271,6 +279,19 @@ final class FederateKeystoreTests: XCTestCase {
             let run = try harness.expect(6, arguments, environment: [variable: "not base64!"])
             XCTAssertTrue(run.stderr.contains("environment variable \(variable) is not canonical base64"), "\(run)")
             XCTAssertFalse(FileManager.default.fileExists(atPath: harness.keystore), "\(arguments) created the keystore")
+        }
+        // Set but empty (a secret that did not load) is not unset: read as unset, a first
+        // login would seal with a key file made on the spot.
+        for variable in [
+            "IDENTITY_BROKER_KEY", "IDENTITY_BROKER_PASSPHRASE", "IDENTITY_BROKER_KEY_FILE",
+            "IDENTITY_BROKER_OTHER_KEY", "IDENTITY_BROKER_OTHER_PASSPHRASE", "IDENTITY_BROKER_OTHER_KEY_FILE",
+        ] {
+            for arguments in [["status"], ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint]] {
+                let run = try harness.expect(6, arguments, environment: [variable: ""])
+                XCTAssertTrue(run.stderr.contains("$\(variable) is set but empty"), "\(run)")
+                harness.assertOneErrorLine(run)
+                XCTAssertFalse(FileManager.default.fileExists(atPath: harness.keystore), "\(variable): \(arguments) created the keystore")
+            }
         }
         try guest("default")
         let notBase64 = try harness.expect(6, ["credentials"], environment: ["IDENTITY_BROKER_KEY": "not base64!"])
@@ -289,7 +310,7 @@ final class FederateKeystoreTests: XCTestCase {
         try replacement.write(to: URL(fileURLWithPath: keyFile))
         XCTAssertEqual(chmod(keyFile, 0o600), 0)
         let result = try harness.expect(6, credentials("alice"))
-        XCTAssertTrue(result.stderr.contains("authenticationFailed"), "\(result)")
+        XCTAssertTrue(result.stderr.contains("the key file is not the key these sessions were sealed with"), "\(result)")
         // A key file of the wrong size is refused outright.
         try Data(original.prefix(16)).write(to: URL(fileURLWithPath: keyFile))
         let short = try harness.expect(6, credentials("alice"))
@@ -442,7 +463,15 @@ final class FederateKeystoreTests: XCTestCase {
         XCTAssertTrue(other.stderr.contains("key"), "\(other)")
         let otherClear = try harness.expect(6, ["clear", "--session", "alice"], environment: ["IDENTITY_BROKER_PASSPHRASE": "another passphrase entirely"])
         XCTAssertTrue(otherClear.stderr.contains("$IDENTITY_BROKER_PASSPHRASE is not the passphrase these sessions were sealed with"), "\(otherClear)")
-        try harness.expect(6, credentials("alice"))
+        // Without the passphrase, no key file is made over its sessions (it would open none
+        // of them and be used by every later run), and the advice names the passphrase.
+        for arguments in [credentials("alice"), ["status", "--session", "alice"], ["status", "--session", "nobody"]] {
+            let run = try harness.expect(6, arguments)
+            XCTAssertTrue(run.stderr.contains("these sessions were sealed with $IDENTITY_BROKER_KEY or $IDENTITY_BROKER_PASSPHRASE (no key file exists)"), "\(arguments): \(run)")
+            harness.assertOneErrorLine(run)
+        }
+        try harness.expect(6, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint, "--session", "bob"])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: harness.privateKeyFile), "a key file was made over the passphrase's sessions")
         let both = try harness.expect(2, credentials("alice"), environment: passphrase.merging(["IDENTITY_BROKER_KEY": Self.randomKey()]) { $1 })
         XCTAssertTrue(both.stderr.contains("IDENTITY_BROKER_PASSPHRASE") && both.stderr.contains("IDENTITY_BROKER_KEY"), "\(both)")
         try harness.expect(0, credentials("alice"), environment: passphrase)

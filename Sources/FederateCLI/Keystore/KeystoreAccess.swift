@@ -410,8 +410,26 @@ package enum KeySelection {
     /// derived from (the key file variables hold paths, not secrets).
     package static let secretVariables = [KeySource.defaultEnvironmentVariable, passphraseVariable, otherKeyVariable, otherPassphraseVariable]
 
+    /// Every variable that gives a key, a passphrase or a key file.
+    static let keyVariables = [
+        KeySource.defaultEnvironmentVariable, passphraseVariable, keyFileVariable, otherKeyVariable, otherPassphraseVariable, otherKeyFileVariable,
+    ]
+
     static func keySource(for location: KeystoreLocation) throws(CLIFailure) -> KeySource {
-        try sealingSource(for: location).alsoOpening(contentsOf: try otherSources(for: location))
+        try refuseEmptyKeyVariables(location: location)
+        return try sealingSource(for: location).alsoOpening(contentsOf: try otherSources(for: location))
+    }
+
+    /// A key variable set to nothing is refused rather than read as unset: it is what
+    /// `IDENTITY_BROKER_KEY="$(cat /run/secrets/missing)"` gives, and read as unset it would
+    /// seal a first login with a key file made on the spot, which the real key never opens.
+    private static func refuseEmptyKeyVariables(location: KeystoreLocation) throws(CLIFailure) {
+        for name in keyVariables {
+            guard let value = getenv(name), value.pointee == 0 else { continue }
+            throw CLIFailure(
+                .keystore,
+                "keystore at \(location.displayName): $\(name) is set but empty (a secret that did not load?); give it a value, or unset it")
+        }
     }
 
     private static func sealingSource(for location: KeystoreLocation) throws(CLIFailure) -> KeySource {
@@ -482,6 +500,14 @@ package enum KeySelection {
         let rotation = "to change the key of stored sessions, rotate it: federate rekey (docs/cli.md)"
         if reason.contains(KeystoreError.notRotatedYetReason) {
             return "run 'federate rekey' with the old key in \(otherKeyVariables) first, or keep sealing with the old key (and opening with the new one) until then"
+        }
+        if reason.contains(KeystoreError.keyMissingReason) {
+            if KeystoreAccess.environment(passphraseVariable) != nil {
+                return "these sessions were not sealed with a passphrase (there is no salt file): if they were sealed with"
+                    + " $\(KeySource.defaultEnvironmentVariable), set it instead of $\(passphraseVariable); if with the key file, unset $\(passphraseVariable)"
+            }
+            return "these sessions were sealed with $\(KeySource.defaultEnvironmentVariable) or $\(passphraseVariable) (no key file exists):"
+                + " set the one that sealed them; if the key file was deleted, restore it from a backup"
         }
         if reason.contains(KeystoreError.wrongKeyReason) {
             let given: String

@@ -20,7 +20,7 @@ extension SQLiteKeystore {
     ) throws(KeystoreError) -> (namespace: StoreNamespace, connection: SQLiteConnection) {
         // Before anything is recorded: a name no namespace can have must not become the last group.
         try NameRules.validate(group: group)
-        guard let privateStore = try StoreNamespace.open(layout: layout, group: .none, keySource: keySource, create: true) else {
+        guard let privateStore = try StoreNamespace.open(layout: layout, group: .none, keySource: keySource, create: .whatIsMissing(busyTimeout: configuration.busyTimeout)) else {
             throw KeystoreError(.invalidKey, "no key available for the private namespace")
         }
         let connection = try privateStore.connect(service: layout.service, busyTimeout: configuration.busyTimeout)

@@ -29,7 +29,7 @@ extension SQLiteKeystore {
     /// never writes), after the same checks of directories, key and files as a full open.
     ///
     /// It only reads what is already there: when anything a full open would create or record
-    /// is missing (directories, key file, database, schema, meta rows) or the service's last
+    /// is missing (directories, key file, database, schema, meta rows, the key check) or the service's last
     /// access group is another, ``open(root:service:accessGroup:keySource:configuration:)``
     /// returns `nil` and the caller opens the keystore, which does all of that as usual.
     package final class SingleReader {
@@ -58,7 +58,7 @@ extension SQLiteKeystore {
             try KeystoreError.rethrowing { try CryptoRuntime.ensureInitialised() }
             let layout = try StoreLayout(root: root, service: service, checksWayToRoot: configuration.checksWayToRoot)
             try NameRules.validate(group: accessGroup)
-            guard let privateStore = try StoreNamespace.open(layout: layout, group: .none, keySource: keySource, create: false)
+            guard let privateStore = try StoreNamespace.open(layout: layout, group: .none, keySource: keySource, create: .nothing)
             else { return nil }
             let privateConnection = try SQLiteConnection(path: privateStore.databasePath, busyTimeout: configuration.busyTimeout)
             do throws(KeystoreError) {
@@ -70,6 +70,10 @@ extension SQLiteKeystore {
                     return nil
                 }
                 if accessGroup == .none {
+                    guard try privateStore.verifyStoredKeyForReading(on: privateConnection, service: service) else {
+                        privateConnection.close()
+                        return nil
+                    }
                     return SingleReader(connection: privateConnection, namespace: privateStore)
                 }
                 privateConnection.close()
@@ -77,11 +81,13 @@ extension SQLiteKeystore {
                 privateConnection.close()
                 throw error
             }
-            guard let namespace = try StoreNamespace.open(layout: layout, group: accessGroup, keySource: keySource, create: false)
+            guard let namespace = try StoreNamespace.open(layout: layout, group: accessGroup, keySource: keySource, create: .nothing)
             else { return nil }
             let connection = try SQLiteConnection(path: namespace.databasePath, busyTimeout: configuration.busyTimeout)
             do throws(KeystoreError) {
-                guard try StoreSchema.isInstalled(on: connection, service: service, group: accessGroup) else {
+                guard try StoreSchema.isInstalled(on: connection, service: service, group: accessGroup),
+                      try namespace.verifyStoredKeyForReading(on: connection, service: service)
+                else {
                     connection.close()
                     return nil
                 }

@@ -81,7 +81,7 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
                 namespace = privateStore
                 writerConnection = privateConnection
             } else {
-                guard let opened = try StoreNamespace.open(layout: layout, group: accessGroup, keySource: keySource, create: true) else {
+                guard let opened = try StoreNamespace.open(layout: layout, group: accessGroup, keySource: keySource, create: .whatIsMissing(busyTimeout: configuration.busyTimeout)) else {
                     throw KeystoreError(.invalidKey, "no key available for the access group")
                 }
                 namespace = opened

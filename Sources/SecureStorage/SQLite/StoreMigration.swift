@@ -91,7 +91,7 @@ struct StoreMigration {
         var targetFailure: KeystoreError?
         var copied = false
         do throws(KeystoreError) {
-            guard let source = try StoreNamespace.open(layout: layout, group: from, keySource: keySource, create: false) else {
+            guard let source = try StoreNamespace.open(layout: layout, group: from, keySource: keySource, create: .nothing) else {
                 // No database: nothing to move. A database without its key (the key file or the
                 // passphrase's salt missing, or another key source used than the one that made
                 // it) holds items no key here opens: not "nothing to move".
@@ -244,7 +244,7 @@ struct StoreMigration {
     /// into a namespace under a key its other items do not have); `nil` when it does not
     /// exist and `create` is off.
     private func openTarget(create: Bool) throws(KeystoreError) -> (namespace: StoreNamespace, connection: SQLiteConnection)? {
-        guard let target = try StoreNamespace.open(layout: layout, group: to, keySource: keySource, create: create) else {
+        guard let target = try StoreNamespace.open(layout: layout, group: to, keySource: keySource, create: create ? .whatIsMissing(busyTimeout: busyTimeout) : .nothing) else {
             if create { throw KeystoreError(.invalidKey, "no key available for the target access group") }
             return nil
         }

@@ -38,6 +38,18 @@ extension StoreNamespace {
         try KeyCheck.verify(stored, binding: binding, keys: keys, name: Self.keyCheckItemName, namespace: label)
     }
 
+    /// For a reader: throws ``KeystoreError/Code/invalidKey`` unless one of the keys, the
+    /// sealing key or one that only opens, opens the stored check (a reader never seals, so
+    /// during a rotation it may read with the new key sealing and the old one opening);
+    /// `false`, with nothing stored, when there is no check yet (a full open stores it).
+    func verifyStoredKeyForReading(on connection: SQLiteConnection, service: String) throws(KeystoreError) -> Bool {
+        guard let stored = try storedKeyCheck(on: connection) else { return false }
+        guard KeyCheck.opener(of: stored, binding: binding, keys: keys, name: Self.keyCheckItemName) == nil else { return true }
+        let label = KeyCheck.describe(service: service, group: group)
+        try KeyCheck.verify(stored, binding: binding, keys: keys, name: Self.keyCheckItemName, namespace: label)
+        return true
+    }
+
     /// Whether a rotation may start: throws ``KeystoreError/Code/invalidKey`` unless one of
     /// the keys opens the namespace's ``KeyCheck`` (the sealing key, once rotated; an opening
     /// key, before) or, with no check stored yet, one of its first items. `false` when there

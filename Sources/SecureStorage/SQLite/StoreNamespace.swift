@@ -15,17 +15,66 @@ struct StoreNamespace: Sendable {
     /// for a namespace without items.
     var headerlessSharedSalt: String? = nil
 
-    /// Prepares directories, key and database; `nil` when `create` is off and the namespace
-    /// (or its key) does not exist yet, so it holds no item.
-    static func open(layout: StoreLayout, group: AccessGroup, keySource: KeySource, create: Bool) throws(KeystoreError) -> StoreNamespace? {
+    /// What opening a namespace may create.
+    enum Creation {
+        /// Nothing: opening gives `nil` when anything is missing, so the namespace holds no item.
+        case nothing
+        /// The directories and the database; the key file (or passphrase salt) only while the
+        /// database holds nothing sealed. A missing key over sealed items is a key mistake (the
+        /// environment key or passphrase not set, the key file deleted), not a first use: making
+        /// one would leave a key that opens nothing, and every later open would use it.
+        case whatIsMissing(busyTimeout: Duration)
+        /// As ``whatIsMissing(busyTimeout:)``, and the key over sealed items too: a rotation
+        /// that has opened them with another key makes its new sealing key.
+        case sealingKeyOverProvenItems
+
+        var createsFiles: Bool {
+            if case .nothing = self { return false }
+            return true
+        }
+    }
+
+    /// Prepares directories, key and database as `creation` allows; `nil` when it allows
+    /// nothing and the namespace (or its key) does not exist yet, so it holds no item.
+    static func open(layout: StoreLayout, group: AccessGroup, keySource: KeySource, create creation: Creation) throws(KeystoreError) -> StoreNamespace? {
         try NameRules.validate(group: group)
-        guard try layout.prepareDirectories(group, create: create),
-              let path = try layout.prepareDatabase(group, create: create),
-              let resolved = try KeystoreError.rethrowing({ try keySource.resolveKey(for: group, layout: layout, create: create) })
+        guard try layout.prepareDirectories(group, create: creation.createsFiles),
+              let path = try layout.prepareDatabase(group, create: creation.createsFiles)
         else { return nil }
+        var resolved = try KeystoreError.rethrowing { try keySource.resolveKey(for: group, layout: layout, create: false) }
+        if resolved == nil, creation.createsFiles {
+            if case .whatIsMissing(let busyTimeout) = creation {
+                try requireNothingSealed(databasePath: path, group: group, keySource: keySource, layout: layout, busyTimeout: busyTimeout)
+            }
+            resolved = try KeystoreError.rethrowing { try keySource.resolveKey(for: group, layout: layout, create: true) }
+        }
+        guard let resolved else { return nil }
         return StoreNamespace(
             group: group, databasePath: path, keys: KeyRing(sealing: resolved.key, opening: resolved.opening), binding: ItemBinding(service: layout.service, group: group),
             headerlessSharedSalt: resolved.headerlessSharedSalt)
+    }
+
+    /// Throws ``KeystoreError/Code/invalidKey`` when the database holds a key check or an
+    /// item: its key cannot be one made now.
+    private static func requireNothingSealed(
+        databasePath: String, group: AccessGroup, keySource: KeySource, layout: StoreLayout, busyTimeout: Duration
+    ) throws(KeystoreError) {
+        let connection = try SQLiteConnection(path: databasePath, busyTimeout: busyTimeout)
+        defer { connection.close() }
+        guard try StoreSchema.holdsSealedData(on: connection) else { return }
+        let label = KeyCheck.describe(service: layout.service, group: group)
+        let missing: String
+        let path: String
+        if case .passphrase = keySource.kind {
+            (missing, path) = ("the passphrase's salt file", layout.saltPath(group))
+        } else {
+            (missing, path) = ("the key file", layout.keyFilePath(group))
+        }
+        throw KeystoreError(
+            .invalidKey,
+            "\(missing) of \(label) does not exist, but its database holds items sealed with a key: "
+                + "\(KeystoreError.wrongKeyReason) are sealed with, and \(KeystoreError.keyMissingReason)",
+            path: path)
     }
 
     /// Opens a writer connection with the schema installed and checked.

@@ -32,10 +32,10 @@ struct StoreRotation {
         else { return KeyRotation() }
         // Authority first, with the keys that exist; the sealing key is made (a key file moved
         // aside to be replaced, a salt) only once the check or an item has opened.
-        var proof = try StoreNamespace.open(layout: layout, group: group, keySource: keySource, create: false)
+        var proof = try StoreNamespace.open(layout: layout, group: group, keySource: keySource, create: .nothing)
         let sealingKeyExists = proof != nil
         for candidate in keySource.openingOnly where proof == nil {
-            proof = try StoreNamespace.open(layout: layout, group: group, keySource: candidate, create: false)
+            proof = try StoreNamespace.open(layout: layout, group: group, keySource: candidate, create: .nothing)
         }
         guard var namespace = proof else {
             throw KeystoreError(
@@ -48,7 +48,7 @@ struct StoreRotation {
         defer { connection.close() }
         guard try namespace.mayStartRotation(on: connection, service: layout.service) else { return KeyRotation() }
         if !sealingKeyExists {
-            guard let made = try StoreNamespace.open(layout: layout, group: group, keySource: keySource, create: true) else {
+            guard let made = try StoreNamespace.open(layout: layout, group: group, keySource: keySource, create: .sealingKeyOverProvenItems) else {
                 throw KeystoreError(.io, "the namespace vanished while its key was made", path: layout.databasePath(group))
             }
             namespace = made

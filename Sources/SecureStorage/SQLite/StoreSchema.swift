@@ -253,6 +253,21 @@ enum StoreSchema {
         throw KeystoreError(.corruptFormat, "database belongs to another \(name == "service" ? "service" : "access group")", path: path)
     }
 
+    /// Whether the database holds a key check or an item: anything sealed with a key. A
+    /// database whose schema is not installed yet holds neither.
+    static func holdsSealedData(on connection: SQLiteConnection) throws(KeystoreError) -> Bool {
+        let tables = try connection.withStatement(sealingTables) { statement throws(KeystoreError) -> Set<String> in
+            var names: Set<String> = []
+            while try statement.step() { names.insert(statement.text(0)) }
+            return names
+        }
+        if tables.contains("meta"), try meta(StoreNamespace.keyCheckName, on: connection) != nil { return true }
+        guard tables.contains("items") else { return false }
+        return try connection.withStatement("SELECT 1 FROM items LIMIT 1") { statement throws(KeystoreError) -> Bool in try statement.step() }
+    }
+
+    private static let sealingTables = "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('meta', 'items')"
+
     static func meta(_ name: String, on connection: SQLiteConnection) throws(KeystoreError) -> String? {
         try connection.withStatement(selectMeta) { statement throws(KeystoreError) -> String? in
             try statement.bind(1, text: name)

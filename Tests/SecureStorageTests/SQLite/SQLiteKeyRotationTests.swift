@@ -230,7 +230,7 @@ final class SQLiteKeyRotationTests: XCTestCase {
             _ = try await SQLiteKeystore._rekey(
                 root: root, service: "tool", group: .none, keySource: thirdKey.alsoOpening(newKey), itemsPerTransaction: 256
             ) { _ throws(KeystoreError) in
-                let other = try StoreNamespace.open(layout: layout, group: .none, keySource: newKey, create: false)!
+                let other = try StoreNamespace.open(layout: layout, group: .none, keySource: newKey, create: .nothing)!
                 let connection = try other.connect(service: "tool", busyTimeout: .seconds(5))
                 defer { connection.close() }
                 try other.storeKeyCheck(on: connection)

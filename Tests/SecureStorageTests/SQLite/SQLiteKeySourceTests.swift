@@ -92,6 +92,52 @@ final class SQLiteKeySourceTests: XCTestCase {
         XCTAssertFalse(error?.description.contains("XYZZY") ?? true)
     }
 
+    /// A key file or salt is made only for a namespace that holds nothing sealed: over items
+    /// sealed with another key (a passphrase or environment key not given, a key file
+    /// deleted), opening is refused and leaves nothing behind that later opens would use.
+    func testNoKeyIsMadeOverItemsSealedWithAnother() async throws {
+        let temporary = try TemporaryRoot()
+        let team = AccessGroup(name: "team")
+        let passphrase = KeySource.passphrase("sealed with this")
+        for group in [AccessGroup.none, team] {
+            let keystore = try SQLiteKeystore(root: temporary.root, service: "tool", accessGroup: group, keySource: passphrase)
+            try await keystore.set(bytes("value"), forKey: "k")
+            keystore.close()
+        }
+        let layout = try layout(temporary.root)
+        for group in [AccessGroup.none, team] {
+            let error = assertThrows(KeystoreError.self, code: .invalidKey) {
+                try SQLiteKeystore(root: temporary.root, service: "tool", accessGroup: group, keySource: .keyFile)
+            }
+            XCTAssertEqual(error?.path, layout.keyFilePath(.none), "\(group): the private namespace is opened first")
+            XCTAssertTrue(error?.reason.contains(KeystoreError.wrongKeyReason) == true, "\(String(describing: error))")
+            XCTAssertFalse(FileManager.default.fileExists(atPath: layout.keyFilePath(.none)), "\(group): a key file was made")
+            XCTAssertFalse(FileManager.default.fileExists(atPath: layout.keyFilePath(team)), "\(group): a key file was made")
+        }
+        // The other way round: sealed with a key file, opened with a passphrase.
+        let keyFileRoot = try TemporaryRoot()
+        let keystore = try SQLiteKeystore(root: keyFileRoot.root, service: "tool", keySource: .keyFile)
+        try await keystore.set(bytes("value"), forKey: "k")
+        keystore.close()
+        let keyFileLayout = try self.layout(keyFileRoot.root)
+        let saltError = assertThrows(KeystoreError.self, code: .invalidKey) {
+            try SQLiteKeystore(root: keyFileRoot.root, service: "tool", keySource: .passphrase("never used"))
+        }
+        XCTAssertEqual(saltError?.path, keyFileLayout.saltPath(.none))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: keyFileLayout.saltPath(.none)), "a salt was stored")
+        // A deleted key file is not replaced by one that opens nothing.
+        XCTAssertEqual(unlink(keyFileLayout.keyFilePath(.none)), 0)
+        assertThrows(KeystoreError.self, code: .invalidKey) { try SQLiteKeystore(root: keyFileRoot.root, service: "tool", keySource: .keyFile) }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: keyFileLayout.keyFilePath(.none)), "a key file was made")
+        // The key that sealed still opens; a namespace with nothing sealed still gets its key.
+        let reopened = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: passphrase)
+        let value = try await reopened.value(forKey: "k")
+        XCTAssertEqual(string(value), "value")
+        reopened.close()
+        try SQLiteKeystore(root: temporary.root, service: "other", keySource: .keyFile).close()
+        XCTAssertTrue(FileManager.default.fileExists(atPath: layout.keyFilePath(.none)))
+    }
+
     /// Opening the private namespace with a passphrase derives its key once: recording the
     /// last access group opens the same namespace, and its key is reused (each scrypt run
     /// costs ~0.3 s and 128 MiB; opening used to run it twice).

@@ -81,10 +81,53 @@ final class SQLiteSingleReaderTests: XCTestCase {
         XCTAssertEqual(error?.path, path)
         assertThrows(KeystoreError.self, code: .corruptFormat) { try single.value(forKey: "c") }
         XCTAssertEqual(string(try single.value(forKey: "a")), "value-a")
-        // Another key opens nothing: wrong key, every item fails alone.
-        let wrongKey = try XCTUnwrap(try reader(temporary.root, keySource: testKey(9)))
-        defer { wrongKey.close() }
-        assertThrows(KeystoreError.self, code: .authenticationFailed) { try wrongKey.value(forKey: "a") }
+    }
+
+    /// Another key is refused when the reader opens, as a full open refuses it, whether or
+    /// not the key read exists: a `credentials` or `status` with a mistyped key must not say
+    /// "not federated" where a `login` would say "wrong key".
+    func testAnotherKeyIsRefusedAsAFullOpenRefusesIt() async throws {
+        let temporary = try TemporaryRoot()
+        for group in [AccessGroup.none, AccessGroup(name: "team")] {
+            let keystore = try SQLiteKeystore(root: temporary.root, service: "tool", accessGroup: group, keySource: testKey())
+            try await keystore.set(bytes("value"), forKey: "a")
+            keystore.close()
+            let error = assertThrows(KeystoreError.self, code: .invalidKey) {
+                try reader(temporary.root, group: group, keySource: testKey(9))
+            }
+            guard case .failure(let full) = openResult(root: temporary.root, service: "tool", group: group, keySource: testKey(9)) else {
+                return XCTFail("another key opened \(group)")
+            }
+            XCTAssertEqual(error?.reason, full.reason, "\(group)")
+            // The old key given only to open, before the rotation: a reader never seals, so it
+            // reads (a full open, which may write, is refused until the rotation).
+            let rotating = try XCTUnwrap(try reader(temporary.root, group: group, keySource: testKey(9).alsoOpening(testKey())))
+            XCTAssertEqual(string(try rotating.value(forKey: "a")), "value")
+            XCTAssertNil(try rotating.value(forKey: "missing"))
+            rotating.close()
+            guard case .failure(let writer) = openResult(root: temporary.root, service: "tool", group: group, keySource: testKey(9).alsoOpening(testKey())) else {
+                return XCTFail("a full open sealing with a key the check does not open succeeded")
+            }
+            XCTAssertTrue(writer.reason.contains(KeystoreError.notRotatedYetReason), "\(writer)")
+        }
+    }
+
+    /// A namespace without a key check (written before checks existed) is the full open's:
+    /// it stores the check once the key opens an item.
+    func testANamespaceWithoutAKeyCheckNeedsAFullOpen() async throws {
+        let temporary = try TemporaryRoot()
+        let keystore = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey())
+        try await keystore.set(bytes("value"), forKey: "a")
+        let path = keystore.namespace.databasePath
+        keystore.close()
+        try tamper(path) { connection throws(KeystoreError) in
+            try connection.execute("DELETE FROM meta WHERE name = 'key_check'")
+        }
+        XCTAssertNil(try reader(temporary.root))
+        try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey()).close()
+        let single = try XCTUnwrap(try reader(temporary.root))
+        defer { single.close() }
+        XCTAssertEqual(string(try single.value(forKey: "a")), "value")
     }
 
     func testADatabaseOfAnotherServiceIsRefusedAsAFullOpenRefusesIt() async throws {
