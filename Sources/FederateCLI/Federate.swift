@@ -23,7 +23,7 @@ package struct Federate: AsyncParsableCommand {
             Exit codes: 0 ok; 1 internal error; 2 usage or bad local input; \
             3 no valid credentials (log in again); 4 rejected by the identity service; \
             5 identity service unavailable after retries; 6 keystore error. \
-            exec exits with its command's status.
+            exec exits with its command's status, 126 when it cannot be executed, 127 when it cannot be found.
             """,
         subcommands: [Login.self, Guest.self, Credentials.self, Status.self, Clear.self, Migrate.self, Rekey.self, Exec.self, Serve.self]
     )

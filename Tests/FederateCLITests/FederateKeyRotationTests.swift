@@ -75,6 +75,11 @@ final class FederateKeyRotationTests: XCTestCase {
 
         let again = try harness.expect(0, ["rekey"], environment: ["IDENTITY_BROKER_KEY": newKey, "IDENTITY_BROKER_OTHER_KEY": oldKey])
         XCTAssertTrue(again.stderr.contains("re-sealed 0 sessions with the current key (3 already were)"), "\(again)")
+        // Without an old key there is nothing to open with: said so, naming the variables.
+        let noOldKey = try harness.expect(0, ["rekey"], environment: ["IDENTITY_BROKER_KEY": newKey])
+        XCTAssertTrue(
+            noOldKey.stderr.contains("every session (3) is already sealed with the current key; no old key was given ($IDENTITY_BROKER_OTHER_KEY"),
+            "\(noOldKey)")
     }
 
     /// The key file default: the old file moved aside and named by

@@ -89,6 +89,20 @@ final class FederateUsageTests: XCTestCase {
         XCTAssertEqual(local.status, 0, "\(local)")
     }
 
+    /// A `~` no shell expanded (quoted, after `=`, in a systemd unit's Environment=) is a
+    /// usage error, not a directory named `~` in the working directory.
+    func testAKeystoreStartingWithATildeIsAUsageError() throws {
+        for arguments in [["status", "--keystore", "~/ks"], ["clear", "--keystore=~/ks"], ["status", "--keystore", "~"], ["status", "--keystore", "~alice/ks"]] {
+            let run = try harness.expect(2, arguments)
+            XCTAssertTrue(run.stderr.contains("starts with '~', which nothing expanded here"), "\(arguments): \(run)")
+            harness.assertOneErrorLine(run)
+        }
+        try harness.expect(2, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", "http://127.0.0.1:9/"], environment: ["IDENTITY_BROKER_KEYSTORE": "~/ks"])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: harness.directory + "/~"), "a directory named ~ was made")
+        // A directory of that name is still reachable as a path.
+        try harness.expect(0, ["status", "--keystore", "./~ks"])
+    }
+
     /// A token pasted where a path or an option belongs (`--token-file "$TOKEN"`, a stray
     /// argument) is never quoted back whole, into a terminal or a CI log.
     func testATokenGivenInPlaceOfAPathOrOptionIsNotQuotedBack() throws {

@@ -38,6 +38,14 @@ struct Rekey: AsyncParsableCommand {
                     + "open with none of the keys given and were left as they are\(listed.isEmpty ? "" : " (\(listed))"); give their key in "
                     + "\(KeySelection.otherKeyVariables) and run rekey again, or clear those sessions")
         }
+        guard KeySelection.givesKeysThatOnlyOpen else {
+            // Every session already opens with the current key: the usual cause is an old key
+            // left out, not a rotation that was already done.
+            Terminal.note(
+                "access group \(group) at \(access.root): every session (\(rotation.alreadySealed)) is already sealed with the current key; "
+                    + "no old key was given (\(KeySelection.otherKeyVariables)), so nothing was re-sealed")
+            return
+        }
         Terminal.note(
             "access group \(group) at \(access.root): re-sealed \(sessions(rotation.resealed)) with the current key "
                 + "(\(rotation.alreadySealed) already were); the key check moved to it, so processes that start with the old key as the current one are refused")

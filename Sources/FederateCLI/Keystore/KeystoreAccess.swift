@@ -337,6 +337,14 @@ enum KeystoreLocation {
                 .usage,
                 "--keystore: the value looks like a PostgreSQL connection string ('keyword=value' pairs); --keystore takes a directory "
                     + "or a URL (postgres://user:password@host:port/database); for a directory of that name, write ./…")
+        } else if value.hasPrefix("~") {
+            // No shell expands `~` inside quotes, in `--keystore=~/ks`, or in a systemd unit's
+            // Environment=: taken as is, it would make a directory named `~` in the working
+            // directory and keep sessions there.
+            throw CLIFailure(
+                .usage,
+                "--keystore (or $\(KeystoreAccess.keystoreVariable)) starts with '~', which nothing expanded here (a shell expands it only "
+                    + "at the start of an unquoted word); write the home directory out, as \"$HOME/…\"; for a directory named '~…', write ./~…")
         } else if let scheme = value.firstRange(of: "://"), !value[..<scheme.lowerBound].contains("/") {
             throw CLIFailure(.usage, "--keystore takes a directory or a postgres:// URL; '\(value[..<scheme.lowerBound])://' is not supported")
         } else {
@@ -414,6 +422,11 @@ package enum KeySelection {
     static let keyVariables = [
         KeySource.defaultEnvironmentVariable, passphraseVariable, keyFileVariable, otherKeyVariable, otherPassphraseVariable, otherKeyFileVariable,
     ]
+
+    /// Whether any `OTHER` variable gives a key that only opens.
+    static var givesKeysThatOnlyOpen: Bool {
+        [otherKeyVariable, otherPassphraseVariable, otherKeyFileVariable].contains { KeystoreAccess.environment($0) != nil }
+    }
 
     static func keySource(for location: KeystoreLocation) throws(CLIFailure) -> KeySource {
         try refuseEmptyKeyVariables(location: location)
