@@ -144,6 +144,9 @@ let package = Package(
             dependencies: [
                 "SecureStorage",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                // postgres-nio's own: named for its connection errors' types.
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

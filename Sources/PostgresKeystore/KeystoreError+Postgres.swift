@@ -1,5 +1,14 @@
+import NIOCore
+import NIOPosix
 import PostgresNIO
 import SecureStorage
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 extension KeystoreError {
     /// Maps a failure talking to PostgreSQL to a ``KeystoreError`` whose ``path`` is the
@@ -49,7 +58,7 @@ extension KeystoreError {
                 }
                 code = isUnavailable(sqlState: state) ? .storeUnavailable : .io
             case .connectionError:
-                detail = "cannot connect" + (error.underlying.map { ": \(String(describing: $0))" } ?? "")
+                detail = "cannot connect" + (error.underlying.map { ": \(Self.connectionFailure($0, endpoint: endpoint))" } ?? "")
                 if error.underlying is NIOSSLError || error.underlying is BoringSSLError {
                     detail += Self.certificateHint(configuration)
                 }
@@ -97,6 +106,34 @@ extension KeystoreError {
             detail = SecretRedactor(secrets: [password]).redact(detail)
         }
         return KeystoreError(code, "PostgreSQL at \(endpoint): \(operation) failed: \(detail)", path: endpoint)
+    }
+
+    /// Why a connection could not be made, in words (NIO's own descriptions nest the
+    /// address tried and the errno's name inside one another).
+    static func connectionFailure(_ error: any Error, endpoint: String) -> String {
+        if let error = error as? NIOConnectionError {
+            if let lookup = error.dnsAError ?? error.dnsAAAAError {
+                return "the host name \(error.host) did not resolve (\(connectionFailure(lookup, endpoint: endpoint)))"
+            }
+            var reasons: [String] = []
+            for failure in error.connectionErrors {
+                let reason = connectionFailure(failure.error, endpoint: endpoint)
+                if !reasons.contains(reason) { reasons.append(reason) }
+            }
+            return reasons.isEmpty ? "no address of \(error.host) could be tried" : reasons.joined(separator: "; ")
+        }
+        if let error = error as? IOError {
+            let text = String(cString: strerror(error.errnoCode)).lowercased()
+            switch error.errnoCode {
+            case ECONNREFUSED: return "\(text) (nothing accepts connections at \(endpoint): is the server running, on that port?)"
+            case ENETUNREACH, EHOSTUNREACH: return "\(text) (no route from this machine to \(endpoint))"
+            default: return text
+            }
+        }
+        if let error = error as? ChannelError, case .connectTimeout(let amount) = error {
+            return "no answer from \(endpoint) within \(amount.nanoseconds / 1_000_000) ms (a firewall dropping packets, or a host that is down)"
+        }
+        return String(describing: error)
     }
 
     /// Connection exceptions (class 08), insufficient resources (53), operator

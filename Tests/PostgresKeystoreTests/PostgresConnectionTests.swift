@@ -20,6 +20,22 @@ final class PostgresConnectionTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertFalse("\(String(describing: error))".contains("wrong password"))
     }
 
+    /// A port nothing listens on: the reason says so in words, not NIO's nested
+    /// descriptions of the address tried and the errno's name.
+    func testARefusedConnectionSaysNothingListensThere() async throws {
+        var configuration = try configuration()
+        configuration.port = try freeLoopbackPort()
+        configuration.operationTimeout = .seconds(5)
+        let error = await keystoreError {
+            try await PostgresKeystore(configuration: configuration, service: "tool", keySource: .raw(self.key))
+        }
+        XCTAssertEqual(error?.code, .storeUnavailable)
+        XCTAssertTrue(
+            error?.reason.contains("cannot connect: connection refused (nothing accepts connections at 127.0.0.1:\(configuration.port)") ?? false,
+            "\(String(describing: error))")
+        XCTAssertFalse(error?.reason.contains("SingleConnectionFailure") ?? true, "\(String(describing: error))")
+    }
+
     /// A database whose encoding is not UTF-8 (`LATIN1`): the keystore's connections say
     /// their text is UTF-8, so the server converts a key rather than storing each of its
     /// UTF-8 bytes as a character (`é` as `Ã©`, a different key to every other client). The
