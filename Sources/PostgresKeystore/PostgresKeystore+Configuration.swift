@@ -162,6 +162,24 @@ extension PostgresKeystore {
             self.keyFilePath = nil
         }
 
+        /// Throws ``KeystoreError/Code/invalidConfiguration`` for a value with which every
+        /// call would fail: an empty host or user name, a port outside 1–65535, a connect or
+        /// operation timeout, reconnect delay or keep-alive interval that is not positive.
+        func check() throws(KeystoreError) {
+            var problems: [String] = []
+            if host.isEmpty { problems.append("host is empty") }
+            if !(1...65_535).contains(port) { problems.append("port \(port) is not within 1–65535") }
+            if username.isEmpty { problems.append("username is empty") }
+            for (name, value) in [("connectTimeout", connectTimeout), ("operationTimeout", operationTimeout), ("reconnectDelay", reconnectDelay)]
+            where value <= .zero {
+                problems.append("\(name) is not positive (\(value))")
+            }
+            if let keepAliveInterval, keepAliveInterval <= .zero { problems.append("keepAliveInterval is not positive (\(keepAliveInterval)); nil turns it off") }
+            guard problems.isEmpty else {
+                throw KeystoreError(.invalidConfiguration, "PostgresKeystore.Configuration: " + problems.joined(separator: "; "))
+            }
+        }
+
         /// ``TLSMode/verifyFull`` unless `host` is this machine: plaintext is never what a
         /// configuration that says nothing gets across a network.
         static func defaultTLS(host: String) -> TLSMode {

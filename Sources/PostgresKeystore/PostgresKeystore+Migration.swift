@@ -37,6 +37,7 @@ extension PostgresKeystore {
         keySource: KeySource,
         logger: Logger? = nil
     ) async throws(KeystoreError) -> Int {
+        try configuration.check()
         try PostgresNamespace.validate(service: service, group: from)
         try PostgresNamespace.validate(service: service, group: to)
         guard from.name != to.name else { return 0 }

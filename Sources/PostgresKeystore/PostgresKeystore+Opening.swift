@@ -15,6 +15,7 @@ extension PostgresKeystore {
     static func prepareOpening(
         service: String, group: AccessGroup, configuration: Configuration, logger: Logger?
     ) throws(KeystoreError) -> Logger {
+        try configuration.check()
         try PostgresNamespace.validate(service: service, group: group)
         try CryptoRuntime.ensureInitialised()
         let quiet = logger ?? Logger(label: "IdentityBroker.PostgresKeystore", factory: { _ in SwiftLogNoOpLogHandler() })

@@ -27,6 +27,7 @@ public struct KeystoreError: Error, Sendable, Hashable, CustomStringConvertible 
             case migrationFailed
             case storeUnavailable
             case valueTooLarge
+            case invalidConfiguration
         }
 
         private let base: Base
@@ -53,7 +54,9 @@ public struct KeystoreError: Error, Sendable, Hashable, CustomStringConvertible 
         /// A system call failed; ``KeystoreError/errno`` and ``KeystoreError/path`` say which.
         public static let io = Code(.io)
         /// The key source gave no usable key: missing or malformed environment variable,
-        /// wrong length, or a key file of the wrong size.
+        /// wrong length, or a key file of the wrong size; or a key that is not the one the
+        /// namespace's items are sealed with (it does not open the namespace's key check, or
+        /// its key file or salt is missing where items are sealed).
         public static let invalidKey = Code(.invalidKey)
         /// An item key, service name or access-group name is empty or too long.
         public static let invalidName = Code(.invalidName)
@@ -67,6 +70,10 @@ public struct KeystoreError: Error, Sendable, Hashable, CustomStringConvertible 
         /// timeout, its database could not be opened, or it was closed. Retrying later may
         /// succeed; nothing was written.
         public static let storeUnavailable = Code(.storeUnavailable)
+
+        /// A configuration value no store can work with: a timeout or interval that is not
+        /// positive, a port outside 1–65535, an empty host or user name. Nothing was opened.
+        public static let invalidConfiguration = Code(.invalidConfiguration)
 
         /// The code's name, for example `authenticationFailed`.
         public var description: String { base.rawValue }

@@ -7,6 +7,44 @@ import XCTest
 
 /// URL parsing and the password's absence from every description (no server needed).
 final class PostgresConfigurationTests: XCTestCase {
+    /// Values with which every call would fail are refused before anything connects, by
+    /// every entry point, with the value named (a port of 0 used to surface as NIO's error,
+    /// a zero operation timeout as a timeout on every call).
+    func testValuesNoKeystoreCanUseAreRefusedBeforeConnecting() async throws {
+        let cases: [(String, (inout PostgresKeystore.Configuration) -> Void)] = [
+            ("host is empty", { $0.host = "" }),
+            ("port 0 is not within 1–65535", { $0.port = 0 }),
+            ("port 65536 is not within 1–65535", { $0.port = 65_536 }),
+            ("username is empty", { $0.username = "" }),
+            ("connectTimeout is not positive", { $0.connectTimeout = .zero }),
+            ("operationTimeout is not positive", { $0.operationTimeout = .seconds(-1) }),
+            ("reconnectDelay is not positive", { $0.reconnectDelay = .zero }),
+            ("keepAliveInterval is not positive", { $0.keepAliveInterval = .zero }),
+        ]
+        let key = KeySource.raw(Array(repeating: 7, count: 32))
+        for (problem, change) in cases {
+            // A closed loopback port: anything that tried to connect would fail otherwise.
+            var configuration = PostgresKeystore.Configuration(host: "127.0.0.1", port: 9, username: "broker", password: "pw-\(UUID())")
+            change(&configuration)
+            let calls: [(String, () async throws(KeystoreError) -> Void)] = [
+                ("init", { () async throws(KeystoreError) in _ = try await PostgresKeystore(configuration: configuration, service: "tool", keySource: key) }),
+                ("openAndRead", { () async throws(KeystoreError) in _ = try await PostgresKeystore.openAndRead(key: "k", configuration: configuration, service: "tool", keySource: key) }),
+                ("migrate", { () async throws(KeystoreError) in _ = try await PostgresKeystore.migrate(configuration: configuration, service: "tool", from: .none, to: AccessGroup(name: "team"), keySource: key) }),
+                ("rekey", { () async throws(KeystoreError) in _ = try await PostgresKeystore.rekey(configuration: configuration, service: "tool", group: .none, keySource: key) }),
+            ]
+            for (name, call) in calls {
+                do throws(KeystoreError) {
+                    try await call()
+                    XCTFail("\(name) with \(problem): no error")
+                } catch {
+                    XCTAssertEqual(error.code, .invalidConfiguration, "\(name) with \(problem): \(error)")
+                    XCTAssertTrue(error.reason.contains(problem), "\(name): \(error)")
+                    XCTAssertFalse(error.description.contains(configuration.password!), "\(error)")
+                }
+            }
+        }
+    }
+
     func testParsesEveryPartWithPercentDecoding() throws {
         let configuration = try PostgresKeystore.Configuration(
             url: "postgres://broker%2Badmin:p%40ss%3Aw%2Frd@db.example.com:6543/identity%20db?sslmode=verify-full&sslrootcert=/etc/ca.pem&connect_timeout=7")

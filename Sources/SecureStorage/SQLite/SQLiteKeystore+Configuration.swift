@@ -46,5 +46,18 @@ extension SQLiteKeystore {
             self.changeLogRetention = changeLogRetention
             self.checksWayToRoot = checksWayToRoot
         }
+
+        /// Throws ``KeystoreError/Code/invalidConfiguration`` for a value no keystore can work
+        /// with: a negative busy timeout, a change-poll interval that is not positive (the
+        /// feed would poll without pause), a negative change-log retention.
+        func check() throws(KeystoreError) {
+            var problems: [String] = []
+            if busyTimeout < .zero { problems.append("busyTimeout is negative (\(busyTimeout))") }
+            if changePollInterval <= .zero { problems.append("changePollInterval is not positive (\(changePollInterval))") }
+            if changeLogRetention < 0 { problems.append("changeLogRetention is negative (\(changeLogRetention))") }
+            guard problems.isEmpty else {
+                throw KeystoreError(.invalidConfiguration, "SQLiteKeystore.Configuration: " + problems.joined(separator: "; "))
+            }
+        }
     }
 }

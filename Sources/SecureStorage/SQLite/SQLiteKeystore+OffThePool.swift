@@ -8,6 +8,7 @@ extension SQLiteKeystore {
         root: String, service: String, configuration: Configuration,
         _ body: @escaping @Sendable (StoreLayout) throws(KeystoreError) -> T
     ) async throws(KeystoreError) -> T {
+        try configuration.check()
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, KeystoreError>, Never>) in
             DispatchQueue.global().async {
                 continuation.resume(returning: Result { () throws(KeystoreError) -> T in

@@ -12,6 +12,7 @@ extension SQLiteKeystore {
         accessGroup: AccessGroup = .none,
         configuration: Configuration = .init()
     ) throws(KeystoreError) -> Bool {
+        try configuration.check()
         let layout = try StoreLayout(root: root, service: service, checksWayToRoot: configuration.checksWayToRoot)
         try NameRules.validate(group: accessGroup)
         guard try layout.prepareDirectories(accessGroup, create: false) else { return false }
@@ -55,6 +56,7 @@ extension SQLiteKeystore {
         ) throws(KeystoreError) -> SingleReader? {
             // The same steps, in the same order, as SQLiteKeystore.init and recordGroup, with
             // nothing created: the first failing check throws the same error.
+            try configuration.check()
             try KeystoreError.rethrowing { try CryptoRuntime.ensureInitialised() }
             let layout = try StoreLayout(root: root, service: service, checksWayToRoot: configuration.checksWayToRoot)
             try NameRules.validate(group: accessGroup)

@@ -64,6 +64,7 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
         configuration: Configuration = .init(),
         logger: Logger? = nil
     ) throws(KeystoreError) {
+        try configuration.check()
         try KeystoreError.rethrowing { try CryptoRuntime.ensureInitialised() }
         let layout = try StoreLayout(root: root, service: service, checksWayToRoot: configuration.checksWayToRoot)
         let (privateStore, privateConnection) = try Self.recordGroup(

@@ -73,6 +73,46 @@ final class SQLiteKeystoreTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: temporary.path + "/etc"))
     }
 
+    /// Values no keystore can work with are refused by every entry point before anything is
+    /// created (a zero poll interval made the change feed poll without pause).
+    func testValuesNoKeystoreCanUseAreRefusedBeforeAnythingIsCreated() async throws {
+        let cases: [(String, (inout SQLiteKeystore.Configuration) -> Void)] = [
+            ("busyTimeout is negative", { $0.busyTimeout = .milliseconds(-1) }),
+            ("changePollInterval is not positive", { $0.changePollInterval = .zero }),
+            ("changeLogRetention is negative", { $0.changeLogRetention = -1 }),
+        ]
+        let temporary = try TemporaryRoot()
+        for (problem, change) in cases {
+            var configuration = SQLiteKeystore.Configuration()
+            change(&configuration)
+            let root = temporary.root
+            let calls: [(String, () async throws(KeystoreError) -> Void)] = [
+                ("init", { () async throws(KeystoreError) in _ = try SQLiteKeystore(root: root, service: "tool", keySource: testKey(), configuration: configuration) }),
+                ("SingleReader", { () async throws(KeystoreError) in _ = try SQLiteKeystore.SingleReader.open(root: root, service: "tool", keySource: testKey(), configuration: configuration) }),
+                ("namespaceExists", { () async throws(KeystoreError) in _ = try SQLiteKeystore.namespaceExists(root: root, service: "tool", configuration: configuration) }),
+                ("migrate", { () async throws(KeystoreError) in
+                    _ = try await SQLiteKeystore.migrate(
+                        root: root, service: "tool", from: .none, to: AccessGroup(name: "team"), keySource: testKey(), configuration: configuration)
+                }),
+                ("rekey", { () async throws(KeystoreError) in _ = try await SQLiteKeystore.rekey(root: root, service: "tool", group: .none, keySource: testKey(), configuration: configuration) }),
+            ]
+            for (name, call) in calls {
+                do throws(KeystoreError) {
+                    try await call()
+                    XCTFail("\(name) with \(problem): no error")
+                } catch {
+                    XCTAssertEqual(error.code, .invalidConfiguration, "\(name) with \(problem): \(error)")
+                    XCTAssertTrue(error.reason.contains(problem), "\(name): \(error)")
+                }
+            }
+            XCTAssertFalse(FileManager.default.fileExists(atPath: root), "\(problem): something was created")
+        }
+        // Zero stays usable where it means something: no waiting for a lock, no change log kept.
+        let keystore = try SQLiteKeystore(
+            root: temporary.root, service: "tool", keySource: testKey(), configuration: .init(busyTimeout: .zero, changeLogRetention: 0))
+        keystore.close()
+    }
+
     func testInvalidNames() async throws {
         let temporary = try TemporaryRoot()
         _ = assertThrows(KeystoreError.self, code: .invalidName) { try SQLiteKeystore(root: temporary.root, service: "") }
