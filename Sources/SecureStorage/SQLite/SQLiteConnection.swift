@@ -65,12 +65,10 @@ final class SQLiteConnection: @unchecked Sendable {
         activeBusyTimeout = busyTimeout
         compileGuard = .allocate(capacity: 1)
         compileGuard.initialize(to: ib_sqlite3_compile_guard(guarding: 0, refused: 0))
-        do {
-            handle = try Self.openHandle(path: path, busyTimeout: busyTimeout, guard: compileGuard)
-        } catch {
-            compileGuard.deallocate()
-            throw error
-        }
+        // Every stored property is set by now, so a throw still runs `deinit`, which frees
+        // the guard: freeing it here too was a double free (an abort when no descriptor was
+        // left, `testAConnectionThatCannotOpenThrowsAndTheProcessGoesOn`).
+        handle = try Self.openHandle(path: path, busyTimeout: busyTimeout, guard: compileGuard)
     }
 
     private static func openHandle(

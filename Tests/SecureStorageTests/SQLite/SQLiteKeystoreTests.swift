@@ -113,6 +113,18 @@ final class SQLiteKeystoreTests: XCTestCase {
         keystore.close()
     }
 
+    /// A connection whose open fails (a file that is gone, no descriptor left under a low
+    /// `ulimit -n`) throws and frees what it allocated once: its `deinit` still runs after the
+    /// throw, and freeing there as well was a double free that aborted the process.
+    func testAConnectionThatCannotOpenThrowsAndTheProcessGoesOn() throws {
+        let temporary = try TemporaryRoot()
+        for _ in 0..<100 {
+            assertThrows(KeystoreError.self) {
+                _ = try SQLiteConnection(path: temporary.root + "/missing.sqlite", busyTimeout: .seconds(1))
+            }
+        }
+    }
+
     func testInvalidNames() async throws {
         let temporary = try TemporaryRoot()
         _ = assertThrows(KeystoreError.self, code: .invalidName) { try SQLiteKeystore(root: temporary.root, service: "") }
