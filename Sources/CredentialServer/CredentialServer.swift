@@ -115,14 +115,19 @@ public final class CredentialServer: Service, Sendable {
     /// running it, or cancellation of the calling task; then stops accepting connections,
     /// lets requests in flight finish and returns.
     ///
-    /// - Throws: when the socket cannot be bound or the server fails;
-    ///   ``CredentialServerError/Code/alreadyRan`` on a second call.
-    public func run() async throws {
+    /// - Throws: ``CredentialServerError/Code/serverFailed`` when the socket cannot be bound
+    ///   or the server fails; ``CredentialServerError/Code/alreadyRan`` on a second call.
+    public func run() async throws(CredentialServerError) {
         guard state.start() else {
             throw CredentialServerError(code: .alreadyRan, message: "a credential server runs once; create another")
         }
         defer { state.stopped() }
-        try await group.run()
+        do {
+            try await group.run()
+        } catch {
+            // NIO's I/O errors name the system call and its errno; no request data is in them.
+            throw CredentialServerError(code: .serverFailed, message: "the credential server on 127.0.0.1 failed: \(error)")
+        }
         logger.debug("credential server stopped")
     }
 

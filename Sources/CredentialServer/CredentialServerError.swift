@@ -10,6 +10,7 @@ public struct CredentialServerError: Error, Sendable, CustomStringConvertible {
             case sessionNotServed
             case notRunning
             case alreadyRan
+            case serverFailed
         }
 
         private let base: Base
@@ -25,6 +26,9 @@ public struct CredentialServerError: Error, Sendable, CustomStringConvertible {
         public static let notRunning = Code(.notRunning)
         /// ``CredentialServer/run()`` was called a second time; a server runs once.
         public static let alreadyRan = Code(.alreadyRan)
+        /// The server could not listen (the socket could not be bound, no file descriptor was
+        /// left) or failed while serving; the message says why.
+        public static let serverFailed = Code(.serverFailed)
 
         /// The code's name, e.g. `notRunning`.
         public var description: String { base.rawValue }

@@ -45,7 +45,8 @@ enum ServeRunner {
             throw error
         }
         if case .failure(let error) = await serving.result {
-            throw CLIFailure(.internalError, "the credential server failed: \(type(of: error)); please report it")
+            let reason = (error as? CredentialServerError)?.message ?? "the credential server failed: \(type(of: error))"
+            throw CLIFailure(.internalError, "\(reason); please report it")
         }
     }
 
