@@ -136,16 +136,24 @@ final class FederateHostileInputTests: XCTestCase {
         defer { cognito.stopServing() }
         // federate's standard input is the FIFO opened read-write: its own open write end
         // keeps the pipe from ever reaching its end.
+        let login = ["login", "--pool-id", FakeCognito.poolId, "--provider", "google", "--endpoint", cognito.endpoint, "--token-stdin"]
+        let launcher = ["sh", "-c", #"exec 3<>"$STDIN_FIFO"; printf %s "$TOKEN" >&3; unset TOKEN; exec "$0" "$@" <&3"#]
         let started = Date()
         let run = try harness.run(
-            ["login", "--pool-id", FakeCognito.poolId, "--provider", "google", "--endpoint", cognito.endpoint, "--token-stdin"],
-            environment: ["STDIN_FIFO": fifo, "TOKEN": TestJWT.valid()], timeout: 90,
-            launcher: ["sh", "-c", #"exec 3<>"$STDIN_FIFO"; printf %s "$TOKEN" >&3; unset TOKEN; exec "$0" "$@" <&3"#])
+            login, environment: ["STDIN_FIFO": fifo, "TOKEN": TestJWT.valid(), "IDENTITY_BROKER_STDIN_TIMEOUT": "2"], timeout: 60, launcher: launcher)
         XCTAssertEqual(run.status, 2, "\(run)")
-        XCTAssertTrue(run.stderr.contains("nothing finished writing standard input within 30 seconds"), run.stderr)
+        XCTAssertTrue(run.stderr.contains("nothing finished writing standard input within 2 seconds"), run.stderr)
+        XCTAssertTrue(run.stderr.contains("IDENTITY_BROKER_STDIN_TIMEOUT=SECONDS"), run.stderr)
         harness.assertOneErrorLine(run)
-        XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(started), 29, "it did not wait for the token's writer")
+        XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(started), 1.9, "it did not wait for the token's writer")
         XCTAssertEqual(cognito.calls.count, 0)
+        for bad in ["-1", "soon", "86401"] {
+            let refused = try harness.expect(2, login, stdin: TestJWT.valid(), environment: ["IDENTITY_BROKER_STDIN_TIMEOUT": bad])
+            XCTAssertTrue(refused.stderr.contains("IDENTITY_BROKER_STDIN_TIMEOUT must be a whole number of seconds"), "\(refused)")
+        }
+        XCTAssertEqual(cognito.calls.count, 0)
+        // A writer that closes is read at once, with no limit too.
+        try harness.expect(0, login, stdin: TestJWT.valid(), environment: ["IDENTITY_BROKER_STDIN_TIMEOUT": "0"])
     }
 
     func testEveryCommandRejectsBadSessionNames() throws {

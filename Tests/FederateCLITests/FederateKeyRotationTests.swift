@@ -82,6 +82,27 @@ final class FederateKeyRotationTests: XCTestCase {
             "\(noOldKey)")
     }
 
+    /// A group rotated from an environment key to its key file keeps working while the
+    /// private namespace stays sealed with the environment key, and reading a group with a
+    /// key mistake makes no private key or salt.
+    func testAGroupRotatedAwayFromAnEnvironmentKeyKeepsWorking() throws {
+        let group = ["--access-group", "team"]
+        try harness.expect(0, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint, "--session", "alice"] + group,
+                           environment: ["IDENTITY_BROKER_KEY": oldKey])
+        try harness.expect(0, ["status"], environment: ["IDENTITY_BROKER_KEY": oldKey])  // the private namespace's key check
+        let rotated = try harness.expect(0, ["rekey"] + group, environment: ["IDENTITY_BROKER_OTHER_KEY": oldKey])
+        XCTAssertTrue(rotated.stderr.contains("re-sealed 1 session "), "\(rotated)")
+        try harness.expect(0, ["credentials", "--session", "alice"] + group)
+        try harness.expect(0, ["clear", "--session", "alice"] + group)
+        let privateDirectory = harness.keystore + "/users/\(getuid())"
+        XCTAssertFalse(FileManager.default.fileExists(atPath: privateDirectory + "/key"), "a private key file was made")
+        let wrong = try harness.expect(6, ["status"] + group, environment: ["IDENTITY_BROKER_PASSPHRASE": "not the group's passphrase"])
+        XCTAssertTrue(wrong.stderr.contains("salt"), "\(wrong)")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: privateDirectory + "/salt"), "a private salt was made")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: privateDirectory + "/key"), "a private key file was made")
+        try harness.expect(0, ["status"], environment: ["IDENTITY_BROKER_KEY": oldKey])
+    }
+
     /// The key file default: the old file moved aside and named by
     /// `$IDENTITY_BROKER_OTHER_KEY_FILE`, `rekey` makes a new key file.
     func testRekeyReplacesAKeyFile() throws {
@@ -91,6 +112,10 @@ final class FederateKeyRotationTests: XCTestCase {
         let aside = harness.keystore + "/old.key"
         XCTAssertEqual(rename(keyFile, aside), 0)
 
+        // Between moving the key aside and the rotation, commands are told to finish it.
+        let between = try harness.expect(6, ["credentials", "--session", "alice"], environment: ["IDENTITY_BROKER_OTHER_KEY_FILE": aside])
+        XCTAssertTrue(between.stderr.contains("finish the rotation: run 'federate rekey'"), "\(between)")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: keyFile), "a key file was made before the rotation")
         let rotated = try harness.expect(0, ["rekey"], environment: ["IDENTITY_BROKER_OTHER_KEY_FILE": aside])
         XCTAssertTrue(rotated.stderr.contains("re-sealed 1 session "), "\(rotated)")
         let newBytes = try XCTUnwrap(FileManager.default.contents(atPath: keyFile))

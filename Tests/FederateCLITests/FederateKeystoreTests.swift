@@ -283,7 +283,7 @@ final class FederateKeystoreTests: XCTestCase {
         // Set but empty (a secret that did not load) is not unset: read as unset, a first
         // login would seal with a key file made on the spot.
         for variable in [
-            "IDENTITY_BROKER_KEY", "IDENTITY_BROKER_PASSPHRASE", "IDENTITY_BROKER_KEY_FILE",
+            "IDENTITY_BROKER_KEY", "IDENTITY_BROKER_PASSPHRASE",
             "IDENTITY_BROKER_OTHER_KEY", "IDENTITY_BROKER_OTHER_PASSPHRASE", "IDENTITY_BROKER_OTHER_KEY_FILE",
         ] {
             for arguments in [["status"], ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint]] {
@@ -293,6 +293,10 @@ final class FederateKeystoreTests: XCTestCase {
                 XCTAssertFalse(FileManager.default.fileExists(atPath: harness.keystore), "\(variable): \(arguments) created the keystore")
             }
         }
+        // $IDENTITY_BROKER_KEY_FILE is read for a database only: a directory ignores it.
+        try harness.expect(0, ["status"], environment: ["IDENTITY_BROKER_KEY_FILE": ""])
+        let database = try harness.expect(6, ["status", "--keystore", "postgres://broker@127.0.0.1:9/db"], environment: ["IDENTITY_BROKER_KEY_FILE": ""])
+        XCTAssertTrue(database.stderr.contains("$IDENTITY_BROKER_KEY_FILE is set but empty"), "\(database)")
         try guest("default")
         let notBase64 = try harness.expect(6, ["credentials"], environment: ["IDENTITY_BROKER_KEY": "not base64!"])
         XCTAssertTrue(notBase64.stderr.contains("IDENTITY_BROKER_KEY"), "\(notBase64)")

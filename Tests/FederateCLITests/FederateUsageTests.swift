@@ -94,10 +94,14 @@ final class FederateUsageTests: XCTestCase {
     func testAKeystoreStartingWithATildeIsAUsageError() throws {
         for arguments in [["status", "--keystore", "~/ks"], ["clear", "--keystore=~/ks"], ["status", "--keystore", "~"], ["status", "--keystore", "~alice/ks"]] {
             let run = try harness.expect(2, arguments)
-            XCTAssertTrue(run.stderr.contains("starts with '~', which nothing expanded here"), "\(arguments): \(run)")
+            XCTAssertTrue(run.stderr.contains("--keystore starts with '~', which nothing expanded here"), "\(arguments): \(run)")
             harness.assertOneErrorLine(run)
         }
-        try harness.expect(2, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", "http://127.0.0.1:9/"], environment: ["IDENTITY_BROKER_KEYSTORE": "~/ks"])
+        let fromEnvironment = try harness.expect(
+            2, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", "http://127.0.0.1:9/"], environment: ["IDENTITY_BROKER_KEYSTORE": "~/ks"])
+        XCTAssertTrue(fromEnvironment.stderr.contains("$IDENTITY_BROKER_KEYSTORE starts with '~'"), "\(fromEnvironment)")
+        // A home directory named so is the user's own business: only what they wrote is refused.
+        try harness.expect(0, ["status"], environment: ["IDENTITY_BROKER_KEYSTORE": nil, "XDG_DATA_HOME": nil, "HOME": "~home"])
         XCTAssertFalse(FileManager.default.fileExists(atPath: harness.directory + "/~"), "a directory named ~ was made")
         // A directory of that name is still reachable as a path.
         try harness.expect(0, ["status", "--keystore", "./~ks"])

@@ -93,8 +93,8 @@ package struct KeystoreAccess {
     }
 
     static func resolveRoot(explicit: String?) throws(CLIFailure) -> String {
-        if let explicit { return explicit }
-        if let value = environment(keystoreVariable) { return value }
+        if let explicit { return try unexpandedHomeRefused(explicit, source: "--keystore") }
+        if let value = environment(keystoreVariable) { return try unexpandedHomeRefused(value, source: "$\(keystoreVariable)") }
         if let data = environment("XDG_DATA_HOME"), data.hasPrefix("/") { return data + "/identity-broker" }
         guard let home = environment("HOME") ?? passwordHome() else {
             throw CLIFailure(.usage, "no keystore directory: HOME is not set; pass --keystore DIR or set \(keystoreVariable)")
@@ -109,6 +109,17 @@ package struct KeystoreAccess {
                     + "pass --keystore DIR or set \(keystoreVariable)")
         }
         return trimmed + "/.local/share/identity-broker"
+    }
+
+    /// `value`, unless it starts with `~`: no shell expands it inside quotes, in
+    /// `--keystore=~/ks`, or in a systemd unit's `Environment=`, and taken as is it would make a
+    /// directory named `~` in the working directory and keep sessions there.
+    private static func unexpandedHomeRefused(_ value: String, source: String) throws(CLIFailure) -> String {
+        guard value.hasPrefix("~") else { return value }
+        throw CLIFailure(
+            .usage,
+            "\(source) starts with '~', which nothing expanded here (a shell expands it only at the start of an unquoted word); "
+                + "write the home directory out, as \"$HOME/…\"; for a directory named '~…', write ./~…")
     }
 
     /// Whether the keystore exists at all. A database always counts as existing (opening it
@@ -337,14 +348,6 @@ enum KeystoreLocation {
                 .usage,
                 "--keystore: the value looks like a PostgreSQL connection string ('keyword=value' pairs); --keystore takes a directory "
                     + "or a URL (postgres://user:password@host:port/database); for a directory of that name, write ./…")
-        } else if value.hasPrefix("~") {
-            // No shell expands `~` inside quotes, in `--keystore=~/ks`, or in a systemd unit's
-            // Environment=: taken as is, it would make a directory named `~` in the working
-            // directory and keep sessions there.
-            throw CLIFailure(
-                .usage,
-                "--keystore (or $\(KeystoreAccess.keystoreVariable)) starts with '~', which nothing expanded here (a shell expands it only "
-                    + "at the start of an unquoted word); write the home directory out, as \"$HOME/…\"; for a directory named '~…', write ./~…")
         } else if let scheme = value.firstRange(of: "://"), !value[..<scheme.lowerBound].contains("/") {
             throw CLIFailure(.usage, "--keystore takes a directory or a postgres:// URL; '\(value[..<scheme.lowerBound])://' is not supported")
         } else {
@@ -438,6 +441,8 @@ package enum KeySelection {
     /// seal a first login with a key file made on the spot, which the real key never opens.
     private static func refuseEmptyKeyVariables(location: KeystoreLocation) throws(CLIFailure) {
         for name in keyVariables {
+            // $IDENTITY_BROKER_KEY_FILE is read for a database only (a directory keeps its own).
+            if name == keyFileVariable, case .directory = location { continue }
             guard let value = getenv(name), value.pointee == 0 else { continue }
             throw CLIFailure(
                 .keystore,
@@ -515,6 +520,11 @@ package enum KeySelection {
             return "run 'federate rekey' with the old key in \(otherKeyVariables) first, or keep sealing with the old key (and opening with the new one) until then"
         }
         if reason.contains(KeystoreError.keyMissingReason) {
+            if givesKeysThatOnlyOpen {
+                // The key file moved aside for a rotation (docs/cli.md, rekey): the rotation makes the new one.
+                return "if the key was moved aside to be replaced, finish the rotation: run 'federate rekey' with the old key in \(otherKeyVariables); "
+                    + "otherwise set the key that sealed these sessions ($\(KeySource.defaultEnvironmentVariable) or $\(passphraseVariable)), or restore the key file"
+            }
             if KeystoreAccess.environment(passphraseVariable) != nil {
                 return "these sessions were not sealed with a passphrase (there is no salt file): if they were sealed with"
                     + " $\(KeySource.defaultEnvironmentVariable), set it instead of $\(passphraseVariable); if with the key file, unset $\(passphraseVariable)"

@@ -14,15 +14,16 @@ import Darwin
 /// A named file is opened non-blocking (opening a FIFO with no writer would block) and read
 /// as data arrives, for at most ``fileWait``; a pipe such as `<(…)` delivers at once.
 /// Standard input (never a terminal: the caller refuses one) is read for at most
-/// ``standardInputWait``: a pipe whose writer never closes it (a command that keeps running,
-/// an inherited pipe nobody writes) would otherwise hold the command forever. The buffers it
-/// reads through are wiped.
+/// ``standardInputWait`` unless the caller gives another wait: a pipe whose writer never
+/// closes it (a command that keeps running, an inherited pipe nobody writes) would otherwise
+/// hold the command forever. The buffers it reads through are wiped.
 enum BoundedInput {
     /// How long a named file may take to deliver its data to the end (a FIFO's writer).
     static let fileWait: Duration = .seconds(10)
-    /// How long standard input may take to deliver its data to the end: longer than a file's,
-    /// since the command piping the token in may first fetch it over the network.
-    static let standardInputWait: Duration = .seconds(30)
+    /// How long standard input may take to deliver its data to the end by default: longer
+    /// than a file's, since the command piping the token in may first fetch it over the
+    /// network or ask its user for a passphrase (`gpg -d`, a password manager).
+    static let standardInputWait: Duration = .seconds(120)
 
     enum Failure: Error {
         case open(Int32)
@@ -45,13 +46,15 @@ enum BoundedInput {
         try readToEnd(descriptor, limit: limit, wait: fileWait)
     }
 
-    /// The bytes of standard input, read to its end or until past `limit`.
-    static func readStandardInput(limit: Int) throws(Failure) -> [UInt8] {
-        try readToEnd(STDIN_FILENO, limit: limit, wait: standardInputWait)
+    /// The bytes of standard input, read to its end or until past `limit`, for at most
+    /// `wait` (`nil`: as long as it takes).
+    static func readStandardInput(limit: Int, wait: Duration?) throws(Failure) -> [UInt8] {
+        try readToEnd(STDIN_FILENO, limit: limit, wait: wait)
     }
 
-    private static func readToEnd(_ descriptor: Int32, limit: Int, wait: Duration) throws(Failure) -> [UInt8] {
-        let deadline = ContinuousClock.now.advanced(by: wait)
+    private static func readToEnd(_ descriptor: Int32, limit: Int, wait: Duration?) throws(Failure) -> [UInt8] {
+        // No limit: a deadline no wait reaches (poll takes at most Int32.max milliseconds a call).
+        let deadline = ContinuousClock.now.advanced(by: wait ?? .seconds(Int64(Int32.max)))
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 16 * 1024)
         defer { CryptoRuntime.cleanse(&chunk) }
@@ -60,7 +63,7 @@ enum BoundedInput {
             let remaining = ContinuousClock.now.duration(to: deadline)
             guard remaining > .zero else {
                 CryptoRuntime.cleanse(&bytes)
-                throw .timedOut(wait)
+                throw .timedOut(wait ?? .zero)
             }
             // Readable, or its writer gone: then a read returns what is left, or 0. Polling
             // first also keeps a blocking descriptor (standard input) from blocking the read.

@@ -44,13 +44,32 @@ enum TokenReader {
                 "--token-stdin reads the token from a pipe or a file, and standard input is a terminal (a token typed or pasted there shows on screen); "
                     + "pipe it in, redirect it ('< FILE'), or use --token-file")
         }
+        let wait = try standardInputWait()
         var bytes: [UInt8]
         do throws(BoundedInput.Failure) {
-            bytes = try BoundedInput.readStandardInput(limit: ProviderTokenText.maxBytes)
+            bytes = try BoundedInput.readStandardInput(limit: ProviderTokenText.maxBytes, wait: wait)
         } catch {
-            throw CLIFailure(.usage, "\(BoundedInput.describe(error, source: "standard input")); pipe the token in, or use --token-file")
+            let advice = if case .timedOut = error {
+                "end the token's input (a command that exits, a redirected file), or give a slower writer more time with \(waitVariable)=SECONDS (0: no limit)"
+            } else {
+                "pipe the token in, or use --token-file"
+            }
+            throw CLIFailure(.usage, "\(BoundedInput.describe(error, source: "standard input")); \(advice)")
         }
         return try decode(&bytes, source: "standard input")
+    }
+
+    /// Seconds `--token-stdin` waits for its input to end; 0 for no limit.
+    static let waitVariable = "IDENTITY_BROKER_STDIN_TIMEOUT"
+
+    /// How long `--token-stdin` waits: ``waitVariable``'s seconds (`nil`, no limit, for 0), else
+    /// ``BoundedInput/standardInputWait``.
+    private static func standardInputWait() throws(CLIFailure) -> Duration? {
+        guard let text = KeystoreAccess.environment(waitVariable) else { return BoundedInput.standardInputWait }
+        guard let seconds = Int(text), (0...86_400).contains(seconds) else {
+            throw CLIFailure(.usage, "\(waitVariable) must be a whole number of seconds from 0 (no limit) to 86400; set it so, or unset it for the default of \(BoundedInput.standardInputWait.components.seconds)")
+        }
+        return seconds == 0 ? nil : .seconds(seconds)
     }
 
     private static func decode(_ bytes: inout [UInt8], source: String) throws(CLIFailure) -> String {

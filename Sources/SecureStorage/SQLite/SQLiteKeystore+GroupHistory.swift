@@ -7,25 +7,41 @@ extension SQLiteKeystore {
     /// first moving the items from the previous group when the policy asks for it.
     ///
     /// The record lives where only the user can write, so no member of a shared group can
-    /// steer another user's migration. Returns the private namespace and the open connection
-    /// to its database: the caller closes the connection, or keeps both as the writer's when
-    /// `group` is the private one (its key is then not resolved again: with a passphrase,
-    /// each resolution is a scrypt derivation).
+    /// steer another user's migration. Returns the open connection to the private database
+    /// (the caller closes it, or keeps it as the writer's when `group` is the private one)
+    /// and, for the private group only, its namespace with its key resolved (not again: with a
+    /// passphrase, each resolution is a scrypt derivation). A named group's open needs the
+    /// private database but not its key, which is neither resolved nor made: the record is
+    /// plain text, and the private namespace may be sealed with another kind of key than the
+    /// group (a group rotated away from an environment key), or hold nothing.
     static func recordGroup(
         _ group: AccessGroup,
         layout: StoreLayout,
         keySource: KeySource,
         configuration: Configuration,
         logger: Logger?
-    ) throws(KeystoreError) -> (namespace: StoreNamespace, connection: SQLiteConnection) {
+    ) throws(KeystoreError) -> (namespace: StoreNamespace?, connection: SQLiteConnection) {
         // Before anything is recorded: a name no namespace can have must not become the last group.
         try NameRules.validate(group: group)
-        guard let privateStore = try StoreNamespace.open(layout: layout, group: .none, keySource: keySource, create: .whatIsMissing(busyTimeout: configuration.busyTimeout)) else {
-            throw KeystoreError(.invalidKey, "no key available for the private namespace")
+        let privateStore: StoreNamespace?
+        let privatePath: String
+        if group == .none {
+            guard let opened = try StoreNamespace.open(
+                layout: layout, group: .none, keySource: keySource, create: .whatIsMissing(busyTimeout: configuration.busyTimeout))
+            else {
+                throw KeystoreError(.invalidKey, "no key available for the private namespace")
+            }
+            (privateStore, privatePath) = (opened, opened.databasePath)
+        } else {
+            guard try layout.prepareDirectories(.none, create: true), let path = try layout.prepareDatabase(.none, create: true) else {
+                throw KeystoreError(.io, "the private database could not be made", path: layout.databasePath(.none))
+            }
+            (privateStore, privatePath) = (nil, path)
         }
-        let connection = try privateStore.connect(service: layout.service, busyTimeout: configuration.busyTimeout)
+        let connection = try StoreNamespace.connect(
+            databasePath: privatePath, group: .none, service: layout.service, busyTimeout: configuration.busyTimeout)
         do throws(KeystoreError) {
-            try record(group, on: connection, layout: layout, privateStore: privateStore, keySource: keySource, configuration: configuration, logger: logger)
+            try record(group, on: connection, layout: layout, privatePath: privatePath, keySource: keySource, configuration: configuration, logger: logger)
         } catch {
             connection.close()
             throw error
@@ -37,7 +53,7 @@ extension SQLiteKeystore {
         _ group: AccessGroup,
         on connection: SQLiteConnection,
         layout: StoreLayout,
-        privateStore: StoreNamespace,
+        privatePath: String,
         keySource: KeySource,
         configuration: Configuration,
         logger: Logger?
@@ -45,7 +61,7 @@ extension SQLiteKeystore {
         let recorded = try StoreSchema.meta(lastGroupName, on: connection)
         let last = recorded.flatMap(StoreSchema.decodeGroup)
         if recorded != nil && last == nil {
-            throw KeystoreError(.corruptFormat, "unreadable last access group record", path: privateStore.databasePath)
+            throw KeystoreError(.corruptFormat, "unreadable last access group record", path: privatePath)
         }
         if let last, last == group { return }
         if let last {

@@ -60,9 +60,20 @@ extension SQLiteKeystore {
             try KeystoreError.rethrowing { try CryptoRuntime.ensureInitialised() }
             let layout = try StoreLayout(root: root, service: service, checksWayToRoot: configuration.checksWayToRoot)
             try NameRules.validate(group: accessGroup)
-            guard let privateStore = try StoreNamespace.open(layout: layout, group: .none, keySource: keySource, create: .nothing)
-            else { return nil }
-            let privateConnection = try SQLiteConnection(path: privateStore.databasePath, busyTimeout: configuration.busyTimeout)
+            // A named group's reader needs the private database's record of the last group,
+            // not the private key (as recordGroup): none is resolved, a passphrase's included.
+            let privateStore: StoreNamespace?
+            let privatePath: String
+            if accessGroup == .none {
+                guard let opened = try StoreNamespace.open(layout: layout, group: .none, keySource: keySource, create: .nothing)
+                else { return nil }
+                (privateStore, privatePath) = (opened, opened.databasePath)
+            } else {
+                guard try layout.prepareDirectories(.none, create: false), let path = try layout.prepareDatabase(.none, create: false)
+                else { return nil }
+                (privateStore, privatePath) = (nil, path)
+            }
+            let privateConnection = try SQLiteConnection(path: privatePath, busyTimeout: configuration.busyTimeout)
             do throws(KeystoreError) {
                 guard try StoreSchema.isInstalled(on: privateConnection, service: service, group: .none),
                       let recorded = try StoreSchema.meta(lastGroupName, on: privateConnection),
@@ -71,7 +82,7 @@ extension SQLiteKeystore {
                     privateConnection.close()
                     return nil
                 }
-                if accessGroup == .none {
+                if let privateStore {
                     guard try privateStore.verifyStoredKeyForReading(on: privateConnection, service: service) else {
                         privateConnection.close()
                         return nil

@@ -78,7 +78,7 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
         let namespace: StoreNamespace
         let writerConnection: SQLiteConnection
         do throws(KeystoreError) {
-            if accessGroup == .none {
+            if let privateStore {
                 namespace = privateStore
                 writerConnection = privateConnection
             } else {

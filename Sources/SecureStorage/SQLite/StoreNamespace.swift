@@ -43,10 +43,15 @@ struct StoreNamespace: Sendable {
         else { return nil }
         var resolved = try KeystoreError.rethrowing { try keySource.resolveKey(for: group, layout: layout, create: false) }
         if resolved == nil, creation.createsFiles {
-            if case .whatIsMissing(let busyTimeout) = creation {
-                try requireNothingSealed(databasePath: path, group: group, keySource: keySource, layout: layout, busyTimeout: busyTimeout)
+            if case .whatIsMissing(let busyTimeout) = creation, try holdsSealedData(databasePath: path, busyTimeout: busyTimeout) {
+                // Another process opening the namespace at the same time may have made its key
+                // and sealed the check since the first look: it makes the key before sealing
+                // anything, so the key is there now unless it is missing for good.
+                resolved = try KeystoreError.rethrowing { try keySource.resolveKey(for: group, layout: layout, create: false) }
+                guard resolved != nil else { throw missingKey(group: group, keySource: keySource, layout: layout) }
+            } else {
+                resolved = try KeystoreError.rethrowing { try keySource.resolveKey(for: group, layout: layout, create: true) }
             }
-            resolved = try KeystoreError.rethrowing { try keySource.resolveKey(for: group, layout: layout, create: true) }
         }
         guard let resolved else { return nil }
         return StoreNamespace(
@@ -54,14 +59,16 @@ struct StoreNamespace: Sendable {
             headerlessSharedSalt: resolved.headerlessSharedSalt)
     }
 
-    /// Throws ``KeystoreError/Code/invalidKey`` when the database holds a key check or an
-    /// item: its key cannot be one made now.
-    private static func requireNothingSealed(
-        databasePath: String, group: AccessGroup, keySource: KeySource, layout: StoreLayout, busyTimeout: Duration
-    ) throws(KeystoreError) {
+    /// Whether the database holds a key check or an item: anything sealed with a key.
+    private static func holdsSealedData(databasePath: String, busyTimeout: Duration) throws(KeystoreError) -> Bool {
         let connection = try SQLiteConnection(path: databasePath, busyTimeout: busyTimeout)
         defer { connection.close() }
-        guard try StoreSchema.holdsSealedData(on: connection) else { return }
+        return try StoreSchema.holdsSealedData(on: connection)
+    }
+
+    /// ``KeystoreError/Code/invalidKey`` for a key file (or salt) missing where the database
+    /// holds something sealed: its key cannot be one made now.
+    private static func missingKey(group: AccessGroup, keySource: KeySource, layout: StoreLayout) -> KeystoreError {
         let label = KeyCheck.describe(service: layout.service, group: group)
         let missing: String
         let path: String
@@ -70,19 +77,26 @@ struct StoreNamespace: Sendable {
         } else {
             (missing, path) = ("the key file", layout.keyFilePath(group))
         }
-        throw KeystoreError(
+        return KeystoreError(
             .invalidKey,
-            "\(missing) of \(label) does not exist, but its database holds items sealed with a key: "
+            "\(missing) of \(label) does not exist, but its database holds a key check or items sealed with a key: "
                 + "\(KeystoreError.wrongKeyReason) are sealed with, and \(KeystoreError.keyMissingReason)",
             path: path)
     }
 
     /// Opens a writer connection with the schema installed and checked.
+    func connect(service: String, busyTimeout: Duration) throws(KeystoreError) -> SQLiteConnection {
+        try Self.connect(databasePath: databasePath, group: group, service: service, busyTimeout: busyTimeout)
+    }
+
+    /// Opens a writer connection to `group`'s database at `databasePath`, with the schema
+    /// installed and checked; no key is needed (the private database's plain records, such as
+    /// the last access group, are read and written this way by a named group's open).
     ///
     /// Several processes opening a new database at once race on switching it to WAL, and
     /// SQLite answers that race with SQLITE_BUSY at once, without its busy handler: so the
     /// install is retried, with a growing pause, until the busy timeout has passed.
-    func connect(service: String, busyTimeout: Duration) throws(KeystoreError) -> SQLiteConnection {
+    static func connect(databasePath: String, group: AccessGroup, service: String, busyTimeout: Duration) throws(KeystoreError) -> SQLiteConnection {
         let connection = try SQLiteConnection(path: databasePath, busyTimeout: busyTimeout)
         let deadline = ContinuousClock.now.advanced(by: busyTimeout)
         var pause: Duration = .milliseconds(2)

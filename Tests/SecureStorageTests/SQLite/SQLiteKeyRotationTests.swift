@@ -307,6 +307,33 @@ final class SQLiteKeyRotationTests: XCTestCase {
         }
     }
 
+    /// A group rotated away from an environment key (to a key file, or a passphrase) opens
+    /// with its new key while the user's private namespace is still sealed with the old one: a
+    /// group's open reads the private database's plain record of the last group and needs no
+    /// private key, so none is made or derived there (a key made over the private key check
+    /// would have refused every open of the group).
+    func testAGroupRotatedAwayFromAnEnvironmentKeyOpensWhileThePrivateNamespaceKeepsIt() async throws {
+        for newSource in [KeySource.keyFile, .passphrase("the group's new passphrase")] {
+            let temporary = try TemporaryRoot()
+            let root = temporary.root
+            try SQLiteKeystore(root: root, service: "tool", keySource: oldKey).close()  // the private key check
+            try await fill(root, group: team, count: 3, keySource: oldKey)
+            let rotation = try await rekey(root, newSource.alsoOpening(oldKey), group: team)
+            XCTAssertEqual(rotation.resealed, 3, "\(newSource)")
+            let read = try await contents(root, group: team, keySource: newSource)
+            XCTAssertEqual(read.count, 3, "\(newSource)")
+            let single = try XCTUnwrap(try SQLiteKeystore.SingleReader.open(root: root, service: "tool", accessGroup: team, keySource: newSource))
+            XCTAssertEqual(string(try single.value(forKey: "k0")), "value-0")
+            single.close()
+            let layout = try StoreLayout(root: root, service: "tool")
+            for path in [layout.keyFilePath(.none), layout.saltPath(.none)] {
+                XCTAssertFalse(FileManager.default.fileExists(atPath: path), "\(newSource): \(path) was made")
+            }
+            // The private namespace still opens with the key that sealed it.
+            try SQLiteKeystore(root: root, service: "tool", keySource: oldKey).close()
+        }
+    }
+
     /// A migration during a rollout moves items sealed with either key, each re-sealed with
     /// the sealing key for its new group.
     func testAMigrationOpensItemsWithTheOpeningKeysToo() async throws {

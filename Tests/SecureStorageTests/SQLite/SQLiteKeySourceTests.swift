@@ -109,7 +109,8 @@ final class SQLiteKeySourceTests: XCTestCase {
             let error = assertThrows(KeystoreError.self, code: .invalidKey) {
                 try SQLiteKeystore(root: temporary.root, service: "tool", accessGroup: group, keySource: .keyFile)
             }
-            XCTAssertEqual(error?.path, layout.keyFilePath(.none), "\(group): the private namespace is opened first")
+            // A group's own refusal: its open needs no private key (none is made there either).
+            XCTAssertEqual(error?.path, layout.keyFilePath(group), "\(group)")
             XCTAssertTrue(error?.reason.contains(KeystoreError.wrongKeyReason) == true, "\(String(describing: error))")
             XCTAssertFalse(FileManager.default.fileExists(atPath: layout.keyFilePath(.none)), "\(group): a key file was made")
             XCTAssertFalse(FileManager.default.fileExists(atPath: layout.keyFilePath(team)), "\(group): a key file was made")

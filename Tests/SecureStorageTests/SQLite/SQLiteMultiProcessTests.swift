@@ -320,6 +320,22 @@ final class SQLiteMultiProcessTests: XCTestCase {
         XCTAssertTrue(target.isEmpty)
     }
 
+    /// Several processes opening a new keystore at once: one makes the key file and seals the
+    /// key check while another, which found no key file a moment before, looks for sealed
+    /// data; it must then take the key the first one made, not report it missing.
+    func testConcurrentFirstOpensAllTakeTheKeyOneOfThemMade() async throws {
+        for round in 0..<60 {
+            let temporary = try TemporaryRoot()
+            let processes = try (0..<6).map { try helper(["sqlite-write", temporary.root, "\($0)", "1"]) }
+            for process in processes {
+                process.waitUntilExit()
+                XCTAssertEqual(process.terminationStatus, 0, "round \(round)")
+            }
+            let items = try await contents(temporary.root)
+            XCTAssertEqual(items.count, 7, "round \(round)")
+        }
+    }
+
     /// Several first runs at once, with the name of the user's directory taken by another
     /// member: they agree on one directory of the user's, and nothing any of them wrote is
     /// hidden in another.
