@@ -76,6 +76,7 @@ package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
         var uncertainCommitWindow: Duration?
         var gates: [String: CallGate] = [:]
         var commitGate: CallGate?
+        var commitGateBeforeApplying: CallGate?
     }
 
     private let base: any Keystore
@@ -137,6 +138,14 @@ package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
         return gate
     }
 
+    /// Holds the next commit before it applies, until the gate is released: what another
+    /// client commits meanwhile is in the store first.
+    package func holdNextCommitBeforeApplying() -> CallGate {
+        let gate = CallGate()
+        state.withLock { $0.commitGateBeforeApplying = gate }
+        return gate
+    }
+
     private func check(write: Bool) throws(KeystoreError) {
         let (unreachable, failWrites) = state.withLock { ($0.unreachable, $0.failWrites) }
         if unreachable || (write && failWrites) {
@@ -176,6 +185,9 @@ package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
                 _ = try? await base.commit(batch)
             }
             throw KeystoreError(.storeUnavailable, "the test timed the commit out; it applies later")
+        }
+        if let gate = state.withLock({ state in defer { state.commitGateBeforeApplying = nil }; return state.commitGateBeforeApplying }) {
+            await gate.hold()
         }
         let applied = try await base.commit(batch)
         if let gate = state.withLock({ state in defer { state.commitGate = nil }; return state.commitGate }) { await gate.hold() }

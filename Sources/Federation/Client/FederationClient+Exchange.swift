@@ -139,12 +139,16 @@ extension FederationClient {
             apply(session) { machine, now, margin in machine.federationEnded(holding: nil, now: now, margin: margin) }
             throw implausible
         }
-        let record = SessionRecord(phase: .federated, identityId: result.identityId, provider: provider, credentials: result.credentials)
+        var record = SessionRecord(phase: .federated, identityId: result.identityId, provider: provider, credentials: result.credentials)
+        // This federation follows the record it started from: it replaces it even with
+        // credentials that expire sooner (racing federations still go by expiration).
+        record.versionFloor = record.versionFloor(replacing: previous)
         let stored: Bool, holding: SessionRecord??, raced: Bool
         do {
             ((stored, holding), raced) = try await recordingFeedChanges(session) { () async throws(FederationError) in
                 guard try await store.save(record, session: session) else {
-                    // Another client stored this session with a later expiration meanwhile:
+                    // Another client's federation, racing this one, stored the session with a
+                    // later expiration meanwhile:
                     // keep what the store holds (theirs, or nothing if a clear followed).
                     // Unreadable now: the session keeps what it held, and is read again.
                     // (Not `try?`, which would make a failed read look like an empty store.)

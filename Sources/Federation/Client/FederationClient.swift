@@ -300,9 +300,10 @@ public actor FederationClient {
     /// `GetCredentialsForIdentity` (see <doc:ChoosingAFlow>); the classic options are checked
     /// locally first (``FederationError/Code/invalidConfiguration``, nothing sent).
     ///
-    /// Returns only after the session is committed to the keystore. When another client
-    /// stored the session with a later expiration meanwhile, that record is kept (the
-    /// result returned here is still valid); when it stored a terminated session, that is
+    /// Returns only after the session is committed to the keystore. It replaces what the
+    /// session held when it started, whatever the expiration of either. When another client
+    /// stored the session with a later expiration meanwhile (a federation racing this one),
+    /// that record is kept (the result returned here is still valid); when it stored a terminated session, that is
     /// kept and this call throws ``FederationError/Code/identityTerminated``.
     ///
     /// - Parameters:

@@ -18,6 +18,11 @@ struct SessionRecord: Sendable, Hashable, Codable {
     /// ``AuthProvider/identifier``, or `nil` for a guest identity.
     var provider: String?
     var credentials: AWSCredentials?
+    /// The version of the record this one replaced, when it was above this record's own:
+    /// a later federation of a session replaces it even with credentials that expire
+    /// sooner (a shorter duration, a narrower policy, another role), so it is stored under
+    /// that version rather than its own (``storeVersion``). `nil` otherwise.
+    var versionFloor: Int64? = nil
 
     var isGuest: Bool { phase == .federated && provider == nil }
 

@@ -15,17 +15,24 @@ extension SessionRecord {
         var secretAccessKey: String?
         var sessionToken: String?
         var expiration: Double?
+        var versionFloor: Int64?
     }
 
-    /// The version a stored record carries: the later expiration wins, a login wins over any
-    /// guest (a guest never replaces a login, whichever client saves it; a login replaces a
-    /// guest, which is how it is linked), and a terminated record wins over any federation
-    /// (only clearing leaves `terminated`).
+    /// The version a stored record carries: of two federations racing on a session, the
+    /// later expiration wins; a login wins over any guest (a guest never replaces a login,
+    /// whichever client saves it; a login replaces a guest, which is how it is linked), and a
+    /// terminated record wins over any federation (only clearing leaves `terminated`).
     ///
     /// A login's version is its expiration in milliseconds, as every release writes it; a
     /// guest's is moved below every login's instead, so that logins saved by earlier
     /// releases still outrank guests, and logins saved here are replaced by an earlier
     /// release's later ones as they always were (a fleet mid-upgrade, a rollback).
+    ///
+    /// A federation that follows another (not racing it: it started from that record) is
+    /// stored under at least that record's version (``versionFloor``), so it replaces it
+    /// even with credentials that expire sooner; the store replaces a record of an equal
+    /// version. Two such federations racing each other both carry the floor, and the one
+    /// committed last stays (every client reads it).
     var storeVersion: Int64 {
         switch phase {
         case .terminated:
@@ -34,8 +41,19 @@ extension SessionRecord {
             let milliseconds = (credentials?.expiration.timeIntervalSince1970 ?? 0) * 1000
             // Expirations come from a decoder that bounds them, but a version must never trap.
             let expiration = milliseconds.isFinite ? Int64(min(max(milliseconds, 0), 9e15)) : 0
-            return provider == nil ? expiration - Self.guestOffset : expiration
+            let own = provider == nil ? expiration - Self.guestOffset : expiration
+            return max(own, versionFloor ?? .min)
         }
+    }
+
+    /// The ``versionFloor`` of `self`, a new federation, when it replaces `previous`, the
+    /// record the session held when it started: `previous`'s version when that is above its
+    /// own and of the same kind (a guest's floor never lifts it to a login's, nor the reverse).
+    func versionFloor(replacing previous: SessionRecord?) -> Int64? {
+        guard let previous, previous.phase == .federated, phase == .federated, previous.isGuest == isGuest,
+              previous.storeVersion > storeVersion
+        else { return nil }
+        return previous.storeVersion
     }
 
     /// Taken from a guest's version: below every login's (expirations in milliseconds stay
@@ -65,6 +83,9 @@ extension SessionRecord {
         } catch {
             throw FederationError(code: .storage, message: "could not encode session '\(session)' for saving")
         }
+        // Only when set (as JSONEncoder leaves a nil optional out): earlier releases read the
+        // record through JSONDecoder, which skips a member it does not know.
+        if let versionFloor { writer.add("versionFloor", Int(versionFloor)) }
         return writer.finish()
     }
 
@@ -90,7 +111,9 @@ extension SessionRecord {
             }
             credentials = AWSCredentials(accessKeyId: accessKeyId, secretAccessKey: secret, sessionToken: token, expiration: expiration)
         }
-        self.init(phase: stored.phase, identityId: stored.identityId, provider: stored.provider, credentials: credentials)
+        self.init(
+            phase: stored.phase, identityId: stored.identityId, provider: stored.provider, credentials: credentials,
+            versionFloor: stored.versionFloor)
     }
 }
 
@@ -106,10 +129,10 @@ struct StoredReader {
     mutating func read() -> SessionRecord.Stored? {
         var version: Int?, phase: SessionRecord.Phase?
         var identityId: String?, provider: String?, accessKeyId: String?, secretAccessKey: String?, sessionToken: String?
-        var expiration: Double?
-        var seen: UInt8 = 0
+        var expiration: Double?, versionFloor: Int64?
+        var seen: UInt16 = 0
         let complete = reader.members { reader, key in
-            let bit: UInt8
+            let bit: UInt16
             switch key {
             case "version":
                 bit = 1 << 0
@@ -129,6 +152,10 @@ struct StoredReader {
                 if reader.literalNull() { break }
                 guard let number = reader.number(), let value = Double(number), value.isFinite else { return false }
                 expiration = value
+            case "versionFloor":
+                bit = 1 << 8
+                guard let number = reader.number(), let value = Int64(number) else { return false }
+                versionFloor = value
             default:
                 return false
             }
@@ -139,6 +166,6 @@ struct StoredReader {
         guard complete, reader.isAtEnd, let version, let phase else { return nil }
         return SessionRecord.Stored(
             version: version, phase: phase, identityId: identityId, provider: provider, accessKeyId: accessKeyId,
-            secretAccessKey: secretAccessKey, sessionToken: sessionToken, expiration: expiration)
+            secretAccessKey: secretAccessKey, sessionToken: sessionToken, expiration: expiration, versionFloor: versionFloor)
     }
 }

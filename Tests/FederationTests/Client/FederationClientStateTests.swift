@@ -97,6 +97,45 @@ final class FederationClientStateTests: XCTestCase {
         XCTAssertEqual(long.credentials.expiration, testEpoch.addingTimeInterval(12 * 3600))
     }
 
+    /// A later federation of a session replaces it even when its credentials expire sooner
+    /// (a shorter duration, a narrower policy, another provider or role): the session holds
+    /// what the caller federated last, for this client, another client of the store, and the
+    /// next federation after it. (The later expiration decides only between federations that
+    /// race each other.)
+    func testALaterFederationReplacesTheSessionEvenWhenItsCredentialsExpireSooner() async throws {
+        let keystore = InMemoryKeystore()
+        let fake = FakeCognito(expiration: testEpoch.addingTimeInterval(12 * 3600))
+        func client() throws -> FederationClient {
+            try FederationClient(
+                configuration: FederationConfiguration(identityPoolId: testPoolId, endpoint: testEndpoint),
+                transport: fake.transport, keystore: keystore, environment: [:], retryRunner: noSleepRunner(),
+                now: { testEpoch }, logger: nil)
+        }
+        let first = try client(), second = try client()
+        try await first.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        for (minutes, provider) in [(60, AuthProvider.facebook), (30, .google), (45, .amazon)] {
+            fake.expiration = testEpoch.addingTimeInterval(Double(minutes) * 60)
+            let result = try await first.federate(token: TestJWT.valid(), provider: provider, session: "alice")
+            // Another client's cache follows the store's change feed.
+            let followed = await eventually { (try? await second.session("alice"))?.expiration == result.credentials.expiration }
+            XCTAssertTrue(followed, "\(minutes) min: another client kept the session it held")
+            for (name, reader) in [("the federating client", first), ("another client", second), ("a new client", try client())] {
+                let snapshot = try await reader.session("alice")
+                XCTAssertEqual(snapshot.expiration, result.credentials.expiration, "\(minutes) min, \(name)")
+                XCTAssertEqual(snapshot.provider, provider, "\(minutes) min, \(name)")
+                let served = try await reader.credentials(for: "alice")
+                XCTAssertEqual(served, result.credentials, "\(minutes) min, \(name)")
+            }
+        }
+        // The other client follows the session it read, too.
+        fake.expiration = testEpoch.addingTimeInterval(20 * 60)
+        let fromSecond = try await second.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        let heard = await eventually { (try? await first.session("alice"))?.expiration == fromSecond.credentials.expiration }
+        XCTAssertTrue(heard, "the first client did not take the second one's later federation")
+        let stored = try await client().session("alice")
+        XCTAssertEqual(stored.expiration, fromSecond.credentials.expiration)
+    }
+
     // MARK: Terminated identities
 
     func testResourceNotFoundForADeveloperProvidedIdTerminatesTheSessionUntilCleared() async throws {

@@ -491,21 +491,24 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
 
     // MARK: - This client's writes and reads racing other clients' changes
 
-    /// A's federation loses to B's, whose credentials last longer, and A reads the winner
-    /// back; B clears the session while that read is under way, and A's feed applies the
-    /// clear first. A must end with what the store holds (nothing), not with the winner it
-    /// read before the clear.
+    /// A's federation races B's, whose credentials last longer and commit first, so A's save
+    /// loses and A reads the winner back; B clears the session while that read is under way,
+    /// and A's feed applies the clear first. A must end with what the store holds (nothing),
+    /// not with the winner it read before the clear.
     func testALostFederationDoesNotReinstateTheWinnerAClearRemovedMeanwhile() async throws {
         let spy = ScriptableKeystore(wrapping: try keystore())
         let a = try client(spy, lifetime: 3600)
         let b = try client(keystore(), lifetime: 7200)
-        _ = try await a.session("bob")  // starts A's change feed
-        try await b.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
-        let heard = await eventuallyReads(a, "alice", .federated, within: .seconds(5))
-        XCTAssertTrue(heard)
+        _ = try await a.session("alice")  // starts A's change feed; alice is not federated
 
-        let gate = spy.holdNextRead(ofKey: "session.alice")
+        let commit = spy.holdNextCommitBeforeApplying()
         let federation = Task { try await a.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice") }
+        try await reach(commit)  // A's save waits; B's federation races it and commits first
+        try await b.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
+        let heard = await eventually(timeout: .seconds(5)) { (try? await a.session("alice"))?.expiration != nil }
+        XCTAssertTrue(heard, "A's feed never applied B's federation")
+        let gate = spy.holdNextRead(ofKey: "session.alice")
+        commit.release()
         try await reach(gate)  // A's save lost; its read-back holds B's federation
         try await b.clear(session: "alice")
         // A's feed has re-read and applied the clear (the state reads `federating` meanwhile).
@@ -520,19 +523,22 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         XCTAssertNil(stored)
     }
 
-    /// A's federation loses to B's, and A cannot read the winner back (the store went away
-    /// after the commit): A keeps what it held and reads the session again, rather than
+    /// A's federation races B's and loses, and A cannot read the winner back (the store went
+    /// away after the commit): A keeps what it held and reads the session again, rather than
     /// taking the failed read for an empty store.
     func testALostFederationWhoseWinnerCannotBeReadIsReadAgain() async throws {
         let spy = ScriptableKeystore(wrapping: try keystore())
         let a = try client(spy, lifetime: 3600)
         let b = try client(keystore(), lifetime: 7200)
-        try await b.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
-        let cached = try await a.session("alice")
-        XCTAssertEqual(cached.state, .federated)
+        _ = try await a.session("alice")  // alice is not federated yet
 
-        let gate = spy.holdNextCommit()
+        let commit = spy.holdNextCommitBeforeApplying()
         let federation = Task { try await a.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice") }
+        try await reach(commit)
+        try await b.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")  // commits first
+        let cached = try await b.session("alice")
+        let gate = spy.holdNextCommit()
+        commit.release()
         try await reach(gate)  // A's save has lost
         spy.setUnreachable(true)  // the read of the winner fails
         gate.release()

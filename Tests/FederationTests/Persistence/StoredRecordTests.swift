@@ -23,6 +23,8 @@ final class StoredRecordTests: XCTestCase {
             SessionRecord(phase: .federated, identityId: nil, provider: nil, credentials: credentials("s", "t", 1e-7)),
             SessionRecord(phase: .terminated, identityId: "id", provider: "facebook", credentials: nil),
             SessionRecord(phase: .federated, identityId: nil, provider: nil, credentials: nil),
+            SessionRecord(phase: .federated, identityId: "id", provider: "google", credentials: credentials("s", "t", 1_700_000_000), versionFloor: 1_700_043_200_000),
+            SessionRecord(phase: .federated, identityId: "id", provider: nil, credentials: credentials("s", "t", 1_700_000_000), versionFloor: -(1 << 62) + 5),
         ]
         for record in records {
             let bytes = try record.storedBytes(session: "s")
@@ -31,6 +33,32 @@ final class StoredRecordTests: XCTestCase {
             XCTAssertEqual(direct, decoded, String(decoding: bytes, as: UTF8.self))
             XCTAssertEqual(try SessionRecord(stored: bytes, session: "s"), record)
         }
+    }
+
+    /// A later federation stored under the version of the record it replaced: the version is
+    /// the floor, and a record without one (every earlier release's) keeps its own; an earlier
+    /// release, reading through JSONDecoder, skips the member and reads the record.
+    func testAVersionFloorLiftsTheStoreVersionAndEarlierReadersSkipIt() throws {
+        let short = SessionRecord(phase: .federated, identityId: "id", provider: "google", credentials: credentials("s", "t", 1_700_003_600))
+        let long = SessionRecord(phase: .federated, identityId: "id", provider: "google", credentials: credentials("s", "t", 1_700_043_200))
+        XCTAssertNil(long.versionFloor(replacing: short), "a later expiration needs no floor")
+        var replacing = short
+        replacing.versionFloor = short.versionFloor(replacing: long)
+        XCTAssertEqual(replacing.versionFloor, long.storeVersion)
+        XCTAssertEqual(replacing.storeVersion, long.storeVersion)
+        XCTAssertEqual(short.storeVersion, 1_700_003_600_000)
+        // Kinds never lift one another: a guest stays below every login, a terminated record above all.
+        let guest = SessionRecord(phase: .federated, identityId: "id", provider: nil, credentials: credentials("s", "t", 1_700_000_000))
+        XCTAssertNil(guest.versionFloor(replacing: long))
+        XCTAssertNil(short.versionFloor(replacing: SessionRecord(phase: .terminated, identityId: "id", provider: "google", credentials: nil)))
+
+        struct EarlierRelease: Decodable, Equatable { var version: Int; var phase: String; var identityId: String?; var expiration: Double? }
+        let bytes = try replacing.storedBytes(session: "s")
+        XCTAssertTrue(String(decoding: bytes, as: UTF8.self).contains("\"versionFloor\":1700043200000"))
+        XCTAssertEqual(
+            try JSONDecoder().decode(EarlierRelease.self, from: Data(bytes)),
+            EarlierRelease(version: 1, phase: "federated", identityId: "id", expiration: 1_700_003_600))
+        XCTAssertFalse(String(decoding: try short.storedBytes(session: "s"), as: UTF8.self).contains("versionFloor"))
     }
 
     /// A stored expiration outside what the wire accepts (after 1970, before the year 5138)
