@@ -152,8 +152,17 @@ extension FederationClient {
                     // keep what the store holds (theirs, or nothing if a clear followed).
                     // Unreadable now: the session keeps what it held, and is read again.
                     // (Not `try?`, which would make a failed read look like an empty store.)
-                    do {
+                    do throws(FederationError) {
                         return (false, .some(try await store.load(session)))
+                    } catch where error.isUnreadableItem {
+                        // What won cannot be opened here (damaged, sealed with another key, at a
+                        // version above this federation's): nothing of this call is stored, and
+                        // reporting success would leave the caller with a session it cannot read.
+                        throw FederationError(
+                            code: .storage,
+                            message: "\(operationName) of session '\(session)' was not saved: the session's stored item is newer and cannot be "
+                                + "opened (damaged, or sealed with another key); clear the session, then federate again",
+                            keystoreError: error.keystoreError)
                     } catch {
                         return (false, nil)
                     }

@@ -7,15 +7,17 @@ extension SQLiteKeystore {
 
     /// Writes `sealed` as the row of `key` unchanged, without sealing or a change-log entry: for
     /// tests that act as someone who can write the database file.
-    package func replaceStoredRow(_ sealed: [UInt8], forKey key: String) throws(KeystoreError) {
-        try withRawConnection { connection throws(KeystoreError) in try StoreSchema.replaceSealedValue(sealed, forKey: key, on: connection) }
+    package func replaceStoredRow(_ sealed: [UInt8], forKey key: String, version: Int64? = nil) throws(KeystoreError) {
+        try withRawConnection { connection throws(KeystoreError) in
+            try StoreSchema.replaceSealedValue(sealed, forKey: key, version: version, on: connection)
+        }
     }
 
     /// Writes `value` as the row of `key`, sealed for this namespace but with `otherKey`: a row
     /// planted by someone who can write the file (a process with that key is refused at open).
-    package func replaceStoredRow(sealing value: [UInt8], withKey otherKey: [UInt8], forKey key: String) throws(KeystoreError) {
+    package func replaceStoredRow(sealing value: [UInt8], withKey otherKey: [UInt8], forKey key: String, version: Int64? = nil) throws(KeystoreError) {
         let sealed = try namespace.binding.seal(value, with: SecretBytes(copying: otherKey), forKey: key)
-        try replaceStoredRow(sealed, forKey: key)
+        try replaceStoredRow(sealed, forKey: key, version: version)
     }
 
     /// Every row of the database at `path`, key and sealed value by key, read without opening a

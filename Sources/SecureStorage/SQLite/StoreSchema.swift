@@ -55,7 +55,7 @@ enum StoreSchema {
     static let deleteById = "DELETE FROM items WHERE id = ?1 AND key = ?2"
     static let insertChange = "INSERT INTO changes(key, origin) VALUES(?1, ?2)"
     static let selectValue = "SELECT value FROM items WHERE key = ?1"
-    static let replaceRaw = "INSERT OR REPLACE INTO items(key, version, value) VALUES(?1, NULL, ?2)"
+    static let replaceRaw = "INSERT OR REPLACE INTO items(key, version, value) VALUES(?1, ?3, ?2)"
     /// Whether a row's key is one the keystore could have written: text of at most
     /// ``StoreLayout/maximumKeyBytes`` bytes. A member of a shared group can plant keys of up
     /// to the connection's length limit (1 MiB) in the items and the change log; listed, a few
@@ -283,12 +283,13 @@ enum StoreSchema {
         }
     }
 
-    /// Writes `sealed` as the row of `key` as it is, without a version or a change-log row
-    /// (what someone who can write the file could do; for tests).
-    static func replaceSealedValue(_ sealed: [UInt8], forKey key: String, on connection: SQLiteConnection) throws(KeystoreError) {
+    /// Writes `sealed` as the row of `key` as it is, with `version` (none when `nil`) and no
+    /// change-log row (what someone who can write the file could do; for tests).
+    static func replaceSealedValue(_ sealed: [UInt8], forKey key: String, version: Int64? = nil, on connection: SQLiteConnection) throws(KeystoreError) {
         try connection.withStatement(replaceRaw) { statement throws(KeystoreError) in
             try statement.bind(1, text: key)
             try statement.bind(2, blob: sealed)
+            try statement.bind(3, int64: version)
             _ = try statement.step()
         }
     }

@@ -20,9 +20,10 @@ final class PersistedSessionTests: KeystoreRootTestCase {
 
     /// Replaces the saved item of `session` with one sealed under another key, as someone who
     /// can write the database file could (a process with another key is refused at open).
-    private func plantForeignItem(session: String) throws {
+    private func plantForeignItem(session: String, version: Int64? = nil) throws {
         let ours = try keystore()
-        try ours.replaceStoredRow(sealing: Array("garbage".utf8), withKey: [UInt8](repeating: 9, count: 32), forKey: "session.\(session)")
+        try ours.replaceStoredRow(
+            sealing: Array("garbage".utf8), withKey: [UInt8](repeating: 9, count: 32), forKey: "session.\(session)", version: version)
         ours.close()
     }
 
@@ -281,6 +282,26 @@ final class PersistedSessionTests: KeystoreRootTestCase {
         let replaced = logs.entries.filter { $0.message == "saved session unreadable; the federation replaces it" }
         XCTAssertEqual(replaced.map(\.level), [.warning])
         XCTAssertEqual(replaced.first?.metadata["broker.session"], "alice")
+    }
+
+    /// A federation whose save loses to an item this client cannot open (damaged, or another
+    /// key's, at a higher version) stores nothing: it fails with `.storage` rather than
+    /// return credentials the session does not hold, and the session still reads as damaged.
+    func testAFederationThatLosesToAnUnreadableItemFailsAndStoresNothing() async throws {
+        try plantForeignItem(session: "alice", version: .max - 1)
+        let reader = try client(keystore: keystore())
+        let error = await assertThrows(FederationError.self, code: .storage) {
+            try await reader.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        }
+        XCTAssertEqual(error?.keystoreError?.code, .authenticationFailed)
+        XCTAssertTrue(error?.message.contains("was not saved") ?? false, "\(String(describing: error))")
+        let again = await assertThrows(FederationError.self, code: .storage) { try await self.client(keystore: self.keystore()).session("alice") }
+        XCTAssertEqual(again?.keystoreError?.code, .authenticationFailed)
+        // Clearing removes it; the next federation is stored.
+        try await reader.clear(session: "alice")
+        try await reader.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        let stored = try await client(keystore: keystore()).session("alice")
+        XCTAssertEqual(stored.state, .federated)
     }
 
     // MARK: One-shot reads
