@@ -360,17 +360,21 @@ extension FederationClient {
         // At most `longestExpiryTimerSleep`: woken before the due time, the timer finds nothing
         // due and sleeps again, having looked at the wall clock.
         let delay = min(max(0, due.timeIntervalSince(now())), longestExpiryTimerSleep.timeInterval)
+        expiryTimerArming &+= 1
+        let arming = expiryTimerArming
         expiryTimer = Task { [weak self] in
             do {
                 try await Task.sleep(for: .milliseconds(Int64(delay * 1000) + 5))
             } catch {
                 return
             }
-            await self?.expiryTimerFired()
+            await self?.expiryTimerFired(arming: arming)
         }
     }
 
-    private func expiryTimerFired() {
+    private func expiryTimerFired(arming: UInt64) {
+        // Replaced after its sleep ended: its successor is the timer now, and stays armed.
+        guard arming == expiryTimerArming else { return }
         expiryTimer = nil
         expiryTimerDue = nil
         announceDueExpiries()

@@ -156,11 +156,9 @@ extension FederationClient {
         guard !shutdownBegan, reloadRetries.insert(session).inserted else { return }
         let failures = (failedRetries[session] ?? 0) + 1
         failedRetries[session] = failures
-        let delay = Self.retryDelay(afterFailures: failures)
-        inBackground { client in
-            try? await Task.sleep(for: delay)
-            client.retryDue(session)
-        }
+        // The client is not held while the retry waits: one the caller let go of during an
+        // outage is released (and its streams end) rather than kept by its own retries.
+        inBackground(after: Self.retryDelay(afterFailures: failures)) { client in client.retryDue(session) }
     }
 
     private func retryDue(_ session: String) {
@@ -235,15 +233,19 @@ extension FederationClient {
         inBackground { client in await client.runClaimedReload(of: session) }
     }
 
-    /// Runs `work` in a task of its own, which shutdown cancels and waits for.
-    func inBackground(_ work: @escaping @Sendable (isolated FederationClient) async -> Void) {
+    /// Runs `work` in a task of its own, after `delay` (during which the client is not held),
+    /// which shutdown cancels and waits for.
+    func inBackground(after delay: Duration = .zero, _ work: @escaping @Sendable (isolated FederationClient) async -> Void) {
         // Once shutdown began, none starts: it may already have waited for those running, and
         // the keystore is its caller's to close once shutdown returns.
         guard !shutdownBegan else { return }
         let id = nextBackgroundReload
         nextBackgroundReload &+= 1
         // Registered before the task can end: its removal runs on this actor, after this call.
-        backgroundReloads[id] = Task { [weak self] in await self?.runInBackground(work, id) }
+        backgroundReloads[id] = Task { [weak self] in
+            if delay > .zero { try? await Task.sleep(for: delay) }
+            await self?.runInBackground(work, id)
+        }
     }
 
     private func runInBackground(_ work: @Sendable (isolated FederationClient) async -> Void, _ id: UInt64) async {

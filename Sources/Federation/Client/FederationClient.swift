@@ -78,6 +78,9 @@ public actor FederationClient {
     var expirySchedule = DueSchedule()
     var expiryTimer: Task<Void, Never>?
     var expiryTimerDue: Date?
+    /// Which arming of the timer ``expiryTimer`` is: a timer whose sleep ended just as it was
+    /// replaced (too late for its cancellation) must not clear its successor.
+    var expiryTimerArming: UInt64 = 0
     /// Clears under way, which shutdown lets finish before it ends the streams, and who waits
     /// for them.
     var clearsInFlight = 0

@@ -1,6 +1,7 @@
 import BrokerTestSupport
 @testable import Federation
 import Foundation
+import SecureStorage
 import Synchronization
 import XCTest
 
@@ -48,6 +49,35 @@ final class FederationClientLifecycleTests: XCTestCase {
         XCTAssertEqual(harness.fake.calls.count, 3, "a cancelled call is not retried")
         let after = try await harness.client.session("alice")
         XCTAssertEqual(after, before)
+    }
+
+    /// The same while the store is unreachable and a session is observed: the client's
+    /// retries of the observed session's read wait without holding it, so the client goes
+    /// (and its streams end) rather than living on its retries until the store is back.
+    func testAClientReleasedDuringAnOutageGoesAndItsStreamsEnd() async throws {
+        let spy = ScriptableKeystore(wrapping: InMemoryKeystore())
+        spy.setUnreachable(true)
+        var client: FederationClient? = try FederationClient(
+            configuration: FederationConfiguration(identityPoolId: testPoolId, endpoint: testEndpoint),
+            transport: FakeCognito(expiration: testEpoch.addingTimeInterval(3600)).transport, keystore: spy, environment: [:],
+            retryRunner: noSleepRunner(), now: { testEpoch }, logger: nil)
+        let updates = await client!.stateUpdates(for: "alice")  // its read fails; retried later
+        weak let released = client
+        let streamEnded = LockedBox(false)
+        let watching = Task {
+            for await _ in updates {}
+            streamEnded.withLock { $0 = true }
+        }
+        // The first read and two retries have failed (after 1 s and 2 s): the next retry
+        // waits 4 s, which must not keep the client.
+        let retried = await eventually(timeout: .seconds(10)) { spy.counts.reads >= 3 }
+        XCTAssertTrue(retried, "the observed session's read was not retried")
+        client = nil
+        let gone = await eventually(timeout: .seconds(2)) { released == nil }
+        XCTAssertTrue(gone, "the client lives on its own retries while the store is away")
+        let ended = await eventually(timeout: .seconds(5)) { streamEnded.current }
+        XCTAssertTrue(ended, "the observer's stream did not end")
+        watching.cancel()
     }
 
     func testStreamsEndWhenTheClientIsReleased() async throws {
