@@ -47,11 +47,17 @@ final class ConnectionSetup: Sendable {
     /// calls come, on a server that may be busy with a failover).
     private let lastRefusal = Mutex<(error: any Error & Sendable, at: ContinuousClock.Instant)?>(nil)
     private let holdOff: Duration
+    /// The settings pinned, ``sessionDefaults`` and the search path.
+    private let defaults: [(name: String, value: String)]
 
-    /// - Parameter holdOff: How long a server's refusal stands for later calls (the
-    ///   keystore's reconnect delay), at most ``longestHoldOff``.
-    init(statementTimeout: Duration, holdOff: Duration) {
+    /// - Parameters:
+    ///   - holdOff: How long a server's refusal stands for later calls (the keystore's
+    ///     reconnect delay), at most ``longestHoldOff``.
+    ///   - searchPath: The schema (quoted as an identifier) to pin as the session's
+    ///     `search_path`, or `nil` to leave it (a connection that checks the tables first).
+    init(statementTimeout: Duration, holdOff: Duration, searchPath: String? = nil) {
         self.holdOff = min(holdOff, Self.longestHoldOff)
+        defaults = Self.sessionDefaults + (searchPath.map { [("search_path", Self.literal($0))] } ?? [])
         let (seconds, attoseconds) = statementTimeout.components
         // The server takes at most INT_MAX milliseconds (about 24.8 days).
         let milliseconds = seconds.multipliedReportingOverflow(by: 1000)
@@ -88,6 +94,11 @@ final class ConnectionSetup: Sendable {
         ("idle_session_timeout", "'0'"),
         ("plan_cache_mode", "'force_generic_plan'"),
     ]
+
+    /// `text` as an SQL string literal.
+    static func literal(_ text: String) -> String {
+        "'" + text.split(separator: "'", omittingEmptySubsequences: false).joined(separator: "''") + "'"
+    }
 
     /// The longest a refusal stands: a failover that completes (the address now leads to the
     /// new primary) is then noticed within it, whatever the reconnect delay.
@@ -130,7 +141,7 @@ final class ConnectionSetup: Sendable {
             throw recent
         }
         let result = try await connection.queryUnlessClosed(
-            PostgresQuery(unsafeSQL: Self.statement(statementTimeoutMilliseconds: statementTimeoutMilliseconds)), logger: logger)
+            PostgresQuery(unsafeSQL: Self.statement(statementTimeoutMilliseconds: statementTimeoutMilliseconds, defaults: defaults)), logger: logger)
         guard let (standby, version, _) = try result.rows.first?.decode((Bool, Int32, Int64).self) else {
             throw KeystoreError(.io, "the connection's set-up statement returned no row")
         }

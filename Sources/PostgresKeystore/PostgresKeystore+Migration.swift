@@ -40,7 +40,7 @@ extension PostgresKeystore {
         try configuration.check()
         try PostgresNamespace.validate(service: service, group: from)
         try PostgresNamespace.validate(service: service, group: to)
-        guard from.name != to.name else { return 0 }
+        guard from != to else { return 0 }
         try CryptoRuntime.ensureInitialised()
         let quiet = logger ?? Logger(label: "IdentityBroker.PostgresKeystore", factory: { _ in SwiftLogNoOpLogHandler() })
         let moved = try await OperationDeadline.run(configuration.operationTimeout, onTimeout: {

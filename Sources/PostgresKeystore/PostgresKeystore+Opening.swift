@@ -7,6 +7,9 @@ extension PostgresKeystore {
     struct OpenedNamespace: Sendable {
         let namespace: PostgresNamespace
         let commitCall: String
+        /// The schema (quoted) the open found the tables in and checked: the pool's
+        /// connections' only `search_path`.
+        let schema: String
     }
 
     /// What every opening does before it connects: the names checked, OpenSSL ready, and the
@@ -31,12 +34,12 @@ extension PostgresKeystore {
         service: String, group: AccessGroup, keySource: KeySource, configuration: Configuration,
         on own: OwnConnection, logger: Logger
     ) async throws(KeystoreError) -> OpenedNamespace {
-        let commitCall: String
+        let installed: (call: String, schema: String)
         let lengthsInBytes: Bool
         do {
-            (commitCall, lengthsInBytes) = try await own.run(logger: logger) { connection in
-                let call = try await PostgresSchema.install(on: connection, logger: logger)
-                return (call, try await PostgresSchema.countsBytes(on: connection, logger: logger))
+            (installed, lengthsInBytes) = try await own.run(logger: logger) { connection in
+                let installed = try await PostgresSchema.install(on: connection, logger: logger)
+                return (installed, try await PostgresSchema.countsBytes(on: connection, logger: logger))
             }
         } catch {
             throw KeystoreError.postgres(error, operation: "creating the schema", configuration: configuration)
@@ -47,7 +50,7 @@ extension PostgresKeystore {
             service: service, group: group, keys: keys, configuration: configuration, connection: own, logger: logger)
         return OpenedNamespace(
             namespace: PostgresNamespace(service: service, group: group, keys: keys, keyLengthsInBytes: lengthsInBytes),
-            commitCall: commitCall)
+            commitCall: installed.call, schema: installed.schema)
     }
 
     /// Opens the keystore and reads the item under `key` on one connection, then closes it:

@@ -99,7 +99,7 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
                     service: service, group: accessGroup, keySource: keySource, configuration: configuration, on: own, logger: quiet)
             }
         }
-        let pool = PostgresPool(configuration: configuration, logger: quiet)
+        let pool = PostgresPool(configuration: configuration, searchPath: opened.schema, logger: quiet)
         do throws(KeystoreError) {
             let (namespace, commitCall) = (opened.namespace, opened.commitCall)
             let origin = Int64(bitPattern: try KeystoreError.rethrowing {

@@ -39,7 +39,7 @@ final class PostgresPool: Sendable {
         /// hands it back unused and runs again on the new pool (see ``retire(_:)``).
         fileprivate let retired = Atomic<Bool>(false)
 
-        fileprivate init(_ configuration: PostgresKeystore.Configuration, number: Int) {
+        fileprivate init(_ configuration: PostgresKeystore.Configuration, searchPath: String?, number: Int) {
             // Every connection on one event loop (a thread of NIO's shared group): a commit's
             // answer and the notification of the same commit, which arrives on the listening
             // connection right after it, are then read by one thread instead of waking a second.
@@ -49,7 +49,8 @@ final class PostgresPool: Sendable {
                 configuration: PostgresKeystore.clientConfiguration(configuration),
                 eventLoopGroup: PostgresClient.defaultEventLoopGroup.next())
             self.client = client
-            self.setup = ConnectionSetup(statementTimeout: configuration.operationTimeout, holdOff: configuration.reconnectDelay)
+            self.setup = ConnectionSetup(
+                statementTimeout: configuration.operationTimeout, holdOff: configuration.reconnectDelay, searchPath: searchPath)
             self.number = number
             // Detached: the pool lives until the keystore closes, whatever task opened it or
             // reported the trouble that replaced it (`run()` also ends at a ServiceLifecycle
@@ -71,6 +72,8 @@ final class PostgresPool: Sendable {
     }
 
     let configuration: PostgresKeystore.Configuration
+    /// The schema the keystore's open checked (quoted), every connection's `search_path`.
+    private let searchPath: String?
     private let logger: Logger
     private let state: Mutex<State>
     /// Connections the pools handed out, ever: a watch compares it with its value when the
@@ -85,10 +88,15 @@ final class PostgresPool: Sendable {
     /// and the reconnect delay: its first lease waits for a connection to be made.
     private let firstLeases: DeadlineQueue
 
-    init(configuration: PostgresKeystore.Configuration, logger: Logger) {
+    /// - Parameter searchPath: The schema (quoted) the open found the tables in and checked:
+    ///   every connection looks its tables up there alone, so tables another role creates later
+    ///   where the default path would find them first (a schema named after the fleet's role,
+    ///   `public` where every role may create) are never used. `nil` leaves the path as is.
+    init(configuration: PostgresKeystore.Configuration, searchPath: String? = nil, logger: Logger) {
         self.configuration = configuration
+        self.searchPath = searchPath
         self.logger = logger
-        self.state = Mutex(State(current: Generation(configuration, number: 0)))
+        self.state = Mutex(State(current: Generation(configuration, searchPath: searchPath, number: 0)))
         self.slowLeases = DeadlineQueue(Self.reconnectDelay(configuration))
         self.firstLeases = DeadlineQueue(configuration.connectTimeout + Self.reconnectDelay(configuration))
     }
@@ -231,7 +239,7 @@ final class PostgresPool: Sendable {
     fileprivate func replace(_ old: Generation, aimingAt target: PostgresKeystore.Configuration) -> Bool {
         let swapped = state.withLock { state -> Bool in
             guard !state.closed, state.current === old else { return false }
-            state.current = Generation(target, number: old.number + 1)
+            state.current = Generation(target, searchPath: searchPath, number: old.number + 1)
             state.retiring.append(old)
             old.retired.store(true, ordering: .sequentiallyConsistent)
             return true

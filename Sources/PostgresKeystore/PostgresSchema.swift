@@ -178,11 +178,16 @@ enum PostgresSchema {
     /// schema's `CREATE` privilege before it looks for an existing table, so even `CREATE
     /// TABLE IF NOT EXISTS` would refuse a role that has only `SELECT`, `INSERT`, `UPDATE`
     /// and `DELETE` on tables an owner created.
-    static func install(on connection: PostgresConnection, logger: Logger) async throws -> String {
+    static func install(on connection: PostgresConnection, logger: Logger) async throws -> (call: String, schema: String) {
         // Tables found are checked before anything is created beside them (a procedure).
         let found = try await connection.query(PostgresQuery(unsafeSQL: tablesExist), logger: logger).collect()
         let tablesFound = try found.first?.decode(Bool.self) == true
-        if tablesFound { try await checkTableOwners(on: connection, logger: logger) }
+        var schema: String?
+        if tablesFound {
+            let checked = try await checkTableOwners(on: connection, logger: logger)
+            try await pinSearchPath(checked, on: connection, logger: logger)
+            schema = checked
+        }
         let call: String
         var created = false
         if tablesFound, let found = try await installed(on: connection, logger: logger) {
@@ -217,17 +222,29 @@ enum PostgresSchema {
             }
         }
         if !tablesFound {
-            let schema = try await checkTableOwners(on: connection, logger: logger)
+            let checked = try await checkTableOwners(on: connection, logger: logger)
+            try await pinSearchPath(checked, on: connection, logger: logger)
+            schema = checked
             if created {
                 // Said once per database, where someone may look: tables created elsewhere than
                 // before (a role whose search_path changed) would otherwise make every saved
                 // session seem gone without a word.
                 logger.notice(
-                    "created the keystore's tables in schema \(schema): the first use of this database, or the role's search_path no longer leads to the schema that held them",
-                    metadata: ["broker.schema": "\(schema)"])
+                    "created the keystore's tables in schema \(checked): the first use of this database, or the role's search_path no longer leads to the schema that held them",
+                    metadata: ["broker.schema": "\(checked)"])
             }
         }
-        return call
+        guard let schema else { throw UnusableCommitProcedure.missing }
+        return (call, schema)
+    }
+
+    /// Makes `schema` (quoted), the one ``checkTableOwners(on:logger:)`` checked, the
+    /// session's only schema: its statements name their tables unqualified, and the default
+    /// path could find tables another role creates later ahead of them (a schema named after
+    /// this role, `public` where every role may create). The pool's connections are pinned
+    /// the same way (``ConnectionSetup``).
+    static func pinSearchPath(_ schema: String, on connection: PostgresConnection, logger: Logger) async throws {
+        _ = try await connection.query("SELECT pg_catalog.set_config('search_path', \(schema), false)", logger: logger).collect()
     }
 
     /// The commit's `CALL` when, the tables being there, the current schema version and the
@@ -340,7 +357,7 @@ enum PostgresSchema {
             WHERE service = \(PostgresKeyCheck.service) AND key = \(service) AND access_group = ANY(\(columns))
             ORDER BY access_group COLLATE "C" FOR UPDATE
             """, logger: logger).collect()
-        guard locked.count == Set(columns).count else {
+        guard locked.count == Set(columns.map(ItemKey.Exact.init)).count else {
             throw KeystoreError(
                 .migrationFailed,
                 "a key check of the two access groups was removed while the migration started (another role that may write the table); nothing was moved: run it again")

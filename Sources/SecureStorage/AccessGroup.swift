@@ -8,7 +8,9 @@
 /// Whether a keystore moves a service's items when it is opened with another group than the
 /// one it used last is a separate policy,
 /// ``SQLiteKeystore/Configuration/moveItemsFromPreviousGroup``; two groups are equal exactly
-/// when their names are.
+/// when their names are the same bytes of UTF-8 (`String`'s own `==` would also equate
+/// canonically equivalent names, `café` written with `é` and with `e` and a combining accent,
+/// which every engine keeps as two groups).
 public struct AccessGroup: Sendable, Hashable, CustomStringConvertible {
     /// The group's name, or `nil` for ``none``.
     public let name: String?
@@ -40,4 +42,23 @@ public struct AccessGroup: Sendable, Hashable, CustomStringConvertible {
 
     /// The group's name, or `none`.
     public var description: String { name ?? "none" }
+
+    /// Whether the two groups are one namespace: both none, or names of the same bytes.
+    public static func == (lhs: AccessGroup, rhs: AccessGroup) -> Bool {
+        switch (lhs.name, rhs.name) {
+        case (nil, nil): true
+        case let (left?, right?): left.utf8.elementsEqual(right.utf8)
+        default: false
+        }
+    }
+
+    /// Hashes the name's bytes, as ``==(_:_:)`` compares them.
+    public func hash(into hasher: inout Hasher) {
+        guard let name else {
+            hasher.combine(0 as UInt8)
+            return
+        }
+        hasher.combine(1 as UInt8)
+        for byte in name.utf8 { hasher.combine(byte) }
+    }
 }

@@ -57,6 +57,9 @@ final class FederateSharedStoreTests: XCTestCase {
 
     /// Two `federate login` processes race on one session; the service hands one of them
     /// credentials an hour longer. Whichever commits last, the store keeps the later one.
+    /// Both answers are held long enough that both processes have read the session before
+    /// either commits: a login that starts after another committed replaces it whatever its
+    /// expiration (`testALaterFederationReplacesTheSessionEvenWhenItsCredentialsExpireSooner`).
     func testConcurrentLoginsInTwoProcessesConvergeOnTheLaterExpiration() async throws {
         for longerCommitsFirst in [true, false] {
             let now = Date().timeIntervalSince1970
@@ -70,7 +73,7 @@ final class FederateSharedStoreTests: XCTestCase {
                 let reply = FakeCognito.Reply.credentials(
                     identityId: FakeCognito.defaultIdentityId, accessKeyId: isLong ? "ASIALONG" : "ASIASHORT",
                     expiration: Date(timeIntervalSince1970: now + (isLong ? 7200 : 3600)))
-                return slow ? reply.delayed(by: .milliseconds(600)) : reply
+                return reply.delayed(by: .milliseconds(slow ? 1_200 : 600))
             }
             let session = longerCommitsFirst ? "raced-a" : "raced-b"
             harness.neverPrinted += [long, short]

@@ -33,14 +33,9 @@ final class PostgresConfigurationTests: XCTestCase {
                 ("rekey", { () async throws(KeystoreError) in _ = try await PostgresKeystore.rekey(configuration: configuration, service: "tool", group: .none, keySource: key) }),
             ]
             for (name, call) in calls {
-                do throws(KeystoreError) {
-                    try await call()
-                    XCTFail("\(name) with \(problem): no error")
-                } catch {
-                    XCTAssertEqual(error.code, .invalidConfiguration, "\(name) with \(problem): \(error)")
-                    XCTAssertTrue(error.reason.contains(problem), "\(name): \(error)")
-                    XCTAssertFalse(error.description.contains(configuration.password!), "\(error)")
-                }
+                let error = await assertThrows(KeystoreError.self, code: .invalidConfiguration) { try await call() }
+                XCTAssertTrue(error?.reason.contains(problem) ?? false, "\(name): \(String(describing: error))")
+                XCTAssertFalse(error?.description.contains(configuration.password!) ?? true, "\(name)")
             }
         }
     }

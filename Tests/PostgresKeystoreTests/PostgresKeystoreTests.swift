@@ -593,6 +593,42 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertTrue(refused?.reason.contains("named after this role") ?? false, "\(String(describing: refused))")
     }
 
+    /// The same tables planted after the fleet's open, then every connection of the pool
+    /// ended (an administrator, a restart, idle churn): the new connections look the tables up
+    /// in the schema the open checked alone, so writes and reads keep going to the fleet's
+    /// tables and the planted ones see nothing.
+    func testTablesPlantedAfterTheOpenAreNeverUsedByNewConnections() async throws {
+        let keystore = try await keystore()
+        try await keystore.set(Array("before".utf8), forKey: "session.alice")
+        let attacker = "latecomer_\(database!)"
+        try server.psql("""
+            CREATE ROLE \(attacker);
+            GRANT CREATE ON DATABASE \(database!) TO \(attacker);
+            SET ROLE \(attacker);
+            CREATE SCHEMA \(server.passwordRole);
+            GRANT USAGE ON SCHEMA \(server.passwordRole) TO PUBLIC;
+            """, database: database)
+        try plantTables(in: server.passwordRole, as: attacker)
+        _ = try server.psqlValue(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'identity-broker' AND datname = '\(database!)'",
+            database: database)
+        var written = false
+        for _ in 0..<20 where !written {  // a call may meet a connection the server just ended
+            do {
+                try await keystore.set(Array("after".utf8), forKey: "session.bob")
+                written = true
+            } catch {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        XCTAssertTrue(written, "no write went through after the connections were ended")
+        let value = try await keystore.value(forKey: "session.alice")
+        XCTAssertEqual(value.map { String(decoding: $0, as: UTF8.self) }, "before")
+        XCTAssertEqual(try server.psqlValue("SELECT count(*) FROM public.identity_broker_items WHERE key LIKE 'session.%'", database: database), "2")
+        XCTAssertEqual(try server.psqlValue("SELECT count(*) FROM \(server.passwordRole).identity_broker_items", database: database), "0")
+        await keystore.close()
+    }
+
     /// The deployment the check must keep working: a migration role creates the tables in a
     /// schema of its own, which is on the fleet role's search path, and the fleet role (not a
     /// member of it) has table rights only.

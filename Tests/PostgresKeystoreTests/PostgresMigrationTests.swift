@@ -52,6 +52,20 @@ final class PostgresMigrationTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(second, Array("decomposed".utf8))
     }
 
+    /// Two groups whose names `String` takes for one ("é" precomposed and decomposed) are two
+    /// namespaces: a migration between them moves the items.
+    func testAMigrationBetweenCanonicallyEquivalentGroupNamesMoves() async throws {
+        let composed = AccessGroup(name: "caf\u{E9}"), decomposed = AccessGroup(name: "cafe\u{301}")
+        let source = try await keystore(group: composed)
+        try await source.set(Array("value".utf8), forKey: "k")
+        let moved = try await PostgresKeystore.migrate(
+            configuration: configuration(), service: "tool", from: composed, to: decomposed, keySource: .raw(key))
+        XCTAssertEqual(moved, 1)
+        let target = try await keystore(group: decomposed)
+        let value = try await target.value(forKey: "k")
+        XCTAssertEqual(value, Array("value".utf8))
+    }
+
     func testAWrongKeyOrADamagedItemMovesNothing() async throws {
         let source = try await keystore(group: .none)
         for index in 0..<3 { try await source.set([UInt8(index)], forKey: "k\(index)") }

@@ -17,6 +17,17 @@ final class AccessGroupTests: XCTestCase {
         XCTAssertEqual("\(AccessGroup(name: "team"))", "team")
     }
 
+    /// Names are compared as bytes, as every engine keeps them: `café` with a precomposed
+    /// `é` and with `e` and a combining accent are two groups (String's `==` takes them for
+    /// one, which made a migration between them move nothing).
+    func testCanonicallyEquivalentNamesAreTwoGroups() {
+        let composed = AccessGroup(name: "caf\u{E9}"), decomposed = AccessGroup(name: "cafe\u{301}")
+        XCTAssertEqual(composed.name, decomposed.name, "String equality takes them for one")
+        XCTAssertNotEqual(composed, decomposed)
+        XCTAssertEqual(Set([composed, decomposed, AccessGroup(name: "caf\u{E9}")]).count, 2)
+        XCTAssertEqual(composed, AccessGroup(name: "caf\u{E9}"))
+    }
+
     func testTheRecordedGroupRoundTripsByName() {
         for group in [AccessGroup.none, AccessGroup(name: "team"), AccessGroup(name: "none"), AccessGroup(name: "ü/../x")] {
             XCTAssertEqual(StoreSchema.decodeGroup(StoreSchema.encode(group)), group)

@@ -151,6 +151,27 @@ extension FederationClient {
         if needsReload { reloadInTheBackground(session) }
     }
 
+    /// Drops `session`'s entry when it holds no record and no federation of it is in flight
+    /// (one made by a federation over an item that could not be opened, which failed), so
+    /// that the next read goes to the store.
+    func uncacheIfHoldingNothing(_ session: String) {
+        guard let entry = cache.peek(session), entry.machine.record == nil, entry.machine.inFlight == 0,
+              cache.remove(session) != nil
+        else { return }
+        forget([(session, entry)])
+        if let sessionGauges {
+            sessionCounts[entry.machine.announced, default: 0] -= 1
+            sessionGauges.record(entry.machine.announced, sessionCounts[entry.machine.announced, default: 0])
+        }
+    }
+
+    /// Caches `record` as a first read of `session` caches it: announced to nobody, since
+    /// nothing changed (observers of the session told `notFederated` while it could not be
+    /// read excepted).
+    func cacheFirstRead(_ session: String, _ record: SessionRecord?) {
+        insert(session, SessionStateMachine(record: record, now: now(), margin: expiryMargin), needsReload: false)
+    }
+
     /// What a session coming (back) into the cache takes over from its time outside: what
     /// it was reminded of, and the uncertain window of a write that failed meanwhile.
     private func adopt(_ session: String, into entry: inout CachedSession) {

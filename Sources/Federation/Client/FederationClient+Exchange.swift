@@ -37,7 +37,7 @@ extension FederationClient {
         if Task.isCancelled || shutdownSignal.isFired {
             throw FederationError(code: .cancelled, message: "\(operationName) was cancelled before it started")
         }
-        let previous = try await recordBeforeFederating(session)
+        let (previous, previousUnreadable) = try await recordBeforeFederating(session)
         if previous?.phase == .terminated {
             throw FederationError(
                 code: .identityTerminated,
@@ -71,7 +71,7 @@ extension FederationClient {
             }
             guard error.identityGone, !namedByCaller else {
                 sessionLogger.debug("federation failed", metadata: ["broker.error": "\(error.code)"])
-                apply(session) { machine, now, margin in machine.federationEnded(holding: nil, now: now, margin: margin) }
+                federationFailed(session, overUnreadable: previousUnreadable)
                 if error.identityGone {
                     throw FederationError(
                         code: error.code,
@@ -86,7 +86,7 @@ extension FederationClient {
             // success would not be (below).
             if shutdownSignal.isFired {
                 sessionLogger.debug("federation cancelled by shutdown before its commit")
-                apply(session) { machine, now, margin in machine.federationEnded(holding: nil, now: now, margin: margin) }
+                federationFailed(session, overUnreadable: previousUnreadable)
                 throw FederationError(code: .cancelled, message: "\(operationName) was cancelled by the client's shutdown before its commit")
             }
             let terminated = SessionRecord(
@@ -109,7 +109,7 @@ extension FederationClient {
                 sessionLogger.warning(
                     "identity gone, but the terminated session was not saved",
                     metadata: ["broker.error": "\(error.code)", "broker.storageError": "\(saveError.keystoreError?.code.description ?? saveError.code.description)"])
-                apply(session) { machine, now, margin in machine.federationEnded(holding: nil, now: now, margin: margin) }
+                federationFailed(session, overUnreadable: previousUnreadable)
                 // The save may still land (a timeout, a lost connection).
                 markWriteUncertain(session)
                 message = "the identity service says the identity is gone or disabled, but the session could not be marked terminated ("
@@ -131,12 +131,12 @@ extension FederationClient {
         // federations it cut, so the session stays as it was.
         if shutdownSignal.isFired {
             sessionLogger.debug("federation cancelled by shutdown before its commit")
-            apply(session) { machine, now, margin in machine.federationEnded(holding: nil, now: now, margin: margin) }
+            federationFailed(session, overUnreadable: previousUnreadable)
             throw FederationError(code: .cancelled, message: "\(operationName) was cancelled by the client's shutdown before its commit")
         }
         if let implausible = implausibleAnswer(result) {
             sessionLogger.debug("federation failed: implausible answer")
-            apply(session) { machine, now, margin in machine.federationEnded(holding: nil, now: now, margin: margin) }
+            federationFailed(session, overUnreadable: previousUnreadable)
             throw implausible
         }
         var record = SessionRecord(phase: .federated, identityId: result.identityId, provider: provider, credentials: result.credentials)
@@ -171,7 +171,7 @@ extension FederationClient {
             }
         } catch {
             sessionLogger.debug("federation not saved", metadata: ["broker.error": "\(error.code)"])
-            apply(session) { machine, now, margin in machine.federationEnded(holding: nil, now: now, margin: margin) }
+            federationFailed(session, overUnreadable: previousUnreadable)
             // A commit that timed out or lost its connection may still apply.
             markWriteUncertain(session)
             throw error
@@ -278,17 +278,25 @@ extension FederationClient {
     /// What the session holds before a federation: from the cache or the store. A saved
     /// item that cannot be opened (damaged, sealed with another key) is replaced by the
     /// new federation rather than blocking it; a store that cannot be reached fails it.
-    private func recordBeforeFederating(_ session: String) async throws(FederationError) -> SessionRecord? {
+    private func recordBeforeFederating(_ session: String) async throws(FederationError) -> (record: SessionRecord?, unreadable: Bool) {
         do {
-            return try await cachedOrLoaded(session).record
+            return (try await cachedOrLoaded(session).record, false)
         } catch where error.isUnreadableItem {
             // A warning, not debug: with a wrong key (one instance of a fleet misconfigured)
             // this overwrites an item the other instances could open.
             logger.warning(
                 "saved session unreadable; the federation replaces it",
                 metadata: ["broker.session": "\(session)", "broker.error": "\(error.keystoreError?.code.description ?? error.code.description)"])
-            return nil
+            return (nil, true)
         }
+    }
+
+    /// Ends a federation that failed: the session keeps what it held. Over an item that could
+    /// not be opened (never cached), the entry this federation made holds nothing: it is
+    /// dropped, so that reads report the item's failure again rather than `notFederated`.
+    private func federationFailed(_ session: String, overUnreadable: Bool) {
+        apply(session) { machine, now, margin in machine.federationEnded(holding: nil, now: now, margin: margin) }
+        if overUnreadable { uncacheIfHoldingNothing(session) }
     }
 
     /// GetId when needed, then the credentials step (GetCredentialsForIdentity, or the

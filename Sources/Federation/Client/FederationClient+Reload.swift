@@ -102,7 +102,12 @@ extension FederationClient {
     /// With `announcingAbsence`, a session read as absent that was not cached is announced
     /// `notFederated` to observers of every session: a re-read of one comes from the feed
     /// (another client removed it), and an entry made from nothing would announce nothing.
-    func loadAndApply(_ session: String, droppingRaced: Bool, announcingAbsence: Bool = false) async throws(FederationError) -> Bool {
+    /// Without `announcingNew`, a session that was not cached is cached as a first read
+    /// caches it, announced to nobody (a read that reports no change: the credential
+    /// server's).
+    func loadAndApply(
+        _ session: String, droppingRaced: Bool, announcingAbsence: Bool = false, announcingNew: Bool = true
+    ) async throws(FederationError) -> Bool {
         let generation = cache.peek(session)?.generation
         let began = callsInFlight.begin(session)
         let record: SessionRecord?
@@ -116,6 +121,10 @@ extension FederationClient {
         guard cache.peek(session)?.generation == generation,
               !raced || (!droppingRaced && (generation != nil || isFollowed(session)))
         else { return false }
+        if generation == nil, !announcingNew {
+            cacheFirstRead(session, record)
+            return true
+        }
         apply(session) { machine, now, margin in machine.stored(record, now: now, margin: margin) }
         if announcingAbsence, generation == nil, record == nil, broadcaster.hasObserversOfAll {
             broadcaster.publish(.notFederated, session: session)

@@ -30,7 +30,7 @@ extension FederationClient {
             // again then; should the session keep changing, the answer below reads through
             // the cache, which the changes' own re-reads bring up to date.
             for _ in 1...Self.firstReadAttempts {
-                if try await loadAndApply(session, droppingRaced: true) { break }
+                if try await loadAndApply(session, droppingRaced: true, announcingNew: false) { break }
             }
         } catch where error.isUnreadableItem {
             // The store answered, and its item does not open (damaged, another key): that is

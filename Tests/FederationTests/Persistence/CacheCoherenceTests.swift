@@ -326,6 +326,23 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         XCTAssertEqual(alice, .federated)
     }
 
+    /// The credential server's read of a session this client does not hold caches what the
+    /// store has without announcing it to observers of every session: nothing changed (it
+    /// used to announce `federated` for it, again after each eviction).
+    func testAStoreFirstReadOfASessionNotHeldAnnouncesNothing() async throws {
+        let b = try client(try keystore())
+        try await b.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
+        let a = try client(try keystore())
+        let all = await a.allStateUpdates()
+        let served = try await a.credentialsReadingStore(for: "alice")
+        let stored = try await b.credentials(for: "alice")
+        XCTAssertEqual(served, stored)
+        try await a.federate(token: TestJWT.valid(sub: "bob"), provider: .google, session: "bob")
+        // Events come in order from the client's actor: bob's are first when alice's read announced nothing.
+        let events = await collect(1, from: all, timeout: .seconds(3))
+        XCTAssertEqual(events.map(\.session), ["bob"], "\(events)")
+    }
+
     /// Observing a name no session can have (taken from a request, say) reads nothing, which
     /// would fail and be retried for as long as it is observed: the stream says
     /// `notFederated` and ends.

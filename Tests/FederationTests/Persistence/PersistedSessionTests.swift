@@ -304,6 +304,25 @@ final class PersistedSessionTests: KeystoreRootTestCase {
         XCTAssertEqual(stored.state, .federated)
     }
 
+    /// A federation over an item that does not open, which fails (the service refuses the
+    /// token): the session still reads as what it is, an unreadable item (`.storage`), not as
+    /// `notFederated`, here and for a new client.
+    func testAFailedFederationOverAnUnreadableItemLeavesItReadAsSuch() async throws {
+        try plantForeignItem(session: "alice")
+        let fake = FakeCognito(expiration: testEpoch.addingTimeInterval(3600))
+        fake.enqueue(.error("NotAuthorizedException", message: "Invalid login token."), for: .getId)
+        let reader = try client(keystore: keystore(), fake: fake)
+        await assertThrows(FederationError.self, code: .notAuthorized) {
+            try await reader.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        }
+        let error = await assertThrows(FederationError.self, code: .storage) { try await reader.session("alice") }
+        XCTAssertEqual(error?.keystoreError?.code, .authenticationFailed)
+        // The next federation still replaces it.
+        try await reader.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        let alice = try await reader.session("alice")
+        XCTAssertEqual(alice.state, .federated)
+    }
+
     // MARK: One-shot reads
 
     /// `FederationClient.savedSession` over a `SingleReader` reports what a client's

@@ -97,13 +97,8 @@ final class SQLiteKeystoreTests: XCTestCase {
                 ("rekey", { () async throws(KeystoreError) in _ = try await SQLiteKeystore.rekey(root: root, service: "tool", group: .none, keySource: testKey(), configuration: configuration) }),
             ]
             for (name, call) in calls {
-                do throws(KeystoreError) {
-                    try await call()
-                    XCTFail("\(name) with \(problem): no error")
-                } catch {
-                    XCTAssertEqual(error.code, .invalidConfiguration, "\(name) with \(problem): \(error)")
-                    XCTAssertTrue(error.reason.contains(problem), "\(name): \(error)")
-                }
+                let error = await assertThrows(KeystoreError.self, code: .invalidConfiguration) { try await call() }
+                XCTAssertTrue(error?.reason.contains(problem) ?? false, "\(name): \(String(describing: error))")
             }
             XCTAssertFalse(FileManager.default.fileExists(atPath: root), "\(problem): something was created")
         }

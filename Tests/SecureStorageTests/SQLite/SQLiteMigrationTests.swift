@@ -137,6 +137,23 @@ final class SQLiteMigrationTests: XCTestCase {
         XCTAssertEqual(target, ["k0": "value-0", "k1": "value-1", "k2": "value-2", "only-in-target": "kept"])
     }
 
+    /// Two groups whose names `String` takes for one ("é" precomposed and decomposed) are two
+    /// directories: a migration between them moves the items, and opening one after the
+    /// other records it as the last group.
+    func testAMigrationBetweenCanonicallyEquivalentGroupNamesMoves() async throws {
+        let temporary = try TemporaryRoot()
+        let composed = AccessGroup(name: "caf\u{E9}"), decomposed = AccessGroup(name: "cafe\u{301}")
+        let source = try SQLiteKeystore(root: temporary.root, service: "tool", accessGroup: composed)
+        try await source.set(bytes("value"), forKey: "k")
+        source.close()
+        let moved = try await SQLiteKeystore.migrate(root: temporary.root, service: "tool", from: composed, to: decomposed)
+        XCTAssertEqual(moved, 1)
+        let target = try await contents(temporary.root, group: decomposed)
+        XCTAssertEqual(target, ["k": "value"])
+        let left = try await contents(temporary.root, group: composed)
+        XCTAssertEqual(left, [:])
+    }
+
     func testMigrationWithPassphraseKeys() async throws {
         let temporary = try TemporaryRoot()
         let root = temporary.root
