@@ -95,9 +95,11 @@ final class ConnectionSetup: Sendable {
         ("plan_cache_mode", "'force_generic_plan'"),
     ]
 
-    /// `text` as an SQL string literal.
+    /// `text` as an SQL escape-string literal (`E'…'`): read the same whatever
+    /// `standard_conforming_strings` says, with its backslashes and quotes doubled.
     static func literal(_ text: String) -> String {
-        "'" + text.split(separator: "'", omittingEmptySubsequences: false).joined(separator: "''") + "'"
+        let backslashes = text.split(separator: "\\", omittingEmptySubsequences: false).joined(separator: "\\\\")
+        return "E'" + backslashes.split(separator: "'", omittingEmptySubsequences: false).joined(separator: "''") + "'"
     }
 
     /// The longest a refusal stands: a failover that completes (the address now leads to the

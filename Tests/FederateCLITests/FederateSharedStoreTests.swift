@@ -57,8 +57,7 @@ final class FederateSharedStoreTests: XCTestCase {
 
     /// Two `federate login` processes race on one session; the service hands one of them
     /// credentials an hour longer. Whichever commits last, the store keeps the later one.
-    /// Both answers are held long enough that both processes have read the session before
-    /// either commits: a login that starts after another committed replaces it whatever its
+    /// Both processes read the session before either commits: a login that starts after another committed replaces it whatever its
     /// expiration (`testALaterFederationReplacesTheSessionEvenWhenItsCredentialsExpireSooner`).
     func testConcurrentLoginsInTwoProcessesConvergeOnTheLaterExpiration() async throws {
         for longerCommitsFirst in [true, false] {
@@ -75,6 +74,9 @@ final class FederateSharedStoreTests: XCTestCase {
                     expiration: Date(timeIntervalSince1970: now + (isLong ? 7200 : 3600)))
                 return reply.delayed(by: .milliseconds(slow ? 1_200 : 600))
             }
+            // Both processes have read the session (before their first request) once both
+            // requests are in flight: the answers wait for that, then come in the order above.
+            cognito.holdUntilInFlight(2, timeout: .seconds(20))
             let session = longerCommitsFirst ? "raced-a" : "raced-b"
             harness.neverPrinted += [long, short]
             let processes = try [long, short].map { token in

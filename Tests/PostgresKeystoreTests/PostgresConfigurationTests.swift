@@ -40,6 +40,16 @@ final class PostgresConfigurationTests: XCTestCase {
         }
     }
 
+    /// The pooled connections' `search_path` goes into their set-up statement as an escape
+    /// string, read the same whatever `standard_conforming_strings` says: a schema name with a
+    /// backslash or a quote (which the open checked) can neither be misread nor end it.
+    func testTheSearchPathIsWrittenAsAnEscapeString() {
+        XCTAssertEqual(ConnectionSetup.literal("\"Fleet Ops\""), "E'\"Fleet Ops\"'")
+        XCTAssertEqual(ConnectionSetup.literal("\"a\\'b\""), "E'\"a\\\\''b\"'")
+        let statement = ConnectionSetup.statement(statementTimeoutMilliseconds: 1000, defaults: [("search_path", ConnectionSetup.literal("x'y"))])
+        XCTAssertTrue(statement.contains("('search_path', E'x''y'::text)"), statement)
+    }
+
     func testParsesEveryPartWithPercentDecoding() throws {
         let configuration = try PostgresKeystore.Configuration(
             url: "postgres://broker%2Badmin:p%40ss%3Aw%2Frd@db.example.com:6543/identity%20db?sslmode=verify-full&sslrootcert=/etc/ca.pem&connect_timeout=7")

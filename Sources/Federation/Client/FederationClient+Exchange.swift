@@ -142,8 +142,9 @@ extension FederationClient {
         var record = SessionRecord(phase: .federated, identityId: result.identityId, provider: provider, credentials: result.credentials)
         // This federation follows the record it started from: it replaces it even with
         // credentials that expire sooner (racing federations still go by expiration).
-        record.versionFloor = record.versionFloor(replacing: previous)
+        record.versionFloor = record.versionFloor(replacing: previous, notAfter: now().addingTimeInterval(Self.longestPlausibleLifetime))
         let stored: Bool, holding: SessionRecord??, raced: Bool
+        var lostToUnreadable: FederationError?
         do {
             ((stored, holding), raced) = try await recordingFeedChanges(session) { () async throws(FederationError) in
                 guard try await store.save(record, session: session) else {
@@ -158,11 +159,13 @@ extension FederationClient {
                         // What won cannot be opened here (damaged, sealed with another key, at a
                         // version above this federation's): nothing of this call is stored, and
                         // reporting success would leave the caller with a session it cannot read.
-                        throw FederationError(
+                        lostToUnreadable = FederationError(
                             code: .storage,
                             message: "\(operationName) of session '\(session)' was not saved: the session's stored item is newer and cannot be "
-                                + "opened (damaged, or sealed with another key); clear the session, then federate again",
+                                + "opened here (damaged, or sealed with another key: check that this instance has the key the others use "
+                                + "before clearing the session, which removes it for every instance)",
                             keystoreError: error.keystoreError)
+                        return (false, nil)
                     } catch {
                         return (false, nil)
                     }
@@ -175,6 +178,12 @@ extension FederationClient {
             // A commit that timed out or lost its connection may still apply.
             markWriteUncertain(session)
             throw error
+        }
+        if let lostToUnreadable {
+            // Nothing was written: no uncertain window, and the session keeps what it held.
+            sessionLogger.debug("federation not saved", metadata: ["broker.error": "\(lostToUnreadable.code)"])
+            federationFailed(session, overUnreadable: previousUnreadable)
+            throw lostToUnreadable
         }
         if !stored { sessionLogger.debug("a newer federation of the session is stored; keeping it") }
         // A lost save changed nothing in the store: no local write that outdates reads in flight.

@@ -305,8 +305,9 @@ public actor FederationClient {
     ///
     /// Returns only after the session is committed to the keystore. It replaces what the
     /// session held when it started, whatever the expiration of either. When another client
-    /// stored the session with a later expiration meanwhile (a federation racing this one),
-    /// that record is kept (the result returned here is still valid); when it stored a terminated session, that is
+    /// stored the session with a later expiration meanwhile (a federation racing this one;
+    /// between two that both expire before the record they started from, the one committed
+    /// last), that record is kept (the result returned here is still valid); when it stored a terminated session, that is
     /// kept and this call throws ``FederationError/Code/identityTerminated``.
     ///
     /// - Parameters:

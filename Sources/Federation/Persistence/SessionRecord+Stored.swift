@@ -38,22 +38,34 @@ extension SessionRecord {
         case .terminated:
             return .max
         case .federated:
-            let milliseconds = (credentials?.expiration.timeIntervalSince1970 ?? 0) * 1000
-            // Expirations come from a decoder that bounds them, but a version must never trap.
-            let expiration = milliseconds.isFinite ? Int64(min(max(milliseconds, 0), 9e15)) : 0
-            let own = provider == nil ? expiration - Self.guestOffset : expiration
-            return max(own, versionFloor ?? .min)
+            let own = Self.version(expiringAt: credentials?.expiration, guest: provider == nil)
+            guard let versionFloor else { return own }
+            // A floor read from the store stays within its kind's versions: one planted there
+            // (whoever can write the store) must not lift a guest over a login, nor a
+            // federation to a terminated record's version.
+            return max(own, min(versionFloor, Self.version(expiringAt: nil, guest: provider == nil, highest: true)))
         }
+    }
+
+    /// A federated record's own version: its expiration in milliseconds, between 0 and
+    /// 9e15 (`highest`: that top, whatever `expiration`), less ``guestOffset`` for a guest.
+    private static func version(expiringAt expiration: Date?, guest: Bool, highest: Bool = false) -> Int64 {
+        let milliseconds = highest ? 9e15 : (expiration?.timeIntervalSince1970 ?? 0) * 1000
+        // Expirations come from a decoder that bounds them, but a version must never trap.
+        let bounded = milliseconds.isFinite ? Int64(min(max(milliseconds, 0), 9e15)) : 0
+        return guest ? bounded - guestOffset : bounded
     }
 
     /// The ``versionFloor`` of `self`, a new federation, when it replaces `previous`, the
     /// record the session held when it started: `previous`'s version when that is above its
-    /// own and of the same kind (a guest's floor never lifts it to a login's, nor the reverse).
-    func versionFloor(replacing previous: SessionRecord?) -> Int64? {
+    /// own and of the same kind (a guest's floor never lifts it to a login's, nor the reverse),
+    /// at most the version of credentials expiring at `latest` (the longest any flow gives,
+    /// from now), so that a floor planted in the store does not live on in later records.
+    func versionFloor(replacing previous: SessionRecord?, notAfter latest: Date) -> Int64? {
         guard let previous, previous.phase == .federated, phase == .federated, previous.isGuest == isGuest,
               previous.storeVersion > storeVersion
         else { return nil }
-        return previous.storeVersion
+        return min(previous.storeVersion, Self.version(expiringAt: latest, guest: isGuest))
     }
 
     /// Taken from a guest's version: below every login's (expirations in milliseconds stay

@@ -41,16 +41,28 @@ final class StoredRecordTests: XCTestCase {
     func testAVersionFloorLiftsTheStoreVersionAndEarlierReadersSkipIt() throws {
         let short = SessionRecord(phase: .federated, identityId: "id", provider: "google", credentials: credentials("s", "t", 1_700_003_600))
         let long = SessionRecord(phase: .federated, identityId: "id", provider: "google", credentials: credentials("s", "t", 1_700_043_200))
-        XCTAssertNil(long.versionFloor(replacing: short), "a later expiration needs no floor")
+        let latest = Date(timeIntervalSince1970: 1_700_000_000 + 36 * 3600)
+        XCTAssertNil(long.versionFloor(replacing: short, notAfter: latest), "a later expiration needs no floor")
         var replacing = short
-        replacing.versionFloor = short.versionFloor(replacing: long)
+        replacing.versionFloor = short.versionFloor(replacing: long, notAfter: latest)
         XCTAssertEqual(replacing.versionFloor, long.storeVersion)
         XCTAssertEqual(replacing.storeVersion, long.storeVersion)
         XCTAssertEqual(short.storeVersion, 1_700_003_600_000)
         // Kinds never lift one another: a guest stays below every login, a terminated record above all.
         let guest = SessionRecord(phase: .federated, identityId: "id", provider: nil, credentials: credentials("s", "t", 1_700_000_000))
-        XCTAssertNil(guest.versionFloor(replacing: long))
-        XCTAssertNil(short.versionFloor(replacing: SessionRecord(phase: .terminated, identityId: "id", provider: "google", credentials: nil)))
+        XCTAssertNil(guest.versionFloor(replacing: long, notAfter: latest))
+        XCTAssertNil(short.versionFloor(replacing: SessionRecord(phase: .terminated, identityId: "id", provider: "google", credentials: nil), notAfter: latest))
+
+        // A floor planted in the store (by whoever can write it) stays within its kind: it
+        // neither lifts a guest over a login nor a login to a terminated record's version, and
+        // a later federation carries at most a floor of the longest credentials from now.
+        var planted = short
+        planted.versionFloor = .max
+        XCTAssertEqual(planted.storeVersion, 9_000_000_000_000_000)
+        var plantedGuest = guest
+        plantedGuest.versionFloor = 9_000_000_000_000_001
+        XCTAssertLessThan(plantedGuest.storeVersion, short.storeVersion)
+        XCTAssertEqual(short.versionFloor(replacing: planted, notAfter: latest), 1_700_129_600_000)
 
         struct EarlierRelease: Decodable, Equatable { var version: Int; var phase: String; var identityId: String?; var expiration: Double? }
         let bytes = try replacing.storedBytes(session: "s")
