@@ -558,13 +558,7 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
     func testTablesAnotherRolePlantedInASchemaNamedAfterTheFleetRoleAreRefused() async throws {
         try await storeAnItemAndClose()
         let attacker = "squatter_\(database!)"
-        try server.psql("""
-            CREATE ROLE \(attacker);
-            GRANT CREATE ON DATABASE \(database!) TO \(attacker);
-            SET ROLE \(attacker);
-            CREATE SCHEMA \(server.passwordRole);
-            GRANT USAGE ON SCHEMA \(server.passwordRole) TO PUBLIC;
-            """, database: database)
+        try squatTheFleetRolesSchema(as: attacker)
         // First only the salts table there: the items table still passes, the salts would not.
         try server.psql("""
             SET ROLE \(attacker);
@@ -601,13 +595,7 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
         let keystore = try await keystore()
         try await keystore.set(Array("before".utf8), forKey: "session.alice")
         let attacker = "latecomer_\(database!)"
-        try server.psql("""
-            CREATE ROLE \(attacker);
-            GRANT CREATE ON DATABASE \(database!) TO \(attacker);
-            SET ROLE \(attacker);
-            CREATE SCHEMA \(server.passwordRole);
-            GRANT USAGE ON SCHEMA \(server.passwordRole) TO PUBLIC;
-            """, database: database)
+        try squatTheFleetRolesSchema(as: attacker)
         try plantTables(in: server.passwordRole, as: attacker)
         _ = try server.psqlValue(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'identity-broker' AND datname = '\(database!)'",
@@ -771,6 +759,18 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
     /// Creates the keystore's tables (with the current schema version) and a commit procedure
     /// that applies nothing but reports every set as applied, in `schema`, as `role`, usable by
     /// every role.
+    /// As `attacker`, a new role with `CREATE` on the database, makes a schema named after the
+    /// fleet's role (which `"$user"` puts first on its search path), usable by every role.
+    private func squatTheFleetRolesSchema(as attacker: String) throws {
+        try server.psql("""
+            CREATE ROLE \(attacker);
+            GRANT CREATE ON DATABASE \(database!) TO \(attacker);
+            SET ROLE \(attacker);
+            CREATE SCHEMA \(server.passwordRole);
+            GRANT USAGE ON SCHEMA \(server.passwordRole) TO PUBLIC;
+            """, database: database)
+    }
+
     private func plantTables(in schema: String, as role: String, withProcedure: Bool = true) throws {
         let procedure = """
             CREATE PROCEDURE \(schema).\(PostgresSchema.commitProcedure)(
