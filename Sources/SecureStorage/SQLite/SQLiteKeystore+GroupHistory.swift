@@ -33,7 +33,7 @@ extension SQLiteKeystore {
             }
             (privateStore, privatePath) = (opened, opened.databasePath)
         } else {
-            guard try layout.prepareDirectories(.none, create: true), let path = try layout.prepareDatabase(.none, create: true) else {
+            guard let path = try layout.prepareNamespaceFiles(.none, create: true) else {
                 throw KeystoreError(.io, "the private database could not be made", path: layout.databasePath(.none))
             }
             (privateStore, privatePath) = (nil, path)

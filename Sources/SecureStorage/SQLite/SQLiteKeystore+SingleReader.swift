@@ -15,8 +15,7 @@ extension SQLiteKeystore {
         try configuration.check()
         let layout = try StoreLayout(root: root, service: service, checksWayToRoot: configuration.checksWayToRoot)
         try NameRules.validate(group: accessGroup)
-        guard try layout.prepareDirectories(accessGroup, create: false) else { return false }
-        return try layout.prepareDatabase(accessGroup, create: false) != nil
+        return try layout.prepareNamespaceFiles(accessGroup, create: false) != nil
     }
 }
 
@@ -69,8 +68,7 @@ extension SQLiteKeystore {
                 else { return nil }
                 (privateStore, privatePath) = (opened, opened.databasePath)
             } else {
-                guard try layout.prepareDirectories(.none, create: false), let path = try layout.prepareDatabase(.none, create: false)
-                else { return nil }
+                guard let path = try layout.prepareNamespaceFiles(.none, create: false) else { return nil }
                 (privateStore, privatePath) = (nil, path)
             }
             let privateConnection = try SQLiteConnection(path: privatePath, busyTimeout: configuration.busyTimeout)

@@ -10,6 +10,14 @@ extension StoreLayout {
     /// The files SQLite opens next to a database; a planted one could redirect or hang it.
     static let siblingSuffixes = ["-wal", "-shm", "-journal"]
 
+    /// ``prepareDirectories(_:create:)`` and then ``prepareDatabase(_:create:)`` for `group`:
+    /// the database's path, or `nil` when a directory or the database is missing and `create`
+    /// is off.
+    func prepareNamespaceFiles(_ group: AccessGroup, create: Bool) throws(KeystoreError) -> String? {
+        guard try prepareDirectories(group, create: create) else { return nil }
+        return try prepareDatabase(group, create: create)
+    }
+
     /// Checks the database of `group` and its siblings before SQLite opens them, and creates
     /// the database when missing and `create` is on. Returns the path, or `nil` when the
     /// database is missing and `create` is off.

@@ -38,9 +38,7 @@ struct StoreNamespace: Sendable {
     /// nothing and the namespace (or its key) does not exist yet, so it holds no item.
     static func open(layout: StoreLayout, group: AccessGroup, keySource: KeySource, create creation: Creation) throws(KeystoreError) -> StoreNamespace? {
         try NameRules.validate(group: group)
-        guard try layout.prepareDirectories(group, create: creation.createsFiles),
-              let path = try layout.prepareDatabase(group, create: creation.createsFiles)
-        else { return nil }
+        guard let path = try layout.prepareNamespaceFiles(group, create: creation.createsFiles) else { return nil }
         var resolved = try KeystoreError.rethrowing { try keySource.resolveKey(for: group, layout: layout, create: false) }
         if resolved == nil, creation.createsFiles {
             if case .whatIsMissing(let busyTimeout) = creation, try holdsSealedData(databasePath: path, busyTimeout: busyTimeout) {

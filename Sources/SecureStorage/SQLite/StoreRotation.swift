@@ -27,9 +27,7 @@ struct StoreRotation {
     private static let updateValue = "UPDATE items SET value = ?1 WHERE id = ?2"
 
     func run() throws(KeystoreError) -> KeyRotation {
-        guard try layout.prepareDirectories(group, create: false),
-              try layout.prepareDatabase(group, create: false) != nil
-        else { return KeyRotation() }
+        guard try layout.prepareNamespaceFiles(group, create: false) != nil else { return KeyRotation() }
         // Authority first, with the keys that exist; the sealing key is made (a key file moved
         // aside to be replaced, a salt) only once the check or an item has opened.
         var proof = try StoreNamespace.open(layout: layout, group: group, keySource: keySource, create: .nothing)
