@@ -80,7 +80,9 @@ extension PostgresKeystore {
         // One key order for every statement, so concurrent statements (of this instance or
         // another) lock rows in the same order and cannot deadlock on their upserts: bytes, as
         // a migration's `ORDER BY key COLLATE "C"` takes them (`String`'s `<` compares
-        // normalized text, which differs for keys not in NFC).
+        // normalized text, which differs for keys not in NFC). The statement sorts its upserts
+        // again in the server encoding's bytes, which differ from UTF-8's in EUC_JP and the
+        // like; sorted here, the server's sort finds them in order on every UTF-8 database.
         sets.sort { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
         removes.sort { $0.utf8.lexicographicallyPrecedes($1.utf8) }
         var (applied, removed): (Set<ItemKey.Exact>, Set<ItemKey.Exact>) = ([], [])

@@ -425,6 +425,11 @@ enum PostgresSchema {
     ///   database until autovacuum's first pass), as a scan of the whole namespace filtered
     ///   by key, and that scan ran in every commit, removes or not: 0.6 ms per commit at
     ///   3,000 items, growing with the namespace (`PostgresQueryPlanTests`).
+    /// The upserts go in byte order (`ORDER BY key COLLATE "C"`, the server encoding's bytes,
+    /// as every other lock of the keystore's): on a database in a multibyte encoding other
+    /// than UTF-8 (EUC_JP, EUC_KR, …), the client's order (UTF-8 bytes) differs, and a commit
+    /// setting two such keys locked them against a migration's order, which could deadlock
+    /// (the migration then failed).
     /// A statement that both sets and removes first locks the existing rows of all its keys in
     /// byte order (`locked`: one index probe per key, in a sorted `unnest`, gated on both
     /// arrays being non-empty, so a federation's commit skips it), and every write waits for
@@ -465,6 +470,7 @@ enum PostgresSchema {
                 FROM ROWS FROM (pg_catalog.unnest($3::text[]), pg_catalog.unnest($4::int8[]), pg_catalog.unnest($5::bool[]),
                     pg_catalog.unnest($6::bytea[])) AS s(key, version, versioned, value)
                 WHERE (SELECT pg_catalog.count(*) FROM locked) >= 0
+                ORDER BY s.key COLLATE "C"
                 ON CONFLICT (service, access_group, key) DO UPDATE SET version = excluded.version, value = excluded.value
                 WHERE items.version IS NULL OR excluded.version IS NULL OR items.version <= excluded.version
                 RETURNING items.key

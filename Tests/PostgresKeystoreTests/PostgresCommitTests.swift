@@ -435,6 +435,40 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(left, [])
     }
 
+    /// A commit that only sets keys locks their rows in the server encoding's byte order, as a
+    /// migration does: on an EUC_JP database `Ａ` (A3 C1) comes before `漢` (B4 C1), while
+    /// their UTF-8 bytes (EF BC A1, E6 BC A2) put `漢` first, and the upserts went in the
+    /// client's UTF-8 order, so a migration holding one and this commit the other could
+    /// deadlock. Here another transaction holds `session.漢`: the commit must have locked
+    /// `session.Ａ` before it waits.
+    func testACommitSettingSeveralKeysLocksTheirRowsInTheServerEncodingsByteOrder() async throws {
+        let name = "broker_eucjp_\(UUID().uuidString.prefix(8).lowercased())"
+        try server.psql("CREATE DATABASE \(name) OWNER \(server.passwordRole) ENCODING 'EUC_JP' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+        database = name
+        let (first, second) = ("session.漢", "session.Ａ")
+        XCTAssertTrue(first.utf8.lexicographicallyPrecedes(second.utf8), "the client's order")
+        let writer = try await keystore()
+        try await writer.set([1], forKey: first)
+        try await writer.set([2], forKey: second)
+        var batch = KeystoreBatch()
+        batch.set([3], forKey: first)
+        batch.set([4], forKey: second)
+        let applied = try await commit(batch, of: writer, behindAHeld: first) { holder, logger in
+            let serverOrder = try await holder.query("SELECT \(second)::text COLLATE \"C\" < \(first)::text COLLATE \"C\"", logger: logger)
+                .collect().first?.decode(Bool.self)
+            XCTAssertEqual(serverOrder, true, "EUC_JP's bytes put \(second) first")
+            do {
+                _ = try await holder.query("SELECT key FROM identity_broker_items WHERE key = \(second) FOR UPDATE NOWAIT", logger: logger).collect()
+                XCTFail("\(second) was free while the commit waited for \(first): the upserts went in UTF-8 order")
+            } catch let error as PSQLError where error.serverInfo?[.sqlState] == "55P03" {
+                // Locked by the commit, as it should be.
+            }
+        }
+        XCTAssertEqual(applied, [true, true])
+        let values = try await [writer.value(forKey: first), writer.value(forKey: second)]
+        XCTAssertEqual(values, [[3], [4]])
+    }
+
     /// A database whose transactions default to `repeatable read` or `serializable` made a
     /// commit that waited for a row another transaction then changed fail with a
     /// serialization failure (40001) where `read committed` applies it to the row as
@@ -624,6 +658,8 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
             id: 1, logger: logger)
         let result: Result<[Bool], any Error>
         do {
+            // Swift's strings are UTF-8, whatever the database's encoding.
+            try await holder.query("SET client_encoding TO 'UTF8'", logger: logger)
             try await holder.query("BEGIN", logger: logger)
             if changingIt {
                 try await holder.query("UPDATE identity_broker_items SET version = version WHERE key = \(key)", logger: logger)
