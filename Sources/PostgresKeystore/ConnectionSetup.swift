@@ -29,7 +29,8 @@ import Synchronization
 /// a write of it failed.
 ///
 /// Last, it pins the settings ``sessionDefaults`` lists (durable commits, `read committed`, no
-/// other timeouts). The change feed's listening connection is set up the same way.
+/// other timeouts). The change feed's listening connection is set up the same way. The same
+/// statement reads the server's clock, which fences the connection's commits (``ServerClock``).
 ///
 /// All are set per session rather than as startup parameters, which connection poolers such as
 /// PgBouncer refuse unless configured to ignore it (the keystore needs a direct connection or
@@ -37,8 +38,9 @@ import Synchronization
 /// connection. A setting the server does not know is left out (``statement(statementTimeoutMilliseconds:)``).
 final class ConnectionSetup: Sendable {
 
-    /// The connections already set up, by their pool's ID.
-    private let done = Mutex<Set<PostgresConnection.ID>>([])
+    /// The connections already set up, by their pool's ID, with their server's clock as
+    /// read then (or since: ``record(_:for:)``).
+    private let done = Mutex<[PostgresConnection.ID: ServerClock]>([:])
     /// `statement_timeout`, in whole milliseconds (at least 1: 0 would mean none).
     private let statementTimeoutMilliseconds: Int64
     /// The last refusal of a connection's server (a standby, a server too old) and when it
@@ -111,7 +113,8 @@ final class ConnectionSetup: Sendable {
     static let oldestServerVersion: Int32 = 120_000
 
     /// The set-up statement: every setting of `defaults` and `statement_timeout` that the
-    /// server knows, whether the server is a standby, and its version. Older servers lack
+    /// server knows, whether the server is a standby, its version, and its clock
+    /// (``ServerClock``). Older servers lack
     /// some settings (`plan_cache_mode` before PostgreSQL 12, `idle_session_timeout` before
     /// 14, `transaction_timeout` before 17); those are left out rather than failing the
     /// statement.
@@ -123,7 +126,7 @@ final class ConnectionSetup: Sendable {
         let rows = settings.map { "('\($0.name)', \($0.value)::text)" }.joined(separator: ", ")
         return """
             SELECT pg_catalog.pg_is_in_recovery(), pg_catalog.current_setting('server_version_num')::int4,
-                pg_catalog.count(pg_catalog.set_config(wanted.name, wanted.value, false))
+                pg_catalog.count(pg_catalog.set_config(wanted.name, wanted.value, false)), \(ServerClock.sql)
             FROM (VALUES \(rows)) AS wanted(name, value)
             WHERE EXISTS (SELECT FROM pg_catalog.pg_settings AS known WHERE known.name OPERATOR(pg_catalog.=) wanted.name)
             """
@@ -135,16 +138,17 @@ final class ConnectionSetup: Sendable {
     /// keep them for good. For the hold-off after such a refusal, calls fail with it without
     /// touching their connection.
     func prepare(_ connection: PostgresConnection, logger: Logger) async throws {
-        guard !done.withLock({ $0.contains(connection.id) }) else { return }
+        guard !done.withLock({ $0[connection.id] != nil }) else { return }
         // Refused a moment ago: this connection is left as it is, for a later call to set
         // up once the refusal is old.
         let holdOff = self.holdOff
         if let recent = lastRefusal.withLock({ last in last.flatMap { .now < $0.at.advanced(by: holdOff) ? $0.error : nil } }) {
             throw recent
         }
+        let askedAt = ContinuousClock.now
         let result = try await connection.queryUnlessClosed(
             PostgresQuery(unsafeSQL: Self.statement(statementTimeoutMilliseconds: statementTimeoutMilliseconds, defaults: defaults)), logger: logger)
-        guard let (standby, version, _) = try result.rows.first?.decode((Bool, Int32, Int64).self) else {
+        guard let (standby, version, _, clock) = try result.rows.first?.decode((Bool, Int32, Int64, Int64).self) else {
             throw KeystoreError(.io, "the connection's set-up statement returned no row")
         }
         let refusal: (any Error & Sendable)? = version < Self.oldestServerVersion ? UnsupportedServer(version: version) : standby ? StandbyServer() : nil
@@ -157,7 +161,19 @@ final class ConnectionSetup: Sendable {
             // Closed connections leave their IDs behind; past a bound, forget them all (a live
             // connection then runs its setup once more, which is harmless).
             if done.count >= 1024 { done.removeAll() }
-            done.insert(connection.id)
+            done[connection.id] = ServerClock(microseconds: clock, askedAt: askedAt)
+        }
+    }
+
+    /// The server's clock as `connection` last read it; `nil` for one not set up here.
+    func clock(of connection: PostgresConnection.ID) -> ServerClock? {
+        done.withLock { $0[connection] }
+    }
+
+    /// Keeps a newer reading of `connection`'s server clock (one set up here).
+    func record(_ clock: ServerClock, for connection: PostgresConnection.ID) {
+        done.withLock { done in
+            if done[connection] != nil { done[connection] = clock }
         }
     }
 }

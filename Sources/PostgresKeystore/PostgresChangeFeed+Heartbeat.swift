@@ -159,7 +159,7 @@ extension PostgresChangeFeed {
 
     /// Whether `connection` answers a `SELECT 1` by `deadline`, or within an operation
     /// timeout when less is left (a `NOTIFY` that failed may have used most of the check's
-    /// time); closes it when it does not.
+    /// time); closes it when it does not, or when cancelled first.
     private func answers(_ connection: PostgresConnection, until deadline: ContinuousClock.Instant) async -> Bool {
         let wait = max(deadline - .now, configuration.operationTimeout)
         // The query cannot be cancelled, so the timeout closes the connection itself, which
@@ -171,7 +171,10 @@ extension PostgresChangeFeed {
                 return false
             }
             let first = await group.next() ?? false
-            if !first && !Task.isCancelled { try? await connection.close() }
+            // Unanswered when the check is cancelled too (the listener is leaving): the query
+            // must not outlive the check on a connection going back to the pool, nor hold
+            // the listener, which waits for its checks, for as long as a dead path lasts.
+            if !first { try? await connection.close() }
             group.cancelAll()
             return first
         }

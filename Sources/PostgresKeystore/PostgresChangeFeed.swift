@@ -194,45 +194,13 @@ final class PostgresChangeFeed: Sendable {
                     if let interval = self.configuration.changeFeedHeartbeat, interval > .zero {
                         checks = Task { await self.closeWhenDeaf(connection, every: interval, heartbeat: heartbeat) }
                     }
-                    defer { checks?.cancel() }
-                    // The session's settings as for every keystore connection; `idle_session_timeout`
-                    // among them, which would otherwise end this connection each time it ran out.
-                    try await generation.setup.prepare(connection, logger: self.logger)
-                    // Notifications reach the listener callback on the connection's event loop,
-                    // which skips this instance's own and other namespaces' by comparing bytes
-                    // (no thread hand-off for them) and queues the rest, at most
-                    // `pendingLimit`, for a task that parses them off the event loop.
-                    // postgres-nio's notification sequence would buffer without bound instead.
-                    let (pending, queue) = AsyncStream.makeStream(
-                        of: String.self, bufferingPolicy: .bufferingNewest(Self.pendingLimit))
-                    let overflowed = Atomic<Bool>(false)
-                    let listener = try await connection.addListenerUnlessClosed(channel: PostgresSchema.channel) { _, notification in
-                        guard self.concerns(notification.payload, heartbeat: heartbeat) else { return }
-                        if case .dropped = queue.yield(notification.payload) { overflowed.store(true, ordering: .releasing) }
+                    do {
+                        try await self.listen(on: connection, generation: generation, heartbeat: heartbeat, reconnecting: reconnecting) { listeningSince = $0 }
+                    } catch {
+                        await Self.end(checks)
+                        throw error
                     }
-                    // Detaching the last listener of the channel sends UNLISTEN.
-                    defer { listener.stop() }
-                    try await self.waitUntilListening(on: connection)
-                    heartbeat.listenTookEffect()
-                    self.listening.store(true, ordering: .releasing)
-                    listeningSince = .now
-                    // What was committed while nobody listened is reloaded, not replayed.
-                    self.subscribers.deliver([.all])
-                    if reconnecting {
-                        self.logger.debug("keystore change feed reconnected", metadata: ["broker.endpoint": "\(self.configuration.endpoint)"])
-                    }
-                    let parsing = Task {
-                        for await payload in pending {
-                            // A notification dropped for room: every key may have changed.
-                            if overflowed.exchange(false, ordering: .acquiringAndReleasing) { self.subscribers.deliver([.all]) }
-                            self.received(payload)
-                        }
-                    }
-                    defer {
-                        queue.finish()
-                        parsing.cancel()
-                    }
-                    try await Self.untilClosed(connection)
+                    await Self.end(checks)
                 }
             } catch {
                 // Lost or never had (the server is away): the pool watches for its return. Not
@@ -299,6 +267,61 @@ final class PostgresChangeFeed: Sendable {
     /// The server did not report the connection listening within the operation timeout.
     struct NotListening: Error, CustomStringConvertible {
         var description: String { "LISTEN did not take effect" }
+    }
+
+    /// Listens on `connection` until it closes (or the task is cancelled): sets the session
+    /// up, attaches the listener, and delivers what arrives; calls `onListening` once `LISTEN`
+    /// took effect.
+    private func listen(
+        on connection: PostgresConnection, generation: PostgresPool.Generation, heartbeat: Heartbeat, reconnecting: Bool,
+        onListening: (ContinuousClock.Instant) -> Void
+    ) async throws {
+        // The session's settings as for every keystore connection; `idle_session_timeout`
+        // among them, which would otherwise end this connection each time it ran out.
+        try await generation.setup.prepare(connection, logger: logger)
+        // Notifications reach the listener callback on the connection's event loop,
+        // which skips this instance's own and other namespaces' by comparing bytes
+        // (no thread hand-off for them) and queues the rest, at most
+        // `pendingLimit`, for a task that parses them off the event loop.
+        // postgres-nio's notification sequence would buffer without bound instead.
+        let (pending, queue) = AsyncStream.makeStream(
+            of: String.self, bufferingPolicy: .bufferingNewest(Self.pendingLimit))
+        let overflowed = Atomic<Bool>(false)
+        let listener = try await connection.addListenerUnlessClosed(channel: PostgresSchema.channel) { _, notification in
+            guard self.concerns(notification.payload, heartbeat: heartbeat) else { return }
+            if case .dropped = queue.yield(notification.payload) { overflowed.store(true, ordering: .releasing) }
+        }
+        // Detaching the last listener of the channel sends UNLISTEN.
+        defer { listener.stop() }
+        try await waitUntilListening(on: connection)
+        heartbeat.listenTookEffect()
+        listening.store(true, ordering: .releasing)
+        onListening(.now)
+        // What was committed while nobody listened is reloaded, not replayed.
+        subscribers.deliver([.all])
+        if reconnecting {
+            logger.debug("keystore change feed reconnected", metadata: ["broker.endpoint": "\(configuration.endpoint)"])
+        }
+        let parsing = Task {
+            for await payload in pending {
+                // A notification dropped for room: every key may have changed.
+                if overflowed.exchange(false, ordering: .acquiringAndReleasing) { self.subscribers.deliver([.all]) }
+                self.received(payload)
+            }
+        }
+        defer {
+            queue.finish()
+            parsing.cancel()
+        }
+        try await Self.untilClosed(connection)
+    }
+
+    /// Cancels the heartbeat's checks and waits for them to end, so that none acts on the
+    /// connection once it went back to the pool (a check's `close()` would end another
+    /// caller's statement there).
+    private static func end(_ checks: Task<Void, Never>?) async {
+        checks?.cancel()
+        await checks?.value
     }
 
     /// Returns when the task is cancelled; throws ``ListeningConnectionClosed`` when

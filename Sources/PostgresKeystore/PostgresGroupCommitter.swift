@@ -16,7 +16,7 @@ import Synchronization
 ///
 /// A group that fails with a server error applied nothing (the server commits it in the same
 /// statement, only once the statement succeeded; for the rare exception, a statement timeout
-/// that lands while the server commits, see ``PostgresSchema/commitDistinct(sets:removes:namespace:origin:call:on:logger:)``), so its
+/// that lands while the server commits, see ``PostgresSchema/commitDistinct(sets:removes:namespace:origin:call:fence:on:logger:)``), so its
 /// batches are retried one by one and a bad batch fails alone, for as long as the group's
 /// own time (`retryBudget`, the operation timeout) lasts; the batches left then get the
 /// group's error. Without that bound a group of 256 batches held the commit slot for 256

@@ -208,7 +208,9 @@ extension PostgresKeystore {
                 // The set-up sends nothing on a connection used before, and
                 // `body`'s statements are not checked (`runUnlessClosed`).
                 guard !connection.isClosed else { throw StaleConnection() }
-                return try await body(connection, logger)
+                return try await ConnectionSetup.$current.withValue(.init(setup: setup, connection: connection.id)) {
+                    try await body(connection, logger)
+                }
             } onCancel: {
                 // Past its deadline (or cancelled by its caller), a statement on a
                 // connection that carries nothing more (a dropped flow gives no

@@ -11,12 +11,21 @@ extension PostgresKeystore {
     /// was sent committed nothing: ``StaleConnection``, which runs again. A `COMMIT` the
     /// server answers with the tag `ROLLBACK` (the transaction was aborted by an error nobody
     /// read) fails with `io`: nothing was written.
+    ///
+    /// The transaction is fenced as a commit's `CALL` is (``ServerClock``): a `COMMIT` the
+    /// network holds back must not commit minutes later, when its caller has long been told
+    /// it failed. The server ends a session that leaves its transaction idle for longer than
+    /// its statement timeout (the operation timeout), rolling it back; the keystore's
+    /// transactions send their statements back to back.
     static func transaction<T>(
         on connection: PostgresConnection, logger: Logger, _ body: () async throws -> T
     ) async throws -> T {
         try await connection.runUnlessClosed("BEGIN", logger: logger)
         let value: T
         do {
+            try await connection.runUnlessClosed(
+                "SELECT pg_catalog.set_config('idle_in_transaction_session_timeout', pg_catalog.current_setting('statement_timeout'), true)",
+                logger: logger)
             value = try await body()
         } catch {
             do {
@@ -37,7 +46,7 @@ extension PostgresKeystore {
 
     /// Runs `body`, which commits (a `COMMIT`, or a `CALL` of the commit procedure), and tells
     /// what its failure left: an error the server answered with (committed nothing, but see
-    /// ``PostgresSchema/commitDistinct(sets:removes:namespace:origin:call:on:logger:)`` on a
+    /// ``PostgresSchema/commitDistinct(sets:removes:namespace:origin:call:fence:on:logger:)`` on a
     /// statement timeout), or ``StaleConnection`` (found closed before anything was sent),
     /// throws as it came; any other failure (the connection lost while the server may have
     /// committed) is ``CommitOutcomeUnknown``.
@@ -64,9 +73,17 @@ extension PostgresKeystore {
     /// between the caller's task and the connection's event loop. A connection lost under
     /// the call is ``CommitOutcomeUnknown``.
     ///
-    /// - Parameter call: The `CALL` statement ``PostgresSchema/install(on:logger:)`` returned.
+    /// The call carries a fence (``ServerClock``): the server refuses it, applying nothing,
+    /// unless it starts within an operation timeout of being sent. A refusal that comes back
+    /// sooner than that says the server's clock moved since the connection read it: read
+    /// again, and the call runs again. One that comes back later is the fence at work: the
+    /// caller has been told the commit failed, and it did.
+    ///
+    /// - Parameters:
+    ///   - call: The `CALL` statement ``PostgresSchema/install(on:logger:)`` returned.
+    ///   - allowance: How long after it is sent the call may still start: the operation timeout.
     static func applyDistinct(
-        _ batches: [[SealedOperation]], namespace: PostgresNamespace, origin: Int64, call: String,
+        _ batches: [[SealedOperation]], namespace: PostgresNamespace, origin: Int64, call: String, allowance: Duration,
         on connection: PostgresConnection, logger: Logger
     ) async throws -> [[Bool]] {
         var sets: [(key: String, version: Int64?, sealed: [UInt8])] = []
@@ -86,17 +103,38 @@ extension PostgresKeystore {
         sets.sort { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
         removes.sort { $0.utf8.lexicographicallyPrecedes($1.utf8) }
         var (applied, removed): (Set<ItemKey.Exact>, Set<ItemKey.Exact>) = ([], [])
+        let current = ConnectionSetup.current
+        var clock: ServerClock
+        if let known = current.flatMap({ $0.setup.clock(of: $0.connection) }) {
+            clock = known
+        } else {
+            clock = try await ServerClock.read(on: connection, logger: logger)
+        }
         for attempt in 1...3 {
+            let sentAt = ContinuousClock.now
             do {
                 let done = try await committing {
                     try await PostgresSchema.commitDistinct(
-                        sets: sets, removes: removes, namespace: namespace, origin: origin, call: call, on: connection, logger: logger)
+                        sets: sets, removes: removes, namespace: namespace, origin: origin, call: call,
+                        fence: clock.fence(sentAt: sentAt, allowance: allowance), on: connection, logger: logger)
                 }
                 (applied, removed) = (Set(done.sets.map(ItemKey.Exact.init)), Set(done.removes.map(ItemKey.Exact.init)))
                 break
             } catch where attempt < 3 && KeystoreError.isDeadlock(error) {
                 // The server rolled the statement back (a set and a remove of two statements
                 // can still cross); nothing applied, so it runs again.
+                continue
+            } catch where ServerClock.isLateRefusal(error) {
+                let heldBack = ContinuousClock.now - sentAt >= allowance
+                guard attempt < 3, !heldBack else {
+                    throw KeystoreError(
+                        .storeUnavailable,
+                        heldBack
+                            ? "the commit reached the server more than \(allowance) after it was sent (the network held it back), and the server refused it: nothing was written"
+                            : "the server refused the commit as late \(attempt) times, though each was sent just now and its clock read again (its clock keeps jumping ahead): nothing was written")
+                }
+                clock = try await ServerClock.read(on: connection, logger: logger)
+                if let current { current.setup.record(clock, for: current.connection) }
                 continue
             }
         }

@@ -145,7 +145,8 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
                             let operations = batches.map(\.operations)
                             let applied = distinct
                                 ? try await Self.applyDistinct(
-                                    operations, namespace: namespace, origin: origin, call: commitCall, on: connection, logger: logger)
+                                    operations, namespace: namespace, origin: origin, call: commitCall,
+                                    allowance: configuration.operationTimeout, on: connection, logger: logger)
                                 : [try await Self.applyInOrder(operations[0], namespace: namespace, origin: origin, on: connection, logger: logger)]
                             // Told here, as soon as the commit is known to have applied, rather
                             // than to the callers: one past its deadline (a COMMIT that answered
@@ -324,8 +325,9 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
     /// Four operation timeouts, and at least a minute. A caller is told its commit failed at
     /// its deadline; the group holding the batch may have started just before (up to one
     /// timeout), retry its batches one by one until its own timeout (the next), and such a
-    /// retry may wait up to a timeout for a connection and run up to one more on the server
-    /// before the server cancels it.
+    /// retry may wait up to a timeout for a connection, start up to one more after it was
+    /// sent (the server refuses a commit that starts later, however long the network held it
+    /// back), and run up to one more on the server before the server cancels it.
     public var uncertainCommitWindow: Duration {
         Self.uncertainCommitWindow(configuration)
     }

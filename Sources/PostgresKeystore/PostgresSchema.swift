@@ -79,8 +79,9 @@ enum PostgresSchema {
     /// one earlier instances still call, never a stale body under a familiar name.
     static let commitProcedure = "identity_broker_commit_" + fingerprint(commitProcedureParameters + commitProcedureBody)
 
-    /// ``ApplyDistinct``'s parameter types, which the procedure takes first.
-    private static let commitInputTypes = ["text", "text", "text[]", "int8[]", "bool[]", "bytea[]", "text[]", "text"]
+    /// ``ApplyDistinct``'s parameter types, which the procedure takes first, then the fence
+    /// (``ServerClock``).
+    private static let commitInputTypes = ["text", "text", "text[]", "int8[]", "bool[]", "bytea[]", "text[]", "text", "int8"]
     /// The procedure's results (`INOUT`: a procedure before PostgreSQL 14 has no `OUT`).
     private static let commitResults = [(name: "applied_keys", type: "text[]"), (name: "removed_keys", type: "text[]")]
 
@@ -95,6 +96,10 @@ enum PostgresSchema {
         DECLARE
             notices_sent bigint;
         BEGIN
+            IF \(ServerClock.sql) > $9 THEN
+                RAISE EXCEPTION USING ERRCODE = '\(ServerClock.lateState)',
+                    MESSAGE = 'identity_broker: the commit started after its deadline; nothing was written';
+            END IF;
             \(ApplyDistinct.changes) SELECT \(ApplyDistinct.results) INTO applied_keys, removed_keys, notices_sent;
             COMMIT;
         END
@@ -113,7 +118,8 @@ enum PostgresSchema {
     }
 
     /// The commit, on the procedure in `schema` (quoted: the one ``install(on:logger:)``
-    /// checked): ``ApplyDistinct``'s eight parameters, and typed `NULL`s for the results.
+    /// checked): ``ApplyDistinct``'s eight parameters, the fence, and typed `NULL`s for the
+    /// results.
     /// Qualified, so a procedure of that name planted in a schema earlier on the search path
     /// is never reached; typed, so an overload in the same schema could only make the call
     /// ambiguous (an error), and the check refuses one at open.
@@ -381,7 +387,8 @@ enum PostgresSchema {
     }
 
     /// ``applyDistinct(sets:removes:namespace:origin:on:logger:)`` committed by the server
-    /// before it answers (``commitCall(inSchema:)``), on a connection in no transaction; throws
+    /// before it answers (``commitCall(inSchema:)``), on a connection in no transaction,
+    /// unless it starts after `fence`; throws
     /// ``StaleConnection`` without sending anything on one already closed.
     ///
     /// An error the server answers with applied nothing, but for a statement timeout (or a
@@ -389,13 +396,17 @@ enum PostgresSchema {
     /// it holds interrupts while it commits, WAL flush included. That fails a call that
     /// applied, as an answer after the caller's deadline does; repeating it is harmless under
     /// the versioned rule. A connection lost under the call leaves the outcome unknown.
+    ///
+    /// The server refuses the call, applying nothing, once its clock is past `fence`
+    /// (``ServerClock``; SQLSTATE ``ServerClock/lateState``).
     static func commitDistinct(
         sets: [(key: String, version: Int64?, sealed: [UInt8])], removes: [String],
-        namespace: PostgresNamespace, origin: Int64, call: String, on connection: PostgresConnection, logger: Logger
+        namespace: PostgresNamespace, origin: Int64, call: String, fence: Int64, on connection: PostgresConnection, logger: Logger
     ) async throws -> (sets: [String], removes: [String]) {
         let apply = ApplyDistinct(sets: sets, removes: removes, namespace: namespace, origin: origin)
-        let result = try await connection.queryUnlessClosed(
-            PostgresQuery(unsafeSQL: call, binds: apply.makeBindings()), logger: logger)
+        var bindings = apply.makeBindings()
+        bindings.append(fence)
+        let result = try await connection.queryUnlessClosed(PostgresQuery(unsafeSQL: call, binds: bindings), logger: logger)
         return setsAndRemoves(try result.rows.map { try $0.decode(([String]?, [String]?).self) })
     }
 

@@ -23,6 +23,10 @@ package final class FreezableTCPProxy: Sendable {
         var dropsNotifications = false
         /// How long a new connection waits before anything is carried (a slow link's connect).
         var connectionDelay: Duration = .zero
+        /// Bytes whose appearance in what a client sends freezes its connection (once).
+        var holdPattern: [UInt8]?
+        /// Connections frozen by ``holdPattern``.
+        var held: Set<Int> = []
     }
     private let state: Mutex<State>
     private let framesPostgresMessages: Bool
@@ -62,6 +66,23 @@ package final class FreezableTCPProxy: Sendable {
     /// Freezes every connection open now.
     package func freezeExisting() {
         state.withLock { $0.frozenUpTo = $0.nextId - 1 }
+    }
+
+    /// Carries every frozen connection again, with what it held back, as a path that healed
+    /// does: bytes a client sent while frozen reach the server now, even on a connection the
+    /// client has closed since.
+    package func thaw() {
+        state.withLock {
+            $0.frozenUpTo = -1
+            $0.held = []
+        }
+    }
+
+    /// Freezes the next connection whose client sends `text` (in one read) just before it
+    /// carries that text, as a path that starts dropping packets at that moment would;
+    /// ``thaw()`` carries it on.
+    package func freeze(whenAClientSends text: String) {
+        state.withLock { $0.holdPattern = Array(text.utf8) }
     }
 
     /// Holds each connection made from now on for `delay` before carrying anything, as a
@@ -140,6 +161,19 @@ package final class FreezableTCPProxy: Sendable {
         }
     }
 
+    /// Whether `bytes`, from a client, hold the pattern of ``freeze(whenAClientSends:)``;
+    /// if so, freezes connection `id` and forgets the pattern.
+    private func holds(_ bytes: ArraySlice<UInt8>, on id: Int) -> Bool {
+        state.withLock { state in
+            guard let pattern = state.holdPattern, bytes.count >= pattern.count,
+                  bytes.indices.dropLast(pattern.count - 1).contains(where: { bytes[$0..<($0 + pattern.count)].elementsEqual(pattern) })
+            else { return false }
+            state.holdPattern = nil
+            state.held.insert(id)
+            return true
+        }
+    }
+
     private func pump(from source: Int32, to destination: Int32, id: Int, framing: Bool, counted: Bool) {
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         var framer = PostgresMessageFramer()
@@ -159,12 +193,16 @@ package final class FreezableTCPProxy: Sendable {
                 return
             }
             if counted { carriedFromTarget.add(count, ordering: .releasing) }
+            if !counted && holds(buffer[0..<count], on: id) {
+                while state.withLock({ $0.held.contains(id) && !$0.stopped }) { usleep(20_000) }
+            }
             let outgoing = framing
                 ? framer.forward(buffer[0..<count], droppingNotifications: state.withLock { $0.dropsNotifications })
                 : Array(buffer[0..<count])
             var offset = 0
             while offset < outgoing.count {
-                let written = outgoing[offset...].withUnsafeBytes { write(destination, $0.baseAddress, $0.count) }
+                // Not `write`: a peer gone since (a client that gave up) must not SIGPIPE the tests.
+                let written = outgoing[offset...].withUnsafeBytes { send(destination, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
                 if written <= 0 { return }
                 offset += written
             }

@@ -131,7 +131,7 @@ final class PostgresConnectionTests: PostgresTestCase, @unchecked Sendable {
             }
             return try await PostgresKeystore.applyDistinct(
                 [[.set(key: "session.alice", sealed: [1, 2, 3], version: 1)]], namespace: namespace, origin: origin, call: call,
-                on: connection, logger: logger)
+                allowance: .seconds(30), on: connection, logger: logger)
         }
         XCTAssertEqual(applied, [[true]])
         XCTAssertEqual(attempts.withLock { $0 }, 2, "ran again on another connection")

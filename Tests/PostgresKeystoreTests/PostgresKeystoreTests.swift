@@ -438,7 +438,7 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
             DROP PROCEDURE \(PostgresSchema.commitProcedure);
             SET ROLE \(attacker);
             CREATE PROCEDURE \(PostgresSchema.commitProcedure)(
-                text, text, text[], int8[], bool[], bytea[], text[], text, INOUT applied_keys text[], INOUT removed_keys text[])
+                text, text, text[], int8[], bool[], bytea[], text[], text, int8, INOUT applied_keys text[], INOUT removed_keys text[])
             LANGUAGE plpgsql AS $$ BEGIN applied_keys := $3; removed_keys := $7; COMMIT; END $$;
             """, database: database)
         let refused = await keystoreError { try await self.keystore() }
@@ -461,7 +461,7 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
             ALTER ROLE \(server.passwordRole) IN DATABASE \(database!) SET search_path = early, public;
             SET ROLE \(attacker);
             CREATE PROCEDURE early.\(PostgresSchema.commitProcedure)(
-                text, text, text[], int8[], bool[], bytea[], text[], text, INOUT applied_keys text[], INOUT removed_keys text[])
+                text, text, text[], int8[], bool[], bytea[], text[], text, int8, INOUT applied_keys text[], INOUT removed_keys text[])
             LANGUAGE plpgsql AS $$ BEGIN applied_keys := $3; removed_keys := $7; COMMIT; END $$;
             """, database: database)
         let shadowed = try await keystore()
@@ -475,7 +475,7 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
         try server.psql("""
             SET ROLE \(attacker);
             CREATE PROCEDURE public.\(PostgresSchema.commitProcedure)(
-                text, text, text[], int8[], bool[], bytea[], text[], text, INOUT applied_keys text, INOUT removed_keys text)
+                text, text, text[], int8[], bool[], bytea[], text[], text, int8, INOUT applied_keys text, INOUT removed_keys text)
             LANGUAGE plpgsql AS $$ BEGIN COMMIT; END $$;
             """, database: database)
         try await reopened.set([3], forKey: "session.carol")
@@ -490,7 +490,7 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
         try server.psql("""
             SET ROLE \(attacker);
             CREATE PROCEDURE public.\(PostgresSchema.commitProcedure)(
-                text, text, text[], int8[], bool[], bytea[], text[], text,
+                text, text, text[], int8[], bool[], bytea[], text[], text, int8,
                 INOUT applied_keys text[], INOUT removed_keys text[], extra int DEFAULT 0)
             LANGUAGE plpgsql AS $$ BEGIN applied_keys := $3; COMMIT; END $$;
             """, database: database)
@@ -774,7 +774,7 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
     private func plantTables(in schema: String, as role: String, withProcedure: Bool = true) throws {
         let procedure = """
             CREATE PROCEDURE \(schema).\(PostgresSchema.commitProcedure)(
-                text, text, text[], int8[], bool[], bytea[], text[], text, INOUT applied_keys text[], INOUT removed_keys text[])
+                text, text, text[], int8[], bool[], bytea[], text[], text, int8, INOUT applied_keys text[], INOUT removed_keys text[])
             LANGUAGE plpgsql AS $$ BEGIN applied_keys := $3; removed_keys := $7; COMMIT; END $$;
             """
         try server.psql("""

@@ -204,6 +204,87 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertTrue(recovered, "new connections replace the silent ones")
     }
 
+    /// A commit the network held back past its fence is refused when it reaches the server.
+    /// Here a remove is sent on a connection that then carries nothing (a path dropping
+    /// packets), its caller is told it failed, another instance writes the session and is
+    /// told it succeeded, and then the path heals: the remove reaches the server seconds
+    /// later (a kernel keeps retransmitting for up to ~15 minutes, even after the connection
+    /// was closed). Unfenced, it deleted the acknowledged write.
+    func testACommitTheNetworkHoldsBackPastItsFenceIsRefusedWhenItArrives() async throws {
+        let proxy = try FreezableTCPProxy(targetPort: UInt16(server.port))
+        defer { proxy.stop() }
+        let held = try await keystore {
+            $0.port = Int(proxy.port)
+            $0.operationTimeout = .seconds(1)
+        }
+        let other = try await keystore()
+        try await held.set([1], forKey: "session.a", version: 1)
+        proxy.freezeExisting()
+        let error = await keystoreError { try await held.remove(forKey: "session.a") }
+        XCTAssertEqual(error?.code, .storeUnavailable, "\(String(describing: error))")
+        let written = try await other.set([2], forKey: "session.a", version: 2)
+        XCTAssertTrue(written)
+
+        try await Task.sleep(for: .seconds(2))
+        let answeredBefore = proxy.bytesFromTarget
+        proxy.thaw()
+        let answered = await eventually(timeout: .seconds(10)) { proxy.bytesFromTarget > answeredBefore }
+        XCTAssertTrue(answered, "the server never answered the held-back commit")
+        let kept = try await other.value(forKey: "session.a")
+        XCTAssertEqual(kept, [2], "the held-back remove deleted an acknowledged write")
+    }
+
+    /// The same for a commit in a transaction of its own (a batch that names a key twice):
+    /// a `COMMIT` the network holds back must not commit when it arrives seconds later. The
+    /// server ends a session left idle in its transaction for the operation timeout.
+    func testATransactionsCommitTheNetworkHoldsBackNeverCommits() async throws {
+        let proxy = try FreezableTCPProxy(targetPort: UInt16(server.port))
+        defer { proxy.stop() }
+        let held = try await keystore {
+            $0.port = Int(proxy.port)
+            $0.operationTimeout = .seconds(1)
+        }
+        try await held.set([1], forKey: "session.a")
+        proxy.freeze(whenAClientSends: "COMMIT")
+        var batch = KeystoreBatch()
+        batch.remove(forKey: "session.a")
+        batch.set([9], forKey: "session.a")
+        let error = await keystoreError { _ = try await held.commit(batch) }
+        XCTAssertEqual(error?.code, .storeUnavailable, "\(String(describing: error))")
+
+        try await Task.sleep(for: .seconds(2))
+        proxy.thaw()
+        try await Task.sleep(for: .milliseconds(500))
+        let other = try await keystore()
+        let kept = try await other.value(forKey: "session.a")
+        XCTAssertEqual(kept, [1], "the held-back COMMIT committed after its caller was told it failed")
+    }
+
+    /// A server whose clock moved forward since a connection read it refuses that
+    /// connection's commits as late: the refusal comes back at once, so the connection reads
+    /// the clock again and the commit applies (once), instead of failing every commit on it.
+    func testACommitRefusedAtOnceAfterTheServersClockMovedRunsAgain() async throws {
+        let keystore = try await keystore()
+        try await keystore.set([0], forKey: "warm")
+        let (namespace, origin) = (keystore.namespace, keystore.origin)
+        let call = PostgresSchema.commitCall(inSchema: "public")
+        let (applied, corrected) = try await keystore.perform("a commit") { connection, logger in
+            let current = try XCTUnwrap(ConnectionSetup.current)
+            let read = try XCTUnwrap(current.setup.clock(of: current.connection))
+            // As if the server's clock had jumped a minute ahead since it was read.
+            current.setup.record(ServerClock(microseconds: read.microseconds - 60_000_000, askedAt: read.askedAt), for: current.connection)
+            let applied = try await PostgresKeystore.applyDistinct(
+                [[.set(key: "session.b", sealed: [1, 2, 3], version: 1)]], namespace: namespace, origin: origin, call: call,
+                allowance: .seconds(5), on: connection, logger: logger)
+            return (applied, try XCTUnwrap(current.setup.clock(of: current.connection)).microseconds)
+        }
+        XCTAssertEqual(applied, [[true]])
+        let serverNow = Int64(try server.psqlValue("SELECT \(ServerClock.sql)"))!
+        XCTAssertLessThan(abs(serverNow - corrected), 30_000_000, "the connection read the server's clock again")
+        let stored = try server.psqlValue("SELECT count(*) FROM identity_broker_items WHERE key = 'session.b'", database: database)
+        XCTAssertEqual(stored, "1")
+    }
+
     /// A commit that applied on the server but whose answer never came back fails its
     /// caller, and its outcome is unknown to the keystore too. Its notification, were it to
     /// arrive, is this instance's own, which the feed skips; so the keystore tells its own
