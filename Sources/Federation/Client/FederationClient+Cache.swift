@@ -358,10 +358,11 @@ extension FederationClient {
 
     // MARK: Expiry and renewal reminders
 
-    /// Makes sure `session`'s next renewal reminder and expiry are announced; one timer
-    /// serves every session.
+    /// Makes sure `session`'s next renewal reminder (when someone would receive it) and
+    /// expiry are announced; one timer serves every session.
     func scheduleExpiry(of session: String, _ machine: SessionStateMachine) {
-        guard let wakeUp = machine.nextWakeUp(margin: expiryMargin, renewalLead: renewalLead) else { return }
+        let reminding = broadcaster.remindersReach(session)
+        guard let wakeUp = machine.nextWakeUp(margin: expiryMargin, renewalLead: renewalLead, reminding: reminding) else { return }
         // Already due (a reminder or expiry that passed while nobody looked): as soon as possible.
         schedule(session, dueAt: max(wakeUp, now()))
     }
@@ -399,6 +400,19 @@ extension FederationClient {
         expiryTimer = nil
         expiryTimerDue = nil
         announceDueExpiries()
+    }
+
+    /// Puts back in the schedule the renewal reminders of cached sessions that nobody would
+    /// have received (scheduled for their expiry alone): run when a first observer of every
+    /// session subscribes, so that it is reminded of them, those already due at once. One pass
+    /// over the cache, which is bounded; rare (a first subscriber).
+    func scheduleRemindersNobodyReceived() {
+        for session in cache.keys {
+            guard let machine = cache.peek(session)?.machine,
+                  machine.renewalDue(margin: expiryMargin, lead: renewalLead) != nil
+            else { continue }
+            scheduleExpiry(of: session, machine)
+        }
     }
 
     /// Announces the expiry of every cached session now due (and of evicted ones, read back,
@@ -496,12 +510,14 @@ extension FederationClient {
     }
 
     /// Lets the clock act on a cached `session`: announces an expiry and, with `reminders`,
-    /// delivers a due reminder. Returns the session's machine; `nil` (and nothing done) when
-    /// it is not cached: an empty entry made here would read `notFederated` until the
-    /// session next changed.
+    /// delivers a due reminder, when anyone would receive it (else the reminder stays due,
+    /// for the first observer that subscribes before the session expires). Returns the
+    /// session's machine; `nil` (and nothing done) when it is not cached: an empty entry made
+    /// here would read `notFederated` until the session next changed.
     @discardableResult
     func tick(_ session: String, reminders: Bool = true) -> SessionStateMachine? {
         guard cache.peek(session) != nil else { return nil }
+        let reminders = reminders && broadcaster.remindersReach(session)
         var reminder: Date?
         apply(session) { machine, now, margin in
             let (state, remind) = machine.clockTicked(now: now, margin: margin, renewalLead: renewalLead, reminders: reminders)

@@ -618,8 +618,10 @@ public actor FederationClient {
     /// with ``sessionNames()`` and ``session(_:)``.
     public func allStateUpdates() -> AsyncStream<SessionEvent> {
         startChangeFeed()
+        let firstOfAll = !broadcaster.hasObserversOfAll
         // Subscribed first, so that reminders and expiries already due reach this stream too.
         let stream = broadcaster.streamForAll()
+        if firstOfAll { scheduleRemindersNobodyReceived() }
         announceDueExpiries()
         return stream
     }

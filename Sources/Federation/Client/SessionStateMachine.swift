@@ -98,11 +98,12 @@ struct SessionStateMachine: Sendable {
         return due < expiryDue ? due : nil
     }
 
-    /// The next time the clock matters to this session (a reminder, or the expiry not yet
-    /// announced), possibly already past; `nil` when nothing is pending, or while a
-    /// federation is in flight (its end reschedules).
-    func nextWakeUp(margin: Duration, renewalLead: Duration) -> Date? {
+    /// The next time the clock matters to this session (a reminder when `reminding`, or the
+    /// expiry not yet announced), possibly already past; `nil` when nothing is pending, or
+    /// while a federation is in flight (its end reschedules).
+    func nextWakeUp(margin: Duration, renewalLead: Duration, reminding: Bool = true) -> Date? {
         guard inFlight == 0, announced != .expired, let expiryDue = expiryDue(margin: margin) else { return nil }
+        guard reminding else { return expiryDue }
         return min(renewalDue(margin: margin, lead: renewalLead) ?? expiryDue, expiryDue)
     }
 

@@ -125,6 +125,12 @@ final class StateBroadcaster: Sendable {
         }
     }
 
+    /// Whether a renewal reminder of `session` would reach anyone: an observer of its events
+    /// or of every session's.
+    func remindersReach(_ session: String) -> Bool {
+        observers.withLock { $0.perSessionEvents[session]?.isEmpty == false || !$0.all.isEmpty }
+    }
+
     /// Whether `session` has an observer of its own.
     func isObserved(_ session: String) -> Bool {
         observers.withLock { $0.perSession[session] != nil || $0.perSessionEvents[session] != nil }

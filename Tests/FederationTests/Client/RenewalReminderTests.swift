@@ -150,6 +150,37 @@ final class RenewalReminderTests: XCTestCase {
         XCTAssertEqual(reminders(allReceived).map(\.session), ["bob"])
     }
 
+    /// A reminder that falls due while nobody would receive it (the session's states are
+    /// observed, its events are not, and nobody observes every session) is not spent: the
+    /// clock acts on the session (a read) and the timer then waits for the expiry alone; the
+    /// first observer of its events, or of every session, within the lead window is reminded,
+    /// once.
+    func testAReminderDueWhileNobodyWouldReceiveItIsKeptForTheFirstObserver() async throws {
+        let harness = try harness(slack: 100)
+        let states = await harness.client.stateUpdates(for: "alice")
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        harness.clock.advance(by: 101)
+        _ = try await harness.client.session("alice")  // the clock acts: a reminder due, nobody to tell
+        let expiryDue = testEpoch.addingTimeInterval(410 - 10)
+        let waitsForTheExpiry = await eventually(timeout: .seconds(2)) { await harness.client.expirySchedule.next == expiryDue }
+        XCTAssertTrue(waitsForTheExpiry, "the timer keeps waking for a reminder nobody receives")
+
+        let events = await harness.client.events(for: "alice")
+        _ = try await harness.client.session("alice")  // and once only
+        let received = await collect(4, from: events, timeout: .milliseconds(500))
+        XCTAssertEqual(received.first?.state, .federated)
+        XCTAssertEqual(reminders(received).count, 1, "\(received)")
+
+        let other = try self.harness(slack: 100)
+        try await other.client.federate(token: TestJWT.valid(), provider: .google, session: "bob")
+        other.clock.advance(by: 101)
+        _ = try await other.client.session("bob")
+        let all = await other.client.allStateUpdates()
+        let allReceived = await collect(1, from: all, timeout: .seconds(2))
+        XCTAssertEqual(reminders(allReceived).map(\.session), ["bob"])
+        withExtendedLifetime(states) {}
+    }
+
     /// Reads reschedule the session's wake-up; they must not pile entries up in the schedule
     /// (a credential server reading at 100 requests a second would add 360,000 an hour).
     func testReadsDoNotGrowTheSchedule() async throws {
