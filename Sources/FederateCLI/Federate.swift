@@ -175,7 +175,7 @@ package struct Federate: AsyncParsableCommand {
             .first { !$0.isEmpty }
             .map { $0.hasPrefix("Error: ") ? String($0.dropFirst(7)) : $0 } ?? "invalid command line"
         if code == .validationFailure {
-            Terminal.fail("\(message); run 'federate --help' for usage")
+            Terminal.fail("\(message)\(usageHint(for: message))")
             return .usage
         }
         Terminal.fail("internal error: \(message); please report it")
@@ -184,6 +184,22 @@ package struct Federate: AsyncParsableCommand {
 }
 
 extension Federate {
+    /// Where a usage error points: the subcommand's help when one was named, and for the
+    /// options of a session given to `rekey` or `migrate` (which earlier releases accepted
+    /// and ignored), why they take none.
+    static func usageHint(for message: String, arguments: [String] = CommandLine.arguments) -> String {
+        let subcommands = configuration.subcommands.map { $0._commandName }
+        guard let named = arguments.dropFirst().first, subcommands.contains(named) else {
+            return "; run 'federate --help' for usage"
+        }
+        let sessionOptions = ["--session", "--region", "--endpoint", "--expiry-margin", "--allow-insecure-endpoint"]
+        if ["rekey", "migrate"].contains(named), sessionOptions.contains(where: { message.contains("'\($0)'") }) {
+            return "; \(named) works on every session of an access group and never calls the network: give it only "
+                + "\(named == "migrate" ? "--from, --to, " : "")--keystore, --access-group and --verbose"
+        }
+        return "; run 'federate \(named) --help' for usage"
+    }
+
     /// The arguments a stray-argument error would quote, measured instead when they are 16
     /// bytes or more: no subcommand but `exec` takes a positional argument, and a secret
     /// pasted there (a custom provider's opaque token, which nothing marks as one) would

@@ -145,9 +145,9 @@ final class ConnectionSetup: Sendable {
         if let recent = lastRefusal.withLock({ last in last.flatMap { .now < $0.at.advanced(by: holdOff) ? $0.error : nil } }) {
             throw recent
         }
-        let askedAt = ContinuousClock.now
         let result = try await connection.queryUnlessClosed(
             PostgresQuery(unsafeSQL: Self.statement(statementTimeoutMilliseconds: statementTimeoutMilliseconds, defaults: defaults)), logger: logger)
+        let answeredAt = ContinuousClock.now
         guard let (standby, version, _, clock) = try result.rows.first?.decode((Bool, Int32, Int64, Int64).self) else {
             throw KeystoreError(.io, "the connection's set-up statement returned no row")
         }
@@ -161,7 +161,7 @@ final class ConnectionSetup: Sendable {
             // Closed connections leave their IDs behind; past a bound, forget them all (a live
             // connection then runs its setup once more, which is harmless).
             if done.count >= 1024 { done.removeAll() }
-            done[connection.id] = ServerClock(microseconds: clock, askedAt: askedAt)
+            done[connection.id] = ServerClock(microseconds: clock, answeredAt: answeredAt)
         }
     }
 

@@ -110,6 +110,7 @@ extension PostgresKeystore {
         } else {
             clock = try await ServerClock.read(on: connection, logger: logger)
         }
+        var lateRefusals = 0
         for attempt in 1...3 {
             let sentAt = ContinuousClock.now
             do {
@@ -119,19 +120,25 @@ extension PostgresKeystore {
                         fence: clock.fence(sentAt: sentAt, allowance: allowance), on: connection, logger: logger)
                 }
                 (applied, removed) = (Set(done.sets.map(ItemKey.Exact.init)), Set(done.removes.map(ItemKey.Exact.init)))
+                if let fresh = done.clock, let current { current.setup.record(fresh, for: current.connection) }
                 break
-            } catch where attempt < 3 && KeystoreError.isDeadlock(error) {
+            } catch where attempt < 3 && KeystoreError.isDeadlock(error) && !Task.isCancelled {
                 // The server rolled the statement back (a set and a remove of two statements
-                // can still cross); nothing applied, so it runs again.
+                // can still cross); nothing applied, so it runs again, unless its caller
+                // gave up meanwhile (the deadline cancels this task): sent then, it could
+                // land after the keystore's uncertain window.
                 continue
             } catch where ServerClock.isLateRefusal(error) {
+                lateRefusals += 1
                 let heldBack = ContinuousClock.now - sentAt >= allowance
-                guard attempt < 3, !heldBack else {
+                guard attempt < 3, !heldBack, !Task.isCancelled else {
                     throw KeystoreError(
                         .storeUnavailable,
                         heldBack
                             ? "the commit reached the server more than \(allowance) after it was sent (the network held it back), and the server refused it: nothing was written"
-                            : "the server refused the commit as late \(attempt) times, though each was sent just now and its clock read again (its clock keeps jumping ahead): nothing was written")
+                            : Task.isCancelled
+                            ? "the server refused the commit as late (its clock moved since this connection read it), and there was no time left to send it again: nothing was written"
+                            : "the server refused the commit as late \(lateRefusals) times, though each was sent just now and its clock read again (its clock keeps jumping ahead): nothing was written")
                 }
                 clock = try await ServerClock.read(on: connection, logger: logger)
                 if let current { current.setup.record(clock, for: current.connection) }

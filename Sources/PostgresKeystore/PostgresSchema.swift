@@ -82,8 +82,11 @@ enum PostgresSchema {
     /// ``ApplyDistinct``'s parameter types, which the procedure takes first, then the fence
     /// (``ServerClock``).
     private static let commitInputTypes = ["text", "text", "text[]", "int8[]", "bool[]", "bytea[]", "text[]", "text", "int8"]
-    /// The procedure's results (`INOUT`: a procedure before PostgreSQL 14 has no `OUT`).
-    private static let commitResults = [(name: "applied_keys", type: "text[]"), (name: "removed_keys", type: "text[]")]
+    /// The procedure's results (`INOUT`: a procedure before PostgreSQL 14 has no `OUT`): the
+    /// keys set and removed, and the server's clock as the call started (``ServerClock``).
+    private static let commitResults = [
+        (name: "applied_keys", type: "text[]"), (name: "removed_keys", type: "text[]"), (name: "server_clock", type: "int8"),
+    ]
 
     /// The commit procedure's argument types, as `to_regprocedure` names it.
     static let commitProcedureSignature =
@@ -96,7 +99,8 @@ enum PostgresSchema {
         DECLARE
             notices_sent bigint;
         BEGIN
-            IF \(ServerClock.sql) > $9 THEN
+            server_clock := \(ServerClock.sql);
+            IF server_clock OPERATOR(pg_catalog.>) $9 THEN
                 RAISE EXCEPTION USING ERRCODE = '\(ServerClock.lateState)',
                     MESSAGE = 'identity_broker: the commit started after its deadline; nothing was written';
             END IF;
@@ -399,15 +403,20 @@ enum PostgresSchema {
     ///
     /// The server refuses the call, applying nothing, once its clock is past `fence`
     /// (``ServerClock``; SQLSTATE ``ServerClock/lateState``).
+    ///
+    /// - Returns: The keys set and removed, and the server's clock as the call started.
     static func commitDistinct(
         sets: [(key: String, version: Int64?, sealed: [UInt8])], removes: [String],
         namespace: PostgresNamespace, origin: Int64, call: String, fence: Int64, on connection: PostgresConnection, logger: Logger
-    ) async throws -> (sets: [String], removes: [String]) {
+    ) async throws -> (sets: [String], removes: [String], clock: ServerClock?) {
         let apply = ApplyDistinct(sets: sets, removes: removes, namespace: namespace, origin: origin)
         var bindings = apply.makeBindings()
         bindings.append(fence)
         let result = try await connection.queryUnlessClosed(PostgresQuery(unsafeSQL: call, binds: bindings), logger: logger)
-        return setsAndRemoves(try result.rows.map { try $0.decode(([String]?, [String]?).self) })
+        let answeredAt = ContinuousClock.now
+        let rows = try result.rows.map { try $0.decode(([String]?, [String]?, Int64?).self) }
+        let (sets, removes) = setsAndRemoves(rows.map { ($0.0, $0.1) })
+        return (sets, removes, rows.first?.2.map { ServerClock(microseconds: $0, answeredAt: answeredAt) })
     }
 
     /// The keys set and removed, from the one row of ``ApplyDistinct`` or ``commitCall(inSchema:)``,

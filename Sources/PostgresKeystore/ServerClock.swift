@@ -14,41 +14,50 @@ import SecureStorage
 /// fence, so every commit starts within an operation timeout of being sent, or never.
 ///
 /// The fence is in the server's clock, so the hosts' clocks need not agree: each connection
-/// reads the server's clock when it is set up (``ConnectionSetup``), and later instants are
-/// that reading plus the time elapsed on this host's monotonic clock, counted from before
-/// the reading was asked for (so the estimate is never behind the server by more than the
-/// drift; ahead by at most the round trip). A server clock stepped forward since the reading
-/// refuses commits that are on time: the refusal comes back at once, the connection reads
-/// the clock again and the commit runs again (``PostgresKeystore/applyDistinct(_:namespace:origin:call:allowance:on:logger:)``).
-/// One stepped back loosens the fence by the step.
+/// reads the server's clock when it is set up (``ConnectionSetup``), and again with every
+/// commit (the procedure returns it); a later instant is the last reading plus the time
+/// elapsed on this host's monotonic clock since its answer came. That errs early (by the
+/// reading's trip back, and the drift since), never late, so the fence is never looser than
+/// the operation timeout: a commit can only be refused that the server starts later than
+/// that after it was sent, less the error. A server clock stepped forward since the reading
+/// refuses commits that are on time: the refusal comes back at once, the connection reads the
+/// clock again and the commit runs again (``PostgresKeystore/applyDistinct(_:namespace:origin:call:allowance:on:logger:)``).
+/// One stepped back loosens the fence by the step until the next commit on the connection.
 struct ServerClock: Sendable {
     /// The server's `clock_timestamp()`, in microseconds since 1970.
     let microseconds: Int64
-    /// This host's clock just before the statement that read it was sent.
-    let askedAt: ContinuousClock.Instant
+    /// This host's clock when the answer carrying it arrived.
+    let answeredAt: ContinuousClock.Instant
 
-    /// The latest the server's clock can read at `instant`, in microseconds since 1970.
-    func latest(at instant: ContinuousClock.Instant) -> Int64 {
-        microseconds.addingReportingOverflow(Self.microseconds(instant - askedAt)).partialValue
+    /// The least the server's clock can read at `instant` (it may read more).
+    func minimumReading(at instant: ContinuousClock.Instant) -> Int64 {
+        Self.saturatingSum(microseconds, Self.microseconds(instant - answeredAt))
     }
 
     /// The fence for a statement sent at `instant` that must start within `allowance`.
     func fence(sentAt instant: ContinuousClock.Instant, allowance: Duration) -> Int64 {
-        latest(at: instant).addingReportingOverflow(Self.microseconds(allowance)).partialValue
+        Self.saturatingSum(minimumReading(at: instant), Self.microseconds(allowance))
     }
 
     /// The server's clock in microseconds since 1970, as SQL (`date_part` is a double on every
     /// supported version; microseconds of today's dates fit its 53 bits).
-    static let sql = "(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000000)::int8"
+    /// Every operator and type is named in `pg_catalog`: `float8 * int4` has no exact
+    /// built-in, so an operator of those types another role planted on the search path
+    /// would otherwise be preferred, and run on every commit.
+    static let sql = "(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.*) 1000000::pg_catalog.float8)::pg_catalog.int8"
 
     /// Reads the server's clock on `connection`.
     static func read(on connection: PostgresConnection, logger: Logger) async throws -> ServerClock {
-        let askedAt = ContinuousClock.now
         let rows = try await connection.queryUnlessClosed(PostgresQuery(unsafeSQL: "SELECT \(sql)"), logger: logger).rows
         guard let microseconds = try rows.first?.decode(Int64.self) else {
             throw KeystoreError(.io, "the server's clock could not be read")
         }
-        return ServerClock(microseconds: microseconds, askedAt: askedAt)
+        return ServerClock(microseconds: microseconds, answeredAt: .now)
+    }
+
+    private static func saturatingSum(_ a: Int64, _ b: Int64) -> Int64 {
+        let (sum, overflow) = a.addingReportingOverflow(b)
+        return overflow ? (b < 0 ? .min : .max) : sum
     }
 
     /// Whole microseconds of `duration`, saturating.
@@ -56,7 +65,7 @@ struct ServerClock: Sendable {
         let (seconds, attoseconds) = duration.components
         let whole = seconds.multipliedReportingOverflow(by: 1_000_000)
         guard !whole.overflow else { return seconds < 0 ? .min : .max }
-        return whole.partialValue.addingReportingOverflow(attoseconds / 1_000_000_000_000).partialValue
+        return saturatingSum(whole.partialValue, attoseconds / 1_000_000_000_000)
     }
 
     /// The SQLSTATE the commit procedure raises for a call that starts after its fence

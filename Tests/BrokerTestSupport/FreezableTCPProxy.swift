@@ -27,13 +27,25 @@ package final class FreezableTCPProxy: Sendable {
         var holdPattern: [UInt8]?
         /// Connections frozen by ``holdPattern``.
         var held: Set<Int> = []
+        /// The connections the last ``thaw()`` carried on.
+        var thawed: Set<Int> = []
+        /// How many of each connection's two directions have ended.
+        var endedDirections: [Int: Int] = [:]
     }
     private let state: Mutex<State>
     private let framesPostgresMessages: Bool
     private let carriedFromTarget = Atomic<Int>(0)
+    private let carriedAfterThaw = Atomic<Int>(0)
 
     /// The bytes carried so far from the target to clients, over every connection.
     package var bytesFromTarget: Int { carriedFromTarget.load(ordering: .acquiring) }
+    /// The bytes carried from the target since ``thaw()`` on the connections it thawed.
+    package var bytesFromThawedConnections: Int { carriedAfterThaw.load(ordering: .acquiring) }
+    /// Whether every connection the last ``thaw()`` carried on has ended both ways: what they
+    /// held back has reached the target, and the target has done with them.
+    package var thawedConnectionsEnded: Bool {
+        state.withLock { state in state.thawed.allSatisfy { state.endedDirections[$0, default: 0] == 2 } }
+    }
     /// How many connections the proxy has carried to the target so far.
     package var connectionsCarried: Int { state.withLock { $0.nextId } }
 
@@ -73,6 +85,7 @@ package final class FreezableTCPProxy: Sendable {
     /// client has closed since.
     package func thaw() {
         state.withLock {
+            $0.thawed = $0.held.union($0.frozenUpTo >= 0 ? Set(0...$0.frozenUpTo) : [])
             $0.frozenUpTo = -1
             $0.held = []
         }
@@ -175,6 +188,7 @@ package final class FreezableTCPProxy: Sendable {
     }
 
     private func pump(from source: Int32, to destination: Int32, id: Int, framing: Bool, counted: Bool) {
+        defer { state.withLock { $0.endedDirections[id, default: 0] += 1 } }
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         var framer = PostgresMessageFramer()
         while true {
@@ -192,7 +206,10 @@ package final class FreezableTCPProxy: Sendable {
                 shutdown(destination, Int32(SHUT_WR))
                 return
             }
-            if counted { carriedFromTarget.add(count, ordering: .releasing) }
+            if counted {
+                carriedFromTarget.add(count, ordering: .releasing)
+                if state.withLock({ $0.thawed.contains(id) }) { carriedAfterThaw.add(count, ordering: .releasing) }
+            }
             if !counted && holds(buffer[0..<count], on: id) {
                 while state.withLock({ $0.held.contains(id) && !$0.stopped }) { usleep(20_000) }
             }

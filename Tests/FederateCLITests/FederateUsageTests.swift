@@ -40,6 +40,29 @@ final class FederateUsageTests: XCTestCase {
         try harness.expect(2, ["status", "--format", "json"])  // status has no --format
     }
 
+    /// `rekey` and `migrate` work on every session of an access group and call no service:
+    /// a session's options are refused (earlier releases accepted and ignored them, so
+    /// `rekey --session alice` re-sealed every session), saying why, and nothing is opened.
+    /// Other usage errors point at the subcommand's own help.
+    func testRekeyAndMigrateRefuseASessionsOptionsSayingWhy() throws {
+        for (arguments, option) in [
+            (["rekey", "--session", "alice"], "--session"),
+            (["rekey", "--region", "eu-west-1"], "--region"),
+            (["migrate", "--from", "none", "--to", "team", "--endpoint", "http://127.0.0.1:9"], "--endpoint"),
+            (["migrate", "--from", "none", "--to", "team", "--expiry-margin", "60"], "--expiry-margin"),
+        ] {
+            let run = try harness.expect(2, arguments)
+            XCTAssertTrue(run.stderr.contains("'\(option)'"), run.stderr)
+            XCTAssertTrue(run.stderr.contains("works on every session of an access group"), run.stderr)
+            XCTAssertFalse(FileManager.default.fileExists(atPath: harness.keystore), "a keystore was opened: \(arguments)")
+        }
+        let help = try harness.run(["rekey", "--help"])
+        XCTAssertTrue(help.stdout.contains("--access-group"), help.stdout)
+        XCTAssertFalse(help.stdout.contains("--session"), help.stdout)
+        let other = try harness.expect(2, ["status", "--no-such-option"])
+        XCTAssertTrue(other.stderr.contains("run 'federate status --help'"), other.stderr)
+    }
+
     /// A database URL given without `--keystore` is an unexpected argument, and the usage
     /// error quotes it: without its password, as is the key from the environment.
     func testAUsageErrorQuotingAnArgumentShowsNoSecretOfIt() throws {

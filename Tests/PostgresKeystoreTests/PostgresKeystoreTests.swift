@@ -438,7 +438,7 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
             DROP PROCEDURE \(PostgresSchema.commitProcedure);
             SET ROLE \(attacker);
             CREATE PROCEDURE \(PostgresSchema.commitProcedure)(
-                text, text, text[], int8[], bool[], bytea[], text[], text, int8, INOUT applied_keys text[], INOUT removed_keys text[])
+                text, text, text[], int8[], bool[], bytea[], text[], text, int8, INOUT applied_keys text[], INOUT removed_keys text[], INOUT server_clock int8)
             LANGUAGE plpgsql AS $$ BEGIN applied_keys := $3; removed_keys := $7; COMMIT; END $$;
             """, database: database)
         let refused = await keystoreError { try await self.keystore() }
@@ -461,7 +461,7 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
             ALTER ROLE \(server.passwordRole) IN DATABASE \(database!) SET search_path = early, public;
             SET ROLE \(attacker);
             CREATE PROCEDURE early.\(PostgresSchema.commitProcedure)(
-                text, text, text[], int8[], bool[], bytea[], text[], text, int8, INOUT applied_keys text[], INOUT removed_keys text[])
+                text, text, text[], int8[], bool[], bytea[], text[], text, int8, INOUT applied_keys text[], INOUT removed_keys text[], INOUT server_clock int8)
             LANGUAGE plpgsql AS $$ BEGIN applied_keys := $3; removed_keys := $7; COMMIT; END $$;
             """, database: database)
         let shadowed = try await keystore()
@@ -475,7 +475,7 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
         try server.psql("""
             SET ROLE \(attacker);
             CREATE PROCEDURE public.\(PostgresSchema.commitProcedure)(
-                text, text, text[], int8[], bool[], bytea[], text[], text, int8, INOUT applied_keys text, INOUT removed_keys text)
+                text, text, text[], int8[], bool[], bytea[], text[], text, int8, INOUT applied_keys text, INOUT removed_keys text, INOUT server_clock int8)
             LANGUAGE plpgsql AS $$ BEGIN COMMIT; END $$;
             """, database: database)
         try await reopened.set([3], forKey: "session.carol")
@@ -491,7 +491,7 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
             SET ROLE \(attacker);
             CREATE PROCEDURE public.\(PostgresSchema.commitProcedure)(
                 text, text, text[], int8[], bool[], bytea[], text[], text, int8,
-                INOUT applied_keys text[], INOUT removed_keys text[], extra int DEFAULT 0)
+                INOUT applied_keys text[], INOUT removed_keys text[], INOUT server_clock int8, extra int DEFAULT 0)
             LANGUAGE plpgsql AS $$ BEGIN applied_keys := $3; COMMIT; END $$;
             """, database: database)
         let blocked = await keystoreError { try await reopened.set([4], forKey: "session.erin") }
@@ -531,6 +531,10 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
             CREATE FUNCTION public.unnest(bytea[]) RETURNS SETOF bytea LANGUAGE plpgsql AS $$ BEGIN RAISE 'planted unnest(bytea[]) ran'; END $$;
             CREATE FUNCTION public.planted_array_cat(text[], text[]) RETURNS text[] LANGUAGE plpgsql AS $$ BEGIN RAISE 'planted ||(text[], text[]) ran'; END $$;
             CREATE OPERATOR public.|| (LEFTARG = text[], RIGHTARG = text[], FUNCTION = public.planted_array_cat);
+            CREATE FUNCTION public.planted_times(double precision, integer) RETURNS double precision LANGUAGE plpgsql AS $$ BEGIN RAISE 'planted *(double precision, integer) ran'; END $$;
+            CREATE OPERATOR public.* (LEFTARG = double precision, RIGHTARG = integer, FUNCTION = public.planted_times);
+            CREATE FUNCTION public.planted_after(bigint, bigint) RETURNS boolean LANGUAGE plpgsql AS $$ BEGIN RAISE 'planted >(bigint, bigint) ran'; END $$;
+            CREATE OPERATOR public.> (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = public.planted_after);
             """, database: database)
         let keystore = try await keystore()
         try await keystore.commit({ var batch = KeystoreBatch(); batch.set([1], forKey: "session.alice"); batch.set([2], forKey: "session.bob"); return batch }())
@@ -774,7 +778,7 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
     private func plantTables(in schema: String, as role: String, withProcedure: Bool = true) throws {
         let procedure = """
             CREATE PROCEDURE \(schema).\(PostgresSchema.commitProcedure)(
-                text, text, text[], int8[], bool[], bytea[], text[], text, int8, INOUT applied_keys text[], INOUT removed_keys text[])
+                text, text, text[], int8[], bool[], bytea[], text[], text, int8, INOUT applied_keys text[], INOUT removed_keys text[], INOUT server_clock int8)
             LANGUAGE plpgsql AS $$ BEGIN applied_keys := $3; removed_keys := $7; COMMIT; END $$;
             """
         try server.psql("""

@@ -205,11 +205,11 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
     }
 
     /// A commit the network held back past its fence is refused when it reaches the server.
-    /// Here a remove is sent on a connection that then carries nothing (a path dropping
-    /// packets), its caller is told it failed, another instance writes the session and is
-    /// told it succeeded, and then the path heals: the remove reaches the server seconds
-    /// later (a kernel keeps retransmitting for up to ~15 minutes, even after the connection
-    /// was closed). Unfenced, it deleted the acknowledged write.
+    /// Here a remove's `CALL` is held on its way (a path that starts dropping packets), its
+    /// caller is told it failed, another instance writes the session and is told it
+    /// succeeded, and then the path heals: the remove reaches the server seconds later (a
+    /// kernel keeps retransmitting for up to ~15 minutes, even after the connection was
+    /// closed). Unfenced, it deleted the acknowledged write.
     func testACommitTheNetworkHoldsBackPastItsFenceIsRefusedWhenItArrives() async throws {
         let proxy = try FreezableTCPProxy(targetPort: UInt16(server.port))
         defer { proxy.stop() }
@@ -219,17 +219,16 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         }
         let other = try await keystore()
         try await held.set([1], forKey: "session.a", version: 1)
-        proxy.freezeExisting()
+        proxy.freeze(whenAClientSends: "CALL ")
         let error = await keystoreError { try await held.remove(forKey: "session.a") }
         XCTAssertEqual(error?.code, .storeUnavailable, "\(String(describing: error))")
         let written = try await other.set([2], forKey: "session.a", version: 2)
         XCTAssertTrue(written)
 
         try await Task.sleep(for: .seconds(2))
-        let answeredBefore = proxy.bytesFromTarget
         proxy.thaw()
-        let answered = await eventually(timeout: .seconds(10)) { proxy.bytesFromTarget > answeredBefore }
-        XCTAssertTrue(answered, "the server never answered the held-back commit")
+        let delivered = await eventually(timeout: .seconds(10)) { proxy.thawedConnectionsEnded }
+        XCTAssertTrue(delivered, "the held-back commit never reached the server")
         let kept = try await other.value(forKey: "session.a")
         XCTAssertEqual(kept, [2], "the held-back remove deleted an acknowledged write")
     }
@@ -254,7 +253,8 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
 
         try await Task.sleep(for: .seconds(2))
         proxy.thaw()
-        try await Task.sleep(for: .milliseconds(500))
+        let delivered = await eventually(timeout: .seconds(10)) { proxy.thawedConnectionsEnded }
+        XCTAssertTrue(delivered, "the held-back COMMIT never reached the server")
         let other = try await keystore()
         let kept = try await other.value(forKey: "session.a")
         XCTAssertEqual(kept, [1], "the held-back COMMIT committed after its caller was told it failed")
@@ -272,7 +272,7 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
             let current = try XCTUnwrap(ConnectionSetup.current)
             let read = try XCTUnwrap(current.setup.clock(of: current.connection))
             // As if the server's clock had jumped a minute ahead since it was read.
-            current.setup.record(ServerClock(microseconds: read.microseconds - 60_000_000, askedAt: read.askedAt), for: current.connection)
+            current.setup.record(ServerClock(microseconds: read.microseconds - 60_000_000, answeredAt: read.answeredAt), for: current.connection)
             let applied = try await PostgresKeystore.applyDistinct(
                 [[.set(key: "session.b", sealed: [1, 2, 3], version: 1)]], namespace: namespace, origin: origin, call: call,
                 allowance: .seconds(5), on: connection, logger: logger)
@@ -283,6 +283,20 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertLessThan(abs(serverNow - corrected), 30_000_000, "the connection read the server's clock again")
         let stored = try server.psqlValue("SELECT count(*) FROM identity_broker_items WHERE key = 'session.b'", database: database)
         XCTAssertEqual(stored, "1")
+
+        // A reading behind by a minute (a server clock stepped back since: every fence a
+        // minute loose) is put right by the next commit, which returns the server's clock.
+        let refreshed = try await keystore.perform("another commit") { connection, logger in
+            let current = try XCTUnwrap(ConnectionSetup.current)
+            let read = try XCTUnwrap(current.setup.clock(of: current.connection))
+            current.setup.record(ServerClock(microseconds: read.microseconds + 60_000_000, answeredAt: read.answeredAt), for: current.connection)
+            _ = try await PostgresKeystore.applyDistinct(
+                [[.set(key: "session.c", sealed: [1, 2, 3], version: 1)]], namespace: namespace, origin: origin, call: call,
+                allowance: .seconds(5), on: connection, logger: logger)
+            return try XCTUnwrap(current.setup.clock(of: current.connection)).microseconds
+        }
+        let serverLater = Int64(try server.psqlValue("SELECT \(ServerClock.sql)"))!
+        XCTAssertLessThan(abs(serverLater - refreshed), 30_000_000, "every commit brings the server's clock back")
     }
 
     /// A commit that applied on the server but whose answer never came back fails its

@@ -19,12 +19,12 @@ struct Migrate: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("The access group to move them to.", valueName: "GROUP|none"))
     var to: String
 
-    @OptionGroup var common: CommonOptions
+    @OptionGroup var store: KeystoreOptions
 
     func validate() throws {
         guard !from.isEmpty, !to.isEmpty else { throw ValidationError("--from and --to take a group name or 'none'") }
         for (name, option) in [(from, "--from"), (to, "--to")] {
-            if let problem = CommonOptions.groupNameProblem(name, option: option) { throw ValidationError(problem) }
+            if let problem = KeystoreOptions.groupNameProblem(name, option: option) { throw ValidationError(problem) }
         }
         // A typo on either side more likely than a no-op wanted: "moved 0 items" would look done.
         guard KeystoreAccess.group(from) != KeystoreAccess.group(to) else {
@@ -33,7 +33,7 @@ struct Migrate: AsyncParsableCommand {
     }
 
     func run() async throws(CLIFailure) {
-        let access = try KeystoreAccess(common)
+        let access = try KeystoreAccess(store)
         let source = KeystoreAccess.group(from)
         let target = KeystoreAccess.group(to)
         let moved = try await access.migrate(from: source, to: target)

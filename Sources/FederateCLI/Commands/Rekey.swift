@@ -17,10 +17,10 @@ struct Rekey: AsyncParsableCommand {
             """
     )
 
-    @OptionGroup var common: CommonOptions
+    @OptionGroup var store: KeystoreOptions
 
     func run() async throws(CLIFailure) {
-        let access = try KeystoreAccess(common)
+        let access = try KeystoreAccess(store)
         let rotation = try await access.rekey()
         let group = access.accessGroup
         let sessions = { (count: Int) in "\(count) session\(count == 1 ? "" : "s")" }

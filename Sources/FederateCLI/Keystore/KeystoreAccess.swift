@@ -54,8 +54,12 @@ package struct KeystoreAccess {
     let sqliteConfiguration: SQLiteKeystore.Configuration
     let logger: Logger?
 
-    package init(_ options: CommonOptions) throws(CLIFailure) {
+    package init(_ options: KeystoreOptions) throws(CLIFailure) {
         try self.init(keystore: options.keystore, accessGroup: options.accessGroup, logger: options.logger)
+    }
+
+    package init(_ options: CommonOptions) throws(CLIFailure) {
+        try self.init(options.store)
     }
 
     init(keystore: String?, accessGroup: String?, logger: Logger?) throws(CLIFailure) {
