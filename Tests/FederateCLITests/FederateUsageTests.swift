@@ -56,6 +56,8 @@ final class FederateUsageTests: XCTestCase {
             XCTAssertTrue(run.stderr.contains("works on every session of an access group"), run.stderr)
             XCTAssertFalse(FileManager.default.fileExists(atPath: harness.keystore), "a keystore was opened: \(arguments)")
         }
+        let grouped = try harness.expect(2, ["migrate", "--from", "none", "--to", "team", "--access-group", "ops"])
+        XCTAssertTrue(grouped.stderr.contains("not --access-group"), grouped.stderr)
         let help = try harness.run(["rekey", "--help"])
         XCTAssertTrue(help.stdout.contains("--access-group"), help.stdout)
         XCTAssertFalse(help.stdout.contains("--session"), help.stdout)

@@ -22,6 +22,10 @@ struct Migrate: AsyncParsableCommand {
     @OptionGroup var store: KeystoreOptions
 
     func validate() throws {
+        // Accepted and ignored until now, it read as a third group, the one to migrate within.
+        guard store.accessGroup == nil else {
+            throw ValidationError("migrate takes its groups from --from and --to, not --access-group; give the group the sessions are in as --from")
+        }
         guard !from.isEmpty, !to.isEmpty else { throw ValidationError("--from and --to take a group name or 'none'") }
         for (name, option) in [(from, "--from"), (to, "--to")] {
             if let problem = KeystoreOptions.groupNameProblem(name, option: option) { throw ValidationError(problem) }
