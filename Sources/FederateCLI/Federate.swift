@@ -175,7 +175,7 @@ package struct Federate: AsyncParsableCommand {
             .first { !$0.isEmpty }
             .map { $0.hasPrefix("Error: ") ? String($0.dropFirst(7)) : $0 } ?? "invalid command line"
         if code == .validationFailure {
-            Terminal.fail("\(message)\(usageHint(for: message))")
+            Terminal.fail("\(withSuggestionInParentheses(message))\(usageHint(for: message))")
             return .usage
         }
         Terminal.fail("internal error: \(message); please report it")
@@ -192,12 +192,22 @@ extension Federate {
         guard let named = arguments.dropFirst().first, subcommands.contains(named) else {
             return "; run 'federate --help' for usage"
         }
+        let takes = named == "migrate" ? "--from, --to, --keystore and --verbose" : "--keystore, --access-group and --verbose"
+        if named == "migrate" && message.contains("'--access-group'") {
+            return "; migrate names its two groups with --from and --to: give it only \(takes)"
+        }
         let sessionOptions = ["--session", "--region", "--endpoint", "--expiry-margin", "--allow-insecure-endpoint"]
         if ["rekey", "migrate"].contains(named), sessionOptions.contains(where: { message.contains("'\($0)'") }) {
-            return "; \(named) works on every session of an access group and never calls the network: give it only "
-                + "\(named == "migrate" ? "--from, --to, " : "")--keystore, --access-group and --verbose"
+            return "; \(named) works on every session of an access group and never calls the network: give it only \(takes)"
         }
         return "; run 'federate \(named) --help' for usage"
+    }
+
+    /// argument-parser's "Unknown option '--sesion'. Did you mean '--session'?" as one clause,
+    /// "Unknown option '--sesion' (did you mean '--session'?)", which the hint can follow.
+    static func withSuggestionInParentheses(_ message: String) -> String {
+        guard let range = message.firstRange(of: ". Did you mean "), message.hasSuffix("?") else { return message }
+        return String(message[..<range.lowerBound]) + " (did you mean " + String(message[range.upperBound...]) + ")"
     }
 
     /// The arguments a stray-argument error would quote, measured instead when they are 16

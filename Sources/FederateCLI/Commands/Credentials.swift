@@ -63,14 +63,14 @@ struct CredentialsRequest: Equatable {
     }
 
     func run() async throws(CLIFailure) {
-        let access = try KeystoreAccess(keystore: keystore, accessGroup: accessGroup, logger: KeystoreOptions.logger(verbose: verbose))
+        let access = try KeystoreAccess(keystore: keystore, accessGroup: accessGroup, logger: KeystoreLocationOptions.logger(verbose: verbose))
         try output(try await access.savedSession(session, expiryMargin: .seconds(expiryMargin)), place: access.placeName)
     }
 
     /// ``run()`` when one read answers it without suspending (``KeystoreAccess/savedSessionAtOnce(_:expiryMargin:)``);
     /// `false`, with nothing written, when the keystore must be opened in full.
     func runAtOnce() throws(CLIFailure) -> Bool {
-        let access = try KeystoreAccess(keystore: keystore, accessGroup: accessGroup, logger: KeystoreOptions.logger(verbose: verbose))
+        let access = try KeystoreAccess(keystore: keystore, accessGroup: accessGroup, logger: KeystoreLocationOptions.logger(verbose: verbose))
         guard let snapshot = try access.savedSessionAtOnce(session, expiryMargin: .seconds(expiryMargin)) else { return false }
         try output(snapshot, place: access.placeName)
         return true

@@ -1,6 +1,6 @@
 /// The subcommands that open a keystore, with the options that name it.
 protocol KeystoreCommand {
-    var store: KeystoreOptions { get }
+    var location: KeystoreLocationOptions { get }
 }
 
 /// The subcommands that take a session's options too.
@@ -9,7 +9,11 @@ protocol SessionCommand: KeystoreCommand {
 }
 
 extension SessionCommand {
-    var store: KeystoreOptions { common.store }
+    var location: KeystoreLocationOptions { common.store.location }
+}
+
+extension Rekey {
+    var location: KeystoreLocationOptions { store.location }
 }
 
 extension Login: SessionCommand {}

@@ -19,13 +19,9 @@ struct Migrate: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("The access group to move them to.", valueName: "GROUP|none"))
     var to: String
 
-    @OptionGroup var store: KeystoreOptions
+    @OptionGroup var location: KeystoreLocationOptions
 
     func validate() throws {
-        // Accepted and ignored until now, it read as a third group, the one to migrate within.
-        guard store.accessGroup == nil else {
-            throw ValidationError("migrate takes its groups from --from and --to, not --access-group; give the group the sessions are in as --from")
-        }
         guard !from.isEmpty, !to.isEmpty else { throw ValidationError("--from and --to take a group name or 'none'") }
         for (name, option) in [(from, "--from"), (to, "--to")] {
             if let problem = KeystoreOptions.groupNameProblem(name, option: option) { throw ValidationError(problem) }
@@ -37,7 +33,7 @@ struct Migrate: AsyncParsableCommand {
     }
 
     func run() async throws(CLIFailure) {
-        let access = try KeystoreAccess(store)
+        let access = try KeystoreAccess(keystore: location.keystore, accessGroup: nil, logger: location.logger)
         let source = KeystoreAccess.group(from)
         let target = KeystoreAccess.group(to)
         let moved = try await access.migrate(from: source, to: target)

@@ -44,14 +44,22 @@ package struct CommonOptions: ParsableArguments {
     /// `--verbose`.
     var verbose: Bool { store.verbose }
 
+    /// The keystore's options are checked by ``KeystoreOptions`` (argument-parser validates a
+    /// nested group as it reads it, before this).
     package func validate() throws {
-        if let problem = Self.problem(session: session, expiryMargin: expiryMargin, accessGroup: accessGroup, keystore: keystore) {
+        if let problem = Self.sessionProblem(session: session, expiryMargin: expiryMargin) {
             throw ValidationError(problem)
         }
     }
 
-    /// What `validate()` refuses, worded as argument-parser prints it; `nil` when valid.
+    /// What argument-parser refuses in these options, keystore options included, worded as
+    /// it prints it; `nil` when valid. For a command line read without it.
     static func problem(session: String, expiryMargin: Int, accessGroup: String?, keystore: String?) -> String? {
+        sessionProblem(session: session, expiryMargin: expiryMargin)
+            ?? KeystoreOptions.problem(accessGroup: accessGroup) ?? KeystoreLocationOptions.problem(keystore: keystore)
+    }
+
+    private static func sessionProblem(session: String, expiryMargin: Int) -> String? {
         guard expiryMargin >= 0 else {
             return "--expiry-margin must be 0 or more seconds"
         }
@@ -60,7 +68,7 @@ package struct CommonOptions: ParsableArguments {
         } catch {
             return "--session: \(error.message)"
         }
-        return KeystoreOptions.problem(accessGroup: accessGroup, keystore: keystore)
+        return nil
     }
 
     /// A debug logger to stderr with `--verbose`, else none.

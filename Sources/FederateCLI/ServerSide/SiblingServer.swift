@@ -32,7 +32,7 @@ package struct SiblingServer: ServerSide {
     package func prepare(_ command: any ParsableCommand) throws(CLIFailure) {
         if command is Exec || command is Serve { try Self.handOver() }
         guard let keystoreCommand = command as? any KeystoreCommand else { return }
-        try prepare(keystore: keystoreCommand.store.keystore)
+        try prepare(keystore: keystoreCommand.location.keystore)
     }
 
     package func prepare(keystore: String?) throws(CLIFailure) {

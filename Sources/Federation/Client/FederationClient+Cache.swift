@@ -407,6 +407,7 @@ extension FederationClient {
     /// session subscribes, so that it is reminded of them, those already due at once. One pass
     /// over the cache, which is bounded; rare (a first subscriber).
     func scheduleRemindersNobodyReceived() {
+        guard !shutdownBegan else { return }
         for session in cache.keys {
             guard let machine = cache.peek(session)?.machine,
                   machine.renewalDue(margin: expiryMargin, lead: renewalLead) != nil

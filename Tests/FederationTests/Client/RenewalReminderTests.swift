@@ -142,12 +142,7 @@ final class RenewalReminderTests: XCTestCase {
         XCTAssertEqual(received.first?.state, .federated)
         XCTAssertEqual(reminders(received).count, 1, "\(received)")
 
-        let other = try self.harness(slack: 100)
-        try await other.client.federate(token: TestJWT.valid(), provider: .google, session: "bob")
-        other.clock.advance(by: 101)
-        let all = await other.client.allStateUpdates()
-        let allReceived = await collect(1, from: all, timeout: .seconds(2))
-        XCTAssertEqual(reminders(allReceived).map(\.session), ["bob"])
+        try await assertAFirstObserverOfEverySessionIsReminded(readFirst: false)
     }
 
     /// A reminder that falls due while nobody would receive it (the session's states are
@@ -171,14 +166,41 @@ final class RenewalReminderTests: XCTestCase {
         XCTAssertEqual(received.first?.state, .federated)
         XCTAssertEqual(reminders(received).count, 1, "\(received)")
 
-        let other = try self.harness(slack: 100)
-        try await other.client.federate(token: TestJWT.valid(), provider: .google, session: "bob")
-        other.clock.advance(by: 101)
-        _ = try await other.client.session("bob")
-        let all = await other.client.allStateUpdates()
-        let allReceived = await collect(1, from: all, timeout: .seconds(2))
-        XCTAssertEqual(reminders(allReceived).map(\.session), ["bob"])
+        try await assertAFirstObserverOfEverySessionIsReminded(readFirst: true)
         withExtendedLifetime(states) {}
+    }
+
+    /// A session federated while nobody would receive its reminder is scheduled for its expiry
+    /// alone; an observer of its events, or of every session, that subscribes before the
+    /// reminder is due puts the reminder back in the schedule, and the timer delivers it on
+    /// time (no read).
+    func testAnObserverSubscribingBeforeTheLeadTimeIsRemindedOnTime() async throws {
+        for everySession in [false, true] {
+            let harness = try harness(slack: 0.3)
+            try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+            let scheduled = await harness.client.expirySchedule.next
+            let expiryOnly = try XCTUnwrap(scheduled)
+            XCTAssertGreaterThan(expiryOnly, testEpoch.addingTimeInterval(200), "scheduled for a reminder nobody would receive")
+            let events = everySession ? await harness.client.allStateUpdates() : await harness.client.events(for: "alice")
+            let rescheduled = await harness.client.expirySchedule.next
+            let next = try XCTUnwrap(rescheduled)
+            XCTAssertLessThan(next, testEpoch.addingTimeInterval(1), "every session: \(everySession)")
+            harness.clock.advance(by: 1)
+            let received = await collect(everySession ? 1 : 2, from: events, timeout: .seconds(3))
+            XCTAssertEqual(reminders(received).map(\.session), ["alice"], "every session: \(everySession): \(received)")
+        }
+    }
+
+    /// A session whose reminder came due (and, with `readFirst`, was read since, while nobody
+    /// observed it) reminds the first observer of every session at once.
+    private func assertAFirstObserverOfEverySessionIsReminded(readFirst: Bool, line: UInt = #line) async throws {
+        let harness = try self.harness(slack: 100)
+        try await harness.client.federate(token: TestJWT.valid(), provider: .google, session: "bob")
+        harness.clock.advance(by: 101)
+        if readFirst { _ = try await harness.client.session("bob") }
+        let all = await harness.client.allStateUpdates()
+        let received = await collect(1, from: all, timeout: .seconds(2))
+        XCTAssertEqual(reminders(received).map(\.session), ["bob"], line: line)
     }
 
     /// Reads reschedule the session's wake-up; they must not pile entries up in the schedule
