@@ -175,7 +175,10 @@ package struct Federate: AsyncParsableCommand {
             .first { !$0.isEmpty }
             .map { $0.hasPrefix("Error: ") ? String($0.dropFirst(7)) : $0 } ?? "invalid command line"
         if code == .validationFailure {
-            Terminal.fail("\(withSuggestionInParentheses(message))\(usageHint(for: message))")
+            // A misspelt option is the likelier cause of another complaint ("Missing expected
+            // argument '--pool-id'" for `login --pool_id …`): named first, it is fixed first.
+            let message = unknownOptionMessage(in: CommandLine.arguments) ?? withSuggestionInParentheses(message)
+            Terminal.fail("\(message)\(usageHint(for: message))")
             return .usage
         }
         Terminal.fail("internal error: \(message); please report it")
@@ -201,6 +204,65 @@ extension Federate {
             return "; \(named) works on every session of an access group and never calls the network: give it only \(takes)"
         }
         return "; run 'federate \(named) --help' for usage"
+    }
+
+    /// "Unknown option '--X' (did you mean '--Y'?)" for the first `--` option of `arguments`
+    /// that their subcommand does not take (its help names none such), when argument-parser
+    /// reported something else first: it reports missing options, and our checks of the
+    /// options it read, before options it does not know; `nil` when every option is known.
+    /// One that does not look like an option name is never quoted (a token pasted after `--`).
+    static func unknownOptionMessage(in arguments: [String]) -> String? {
+        guard let named = arguments.dropFirst().first,
+              let subcommand = configuration.subcommands.first(where: { $0._commandName == named })
+        else { return nil }
+        let known = optionNames(in: helpMessage(for: subcommand, includeHidden: true, columns: 100_000)).union(["--help"])
+        for argument in arguments.dropFirst(2).prefix(while: { $0 != "--" }) where argument.hasPrefix("--") {
+            let name = String(argument.prefix { $0 != "=" })
+            guard !known.contains(name) else { continue }
+            guard name.utf8.count <= 40, optionNames(in: name) == [name] else {
+                return "Unknown option: an argument of \(name.utf8.count) bytes that starts with -- (not shown: it may hold a secret)"
+            }
+            let closest = known.map { (name: $0, distance: editDistance($0, name)) }.min { $0.distance < $1.distance }
+            guard let closest, closest.distance <= 2 else { return "Unknown option '\(name)'" }
+            return "Unknown option '\(name)' (did you mean '\(closest.name)'?)"
+        }
+        return nil
+    }
+
+    /// Every `--name` in `text` (lower-case letters, digits and `-`).
+    private static func optionNames(in text: String) -> Set<String> {
+        var names: Set<String> = []
+        var current = ""
+        var previous: Character = " "
+        for character in text + " " {
+            if !current.isEmpty, character.isASCII && (character.isLowercase || character.isNumber || character == "-") {
+                current.append(character)
+            } else if current.isEmpty, character == "-", previous == "-" {
+                current = "--"
+            } else {
+                if current.count > 2 { names.insert(current) }
+                current = ""
+            }
+            previous = character
+        }
+        return names
+    }
+
+    /// The Levenshtein distance between two option names.
+    private static func editDistance(_ a: String, _ b: String) -> Int {
+        let (a, b) = (Array(a.utf8), Array(b.utf8))
+        guard !a.isEmpty, !b.isEmpty else { return max(a.count, b.count) }
+        var row = Array(0...b.count)
+        for i in 1...a.count {
+            var diagonal = row[0]
+            row[0] = i
+            for j in 1...b.count {
+                let substitution = diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)
+                diagonal = row[j]
+                row[j] = min(substitution, row[j] + 1, row[j - 1] + 1)
+            }
+        }
+        return row[b.count]
     }
 
     /// argument-parser's "Unknown option '--sesion'. Did you mean '--session'?" as one clause,

@@ -43,7 +43,6 @@ final class FederateUsageTests: XCTestCase {
     /// `rekey` and `migrate` work on every session of an access group and call no service:
     /// a session's options are refused (earlier releases accepted and ignored them, so
     /// `rekey --session alice` re-sealed every session), saying why, and nothing is opened.
-    /// Other usage errors point at the subcommand's own help.
     func testRekeyAndMigrateRefuseASessionsOptionsSayingWhy() throws {
         let rekeyTakes = "rekey works on every session of an access group and never calls the network: give it only --keystore, --access-group and --verbose"
         let migrateTakes = "migrate works on every session of an access group and never calls the network: give it only --from, --to, --keystore and --verbose"
@@ -64,8 +63,27 @@ final class FederateUsageTests: XCTestCase {
         XCTAssertFalse(help.stdout.contains("--session"), help.stdout)
         let migrateHelp = try harness.run(["migrate", "--help"])
         XCTAssertFalse(migrateHelp.stdout.contains("--access-group"), migrateHelp.stdout)
+    }
+
+    /// A misspelt option is named first, with the nearest real one, even where argument-parser
+    /// reports something else first (a missing option, or a check of the options it read);
+    /// the hint points at the subcommand's help; an "option" that may be a pasted token is
+    /// never quoted.
+    func testAMisspeltOptionIsNamedBeforeAnythingElse() throws {
         let other = try harness.expect(2, ["status", "--no-such-option"])
         XCTAssertTrue(other.stderr.contains("run 'federate status --help'"), other.stderr)
+        // Named first even where argument-parser reports something else first: a missing
+        // option, or a check of the options it read.
+        for arguments in [["login", "--sesion", "alice"], ["login", "--pool-id", "us-east-1:x", "--provider", "google", "--sesion", "alice"]] {
+            let run = try harness.expect(2, arguments)
+            XCTAssertEqual(run.stderr, "federate: Unknown option '--sesion' (did you mean '--session'?); run 'federate login --help' for usage\n")
+        }
+        let pasted = "--eyJhbGciOiJIUzI1NiJ9\(UUID().uuidString)"
+        let secret = try harness.expect(2, ["status", pasted])
+        XCTAssertFalse(secret.stderr.contains(String(pasted.dropFirst(2).prefix(16))), secret.stderr)
+        XCTAssertTrue(secret.stderr.contains("not shown: it may hold a secret"), secret.stderr)
+        let farOff = try harness.expect(2, ["login", "--colour", "blue"])
+        XCTAssertEqual(farOff.stderr, "federate: Unknown option '--colour'; run 'federate login --help' for usage\n")
         let misspelt = try harness.expect(2, ["credentials", "--sesion", "alice"])
         XCTAssertTrue(misspelt.stderr.contains("Unknown option '--sesion' (did you mean '--session'?); run 'federate credentials --help'"), misspelt.stderr)
     }
