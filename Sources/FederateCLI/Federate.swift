@@ -175,9 +175,7 @@ package struct Federate: AsyncParsableCommand {
             .first { !$0.isEmpty }
             .map { $0.hasPrefix("Error: ") ? String($0.dropFirst(7)) : $0 } ?? "invalid command line"
         if code == .validationFailure {
-            // A misspelt option is the likelier cause of another complaint ("Missing expected
-            // argument '--pool-id'" for `login --pool_id …`): named first, it is fixed first.
-            let message = unknownOptionMessage(in: CommandLine.arguments) ?? withSuggestionInParentheses(message)
+            let message = usageMessage(message, arguments: CommandLine.arguments)
             Terminal.fail("\(message)\(usageHint(for: message))")
             return .usage
         }
@@ -206,44 +204,78 @@ extension Federate {
         return "; run 'federate \(named) --help' for usage"
     }
 
-    /// "Unknown option '--X' (did you mean '--Y'?)" for the first `--` option of `arguments`
-    /// that their subcommand does not take (its help names none such), when argument-parser
-    /// reported something else first: it reports missing options, and our checks of the
-    /// options it read, before options it does not know; `nil` when every option is known.
-    /// One that does not look like an option name is never quoted (a token pasted after `--`).
-    static func unknownOptionMessage(in arguments: [String]) -> String? {
+    /// What to say for argument-parser's `message`: its own words (the suggestion as one
+    /// clause), except that a misspelt option is named first when it reported something else
+    /// first (a missing required option, or one of our checks of the options it read, come
+    /// before options it does not know: `login --pool_id …` said "Missing expected argument
+    /// '--pool-id'"), and an unknown "option" that may be a pasted token is never quoted.
+    static func usageMessage(_ message: String, arguments: [String]) -> String {
+        // Its own report of an option's missing value names the option before it; the
+        // argument after it (`--token-file --x…`) may be a token.
+        if message.hasPrefix("Missing value for") { return message }
+        guard let (name, suggestion) = firstUnknownOption(in: arguments) else { return withSuggestionInParentheses(message) }
+        guard !looksLikeAToken(name), name.utf8.count <= 40,
+              name.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || ArgumentShape.isBase64URL($0) })
+        else {
+            return "Unknown option: an argument of \(name.utf8.count) bytes that starts with -- (not shown: it may hold a secret)"
+        }
+        return "Unknown option '\(name)'" + (suggestion.map { " (did you mean '\($0)'?)" } ?? "")
+    }
+
+    /// The first `--` argument (its name, before any `=`) that the subcommand named in
+    /// `arguments` does not take, with the nearest option it takes when that is close (as
+    /// argument-parser suggests: fewer than 4 edits, case and `_` for `-` aside; ties go to
+    /// the first in byte order); `nil` when there is none. Values are skipped: the argument
+    /// after an option that takes one, and everything after `--`, which `exec` needs (and
+    /// without it, `exec`'s own complaint is the right one).
+    private static func firstUnknownOption(in arguments: [String]) -> (name: String, suggestion: String?)? {
         guard let named = arguments.dropFirst().first,
               let subcommand = configuration.subcommands.first(where: { $0._commandName == named })
         else { return nil }
-        let known = optionNames(in: helpMessage(for: subcommand, includeHidden: true, columns: 100_000)).union(["--help"])
-        for argument in arguments.dropFirst(2).prefix(while: { $0 != "--" }) where argument.hasPrefix("--") {
-            let name = String(argument.prefix { $0 != "=" })
-            guard !known.contains(name) else { continue }
-            guard name.utf8.count <= 40, optionNames(in: name) == [name] else {
-                return "Unknown option: an argument of \(name.utf8.count) bytes that starts with -- (not shown: it may hold a secret)"
+        if named == "exec" && !arguments.contains("--") { return nil }
+        let help = helpMessage(for: subcommand, includeHidden: true, columns: 100_000)
+        let known = optionNames(in: help)
+        var skipValue = false
+        for argument in arguments.dropFirst(2).prefix(while: { $0 != "--" }) {
+            if skipValue {
+                skipValue = false
+                continue
             }
-            let closest = known.map { (name: $0, distance: editDistance($0, name)) }.min { $0.distance < $1.distance }
-            guard let closest, closest.distance <= 2 else { return "Unknown option '\(name)'" }
-            return "Unknown option '\(name)' (did you mean '\(closest.name)'?)"
+            guard argument.hasPrefix("--") else { continue }
+            let name = String(argument.prefix { $0 != "=" })
+            if let takesValue = known[name] {
+                skipValue = takesValue && !argument.contains("=")
+                continue
+            }
+            let spelt = String(name.lowercased().map { $0 == "_" ? "-" : $0 })
+            let closest = known.keys.sorted().map { (name: $0, distance: editDistance($0, spelt)) }
+                .min { $0.distance < $1.distance }
+            return (name, closest.flatMap { $0.distance < 4 ? $0.name : nil })
         }
         return nil
     }
 
-    /// Every `--name` in `text` (lower-case letters, digits and `-`).
-    private static func optionNames(in text: String) -> Set<String> {
-        var names: Set<String> = []
-        var current = ""
-        var previous: Character = " "
-        for character in text + " " {
-            if !current.isEmpty, character.isASCII && (character.isLowercase || character.isNumber || character == "-") {
-                current.append(character)
-            } else if current.isEmpty, character == "-", previous == "-" {
-                current = "--"
-            } else {
-                if current.count > 2 { names.insert(current) }
-                current = ""
+    /// Every `--name` in a help text, and whether it takes a value (`--name <VALUE>`).
+    private static func optionNames(in help: String) -> [String: Bool] {
+        var names: [String: Bool] = ["--help": false]
+        let text = Array(help.utf8)
+        var index = 0
+        while index + 2 < text.count {
+            guard text[index] == UInt8(ascii: "-"), text[index + 1] == UInt8(ascii: "-"),
+                  index == 0 || text[index - 1] == UInt8(ascii: " ") || text[index - 1] == UInt8(ascii: "[") || text[index - 1] == UInt8(ascii: "(")
+            else {
+                index += 1
+                continue
             }
-            previous = character
+            var end = index + 2
+            while end < text.count, text[end] == UInt8(ascii: "-") || (text[end] >= UInt8(ascii: "a") && text[end] <= UInt8(ascii: "z"))
+                || (text[end] >= UInt8(ascii: "0") && text[end] <= UInt8(ascii: "9")) { end += 1 }
+            if end > index + 2 {
+                let name = String(decoding: text[index..<end], as: UTF8.self)
+                let takesValue = end + 1 < text.count && text[end] == UInt8(ascii: " ") && text[end + 1] == UInt8(ascii: "<")
+                names[name] = (names[name] ?? false) || takesValue
+            }
+            index = end
         }
         return names
     }

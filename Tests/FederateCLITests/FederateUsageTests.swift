@@ -82,6 +82,18 @@ final class FederateUsageTests: XCTestCase {
         let secret = try harness.expect(2, ["status", pasted])
         XCTAssertFalse(secret.stderr.contains(String(pasted.dropFirst(2).prefix(16))), secret.stderr)
         XCTAssertTrue(secret.stderr.contains("not shown: it may hold a secret"), secret.stderr)
+        let underscored = try harness.expect(2, ["login", "--pool_id", "us-east-1:x"])
+        XCTAssertEqual(underscored.stderr, "federate: Unknown option '--pool_id' (did you mean '--pool-id'?); run 'federate login --help' for usage\n")
+        let distant = try harness.expect(2, ["status", "--store", "/tmp/x"])
+        XCTAssertTrue(distant.stderr.contains("Unknown option '--store' (did you mean '--keystore'?)"), distant.stderr)
+        // A value that starts with -- is not an option: argument-parser's own word stands,
+        // and the value (perhaps a token) is not quoted.
+        let value = try harness.expect(2, ["login", "--pool-id", "us-east-1:x", "--provider", "google", "--token-file", "--deadbeefcafe"])
+        XCTAssertTrue(value.stderr.contains("Missing value for '--token-file"), value.stderr)
+        XCTAssertFalse(value.stderr.contains("deadbeef"), value.stderr)
+        // exec without --: its own advice, and the wrapped command's options are not quoted.
+        let wrapped = try harness.expect(2, ["exec", "--session", "alice", "aws", "sts", "get-caller-identity", "--output", "json"])
+        XCTAssertFalse(wrapped.stderr.contains("--output"), wrapped.stderr)
         let farOff = try harness.expect(2, ["login", "--colour", "blue"])
         XCTAssertEqual(farOff.stderr, "federate: Unknown option '--colour'; run 'federate login --help' for usage\n")
         let misspelt = try harness.expect(2, ["credentials", "--sesion", "alice"])
