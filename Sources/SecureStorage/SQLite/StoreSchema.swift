@@ -248,8 +248,10 @@ enum StoreSchema {
         return stored
     }
 
+    /// Compares bytes, as paths and associated data do: `String`'s `==` takes canonically
+    /// equivalent spellings (`café` precomposed and decomposed) for one service or group.
     private static func check(_ name: String, found: String, expected: String, path: String) throws(KeystoreError) {
-        guard found != expected else { return }
+        guard !found.utf8.elementsEqual(expected.utf8) else { return }
         throw KeystoreError(.corruptFormat, "database belongs to another \(name == "service" ? "service" : "access group")", path: path)
     }
 

@@ -147,11 +147,15 @@ final class SQLiteSealingTests: XCTestCase {
     }
 
     func testADatabaseCopiedUnderAnotherServiceIsRefused() async throws {
-        let temporary = try TemporaryRoot()
-        try await databaseOfToolLinkedAsOther(root: temporary.root)
-        guard case .failure(let error) = openResult(root: temporary.root, service: "other", keySource: testKey()) else {
-            return XCTFail("a database of another service opened")
+        // The second pair is one name in two spellings (precomposed and decomposed `é`):
+        // two services, as their paths and items say, not one.
+        for (tool, other) in [("tool", "other"), ("caf\u{E9}", "cafe\u{301}")] {
+            let temporary = try TemporaryRoot()
+            try await databaseOfToolLinkedAsOther(root: temporary.root, tool: tool, other: other)
+            guard case .failure(let error) = openResult(root: temporary.root, service: other, keySource: testKey()) else {
+                return XCTFail("a database of another service opened: \(other.unicodeScalars.map(\.value))")
+            }
+            XCTAssertEqual(error.code, .corruptFormat, "\(error)")
         }
-        XCTAssertEqual(error.code, .corruptFormat, "\(error)")
     }
 }

@@ -41,12 +41,12 @@ func hostilePlants() throws -> (victim: String, plants: [(name: String, plant: (
 
 /// The attack of a database moved between services: "tool"'s private database, holding one
 /// item, hard-linked where "other"'s private database goes (its meta row still names "tool").
-func databaseOfToolLinkedAsOther(root: String) async throws {
-    let keystore = try SQLiteKeystore(root: root, service: "tool", keySource: testKey())
+func databaseOfToolLinkedAsOther(root: String, tool: String = "tool", other: String = "other") async throws {
+    let keystore = try SQLiteKeystore(root: root, service: tool, keySource: testKey())
     try await keystore.set(bytes("x"), forKey: "k")
     let path = keystore.namespace.databasePath
     keystore.close()
-    let layout = try StoreLayout(root: root, service: "other")
+    let layout = try StoreLayout(root: root, service: other)
     XCTAssertEqual(link(path, layout.databasePath(.none)), 0)
 }
 
