@@ -214,7 +214,9 @@ extension Federate {
         // argument after it (`--token-file --x…`) may be a token.
         if message.hasPrefix("Missing value for") { return message }
         guard let (name, suggestion) = firstUnknownOption(in: arguments) else { return withSuggestionInParentheses(message) }
-        guard !looksLikeAToken(name), name.utf8.count <= 40,
+        // Quoted when short, or close to a real option: a longer pasted secret (an API key
+        // after `--`) is neither, and 16 characters of one are too many.
+        guard name.utf8.count < 16 || suggestion != nil, !looksLikeAToken(name),
               name.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || ArgumentShape.isBase64URL($0) })
         else {
             return "Unknown option: an argument of \(name.utf8.count) bytes that starts with -- (not shown: it may hold a secret)"
@@ -247,6 +249,9 @@ extension Federate {
                 skipValue = takesValue && !argument.contains("=")
                 continue
             }
+            // No real option is 40 bytes long: a longer argument is suggested nothing (and
+            // never compared, at its length).
+            guard name.utf8.count <= 40 else { return (name, nil) }
             let spelt = String(name.lowercased().map { $0 == "_" ? "-" : $0 })
             let closest = known.keys.sorted().map { (name: $0, distance: editDistance($0, spelt)) }
                 .min { $0.distance < $1.distance }

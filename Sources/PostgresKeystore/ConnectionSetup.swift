@@ -63,8 +63,8 @@ final class ConnectionSetup: Sendable {
         let (seconds, attoseconds) = statementTimeout.components
         // The server takes at most INT_MAX milliseconds (about 24.8 days).
         let milliseconds = seconds.multipliedReportingOverflow(by: 1000)
-        statementTimeoutMilliseconds = milliseconds.overflow
-            ? Int64(Int32.max) : min(Int64(Int32.max), max(1, milliseconds.partialValue + attoseconds / 1_000_000_000_000_000))
+        statementTimeoutMilliseconds = milliseconds.overflow || milliseconds.partialValue >= Int64(Int32.max)
+            ? Int64(Int32.max) : max(1, milliseconds.partialValue + attoseconds / 1_000_000_000_000_000)
     }
 
     /// What the keystore's statements assume of a session, whatever the database or the role

@@ -83,7 +83,7 @@ enum PostgresSchema {
     /// (``ServerClock``).
     private static let commitInputTypes = ["text", "text", "text[]", "int8[]", "bool[]", "bytea[]", "text[]", "text", "int8"]
     /// The procedure's results (`INOUT`: a procedure before PostgreSQL 14 has no `OUT`): the
-    /// keys set and removed, and the server's clock as the call started (``ServerClock``).
+    /// keys set and removed, and the server's clock as the call ended (``ServerClock``).
     private static let commitResults = [
         (name: "applied_keys", type: "text[]"), (name: "removed_keys", type: "text[]"), (name: "server_clock", type: "int8"),
     ]
@@ -106,6 +106,9 @@ enum PostgresSchema {
             END IF;
             \(ApplyDistinct.changes) SELECT \(ApplyDistinct.results) INTO applied_keys, removed_keys, notices_sent;
             COMMIT;
+            -- Read again for the caller's next fence: the call may have waited for a row
+            -- lock or the WAL flush since it started.
+            server_clock := \(ServerClock.sql);
         END
         """
 
@@ -404,7 +407,7 @@ enum PostgresSchema {
     /// The server refuses the call, applying nothing, once its clock is past `fence`
     /// (``ServerClock``; SQLSTATE ``ServerClock/lateState``).
     ///
-    /// - Returns: The keys set and removed, and the server's clock as the call started.
+    /// - Returns: The keys set and removed, and the server's clock as the call ended.
     static func commitDistinct(
         sets: [(key: String, version: Int64?, sealed: [UInt8])], removes: [String],
         namespace: PostgresNamespace, origin: Int64, call: String, fence: Int64, on connection: PostgresConnection, logger: Logger

@@ -15,9 +15,9 @@ import SecureStorage
 ///
 /// The fence is in the server's clock, so the hosts' clocks need not agree: each connection
 /// reads the server's clock when it is set up (``ConnectionSetup``), and again with every
-/// commit (the procedure returns it); a later instant is the last reading plus the time
-/// elapsed on this host's monotonic clock since its answer came. That errs early, by the
-/// reading's trip back (and either way by the two clocks' drift since the last commit on the
+/// commit (the procedure returns it, read after its `COMMIT`); a later instant is the last
+/// reading plus the time elapsed on this host's monotonic clock since its answer came. That
+/// errs early, by the reading's trip back (and either way by the two clocks' drift since the last commit on the
 /// connection, parts per million), so the fence is no looser than the operation timeout: a
 /// commit is refused only when the server starts it about that long after it was sent, or
 /// more. A server clock stepped forward since the reading

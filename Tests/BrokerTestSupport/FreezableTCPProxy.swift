@@ -95,6 +95,7 @@ package final class FreezableTCPProxy: Sendable {
     /// carries that text, as a path that starts dropping packets at that moment would;
     /// ``thaw()`` carries it on.
     package func freeze(whenAClientSends text: String) {
+        precondition(!text.isEmpty, "an empty pattern would hold every connection")
         state.withLock { $0.holdPattern = Array(text.utf8) }
     }
 
@@ -212,6 +213,8 @@ package final class FreezableTCPProxy: Sendable {
             }
             if !counted && holds(buffer[0..<count], on: id) {
                 while state.withLock({ $0.held.contains(id) && !$0.stopped }) { usleep(20_000) }
+                // Stopped while held (a test that failed midway): what it held goes nowhere.
+                if state.withLock({ $0.stopped }) { return }
             }
             let outgoing = framing
                 ? framer.forward(buffer[0..<count], droppingNotifications: state.withLock { $0.dropsNotifications })

@@ -78,10 +78,11 @@ final class FederateUsageTests: XCTestCase {
             let run = try harness.expect(2, arguments)
             XCTAssertEqual(run.stderr, "federate: Unknown option '--sesion' (did you mean '--session'?); run 'federate login --help' for usage\n")
         }
-        let pasted = "--eyJhbGciOiJIUzI1NiJ9\(UUID().uuidString)"
-        let secret = try harness.expect(2, ["status", pasted])
-        XCTAssertFalse(secret.stderr.contains(String(pasted.dropFirst(2).prefix(16))), secret.stderr)
-        XCTAssertTrue(secret.stderr.contains("not shown: it may hold a secret"), secret.stderr)
+        for pasted in ["--eyJhbGciOiJIUzI1NiJ9\(UUID().uuidString)", "--" + String(UUID().uuidString.filter(\.isHexDigit).prefix(32)).lowercased()] {
+            let secret = try harness.expect(2, ["status", pasted])
+            XCTAssertFalse(secret.stderr.contains(String(pasted.dropFirst(2).prefix(16))), secret.stderr)
+            XCTAssertTrue(secret.stderr.contains("not shown: it may hold a secret"), secret.stderr)
+        }
         let underscored = try harness.expect(2, ["login", "--pool_id", "us-east-1:x"])
         XCTAssertEqual(underscored.stderr, "federate: Unknown option '--pool_id' (did you mean '--pool-id'?); run 'federate login --help' for usage\n")
         let distant = try harness.expect(2, ["status", "--store", "/tmp/x"])

@@ -403,9 +403,9 @@ extension FederationClient {
     }
 
     /// Puts back in the schedule the renewal reminders of cached sessions that nobody would
-    /// have received (scheduled for their expiry alone): run when a first observer of every
+    /// have received (scheduled for their expiry alone): run when an observer of every
     /// session subscribes, so that it is reminded of them, those already due at once. One pass
-    /// over the cache, which is bounded; rare (a first subscriber).
+    /// over the cache, which is bounded.
     func scheduleRemindersNobodyReceived() {
         guard !shutdownBegan else { return }
         for session in cache.keys {

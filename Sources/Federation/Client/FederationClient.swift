@@ -618,10 +618,11 @@ public actor FederationClient {
     /// with ``sessionNames()`` and ``session(_:)``.
     public func allStateUpdates() -> AsyncStream<SessionEvent> {
         startChangeFeed()
-        let firstOfAll = !broadcaster.hasObserversOfAll
         // Subscribed first, so that reminders and expiries already due reach this stream too.
         let stream = broadcaster.streamForAll()
-        if firstOfAll { scheduleRemindersNobodyReceived() }
+        // Every time, not only for a first observer: an earlier one whose stream is ending
+        // may still be counted.
+        scheduleRemindersNobodyReceived()
         announceDueExpiries()
         return stream
     }
