@@ -213,22 +213,13 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
     func testACommitTheNetworkHoldsBackPastItsFenceIsRefusedWhenItArrives() async throws {
         let proxy = try FreezableTCPProxy(targetPort: UInt16(server.port))
         defer { proxy.stop() }
-        let held = try await keystore {
-            $0.port = Int(proxy.port)
-            $0.operationTimeout = .seconds(1)
-        }
+        let held = try await keystore(behind: proxy)
         let other = try await keystore()
         try await held.set([1], forKey: "session.a", version: 1)
-        proxy.freeze(whenAClientSends: "CALL ")
-        let error = await keystoreError { try await held.remove(forKey: "session.a") }
-        XCTAssertEqual(error?.code, .storeUnavailable, "\(String(describing: error))")
-        let written = try await other.set([2], forKey: "session.a", version: 2)
-        XCTAssertTrue(written)
-
-        try await Task.sleep(for: .seconds(2))
-        proxy.thaw()
-        let delivered = await eventually(timeout: .seconds(10)) { proxy.thawedConnectionsEnded }
-        XCTAssertTrue(delivered, "the held-back commit never reached the server")
+        try await holdBack("CALL ", through: proxy, { try await held.remove(forKey: "session.a") }) {
+            let written = try await other.set([2], forKey: "session.a", version: 2)
+            XCTAssertTrue(written)
+        }
         let kept = try await other.value(forKey: "session.a")
         XCTAssertEqual(kept, [2], "the held-back remove deleted an acknowledged write")
     }
@@ -239,25 +230,41 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
     func testATransactionsCommitTheNetworkHoldsBackNeverCommits() async throws {
         let proxy = try FreezableTCPProxy(targetPort: UInt16(server.port))
         defer { proxy.stop() }
-        let held = try await keystore {
-            $0.port = Int(proxy.port)
-            $0.operationTimeout = .seconds(1)
-        }
+        let held = try await keystore(behind: proxy)
         try await held.set([1], forKey: "session.a")
-        proxy.freeze(whenAClientSends: "COMMIT")
         var batch = KeystoreBatch()
         batch.remove(forKey: "session.a")
         batch.set([9], forKey: "session.a")
-        let error = await keystoreError { _ = try await held.commit(batch) }
-        XCTAssertEqual(error?.code, .storeUnavailable, "\(String(describing: error))")
-
-        try await Task.sleep(for: .seconds(2))
-        proxy.thaw()
-        let delivered = await eventually(timeout: .seconds(10)) { proxy.thawedConnectionsEnded }
-        XCTAssertTrue(delivered, "the held-back COMMIT never reached the server")
+        try await holdBack("COMMIT", through: proxy) { _ = try await held.commit(batch) }
         let other = try await keystore()
         let kept = try await other.value(forKey: "session.a")
         XCTAssertEqual(kept, [1], "the held-back COMMIT committed after its caller was told it failed")
+    }
+
+    /// A keystore whose connections go through `proxy`, with a one-second operation timeout.
+    private func keystore(behind proxy: FreezableTCPProxy) async throws -> PostgresKeystore {
+        try await keystore {
+            $0.port = Int(proxy.port)
+            $0.operationTimeout = .seconds(1)
+        }
+    }
+
+    /// Holds what `call` sends from where it contains `pattern` (a path that starts dropping
+    /// packets there), expects `call` to fail as `storeUnavailable`, runs `meanwhile`, and two
+    /// seconds later (past a one-second fence) lets the held bytes through; returns once the
+    /// held connection has ended both ways, what it held having reached the server.
+    private func holdBack(
+        _ pattern: String, through proxy: FreezableTCPProxy, _ call: () async throws -> Void,
+        meanwhile: () async throws -> Void = {}
+    ) async throws {
+        proxy.freeze(whenAClientSends: pattern)
+        let error = await keystoreError { try await call() }
+        XCTAssertEqual(error?.code, .storeUnavailable, "\(String(describing: error))")
+        try await meanwhile()
+        try await Task.sleep(for: .seconds(2))
+        proxy.thaw()
+        let delivered = await eventually(timeout: .seconds(10)) { proxy.thawedConnectionsEnded }
+        XCTAssertTrue(delivered, "what was held back never reached the server")
     }
 
     /// A server whose clock moved forward since a connection read it refuses that
