@@ -7,8 +7,7 @@ extension Federate {
     /// options of a session given to `rekey` or `migrate` (which earlier releases accepted
     /// and ignored), why they take none.
     static func usageHint(for message: String, arguments: [String] = CommandLine.arguments) -> String {
-        let subcommands = configuration.subcommands.map { $0._commandName }
-        guard let named = arguments.dropFirst().first, subcommands.contains(named) else {
+        guard let named = namedSubcommand(in: arguments)?._commandName else {
             return "; run 'federate --help' for usage"
         }
         let takes = named == "migrate" ? "--from, --to, --keystore and --verbose" : "--keystore, --access-group and --verbose"
@@ -42,6 +41,12 @@ extension Federate {
         return "Unknown option '\(name)'" + (suggestion.map { " (did you mean '\($0)'?)" } ?? "")
     }
 
+    /// The subcommand `arguments` name first, if they name one.
+    private static func namedSubcommand(in arguments: [String]) -> (any ParsableCommand.Type)? {
+        guard let named = arguments.dropFirst().first else { return nil }
+        return configuration.subcommands.first { $0._commandName == named }
+    }
+
     /// The first `--` argument (its name, before any `=`) that the subcommand named in
     /// `arguments` does not take, with the nearest option it takes when that is close (as
     /// argument-parser suggests: fewer than 4 edits, case and `_` for `-` aside; ties go to
@@ -49,10 +54,8 @@ extension Federate {
     /// after an option that takes one, and everything after `--`, which `exec` needs (and
     /// without it, `exec`'s own complaint is the right one).
     private static func firstUnknownOption(in arguments: [String]) -> (name: String, suggestion: String?)? {
-        guard let named = arguments.dropFirst().first,
-              let subcommand = configuration.subcommands.first(where: { $0._commandName == named })
-        else { return nil }
-        if named == "exec" && !arguments.contains("--") { return nil }
+        guard let subcommand = namedSubcommand(in: arguments) else { return nil }
+        if subcommand._commandName == "exec" && !arguments.contains("--") { return nil }
         let help = helpMessage(for: subcommand, includeHidden: true, columns: 100_000)
         let known = optionNames(in: help)
         var skipValue = false
