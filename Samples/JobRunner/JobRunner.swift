@@ -71,7 +71,7 @@ struct JobRunner: AsyncParsableCommand {
             steps.detail(result)
         }
 
-        steps.next("Serve both sessions on 127.0.0.1 (a random 256-bit bearer token guards them)")
+        steps.next("Serve both sessions on 127.0.0.1 (each behind its own random 256-bit token: one child cannot read the other's session)")
         let server = try CredentialServer(
             client: client, configuration: CredentialServerConfiguration(sessions: users),
             logger: options.logger(label: "sample-jobs.server"))

@@ -11,8 +11,11 @@ import NIOCore
 
 /// Answers every request the server receives, in this order:
 ///
-/// 1. `Authorization` missing → 401, wrong → 403 (a fixed body; the path is not even looked at);
-/// 2. a path that is not `/credentials/<served session>` → 404 `NotFound`;
+/// 1. `Authorization` missing → 401, the token of no session served → 403 (a fixed body,
+///    whatever the path);
+/// 2. a path that is not `/credentials/<the session whose token came>` → 404 `NotFound`, the
+///    same whether another session is served there or none is: each session has its own
+///    token, and one child must not read, or learn of, another's session;
 /// 3. a method other than `GET` → 405 with `Allow: GET`;
 /// 4. the session's credentials as the keystore holds them now → 200; no valid ones → 404
 ///    `NoValidCredentials`, a terminated identity → 410 `IdentityTerminated`, an unreadable
@@ -29,8 +32,8 @@ struct CredentialResponder: HTTPResponder {
     static let pathPrefix = "/credentials/"
 
     let client: FederationClient
-    let token: CredentialServerToken
-    let sessions: Set<String>
+    /// Each served session's token.
+    let tokens: [String: CredentialServerToken]
     let logger: Logger
 
     func respond(to request: Request, context: Context) async throws -> Response {
@@ -47,20 +50,22 @@ struct CredentialResponder: HTTPResponder {
     }
 
     private func answer(_ request: Request) async -> Response {
-        let authorization = request.headers[.authorization]
-        guard token.isPresented(in: authorization) else {
-            let missing = authorization == nil
-            logger.debug(
-                "credential request refused",
-                metadata: ["broker.status": "\(missing ? 401 : 403)", "broker.reason": "\(missing ? "no Authorization header" : "wrong token")"])
-            return missing
-                ? Self.failure(.unauthorized, "Unauthorized", "this endpoint needs an Authorization header")
-                : Self.failure(.forbidden, "Forbidden", "the Authorization header does not match")
+        guard let authorization = request.headers[.authorization] else {
+            logger.debug("credential request refused", metadata: ["broker.status": "401", "broker.reason": "no Authorization header"])
+            return Self.failure(.unauthorized, "Unauthorized", "this endpoint needs an Authorization header")
         }
         let path = request.uri.path
-        guard path.hasPrefix(Self.pathPrefix), case let session = String(path.dropFirst(Self.pathPrefix.count)), sessions.contains(session) else {
+        let named = path.hasPrefix(Self.pathPrefix) ? String(path.dropFirst(Self.pathPrefix.count)) : nil
+        guard let session = named, let token = tokens[session], token.isPresented(in: authorization) else {
+            // Told apart only once the token is known to be some session's: without one, every
+            // path gets the same 403 (its time depends on how many sessions are served, not on
+            // which token or path came).
+            guard tokens.values.contains(where: { $0.isPresented(in: authorization) }) else {
+                logger.debug("credential request refused", metadata: ["broker.status": "403", "broker.reason": "wrong token"])
+                return Self.failure(.forbidden, "Forbidden", "the Authorization header does not match")
+            }
             logger.debug("credential request for an unknown path", metadata: ["broker.status": "404"])
-            return Self.failure(.notFound, "NotFound", "no session is served at this path")
+            return Self.failure(.notFound, "NotFound", "no session is served at this path for this token")
         }
         guard request.method == .get else {
             var response = Self.failure(.methodNotAllowed, "MethodNotAllowed", "only GET is served")

@@ -20,9 +20,12 @@ public import ServiceLifecycle
 ///
 /// - It listens on 127.0.0.1 only, on a port the system picks; ``endpoint(for:)`` tells
 ///   the URL once it listens.
-/// - Every request must carry ``authorizationToken`` (256 random bits) in its
-///   `Authorization` header, compared in constant time; a missing header gets 401 and a
-///   wrong one 403, with a fixed body and nothing else.
+/// - Every request must carry the token of the session it asks for
+///   (``authorizationToken(for:)``: 256 random bits, one per session, so that a child handed
+///   one session's endpoint cannot read another's) in its `Authorization` header, compared in
+///   constant time; a missing header gets 401 and a token of no session 403, with a fixed
+///   body and nothing else, and a session's token on another path 404, as for a session not
+///   served.
 /// - `GET /credentials/<session>` answers with the session's credentials as the keystore
 ///   holds them at that moment, so a token pushed by any process sharing the store is
 ///   served at once, and an expired, cleared, never federated or terminated session is
@@ -44,10 +47,10 @@ public final class CredentialServer: Service, Sendable {
     /// file descriptors (SwiftNIO would then retry `accept` in a busy loop).
     static let maximumAcceptedConnections = 320
 
-    /// The token every request must present; hand its value only to the child.
-    public let authorizationToken: CredentialServerToken
     /// The sessions served.
     public let sessions: [String]
+    /// Each session's token, which requests for it must present.
+    private let tokens: [String: CredentialServerToken]
 
     private let logger: Logger
     private let state = ListeningState()
@@ -84,13 +87,13 @@ public final class CredentialServer: Service, Sendable {
             }
         }
         let logger = logger ?? Logger(label: "identity-broker.credential-server", factory: { _ in SwiftLogNoOpLogHandler() })
-        let token = CredentialServerToken.random()
         var unique = [String]()
         for session in configuration.sessions where !unique.contains(session) { unique.append(session) }
-        authorizationToken = token
+        let tokens = Dictionary(uniqueKeysWithValues: unique.map { ($0, CredentialServerToken.random()) })
         sessions = unique
+        self.tokens = tokens
         self.logger = logger
-        let responder = CredentialResponder(client: client, token: token, sessions: Set(unique), logger: logger)
+        let responder = CredentialResponder(client: client, tokens: tokens, logger: logger)
         let roster = ConnectionRoster(limit: Self.maximumConnections, logger: logger)
         let idleTimeout = configuration.idleTimeout
         let application = Application(
@@ -146,16 +149,27 @@ public final class CredentialServer: Service, Sendable {
         "http://127.0.0.1:\(try await state.port())"
     }
 
+    /// The token requests for `session` must present: hand its value only to the child
+    /// that is to read `session` (``endpoint(for:)`` carries it too). Each session served has
+    /// its own, so a child holding one session's token can read no other session.
+    ///
+    /// - Throws: ``CredentialServerError/Code/sessionNotServed`` for a session not in the
+    ///   configuration.
+    public func authorizationToken(for session: String = FederationClient.defaultSession) throws(CredentialServerError) -> CredentialServerToken {
+        guard let token = tokens[session] else {
+            throw CredentialServerError(code: .sessionNotServed, message: "session '\(session)' is not served by this credential server")
+        }
+        return token
+    }
+
     /// Where `session` is served, once the server listens; waits for it.
     ///
     /// - Throws: ``CredentialServerError/Code/sessionNotServed`` for a session not in the
     ///   configuration; ``CredentialServerError/Code/notRunning`` when the server stopped
     ///   or could not listen.
     public func endpoint(for session: String = FederationClient.defaultSession) async throws(CredentialServerError) -> CredentialEndpoint {
-        guard sessions.contains(session) else {
-            throw CredentialServerError(code: .sessionNotServed, message: "session '\(session)' is not served by this credential server")
-        }
+        let token = try authorizationToken(for: session)
         let base = try await baseURL()
-        return CredentialEndpoint(session: session, url: base + CredentialResponder.pathPrefix + session, authorizationToken: authorizationToken)
+        return CredentialEndpoint(session: session, url: base + CredentialResponder.pathPrefix + session, authorizationToken: token)
     }
 }

@@ -39,7 +39,11 @@ struct ServedSession {
         } catch {
             throw CLIFailure(.usage, error.message)
         }
-        Terminal.neverShow(server.authorizationToken.value)
+        do {
+            Terminal.neverShow(try server.authorizationToken(for: session).value)
+        } catch {
+            throw CLIFailure(.internalError, "\(error.message); please report it")
+        }
     }
 
     /// The endpoint once the server listens.

@@ -52,7 +52,7 @@ final class CredentialServerTests: XCTestCase {
         XCTAssertEqual(formatter.date(from: expiration)?.timeIntervalSince1970, stored.timeIntervalSince1970.rounded(.down))
 
         // The SDKs send the token as is; `Bearer <token>` is accepted too.
-        let bearer = try await running.request("/credentials/alice", authorization: "Bearer " + running.server.authorizationToken.value)
+        let bearer = try await running.request("/credentials/alice", authorization: "Bearer " + running.token().value)
         XCTAssertEqual(bearer.status, 200)
         try await running.stop()
     }
@@ -69,12 +69,54 @@ final class CredentialServerTests: XCTestCase {
         XCTAssertEqual(bob.json["AccessKeyId"] as? String, "ASIABOBACCESSKEY00001")
         let bobEndpoint = try await running.server.endpoint(for: "bob@example.com")
         XCTAssertTrue(bobEndpoint.url.hasSuffix("/credentials/bob@example.com"))
+        XCTAssertEqual(bobEndpoint.authorizationToken.value, try running.server.authorizationToken(for: "bob@example.com").value)
         do {
             _ = try await running.server.endpoint(for: "carol")
             XCTFail("carol is not served")
         } catch {
             XCTAssertEqual(error.code, .sessionNotServed)
         }
+        XCTAssertThrowsError(try running.server.authorizationToken(for: "carol")) { error in
+            XCTAssertEqual((error as? CredentialServerError)?.code, .sessionNotServed)
+        }
+        try await running.stop()
+    }
+
+    /// One server for one child per user (the job-runner sample): a child holds its own
+    /// session's token, which reads no other session and does not tell whether another is
+    /// served (before, one token served every session).
+    func testASessionsTokenReadsThatSessionAndNoOther() async throws {
+        let client = try federatingClient(fake, keystore: InMemoryKeystore())
+        try await client.federate(token: TestJWT.valid(sub: "a"), provider: .google, session: "alice")
+        fake.setDefault(.credentials(identityId: FakeCognito.defaultIdentityId, accessKeyId: "ASIABOBACCESSKEY00001", expiration: Date().addingTimeInterval(3600)), for: .getCredentialsForIdentity)
+        try await client.federate(token: TestJWT.valid(sub: "b"), provider: .google, session: "bob")
+        let running = try start(client, sessions: ["alice", "bob"])
+        let alice = try await running.server.endpoint(for: "alice").authorizationToken.value
+        let bob = try await running.server.endpoint(for: "bob").authorizationToken.value
+        XCTAssertNotEqual(alice, bob)
+
+        let own = try await running.request("/credentials/bob", authorization: bob)
+        XCTAssertEqual(own.json["AccessKeyId"] as? String, "ASIABOBACCESSKEY00001")
+        let cases: [(String, String, String, Int)] = [
+            ("alice's token, bob's path", alice, "/credentials/bob", 404),
+            ("alice's token as a bearer, bob's path", "Bearer " + alice, "/credentials/bob", 404),
+            ("bob's token, alice's path", bob, "/credentials/alice", 404),
+            ("alice's token, a path nobody is served at", alice, "/credentials/carol", 404),
+            ("alice's token, another path", alice, "/", 404),
+        ]
+        var bodies: Set<String> = []
+        for (name, token, path, status) in cases {
+            let answer = try await running.request(path, authorization: token)
+            XCTAssertEqual(answer.status, status, name)
+            XCTAssertEqual(answer.json["code"] as? String, "NotFound", name)
+            XCTAssertNil(leakedRun(in: answer.body, of: [FakeCognito.secretKey, FakeCognito.sessionToken, alice, bob]), "\(name): \(answer.body)")
+            XCTAssertFalse(answer.body.contains("ASIA"), "\(name): \(answer.body)")
+            XCTAssertEqual(answer.header("Connection"), "close", name)
+            bodies.insert(answer.body)
+        }
+        XCTAssertEqual(bodies.count, 1, "a served session and none read the same: \(bodies)")
+        let neither = try await running.request("/credentials/bob", authorization: String(alice.reversed()))
+        XCTAssertEqual(neither.status, 403)
         try await running.stop()
     }
 
@@ -84,7 +126,7 @@ final class CredentialServerTests: XCTestCase {
         let client = try federatingClient(fake, keystore: InMemoryKeystore())
         try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         let running = try start(client)
-        let token = running.server.authorizationToken.value
+        let token = try running.token().value
         var wrong = Array(token)
         wrong[wrong.count - 1] = wrong.last == "0" ? "1" : "0"
         let cases: [(String, String??, Int)] = [
@@ -358,7 +400,7 @@ final class CredentialServerTests: XCTestCase {
     func testKeptAliveConnectionsAtTheLimitMakeRoomForANewRequest() async throws {
         let running = try await servingAlice()
         let port = try await running.port()
-        let good = "GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(running.server.authorizationToken.value)\r\n\r\n"
+        let good = try "GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(running.token().value)\r\n\r\n"
         var kept: [HalfSentRequest] = []
         for _ in 0..<CredentialServer.maximumConnections {
             kept.append(try XCTUnwrap(HalfSentRequest(port: port, sending: good), "could not connect"))
@@ -379,7 +421,7 @@ final class CredentialServerTests: XCTestCase {
     /// and says so.
     func testRefusalsCloseTheirConnectionAndAnswersKeepIt() async throws {
         let running = try await servingAlice()
-        let token = running.server.authorizationToken.value
+        let token = try running.token().value
         let cases: [(request: String, status: String, closes: Bool)] = [
             ("GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", "401", true),
             ("GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000000\r\n\r\nx", "401", true),
@@ -410,7 +452,7 @@ final class CredentialServerTests: XCTestCase {
     /// be answered); a request whose body does not parse gets one answer.
     func testNothingSentWithARefusedRequestIsAnswered() async throws {
         let running = try await servingAlice()
-        let good = "GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(running.server.authorizationToken.value)\r\n\r\n"
+        let good = try "GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(running.token().value)\r\n\r\n"
         let wrong = "GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: wrong\r\n\r\n"
         let missing = "GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
         let cases: [(name: String, requests: [String], statuses: [String], closes: Bool)] = [
@@ -462,7 +504,7 @@ final class CredentialServerTests: XCTestCase {
         let client = try federatingClient(fake, keystore: InMemoryKeystore())
         try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
         let running = try start(client, logger: logger)
-        let token = running.server.authorizationToken.value
+        let token = try running.token().value
         _ = try await running.request("/credentials/alice")
         _ = try await running.request("/credentials/alice", authorization: "wrong")
         _ = try await running.request("/credentials/alice", authorization: .none)
@@ -477,8 +519,9 @@ final class CredentialServerTests: XCTestCase {
         XCTAssertNil(leakedRun(in: text, of: [token, FakeCognito.secretKey, FakeCognito.sessionToken]), text)
         XCTAssertFalse(text.contains(FakeCognito.accessKeyId))
 
-        let endpoint = CredentialEndpoint(session: "alice", url: "http://127.0.0.1:1/credentials/alice", authorizationToken: running.server.authorizationToken)
-        for shown in ["\(running.server.authorizationToken)", String(reflecting: running.server.authorizationToken), "\(endpoint)", dumped(endpoint)] {
+        let redacted = try running.token()
+        let endpoint = CredentialEndpoint(session: "alice", url: "http://127.0.0.1:1/credentials/alice", authorizationToken: redacted)
+        for shown in ["\(redacted)", String(reflecting: redacted), "\(endpoint)", dumped(endpoint)] {
             XCTAssertNil(leakedRun(in: shown, of: [token]), shown)
         }
     }

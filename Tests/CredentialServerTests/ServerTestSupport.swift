@@ -56,7 +56,8 @@ final class RunningServer: Sendable {
         task = Task { try await server.run() }
     }
 
-    /// GET (or `method`) `path` with `authorization` (the server's token by default; `nil` for none).
+    /// GET (or `method`) `path` with `authorization` (by default the token of the session
+    /// `path` names, or of the first session served; `nil` for none).
     func request(
         _ path: String, method: String = "GET", authorization: String?? = .some(nil)
     ) async throws -> Answer {
@@ -64,12 +65,18 @@ final class RunningServer: Sendable {
         var headers: [(name: String, value: String)] = []
         switch authorization {
         case .some(.some(let value)): headers.append(("Authorization", value))
-        case .some(.none): headers.append(("Authorization", server.authorizationToken.value))
+        case .some(.none): headers.append(("Authorization", try token(for: path).value))
         case .none: break
         }
         let response = try await CurlTransport.shared.send(
             Federation.HTTPRequest(method: method, url: base + path, headers: headers, body: []))
         return Answer(status: response.status, headers: response.headers, body: String(decoding: response.body, as: UTF8.self))
+    }
+
+    /// The token of the session `path` names, or of the first session served.
+    func token(for path: String = "") throws -> CredentialServerToken {
+        let named = String(path.dropFirst(CredentialResponder.pathPrefix.count))
+        return try server.authorizationToken(for: server.sessions.contains(named) ? named : server.sessions[0])
     }
 
     /// The port it listens on.
