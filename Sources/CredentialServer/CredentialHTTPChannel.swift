@@ -36,7 +36,7 @@ struct CredentialHTTPChannel: HTTPChannelHandler {
                 withOutboundHeaderValidation: false,
                 withEncoderConfiguration: .init(),
                 withDecoderLimitConfiguration: limits)
-            try pipeline.addHandler(ConnectionPolicy())
+            try pipeline.addHandler(ConnectionPolicy(stallTimeout: idleTimeout))
             try pipeline.addHandler(HTTP1ToHTTPServerCodec(secure: false))
             try pipeline.addHandler(roster.handler())
             try pipeline.addHandler(HTTPConnectionStateHandler(idleTimeout: idleTimeout, logger: logger))
@@ -61,11 +61,28 @@ struct CredentialHTTPChannel: HTTPChannelHandler {
 ///   answer is written.
 /// - A request whose body does not parse gets the responder's answer alone (not also
 ///   Hummingbird's 400), then the connection ends.
+/// - A request with a body (the SDKs send none) ends its connection once answered, the rest
+///   of the body unread: sent a byte at a time, it would otherwise keep the connection busy
+///   for good, past the idle timeout (each byte is a new part) and out of
+///   ``ConnectionRoster``'s reach, and hold up a graceful shutdown.
+/// - A connection whose answers the client does not read is closed once it has been unable
+///   to take more output for `stallTimeout`: its answer would wait for room forever, with
+///   no idle timeout running (a request is in progress), holding up a graceful shutdown
+///   (`federate exec` would never exit after its command) and a place among the connections.
 final class ConnectionPolicy: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
     typealias OutboundIn = HTTPServerResponsePart
     typealias OutboundOut = HTTPServerResponsePart
+
+    /// How long the connection may stay unable to take more output.
+    private let stallTimeout: Duration
+    /// Closes the connection when it has been unwritable for ``stallTimeout``.
+    private var stalled: Scheduled<Void>?
+
+    init(stallTimeout: Duration) {
+        self.stallTimeout = stallTimeout
+    }
 
     private var closing = false
     /// Whether the handlers after this one were told that input ended.
@@ -82,10 +99,28 @@ final class ConnectionPolicy: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         answerPending = true
-        if !head.isKeepAlive {
+        let hasBody = !head.headers["transfer-encoding"].isEmpty || head.headers["content-length"].contains { $0 != "0" }
+        if !head.isKeepAlive || hasBody {
             head.headers.replaceOrAdd(name: "connection", value: "close")
         }
         context.fireChannelRead(wrapInboundOut(.head(head)))
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            stalled?.cancel()
+            stalled = nil
+        } else if stalled == nil {
+            stalled = context.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(stallTimeout)) {
+                context.close(promise: nil)
+            }
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        stalled?.cancel()
+        stalled = nil
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
@@ -98,7 +133,10 @@ final class ConnectionPolicy: ChannelDuplexHandler, RemovableChannelHandler {
         // after the responder's: SwiftNIO's pipelining assistance stops a debug build on
         // that, and a release build sent both. The request's answer goes out alone, then
         // the connection ends.
-        if closing { return }
+        // A connection already closed (a request cut off when it closed: "stream ended at an
+        // unexpected time") has nobody to answer; a 400 written then, during a graceful
+        // shutdown, stopped a debug build in SwiftNIO's pipelining assistance.
+        if closing || !context.channel.isActive { return }
         if answerPending {
             heldParseError = true
             return

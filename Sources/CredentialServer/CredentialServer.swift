@@ -47,6 +47,11 @@ public final class CredentialServer: Service, Sendable {
     /// file descriptors (SwiftNIO would then retry `accept` in a busy loop).
     static let maximumAcceptedConnections = 320
 
+    /// How long a graceful shutdown waits for requests in flight before it cancels them and
+    /// closes their connections: a client that never lets its answer be written must not
+    /// keep the server (and `federate exec`, after its command exited) from stopping.
+    static let longestGracefulShutdown: Duration = .seconds(10)
+
     /// The sessions served.
     public let sessions: [String]
     /// Each session's token, which requests for it must present.
@@ -111,12 +116,14 @@ public final class CredentialServer: Service, Sendable {
             },
             logger: logger
         )
-        group = ServiceGroup(configuration: ServiceGroupConfiguration(services: [application], logger: logger))
+        var groupConfiguration = ServiceGroupConfiguration(services: [application], logger: logger)
+        groupConfiguration.maximumGracefulShutdownDuration = Self.longestGracefulShutdown
+        group = ServiceGroup(configuration: groupConfiguration)
     }
 
     /// Listens and serves until ``shutdown()``, a graceful shutdown of the `ServiceGroup`
     /// running it, or cancellation of the calling task; then stops accepting connections,
-    /// lets requests in flight finish and returns.
+    /// lets requests in flight finish (for at most 10 seconds, then cancels them) and returns.
     ///
     /// - Throws: ``CredentialServerError/Code/serverFailed`` when the socket cannot be bound
     ///   or the server fails; ``CredentialServerError/Code/alreadyRan`` on a second call.
@@ -134,7 +141,8 @@ public final class CredentialServer: Service, Sendable {
         logger.debug("credential server stopped")
     }
 
-    /// Stops the server gracefully: ``run()`` returns once requests in flight are answered.
+    /// Stops the server gracefully: ``run()`` returns once requests in flight are answered,
+    /// or 10 seconds later at most.
     /// Returns at once, without waiting for that. Before ``run()``, the server stops as
     /// soon as it starts.
     public func shutdown() async {

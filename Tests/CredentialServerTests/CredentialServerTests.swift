@@ -5,7 +5,11 @@ import Foundation
 import InMemoryLogging
 import Logging
 import SecureStorage
+import Synchronization
 import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The server against real HTTP over loopback (libcurl as the client), with sessions
 /// federated through a fake Cognito into real keystores.
@@ -450,6 +454,103 @@ final class CredentialServerTests: XCTestCase {
     /// Requests sent together on one connection: a client with the token has each answered
     /// in turn; after a refusal nothing more is answered, whatever follows it (each used to
     /// be answered); a request whose body does not parse gets one answer.
+    /// A client that sends requests and never reads the answers: once the connection can
+    /// take no more output, its answer waited for room forever (no idle timeout runs while a
+    /// request is in progress), so the connection stayed open and a graceful shutdown never
+    /// ended (`federate exec` never exited after its command). It is closed after the idle
+    /// timeout's length without room.
+    func testAClientThatNeverReadsItsAnswersIsCutOffAndShutdownEnds() async throws {
+        let running = try await servingAlice(idleTimeout: .milliseconds(500))
+        let port = try await running.port()
+        let request = try "GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(running.token().value)\r\n\r\n"
+        let client = try XCTUnwrap(NonReadingClient(port: port), "could not connect")
+        // Requests until the connection fails: the sender blocks once the socket buffers are
+        // full of answers and the server stops reading requests, until the server closes.
+        let sender = Task.detached { client.sendUntilRefused(String(repeating: request, count: 8_000)) }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !client.wasRefused, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let closedByServer = client.wasRefused
+        // Unblocks the sender if the server never closed (the test then fails, not hangs).
+        client.shutDown()
+        await sender.value
+        XCTAssertTrue(closedByServer, "the server kept a connection that never read its answers")
+
+        let stopping = ContinuousClock.now
+        try await running.stop()
+        XCTAssertLessThan(ContinuousClock.now - stopping, .seconds(5), "shutdown waited for the stalled connection")
+    }
+
+    /// A request that never ends (here a keystore read that never returns) held a graceful
+    /// shutdown for good; it is cancelled after ``CredentialServer/longestGracefulShutdown``.
+    func testAGracefulShutdownWaitsForARequestInFlightOnlySoLong() async throws {
+        let spy = ScriptableKeystore(wrapping: InMemoryKeystore())
+        let client = try federatingClient(fake, keystore: spy)
+        try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
+        let running = try start(client)
+        let port = try await running.port()
+        let gate = spy.holdNextRead(ofKey: "session.alice")
+        defer { gate.release() }
+        let request = try "GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(running.token().value)\r\n\r\n"
+        let connection = try XCTUnwrap(HalfSentRequest(port: port, sending: request))
+        let arrived = await gate.arrived()
+        XCTAssertTrue(arrived, "the request did not read the store")
+
+        let stopping = ContinuousClock.now
+        let stopped = Stopped()
+        let stopper = Task {
+            try? await running.stop()
+            stopped.now()
+        }
+        let deadline = stopping + CredentialServer.longestGracefulShutdown + .seconds(20)
+        while stopped.at == nil, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let at = try XCTUnwrap(stopped.at, "the shutdown waited for the request for good")
+        XCTAssertGreaterThanOrEqual(at - stopping, CredentialServer.longestGracefulShutdown - .milliseconds(100), "the request in flight was not waited for")
+        gate.release()
+        await stopper.value
+        _ = connection
+    }
+
+    /// A server stopped while a client that pipelined requests leaves with one of them cut
+    /// in half: closing the connection made the parser report the cut request, and the
+    /// server answered it with a 400 on the closed connection, which stopped a debug build
+    /// (SwiftNIO's pipelining assistance asserts on a write after its graceful close; about
+    /// one run in three). Nothing is answered on a closed connection.
+    func testAServerStoppedWhileAClientLeavesMidPipelineStopsCleanly() async throws {
+        for _ in 0..<20 {
+            let running = try await servingAlice()
+            let port = try await running.port()
+            let request = try "GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(running.token().value)\r\n\r\n"
+            let client = try XCTUnwrap(NonReadingClient(port: port))
+            // As much as the socket buffers take at once; the server reads it a request at a
+            // time, and the last one read is most likely cut.
+            let unsent = client.send(String(repeating: request, count: 20_000), waiting: false)
+            XCTAssertLessThan(unsent, 20_000 * request.utf8.count, "nothing was sent")
+            client.shutDown()
+            try await running.stop()
+        }
+    }
+
+    /// A request with a body (the SDKs send none) sent a byte at a time kept its connection
+    /// busy for good: each byte is a new part, so the idle timeout never ran out. It is
+    /// answered, and the connection ends, the rest of the body unread.
+    func testARequestWithABodyEndsItsConnectionOnceAnswered() async throws {
+        let running = try await servingAlice()
+        let head = try "GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(running.token().value)\r\nContent-Length: 100000\r\n\r\nab"
+        let (text, closed) = try await running.exchange(head, within: .seconds(3))
+        XCTAssertTrue(text.hasPrefix("HTTP/1.1 200"), text)
+        XCTAssertTrue(text.lowercased().contains("connection: close"), text)
+        XCTAssertTrue(closed, "the connection waited for the rest of the body")
+        let chunked = try "GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(running.token().value)\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab"
+        let (chunkedText, chunkedClosed) = try await running.exchange(chunked, within: .seconds(3))
+        XCTAssertTrue(chunkedText.hasPrefix("HTTP/1.1 200"), chunkedText)
+        XCTAssertTrue(chunkedClosed, "the connection waited for the rest of the chunked body")
+        try await running.stop()
+    }
+
     func testNothingSentWithARefusedRequestIsAnswered() async throws {
         let running = try await servingAlice()
         let good = try "GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(running.token().value)\r\n\r\n"
@@ -531,4 +632,13 @@ final class CredentialServerTests: XCTestCase {
         dump(value, to: &text)
         return text
     }
+}
+
+/// When something stopped, once it has.
+private final class Stopped: Sendable {
+    private let instant = Mutex<ContinuousClock.Instant?>(nil)
+
+    var at: ContinuousClock.Instant? { instant.withLock { $0 } }
+
+    func now() { instant.withLock { $0 = .now } }
 }

@@ -499,7 +499,7 @@ final class FederateExecTests: XCTestCase {
         try login(cognito, session: "carol")
         for signal in [SIGTERM, SIGINT] {
             let serve = try BackgroundFederate(harness, ["serve", "--session", "carol"])
-            let (url, token) = try servedEndpoint(serve)
+            let (url, token) = try serve.servedEndpoint()
             XCTAssertTrue(url.hasPrefix("http://127.0.0.1:") && url.hasSuffix("/credentials/carol"), url)
             XCTAssertEqual(token.count, 64)
 
@@ -522,20 +522,6 @@ final class FederateExecTests: XCTestCase {
     }
 
     /// The URL and token `serve` exported, from its two lines.
-    private func servedEndpoint(_ serve: BackgroundFederate, file: StaticString = #filePath, line: UInt = #line) throws -> (url: String, token: String) {
-        let lines = serve.waitForLines(2, file: file, line: line)
-        XCTAssertEqual(lines.count, 2, "serve printed: \(lines); stderr: \(serve.stderr)", file: file, line: line)
-        let pattern = #"^export (AWS_CONTAINER_CREDENTIALS_FULL_URI|AWS_CONTAINER_AUTHORIZATION_TOKEN)='([^']+)'$"#
-        let regex = try NSRegularExpression(pattern: pattern)
-        var values: [String: String] = [:]
-        for text in lines {
-            let match = try XCTUnwrap(regex.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)), text, file: file, line: line)
-            let name = String(text[Range(match.range(at: 1), in: text)!])
-            values[name] = String(text[Range(match.range(at: 2), in: text)!])
-        }
-        return (try XCTUnwrap(values["AWS_CONTAINER_CREDENTIALS_FULL_URI"], file: file, line: line),
-                try XCTUnwrap(values["AWS_CONTAINER_AUTHORIZATION_TOKEN"], file: file, line: line))
-    }
 
     /// A supervisor that stops `serve` as soon as it started gets exit 0, as it does later: a
     /// stop that arrives once `federate` runs its own code waits for `serve`'s handler, while
@@ -636,29 +622,6 @@ final class FederateExecTests: XCTestCase {
             serve.signal(SIGTERM)
             XCTAssertEqual(serve.waitForExit(), 0, serve.stderr)
         }
-    }
-
-    /// docs/cli.md: a second SIGINT ends a graceful shutdown that lasts (the terminal's second
-    /// Ctrl-C) with 130. The shutdown is held by a request whose body never comes: the server
-    /// waits for it until its 10-second idle timeout.
-    func testASecondSIGINTEndsAShutdownThatLasts() throws {
-        let cognito = try countingCognito()
-        try login(cognito, session: "carol")
-        let serve = try BackgroundFederate(harness, ["serve", "--session", "carol"])
-        let (url, token) = try servedEndpoint(serve)
-        let parts = try XCTUnwrap(URLComponents(string: url))
-        let request = "GET \(parts.path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(token)\r\nContent-Length: 64\r\n\r\n{"
-        let held = try XCTUnwrap(HalfSentRequest(port: UInt16(try XCTUnwrap(parts.port)), sending: request), "could not connect to \(url)")
-        guard case .answered = held.waitForClose(within: .seconds(10)) else {
-            return XCTFail("the server did not answer the request before its body")
-        }
-
-        serve.signal(SIGINT)
-        Thread.sleep(forTimeInterval: 1)
-        XCTAssertTrue(serve.isRunning, "the shutdown did not wait for the open request, so nothing here tests a second SIGINT: \(serve.stderr)")
-        serve.signal(SIGINT)
-        XCTAssertEqual(serve.waitForExit(timeout: 5), 130, "a second SIGINT did not end the shutdown: \(serve.stderr)")
-        XCTAssertNil(leakedRun(in: serve.stderr, of: [token]))
     }
 
     func testServeWithoutCredentialsStillServesWithANote() async throws {

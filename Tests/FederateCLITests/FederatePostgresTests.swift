@@ -189,6 +189,37 @@ final class FederatePostgresTests: FederatePostgresTestCase {
         XCTAssertEqual(try logins(0, ["migrate", "--from", "none", "--to", "team"]), 1, "migrate")
     }
 
+    /// docs/cli.md: a second SIGINT ends a graceful shutdown that lasts (the terminal's second
+    /// Ctrl-C) with 130. The shutdown is held by a request whose read of the session waits on
+    /// a path to the database that stopped carrying packets (the read's operation timeout is
+    /// 10 s, and so is the longest graceful shutdown).
+    func testServeEndsAShutdownThatLastsOnASecondSIGINT() throws {
+        let cognito = try FakeCognito.served()
+        let token = TestJWT.valid(sub: "sigint-user")
+        harness.neverPrinted.append(token)
+        let proxy = try FreezableTCPProxy(targetPort: UInt16(server.port))
+        defer { proxy.stop() }
+        harness.environment["IDENTITY_BROKER_KEYSTORE"] = url.replacingOccurrences(of: ":\(server.port)/", with: ":\(proxy.port)/")
+        try harness.expect(0, loginArguments(cognito, session: "carol"), stdin: token)
+        let serve = try BackgroundFederate(harness, ["serve", "--session", "carol"])
+        let (endpoint, bearer) = try serve.servedEndpoint()
+        let parts = try XCTUnwrap(URLComponents(string: endpoint))
+        proxy.freezeExisting()
+        proxy.delayNewConnections(by: .seconds(60))
+        let request = "GET \(parts.path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(bearer)\r\n\r\n"
+        let held = try XCTUnwrap(HalfSentRequest(port: UInt16(try XCTUnwrap(parts.port)), sending: request), "could not connect to \(endpoint)")
+        guard case .stillOpen = held.waitForClose(within: .milliseconds(500)) else {
+            return XCTFail("the request was answered without reading the database")
+        }
+
+        serve.signal(SIGINT)
+        Thread.sleep(forTimeInterval: 1)
+        XCTAssertTrue(serve.isRunning, "the shutdown did not wait for the request in flight, so nothing here tests a second SIGINT: \(serve.stderr)")
+        serve.signal(SIGINT)
+        XCTAssertEqual(serve.waitForExit(timeout: 5), 130, "a second SIGINT did not end the shutdown: \(serve.stderr)")
+        XCTAssertNil(leakedRun(in: serve.stderr, of: [bearer]))
+    }
+
     /// `credentials` and `status` read a session on one connection: a damaged row fails that
     /// session alone, with the message and exit code of the full open (`--verbose` takes
     /// that path), a wrong key fails at the opening, and a bad session name is a usage error.

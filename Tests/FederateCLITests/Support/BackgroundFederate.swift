@@ -123,3 +123,21 @@ final class BackgroundFederate {
         }
     }
 }
+
+extension BackgroundFederate {
+    /// The endpoint `serve` printed: its URL and token.
+    func servedEndpoint(file: StaticString = #filePath, line: UInt = #line) throws -> (url: String, token: String) {
+        let lines = waitForLines(2, file: file, line: line)
+        XCTAssertEqual(lines.count, 2, "serve printed: \(lines); stderr: \(stderr)", file: file, line: line)
+        let pattern = #"^export (AWS_CONTAINER_CREDENTIALS_FULL_URI|AWS_CONTAINER_AUTHORIZATION_TOKEN)='([^']+)'$"#
+        let regex = try NSRegularExpression(pattern: pattern)
+        var values: [String: String] = [:]
+        for text in lines {
+            let match = try XCTUnwrap(regex.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)), text, file: file, line: line)
+            let name = String(text[Range(match.range(at: 1), in: text)!])
+            values[name] = String(text[Range(match.range(at: 2), in: text)!])
+        }
+        return (try XCTUnwrap(values["AWS_CONTAINER_CREDENTIALS_FULL_URI"], file: file, line: line),
+                try XCTUnwrap(values["AWS_CONTAINER_AUTHORIZATION_TOKEN"], file: file, line: line))
+    }
+}
