@@ -54,16 +54,20 @@ struct CredentialResponder: HTTPResponder {
             logger.debug("credential request refused", metadata: ["broker.status": "401", "broker.reason": "no Authorization header"])
             return Self.failure(.unauthorized, "Unauthorized", "this endpoint needs an Authorization header")
         }
-        let path = request.uri.path
-        let named = path.hasPrefix(Self.pathPrefix) ? String(path.dropFirst(Self.pathPrefix.count)) : nil
-        guard let session = named, let token = tokens[session], token.isPresented(in: authorization) else {
-            // Told apart only once the token is known to be some session's: without one, every
-            // path gets the same 403 (its time depends on how many sessions are served, not on
-            // which token or path came).
-            guard tokens.values.contains(where: { $0.isPresented(in: authorization) }) else {
-                logger.debug("credential request refused", metadata: ["broker.status": "403", "broker.reason": "wrong token"])
-                return Self.failure(.forbidden, "Forbidden", "the Authorization header does not match")
+        // The session whose token came, found by comparing every token (none skipped, none
+        // looked up by the path), so that how long a refusal takes depends only on how many
+        // sessions are served: not on the path, nor on whether a session is served there.
+        var owner: String?
+        if let presented = CredentialServerToken.presented(in: authorization) {
+            for (session, token) in tokens where token.matches(presented) {
+                owner = session
             }
+        }
+        guard let session = owner else {
+            logger.debug("credential request refused", metadata: ["broker.status": "403", "broker.reason": "wrong token"])
+            return Self.failure(.forbidden, "Forbidden", "the Authorization header does not match")
+        }
+        guard request.uri.path == Self.pathPrefix + session else {
             logger.debug("credential request for an unknown path", metadata: ["broker.status": "404"])
             return Self.failure(.notFound, "NotFound", "no session is served at this path for this token")
         }

@@ -123,7 +123,8 @@ public final class CredentialServer: Service, Sendable {
 
     /// Listens and serves until ``shutdown()``, a graceful shutdown of the `ServiceGroup`
     /// running it, or cancellation of the calling task; then stops accepting connections,
-    /// lets requests in flight finish (for at most 10 seconds, then cancels them) and returns.
+    /// lets requests in flight finish (cancelling those still running after 10 seconds) and
+    /// returns.
     ///
     /// - Throws: ``CredentialServerError/Code/serverFailed`` when the socket cannot be bound
     ///   or the server fails; ``CredentialServerError/Code/alreadyRan`` on a second call.
@@ -141,8 +142,8 @@ public final class CredentialServer: Service, Sendable {
         logger.debug("credential server stopped")
     }
 
-    /// Stops the server gracefully: ``run()`` returns once requests in flight are answered,
-    /// or 10 seconds later at most.
+    /// Stops the server gracefully: ``run()`` returns once requests in flight are answered;
+    /// those still running after 10 seconds are cancelled.
     /// Returns at once, without waiting for that. Before ``run()``, the server stops as
     /// soon as it starts.
     public func shutdown() async {

@@ -43,12 +43,34 @@ public struct CredentialServerToken: Sendable {
     /// The comparison takes the same time whatever the position of the first differing
     /// byte (``ConstantTime/equals(_:_:)``), so response times tell nothing about the token.
     public func isPresented(in authorization: String?) -> Bool {
-        guard let authorization else { return false }
-        var presented = Substring(authorization)
-        if presented.count > 7, presented.prefix(7).lowercased() == "bearer " {
-            presented = presented.dropFirst(7)
+        guard let authorization, let presented = Self.presented(in: authorization) else { return false }
+        return matches(presented)
+    }
+
+    /// Whether `presented` (from ``presented(in:)``) is this token, in constant time.
+    func matches(_ presented: [UInt8]) -> Bool {
+        ConstantTime.equals(presented, Array(value.utf8))
+    }
+
+    /// The token bytes an `Authorization` value presents (the value itself, or what follows
+    /// `Bearer `, in any case), or `nil` when its length cannot be a token's. Looked at by
+    /// length first, which is public (every token has 64 characters): a long value costs no
+    /// more than a short one, so the time of a refusal tells nothing.
+    static func presented(in authorization: String) -> [UInt8]? {
+        let bytes = authorization.utf8
+        let tokenLength = byteCount * 2
+        let bearer = "bearer ".utf8
+        switch bytes.count {
+        case tokenLength:
+            return Array(bytes)
+        case bearer.count + tokenLength:
+            let scheme = bytes.prefix(bearer.count)
+            let lowered = scheme.map { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) ? $0 | 0x20 : $0 }
+            guard lowered.elementsEqual(bearer) else { return nil }
+            return Array(bytes.dropFirst(bearer.count))
+        default:
+            return nil
         }
-        return ConstantTime.equals(Array(presented.utf8), Array(value.utf8))
     }
 }
 

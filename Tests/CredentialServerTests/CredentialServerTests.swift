@@ -119,8 +119,14 @@ final class CredentialServerTests: XCTestCase {
             bodies.insert(answer.body)
         }
         XCTAssertEqual(bodies.count, 1, "a served session and none read the same: \(bodies)")
-        let neither = try await running.request("/credentials/bob", authorization: String(alice.reversed()))
-        XCTAssertEqual(neither.status, 403)
+        // Without a served session's token, a served session's path and any other read the same.
+        var refusals: Set<String> = []
+        for path in ["/credentials/bob", "/credentials/alice", "/credentials/carol", "/"] {
+            let neither = try await running.request(path, authorization: String(alice.reversed()))
+            XCTAssertEqual(neither.status, 403, path)
+            refusals.insert(neither.body)
+        }
+        XCTAssertEqual(refusals.count, 1, "a refusal told served paths apart: \(refusals)")
         try await running.stop()
     }
 
@@ -451,9 +457,6 @@ final class CredentialServerTests: XCTestCase {
         try await running.stop()
     }
 
-    /// Requests sent together on one connection: a client with the token has each answered
-    /// in turn; after a refusal nothing more is answered, whatever follows it (each used to
-    /// be answered); a request whose body does not parse gets one answer.
     /// A client that sends requests and never reads the answers: once the connection can
     /// take no more output, its answer waited for room forever (no idle timeout runs while a
     /// request is in progress), so the connection stayed open and a graceful shutdown never
@@ -466,7 +469,13 @@ final class CredentialServerTests: XCTestCase {
         let client = try XCTUnwrap(NonReadingClient(port: port), "could not connect")
         // Requests until the connection fails: the sender blocks once the socket buffers are
         // full of answers and the server stops reading requests, until the server closes.
-        let sender = Task.detached { client.sendUntilRefused(String(repeating: request, count: 8_000)) }
+        // On a thread of its own: a blocking send must not hold one of the cooperative pool's
+        // few threads, which the server needs.
+        let sent = AsyncStream<Void>.makeStream()
+        Thread.detachNewThread {
+            client.sendUntilRefused(String(repeating: request, count: 8_000))
+            sent.continuation.finish()
+        }
         let deadline = ContinuousClock.now + .seconds(20)
         while !client.wasRefused, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(50))
@@ -474,7 +483,7 @@ final class CredentialServerTests: XCTestCase {
         let closedByServer = client.wasRefused
         // Unblocks the sender if the server never closed (the test then fails, not hangs).
         client.shutDown()
-        await sender.value
+        for await _ in sent.stream {}
         XCTAssertTrue(closedByServer, "the server kept a connection that never read its answers")
 
         let stopping = ContinuousClock.now
@@ -521,7 +530,8 @@ final class CredentialServerTests: XCTestCase {
     /// one run in three). Nothing is answered on a closed connection.
     func testAServerStoppedWhileAClientLeavesMidPipelineStopsCleanly() async throws {
         for _ in 0..<20 {
-            let running = try await servingAlice()
+            // A short idle timeout: a connection left stalled is closed at once.
+            let running = try await servingAlice(idleTimeout: .milliseconds(500))
             let port = try await running.port()
             let request = try "GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(running.token().value)\r\n\r\n"
             let client = try XCTUnwrap(NonReadingClient(port: port))
@@ -544,6 +554,11 @@ final class CredentialServerTests: XCTestCase {
         XCTAssertTrue(text.hasPrefix("HTTP/1.1 200"), text)
         XCTAssertTrue(text.lowercased().contains("connection: close"), text)
         XCTAssertTrue(closed, "the connection waited for the rest of the body")
+        // An empty body is no body: the connection stays.
+        let empty = try "GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(running.token().value)\r\nContent-Length: 0\r\n\r\n"
+        let (emptyText, emptyClosed) = try await running.exchange(empty, within: .seconds(1))
+        XCTAssertTrue(emptyText.hasPrefix("HTTP/1.1 200"), emptyText)
+        XCTAssertFalse(emptyClosed, "a request with Content-Length: 0 lost its connection")
         let chunked = try "GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(running.token().value)\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab"
         let (chunkedText, chunkedClosed) = try await running.exchange(chunked, within: .seconds(3))
         XCTAssertTrue(chunkedText.hasPrefix("HTTP/1.1 200"), chunkedText)
@@ -551,6 +566,9 @@ final class CredentialServerTests: XCTestCase {
         try await running.stop()
     }
 
+    /// Requests sent together on one connection: a client with the token has each answered
+    /// in turn; after a refusal nothing more is answered, whatever follows it (each used to
+    /// be answered); a request whose body does not parse gets one answer.
     func testNothingSentWithARefusedRequestIsAnswered() async throws {
         let running = try await servingAlice()
         let good = try "GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(running.token().value)\r\n\r\n"

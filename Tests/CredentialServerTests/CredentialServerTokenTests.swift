@@ -36,6 +36,16 @@ final class CredentialServerTokenTests: XCTestCase {
         XCTAssertFalse(token.isPresented(in: value + " "))
         XCTAssertFalse(token.isPresented(in: value.uppercased() == value ? "x" : value.uppercased()))
         XCTAssertFalse(token.isPresented(in: "Bearer Bearer " + value))
+        XCTAssertTrue(token.isPresented(in: "BEARER " + value))
+        XCTAssertFalse(token.isPresented(in: "Bearer\u{0}" + value), "only a space ends the scheme")
+        XCTAssertFalse(token.isPresented(in: "Basic  " + value))
+        XCTAssertFalse(token.isPresented(in: "Beärer " + value), "a scheme of other bytes, the same length in characters")
+        // A value whose length cannot be a token's is refused before any comparison (the
+        // time of a refusal must not grow with what the client sends).
+        for length in [0, 63, 65, 70, 72, 80_000] {
+            XCTAssertNil(CredentialServerToken.presented(in: String(repeating: "a", count: length)), "\(length) bytes")
+        }
+        XCTAssertEqual(CredentialServerToken.presented(in: "bEaReR " + value), Array(value.utf8))
         // A difference at any position, and any other length, is refused.
         let bytes = Array(value.utf8)
         for index in bytes.indices {
