@@ -21,17 +21,9 @@ package final class HalfSentRequest: Sendable {
     private let opened = ContinuousClock.now
 
     package init?(port: UInt16, sending text: String = "GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\n") {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return nil }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
+        guard let fd = LoopbackSocket.connect(port: port) else { return nil }
         let start = Array(text.utf8)
-        guard connected == 0, send(fd, start, start.count, 0) == start.count else {
+        guard send(fd, start, start.count, 0) == start.count else {
             close(fd)
             return nil
         }

@@ -170,9 +170,8 @@ final class FederatePostgresTests: FederatePostgresTestCase {
         let token = TestJWT.valid(sub: "logins-user")
         harness.neverPrinted.append(token)
         // Every connection goes through a proxy that counts them (a login each).
-        let proxy = try FreezableTCPProxy(targetPort: UInt16(server.port))
+        let proxy = try keystoreThroughProxy()
         defer { proxy.stop() }
-        harness.environment["IDENTITY_BROKER_KEYSTORE"] = url.replacingOccurrences(of: ":\(server.port)/", with: ":\(proxy.port)/")
         func logins(_ status: Int32, _ arguments: [String], stdin: String? = nil) throws -> Int {
             let before = proxy.connectionsCarried
             try harness.expect(status, arguments, stdin: stdin)
@@ -197,9 +196,8 @@ final class FederatePostgresTests: FederatePostgresTestCase {
         let cognito = try FakeCognito.served()
         let token = TestJWT.valid(sub: "sigint-user")
         harness.neverPrinted.append(token)
-        let proxy = try FreezableTCPProxy(targetPort: UInt16(server.port))
+        let proxy = try keystoreThroughProxy()
         defer { proxy.stop() }
-        harness.environment["IDENTITY_BROKER_KEYSTORE"] = url.replacingOccurrences(of: ":\(server.port)/", with: ":\(proxy.port)/")
         try harness.expect(0, loginArguments(cognito, session: "carol"), stdin: token)
         let serve = try BackgroundFederate(harness, ["serve", "--session", "carol"])
         let (endpoint, bearer) = try serve.servedEndpoint()

@@ -71,6 +71,13 @@ class FederatePostgresTestCase: XCTestCase {
         Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
     }
 
+    /// A proxy in front of the database, with the harness's keystore URL pointed through it.
+    func keystoreThroughProxy() throws -> FreezableTCPProxy {
+        let proxy = try FreezableTCPProxy(targetPort: UInt16(server.port))
+        harness.environment["IDENTITY_BROKER_KEYSTORE"] = url.replacingOccurrences(of: ":\(server.port)/", with: ":\(proxy.port)/")
+        return proxy
+    }
+
     func loginArguments(_ cognito: LoopbackHTTPServer, session: String) -> [String] {
         loginArguments(endpoint: cognito.url(), session: session)
     }
