@@ -47,11 +47,6 @@ public final class CredentialServer: Service, Sendable {
     /// file descriptors (SwiftNIO would then retry `accept` in a busy loop).
     static let maximumAcceptedConnections = 320
 
-    /// How long a graceful shutdown waits for requests in flight before it cancels them and
-    /// closes their connections: a client that never lets its answer be written must not
-    /// keep the server (and `federate exec`, after its command exited) from stopping.
-    static let longestGracefulShutdown: Duration = .seconds(10)
-
     /// The sessions served.
     public let sessions: [String]
     /// Each session's token, which requests for it must present.
@@ -72,7 +67,8 @@ public final class CredentialServer: Service, Sendable {
     ///   - logger: where to log, at debug level (each request's session and status, the
     ///     listening address); nothing is logged when `nil`. Never a secret.
     /// - Throws: ``CredentialServerError/Code/invalidConfiguration`` for no session, a
-    ///   name that breaks ``SessionName``'s rule, or an `idleTimeout` that is not positive.
+    ///   name that breaks ``SessionName``'s rule, or an `idleTimeout` or
+    ///   `gracefulShutdownLimit` that is not positive.
     public init(
         client: FederationClient,
         configuration: CredentialServerConfiguration = CredentialServerConfiguration(),
@@ -83,6 +79,9 @@ public final class CredentialServer: Service, Sendable {
         }
         guard configuration.idleTimeout > .zero else {
             throw CredentialServerError(code: .invalidConfiguration, message: "the idle timeout must be longer than zero")
+        }
+        guard configuration.gracefulShutdownLimit > .zero else {
+            throw CredentialServerError(code: .invalidConfiguration, message: "the graceful shutdown limit must be longer than zero")
         }
         for session in configuration.sessions {
             do {
@@ -117,14 +116,14 @@ public final class CredentialServer: Service, Sendable {
             logger: logger
         )
         var groupConfiguration = ServiceGroupConfiguration(services: [application], logger: logger)
-        groupConfiguration.maximumGracefulShutdownDuration = Self.longestGracefulShutdown
+        groupConfiguration.maximumGracefulShutdownDuration = configuration.gracefulShutdownLimit
         group = ServiceGroup(configuration: groupConfiguration)
     }
 
     /// Listens and serves until ``shutdown()``, a graceful shutdown of the `ServiceGroup`
     /// running it, or cancellation of the calling task; then stops accepting connections,
-    /// lets requests in flight finish (cancelling those still running after 10 seconds) and
-    /// returns.
+    /// lets requests in flight finish (cancelling those still running after the
+    /// configuration's ``CredentialServerConfiguration/gracefulShutdownLimit``) and returns.
     ///
     /// - Throws: ``CredentialServerError/Code/serverFailed`` when the socket cannot be bound
     ///   or the server fails; ``CredentialServerError/Code/alreadyRan`` on a second call.
@@ -143,7 +142,8 @@ public final class CredentialServer: Service, Sendable {
     }
 
     /// Stops the server gracefully: ``run()`` returns once requests in flight are answered;
-    /// those still running after 10 seconds are cancelled.
+    /// those still running after ``CredentialServerConfiguration/gracefulShutdownLimit``
+    /// are cancelled.
     /// Returns at once, without waiting for that. Before ``run()``, the server stops as
     /// soon as it starts.
     public func shutdown() async {

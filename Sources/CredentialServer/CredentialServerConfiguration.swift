@@ -18,6 +18,15 @@ public struct CredentialServerConfiguration: Sendable, Hashable {
     /// its request as soon as it connects, so it never comes near this.
     public var idleTimeout: Duration = .seconds(10)
 
+    /// How long a graceful shutdown lets requests in flight finish before it cancels them;
+    /// must be positive. Default: 10 seconds.
+    ///
+    /// A request can outlast any wait for it (a keystore that does not answer, a client
+    /// that does not let its answer be written): without a limit, a shutdown, and
+    /// `federate exec` after its command exited, could wait for it for good. Longer than
+    /// the keystore's own timeouts lets a slow read still be answered.
+    public var gracefulShutdownLimit: Duration = .seconds(10)
+
     /// Serves `sessions` (default: ``FederationClient/defaultSession``).
     public init(sessions: [String] = [FederationClient.defaultSession]) {
         self.sessions = sessions

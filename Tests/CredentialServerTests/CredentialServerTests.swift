@@ -492,12 +492,15 @@ final class CredentialServerTests: XCTestCase {
     }
 
     /// A request that never ends (here a keystore read that never returns) held a graceful
-    /// shutdown for good; it is cancelled after ``CredentialServer/longestGracefulShutdown``.
+    /// shutdown for good; it is cancelled after the configuration's `gracefulShutdownLimit`.
     func testAGracefulShutdownWaitsForARequestInFlightOnlySoLong() async throws {
         let spy = ScriptableKeystore(wrapping: InMemoryKeystore())
         let client = try federatingClient(fake, keystore: spy)
         try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice")
-        let running = try start(client)
+        var configuration = CredentialServerConfiguration(session: "alice")
+        let limit = Duration.seconds(2)
+        configuration.gracefulShutdownLimit = limit
+        let running = RunningServer(try CredentialServer(client: client, configuration: configuration))
         let port = try await running.port()
         let gate = spy.holdNextRead(ofKey: "session.alice")
         defer { gate.release() }
@@ -512,12 +515,12 @@ final class CredentialServerTests: XCTestCase {
             try? await running.stop()
             stopped.now()
         }
-        let deadline = stopping + CredentialServer.longestGracefulShutdown + .seconds(20)
+        let deadline = stopping + limit + .seconds(20)
         while stopped.at == nil, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(100))
         }
         let at = try XCTUnwrap(stopped.at, "the shutdown waited for the request for good")
-        XCTAssertGreaterThanOrEqual(at - stopping, CredentialServer.longestGracefulShutdown - .milliseconds(100), "the request in flight was not waited for")
+        XCTAssertGreaterThanOrEqual(at - stopping, limit - .milliseconds(100), "the request in flight was not waited for")
         gate.release()
         await stopper.value
         _ = connection
@@ -610,6 +613,12 @@ final class CredentialServerTests: XCTestCase {
             configuration.idleTimeout = timeout
             assertThrows(CredentialServerError.self, code: .invalidConfiguration) {
                 try CredentialServer(client: client, configuration: configuration)
+            }
+            // Nor is a shutdown limit of zero or less one: it would cancel every request at once.
+            var limited = CredentialServerConfiguration(session: "alice")
+            limited.gracefulShutdownLimit = timeout
+            assertThrows(CredentialServerError.self, code: .invalidConfiguration) {
+                try CredentialServer(client: client, configuration: limited)
             }
         }
     }
