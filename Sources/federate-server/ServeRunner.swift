@@ -34,6 +34,8 @@ enum ServeRunner {
                 _ = await serving.result
                 return
             }
+            // Said where the token is written, not for a serve that stops before.
+            if let exposure = TokenDestination.exposure() { Terminal.note(exposure) }
             try Terminal.out(
                 "export \(CredentialEndpoint.fullURIVariable)=\(Rendering.shellQuoted(endpoint.url))\n"
                     + "export \(CredentialEndpoint.authorizationTokenVariable)=\(Rendering.shellQuoted(endpoint.authorizationToken.value))\n")

@@ -624,6 +624,21 @@ final class FederateExecTests: XCTestCase {
         }
     }
 
+    /// `serve > /tmp/x.env` under umask 022 writes the token to a file others may read: it
+    /// serves, with a note that says so and what to do; a file only the user reads gets none.
+    func testServeNotesAFileOthersMayRead() throws {
+        let cognito = try countingCognito()
+        try login(cognito, session: "carol")
+        for (permissions, noted) in [(0o644, true), (0o640, true), (0o600, false)] {
+            let serve = try BackgroundFederate(harness, ["serve", "--session", "carol"], outputPermissions: permissions)
+            let (_, token) = try serve.servedEndpoint()
+            serve.signal(SIGTERM)
+            XCTAssertEqual(serve.waitForExit(), 0, serve.stderr)
+            XCTAssertEqual(serve.stderr.contains("may read (mode 0\(String(permissions, radix: 8)))"), noted, "mode \(String(permissions, radix: 8)): \(serve.stderr)")
+            XCTAssertNil(leakedRun(in: serve.stderr, of: [token]))
+        }
+    }
+
     func testServeWithoutCredentialsStillServesWithANote() async throws {
         let serve = try BackgroundFederate(harness, ["serve", "--session", "later"])
         let lines = serve.waitForLines(2)

@@ -19,14 +19,21 @@ final class BackgroundFederate {
     private let errPath: String
     private var handles: [FileHandle] = []
 
-    init(_ harness: FederateHarness, _ arguments: [String], environment overrides: [String: String?] = [:]) throws {
+    /// - Parameter outputPermissions: The mode of the files stdout and stderr go to (only the
+    ///   user may read them, as `serve`'s token file should be, unless a test says otherwise).
+    init(
+        _ harness: FederateHarness, _ arguments: [String], environment overrides: [String: String?] = [:],
+        outputPermissions: Int = 0o600
+    ) throws {
         self.arguments = arguments
         self.harness = harness
         let tag = UUID().uuidString
         outPath = harness.directory + "/.bg-out-\(tag)"
         errPath = harness.directory + "/.bg-err-\(tag)"
-        _ = FileManager.default.createFile(atPath: outPath, contents: nil)
-        _ = FileManager.default.createFile(atPath: errPath, contents: nil)
+        for path in [outPath, errPath] {
+            _ = FileManager.default.createFile(atPath: path, contents: nil)
+            try FileManager.default.setAttributes([.posixPermissions: outputPermissions], ofItemAtPath: path)
+        }
         process.executableURL = URL(fileURLWithPath: harness.binary)
         process.arguments = arguments
         var environment = harness.environment
