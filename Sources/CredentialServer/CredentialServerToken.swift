@@ -33,8 +33,12 @@ public struct CredentialServerToken: Sendable {
         return CredentialServerToken(value: String(decoding: text, as: UTF8.self))
     }
 
+    /// ``value``'s bytes, kept for the comparisons of every request.
+    private let bytes: [UInt8]
+
     init(value: String) {
         self.value = value
+        bytes = Array(value.utf8)
     }
 
     /// Whether an `Authorization` header value presents this token: the token itself (as
@@ -49,7 +53,7 @@ public struct CredentialServerToken: Sendable {
 
     /// Whether `presented` (from ``presented(in:)``) is this token, in constant time.
     func matches(_ presented: [UInt8]) -> Bool {
-        ConstantTime.equals(presented, Array(value.utf8))
+        ConstantTime.equals(presented, bytes)
     }
 
     /// The token bytes an `Authorization` value presents (the value itself, or what follows
