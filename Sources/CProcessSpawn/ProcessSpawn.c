@@ -1,78 +1,315 @@
-// posix_spawn's close-from file action behind a prefixed name, PR_SET_DUMPABLE, and the
-// executables' start (see the header).
+// Starting exec's command bound to this process, PR_SET_DUMPABLE, and the executables'
+// start (see the header).
 #define _GNU_SOURCE
 #include "CProcessSpawn.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #ifdef __linux__
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #endif
 
-static int is_kept(int fd, const int *keep, int count) {
+// MARK: - Starting a command bound to this process
+
+#ifdef __linux__
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+#endif
+
+/// What the thread that forks needs; lives on the caller's stack until the report is read.
+struct spawn_request {
+    char **candidates;      // paths to try in order (PATH lookup done before the fork)
+    int candidate_count;
+    char *const *argv;
+    char *const *envp;
+    int *keep;              // kept descriptors from 3 up, ascending, the status pipe among them
+    int keep_count;
+    const int *ignored;
+    int ignored_count;
+    pid_t parent;
+    int report;             // write end of the pipe the outcome goes to the caller by
+};
+
+struct spawn_outcome {
+    pid_t pid;
+    int code;
+};
+
+static int contains(const int *values, int count, int value) {
     for (int index = 0; index < count; index++) {
-        if (keep[index] == fd) {
-            return 1;
-        }
+        if (values[index] == value) return 1;
     }
     return 0;
 }
 
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
-
-int ib_spawn_file_actions_close_except(posix_spawn_file_actions_t *actions, const int *keep, int count) {
-    int highest = 2;
-    for (int index = 0; index < count; index++) {
-        if (keep[index] > highest) {
-            highest = keep[index];
-        }
+/// Closes every descriptor from 3 up that is not kept. Only async-signal-safe calls: it runs
+/// in the forked child of a multi-threaded process.
+static void close_all_but(const int *keep, int count) {
+#ifdef __linux__
+    unsigned int low = 3;
+    int ranges_closed = 1;
+    for (int index = 0; index <= count && ranges_closed; index++) {
+        unsigned int high = index < count ? (unsigned int)keep[index] - 1 : ~0U;
+        if (index < count && (unsigned int)keep[index] < low) continue;
+        if (high >= low && syscall(SYS_close_range, low, high, 0) != 0) ranges_closed = 0;
+        if (index < count) low = (unsigned int)keep[index] + 1;
     }
-    // A close action for a descriptor that is not open is not an error (glibc ignores EBADF
-    // within the table's range).
-    for (int fd = 3; fd < highest; fd++) {
-        if (!is_kept(fd, keep, count)) {
-            int code = posix_spawn_file_actions_addclose(actions, fd);
-            if (code != 0) {
-                return code;
+    if (ranges_closed) return;
+    // Kernels before 5.9: the open descriptors as /proc lists them, read with getdents64
+    // (opendir allocates). Closing while listing is safe: entries are numbers, read in order.
+    int directory = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (directory >= 0) {
+        char buffer[4096] __attribute__((aligned(8)));
+        long read_bytes;
+        while ((read_bytes = syscall(SYS_getdents64, directory, buffer, sizeof buffer)) > 0) {
+            for (long offset = 0; offset < read_bytes;) {
+                struct linux_dirent64_view {
+                    unsigned long long inode;
+                    long long next;
+                    unsigned short length;
+                    unsigned char type;
+                    char name[];
+                } *entry = (void *)(buffer + offset);
+                offset += entry->length;
+                int fd = 0, digits = 0;
+                for (const char *c = entry->name; *c >= '0' && *c <= '9'; c++, digits++) fd = fd * 10 + (*c - '0');
+                if (digits == 0 || entry->name[digits] != '\0') continue;
+                if (fd >= 3 && fd != directory && !contains(keep, count, fd)) close(fd);
             }
         }
+        close(directory);
+        if (read_bytes == 0) return;
     }
-    return posix_spawn_file_actions_addclosefrom_np(actions, highest + 1);
-}
-
-#else
-
-int ib_spawn_file_actions_close_except(posix_spawn_file_actions_t *actions, const int *keep, int count) {
-    (void)actions;
-    DIR *directory = opendir("/proc/self/fd");
-    if (directory == NULL) {
-        directory = opendir("/dev/fd");
-    }
-    if (directory == NULL) {
-        return errno;
-    }
-    int own = dirfd(directory);
-    struct dirent *entry;
-    while ((entry = readdir(directory)) != NULL) {
-        char *end;
-        long fd = strtol(entry->d_name, &end, 10);
-        if (*end != '\0' || end == entry->d_name || fd < 3 || fd == own || is_kept((int)fd, keep, count)) {
-            continue;
-        }
-        int flags = fcntl((int)fd, F_GETFD);
-        if (flags >= 0) {
-            (void)fcntl((int)fd, F_SETFD, flags | FD_CLOEXEC);
-        }
-    }
-    closedir(directory);
-    return 0;
-}
-
 #endif
+    // Neither: every number up to the limit.
+    struct rlimit limit;
+    int highest = getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < 1 << 20
+        ? (int)limit.rlim_cur : 1 << 20;
+    for (int fd = 3; fd < highest; fd++) {
+        if (!contains(keep, count, fd)) close(fd);
+    }
+}
+
+/// In the forked child: only async-signal-safe calls until `execve`.
+static void run_child(const struct spawn_request *request, int status) {
+    int code = 0;
+#ifdef __linux__
+    // Dies with the thread that forked it, which lives until the child ends: when `federate`
+    // is killed, the command goes too instead of asking a port someone else may hold next.
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
+        code = errno;
+        goto failed;
+    }
+    // The parent may have died before the line above: then nothing would ever send it.
+    if (getppid() != request->parent) _exit(127);
+#endif
+    for (int signo = 1; signo < 32; signo++) {
+        if (signo == SIGKILL || signo == SIGSTOP) continue;
+        struct sigaction action;
+        memset(&action, 0, sizeof action);
+        action.sa_handler = contains(request->ignored, request->ignored_count, signo) ? SIG_IGN : SIG_DFL;
+        sigemptyset(&action.sa_mask);
+        (void)sigaction(signo, &action, NULL);
+    }
+    close_all_but(request->keep, request->keep_count);
+    sigset_t empty;
+    sigemptyset(&empty);
+    sigprocmask(SIG_SETMASK, &empty, NULL);
+    // As execvp: a candidate that is missing or not a directory passes to the next, EACCES is
+    // remembered, any other failure ends the search. Unlike execvp, ENOEXEC does not retry
+    // with /bin/sh (neither does posix_spawnp).
+    int denied = 0;
+    code = ENOENT;
+    for (int index = 0; index < request->candidate_count; index++) {
+        execve(request->candidates[index], request->argv, request->envp);
+        code = errno;
+        if (code == EACCES) {
+            denied = 1;
+        } else if (code != ENOENT && code != ENOTDIR && code != ESTALE && code != ENODEV && code != ETIMEDOUT && code != ENAMETOOLONG && code != ELOOP) {
+            goto failed;
+        }
+    }
+    if (denied) code = EACCES;
+failed:
+    while (write(status, &code, sizeof code) < 0 && errno == EINTR) {}
+    _exit(127);
+}
+
+/// Forks, reports to the caller, then stays until the child has ended (see the header).
+static void *spawner(void *argument) {
+    struct spawn_request *request = argument;
+    int report = request->report;
+    struct spawn_outcome outcome = { .pid = -1, .code = 0 };
+    int status[2];
+    if (pipe2(status, O_CLOEXEC) != 0) {
+        outcome.code = errno;
+    } else {
+        // The status pipe's write end must survive the closing in the child, until execve.
+        int kept = request->keep_count;
+        request->keep[kept] = status[1];
+        for (int index = kept; index > 0 && request->keep[index - 1] > request->keep[index]; index--) {
+            int swap = request->keep[index - 1];
+            request->keep[index - 1] = request->keep[index];
+            request->keep[index] = swap;
+        }
+        request->keep_count = kept + 1;
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(status[0]);
+            run_child(request, status[1]);
+        }
+        int fork_error = errno;
+        close(status[1]);
+        if (pid < 0) {
+            outcome.code = fork_error;
+        } else {
+            int code = 0;
+            ssize_t got;
+            while ((got = read(status[0], &code, sizeof code)) < 0 && errno == EINTR) {}
+            if (got == (ssize_t)sizeof code) {
+                int ignored;
+                while (waitpid(pid, &ignored, 0) < 0 && errno == EINTR) {}
+                outcome.code = code != 0 ? code : EINVAL;
+            } else {
+                outcome.pid = pid;
+            }
+        }
+        close(status[0]);
+    }
+    // The request belongs to the caller again once the outcome is written.
+    ssize_t written;
+    while ((written = write(report, &outcome, sizeof outcome)) < 0 && errno == EINTR) {}
+    close(report);
+    if (outcome.pid > 0) {
+        siginfo_t info;
+        while (waitid(P_PID, (id_t)outcome.pid, &info, WEXITED | WNOWAIT) < 0 && errno == EINTR) {}
+    }
+    return NULL;
+}
+
+/// The paths execvp would try for `file`, in order; `*error` is the errno for none.
+static char **lookup_candidates(const char *file, int *count, int *error) {
+    *count = 0;
+    *error = ENOENT;
+    if (file[0] == '\0') return NULL;
+    if (strchr(file, '/') != NULL) {
+        char **single = malloc(sizeof(char *));
+        if (single == NULL || (single[0] = strdup(file)) == NULL) {
+            free(single);
+            *error = ENOMEM;
+            return NULL;
+        }
+        *count = 1;
+        return single;
+    }
+    const char *path = getenv("PATH");
+    if (path == NULL) path = "/bin:/usr/bin";
+    size_t entries = 1;
+    for (const char *c = path; *c; c++) entries += *c == ':';
+    char **candidates = calloc(entries, sizeof(char *));
+    if (candidates == NULL) {
+        *error = ENOMEM;
+        return NULL;
+    }
+    size_t file_length = strlen(file);
+    const char *start = path;
+    for (size_t index = 0; index < entries; index++) {
+        const char *end = strchr(start, ':');
+        size_t length = end != NULL ? (size_t)(end - start) : strlen(start);
+        // An empty entry is the current directory, as for execvp.
+        char *candidate = malloc(length + file_length + 2);
+        if (candidate == NULL) {
+            for (int done = 0; done < *count; done++) free(candidates[done]);
+            free(candidates);
+            *count = 0;
+            *error = ENOMEM;
+            return NULL;
+        }
+        memcpy(candidate, start, length);
+        size_t at = length;
+        if (length > 0) candidate[at++] = '/';
+        memcpy(candidate + at, file, file_length + 1);
+        candidates[(*count)++] = candidate;
+        start = end != NULL ? end + 1 : start + length;
+    }
+    return candidates;
+}
+
+static int ascending(const void *left, const void *right) {
+    int a = *(const int *)left, b = *(const int *)right;
+    return (a > b) - (a < b);
+}
+
+int ib_spawn_bound(pid_t *pid, const char *file, char *const argv[], char *const envp[],
+                   const int *keep, int keep_count, const int *ignored, int ignored_count) {
+    int lookup_error = ENOENT;
+    struct spawn_request request = {
+        .argv = argv, .envp = envp, .ignored = ignored, .ignored_count = ignored_count, .parent = getpid(),
+    };
+    request.candidates = lookup_candidates(file, &request.candidate_count, &lookup_error);
+    if (request.candidate_count == 0) return lookup_error;
+    // One slot more for the status pipe the spawner adds.
+    request.keep = malloc(sizeof(int) * (size_t)(keep_count + 1));
+    int code = 0;
+    int report[2] = { -1, -1 };
+    if (request.keep == NULL) {
+        code = ENOMEM;
+        goto done;
+    }
+    for (int index = 0; index < keep_count; index++) {
+        if (keep[index] >= 3 && !contains(request.keep, request.keep_count, keep[index])) {
+            request.keep[request.keep_count++] = keep[index];
+        }
+    }
+    qsort(request.keep, (size_t)request.keep_count, sizeof(int), ascending);
+    if (pipe2(report, O_CLOEXEC) != 0) {
+        code = errno;
+        goto done;
+    }
+    request.report = report[1];
+    pthread_attr_t attributes;
+    pthread_attr_init(&attributes);
+    pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+    // Every signal blocked in the spawner, and so in the child until just before execve: no
+    // handler of this process runs in either.
+    sigset_t all, previous;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &previous);
+    pthread_t thread;
+    code = pthread_create(&thread, &attributes, spawner, &request);
+    pthread_sigmask(SIG_SETMASK, &previous, NULL);
+    pthread_attr_destroy(&attributes);
+    if (code != 0) {
+        close(report[1]);
+        goto done;
+    }
+    struct spawn_outcome outcome = { .pid = -1, .code = EIO };
+    size_t received = 0;
+    while (received < sizeof outcome) {
+        ssize_t got = read(report[0], (char *)&outcome + received, sizeof outcome - received);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) break;
+        received += (size_t)got;
+    }
+    code = received == sizeof outcome ? outcome.code : EIO;
+    if (code == 0) *pid = outcome.pid;
+done:
+    if (report[0] >= 0) close(report[0]);
+    for (int index = 0; index < request.candidate_count; index++) free(request.candidates[index]);
+    free(request.candidates);
+    free(request.keep);
+    return code;
+}
 
 int ib_open_descriptors(int *out, int capacity) {
     DIR *directory = opendir("/proc/self/fd");

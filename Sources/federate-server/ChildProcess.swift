@@ -8,7 +8,7 @@ import Musl
 import Darwin
 #endif
 
-/// A command `federate exec` runs, started with `posix_spawnp` (PATH lookup as a shell
+/// A command `federate exec` runs, started by ``ib_spawn_bound`` (PATH lookup as a shell
 /// does) with a clean signal state: an empty blocked-signal mask and every catchable
 /// signal at its default disposition, except those `federate` was started with ignored
 /// (``InheritedSignals``: `nohup`'s SIGHUP), which stay ignored. Without that, a child
@@ -18,14 +18,16 @@ import Darwin
 /// (``InheritedDescriptors``), and nothing `federate` opened: SwiftNIO opens its listening socket and
 /// epoll descriptors without close-on-exec, and a PostgreSQL keystore's pool holds logged-in
 /// connections. A command that inherited them could speak SQL as the broker, or keep the
-/// credential port bound after `federate` exits.
+/// credential port bound after `federate` exits. On Linux it dies with `federate`: a command
+/// left running after `federate` was killed would ask the endpoint's port for its next
+/// credentials, and once the port is free any local user could listen there and answer.
 struct ChildProcess: Sendable {
     /// The child's process ID.
     let pid: pid_t
 
     /// Why a command could not be started.
     struct SpawnFailure: Error {
-        /// `errno` from `posix_spawnp` or from preparing it.
+        /// `errno` from the lookup, `execve`, or preparing the start.
         var code: Int32
     }
 
@@ -37,24 +39,6 @@ struct ChildProcess: Sendable {
     static func spawn(
         _ arguments: [[UInt8]], environment: [[UInt8]], keeping: [Int32], ignoring: Set<Int32> = []
     ) throws(SpawnFailure) -> ChildProcess {
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var empty = sigset_t()
-        sigemptyset(&empty)
-        posix_spawnattr_setsigmask(&attributes, &empty)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for signal in 1..<32 where signal != SIGKILL && signal != SIGSTOP && !ignoring.contains(Int32(signal)) {
-            sigaddset(&defaults, Int32(signal))
-        }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        let closing = ib_spawn_file_actions_close_except(&actions, keeping, Int32(keeping.count))
-        guard closing == 0 else { throw SpawnFailure(code: closing) }
         // An inherited `SIGCHLD = SIG_IGN` would have the kernel reap the child itself: no
         // exit status, and its process ID free for reuse while signals are still forwarded.
         signal(SIGCHLD, SIG_DFL)
@@ -71,7 +55,8 @@ struct ChildProcess: Sendable {
         }
         guard let path = argv[0], !(argv.dropLast() + envp.dropLast()).contains(nil) else { throw SpawnFailure(code: ENOMEM) }
         var pid = pid_t()
-        let code = posix_spawnp(&pid, path, &actions, &attributes, argv, envp)
+        let ignored = Array(ignoring)
+        let code = ib_spawn_bound(&pid, path, argv, envp, keeping, Int32(keeping.count), ignored, Int32(ignored.count))
         guard code == 0 else { throw SpawnFailure(code: code) }
         return ChildProcess(pid: pid)
     }

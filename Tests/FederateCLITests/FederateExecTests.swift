@@ -206,6 +206,23 @@ final class FederateExecTests: XCTestCase {
         XCTAssertEqual(hungUp.stdout, "survived\n")
     }
 
+    /// Kernels before 5.9 have no `close_range` (a seccomp filter stands in for one here): the
+    /// command's start then closes what `/proc/self/fd` lists, with the same outcome.
+    func testOnlyInheritedDescriptorsReachTheCommandWithoutCloseRange() throws {
+        let cognito = try countingCognito()
+        try login(cognito, session: "bob")
+        let script = try harness.write(pythonOpenDescriptors + """
+            import json
+            print(json.dumps({"inherited_fds": open_descriptors()}))
+
+            """, to: "descriptors.py")
+        let run = try harness.run(
+            ["exec", "--session", "bob", "--", "python3", script], launcher: withoutCloseRangeLauncher + onlyDescriptor7Launcher)
+        XCTAssertEqual(run.status, 0, "\(run)")
+        let object = try Self.json(run.stdout.trimmingCharacters(in: .newlines))
+        XCTAssertEqual(object["inherited_fds"] as? [String: String], ["7": "/dev/null"], "descriptors leaked into the command, or an inherited one did not pass on")
+    }
+
     func testExitStatusOfTheCommandPropagates() throws {
         let cognito = try countingCognito()
         try login(cognito, session: "default")
@@ -258,6 +275,36 @@ final class FederateExecTests: XCTestCase {
         XCTAssertEqual(exec.waitForLines(1).first, "ready")
         exec.signal(SIGTERM)
         XCTAssertEqual(exec.waitForExit(), 128 + SIGTERM, exec.stderr)
+    }
+
+    /// `federate` killed with SIGKILL (or by the OOM killer) can neither stop nor warn its
+    /// command, whose SDK would then ask the endpoint's port for its next credentials: once
+    /// the port is free, any local user could listen there and answer with credentials of
+    /// their own. The command is bound to `federate` and dies with it.
+    func testTheCommandDiesWithAKilledFederate() throws {
+        let cognito = try countingCognito()
+        try login(cognito, session: "default")
+        let exec = try BackgroundFederate(harness, ["exec", "--", "sh", "-c", "echo $$; while :; do sleep 0.1; done"])
+        let command = try XCTUnwrap(exec.waitForLines(1).first.flatMap { pid_t($0) })
+        XCTAssertTrue(Self.isAlive(command))
+        exec.signal(SIGKILL)
+        let deadline = Date().addingTimeInterval(10)
+        while Self.isAlive(command) && Date() < deadline { usleep(20_000) }
+        let survived = Self.isAlive(command)
+        // Before waiting for federate: the run's end is seen once every holder of its pipe,
+        // the command included, has closed it. Only a command still alive is signalled (a
+        // process ID that ended may be another's by now).
+        if survived { kill(command, SIGKILL) }
+        XCTAssertFalse(survived, "the command outlived the federate that served it")
+        XCTAssertEqual(exec.waitForExit(), 128 + SIGKILL)
+    }
+
+    /// Whether `pid` runs and is not a zombie (an orphan's zombie waits for a reaper that a
+    /// container may not have).
+    private static func isAlive(_ pid: pid_t) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return false }
+        return stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).first != "Z"
     }
 
     /// Ctrl-C at a terminal signals the whole foreground process group, the command (which

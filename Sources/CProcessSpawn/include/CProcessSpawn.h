@@ -1,24 +1,32 @@
 #ifndef C_PROCESS_SPAWN_H
 #define C_PROCESS_SPAWN_H
 
-#include <spawn.h>
+#include <sys/types.h>
 
-/// Adds file actions that close, in the child, every descriptor from 3 up except those in
-/// `keep` (`count` of them), before it runs its program. Descriptors the parent opened without
-/// close-on-exec (SwiftNIO's listening socket and epoll descriptors, a PostgreSQL pool's
-/// logged-in connections) must never reach a command `federate exec` runs; those `federate`
-/// itself inherited (a `<(…)` pipe, `3>file`, make's jobserver, `LISTEN_FDS`) are the
-/// command's as well, and pass on.
+/// Starts `file` (looked up in this process's `PATH` when it has no slash, as `execvp` does,
+/// without its `/bin/sh` retry on `ENOEXEC`, as `posix_spawnp`) with `argv` and `envp`, and
+/// writes its process ID to `pid`. The command starts:
+/// - with standard input, output and error and the descriptors in `keep` (`keep_count` of
+///   them) open, and no other: descriptors this process opened without close-on-exec
+///   (SwiftNIO's listening socket and epoll descriptors, a PostgreSQL pool's logged-in
+///   connections) must never reach a command `federate exec` runs, while those `federate`
+///   itself inherited (a `<(…)` pipe, `3>file`, make's jobserver, `LISTEN_FDS`) pass on. They
+///   are closed in the child (`close_range`, else the list in `/proc/self/fd`), so one another
+///   thread opens at the same moment cannot leak either;
+/// - with an empty signal mask, each of the signals 1 to 31 at its default action except those
+///   in `ignored` (`ignored_count`), which are ignored;
+/// - on Linux, bound to this process: it gets SIGKILL when this process dies
+///   (`PR_SET_PDEATHSIG`), so a `federate` killed with SIGKILL, or by the OOM killer, does not
+///   leave behind a command whose SDK would next ask a port any local user may then take.
+///   The signal follows the thread that forked, not the process, so the child is forked from
+///   a thread started for it that waits for it to end; a child whose parent died before the
+///   binding took effect exits 127 at once. What the command starts in turn is not bound.
 ///
-/// Everything above the highest kept descriptor is closed with glibc's
-/// `posix_spawn_file_actions_addclosefrom_np` (2.34 and later; declared only with
-/// `_GNU_SOURCE`, so Swift cannot see it through Glibc: hence this shim), which is race-free;
-/// each gap below it gets its own close action. Elsewhere (older glibc, musl) every open
-/// descriptor that is not kept is marked close-on-exec at the time of the call instead; one
-/// another thread opens afterwards can still leak.
-///
-/// Returns 0, or an `errno` value.
-int ib_spawn_file_actions_close_except(posix_spawn_file_actions_t *actions, const int *keep, int count);
+/// Returns 0, or an `errno` value: from the lookup and `execve` (ENOENT when no candidate
+/// exists; EACCES when one exists but cannot be run), or from preparing the start. A command
+/// that could not be run has been reaped.
+int ib_spawn_bound(pid_t *pid, const char *file, char *const argv[], char *const envp[],
+                   const int *keep, int keep_count, const int *ignored, int ignored_count);
 
 /// Writes to `out` (up to `capacity`) the descriptors from 3 up open in this process now, and
 /// returns how many there are (which may exceed `capacity`), or -1 with `errno` set.
@@ -57,7 +65,7 @@ int ib_start_process(void);
 int ib_signal_relay_install(int descriptor, const int *signals, int count);
 
 /// Marks the command as started: signals from now on are recorded with 1. Call when
-/// `posix_spawn` has returned. A terminal's Ctrl-C recorded with 0 reached the process group
+/// ``ib_spawn_bound`` has returned. A terminal's Ctrl-C recorded with 0 reached the process group
 /// before the command was in it, so the command did not get it and it must be forwarded.
 void ib_signal_relay_command_started(void);
 
