@@ -201,7 +201,12 @@ final class FederateUsageTests: XCTestCase {
     }
 
     func testBadOptionValuesExitTwo() throws {
-        try harness.expect(2, ["credentials", "--format", "yaml"])
+        let format = try harness.expect(2, ["credentials", "--format", "yaml"])
+        // argument-parser's sentence, then ours after one semicolon: no ".;" between them.
+        XCTAssertEqual(
+            format.stderr,
+            "federate: The value 'yaml' is invalid for '--format <process|json|env>'. Please provide one of 'process', 'json' or 'env'; "
+                + "run 'federate credentials --help' for usage\n")
         try harness.expect(2, ["credentials", "--expiry-margin", "soon"])
         try harness.expect(2, ["credentials", "--expiry-margin=-5"])
         try harness.expect(2, ["login", "--pool-id", FakeCognito.poolId, "--provider", "myspace", "--token-stdin"], stdin: "x")

@@ -30,7 +30,11 @@ extension Federate {
         // Its own report of an option's missing value names the option before it; the
         // argument after it (`--token-file --x…`) may be a token.
         if message.hasPrefix("Missing value for") { return message }
-        guard let (name, suggestion) = firstUnknownOption(in: arguments) else { return withSuggestionInParentheses(message) }
+        guard let (name, suggestion) = firstUnknownOption(in: arguments) else {
+            // A clause: the hint follows it after a semicolon.
+            let clause = withSuggestionInParentheses(message)
+            return clause.hasSuffix(".") ? String(clause.dropLast()) : clause
+        }
         // Quoted when short, or close to a real option: a longer pasted secret (an API key
         // after `--`) is neither, and 16 characters of one are too many.
         guard name.utf8.count < 16 || suggestion != nil, !looksLikeAToken(name),
