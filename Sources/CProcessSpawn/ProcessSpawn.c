@@ -27,6 +27,28 @@
 #endif
 
 /// What the thread that forks needs; lives on the caller's stack until the report is read.
+/// A pipe whose two ends close at `execve`.
+static int cloexec_pipe(int ends[2]) {
+#ifdef __linux__
+    return pipe2(ends, O_CLOEXEC);
+#else
+    if (pipe(ends) != 0) return -1;
+    (void)fcntl(ends[0], F_SETFD, FD_CLOEXEC);
+    (void)fcntl(ends[1], F_SETFD, FD_CLOEXEC);
+    return 0;
+#endif
+}
+
+/// `fork` without the `pthread_atfork` handlers where glibc has it (2.34): the child only
+/// prepares and runs `execve`, and needs no library's state made consistent.
+static pid_t fork_for_exec(void) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+    return _Fork();
+#else
+    return fork();
+#endif
+}
+
 struct spawn_request {
     char **candidates;      // paths to try in order (PATH lookup done before the fork)
     int candidate_count;
@@ -38,10 +60,19 @@ struct spawn_request {
     int ignored_count;
     pid_t parent;
     int report;             // write end of the pipe the outcome goes to the caller by
+    void (*forked)(void);   // called in this process as soon as the child exists
 };
 
 struct spawn_outcome {
     pid_t pid;
+    int code;
+    int stage;
+};
+
+/// What the child reports when it could not run the command: the errno, and whether it came
+/// from preparing the start (`IB_SPAWN_PREPARING`) or from the lookup and `execve`.
+struct child_failure {
+    int stage;
     int code;
 };
 
@@ -102,12 +133,12 @@ static void close_all_but(const int *keep, int count) {
 
 /// In the forked child: only async-signal-safe calls until `execve`.
 static void run_child(const struct spawn_request *request, int status) {
-    int code = 0;
+    struct child_failure failure = { .stage = IB_SPAWN_PREPARING, .code = 0 };
 #ifdef __linux__
     // Dies with the thread that forked it, which lives until the child ends: when `federate`
     // is killed, the command goes too instead of asking a port someone else may hold next.
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
-        code = errno;
+        failure.code = errno;
         goto failed;
     }
     // The parent may have died before the line above: then nothing would ever send it.
@@ -121,27 +152,39 @@ static void run_child(const struct spawn_request *request, int status) {
         sigemptyset(&action.sa_mask);
         (void)sigaction(signo, &action, NULL);
     }
+    // Real-time signals: a handler would run in the child once the mask is empty, before
+    // `execve`; one ignored since `federate` started stays ignored, as across `execve`.
+    // (glibc refuses 32 and 33, which it keeps for itself.)
+    for (int signo = 32; signo < NSIG; signo++) {
+        struct sigaction current;
+        if (sigaction(signo, NULL, &current) != 0 || current.sa_handler == SIG_IGN || current.sa_handler == SIG_DFL) continue;
+        struct sigaction action;
+        memset(&action, 0, sizeof action);
+        action.sa_handler = SIG_DFL;
+        sigemptyset(&action.sa_mask);
+        (void)sigaction(signo, &action, NULL);
+    }
     close_all_but(request->keep, request->keep_count);
     sigset_t empty;
     sigemptyset(&empty);
     sigprocmask(SIG_SETMASK, &empty, NULL);
-    // As execvp: a candidate that is missing or not a directory passes to the next, EACCES is
-    // remembered, any other failure ends the search. Unlike execvp, ENOEXEC does not retry
-    // with /bin/sh (neither does posix_spawnp).
+    // As glibc's execvp: a candidate that is missing, not a directory or on a vanished mount
+    // passes to the next, EACCES is remembered, any other failure ends the search. Unlike
+    // execvp, ENOEXEC does not retry with /bin/sh (neither does posix_spawnp).
+    failure.stage = IB_SPAWN_RUNNING;
     int denied = 0;
-    code = ENOENT;
     for (int index = 0; index < request->candidate_count; index++) {
         execve(request->candidates[index], request->argv, request->envp);
-        code = errno;
-        if (code == EACCES) {
+        failure.code = errno;
+        if (failure.code == EACCES) {
             denied = 1;
-        } else if (code != ENOENT && code != ENOTDIR && code != ESTALE && code != ENODEV && code != ETIMEDOUT && code != ENAMETOOLONG && code != ELOOP) {
+        } else if (failure.code != ENOENT && failure.code != ENOTDIR && failure.code != ESTALE && failure.code != ENODEV && failure.code != ETIMEDOUT) {
             goto failed;
         }
     }
-    if (denied) code = EACCES;
+    if (denied) failure.code = EACCES;
 failed:
-    while (write(status, &code, sizeof code) < 0 && errno == EINTR) {}
+    while (write(status, &failure, sizeof failure) < 0 && errno == EINTR) {}
     _exit(127);
 }
 
@@ -149,9 +192,9 @@ failed:
 static void *spawner(void *argument) {
     struct spawn_request *request = argument;
     int report = request->report;
-    struct spawn_outcome outcome = { .pid = -1, .code = 0 };
+    struct spawn_outcome outcome = { .pid = -1, .code = 0, .stage = IB_SPAWN_PREPARING };
     int status[2];
-    if (pipe2(status, O_CLOEXEC) != 0) {
+    if (cloexec_pipe(status) != 0) {
         outcome.code = errno;
     } else {
         // The status pipe's write end must survive the closing in the child, until execve.
@@ -163,23 +206,27 @@ static void *spawner(void *argument) {
             request->keep[index] = swap;
         }
         request->keep_count = kept + 1;
-        pid_t pid = fork();
+        pid_t pid = fork_for_exec();
         if (pid == 0) {
             close(status[0]);
             run_child(request, status[1]);
         }
         int fork_error = errno;
+        // From here on a Ctrl-C at the terminal reaches the child too (it is in the process
+        // group, the signal pending until its mask clears).
+        if (pid > 0 && request->forked != NULL) request->forked();
         close(status[1]);
         if (pid < 0) {
             outcome.code = fork_error;
         } else {
-            int code = 0;
+            struct child_failure failure = { .stage = IB_SPAWN_PREPARING, .code = 0 };
             ssize_t got;
-            while ((got = read(status[0], &code, sizeof code)) < 0 && errno == EINTR) {}
-            if (got == (ssize_t)sizeof code) {
+            while ((got = read(status[0], &failure, sizeof failure)) < 0 && errno == EINTR) {}
+            if (got == (ssize_t)sizeof failure) {
                 int ignored;
                 while (waitpid(pid, &ignored, 0) < 0 && errno == EINTR) {}
-                outcome.code = code != 0 ? code : EINVAL;
+                outcome.code = failure.code != 0 ? failure.code : EINVAL;
+                outcome.stage = failure.stage;
             } else {
                 outcome.pid = pid;
             }
@@ -250,14 +297,18 @@ static int ascending(const void *left, const void *right) {
     return (a > b) - (a < b);
 }
 
-int ib_spawn_bound(pid_t *pid, const char *file, char *const argv[], char *const envp[],
-                   const int *keep, int keep_count, const int *ignored, int ignored_count) {
+int ib_spawn_bound(pid_t *pid, int *stage, const char *file, char *const argv[], char *const envp[],
+                   const int *keep, int keep_count, const int *ignored, int ignored_count, void (*forked)(void)) {
+    *stage = IB_SPAWN_PREPARING;
     int lookup_error = ENOENT;
     struct spawn_request request = {
-        .argv = argv, .envp = envp, .ignored = ignored, .ignored_count = ignored_count, .parent = getpid(),
+        .argv = argv, .envp = envp, .ignored = ignored, .ignored_count = ignored_count, .parent = getpid(), .forked = forked,
     };
     request.candidates = lookup_candidates(file, &request.candidate_count, &lookup_error);
-    if (request.candidate_count == 0) return lookup_error;
+    if (request.candidate_count == 0) {
+        *stage = lookup_error == ENOMEM ? IB_SPAWN_PREPARING : IB_SPAWN_RUNNING;
+        return lookup_error;
+    }
     // One slot more for the status pipe the spawner adds.
     request.keep = malloc(sizeof(int) * (size_t)(keep_count + 1));
     int code = 0;
@@ -272,7 +323,7 @@ int ib_spawn_bound(pid_t *pid, const char *file, char *const argv[], char *const
         }
     }
     qsort(request.keep, (size_t)request.keep_count, sizeof(int), ascending);
-    if (pipe2(report, O_CLOEXEC) != 0) {
+    if (cloexec_pipe(report) != 0) {
         code = errno;
         goto done;
     }
@@ -293,7 +344,7 @@ int ib_spawn_bound(pid_t *pid, const char *file, char *const argv[], char *const
         close(report[1]);
         goto done;
     }
-    struct spawn_outcome outcome = { .pid = -1, .code = EIO };
+    struct spawn_outcome outcome = { .pid = -1, .code = EIO, .stage = IB_SPAWN_PREPARING };
     size_t received = 0;
     while (received < sizeof outcome) {
         ssize_t got = read(report[0], (char *)&outcome + received, sizeof outcome - received);
@@ -303,6 +354,7 @@ int ib_spawn_bound(pid_t *pid, const char *file, char *const argv[], char *const
     }
     code = received == sizeof outcome ? outcome.code : EIO;
     if (code == 0) *pid = outcome.pid;
+    if (received == sizeof outcome) *stage = outcome.stage;
 done:
     if (report[0] >= 0) close(report[0]);
     for (int index = 0; index < request.candidate_count; index++) free(request.candidates[index]);

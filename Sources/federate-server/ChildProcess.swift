@@ -29,15 +29,20 @@ struct ChildProcess: Sendable {
     struct SpawnFailure: Error {
         /// `errno` from the lookup, `execve`, or preparing the start.
         var code: Int32
+        /// Whether it came from the lookup or `execve` (the command cannot be run), rather
+        /// than from preparing the start (memory, descriptors, a process limit).
+        var whileRunning: Bool
     }
 
     /// Starts `arguments[0]` with `arguments` and `environment` (`NAME=VALUE` entries), with
     /// standard input, output and error and the descriptors in `keeping` open, and no other;
     /// the signals in `ignoring` stay ignored, every other one is at its default.
+    /// `whenForked` is called as soon as the child exists, before it runs the command.
     ///
     /// Both are bytes, passed on unchanged: neither need be UTF-8 (``RawArguments``).
     static func spawn(
-        _ arguments: [[UInt8]], environment: [[UInt8]], keeping: [Int32], ignoring: Set<Int32> = []
+        _ arguments: [[UInt8]], environment: [[UInt8]], keeping: [Int32], ignoring: Set<Int32> = [],
+        whenForked: (@convention(c) () -> Void)? = nil
     ) throws(SpawnFailure) -> ChildProcess {
         // An inherited `SIGCHLD = SIG_IGN` would have the kernel reap the child itself: no
         // exit status, and its process ID free for reuse while signals are still forwarded.
@@ -53,11 +58,14 @@ struct ChildProcess: Sendable {
                 free(pointer)
             }
         }
-        guard let path = argv[0], !(argv.dropLast() + envp.dropLast()).contains(nil) else { throw SpawnFailure(code: ENOMEM) }
+        guard let path = argv[0], !(argv.dropLast() + envp.dropLast()).contains(nil) else {
+            throw SpawnFailure(code: ENOMEM, whileRunning: false)
+        }
         var pid = pid_t()
+        var stage = Int32(IB_SPAWN_PREPARING)
         let ignored = Array(ignoring)
-        let code = ib_spawn_bound(&pid, path, argv, envp, keeping, Int32(keeping.count), ignored, Int32(ignored.count))
-        guard code == 0 else { throw SpawnFailure(code: code) }
+        let code = ib_spawn_bound(&pid, &stage, path, argv, envp, keeping, Int32(keeping.count), ignored, Int32(ignored.count), whenForked)
+        guard code == 0 else { throw SpawnFailure(code: code, whileRunning: stage == Int32(IB_SPAWN_RUNNING)) }
         return ChildProcess(pid: pid)
     }
 

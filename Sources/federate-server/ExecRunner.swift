@@ -1,3 +1,4 @@
+import CProcessSpawn
 import CredentialServer
 import FederateCLI
 import Federation
@@ -50,7 +51,7 @@ enum ExecRunner {
             do {
                 child = try ChildProcess.spawn(
                     RawArguments.trailing(matching: command), environment: Self.childEnvironment(endpoint), keeping: InheritedDescriptors.atStart,
-                    ignoring: InheritedSignals.ignoredAtStart)
+                    ignoring: InheritedSignals.ignoredAtStart, whenForked: ib_signal_relay_command_started)
             } catch {
                 throw Self.spawnFailure(command[0], error)
             }
@@ -114,6 +115,11 @@ enum ExecRunner {
 
     private static func spawnFailure(_ name: String, _ failure: ChildProcess.SpawnFailure) -> CLIFailure {
         let reason = String(cString: strerror(failure.code))
+        guard failure.whileRunning else {
+            // Not the command's fault: the system could not start a process (overcommit
+            // refused the fork, a process or descriptor limit), or refused the binding to `federate`.
+            return CLIFailure(.commandNotExecutable, "cannot start '\(name)': \(reason) (while preparing its process); nothing was run")
+        }
         if failure.code == ENOENT {
             return CLIFailure(.commandNotFound, "cannot run '\(name)': \(reason); check the command name and PATH")
         }

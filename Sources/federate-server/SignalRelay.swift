@@ -69,9 +69,9 @@ final class SignalRelay: Sendable {
     }
 
     /// Forwards what arrived so far and everything after to `child`, on a thread of its own.
-    /// Call as soon as `child` has started.
+    /// Call as soon as `child` has started; start it with `ib_signal_relay_command_started` as
+    /// its `whenForked`, which tells signals that reached it from those that came before it.
     func forward(to child: ChildProcess) {
-        ib_signal_relay_command_started()
         target.withLock { $0 = child }
         let descriptor = readEnd
         // A serial queue of its own gets a thread of its own (an overcommitting one), which may

@@ -216,11 +216,30 @@ final class FederateExecTests: XCTestCase {
             print(json.dumps({"inherited_fds": open_descriptors()}))
 
             """, to: "descriptors.py")
-        let run = try harness.run(
-            ["exec", "--session", "bob", "--", "python3", script], launcher: withoutCloseRangeLauncher + onlyDescriptor7Launcher)
+        let launcher = seccompLauncher(failing: [.closeRange])
+        let run = try harness.run(["exec", "--session", "bob", "--", "python3", script], launcher: launcher + onlyDescriptor7Launcher)
         XCTAssertEqual(run.status, 0, "\(run)")
         let object = try Self.json(run.stdout.trimmingCharacters(in: .newlines))
         XCTAssertEqual(object["inherited_fds"] as? [String: String], ["7": "/dev/null"], "descriptors leaked into the command, or an inherited one did not pass on")
+        // The child's report of a command it could not run still reaches federate.
+        let notExecutable = try harness.write("echo hi\n", to: "not-executable.sh")
+        let denied = try harness.run(["exec", "--session", "bob", "--", notExecutable], launcher: launcher)
+        XCTAssertEqual(denied.status, 126, "\(denied)")
+        harness.assertOneErrorLine(denied)
+        XCTAssertTrue(denied.stderr.contains("check that it is an executable file"), denied.stderr)
+    }
+
+    /// A system that cannot start one more process (a process limit, overcommit refusing the
+    /// fork) is no fault of the command: exit 126, one line that says so, nothing run.
+    func testACommandTheSystemCannotStartIsReportedAsSuch() throws {
+        let cognito = try countingCognito()
+        try login(cognito, session: "default")
+        let marker = harness.directory + "/ran"
+        let run = try harness.run(["exec", "--", "sh", "-c", "touch \(marker)"], launcher: seccompLauncher(failing: [.fork]))
+        XCTAssertEqual(run.status, 126, "\(run)")
+        harness.assertOneErrorLine(run)
+        XCTAssertTrue(run.stderr.contains("cannot start 'sh': Resource temporarily unavailable (while preparing its process); nothing was run"), run.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: marker))
     }
 
     func testExitStatusOfTheCommandPropagates() throws {
@@ -286,25 +305,29 @@ final class FederateExecTests: XCTestCase {
         try login(cognito, session: "default")
         let exec = try BackgroundFederate(harness, ["exec", "--", "sh", "-c", "echo $$; while :; do sleep 0.1; done"])
         let command = try XCTUnwrap(exec.waitForLines(1).first.flatMap { pid_t($0) })
-        XCTAssertTrue(Self.isAlive(command))
+        // The command's start time tells it from a later process given the same ID.
+        let started = try XCTUnwrap(Self.startTime(of: command))
         exec.signal(SIGKILL)
         let deadline = Date().addingTimeInterval(10)
-        while Self.isAlive(command) && Date() < deadline { usleep(20_000) }
-        let survived = Self.isAlive(command)
-        // Before waiting for federate: the run's end is seen once every holder of its pipe,
-        // the command included, has closed it. Only a command still alive is signalled (a
-        // process ID that ended may be another's by now).
+        while Self.startTime(of: command) == started && Date() < deadline { usleep(20_000) }
+        let survived = Self.startTime(of: command) == started
+        // Before waiting for federate: Foundation's `Process` sees federate's end once every
+        // holder of the socket it gave federate has closed it, and the command inherited it.
         if survived { kill(command, SIGKILL) }
         XCTAssertFalse(survived, "the command outlived the federate that served it")
         XCTAssertEqual(exec.waitForExit(), 128 + SIGKILL)
     }
 
-    /// Whether `pid` runs and is not a zombie (an orphan's zombie waits for a reaper that a
-    /// container may not have).
-    private static func isAlive(_ pid: pid_t) -> Bool {
+    /// When `pid` started (clock ticks since boot, `/proc/<pid>/stat`'s 22nd field); `nil` once
+    /// it has ended, a zombie included (an orphan's zombie waits for a reaper that a container
+    /// may not have).
+    private static func startTime(of pid: pid_t) -> String? {
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = stat.lastIndex(of: ")") else { return false }
-        return stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).first != "Z"
+              let close = stat.lastIndex(of: ")") else { return nil }
+        // After the command name: state (field 3), …, start time (field 22).
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 19, fields[0] != "Z" else { return nil }
+        return String(fields[19])
     }
 
     /// Ctrl-C at a terminal signals the whole foreground process group, the command (which

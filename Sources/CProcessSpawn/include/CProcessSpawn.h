@@ -3,30 +3,41 @@
 
 #include <sys/types.h>
 
-/// Starts `file` (looked up in this process's `PATH` when it has no slash, as `execvp` does,
-/// without its `/bin/sh` retry on `ENOEXEC`, as `posix_spawnp`) with `argv` and `envp`, and
-/// writes its process ID to `pid`. The command starts:
+/// Where ``ib_spawn_bound`` failed: preparing the start (memory, descriptors, a process
+/// limit, the parent-death signal), or running the command (the `PATH` lookup and `execve`).
+enum { IB_SPAWN_PREPARING = 0, IB_SPAWN_RUNNING = 1 };
+
+/// Starts `file` (looked up in this process's `PATH` when it has no slash, as glibc's `execvp`
+/// does, without its `/bin/sh` retry on `ENOEXEC`, as `posix_spawnp`) with `argv` and `envp`,
+/// and writes its process ID to `pid`. The command starts:
 /// - with standard input, output and error and the descriptors in `keep` (`keep_count` of
 ///   them) open, and no other: descriptors this process opened without close-on-exec
 ///   (SwiftNIO's listening socket and epoll descriptors, a PostgreSQL pool's logged-in
 ///   connections) must never reach a command `federate exec` runs, while those `federate`
 ///   itself inherited (a `<(…)` pipe, `3>file`, make's jobserver, `LISTEN_FDS`) pass on. They
-///   are closed in the child (`close_range`, else the list in `/proc/self/fd`), so one another
-///   thread opens at the same moment cannot leak either;
+///   are closed in the child (`close_range`, else the list in `/proc/self/fd`, else every
+///   number up to the descriptor limit), so one another thread opens meanwhile cannot leak;
 /// - with an empty signal mask, each of the signals 1 to 31 at its default action except those
-///   in `ignored` (`ignored_count`), which are ignored;
+///   in `ignored` (`ignored_count`), which are ignored, and every real-time signal this
+///   process handles at its default;
 /// - on Linux, bound to this process: it gets SIGKILL when this process dies
 ///   (`PR_SET_PDEATHSIG`), so a `federate` killed with SIGKILL, or by the OOM killer, does not
 ///   leave behind a command whose SDK would next ask a port any local user may then take.
 ///   The signal follows the thread that forked, not the process, so the child is forked from
-///   a thread started for it that waits for it to end; a child whose parent died before the
-///   binding took effect exits 127 at once. What the command starts in turn is not bound.
+///   a thread started for it, which waits for it to end; a child whose parent died before the
+///   binding took effect exits 127 at once. The kernel drops the binding when the command is
+///   set-user-ID, set-group-ID or has file capabilities, or changes its credentials; what the
+///   command starts in turn is not bound.
 ///
-/// Returns 0, or an `errno` value: from the lookup and `execve` (ENOENT when no candidate
-/// exists; EACCES when one exists but cannot be run), or from preparing the start. A command
-/// that could not be run has been reaped.
-int ib_spawn_bound(pid_t *pid, const char *file, char *const argv[], char *const envp[],
-                   const int *keep, int keep_count, const int *ignored, int ignored_count);
+/// The child is forked with every signal blocked, and runs only async-signal-safe calls
+/// before `execve` (glibc's `_Fork` where it has one, which runs no `pthread_atfork` handler).
+/// `forked`, when not NULL, is called in this process as soon as the child exists.
+///
+/// Returns 0, or an `errno` value with `stage` telling where it came from: in
+/// `IB_SPAWN_RUNNING`, the last `execve`'s, or EACCES when a candidate was found that could
+/// not be run (ENOENT for an empty `file`). A command that could not be run has been reaped.
+int ib_spawn_bound(pid_t *pid, int *stage, const char *file, char *const argv[], char *const envp[],
+                   const int *keep, int keep_count, const int *ignored, int ignored_count, void (*forked)(void));
 
 /// Writes to `out` (up to `capacity`) the descriptors from 3 up open in this process now, and
 /// returns how many there are (which may exceed `capacity`), or -1 with `errno` set.
@@ -64,8 +75,9 @@ int ib_start_process(void);
 /// Returns 0, or an `errno` value.
 int ib_signal_relay_install(int descriptor, const int *signals, int count);
 
-/// Marks the command as started: signals from now on are recorded with 1. Call when
-/// ``ib_spawn_bound`` has returned. A terminal's Ctrl-C recorded with 0 reached the process group
+/// Marks the command as started: signals from now on are recorded with 1. Give it to
+/// ``ib_spawn_bound`` as `forked`, so the mark is made as soon as the child is in the process
+/// group. A terminal's Ctrl-C recorded with 0 reached the process group
 /// before the command was in it, so the command did not get it and it must be forwarded.
 void ib_signal_relay_command_started(void);
 

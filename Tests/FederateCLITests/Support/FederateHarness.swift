@@ -284,38 +284,65 @@ enum Output {
     }
 }
 
+/// What ``seccompLauncher(failing:)`` makes fail.
+enum FailedSystemCall: String {
+    /// `close_range`, with ENOSYS, as on kernels before 5.9 (Ubuntu 20.04's 5.4, RHEL 8's 4.18).
+    case closeRange = "close_range"
+    /// A new process (`clone` without `CLONE_THREAD`: `fork`, not a thread), with EAGAIN, as
+    /// when a process limit or overcommit refuses it.
+    case fork
+}
+
+/// A launcher that runs the rest of its arguments with `failing` system calls failing: a
+/// seccomp filter, which the process and everything it starts keep. It checks that each
+/// fails before it runs anything, and exits 125 when the filter did not take.
+func seccompLauncher(failing: Set<FailedSystemCall>) -> [String] {
+    ["python3", "-c", """
+        import ctypes, errno, os, platform, struct, sys
+        failing = set(\(failing.map(\.rawValue).sorted()))
+        libc = ctypes.CDLL(None, use_errno=True)
+        CLOSE_RANGE = 436  # the same number on every architecture
+        CLONE = {"x86_64": 56, "aarch64": 220}[platform.machine()]
+        CLONE_THREAD = 0x00010000
+        def statement(code, jt, jf, k):
+            return struct.pack("HBBI", code, jt, jf, k)
+        LOAD_NR, LOAD_ARG0_LOW = statement(0x20, 0, 0, 0), statement(0x20, 0, 0, 16)
+        def fail(code):
+            return statement(0x06, 0, 0, 0x00050000 | code)
+        blocks = []
+        if "close_range" in failing:
+            blocks.append(LOAD_NR + statement(0x15, 0, 1, CLOSE_RANGE) + fail(errno.ENOSYS))
+        if "fork" in failing:
+            # clone with CLONE_THREAD set is a thread: allowed (jump over the failure).
+            blocks.append(LOAD_NR + statement(0x15, 0, 3, CLONE) + LOAD_ARG0_LOW
+                          + statement(0x45, 1, 0, CLONE_THREAD) + fail(errno.EAGAIN))
+        program = b"".join(blocks) + statement(0x06, 0, 0, 0x7FFF0000)
+        buffer = ctypes.create_string_buffer(program)
+        class Program(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+        fprog = Program(len(program) // 8, ctypes.addressof(buffer))
+        PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+        if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+            sys.exit(125)
+        libc.syscall.restype = ctypes.c_long
+        if "close_range" in failing:
+            if libc.syscall(CLOSE_RANGE, ctypes.c_uint(1 << 30), ctypes.c_uint(1 << 30), ctypes.c_uint(0)) != -1 or ctypes.get_errno() != errno.ENOSYS:
+                sys.exit(125)
+        if "fork" in failing:
+            try:
+                if os.fork() == 0:
+                    os._exit(0)
+                sys.exit(125)
+            except BlockingIOError:
+                pass
+        os.execvp(sys.argv[1], sys.argv[1:])
+        """]
+}
+
 /// A launcher for ``FederateHarness/run(_:stdin:environment:stdoutDevice:timeout:launcher:file:line:)``
 /// that starts federate with exactly one descriptor above standard error: 7, open on
 /// /dev/null, as a `7</dev/null` redirection would. Whatever else the command of
 /// `federate exec` has open leaked from federate; 7 must reach it.
-/// A launcher that runs the rest of its arguments with the `close_range` system call failing
-/// with ENOSYS, as on kernels before 5.9 (Ubuntu 20.04's 5.4, RHEL 8's 4.18): a seccomp filter,
-/// which the process and everything it starts keep. Exits 125 if the filter did not take.
-let withoutCloseRangeLauncher = ["python3", "-c", """
-    import ctypes, errno, os, struct, sys
-    libc = ctypes.CDLL(None, use_errno=True)
-    CLOSE_RANGE = 436  # the same number on every architecture
-    def statement(code, jt, jf, k):
-        return struct.pack("HBBI", code, jt, jf, k)
-    program = b"".join([
-        statement(0x20, 0, 0, 0),                        # load the system call number
-        statement(0x15, 0, 1, CLOSE_RANGE),              # close_range?
-        statement(0x06, 0, 0, 0x00050000 | errno.ENOSYS),  # then fail with ENOSYS
-        statement(0x06, 0, 0, 0x7FFF0000),               # else allow
-    ])
-    buffer = ctypes.create_string_buffer(program)
-    class Program(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-    fprog = Program(len(program) // 8, ctypes.addressof(buffer))
-    PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
-        sys.exit(125)
-    libc.syscall.restype = ctypes.c_long
-    if libc.syscall(CLOSE_RANGE, ctypes.c_uint(1 << 30), ctypes.c_uint(1 << 30), ctypes.c_uint(0)) != -1 or ctypes.get_errno() != errno.ENOSYS:
-        sys.exit(125)
-    os.execvp(sys.argv[1], sys.argv[1:])
-    """]
-
 let onlyDescriptor7Launcher = ["python3", "-c", """
     import os, sys
     fd = os.open("/dev/null", os.O_RDONLY)
