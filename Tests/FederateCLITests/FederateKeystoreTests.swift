@@ -324,6 +324,21 @@ final class FederateKeystoreTests: XCTestCase {
         try harness.expect(0, credentials("alice"))
     }
 
+    /// The private directory `chmod 000`ed by hand: every command on the session exits 6
+    /// saying so; none reads it as "no session", and `clear` does not report it cleared.
+    func testAPrivateDirectoryClosedByHandStopsEveryCommand() throws {
+        try guest("alice")
+        usleep(50_000)  // past the file system's timestamp tick, as any chmod by hand is
+        XCTAssertEqual(chmod(harness.userDirectory, 0), 0)
+        defer { _ = chmod(harness.userDirectory, 0o700) }
+        for arguments in [credentials("alice"), ["status", "--session", "alice"], ["clear", "--session", "alice"]] {
+            let result = try harness.expect(6, arguments)
+            XCTAssertTrue(result.stderr.contains("has mode 000 but holds entries: chmod 700 it"), "\(result)")
+        }
+        XCTAssertEqual(chmod(harness.userDirectory, 0o700), 0)
+        try harness.expect(0, credentials("alice"))
+    }
+
     func testInsecurePermissionsExitSixWithTheFix() throws {
         try guest("alice")
         let cases: [(path: String, looser: mode_t, fixed: mode_t, says: String)] = [

@@ -58,7 +58,7 @@ extension StoreLayout {
         while true {
             if pause > 0 { usleep(UInt32(clamping: Int64.random(in: pause / 2...pause))) }
             let listed = ContinuousClock.now
-            let ours = try ownPrivateEntries(removingStale: create)
+            let ours = try ownPrivateEntries(create: create)
             // A directory of the user's that others may write cannot be a private one, and a
             // member could have moved it here (the user's group directory, from a `groups/`
             // the member owns): it neither hides the user's own nor makes it one of several.
@@ -119,7 +119,7 @@ extension StoreLayout {
     /// directory of mode 000) and returns `false`. The commit is synced, the directory's own
     /// inode and `users/`: a committed directory is one later opens find.
     func commitsPrivateDirectory(_ made: PendingDirectory) throws(KeystoreError) -> Bool {
-        let alone = try ownPrivateEntries(removingStale: false).allSatisfy { $0.path == made.path || $0.isGroupDirectory }
+        let alone = try ownPrivateEntries(create: false, removingStale: false).allSatisfy { $0.path == made.path || $0.isGroupDirectory }
         guard alone, ContinuousClock.now - made.madeAt < .seconds(Self.stalePendingAge / 2) else {
             if try isStill(made) { _ = rmdir(made.path) }
             return false
@@ -156,8 +156,17 @@ extension StoreLayout {
     /// The directories `<uid>` and `<uid>.<N>` in `users/` that this user owns, committed
     /// (whatever their mode: the namespace check says what is wrong with one) or pending.
     /// Files are left out: a member can hard-link a file of the user's there, never a
-    /// directory. Stale pending ones are removed when `removingStale`.
-    private func ownPrivateEntries(removingStale: Bool) throws(KeystoreError) -> [OwnEntry] {
+    /// directory.
+    ///
+    /// A directory of mode 000 is pending only while it is as `mkdir` made it: its status
+    /// changed (`ctime`) when it was last modified (`mtime`), and that is recent. One older, or
+    /// changed since (the user's own directory `chmod 000`ed by hand), is removed when empty (a
+    /// crash's leftover) and is an error when it holds entries, for reads as for writes:
+    /// passing it over would read as "no sessions", and `clear` would report a session gone
+    /// that is still there. When `removingStale` is off, nothing is removed or checked (the
+    /// commit's own look). A read that cannot remove an empty leftover (a read-only mount)
+    /// passes it over.
+    private func ownPrivateEntries(create: Bool, removingStale: Bool = true) throws(KeystoreError) -> [OwnEntry] {
         let prefix = "\(userID)"
         guard let names = try KeystoreError.rethrowing({ try POSIX.directoryEntries(usersDirectory, prefix: prefix) }) else {
             return []
@@ -167,15 +176,20 @@ extension StoreLayout {
             let path = "\(usersDirectory)/\(name)"
             guard let info = try status(path), info.st_uid == userID, POSIX.isDirectory(info) else { continue }
             let pending = info.st_mode & 0o777 == 0
-            // mtime: a pending directory never holds an entry, so it is when it was made.
+            // mtime: a pending directory never holds an entry, so it is when it was made; and
+            // nothing changes its status until the commit's chmod, so ctime is the same instant.
             #if canImport(Darwin)
-            let modified = Int64(info.st_mtimespec.tv_sec)
+            let (modified, changed) = (info.st_mtimespec, info.st_ctimespec)
             #else
-            let modified = Int64(info.st_mtim.tv_sec)
+            let (modified, changed) = (info.st_mtim, info.st_ctim)
             #endif
-            if pending && removingStale && Int64(time(nil)) - modified > Self.stalePendingAge {
+            let changedSinceMade = modified.tv_sec != changed.tv_sec || modified.tv_nsec != changed.tv_nsec
+            if pending && removingStale && (changedSinceMade || Int64(time(nil)) - Int64(modified.tv_sec) > Self.stalePendingAge) {
                 if rmdir(path) == 0 || errno == ENOENT { continue }
-                guard errno == ENOTEMPTY || errno == EEXIST else { throw KeystoreError.io("rmdir", path: path) }
+                guard errno == ENOTEMPTY || errno == EEXIST else {
+                    if !create { continue }
+                    throw KeystoreError.io("rmdir", path: path)
+                }
                 // Not a leftover of the protocol: the user's own directory, chmod 000 by hand.
                 throw KeystoreError(
                     .insecurePermissions,

@@ -364,6 +364,35 @@ final class SQLitePermissionTests: XCTestCase {
         XCTAssertEqual(try ownNames(in: layout.usersDirectory), ["\(geteuid())"], "nothing else was made")
     }
 
+    /// The user's private directory `chmod 000`ed by hand, just now: not taken for another
+    /// process's pending one (which a read would pass over as "no sessions", and a remove
+    /// would report done), but an error for reads and writes alike, until it is fixed.
+    func testAPrivateDirectoryClosedByHandIsAnErrorForReadsToo() async throws {
+        let temporary = try TemporaryRoot()
+        let keystore = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey())
+        try await keystore.set([5], forKey: "k")
+        keystore.close()
+        let layout = try StoreLayout(root: temporary.root, service: "tool")
+        // Past the file system's timestamp tick, as any chmod by hand is.
+        usleep(50_000)
+        XCTAssertEqual(chmod(layout.userDirectory, 0), 0)
+        defer { _ = chmod(layout.userDirectory, 0o700) }
+        do {
+            _ = try SQLiteKeystore.SingleReader.open(root: temporary.root, service: "tool", keySource: testKey())
+            XCTFail("a read passed the directory over")
+        } catch {
+            XCTAssertEqual(error.code, .insecurePermissions)
+            XCTAssertTrue(error.reason.contains("has mode 000 but holds entries"), error.reason)
+        }
+        guard case .failure(let error) = openResult(root: temporary.root, keySource: testKey()) else { return XCTFail("an open passed it over") }
+        XCTAssertTrue(error.reason.contains("has mode 000 but holds entries"), error.reason)
+        XCTAssertEqual(chmod(layout.userDirectory, 0o700), 0)
+        let reader = try XCTUnwrap(try SQLiteKeystore.SingleReader.open(root: temporary.root, service: "tool", keySource: testKey()))
+        XCTAssertEqual(try reader.value(forKey: "k"), [5], "nothing was lost")
+        reader.close()
+        XCTAssertEqual(try ownNames(in: layout.usersDirectory), ["\(geteuid())"], "nothing else was made")
+    }
+
     private func ownNames(in directory: String) throws -> [String] {
         try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("\(geteuid())") }.sorted()
     }
