@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <time.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
@@ -52,6 +53,20 @@ void ib_signal_relay_command_started(void) {
 }
 
 void ib_signal_relay_uninstall(const int *signals, int count) {
+    // A signal already sent waits to be handled first (up to half a second), or the default
+    // action would meet it: the terminal's Ctrl-C that the command caught and exited 42 on
+    // reaches this process too, and when this process's thread that takes it is slow to run,
+    // it would die of it (130) instead of passing on the command's 42.
+    for (int waited = 0; waited < 500; waited++) {
+        sigset_t pending;
+        int any = 0;
+        if (sigpending(&pending) == 0) {
+            for (int index = 0; index < count; index++) any |= sigismember(&pending, signals[index]) == 1;
+        }
+        if (!any) break;
+        struct timespec pause = { .tv_sec = 0, .tv_nsec = 1000000 };
+        nanosleep(&pause, NULL);
+    }
     for (int index = 0; index < count; index++) {
         (void)signal(signals[index], SIG_DFL);
     }

@@ -345,6 +345,21 @@ final class FederateExecTests: XCTestCase {
         XCTAssertTrue(text.contains("interrupts 1"), "the command did not get exactly one SIGINT: \(text)")
     }
 
+    /// A command that catches Ctrl-C and exits with a status of its own: `federate` exits with
+    /// that status. Its own copy of the terminal's SIGINT may still be on its way when the
+    /// command has ended; it must not end `federate` (130) once forwarding stops. Repeated,
+    /// because how often the copy arrives late depends on the machine's load.
+    func testACommandThatCatchesCtrlCDecidesTheStatus() throws {
+        let cognito = try countingCognito()
+        try login(cognito, session: "default")
+        var statuses: [Int] = []
+        for _ in 0..<12 {
+            let result = try runAtATerminal(["exec", "--", "sh", "-c", "trap 'exit 42' INT; echo ready; sleep 30 & wait"], then: .ctrlC)
+            statuses.append(result["status"] as? Int ?? -1)
+        }
+        XCTAssertEqual(statuses, Array(repeating: 42, count: 12))
+    }
+
     /// A command that left federate's process group (`setsid`) is not in the terminal's
     /// foreground group: the Ctrl-C reaches it only through federate, which must forward it.
     func testACtrlCReachesACommandThatLeftTheProcessGroup() throws {

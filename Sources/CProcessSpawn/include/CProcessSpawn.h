@@ -81,7 +81,10 @@ int ib_signal_relay_install(int descriptor, const int *signals, int count);
 /// before the command was in it, so the command did not get it and it must be forwarded.
 void ib_signal_relay_command_started(void);
 
-/// Puts each of `signals` back to its default action (after the command has been reaped).
+/// Puts each of `signals` back to its default action (once the command has ended), after any
+/// of them already sent to this process has been handled (waiting up to half a second): the
+/// terminal's Ctrl-C that the command caught reaches `federate` too, and must not meet the
+/// default action when the thread that takes it was slow to run.
 void ib_signal_relay_uninstall(const int *signals, int count);
 
 /// `SI_KERNEL`, which Swift cannot see as a constant.
