@@ -70,6 +70,11 @@ package struct Federate: AsyncParsableCommand {
                 try ActiveServerSide.current.prepare(keystore: credentials.keystore)
                 try await credentials.run()
             } else {
+                // argument-parser's `help NAME` prints the top-level help and exits 0 for a
+                // NAME it does not know.
+                if CommandLine.arguments.dropFirst().first == "help", let unknown = unknownSubcommand(in: CommandLine.arguments) {
+                    throw CLIFailure(.usage, "\(unknown)\(usageHint(for: unknown))")
+                }
                 var command = try await asyncParseAsRoot(nil)
                 try ActiveServerSide.current.prepare(command)
                 if var asyncCommand = command as? any AsyncParsableCommand {

@@ -27,8 +27,19 @@ final class FederateUsageTests: XCTestCase {
         XCTAssertTrue(loginHelp.stdout.contains("--expiry-margin"))
     }
 
+    /// A mistyped subcommand is what the line names, not an option after it (which the top
+    /// level does not know either); a token pasted in its place is not quoted.
     func testUnknownSubcommandExitsTwo() throws {
-        try harness.expect(2, ["frobnicate"])
+        let unknown = try harness.expect(2, ["frobnicate"])
+        XCTAssertEqual(unknown.stderr, "federate: unknown subcommand 'frobnicate'; run 'federate --help' for usage\n")
+        let mistyped = try harness.expect(2, ["credential", "--session", "x"])
+        XCTAssertEqual(mistyped.stderr, "federate: unknown subcommand 'credential' (did you mean 'credentials'?); run 'federate --help' for usage\n")
+        let help = try harness.expect(2, ["help", "logn"])
+        XCTAssertEqual(help.stderr, "federate: unknown subcommand 'logn' (did you mean 'login'?); run 'federate --help' for usage\n")
+        let token = TestJWT.valid(sub: "pasted")
+        let pasted = try harness.expect(2, [token, "--session", "x"])
+        XCTAssertTrue(pasted.stderr.contains("unknown subcommand: an argument of \(token.utf8.count) bytes (not shown"), pasted.stderr)
+        try harness.expect(0, ["help", "login"])
     }
 
     func testNoSubcommandExitsTwo() throws {

@@ -30,6 +30,9 @@ extension Federate {
         // Its own report of an option's missing value names the option before it; the
         // argument after it (`--token-file --x…`) may be a token.
         if message.hasPrefix("Missing value for") { return message }
+        // What follows a mistyped subcommand is judged against the top level, where every
+        // option is unknown: `federate credential --session x` said "Unknown option '--session'".
+        if let unknown = unknownSubcommand(in: arguments) { return unknown }
         guard let (name, suggestion) = firstUnknownOption(in: arguments) else {
             // A clause: the hint follows it after a semicolon.
             let clause = withSuggestionInParentheses(message)
@@ -43,6 +46,26 @@ extension Federate {
             return "Unknown option: an argument of \(name.utf8.count) bytes that starts with -- (not shown: it may hold a secret)"
         }
         return "Unknown option '\(name)'" + (suggestion.map { " (did you mean '\($0)'?)" } ?? "")
+    }
+
+    /// What to say when the first argument (or the one after `help`) is neither an option nor
+    /// a subcommand: "unknown subcommand 'credential' (did you mean 'credentials'?)", the
+    /// nearest name suggested as for options; not quoted when it may be a secret (a token
+    /// pasted first). `nil` otherwise.
+    static func unknownSubcommand(in arguments: [String]) -> String? {
+        let names = configuration.subcommands.map { $0._commandName } + ["help"]
+        var given = arguments.dropFirst()
+        if given.first == "help" { given = given.dropFirst() }
+        guard let name = given.first, !name.hasPrefix("-"), !names.contains(name) else { return nil }
+        let spelt = name.lowercased()
+        let closest = names.sorted().map { (name: $0, distance: editDistance($0, spelt)) }.min { $0.distance < $1.distance }
+        let suggestion = closest.flatMap { $0.distance < 4 ? $0.name : nil }
+        guard name.utf8.count < 16 || suggestion != nil, !looksLikeAToken(name),
+              name.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || ArgumentShape.isBase64URL($0) })
+        else {
+            return "unknown subcommand: an argument of \(name.utf8.count) bytes (not shown: it may hold a secret)"
+        }
+        return "unknown subcommand '\(name)'" + (suggestion.map { " (did you mean '\($0)'?)" } ?? "")
     }
 
     /// The subcommand `arguments` name first, if they name one.
