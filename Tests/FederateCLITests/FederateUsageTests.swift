@@ -39,6 +39,8 @@ final class FederateUsageTests: XCTestCase {
         let token = TestJWT.valid(sub: "pasted")
         let pasted = try harness.expect(2, [token, "--session", "x"])
         XCTAssertTrue(pasted.stderr.contains("unknown subcommand: an argument of \(token.utf8.count) bytes (not shown"), pasted.stderr)
+        let far = try harness.expect(2, ["help", "bogus"])
+        XCTAssertEqual(far.stderr, "federate: unknown subcommand 'bogus'; run 'federate --help' for usage\n", "nothing near enough to suggest")
         try harness.expect(0, ["help", "login"])
     }
 

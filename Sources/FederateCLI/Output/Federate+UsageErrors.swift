@@ -59,7 +59,9 @@ extension Federate {
         guard let name = given.first, !name.hasPrefix("-"), !names.contains(name) else { return nil }
         let spelt = name.lowercased()
         let closest = names.sorted().map { (name: $0, distance: editDistance($0, spelt)) }.min { $0.distance < $1.distance }
-        let suggestion = closest.flatMap { $0.distance < 4 ? $0.name : nil }
+        // Fewer edits than for options, and at most a third of the name: names are short, and
+        // "bogus" is three edits from "login".
+        let suggestion = closest.flatMap { $0.distance < 4 && $0.distance <= max(1, spelt.count / 3) ? $0.name : nil }
         guard name.utf8.count < 16 || suggestion != nil, !looksLikeAToken(name),
               name.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || ArgumentShape.isBase64URL($0) })
         else {
