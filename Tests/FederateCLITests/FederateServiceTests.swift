@@ -217,12 +217,17 @@ final class FederateServiceTests: XCTestCase {
     /// proxy's page at a wrong --endpoint): exit 5 pointing at the endpoint, not 4 about the
     /// token.
     func testAnAnswerWithoutAnAWSErrorTypeIsAWrongEndpoint() throws {
-        let cognito = try FakeCognito.served()
-        cognito.setDefaultForAll(.init(status: 404, headers: [(name: "Content-Type", value: "text/html")], body: Array("<html>Not Found</html>".utf8)))
-        defer { cognito.stopServing() }
-        let result = try harness.expect(5, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint])
-        XCTAssertTrue(result.stderr.contains("--endpoint") && result.stderr.contains("HTTP 404"), "\(result)")
-        XCTAssertFalse(result.stderr.contains("token"), "\(result)")
+        // A 501 is not retried either: nothing about retries that ran out, or trying later.
+        for status in [404, 501] {
+            let cognito = try FakeCognito.served()
+            cognito.setDefaultForAll(.init(status: status, headers: [(name: "Content-Type", value: "text/html")], body: Array("<html>No</html>".utf8)))
+            defer { cognito.stopServing() }
+            let result = try harness.expect(5, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint])
+            XCTAssertTrue(result.stderr.contains("answered with no AWS error"), "\(result)")
+            XCTAssertTrue(result.stderr.contains("--endpoint") && result.stderr.contains("HTTP \(status)"), "\(result)")
+            XCTAssertFalse(result.stderr.contains("token"), "\(result)")
+            XCTAssertFalse(result.stderr.contains("retries ran out") || result.stderr.contains("try again later"), "\(result)")
+        }
     }
 
     /// The session's own identity gone: exit 4 and `terminated` until cleared. An identity

@@ -51,6 +51,10 @@ extension CLIFailure {
                 return CLIFailure(.unavailable, "\(service.name) answered with no AWS error\(detail): \(error.message); check \(service.endpointOption) and --region")
             }
             return CLIFailure(.rejected, "\(service.name) rejected the request: \(error.message)\(detail); \(Self.rejectedAdvice)")
+        case .serviceUnavailable where error.serviceErrorType == nil && !RetryClassification.retriesServiceFailure(status: error.httpStatus):
+            // A 501, 505…: not retried, and no AWS service answers so without an error type;
+            // most likely a web server at a wrong endpoint.
+            return CLIFailure(.unavailable, "\(service.name) answered with no AWS error\(detail): \(error.message); check \(service.endpointOption) and --region")
         case .throttled, .serviceUnavailable, .timedOut, .network, .invalidResponse, .externalService:
             return CLIFailure(.unavailable, "\(service.name) is unavailable: \(error.message)\(detail); if it persists, check \(service.endpointOption), --region and the network")
         case .storage:

@@ -33,7 +33,7 @@ package enum CognitoErrorDecoder {
             ?? RetryClassification.code(forStatus: response.status)
         return FederationError(
             code: errorCode,
-            message: summary(for: errorCode, operation: operation),
+            message: summary(for: errorCode, operation: operation, status: response.status),
             operation: operation,
             serviceErrorType: rawType.map(redactor.redact),
             serviceMessage: message,
@@ -63,8 +63,10 @@ package enum CognitoErrorDecoder {
         return message.contains("disabled") || message.contains("forbidden")
     }
 
-    static func summary(for code: FederationError.Code, operation: String) -> String {
+    static func summary(for code: FederationError.Code, operation: String, status: Int? = nil) -> String {
         switch code {
+        case .serviceUnavailable where !RetryClassification.retriesServiceFailure(status: status):
+            "the identity service failed \(operation) with HTTP \(status ?? 0), which is not retried (another try gets the same answer)"
         case .notAuthorized: "\(operation) was not authorized: the provider token was rejected or does not match the identity; get a fresh token"
         case .resourceNotFound: "\(operation) named something the service does not have; check the identity pool ID and region"
         case .throttled: "\(operation) was throttled by the identity service and retries ran out; slow down and try again"

@@ -112,6 +112,12 @@ package enum RetryClassification {
         .externalService: .transient,
     ]
 
+    /// Whether a service failure (``FederationError/Code/serviceUnavailable``) answered with
+    /// HTTP `status` is retried: one of ``retryableStatuses``, or no status known.
+    package static func retriesServiceFailure(status: Int?) -> Bool {
+        status.map(retryableStatuses.contains) ?? true
+    }
+
     /// Whether `error`, decoded from `service`'s answer, is retried; codes without a rule
     /// are not.
     package static func disposition(for error: FederationError, service: Service) -> RetryDisposition {
@@ -120,7 +126,7 @@ package enum RetryClassification {
         case .throttling: return .throttling
         case .transient: return .transient
         case .transientOnRetryableStatus:
-            return error.httpStatus.map(retryableStatuses.contains) ?? true ? .transient : .doNotRetry
+            return retriesServiceFailure(status: error.httpStatus) ? .transient : .doNotRetry
         case nil: return .doNotRetry
         }
     }

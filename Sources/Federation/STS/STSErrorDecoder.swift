@@ -15,7 +15,7 @@ package enum STSErrorDecoder {
             ?? RetryClassification.code(forStatus: response.status)
         return FederationError(
             code: errorCode,
-            message: summary(for: errorCode, type: rawCode, operation: operation),
+            message: summary(for: errorCode, type: rawCode, operation: operation, status: response.status),
             operation: operation,
             serviceErrorType: rawCode.map(redactor.redact),
             serviceMessage: message,
@@ -23,8 +23,10 @@ package enum STSErrorDecoder {
         )
     }
 
-    static func summary(for code: FederationError.Code, type: String?, operation: String) -> String {
+    static func summary(for code: FederationError.Code, type: String?, operation: String, status: Int? = nil) -> String {
         switch code {
+        case .serviceUnavailable where !RetryClassification.retriesServiceFailure(status: status):
+            "STS failed \(operation) with HTTP \(status ?? 0), which is not retried (another try gets the same answer)"
         case .notAuthorized:
             "STS refused \(operation): the role does not trust this identity (check the role's trust policy: cognito-identity.amazonaws.com as federated principal, aud the pool ID, amr authenticated or unauthenticated) or the token was rejected"
         case .invalidParameter where type == "MalformedPolicyDocument":

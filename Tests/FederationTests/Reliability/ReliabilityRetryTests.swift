@@ -149,6 +149,7 @@ final class ReliabilityRetryTests: ReliabilityTestCase {
             let error = await federateExpectingError(client, session: "bob", status >= 500 ? .serviceUnavailable : .serviceError)
             XCTAssertEqual(error?.httpStatus, status)
             XCTAssertEqual(cognito.count(.getId), 1, "HTTP \(status)")
+            XCTAssertFalse(error?.message.contains("retries ran out") ?? true, "\(error?.message ?? "")")
             try await assertNotFederated(client, session: "bob")
         }
     }
