@@ -109,7 +109,7 @@ final class DefaultProfileCheckTests: XCTestCase {
         let failure = DefaultProfileCheck.failure(findings, session: "alice")
         XCTAssertEqual(failure.status, .usage)
         for part in ["/h/.aws/credentials (aws_access_key_id)", "/h/.aws/config (credential_process)", "/h/.boto (aws_access_key_id)",
-                     "before those of session 'alice'", "AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_CONFIG_FILE=/dev/null with AWS_REGION set",
+                     "before those of session 'alice'", "AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_CONFIG_FILE=/dev/null with AWS_REGION and AWS_DEFAULT_REGION set",
                      "remove those settings", "nothing was run"] {
             XCTAssertTrue(failure.message.contains(part), "\(part) missing: \(failure.message)")
         }

@@ -522,7 +522,7 @@ final class FederateExecTests: XCTestCase {
         run = try harness.expect(2, ["exec", "--session", "alice"] + command, environment: ["AWS_SHARED_CREDENTIALS_FILE": "/dev/null"])
         XCTAssertTrue(run.stderr.contains(awsDirectory + "/config (credential_process)"), run.stderr)
         XCTAssertFalse(run.stderr.contains("/credentials"), run.stderr)
-        XCTAssertTrue(run.stderr.contains("AWS_CONFIG_FILE=/dev/null with AWS_REGION set"), run.stderr)
+        XCTAssertTrue(run.stderr.contains("AWS_CONFIG_FILE=/dev/null with AWS_REGION and AWS_DEFAULT_REGION set"), run.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: marker), "the command ran")
 
         // A default profile that only sets the region is no source of credentials.

@@ -1,5 +1,10 @@
 import ArgumentParser
 import Federation
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 
 /// `federate credentials`: the saved session's credentials; never calls the network.
 ///
@@ -86,10 +91,15 @@ struct CredentialsRequest: Equatable {
                 credentials, format: format, identityId: snapshot.identityId,
                 provider: Rendering.providerName(snapshot), session: session))
         case .expired:
-            let when = snapshot.expiration.map { " at \(Rendering.iso8601($0))" } ?? ""
+            // Within the margin they count as expired before they do: say which it is.
+            let when = snapshot.expiration.map { expiration in
+                expiration > Date()
+                    ? " expire at \(Rendering.iso8601(expiration)), within the expiry margin of \(expiryMargin) s, so they count as expired"
+                    : " expired at \(Rendering.iso8601(expiration)) (expiry margin \(expiryMargin) s)"
+            } ?? " expired (expiry margin \(expiryMargin) s)"
             throw CLIFailure(
                 .noValidCredentials,
-                "the credentials of session '\(session)' expired\(when) (expiry margin \(expiryMargin) s); "
+                "the credentials of session '\(session)'\(when); "
                     + (snapshot.isGuest
                         ? "get new ones with 'federate guest --session \(session) …'"
                         : "push a new token with 'federate login --session \(session) …'")

@@ -111,7 +111,7 @@ package enum DefaultProfileCheck {
         var variables: [String] = []
         for variable in findings.compactMap(\.variable) where !variables.contains(variable) { variables.append(variable) }
         var fixes = variables.map { "\($0)=/dev/null" }.joined(separator: " ")
-        if variables.contains("AWS_CONFIG_FILE") { fixes += " with AWS_REGION set" }
+        if variables.contains("AWS_CONFIG_FILE") { fixes += " with AWS_REGION and AWS_DEFAULT_REGION set" }
         let change = fixes.isEmpty
             ? "remove those settings"
             : "run with \(fixes), or remove those settings"
