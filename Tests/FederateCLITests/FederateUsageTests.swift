@@ -307,6 +307,13 @@ final class FederateUsageTests: XCTestCase {
         try harness.expect(2, ["login", "--pool-id", "not-a-pool", "--provider", "google", "--token-stdin"], stdin: token)
         try harness.expect(2, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", "ftp://127.0.0.1/"])
         try harness.expect(2, ["guest", "--pool-id", FakeCognito.poolId, "--region", "Mars"])
+        // An identity ID of another shape never reaches the service (which would refuse it, or,
+        // at an endpoint that is not AWS, echo it back); a token pasted there is not quoted.
+        for identityId in ["us-east-1", "dGhpcyBpcyBub3QgYW4gaWQ+Lz0=", "us-east-1:a:b", String(repeating: "a", count: 50) + ":abcdef", token] {
+            let refused = try harness.expect(
+                2, ["login", "--pool-id", FakeCognito.poolId, "--provider", "developer", "--identity-id", identityId, "--token-stdin"], stdin: token)
+            XCTAssertTrue(refused.stderr.contains("--identity-id must be a Cognito identity ID"), "\(refused)")
+        }
         // Checked before the keystore is opened: a usage error creates no keystore, and wins
         // over a keystore that cannot be opened (a file where the directory belongs).
         XCTAssertFalse(FileManager.default.fileExists(atPath: harness.keystore), "a usage error created the keystore")

@@ -44,6 +44,10 @@ struct Login: AsyncParsableCommand {
         default: break
         }
         if let identityId, identityId.isEmpty { throw ValidationError("--identity-id must not be empty") }
+        if let identityId, !FederationOptions.isIdentityIdShaped(identityId) {
+            throw ValidationError(
+                "--identity-id must be a Cognito identity ID: REGION:ID, letters, digits, _ and -, at most 55 characters, as us-east-1:0f1e2d3c-… (the one your backend got)")
+        }
     }
 
     func run() async throws(CLIFailure) {

@@ -376,6 +376,12 @@ public actor FederationClient {
     ) async throws(FederationError) -> FederationResult {
         try await exchange(session: session, operationName: "federate", provider: provider.identifier) { (previous) throws(FederationError) -> IdentityChoice in
             if let id = options.developerProvidedIdentityId {
+                guard FederationOptions.isIdentityIdShaped(id) else {
+                    // Not quoted: a token pasted in its place would be.
+                    throw FederationError(
+                        code: .invalidConfiguration,
+                        message: "developerProvidedIdentityId (\(id.utf8.count) bytes) is not a Cognito identity ID: REGION:ID, letters, digits, _ and -, at most 55 characters, as us-east-1:0f1e2d3c-…")
+                }
                 return (id, cached: false)
             }
             if provider == .developer {

@@ -13,6 +13,27 @@ public struct FederationOptions: Sendable, Hashable {
     /// ``FederationFlow/classic(_:)``.
     public var flow: FederationFlow
 
+    /// Whether `identityId` has the shape of a Cognito identity ID: `REGION:ID`, both parts
+    /// letters, digits, `_` and `-`, at most 55 characters in all (Cognito's own are
+    /// `REGION:GUID`). A ``developerProvidedIdentityId`` of another shape is refused before
+    /// any request (``FederationError/Code/invalidConfiguration``): the service would refuse
+    /// it anyway, or, at an endpoint that is not AWS, echo it back where it does harm.
+    package static func isIdentityIdShaped(_ identityId: String) -> Bool {
+        let bytes = Array(identityId.utf8)
+        let parts = bytes.split(separator: UInt8(ascii: ":"), omittingEmptySubsequences: false)
+        return bytes.count <= 55 && parts.count == 2 && parts.allSatisfy { part in
+            !part.isEmpty && part.allSatisfy { byte in
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                     UInt8(ascii: "_"), UInt8(ascii: "-"):
+                    true
+                default:
+                    false
+                }
+            }
+        }
+    }
+
     /// Creates options; the identity ID and role default to `nil`, the flow to enhanced.
     public init(developerProvidedIdentityId: String? = nil, customRoleArn: String? = nil, flow: FederationFlow = .enhanced) {
         self.developerProvidedIdentityId = developerProvidedIdentityId

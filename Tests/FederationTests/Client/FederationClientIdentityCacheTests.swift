@@ -115,6 +115,22 @@ final class FederationClientIdentityCacheTests: XCTestCase {
         XCTAssertEqual(harness.fake.operations, ["GetCredentialsForIdentity"], "a developer token never goes to GetId")
     }
 
+    /// A developer-provided identity ID that no Cognito identity ID looks like (base64, a
+    /// token pasted in its place, no region) is refused before any request, without quoting it.
+    func testADeveloperProvidedIdOfAnotherShapeIsRefusedBeforeAnyRequest() async throws {
+        let harness = try Harness()
+        for identityId in ["dGhpcyBpcyBub3QgYW4gaWQ+Lz0=", "0f1e2d3c-aaaa", "eu-west-2:", "eu-west-2:a b", TestJWT.valid()] {
+            let error = await assertThrows(FederationError.self, code: .invalidConfiguration) {
+                try await harness.client.federate(
+                    token: "opaque", provider: .developer, options: FederationOptions(developerProvidedIdentityId: identityId), session: "dev")
+            }
+            XCTAssertFalse(error?.message.contains(identityId) ?? true, "the value is quoted: \(error?.message ?? "")")
+        }
+        XCTAssertEqual(harness.fake.operations, [], "nothing was sent")
+        let snapshot = try await harness.client.session("dev")
+        XCTAssertEqual(snapshot.state, .notFederated)
+    }
+
     func testOtherErrorsOnTheCachedIdAreNotRetriedThroughGetId() async throws {
         let harness = try await federatedHarness()
         harness.fake.enqueue(.error("InvalidParameterException", message: "bad"), for: .getCredentialsForIdentity)
