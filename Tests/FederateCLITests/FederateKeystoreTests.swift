@@ -250,6 +250,7 @@ final class FederateKeystoreTests: XCTestCase {
         try harness.expect(0, credentials("alice"), environment: ["IDENTITY_BROKER_KEY": key])
         let result = try harness.expect(6, credentials("alice"), environment: ["IDENTITY_BROKER_KEY": wrong])
         XCTAssertTrue(result.stderr.contains("$IDENTITY_BROKER_KEY is not the key these sessions were sealed with"), "\(result)")
+        XCTAssertTrue(result.stderr.contains("if the key that sealed them is lost, they cannot be opened again"), "and what to do without it: \(result)")
         // The commands that read without opening the keystore in full meet the key check too:
         // a session that does not exist is not reported as not federated under a wrong key.
         for arguments in [credentials("nobody"), ["status", "--session", "nobody"], ["status", "--session", "alice"]] {
@@ -337,6 +338,31 @@ final class FederateKeystoreTests: XCTestCase {
         }
         XCTAssertEqual(chmod(harness.userDirectory, 0o700), 0)
         try harness.expect(0, credentials("alice"))
+    }
+
+    /// A database its user may not open (mode 000: strict enough for the permission check,
+    /// refused by the kernel) says so, not "full disk, links or a hung process". Run as
+    /// another user: root opens any file.
+    func testADatabaseTheUserMayNotOpenSaysSo() throws {
+        let setpriv = "/usr/bin/setpriv"
+        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: setpriv) else {
+            throw XCTSkip("needs root and setpriv to run federate as a user the kernel refuses a file")
+        }
+        let nobody: uid_t = 65534
+        let directory = "/tmp/ib-refused-\(UUID().uuidString.prefix(8))"
+        XCTAssertEqual(mkdir(directory, 0o700), 0)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        XCTAssertEqual(chown(directory, nobody, gid_t(nobody)), 0)
+        let keystore = directory + "/ks"
+        let asNobody = [setpriv, "--reuid=\(nobody)", "--regid=\(nobody)", "--clear-groups"]
+        let made = try harness.run(
+            ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint, "--session", "alice", "--keystore", keystore], launcher: asNobody)
+        XCTAssertEqual(made.status, 0, "\(made)")
+        let database = "\(keystore)/users/\(nobody)/\(FederateHarness.base64URL(FederateHarness.service)).sqlite"
+        XCTAssertEqual(chmod(database, 0), 0)
+        let refused = try harness.run(["credentials", "--session", "alice", "--keystore", keystore], launcher: asNobody)
+        XCTAssertEqual(refused.status, 6, "\(refused)")
+        XCTAssertTrue(refused.stderr.contains("this user may not open the keystore's database: check its owner and mode"), "\(refused)")
     }
 
     func testInsecurePermissionsExitSixWithTheFix() throws {

@@ -32,7 +32,10 @@ extension CLIFailure {
             let next = error.message.contains("; ") ? "" : "; fix that option (see 'federate help')"
             return CLIFailure(.usage, "\(error.message)\(next)")
         case .sessionConflict:
-            return CLIFailure(.usage, "\(error.message): run 'federate clear' for that session first, then try again")
+            // The library's advice, in the command's words.
+            let clear = "run 'federate clear' with the same --session first"
+            let said = error.message.replacing("clear the session first", with: clear)
+            return CLIFailure(.usage, said == error.message ? "\(error.message): \(clear), then try again" : "\(said), then try again")
         case .noValidCredentials:
             return CLIFailure(.noValidCredentials, "\(error.message)")
         case .identityTerminated:
@@ -105,6 +108,8 @@ extension CLIFailure {
         case .storeUnavailable where KeystoreLocation.isDatabaseURL(root):
             let server = error.path.map { " at \($0)" } ?? ""
             next = "the database\(server) cannot be reached: check that it is running and reachable (host, port, TLS, user and password in --keystore), then try again"
+        case .storeUnavailable where error.errno == EACCES || error.errno == EPERM:
+            next = "this user may not open the keystore's database: check its owner and mode and those of its directory (private: yours, 0600 in a 0700 directory; a shared access group: 0660 in a 2770 directory of a Unix group you are in), or choose another --keystore"
         case .storeUnavailable:
             next = "the keystore's database could not be opened or stayed locked: check that the keystore directory is on a writable disk with room, that nothing inside it is a link, and that no hung process holds it, then try again"
         case .io where error.errno == EROFS:
