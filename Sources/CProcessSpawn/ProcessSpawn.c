@@ -26,7 +26,6 @@
 #endif
 #endif
 
-/// What the thread that forks needs; lives on the caller's stack until the report is read.
 /// A pipe whose two ends close at `execve`.
 static int cloexec_pipe(int ends[2]) {
 #ifdef __linux__
@@ -49,6 +48,7 @@ static pid_t fork_for_exec(void) {
 #endif
 }
 
+/// What the thread that forks needs; lives on the caller's stack until the report is read.
 struct spawn_request {
     char **candidates;      // paths to try in order (PATH lookup done before the fork)
     int candidate_count;

@@ -222,8 +222,16 @@ final class FederateUsageTests: XCTestCase {
                 + "run 'federate credentials --help' for usage\n")
         try harness.expect(2, ["credentials", "--expiry-margin", "soon"])
         try harness.expect(2, ["credentials", "--expiry-margin=-5"])
+        // argument-parser reads "-5" as an option and says the value is missing.
+        let negative = try harness.expect(2, ["credentials", "--expiry-margin", "-5"])
+        XCTAssertTrue(negative.stderr.contains("--expiry-margin must be 0 or more, not -5"), negative.stderr)
         try harness.expect(2, ["login", "--pool-id", FakeCognito.poolId, "--provider", "myspace", "--token-stdin"], stdin: "x")
         try harness.expect(2, ["login", "--pool-id", FakeCognito.poolId, "--provider", "oidc:", "--token-stdin"], stdin: "x")
+        // The likely slips get a hint.
+        let capital = try harness.expect(2, ["login", "--pool-id", FakeCognito.poolId, "--provider", "Google", "--token-stdin"], stdin: "x")
+        XCTAssertTrue(capital.stderr.contains("(did you mean 'google'?)"), capital.stderr)
+        let bare = try harness.expect(2, ["login", "--pool-id", FakeCognito.poolId, "--provider", "oidc", "--token-stdin"], stdin: "x")
+        XCTAssertTrue(bare.stderr.contains("(oidc takes the issuer after a colon: oidc:…)"), bare.stderr)
         try harness.expect(2, ["migrate", "--from", "none"])
         // An access group name the keystore cannot hold is bad input too, whatever the command
         // (and whether or not the source of a migration has items).

@@ -36,7 +36,8 @@ struct Login: AsyncParsableCommand {
     func validate() throws {
         guard AuthProvider(identifier: provider) != nil else {
             throw ValidationError(
-                "--provider '\(provider)' is not one of facebook, google, amazon, apple, twitter, oidc:ISSUER, saml:ARN, custom:KEY, developer")
+                "--provider '\(provider)' is not one of facebook, google, amazon, apple, twitter, oidc:ISSUER, saml:ARN, custom:KEY, developer"
+                    + Self.providerHint(provider))
         }
         switch (tokenFile != nil, tokenStdin) {
         case (true, true): throw ValidationError("pass either --token-file or --token-stdin, not both")
@@ -48,6 +49,16 @@ struct Login: AsyncParsableCommand {
             throw ValidationError(
                 "--identity-id must be a Cognito identity ID: REGION:ID, letters, digits, _ and -, at most 55 characters, as us-east-1:0f1e2d3c-… (the one your backend got)")
         }
+    }
+
+    /// The likely slip in a `--provider` refused: a capital letter, or a kind without what
+    /// follows its colon.
+    static func providerHint(_ provider: String) -> String {
+        let lower = provider.lowercased()
+        if !provider.contains(":"), lower != provider, AuthProvider(identifier: lower) != nil { return " (did you mean '\(lower)'?)" }
+        let kinds = ["oidc": "the issuer", "saml": "the provider's ARN", "custom": "the Logins key its token goes under"]
+        if let after = kinds[lower] { return " (\(lower) takes \(after) after a colon: \(lower):…)" }
+        return ""
     }
 
     func run() async throws(CLIFailure) {

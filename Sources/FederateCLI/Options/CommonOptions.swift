@@ -15,13 +15,13 @@ package struct CommonOptions: ParsableArguments {
 
     @OptionGroup var store: KeystoreOptions
 
-    @Option(name: .long, help: ArgumentHelp("The AWS region; default: the identity pool ID's prefix.", valueName: "R"))
+    @Option(name: .long, help: ArgumentHelp("The AWS region of the identity service (login and guest; other commands ignore it); default: the identity pool ID's prefix.", valueName: "R"))
     var region: String?
 
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "The Cognito Identity endpoint; default: $AWS_ENDPOINT_URL_COGNITO_IDENTITY, else $AWS_ENDPOINT_URL, else AWS's.",
+            "The Cognito Identity endpoint (login and guest; other commands ignore it); default: $AWS_ENDPOINT_URL_COGNITO_IDENTITY, else $AWS_ENDPOINT_URL, else AWS's.",
             valueName: "URL"))
     var endpoint: String?
 
@@ -32,7 +32,7 @@ package struct CommonOptions: ParsableArguments {
 
     @Flag(
         name: .customLong("allow-insecure-endpoint"),
-        help: "Allow a plaintext http:// --endpoint (or AWS_ENDPOINT_URL*) to a host that is not loopback; tokens then travel unencrypted. For a local emulator in a container network only.")
+        help: "Allow a plaintext http:// --endpoint (or AWS_ENDPOINT_URL*) to a host that is not loopback; tokens then travel unencrypted. For a local emulator in a container network only (login and guest; other commands ignore it).")
     var allowInsecureEndpoint = false
 
     package init() {}

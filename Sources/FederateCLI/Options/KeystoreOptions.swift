@@ -7,7 +7,7 @@ package struct KeystoreLocationOptions: ParsableArguments {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "The keystore directory, or a PostgreSQL database as postgres://USER:PASSWORD@HOST:PORT/DB?sslmode=MODE (key: $IDENTITY_BROKER_KEY, $IDENTITY_BROKER_PASSPHRASE or $IDENTITY_BROKER_KEY_FILE). Default: $IDENTITY_BROKER_KEYSTORE, else $XDG_DATA_HOME/identity-broker, else ~/.local/share/identity-broker.",
+            "The keystore directory, or a PostgreSQL database as postgres://USER:PASSWORD@HOST:PORT/DB?sslmode=MODE (key: $IDENTITY_BROKER_KEY or $IDENTITY_BROKER_PASSPHRASE, else the key file a directory keeps, or for a database the one $IDENTITY_BROKER_KEY_FILE names). Default: $IDENTITY_BROKER_KEYSTORE, else $XDG_DATA_HOME/identity-broker, else ~/.local/share/identity-broker.",
             valueName: "DIR|postgres://URL"))
     var keystore: String?
 

@@ -29,7 +29,7 @@ extension Federate {
     static func usageMessage(_ message: String, arguments: [String]) -> String {
         // Its own report of an option's missing value names the option before it; the
         // argument after it (`--token-file --x…`) may be a token.
-        if message.hasPrefix("Missing value for") { return message }
+        if message.hasPrefix("Missing value for") { return negativeNumberRead(as: message, in: arguments) ?? message }
         // What follows a mistyped subcommand is judged against the top level, where every
         // option is unknown: `federate credential --session x` said "Unknown option '--session'".
         if let unknown = unknownSubcommand(in: arguments) { return unknown }
@@ -46,6 +46,19 @@ extension Federate {
             return "Unknown option: an argument of \(name.utf8.count) bytes that starts with -- (not shown: it may hold a secret)"
         }
         return "Unknown option '\(name)'" + (suggestion.map { " (did you mean '\($0)'?)" } ?? "")
+    }
+
+    /// `--expiry-margin -5`: argument-parser takes `-5` for an option and reports the value
+    /// missing. Said as what it is when the argument after the option it names is a negative
+    /// whole number (no secret, so quoted); `nil` otherwise.
+    private static func negativeNumberRead(as message: String, in arguments: [String]) -> String? {
+        guard let start = message.firstIndex(of: "'") else { return nil }
+        let name = String(message[message.index(after: start)...].prefix { $0 != " " && $0 != "'" })
+        guard let at = arguments.firstIndex(of: name), at + 1 < arguments.count else { return nil }
+        let next = arguments[at + 1]
+        guard next.utf8.count > 1, next.utf8.count <= 20, next.hasPrefix("-"),
+              next.utf8.dropFirst().allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
+        return "\(name) must be 0 or more, not \(next)"
     }
 
     /// What to say when the first argument (or the one after `help`) is neither an option nor
