@@ -3,6 +3,7 @@
 #include "CProcessSpawn.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <time.h>
 #include <stdatomic.h>
@@ -52,21 +53,36 @@ void ib_signal_relay_command_started(void) {
     atomic_store_explicit(&relay_command_started, 1, memory_order_release);
 }
 
-void ib_signal_relay_uninstall(const int *signals, int count) {
-    // A signal already sent waits to be handled first (up to half a second), or the default
-    // action would meet it: the terminal's Ctrl-C that the command caught and exited 42 on
-    // reaches this process too, and when this process's thread that takes it is slow to run,
-    // it would die of it (130) instead of passing on the command's 42.
-    for (int waited = 0; waited < 500; waited++) {
+void ib_signal_relay_settle(const int *signals, int count) {
+    // sigpending reports only what is blocked in the calling thread (a pending signal the
+    // thread does not block would have been delivered to it): block them here meanwhile, so
+    // that one pending for the process shows, and is left to the thread that takes it.
+    sigset_t trapped, previous;
+    sigemptyset(&trapped);
+    for (int index = 0; index < count; index++) sigaddset(&trapped, signals[index]);
+    pthread_sigmask(SIG_BLOCK, &trapped, &previous);
+    struct timespec now, deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_nsec += 500000000;
+    if (deadline.tv_nsec >= 1000000000) {
+        deadline.tv_sec += 1;
+        deadline.tv_nsec -= 1000000000;
+    }
+    while (1) {
         sigset_t pending;
         int any = 0;
         if (sigpending(&pending) == 0) {
             for (int index = 0; index < count; index++) any |= sigismember(&pending, signals[index]) == 1;
         }
-        if (!any) break;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (!any || now.tv_sec > deadline.tv_sec || (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec)) break;
         struct timespec pause = { .tv_sec = 0, .tv_nsec = 1000000 };
         nanosleep(&pause, NULL);
     }
+    pthread_sigmask(SIG_SETMASK, &previous, NULL);
+}
+
+void ib_signal_relay_uninstall(const int *signals, int count) {
     for (int index = 0; index < count; index++) {
         (void)signal(signals[index], SIG_DFL);
     }

@@ -97,6 +97,9 @@ final class SignalRelay: Sendable {
     /// while `federate` shuts down (the server, a PostgreSQL pool) ends it.
     func stop() {
         target.withLock { $0 = nil }
+        // The command's end may have come before this process's copy of the terminal's
+        // signal that ended it was handled: it must not meet the default action.
+        ib_signal_relay_settle(signals, Int32(signals.count))
         ib_signal_relay_uninstall(signals, Int32(signals.count))
     }
 

@@ -250,7 +250,7 @@ final class FederateKeystoreTests: XCTestCase {
         try harness.expect(0, credentials("alice"), environment: ["IDENTITY_BROKER_KEY": key])
         let result = try harness.expect(6, credentials("alice"), environment: ["IDENTITY_BROKER_KEY": wrong])
         XCTAssertTrue(result.stderr.contains("$IDENTITY_BROKER_KEY is not the key these sessions were sealed with"), "\(result)")
-        XCTAssertTrue(result.stderr.contains("if the key that sealed them is lost, they cannot be opened again"), "and what to do without it: \(result)")
+        XCTAssertTrue(result.stderr.contains("if the key that sealed them is lost, nothing opens them again: start over in another keystore"), "and what to do without it: \(result)")
         // The commands that read without opening the keystore in full meet the key check too:
         // a session that does not exist is not reported as not federated under a wrong key.
         for arguments in [credentials("nobody"), ["status", "--session", "nobody"], ["status", "--session", "alice"]] {
@@ -329,7 +329,9 @@ final class FederateKeystoreTests: XCTestCase {
     /// saying so; none reads it as "no session", and `clear` does not report it cleared.
     func testAPrivateDirectoryClosedByHandStopsEveryCommand() throws {
         try guest("alice")
-        usleep(50_000)  // past the file system's timestamp tick, as any chmod by hand is
+        // Last modified two seconds ago, as a directory chmod-ed by hand a while after its last write is.
+        var twoSecondsAgo = [timespec(tv_sec: time(nil) - 2, tv_nsec: 0), timespec(tv_sec: time(nil) - 2, tv_nsec: 0)]
+        XCTAssertEqual(utimensat(AT_FDCWD, harness.userDirectory, &twoSecondsAgo, 0), 0)
         XCTAssertEqual(chmod(harness.userDirectory, 0), 0)
         defer { _ = chmod(harness.userDirectory, 0o700) }
         for arguments in [credentials("alice"), ["status", "--session", "alice"], ["clear", "--session", "alice"]] {

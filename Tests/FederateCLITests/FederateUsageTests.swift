@@ -225,6 +225,9 @@ final class FederateUsageTests: XCTestCase {
         // argument-parser reads "-5" as an option and says the value is missing.
         let negative = try harness.expect(2, ["credentials", "--expiry-margin", "-5"])
         XCTAssertTrue(negative.stderr.contains("--expiry-margin must be 0 or more, not -5"), negative.stderr)
+        // Only for the options that take a number: a session name is none.
+        let session = try harness.expect(2, ["credentials", "--session", "-5"])
+        XCTAssertFalse(session.stderr.contains("0 or more"), session.stderr)
         try harness.expect(2, ["login", "--pool-id", FakeCognito.poolId, "--provider", "myspace", "--token-stdin"], stdin: "x")
         try harness.expect(2, ["login", "--pool-id", FakeCognito.poolId, "--provider", "oidc:", "--token-stdin"], stdin: "x")
         // The likely slips get a hint.

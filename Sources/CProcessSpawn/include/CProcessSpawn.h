@@ -81,10 +81,15 @@ int ib_signal_relay_install(int descriptor, const int *signals, int count);
 /// before the command was in it, so the command did not get it and it must be forwarded.
 void ib_signal_relay_command_started(void);
 
-/// Puts each of `signals` back to its default action (once the command has ended), after any
-/// of them already sent to this process has been handled (waiting up to half a second): the
-/// terminal's Ctrl-C that the command caught reaches `federate` too, and must not meet the
-/// default action when the thread that takes it was slow to run.
+/// Waits, up to half a second, until none of `signals` already sent to this process is still
+/// waiting to be handled. Call before ``ib_signal_relay_uninstall`` once the command has
+/// ended: the terminal's Ctrl-C that the command caught (and exited 42 on) reaches `federate`
+/// too, and must not meet the default action (130) when the thread that takes it is slow to
+/// run. (`sigpending` sees a signal pending for the process only while the calling thread
+/// blocks it: Linux's rule, which this follows; elsewhere it may see none and return at once.)
+void ib_signal_relay_settle(const int *signals, int count);
+
+/// Puts each of `signals` back to its default action.
 void ib_signal_relay_uninstall(const int *signals, int count);
 
 /// `SI_KERNEL`, which Swift cannot see as a constant.

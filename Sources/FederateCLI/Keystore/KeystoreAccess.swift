@@ -548,7 +548,7 @@ package enum KeySelection {
                 given = "the key file is not the key these sessions were sealed with: if they were sealed with"
                     + " $\(KeySource.defaultEnvironmentVariable) or $\(passphraseVariable), set it; if the key file was replaced, restore the one that sealed them"
             }
-            return given + "; " + rotation + "; if the key that sealed them is lost, they cannot be opened again: clear them (or move the keystore aside) and log in again"
+            return given + "; " + rotation + "; if the key that sealed them is lost, nothing opens them again: start over in another keystore (another --keystore, or this directory moved aside) and log in again"
         }
         if reason.hasPrefix("environment variable") {
             return "set it to 32 random bytes in canonical base64, as 'openssl rand -base64 32' prints them"

@@ -49,16 +49,18 @@ extension Federate {
     }
 
     /// `--expiry-margin -5`: argument-parser takes `-5` for an option and reports the value
-    /// missing. Said as what it is when the argument after the option it names is a negative
-    /// whole number (no secret, so quoted); `nil` otherwise.
+    /// missing. Said as what it is for the options that take a number, when the argument after
+    /// the one named is a negative whole number (quoted: at most 15 bytes, and no secret);
+    /// `nil` otherwise.
     private static func negativeNumberRead(as message: String, in arguments: [String]) -> String? {
+        let ranges = ["--expiry-margin": "0 or more", "--duration": "900 to 43200 seconds"]
         guard let start = message.firstIndex(of: "'") else { return nil }
         let name = String(message[message.index(after: start)...].prefix { $0 != " " && $0 != "'" })
-        guard let at = arguments.firstIndex(of: name), at + 1 < arguments.count else { return nil }
+        guard let range = ranges[name], let at = arguments.firstIndex(of: name), at + 1 < arguments.count else { return nil }
         let next = arguments[at + 1]
-        guard next.utf8.count > 1, next.utf8.count <= 20, next.hasPrefix("-"),
+        guard next.utf8.count > 1, next.utf8.count < 16, next.hasPrefix("-"),
               next.utf8.dropFirst().allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
-        return "\(name) must be 0 or more, not \(next)"
+        return "\(name) must be \(range), not \(next)"
     }
 
     /// What to say when the first argument (or the one after `help`) is neither an option nor

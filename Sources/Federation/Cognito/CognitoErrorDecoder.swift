@@ -66,7 +66,7 @@ package enum CognitoErrorDecoder {
     static func summary(for code: FederationError.Code, operation: String, status: Int? = nil) -> String {
         switch code {
         case .serviceUnavailable where !RetryClassification.retriesServiceFailure(status: status):
-            "the identity service failed \(operation) with HTTP \(status ?? 0), which is not retried (another try gets the same answer)"
+            "the identity service failed \(operation) with HTTP \(status ?? 0), which is not retried"
         case .notAuthorized: "\(operation) was not authorized: the provider token was rejected or does not match the identity; get a fresh token"
         case .resourceNotFound: "\(operation) named something the service does not have; check the identity pool ID and region"
         case .throttled: "\(operation) was throttled by the identity service and retries ran out; slow down and try again"

@@ -26,7 +26,7 @@ package enum STSErrorDecoder {
     static func summary(for code: FederationError.Code, type: String?, operation: String, status: Int? = nil) -> String {
         switch code {
         case .serviceUnavailable where !RetryClassification.retriesServiceFailure(status: status):
-            "STS failed \(operation) with HTTP \(status ?? 0), which is not retried (another try gets the same answer)"
+            "STS failed \(operation) with HTTP \(status ?? 0), which is not retried"
         case .notAuthorized:
             "STS refused \(operation): the role does not trust this identity (check the role's trust policy: cognito-identity.amazonaws.com as federated principal, aud the pool ID, amr authenticated or unauthenticated) or the token was rejected"
         case .invalidParameter where type == "MalformedPolicyDocument":

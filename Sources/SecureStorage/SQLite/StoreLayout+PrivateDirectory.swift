@@ -159,36 +159,50 @@ extension StoreLayout {
     /// directory.
     ///
     /// A directory of mode 000 is pending only while it is as `mkdir` made it: its status
-    /// changed (`ctime`) when it was last modified (`mtime`), and that is recent. One older, or
-    /// changed since (the user's own directory `chmod 000`ed by hand), is removed when empty (a
-    /// crash's leftover) and is an error when it holds entries, for reads as for writes:
-    /// passing it over would read as "no sessions", and `clear` would report a session gone
-    /// that is still there. When `removingStale` is off, nothing is removed or checked (the
-    /// commit's own look). A read that cannot remove an empty leftover (a read-only mount)
-    /// passes it over.
+    /// changed (`ctime`) within a second of its last modification (`mtime`: a security label
+    /// or default ACL written as it is made can move ctime by a clock tick), and that is
+    /// recent. One older, or changed since (the user's own directory `chmod 000`ed by hand), is
+    /// removed when empty (a crash's leftover) and is an error when it holds entries, for
+    /// reads as for writes: passing it over would read as "no sessions", and `clear` would
+    /// report a session gone that is still there. It is looked at again just before: one its
+    /// maker committed meanwhile is taken as committed. A read that cannot remove an old
+    /// leftover (a read-only mount) passes it over; one changed since it was made is an error
+    /// all the same. When `removingStale` is off, nothing is removed or checked (the commit's
+    /// own look).
     private func ownPrivateEntries(create: Bool, removingStale: Bool = true) throws(KeystoreError) -> [OwnEntry] {
         let prefix = "\(userID)"
         guard let names = try KeystoreError.rethrowing({ try POSIX.directoryEntries(usersDirectory, prefix: prefix) }) else {
             return []
         }
         var ours: [OwnEntry] = []
+        func add(_ path: String, _ info: stat) {
+            let writableByOthers = info.st_mode & 0o022 != 0
+            ours.append(OwnEntry(
+                path: path, pending: info.st_mode & 0o777 == 0, writableByOthers: writableByOthers,
+                isGroupDirectory: writableByOthers && info.st_mode & S_ISGID != 0))
+        }
         for name in names where name == prefix || Self.isNumberedName(name, prefix: prefix) {
             let path = "\(usersDirectory)/\(name)"
             guard let info = try status(path), info.st_uid == userID, POSIX.isDirectory(info) else { continue }
             let pending = info.st_mode & 0o777 == 0
-            // mtime: a pending directory never holds an entry, so it is when it was made; and
-            // nothing changes its status until the commit's chmod, so ctime is the same instant.
-            #if canImport(Darwin)
-            let (modified, changed) = (info.st_mtimespec, info.st_ctimespec)
-            #else
-            let (modified, changed) = (info.st_mtim, info.st_ctim)
-            #endif
-            let changedSinceMade = modified.tv_sec != changed.tv_sec || modified.tv_nsec != changed.tv_nsec
-            if pending && removingStale && (changedSinceMade || Int64(time(nil)) - Int64(modified.tv_sec) > Self.stalePendingAge) {
-                if rmdir(path) == 0 || errno == ENOENT { continue }
-                guard errno == ENOTEMPTY || errno == EEXIST else {
-                    if !create { continue }
-                    throw KeystoreError.io("rmdir", path: path)
+            let changedSinceMade = Self.changedSinceMade(info)
+            let stale = Int64(time(nil)) - Int64(Self.modified(info).tv_sec) > Self.stalePendingAge
+            guard pending && removingStale && (changedSinceMade || stale) else {
+                add(path, info)
+                continue
+            }
+            // Committed (or replaced) since it was listed: taken as it is now.
+            guard let again = try status(path), again.st_dev == info.st_dev, again.st_ino == info.st_ino, again.st_mode & 0o777 == 0 else {
+                if let now = try status(path), now.st_uid == userID, POSIX.isDirectory(now) { add(path, now) }
+                continue
+            }
+            if rmdir(path) == 0 || errno == ENOENT { continue }
+            let failure = errno
+            if failure == ENOTEMPTY || failure == EEXIST {
+                // Its maker committed it and wrote into it between the look and the rmdir.
+                if let now = try status(path), now.st_dev == info.st_dev, now.st_ino == info.st_ino, now.st_mode & 0o777 != 0 {
+                    add(path, now)
+                    continue
                 }
                 // Not a leftover of the protocol: the user's own directory, chmod 000 by hand.
                 throw KeystoreError(
@@ -196,12 +210,42 @@ extension StoreLayout {
                     "a directory of yours in users/ has mode 000 but holds entries: chmod 700 it if it holds your sessions, else remove it",
                     path: path, mode: UInt32(info.st_mode))
             }
-            let writableByOthers = info.st_mode & 0o022 != 0
-            ours.append(OwnEntry(
-                path: path, pending: pending, writableByOthers: writableByOthers,
-                isGroupDirectory: writableByOthers && info.st_mode & S_ISGID != 0))
+            if changedSinceMade {
+                throw KeystoreError(
+                    .insecurePermissions,
+                    "a directory of yours in users/ has mode 000 and was changed since it was made, and cannot be removed (\(String(cString: strerror(failure)))): "
+                        + "chmod 700 it if it holds your sessions, else remove it",
+                    path: path, mode: UInt32(info.st_mode))
+            }
+            // An old leftover a read cannot remove (a read-only mount): nothing of it is read.
+            if !create { continue }
+            throw KeystoreError.io("rmdir", path: path, errno: failure)
         }
         return ours.sorted { $0.path < $1.path }
+    }
+
+    /// Whether `info`'s status changed more than a second after its last modification: not a
+    /// directory as `mkdir` made it.
+    private static func changedSinceMade(_ info: stat) -> Bool {
+        let (modified, changed) = (modified(info), Self.changed(info))
+        let nanoseconds = (Int64(changed.tv_sec) - Int64(modified.tv_sec)) * 1_000_000_000 + Int64(changed.tv_nsec) - Int64(modified.tv_nsec)
+        return nanoseconds > 1_000_000_000
+    }
+
+    private static func modified(_ info: stat) -> timespec {
+        #if canImport(Darwin)
+        info.st_mtimespec
+        #else
+        info.st_mtim
+        #endif
+    }
+
+    private static func changed(_ info: stat) -> timespec {
+        #if canImport(Darwin)
+        info.st_ctimespec
+        #else
+        info.st_ctim
+        #endif
     }
 
     /// `<uid>.<N>` (the caller has matched the `<uid>` prefix): N decimal, 1 to 9 digits, no

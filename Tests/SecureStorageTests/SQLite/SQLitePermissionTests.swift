@@ -373,8 +373,10 @@ final class SQLitePermissionTests: XCTestCase {
         try await keystore.set([5], forKey: "k")
         keystore.close()
         let layout = try StoreLayout(root: temporary.root, service: "tool")
-        // Past the file system's timestamp tick, as any chmod by hand is.
-        usleep(50_000)
+        // Last modified two seconds ago (whatever the file system's timestamp granularity), as
+        // a directory chmod-ed by hand a while after its last write is.
+        var twoSecondsAgo = [timespec(tv_sec: time(nil) - 2, tv_nsec: 0), timespec(tv_sec: time(nil) - 2, tv_nsec: 0)]
+        XCTAssertEqual(utimensat(AT_FDCWD, layout.userDirectory, &twoSecondsAgo, 0), 0)
         XCTAssertEqual(chmod(layout.userDirectory, 0), 0)
         defer { _ = chmod(layout.userDirectory, 0o700) }
         do {
