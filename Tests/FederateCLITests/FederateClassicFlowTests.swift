@@ -122,6 +122,8 @@ final class FederateClassicFlowTests: XCTestCase {
             ["--flow", "classic", "--role-arn", Self.roleArn, "--duration", "899"],
             ["--flow", "classic", "--role-arn", Self.roleArn, "--duration", "43201"],
             ["--flow", "classic", "--role-arn", "not-an-arn"],
+            ["--role-arn", "not-an-arn"],
+            ["--role-arn", "arn:aws:iam::123456789012:user/alice"],
             ["--flow", "classic", "--role-arn", Self.roleArn, "--role-session-name", "has space"],
             ["--flow", "classic", "--role-arn", Self.roleArn, "--policy-file", harness.directory + "/missing.json"],
             ["--flow", "enhanced", "--duration", "900"],

@@ -46,6 +46,10 @@ struct FlowOptions: ParsableArguments {
 
     func validate() throws {
         if let roleArn, roleArn.isEmpty { throw ValidationError("--role-arn must not be empty") }
+        // Either flow: the enhanced flow's role goes to Cognito, the classic flow's to STS.
+        if let roleArn, !ClassicFlowOptions.isRoleArn(roleArn) {
+            throw ValidationError("--role-arn must be an IAM role ARN like arn:aws:iam::123456789012:role/NAME")
+        }
         switch flow {
         case .classic:
             guard roleArn != nil else {

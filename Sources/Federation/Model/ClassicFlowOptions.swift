@@ -51,15 +51,20 @@ public struct ClassicFlowOptions: Sendable, Hashable {
 }
 
 extension ClassicFlowOptions {
+    /// Whether `arn` has an IAM role ARN's shape (`arn:PARTITION:iam::ACCOUNT:role/NAME`,
+    /// printable ASCII, at most 2048 bytes), as STS and Cognito take one.
+    package static func isRoleArn(_ arn: String) -> Bool {
+        let parts = arn.split(separator: ":", maxSplits: 5, omittingEmptySubsequences: false)
+        return parts.count == 6 && parts[0] == "arn" && parts[2] == "iam" && parts[5].hasPrefix("role/")
+            && arn.utf8.count <= 2048 && arn.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F })
+    }
+
     /// Checks what STS would refuse, before anything is sent.
     func validate() throws(FederationError) {
         func invalid(_ message: String) -> FederationError {
             FederationError(code: .invalidConfiguration, message: message)
         }
-        let arnParts = roleArn.split(separator: ":", maxSplits: 5, omittingEmptySubsequences: false)
-        guard arnParts.count == 6, arnParts[0] == "arn", arnParts[2] == "iam", arnParts[5].hasPrefix("role/"),
-            roleArn.utf8.count <= 2048, roleArn.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F })
-        else {
+        guard Self.isRoleArn(roleArn) else {
             throw invalid("the classic flow's role ARN '\(String(roleArn.prefix(100)))' is not an IAM role ARN like arn:aws:iam::123456789012:role/NAME")
         }
         if let roleSessionName, !RoleSessionName.isValid(roleSessionName) {

@@ -34,6 +34,22 @@ public struct FederationOptions: Sendable, Hashable {
         }
     }
 
+    /// Checks what the service would refuse, before anything is sent: an identity ID not
+    /// shaped like one (never quoted: a token pasted in its place would be), a role that is no
+    /// IAM role ARN.
+    func validate() throws(FederationError) {
+        if let id = developerProvidedIdentityId, !Self.isIdentityIdShaped(id) {
+            throw FederationError(
+                code: .invalidConfiguration,
+                message: "developerProvidedIdentityId (\(id.utf8.count) bytes) is not a Cognito identity ID: REGION:ID, letters, digits, _ and -, at most 55 characters, as us-east-1:0f1e2d3c-…")
+        }
+        if let customRoleArn, !ClassicFlowOptions.isRoleArn(customRoleArn) {
+            throw FederationError(
+                code: .invalidConfiguration,
+                message: "customRoleArn (\(customRoleArn.utf8.count) bytes) is not an IAM role ARN like arn:aws:iam::123456789012:role/NAME")
+        }
+    }
+
     /// Creates options; the identity ID and role default to `nil`, the flow to enhanced.
     public init(developerProvidedIdentityId: String? = nil, customRoleArn: String? = nil, flow: FederationFlow = .enhanced) {
         self.developerProvidedIdentityId = developerProvidedIdentityId

@@ -126,6 +126,13 @@ final class FederationClientIdentityCacheTests: XCTestCase {
             }
             XCTAssertFalse(error?.message.contains(identityId) ?? true, "the value is quoted: \(error?.message ?? "")")
         }
+        // Nor a role that is no IAM role ARN, in the enhanced flow as in the classic one.
+        for roleArn in ["reader", "arn:aws:iam::123456789012:user/alice", "arn:aws:s3:::bucket"] {
+            let error = await assertThrows(FederationError.self, code: .invalidConfiguration) {
+                try await harness.client.federate(token: TestJWT.valid(), provider: .google, options: FederationOptions(customRoleArn: roleArn), session: "dev")
+            }
+            XCTAssertTrue(error?.message.contains("is not an IAM role ARN") ?? false, "\(error?.message ?? "")")
+        }
         XCTAssertEqual(harness.fake.operations, [], "nothing was sent")
         let snapshot = try await harness.client.session("dev")
         XCTAssertEqual(snapshot.state, .notFederated)
