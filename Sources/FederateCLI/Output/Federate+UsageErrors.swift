@@ -1,4 +1,5 @@
 import ArgumentParser
+import Federation
 
 /// How a usage error (exit 2) reads: the option at fault named first, with the nearest real
 /// one, never quoting what may be a secret, and where to look next.
@@ -53,7 +54,10 @@ extension Federate {
     /// the one named is a negative whole number (quoted: at most 15 bytes, and no secret);
     /// `nil` otherwise.
     private static func negativeNumberRead(as message: String, in arguments: [String]) -> String? {
-        let ranges = ["--expiry-margin": "0 or more", "--duration": "900 to 43200 seconds"]
+        let ranges = [
+            "--expiry-margin": "0 or more",
+            "--duration": "\(ClassicFlowOptions.minimumDurationSeconds) to \(ClassicFlowOptions.maximumDurationSeconds) seconds",
+        ]
         guard let start = message.firstIndex(of: "'") else { return nil }
         let name = String(message[message.index(after: start)...].prefix { $0 != " " && $0 != "'" })
         guard let range = ranges[name], let at = arguments.firstIndex(of: name), at + 1 < arguments.count else { return nil }
