@@ -23,7 +23,8 @@ package struct Federate: AsyncParsableCommand {
             Exit codes: 0 ok; 1 internal error; 2 usage or bad local input; \
             3 no valid credentials (log in again); 4 rejected by the identity service; \
             5 identity service unavailable after retries; 6 keystore error. \
-            exec exits with its command's status, 126 when it cannot be executed, 127 when it cannot be found.
+            exec exits with its command's status, 126 when it cannot be executed, 127 when it cannot be found. \
+            federate --version prints the version.
             """,
         subcommands: [Login.self, Guest.self, Credentials.self, Status.self, Clear.self, Migrate.self, Rekey.self, Exec.self, Serve.self]
     )
@@ -69,6 +70,10 @@ package struct Federate: AsyncParsableCommand {
             if let credentials = CredentialsCommandLine.parse(Array(CommandLine.arguments.dropFirst())) {
                 try ActiveServerSide.current.prepare(keystore: credentials.keystore)
                 try await credentials.run()
+            } else if CommandLine.arguments.dropFirst().elementsEqual(["--version"]) {
+                // Not argument-parser's `version:`, which would offer `--version` to every
+                // subcommand's mistyped option ("did you mean '--version'?" for `--session`).
+                try Terminal.out(IdentityBrokerVersion.current + "\n")
             } else {
                 // argument-parser's `help NAME` prints the top-level help and exits 0 for a
                 // NAME it does not know.

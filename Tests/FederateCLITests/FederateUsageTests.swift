@@ -27,6 +27,15 @@ final class FederateUsageTests: XCTestCase {
         XCTAssertTrue(loginHelp.stdout.contains("--expiry-margin"))
     }
 
+    /// A bug report can say which release it is about; the version is the one the
+    /// `User-Agent` sends.
+    func testVersionPrintsTheLibrarysVersion() throws {
+        let version = try harness.run(["--version"])
+        XCTAssertEqual(version.status, 0, "\(version)")
+        XCTAssertEqual(version.stdout, "\(IdentityBrokerVersion.current)\n")
+        XCTAssertEqual(version.stderr, "")
+    }
+
     /// A mistyped subcommand is what the line names, not an option after it (which the top
     /// level does not know either); a token pasted in its place is not quoted.
     func testUnknownSubcommandExitsTwo() throws {
@@ -353,8 +362,22 @@ final class FederateUsageTests: XCTestCase {
         XCTAssertTrue(object["identityId"] is NSNull)
         XCTAssertTrue(object["provider"] is NSNull)
         XCTAssertTrue(object["expiration"] is NSNull)
-        XCTAssertEqual(result.stderr, "")
+        // A mistyped --keystore reads so too: stderr says that nothing is there.
+        XCTAssertEqual(
+            result.stderr,
+            "federate: keystore \(harness.keystore) does not exist: nothing was ever saved there (check --keystore and --access-group)\n")
         XCTAssertFalse(FileManager.default.fileExists(atPath: harness.keystore), "status must not create the keystore")
+
+        // A keystore that exists, without that session: the JSON alone.
+        let cognito = try FakeCognito.served()
+        defer { cognito.stopServing() }
+        try harness.expect(0, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint, "--session", "bob"])
+        let known = try harness.expect(0, ["status", "--session", "nobody"])
+        XCTAssertEqual(try Output.jsonObject(known.stdout)["state"] as? String, "notFederated")
+        XCTAssertEqual(known.stderr, "")
+        let otherGroup = try harness.expect(0, ["status", "--session", "bob", "--access-group", "tesm"])
+        XCTAssertEqual(try Output.jsonObject(otherGroup.stdout)["state"] as? String, "notFederated")
+        XCTAssertTrue(otherGroup.stderr.contains("access group 'tesm' of keystore \(harness.keystore) does not exist"), otherGroup.stderr)
     }
 
     func testClearOfUnknownSessionSucceeds() throws {

@@ -1,4 +1,4 @@
-/// The library's version, sent in the `User-Agent`.
-enum IdentityBrokerVersion {
-    static let current = "0.1.0"
+/// The library's version, sent in the `User-Agent` and printed by `federate --version`.
+package enum IdentityBrokerVersion {
+    package static let current = "0.1.0"
 }
