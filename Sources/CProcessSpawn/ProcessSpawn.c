@@ -83,6 +83,13 @@ static int contains(const int *values, int count, int value) {
     return 0;
 }
 
+/// The highest descriptor number worth trying, plus one: the soft limit, at most 2^20.
+static int descriptor_ceiling(void) {
+    struct rlimit limit;
+    return getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < 1 << 20
+        ? (int)limit.rlim_cur : 1 << 20;
+}
+
 /// Closes every descriptor from 3 up that is not kept. Only async-signal-safe calls: it runs
 /// in the forked child of a multi-threaded process.
 static void close_all_but(const int *keep, int count) {
@@ -123,9 +130,7 @@ static void close_all_but(const int *keep, int count) {
     }
 #endif
     // Neither: every number up to the limit.
-    struct rlimit limit;
-    int highest = getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < 1 << 20
-        ? (int)limit.rlim_cur : 1 << 20;
+    int highest = descriptor_ceiling();
     for (int fd = 3; fd < highest; fd++) {
         if (!contains(keep, count, fd)) close(fd);
     }
@@ -363,29 +368,42 @@ done:
     return code;
 }
 
+/// Adds `fd` to what `ib_open_descriptors` found.
+static void note_descriptor(int *out, int capacity, int *found, int fd) {
+    if (*found < capacity) out[*found] = fd;
+    (*found)++;
+}
+
 int ib_open_descriptors(int *out, int capacity) {
     DIR *directory = opendir("/proc/self/fd");
     if (directory == NULL) {
         directory = opendir("/dev/fd");
     }
-    if (directory == NULL) {
-        return -1;
-    }
-    int own = dirfd(directory);
     int found = 0;
-    struct dirent *entry;
-    while ((entry = readdir(directory)) != NULL) {
-        char *end;
-        long fd = strtol(entry->d_name, &end, 10);
-        if (*end != '\0' || end == entry->d_name || fd < 3 || fd == own) {
-            continue;
+    if (directory != NULL) {
+        int own = dirfd(directory);
+        struct dirent *entry;
+        for (;;) {
+            errno = 0;
+            if ((entry = readdir(directory)) == NULL) break;
+            char *end;
+            long fd = strtol(entry->d_name, &end, 10);
+            if (*end != '\0' || end == entry->d_name || fd < 3 || fd == own) {
+                continue;
+            }
+            note_descriptor(out, capacity, &found, (int)fd);
         }
-        if (found < capacity) {
-            out[found] = (int)fd;
-        }
-        found++;
+        int listed = errno == 0;
+        closedir(directory);
+        if (listed) return found;
     }
-    closedir(directory);
+    // No listing (no /proc, or one that cannot be read): a descriptor the caller was given
+    // must not be taken for one of its own and closed, so every number is asked.
+    found = 0;
+    int ceiling = descriptor_ceiling();
+    for (int fd = 3; fd < ceiling; fd++) {
+        if (fcntl(fd, F_GETFD) != -1) note_descriptor(out, capacity, &found, fd);
+    }
     return found;
 }
 

@@ -229,6 +229,22 @@ final class FederateExecTests: XCTestCase {
         XCTAssertTrue(denied.stderr.contains("check that it is an executable file"), denied.stderr)
     }
 
+    /// Without `close_range` and without a readable `/proc`, the child closes every number up
+    /// to its descriptor limit: still only the inherited descriptor reaches the command.
+    func testOnlyInheritedDescriptorsReachTheCommandWithoutCloseRangeOrProc() throws {
+        let cognito = try countingCognito()
+        try login(cognito, session: "bob")
+        // Not Python, which cannot start without listing directories: dash's `[` is built in
+        // and `-c` opens no script, so what /proc/self/fd shows is what the command inherited.
+        let listing = #"for fd in $(seq 3 4095); do if [ -e /proc/self/fd/$fd ]; then echo "$fd=$(readlink /proc/$$/fd/$fd)"; fi; done"#
+        // fd 7's launcher starts first (Python cannot start under the filter); it runs the
+        // filter's through env, since it takes a path.
+        let launcher = onlyDescriptor7Launcher + ["/usr/bin/env"] + seccompLauncher(failing: [.closeRange, .directoryListing])
+        let run = try harness.run(["exec", "--session", "bob", "--", "/bin/sh", "-c", listing], launcher: launcher)
+        XCTAssertEqual(run.status, 0, "\(run)")
+        XCTAssertEqual(run.stdout, "7=/dev/null\n", "descriptors leaked into the command, or an inherited one did not pass on")
+    }
+
     /// A system that cannot start one more process (a process limit, overcommit refusing the
     /// fork) is no fault of the command: exit 126, one line that says so, nothing run.
     func testACommandTheSystemCannotStartIsReportedAsSuch() throws {

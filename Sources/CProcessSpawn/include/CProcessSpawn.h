@@ -40,7 +40,8 @@ int ib_spawn_bound(pid_t *pid, int *stage, const char *file, char *const argv[],
                    const int *keep, int keep_count, const int *ignored, int ignored_count, void (*forked)(void));
 
 /// Writes to `out` (up to `capacity`) the descriptors from 3 up open in this process now, and
-/// returns how many there are (which may exceed `capacity`), or -1 with `errno` set.
+/// returns how many there are (which may exceed `capacity`). Where `/proc/self/fd` cannot be
+/// listed, every number below the descriptor limit is asked instead.
 int ib_open_descriptors(int *out, int capacity);
 
 /// Makes this process non-dumpable (`PR_SET_DUMPABLE` 0): a process of the same user, such

@@ -291,6 +291,9 @@ enum FailedSystemCall: String {
     /// A new process (`clone` without `CLONE_THREAD`: `fork`, not a thread), with EAGAIN, as
     /// when a process limit or overcommit refuses it.
     case fork
+    /// `getdents64`, with EIO: no directory can be listed, `/proc/self/fd` included, as where
+    /// `/proc` cannot be read (with `closeRange`, what leaves the spawn its last fallback).
+    case directoryListing = "getdents64"
 }
 
 /// A launcher that runs the rest of its arguments with `failing` system calls failing: a
@@ -304,6 +307,7 @@ func seccompLauncher(failing: Set<FailedSystemCall>) -> [String] {
         CLOSE_RANGE = 436  # the same number on every architecture
         CLONE = {"x86_64": 56, "aarch64": 220}[platform.machine()]
         CLONE_THREAD = 0x00010000
+        GETDENTS64 = {"x86_64": 217, "aarch64": 61}[platform.machine()]
         def statement(code, jt, jf, k):
             return struct.pack("HBBI", code, jt, jf, k)
         LOAD_NR, LOAD_ARG0_LOW = statement(0x20, 0, 0, 0), statement(0x20, 0, 0, 16)
@@ -316,6 +320,8 @@ func seccompLauncher(failing: Set<FailedSystemCall>) -> [String] {
             # clone with CLONE_THREAD set is a thread: allowed (jump over the failure).
             blocks.append(LOAD_NR + statement(0x15, 0, 3, CLONE) + LOAD_ARG0_LOW
                           + statement(0x45, 1, 0, CLONE_THREAD) + fail(errno.EAGAIN))
+        if "getdents64" in failing:
+            blocks.append(LOAD_NR + statement(0x15, 0, 1, GETDENTS64) + fail(errno.EIO))
         program = b"".join(blocks) + statement(0x06, 0, 0, 0x7FFF0000)
         buffer = ctypes.create_string_buffer(program)
         class Program(ctypes.Structure):
@@ -335,6 +341,13 @@ func seccompLauncher(failing: Set<FailedSystemCall>) -> [String] {
                 sys.exit(125)
             except BlockingIOError:
                 pass
+        if "getdents64" in failing:
+            try:
+                os.listdir("/")
+                sys.exit(125)
+            except OSError as error:
+                if error.errno != errno.EIO:
+                    sys.exit(125)
         os.execvp(sys.argv[1], sys.argv[1:])
         """]
 }
