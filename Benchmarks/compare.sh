@@ -206,6 +206,10 @@ answer=$(curl -s -H 'X-Amz-Target: AWSCognitoIdentityService.GetId' -d '{}' "$EN
 
 # ---------------------------------------------------------------- helpers
 last_line() { tail -n 1; }
+# A copy of stdin on stderr, for the person watching. Not `tee /dev/stderr`: opening that path
+# when stderr is a file (`compare.sh > log 2>&1`) truncates it, and the log loses everything
+# before.
+show_too() { tee >(cat >&2); }
 # median of the numbers on stdin
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 # The storage targets' floor (Benchmarks/DurableFederationFloor): the same durable federation
@@ -363,7 +367,7 @@ for c in $CONCURRENCY_LEVELS; do
     floors=(); brokers=()
     for ((round = 1; round <= SWEEP_ROUNDS; round++)); do
         floors+=("$(floor_rate "$c")")
-        brokers+=("$("$BIN/broker-bench" --endpoint "$ENDPOINT" --federations "$FEDERATIONS" --concurrency "$c" --repeats 1 | tee /dev/stderr | last_line)")
+        brokers+=("$("$BIN/broker-bench" --endpoint "$ENDPOINT" --federations "$FEDERATIONS" --concurrency "$c" --repeats 1 | show_too | last_line)")
         log "  round $round: floor ${floors[-1]}, IdentityBroker ${brokers[-1]} federations/s"
     done
     R[floor_c$c]=$(printf '%s\n' "${floors[@]}" | median)
@@ -371,17 +375,17 @@ for c in $CONCURRENCY_LEVELS; do
     log "  medians: floor ${R[floor_c$c]}, IdentityBroker ${R[broker_c$c]} federations/s"
 
     log "concurrency $c: URLSession + JSONDecoder (urlsession-bench)"
-    R[urlsession_c$c]=$("$BIN/urlsession-bench" --endpoint "$ENDPOINT" --federations "$FEDERATIONS" --concurrency "$c" | tee /dev/stderr | last_line)
+    R[urlsession_c$c]=$("$BIN/urlsession-bench" --endpoint "$ENDPOINT" --federations "$FEDERATIONS" --concurrency "$c" | show_too | last_line)
 
     log "concurrency $c: boto3"
-    R[boto3_c$c]=$(python3 "$ROOT/Benchmarks/boto3_bench.py" --endpoint "$ENDPOINT" --federations "$FEDERATIONS" --concurrency "$c" | tee /dev/stderr | last_line)
+    R[boto3_c$c]=$(python3 "$ROOT/Benchmarks/boto3_bench.py" --endpoint "$ENDPOINT" --federations "$FEDERATIONS" --concurrency "$c" | show_too | last_line)
 done
 
 if [ "${ONLY_SWEEP:-0}" = 1 ]; then SKIP_STORAGE=1; SKIP_POSTGRES=1; else
 # ---------------------------------------------------------------- memory per live session
 for n in "$SESSIONS_SMALL" "$SESSIONS_LARGE"; do
     log "memory: $n live sessions"
-    out=$("$BIN/broker-bench" memory --endpoint "$ENDPOINT" --sessions "$n" | tee /dev/stderr)
+    out=$("$BIN/broker-bench" memory --endpoint "$ENDPOINT" --sessions "$n" | show_too)
     R[heap_$n]=$(echo "$out" | awk '/heap_bytes_per_session/ { print $2 }')
     R[rss_$n]=$(echo "$out" | awk '/heap_bytes_per_session/ { print $4 }')
 done
@@ -444,7 +448,7 @@ if [ "${SKIP_STORAGE:-0}" != 1 ]; then
         log "SQLite keystore vs in-memory, concurrency $c ($n federations per run)"
         mkdir -p "$SQL_DIR/c$c"
         out=$("$BIN/broker-bench" storage-throughput --endpoint "$ENDPOINT" --directory "$SQL_DIR/c$c" \
-            --concurrency "$c" --federations "$n" --repeats 3 "${floor_args[@]}" | tee /dev/stderr)
+            --concurrency "$c" --federations "$n" --repeats 3 "${floor_args[@]}" | show_too)
         R[sqlite_c$c]=$(echo "$out" | field sqlite_fed_per_s)
         R[inmemory_c$c]=$(echo "$out" | field inmemory_fed_per_s)
         if [ "$c" = 1 ]; then
@@ -472,7 +476,7 @@ if [ "${SKIP_STORAGE:-0}" != 1 ]; then
     c_floor_rounds 64 "$FEDERATIONS" sqlite "$SQL_DIR/floor64-%d.sqlite" c_inmemory_c64 c_sqlite_c64
 
     log "start-up: seeding $STARTUP_SESSIONS sessions"
-    "$BIN/broker-bench" seed --endpoint "$ENDPOINT" --directory "$SQL_DIR/startup" --sessions "$STARTUP_SESSIONS" | tee /dev/stderr >/dev/null
+    "$BIN/broker-bench" seed --endpoint "$ENDPOINT" --directory "$SQL_DIR/startup" --sessions "$STARTUP_SESSIONS" | show_too >/dev/null
     startups=()
     for _ in $(seq 11); do
         startups+=("$("$BIN/broker-bench" startup --directory "$SQL_DIR/startup" --session "s$((STARTUP_SESSIONS / 2))" | last_line)")
@@ -482,11 +486,11 @@ if [ "${SKIP_STORAGE:-0}" != 1 ]; then
     rm -rf "$SQL_DIR/startup"
 
     log "memory: seeding $MEMORY_SESSIONS sessions"
-    "$BIN/broker-bench" seed --endpoint "$ENDPOINT" --directory "$SQL_DIR/memory" --sessions "$MEMORY_SESSIONS" | tee /dev/stderr >/dev/null
+    "$BIN/broker-bench" seed --endpoint "$ENDPOINT" --directory "$SQL_DIR/memory" --sessions "$MEMORY_SESSIONS" | show_too >/dev/null
     rss=()
     for _ in 1 2 3; do
         rss+=("$("$BIN/broker-bench" store-memory --directory "$SQL_DIR/memory" --touch "$MEMORY_TOUCH" --cache "$MEMORY_CACHE" \
-            | tee /dev/stderr | last_line)")
+            | show_too | last_line)")
     done
     R[store_rss]=$(printf '%s\n' "${rss[@]}" | median)
     rm -rf "$SQL_DIR/memory"
@@ -532,7 +536,7 @@ if [ "${SKIP_POSTGRES:-0}" != 1 ]; then
         if [ "$c" = 1 ]; then n=$STORAGE_FEDERATIONS; fi
         log "PostgreSQL keystore vs in-memory, concurrency $c ($n federations per run)"
         out=$("$BIN/broker-bench" postgres-throughput --endpoint "$ENDPOINT" --url "$PG_URL" \
-            --concurrency "$c" --federations "$n" --repeats 3 | tee /dev/stderr)
+            --concurrency "$c" --federations "$n" --repeats 3 | show_too)
         R[postgres_c$c]=$(echo "$out" | field postgres_fed_per_s)
         R[pg_inmemory_c$c]=$(echo "$out" | field inmemory_fed_per_s)
     done
@@ -554,7 +558,7 @@ if [ "${SKIP_POSTGRES:-0}" != 1 ]; then
     c_floor_rounds 64 "$FEDERATIONS" postgres "$pg_conninfo" c_pg_inmemory_c64 c_postgres_c64
 
     log "cross-instance event delay (${PG_EVENTS:-1000} events)"
-    out=$("$BIN/broker-bench" postgres-events --endpoint "$ENDPOINT" --url "$PG_URL" --events "${PG_EVENTS:-1000}" | tee /dev/stderr)
+    out=$("$BIN/broker-bench" postgres-events --endpoint "$ENDPOINT" --url "$PG_URL" --events "${PG_EVENTS:-1000}" | show_too)
     R[pg_event_median]=$(echo "$out" | field event_ms_median)
     R[pg_event_p99]=$(echo "$out" | field event_ms_p99)
     R[pg_commit_median]=$(echo "$out" | field commit_ms_median)
