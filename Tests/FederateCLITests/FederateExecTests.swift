@@ -312,6 +312,17 @@ final class FederateExecTests: XCTestCase {
         XCTAssertEqual(exec.waitForExit(), 128 + SIGTERM, exec.stderr)
     }
 
+    /// The binding to `federate` follows the thread that forked, so that thread lives as long
+    /// as the command: a command that runs longer than an idle thread of Swift's pool lives
+    /// (libdispatch lets one go after 5 s) is not killed with it.
+    func testACommandOutlivesAnIdleThreadsLifetime() throws {
+        let cognito = try countingCognito()
+        try login(cognito, session: "default")
+        let run = try harness.run(["exec", "--", "sh", "-c", "sleep 7; echo alive"])
+        XCTAssertEqual(run.status, 0, "\(run)")
+        XCTAssertEqual(run.stdout, "alive\n")
+    }
+
     /// `federate` killed with SIGKILL (or by the OOM killer) can neither stop nor warn its
     /// command, whose SDK would then ask the endpoint's port for its next credentials: once
     /// the port is free, any local user could listen there and answer with credentials of
