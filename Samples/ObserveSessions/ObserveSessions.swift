@@ -64,10 +64,15 @@ struct ObserveSessions: AsyncParsableCommand {
         var latest: [String: SessionState] = [:]
         func printEvents(until sessions: [String], reach done: (SessionState) -> Bool) async {
             while !sessions.allSatisfy({ latest[$0].map(done) ?? false }), let event = await events.next() {
-                latest[event.session] = event.state
                 let elapsed = (ContinuousClock.now - start).components
-                let seconds = Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
-                steps.detail("event at +\(String(format: "%.1f", seconds)) s: \(event.session) -> \(event.state)")
+                let at = String(format: "%.1f", Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18)
+                // A renewal reminder comes on this stream too, with the state still `federated`.
+                if case .renewalDue(let expiresAt) = event.kind {
+                    steps.detail("event at +\(at) s: \(event.session) renewal due (reads expired at \(expiresAt)); this sample lets it expire")
+                    continue
+                }
+                latest[event.session] = event.state
+                steps.detail("event at +\(at) s: \(event.session) -> \(event.state)")
             }
         }
 
