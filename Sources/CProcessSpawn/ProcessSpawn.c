@@ -56,6 +56,7 @@ struct spawn_request {
     char *const *envp;
     int *keep;              // kept descriptors from 3 up, ascending, the status pipe among them
     int keep_count;
+    int descriptor_ceiling; // the child's last close fallback goes up to this (found before the fork)
     const int *ignored;
     int ignored_count;
     pid_t parent;
@@ -92,7 +93,7 @@ static int descriptor_ceiling(void) {
 
 /// Closes every descriptor from 3 up that is not kept. Only async-signal-safe calls: it runs
 /// in the forked child of a multi-threaded process.
-static void close_all_but(const int *keep, int count) {
+static void close_all_but(const int *keep, int count, int ceiling) {
 #ifdef __linux__
     unsigned int low = 3;
     int ranges_closed = 1;
@@ -130,8 +131,7 @@ static void close_all_but(const int *keep, int count) {
     }
 #endif
     // Neither: every number up to the limit.
-    int highest = descriptor_ceiling();
-    for (int fd = 3; fd < highest; fd++) {
+    for (int fd = 3; fd < ceiling; fd++) {
         if (!contains(keep, count, fd)) close(fd);
     }
 }
@@ -169,7 +169,7 @@ static void run_child(const struct spawn_request *request, int status) {
         sigemptyset(&action.sa_mask);
         (void)sigaction(signo, &action, NULL);
     }
-    close_all_but(request->keep, request->keep_count);
+    close_all_but(request->keep, request->keep_count, request->descriptor_ceiling);
     sigset_t empty;
     sigemptyset(&empty);
     sigprocmask(SIG_SETMASK, &empty, NULL);
@@ -308,6 +308,8 @@ int ib_spawn_bound(pid_t *pid, int *stage, const char *file, char *const argv[],
     int lookup_error = ENOENT;
     struct spawn_request request = {
         .argv = argv, .envp = envp, .ignored = ignored, .ignored_count = ignored_count, .parent = getpid(), .forked = forked,
+        // getrlimit is not on POSIX's async-signal-safe list: asked here, not in the child.
+        .descriptor_ceiling = descriptor_ceiling(),
     };
     request.candidates = lookup_candidates(file, &request.candidate_count, &lookup_error);
     if (request.candidate_count == 0) {
