@@ -363,10 +363,14 @@ final class FederateUsageTests: XCTestCase {
         XCTAssertTrue(object["provider"] is NSNull)
         XCTAssertTrue(object["expiration"] is NSNull)
         // A mistyped --keystore reads so too: stderr says that nothing is there.
-        XCTAssertEqual(
-            result.stderr,
-            "federate: keystore \(harness.keystore) does not exist: nothing was ever saved there (check --keystore and --access-group)\n")
+        XCTAssertEqual(result.stderr, "federate: keystore \(harness.keystore) does not exist: nothing was ever saved there (check --keystore)\n")
         XCTAssertFalse(FileManager.default.fileExists(atPath: harness.keystore), "status must not create the keystore")
+
+        // A directory made beforehand (or a keystore others use): only this user's part is missing.
+        try FileManager.default.createDirectory(atPath: harness.keystore, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let empty = try harness.expect(0, ["status", "--session", "nobody"])
+        XCTAssertEqual(try Output.jsonObject(empty.stdout)["state"] as? String, "notFederated")
+        XCTAssertEqual(empty.stderr, "federate: nothing of yours is saved in keystore \(harness.keystore) yet (check --keystore)\n")
 
         // A keystore that exists, without that session: the JSON alone.
         let cognito = try FakeCognito.served()
@@ -377,7 +381,7 @@ final class FederateUsageTests: XCTestCase {
         XCTAssertEqual(known.stderr, "")
         let otherGroup = try harness.expect(0, ["status", "--session", "bob", "--access-group", "tesm"])
         XCTAssertEqual(try Output.jsonObject(otherGroup.stdout)["state"] as? String, "notFederated")
-        XCTAssertTrue(otherGroup.stderr.contains("access group 'tesm' of keystore \(harness.keystore) does not exist"), otherGroup.stderr)
+        XCTAssertEqual(otherGroup.stderr, "federate: access group 'tesm' of keystore \(harness.keystore) does not exist (check --access-group and --keystore)\n")
     }
 
     func testClearOfUnknownSessionSucceeds() throws {

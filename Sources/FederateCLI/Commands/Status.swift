@@ -15,8 +15,8 @@ struct Status: AsyncParsableCommand {
         let snapshot = try await access.savedSession(common.session, expiryMargin: common.margin)
         try Terminal.out(Rendering.status(snapshot))
         // A mistyped --keystore or --access-group reads as notFederated too: say which it was.
-        if snapshot.state == .notFederated, try !access.namespaceExists() {
-            Terminal.note("\(access.placeName) does not exist: nothing was ever saved there (check --keystore and --access-group)")
+        if snapshot.state == .notFederated, let absent = try access.absenceNote() {
+            Terminal.note(absent)
         }
     }
 }

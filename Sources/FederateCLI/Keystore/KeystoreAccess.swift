@@ -138,6 +138,18 @@ package struct KeystoreAccess {
         }
     }
 
+    /// What to tell a person whose read found nothing because nothing is where they looked
+    /// (a mistyped `--keystore` or `--access-group`): `nil` when the namespace exists, and
+    /// always for a database, where every name exists.
+    package func absenceNote() throws(CLIFailure) -> String? {
+        guard !(try namespaceExists()) else { return nil }
+        guard rootExists else { return "keystore \(root) does not exist: nothing was ever saved there (check --keystore)" }
+        guard accessGroup.name == nil else { return "\(placeName) does not exist (check --access-group and --keystore)" }
+        // The directory exists (a shared keystore others use, one made with mkdir): only this
+        // user's own namespace is missing.
+        return "nothing of yours is saved in keystore \(root) yet (check --keystore)"
+    }
+
     /// Whether the access group's namespace exists, checked as an open checks it; commands that
     /// only read or remove skip opening when it does not, which would create the group's
     /// directory, key and database (a mistyped `--access-group`) and record it as the last
