@@ -37,6 +37,7 @@
 #   SKIP_POSTGRES=1      skip the PostgreSQL keystore figures (issue 11); they are then null
 #   ONLY_POSTGRES=1      run only the PostgreSQL figures (builds only broker-bench; every
 #                        other figure is null): for working on PostgresKeystore
+#   ONLY_SQLITE=1        likewise, only the SQLite keystore figures (issue 10)
 #   PG_EVENTS=N          cross-instance events timed (default 1000); PGBENCH_SECONDS=N per
 #                        pgbench floor run (default 10)
 #
@@ -113,7 +114,7 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
     log "building release binaries in .build-bench"
     products=(broker-bench urlsession-bench noop federate federate-server)
     if [ "${ONLY_STARTUP:-0}" = 1 ]; then products=(noop federate federate-server); fi
-    if [ "${ONLY_POSTGRES:-0}" = 1 ]; then products=(broker-bench); fi
+    if [ "${ONLY_POSTGRES:-0}" = 1 ] || [ "${ONLY_SQLITE:-0}" = 1 ]; then products=(broker-bench); fi
     if [ "${ONLY_SWEEP:-0}" = 1 ]; then products=(broker-bench urlsession-bench); fi
     for product in "${products[@]}"; do
         # The benchmarks are a package of their own; the CLI is the root package's.
@@ -209,7 +210,8 @@ last_line() { tail -n 1; }
 # A copy of stdin on stderr, for the person watching. Not `tee /dev/stderr`: opening that path
 # when stderr is a file (`compare.sh > log 2>&1`) truncates it, and the log loses everything
 # before.
-show_too() { tee >(cat >&2); }
+# Waits for the copy (bash 4.4+), so that it comes before the script's next line.
+show_too() { tee >(cat >&2); wait $!; }
 # median of the numbers on stdin
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 # The storage targets' floor (Benchmarks/DurableFederationFloor): the same durable federation
@@ -354,7 +356,10 @@ floor_rate() { # $1 concurrency -> federations/s
 }
 
 declare -A R
-if [ "${ONLY_POSTGRES:-0}" = 1 ]; then SKIP_STORAGE=1; else
+if [ "${ONLY_SQLITE:-0}" = 1 ]; then SKIP_POSTGRES=1; fi
+if [ "${ONLY_POSTGRES:-0}" = 1 ] || [ "${ONLY_SQLITE:-0}" = 1 ]; then
+    if [ "${ONLY_POSTGRES:-0}" = 1 ]; then SKIP_STORAGE=1; fi
+else
 # ---------------------------------------------------------------- throughput
 make_curl_config "$FEDERATIONS" "$WORK/floor.curl"
 make_curl_config 200 "$WORK/floor-warm.curl"
