@@ -207,10 +207,9 @@ answer=$(curl -s -H 'X-Amz-Target: AWSCognitoIdentityService.GetId' -d '{}' "$EN
 
 # ---------------------------------------------------------------- helpers
 last_line() { tail -n 1; }
-# A copy of stdin on stderr, for the person watching. Not `tee /dev/stderr`: opening that path
-# when stderr is a file (`compare.sh > log 2>&1`) truncates it, and the log loses everything
-# before.
-# Waits for the copy (bash 4.4+), so that it comes before the script's next line.
+# A copy of stdin on stderr, for the person watching, waited for (bash 4.4+) so that it comes
+# before the script's next line. Not `tee /dev/stderr`: opening that path when stderr is a file
+# (`compare.sh > log 2>&1`) truncates it, and the log loses everything before.
 show_too() { tee >(cat >&2); wait $!; }
 # median of the numbers on stdin
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
