@@ -15,7 +15,8 @@ struct Status: AsyncParsableCommand {
         let snapshot = try await access.savedSession(common.session, expiryMargin: common.margin)
         try Terminal.out(Rendering.status(snapshot))
         // A mistyped --keystore or --access-group reads as notFederated too: say which it was.
-        if snapshot.state == .notFederated, let absent = try access.absenceNote() {
+        // (The read made the same checks; should this one fail, the answer above still stands.)
+        if snapshot.state == .notFederated, let absent = (try? access.absenceNote()) ?? nil {
             Terminal.note(absent)
         }
     }
