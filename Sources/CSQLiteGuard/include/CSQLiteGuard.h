@@ -39,4 +39,18 @@ int ib_sqlite3_shm_guard_install(void);
 /// How many faults the guard has repaired in this process, for tests and diagnostics.
 unsigned long ib_sqlite3_shm_guard_repairs(void);
 
+/// Keeps SQLite from opening anything but a regular file or a directory (and the
+/// `/dev/null` and `/dev/urandom` it opens itself), wherever the path leads.
+///
+/// The keystore checks a database and its `-wal`, `-shm` and `-journal` before SQLite opens
+/// them, but SQLite opens those again for every new connection, and in a shared group's
+/// directory any member may replace them meanwhile. A FIFO there would hold the process: in
+/// `open` when SQLite falls back to read-only (a FIFO the member owns and did not let others
+/// write), or in a `read`. The guard routes the `unix` VFS's `open` through a wrapper that
+/// opens with `O_NONBLOCK`, checks the descriptor with `fstat`, and refuses anything else
+/// (`ENXIO`: SQLite reports `SQLITE_CANTOPEN`). Install before the first database opens.
+/// Returns 0, or `ENOSYS` when this SQLite's system calls cannot be replaced; installing
+/// again does nothing and returns the first result.
+int ib_sqlite3_open_guard_install(void);
+
 #endif

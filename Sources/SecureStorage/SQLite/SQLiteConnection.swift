@@ -76,6 +76,7 @@ final class SQLiteConnection: @unchecked Sendable {
     ) throws(KeystoreError) -> OpaquePointer {
         if let problem = loadedLibraryProblem { throw KeystoreError(.io, problem, path: path) }
         _ = shmGuard
+        _ = openGuard
         var connection: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW
         let result = sqlite3_open_v2(path, &connection, flags, nil)
@@ -127,6 +128,11 @@ final class SQLiteConnection: @unchecked Sendable {
     /// process that has it open, with `SIGBUS`. Its result is not an error: without the
     /// guard (an SQLite whose system calls cannot be replaced) the keystore works as before.
     private static let shmGuard: Int32 = ib_sqlite3_shm_guard_install()
+
+    /// Installed with ``shmGuard``: SQLite opens nothing but regular files and directories
+    /// (`ib_sqlite3_open_guard_install`), so a FIFO a group member puts at a `-wal` after the
+    /// keystore's checks fails that connection instead of holding it.
+    private static let openGuard: Int32 = ib_sqlite3_open_guard_install()
 
     /// The guard's install result: 0, or an `errno` value (logged when a keystore opens).
     static var shmGuardResult: Int32 { shmGuard }

@@ -1,4 +1,5 @@
 import BrokerTestSupport
+import CSQLite
 import Foundation
 import XCTest
 @testable import SecureStorage
@@ -425,6 +426,32 @@ final class SQLitePermissionTests: XCTestCase {
             let reason = (error as? KeystoreError)?.reason ?? ""
             XCTAssertTrue(reason.contains("changed while it was checked"), reason)
         }
+    }
+
+    /// SQLite opens a database's `-wal` again for every new connection, after the keystore's
+    /// checks, and a group member may replace it meanwhile: a FIFO there (one the member owns
+    /// and others may not write, which SQLite then opens read-only) held the process in `open`
+    /// for good. Through the keystore's open guard SQLite refuses it (`SQLITE_CANTOPEN`); as root,
+    /// which may open the FIFO for writing, the read went on as if nothing were there.
+    func testAFIFOPutWhereAWalFileGoesFailsTheConnectionInsteadOfHoldingIt() throws {
+        let temporary = try TemporaryRoot()
+        // Any open installs the keystore's guards.
+        try SQLiteKeystore(root: temporary.root, service: "guards").close()
+        let path = temporary.root + "/raw.sqlite"
+        var connection: OpaquePointer?
+        XCTAssertEqual(sqlite3_open_v2(path, &connection, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil), SQLITE_OK)
+        XCTAssertEqual(sqlite3_exec(connection, "PRAGMA journal_mode=WAL; CREATE TABLE t(x); INSERT INTO t VALUES(1);", nil, nil, nil), SQLITE_OK)
+        sqlite3_close(connection)
+        unlink(path + "-wal")
+        XCTAssertEqual(mkfifo(path + "-wal", 0o644), 0)
+        let result = withinTimeout(10) { () -> Int32 in
+            var reader: OpaquePointer?
+            defer { sqlite3_close(reader) }
+            let opened = sqlite3_open_v2(path, &reader, SQLITE_OPEN_READWRITE, nil)
+            guard opened == SQLITE_OK else { return opened }
+            return sqlite3_exec(reader, "SELECT x FROM t", nil, nil, nil)
+        }
+        XCTAssertEqual(result.map { $0 & 0xFF }, SQLITE_CANTOPEN, "SQLite opened the FIFO (result \(String(describing: result)))")
     }
 
     func testGroupWritableRootWithoutStickyIsRefused() throws {
