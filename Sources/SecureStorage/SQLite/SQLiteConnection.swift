@@ -137,6 +137,9 @@ final class SQLiteConnection: @unchecked Sendable {
     /// The guard's install result: 0, or an `errno` value (logged when a keystore opens).
     static var shmGuardResult: Int32 { shmGuard }
 
+    /// ``openGuard``'s result: 0 when installed, else an `errno` value.
+    static var openGuardResult: Int32 { openGuard }
+
     /// A new connection in place of this one, with the same settings and WAL hook, and no
     /// schema loaded yet. Only outside a transaction (a rolled-back one is gone anyway).
     private func reopen() throws(KeystoreError) {

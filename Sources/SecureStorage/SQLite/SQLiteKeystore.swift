@@ -144,6 +144,7 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
             "broker.accessGroup": "\(accessGroup)",
             "broker.keySource": "\(keySource)",
             "broker.shmGuard": "\(guardResult == 0 ? "installed" : "not installed (errno \(guardResult))")",
+            "broker.openGuard": "\(SQLiteConnection.openGuardResult == 0 ? "installed" : "not installed (errno \(SQLiteConnection.openGuardResult))")",
         ])
         if let fileSystem = NetworkFileSystem.name(ofFileSystemAt: namespace.databasePath) {
             logger?.warning(

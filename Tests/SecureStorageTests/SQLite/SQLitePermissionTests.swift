@@ -429,10 +429,11 @@ final class SQLitePermissionTests: XCTestCase {
     }
 
     /// SQLite opens a database's `-wal` again for every new connection, after the keystore's
-    /// checks, and a group member may replace it meanwhile: a FIFO there (one the member owns
-    /// and others may not write, which SQLite then opens read-only) held the process in `open`
-    /// for good. Through the keystore's open guard SQLite refuses it (`SQLITE_CANTOPEN`); as root,
-    /// which may open the FIFO for writing, the read went on as if nothing were there.
+    /// checks, and a group member may replace it meanwhile: a FIFO there that others may not
+    /// write (SQLite then opens it read-only) held the process in `open` for good. Through the
+    /// keystore's open guard SQLite refuses it (`SQLITE_CANTOPEN`). Without the guard, a user
+    /// other than root waits for good; root, which may open it for writing, reads on as if
+    /// nothing were there: either way the result is not `SQLITE_CANTOPEN`.
     func testAFIFOPutWhereAWalFileGoesFailsTheConnectionInsteadOfHoldingIt() throws {
         let temporary = try TemporaryRoot()
         // Any open installs the keystore's guards.
@@ -443,7 +444,7 @@ final class SQLitePermissionTests: XCTestCase {
         XCTAssertEqual(sqlite3_exec(connection, "PRAGMA journal_mode=WAL; CREATE TABLE t(x); INSERT INTO t VALUES(1);", nil, nil, nil), SQLITE_OK)
         sqlite3_close(connection)
         unlink(path + "-wal")
-        XCTAssertEqual(mkfifo(path + "-wal", 0o644), 0)
+        XCTAssertEqual(mkfifo(path + "-wal", 0o444), 0)
         let result = withinTimeout(10) { () -> Int32 in
             var reader: OpaquePointer?
             defer { sqlite3_close(reader) }
