@@ -131,6 +131,13 @@ enum OperationDeadline {
         }
         let wait = {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, KeystoreError>, Never>) in
+                // A caller cancelled before it called has its answer already (the cancellation
+                // handler runs first): nothing is started, not even for the moment it would take
+                // the cancellation to reach it.
+                if let answered = box.state.withLock({ $0.pending }) {
+                    continuation.resume(returning: answered)
+                    return
+                }
                 let operation = Task {
                     do throws(KeystoreError) {
                         finish(.success(try await body()))
