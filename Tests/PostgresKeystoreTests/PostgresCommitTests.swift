@@ -643,43 +643,12 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertNil(b)
     }
 
-    /// Commits `batch` while another transaction holds `key`'s row: runs `check` on that
-    /// transaction's connection once the commit waits for the row, then lets it go (rolled
-    /// back, or with `changingIt` an update of the row committed), and returns the commit's
-    /// results. The connection is closed whatever happens (postgres-nio stops the process
-    /// when one is released open).
+    /// Commits `batch` while another transaction holds `key`'s row (``behindAHeldRow``).
     private func commit(
         _ batch: KeystoreBatch, of writer: PostgresKeystore, behindAHeld key: String, changingIt: Bool = false,
         _ check: (PostgresConnection, Logger) async throws -> Void = { _, _ in }
     ) async throws -> [Bool] {
-        let logger = Logger(label: "lock-holder")
-        let holder = try await PostgresConnection.connect(
-            configuration: .init(host: "127.0.0.1", port: server.port, username: server.superuser, password: nil, database: database, tls: .disable),
-            id: 1, logger: logger)
-        let result: Result<[Bool], any Error>
-        do {
-            // Swift's strings are UTF-8, whatever the database's encoding.
-            try await holder.query("SET client_encoding TO 'UTF8'", logger: logger)
-            try await holder.query("BEGIN", logger: logger)
-            if changingIt {
-                try await holder.query("UPDATE identity_broker_items SET version = version WHERE key = \(key)", logger: logger)
-            } else {
-                _ = try await holder.query("SELECT key FROM identity_broker_items WHERE key = \(key) FOR UPDATE", logger: logger).collect()
-            }
-            let committing = Task { try await writer.commit(batch) }
-            let waiting = await eventually(timeout: .seconds(10)) {
-                (try? self.server.psqlValue(
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = '\(self.database!)' AND wait_event_type = 'Lock'")) == "1"
-            }
-            XCTAssertTrue(waiting, "the commit never waited for the held row")
-            try await check(holder, logger)
-            try await holder.query(changingIt ? "COMMIT" : "ROLLBACK", logger: logger)
-            result = .success(try await committing.value)
-        } catch {
-            result = .failure(error)
-        }
-        try await holder.close()
-        return try result.get()
+        try await behindAHeldRow(key, changingIt: changingIt, meanwhile: check) { try await writer.commit(batch) }
     }
 
     /// A commit whose keys overflow one notification is announced in several, each under the

@@ -1,6 +1,7 @@
 import BrokerTestSupport
 import Foundation
 import Logging
+import PostgresNIO
 import PostgresKeystore
 import SecureStorage
 import Synchronization
@@ -73,6 +74,50 @@ class PostgresTestCase: XCTestCase, @unchecked Sendable {
             }
             try await Task.sleep(for: .milliseconds(10))
         }
+    }
+
+    /// Starts `commit` while another transaction holds `key`'s row (on a connection of its
+    /// own, not a `psql` left running on another thread: that held back the test's own
+    /// `psql` checks until it ended, so they never saw the row held), runs
+    /// `meanwhile` on that connection once the commit waits for the row, then lets the row go
+    /// (rolled back, or with `changingIt` an update of it committed) and returns the commit's
+    /// result. The connection is closed whatever happens (postgres-nio stops the process
+    /// when one is released open).
+    func behindAHeldRow<T: Sendable>(
+        _ key: String, changingIt: Bool = false,
+        meanwhile: (PostgresConnection, Logger) async throws -> Void = { _, _ in },
+        commit: @escaping @Sendable () async throws -> T,
+        file: StaticString = #filePath, line: UInt = #line
+    ) async throws -> T {
+        let logger = Logger(label: "lock-holder")
+        let holder = try await PostgresConnection.connect(
+            configuration: .init(host: "127.0.0.1", port: server.port, username: server.superuser, password: nil, database: database, tls: .disable),
+            id: 1, logger: logger)
+        let result: Result<T, any Error>
+        do {
+            // Swift's strings are UTF-8, whatever the database's encoding.
+            try await holder.query("SET client_encoding TO 'UTF8'", logger: logger)
+            try await holder.query("BEGIN", logger: logger)
+            if changingIt {
+                try await holder.query("UPDATE identity_broker_items SET version = version WHERE key = \(key)", logger: logger)
+            } else {
+                _ = try await holder.query("SELECT key FROM identity_broker_items WHERE key = \(key) FOR UPDATE", logger: logger).collect()
+            }
+            let committing = Task { try await commit() }
+            let (server, database) = (self.server!, self.database!)
+            let waiting = await eventually(timeout: .seconds(10)) {
+                (try? server.psqlValue(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = '\(database)' AND wait_event_type = 'Lock'")) == "1"
+            }
+            XCTAssertTrue(waiting, "the commit never waited for the held row", file: file, line: line)
+            try await meanwhile(holder, logger)
+            try await holder.query(changingIt ? "COMMIT" : "ROLLBACK", logger: logger)
+            result = .success(try await committing.value)
+        } catch {
+            result = .failure(error)
+        }
+        try await holder.close()
+        return try result.get()
     }
 
     /// Whether every keystore the test opened listens for other instances' changes, within
