@@ -136,10 +136,10 @@ final class FederateClassicFlowTests: XCTestCase {
             XCTAssertEqual(run.status, 2, "\(extra): \(run)")
             XCTAssertEqual(run.stderr.split(separator: "\n").count, 1, "\(extra): one line: \(run.stderr)")
         }
-        // A policy file that is empty, over 64 KiB or not UTF-8 text.
+        // A policy file that is empty, over 64 KiB, not UTF-8 text or not a JSON object.
         for (name, contents) in [
             ("empty.json", Data("\n".utf8)), ("large.json", Data(repeating: UInt8(ascii: " "), count: 64 * 1024 + 1)),
-            ("binary.json", Data([0x7B, 0xFF, 0xFE, 0x7D])),
+            ("binary.json", Data([0x7B, 0xFF, 0xFE, 0x7D])), ("text.json", Data("Allow s3:GetObject\n".utf8)),
         ] {
             let path = harness.directory + "/" + name
             try contents.write(to: URL(fileURLWithPath: path))

@@ -5,8 +5,9 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Federation
 
-/// Reads `--policy-file`: UTF-8 text of at most ``maxBytes`` bytes (STS takes 2,048
+/// Reads `--policy-file`: a JSON object in UTF-8 text of at most ``maxBytes`` bytes (STS takes 2,048
 /// characters of packed policy; the cap only keeps a wrong file out of memory).
 enum PolicyFileReader {
     static let maxBytes = 64 * 1024
@@ -26,6 +27,9 @@ enum PolicyFileReader {
         }
         guard text.contains(where: { !$0.isWhitespace }) else {
             throw CLIFailure(.usage, "policy file '\(path)' is empty; leave --policy-file out instead")
+        }
+        guard ClassicFlowOptions.isJSONObject(text) else {
+            throw CLIFailure(.usage, "policy file '\(path)' is not a JSON object; \(ClassicFlowOptions.policyExample)")
         }
         return text
     }

@@ -1,3 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
 /// What STS `AssumeRoleWithWebIdentity` is asked for in the classic flow
 /// (``FederationFlow/classic(_:)``).
 ///
@@ -27,8 +33,8 @@ public struct ClassicFlowOptions: Sendable, Hashable {
     /// How long the credentials last, 900 to 43,200 seconds; `nil` (the default) leaves
     /// it to STS (one hour).
     public var durationSeconds: Int?
-    /// An inline session policy (IAM policy JSON) that narrows the role's permissions for
-    /// this session. Default `nil`.
+    /// An inline session policy (IAM policy JSON, a JSON object) that narrows the role's
+    /// permissions for this session. Default `nil`.
     public var sessionPolicy: String?
     /// Managed policies (ARNs) that narrow the role's permissions for this session, at most
     /// ``maximumManagedPolicies``. Default none.
@@ -59,6 +65,14 @@ extension ClassicFlowOptions {
             && arn.utf8.count <= 2048 && arn.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F })
     }
 
+    /// Whether `policy` is a JSON object, as a session policy must be.
+    package static func isJSONObject(_ policy: String) -> Bool {
+        (try? JSONCoders.decoder.decode(JSONObjectProbe.self, from: Data(policy.utf8))) != nil
+    }
+
+    /// What a session policy looks like, for messages that refuse one.
+    package static let policyExample = #"pass IAM policy JSON like {"Version": "2012-10-17", "Statement": [...]}"#
+
     /// Checks what STS would refuse, before anything is sent.
     func validate() throws(FederationError) {
         func invalid(_ message: String) -> FederationError {
@@ -75,6 +89,11 @@ extension ClassicFlowOptions {
         }
         if let sessionPolicy, sessionPolicy.allSatisfy(\.isWhitespace) {
             throw invalid("the session policy is empty; leave it out instead")
+        }
+        // STS refuses it too (MalformedPolicyDocument), but only after Cognito has been
+        // asked for the OpenID token that its refusal then wastes.
+        if let sessionPolicy, !Self.isJSONObject(sessionPolicy) {
+            throw invalid("the session policy is not a JSON object; \(Self.policyExample)")
         }
         if managedPolicyArns.count > Self.maximumManagedPolicies {
             throw invalid("at most \(Self.maximumManagedPolicies) managed policy ARNs can narrow a session, not \(managedPolicyArns.count)")

@@ -72,20 +72,6 @@ package struct JSONWebToken: Sendable {
         var iss: String?
     }
 
-    /// Decodes as any JSON object, to reject headers that are arrays or scalars.
-    private struct JSONObjectProbe: Decodable {
-        init(from decoder: any Decoder) throws {
-            _ = try decoder.container(keyedBy: AnyKey.self)
-        }
-
-        struct AnyKey: CodingKey {
-            var stringValue: String
-            var intValue: Int? { nil }
-            init(stringValue: String) { self.stringValue = stringValue }
-            init?(intValue: Int) { nil }
-        }
-    }
-
     /// One JWT part (RFC 7515 base64url, no padding) decoded; `=` padding is tolerated
     /// and dropped, whitespace is not, and an empty part is not a part.
     static func base64URLDecode(_ segment: Substring.UTF8View) -> Data? {

@@ -186,6 +186,10 @@ final class FederationClientClassicFlowTests: XCTestCase {
             ClassicFlowOptions(roleArn: Self.roleArn, roleSessionName: "has space"),
             ClassicFlowOptions(roleArn: Self.roleArn, roleSessionName: String(repeating: "x", count: 65)),
             ClassicFlowOptions(roleArn: Self.roleArn, sessionPolicy: "  "),
+            ClassicFlowOptions(roleArn: Self.roleArn, sessionPolicy: "Allow s3:GetObject"),
+            ClassicFlowOptions(roleArn: Self.roleArn, sessionPolicy: #"{"Version": "2012-10-17""#),
+            ClassicFlowOptions(roleArn: Self.roleArn, sessionPolicy: #"{"Version": "2012-10-17"} {}"#),
+            ClassicFlowOptions(roleArn: Self.roleArn, sessionPolicy: #"[{"Effect": "Allow"}]"#),
             ClassicFlowOptions(roleArn: Self.roleArn, managedPolicyArns: Array(repeating: "arn:aws:iam::aws:policy/P", count: 11)),
             ClassicFlowOptions(roleArn: Self.roleArn, managedPolicyArns: ["ReadOnlyAccess"]),
         ]
