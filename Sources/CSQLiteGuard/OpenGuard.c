@@ -1,4 +1,5 @@
 #include "CSQLiteGuard.h"
+#include "UnixVFS.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -66,8 +67,8 @@ static int install_result = 0;
 static pthread_once_t install_once = PTHREAD_ONCE_INIT;
 
 static void install(void) {
-    sqlite3_vfs *unix_vfs = sqlite3_vfs_find("unix");
-    if (unix_vfs == NULL || unix_vfs->iVersion < 3 || unix_vfs->xGetSystemCall == NULL || unix_vfs->xSetSystemCall == NULL) {
+    sqlite3_vfs *unix_vfs = ib_replaceable_unix_vfs();
+    if (unix_vfs == NULL) {
         install_result = ENOSYS;
         return;
     }

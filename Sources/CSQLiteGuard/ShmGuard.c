@@ -1,6 +1,7 @@
 // See CSQLiteGuard.h.
 #define _GNU_SOURCE
 #include "CSQLiteGuard.h"
+#include "UnixVFS.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -264,10 +265,9 @@ static int install_result = 0;
 static pthread_once_t install_once = PTHREAD_ONCE_INIT;
 
 static void install(void) {
-    sqlite3_vfs *unix_vfs = sqlite3_vfs_find("unix");
+    sqlite3_vfs *unix_vfs = ib_replaceable_unix_vfs();
     // A build that maps the database file writable would have it recorded, and grown.
-    if (unix_vfs == NULL || unix_vfs->iVersion < 3 || unix_vfs->xGetSystemCall == NULL || unix_vfs->xSetSystemCall == NULL
-        || sqlite3_compileoption_used("SQLITE_MMAP_READWRITE")) {
+    if (unix_vfs == NULL || sqlite3_compileoption_used("SQLITE_MMAP_READWRITE")) {
         install_result = ENOSYS;
         return;
     }
