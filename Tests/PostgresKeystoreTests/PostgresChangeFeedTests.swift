@@ -16,7 +16,7 @@ final class PostgresChangeFeedTests: PostgresTestCase, @unchecked Sendable {
         batch.set([2], forKey: "b")
         batch.remove(forKey: "a")
         try await keystore.commit(batch)
-        let seen = await collectChanges(stream, within: 1) { $0.isSuperset(of: [.item("a"), .item("b")]) }
+        let seen = await collectChanges(stream, within: 10) { $0.isSuperset(of: [.item("a"), .item("b")]) }
         // The listener's start may add .all (commits while nobody listened are reloaded).
         XCTAssertEqual(seen.subtracting([.all]), [.item("a"), .item("b")])
     }
@@ -32,18 +32,23 @@ final class PostgresChangeFeedTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertTrue(listening)
         let start = ContinuousClock.now
         var ended = 0
-        while ContinuousClock.now - start < .seconds(3) {
-            ended += Int(try server.psqlValue("""
+        // At least 3 s and 3 ends (a loaded machine may take longer to get there).
+        while ContinuousClock.now - start < .seconds(3) || (ended < 3 && ContinuousClock.now - start < .seconds(30)) {
+            ended += try await observedCount("""
                 SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-                WHERE datname = '\(database!)' AND query ILIKE '%pg_listening_channels%'
-                """)) ?? 0
+                WHERE datname = current_database() AND pid <> pg_backend_pid() AND query ILIKE '%pg_listening_channels%'
+                """)
             try await Task.sleep(for: .milliseconds(20))
         }
         let reloads = recorder.changes.filter { $0 == .all }.count
+        let elapsed = ContinuousClock.now - start
         XCTAssertGreaterThanOrEqual(ended, 3, "the listener was ended again and again")
-        // Pauses of 50, 100, 200, 400, 800, 1,000 ms: 6 reconnects in 3 s, and the first
-        // LISTEN's. Starting afresh after each (before) gave one every ~100 ms.
-        XCTAssertLessThanOrEqual(reloads, 9, "\(reloads) reloads for \(ended) ended connections")
+        // Pauses of 50, 100, 200, 400, 800, then 1,000 ms: 6 reconnects in 3 s, and the first
+        // LISTEN's (+ slack). Starting afresh after each (before) gave one every ~100 ms.
+        var pauseEnds: [Duration] = [.milliseconds(50)]
+        for pause in [100, 200, 400, 800] + Array(repeating: 1_000, count: 30) { pauseEnds.append(pauseEnds.last! + .milliseconds(pause)) }
+        let allowed = pauseEnds.filter { $0 <= elapsed }.count + 3
+        XCTAssertLessThanOrEqual(reloads, allowed, "\(reloads) reloads for \(ended) ended connections in \(elapsed)")
     }
 
     /// A database (or role) with `idle_session_timeout` (PostgreSQL 14 and later) ended the
@@ -158,8 +163,8 @@ final class PostgresChangeFeedTests: PostgresTestCase, @unchecked Sendable {
         try await first.set([1], forKey: "from-first")
         try await second.set([2], forKey: "from-second")
         let both: Set<KeystoreChange> = [.item("from-first"), .item("from-second")]
-        async let firstSaw = collectChanges(firstStream, within: 1) { $0.isSuperset(of: both) }
-        async let secondSaw = collectChanges(secondStream, within: 1) { $0.isSuperset(of: both) }
+        async let firstSaw = collectChanges(firstStream, within: 10) { $0.isSuperset(of: both) }
+        async let secondSaw = collectChanges(secondStream, within: 10) { $0.isSuperset(of: both) }
         let (a, b) = await (firstSaw, secondSaw)
         // Each stream also holds the .all its listener's start gave.
         XCTAssertEqual(a.subtracting([.all]), both)
@@ -255,7 +260,7 @@ final class PostgresChangeFeedTests: PostgresTestCase, @unchecked Sendable {
         for key in keys { batch.set([1], forKey: key) }
         try await writer.commit(batch)
         let expected = Set(keys.map(KeystoreChange.item))
-        let seen = await collectChanges(stream, within: 2) { $0.isSuperset(of: expected) }
+        let seen = await collectChanges(stream, within: 10) { $0.isSuperset(of: expected) }
         XCTAssertTrue(seen.isSuperset(of: expected), "\(expected.subtracting(seen).count) keys were not announced")
         XCTAssertEqual(seen.subtracting(expected), [.all], "only the listener's start gives .all")
     }
@@ -277,9 +282,9 @@ final class PostgresChangeFeedTests: PostgresTestCase, @unchecked Sendable {
         try await first.commit(mine)
         try await first.set([2], forKey: "untagged")
         try await second.set([3], forKey: "from-second")
-        async let filteredSaw = collectChanges(filtered, within: 1) { $0.isSuperset(of: [.item("untagged"), .item("from-second")]) }
-        async let plainSaw = collectChanges(plain, within: 1) { $0.isSuperset(of: [.item("mine"), .item("untagged")]) }
-        async let remoteSaw = collectChanges(remote, within: 1) { $0.contains(.item("mine")) }
+        async let filteredSaw = collectChanges(filtered, within: 10) { $0.isSuperset(of: [.item("untagged"), .item("from-second")]) }
+        async let plainSaw = collectChanges(plain, within: 10) { $0.isSuperset(of: [.item("mine"), .item("untagged")]) }
+        async let remoteSaw = collectChanges(remote, within: 10) { $0.contains(.item("mine")) }
         let (a, b, c) = await (filteredSaw, plainSaw, remoteSaw)
         XCTAssertEqual(a.subtracting([.all]), [.item("untagged"), .item("from-second")], "the writer's own commit is left out")
         XCTAssertTrue(b.isSuperset(of: [.item("mine"), .item("untagged")]), "an unfiltered stream gets every commit: \(b)")

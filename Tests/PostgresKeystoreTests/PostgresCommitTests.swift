@@ -356,15 +356,13 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         // One group commits at a time: "late" waits ~2 s for "held" (inside its 3 s), then
         // takes 2 s (inside the statement timeout, 3 s), and answers ~1 s after its deadline.
         let held = Task { try await keystore.set([6], forKey: "held") }
-        let holding = await eventually(timeout: .seconds(5)) {
-            (try? self.server.psqlValue("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'", database: self.database)) == "1"
-        }
-        XCTAssertTrue(holding, "held's commit is under way")
+        try await waitForSleepingStatements()
         let started = ContinuousClock.now
         let error = await keystoreError { try await keystore.set([7], forKey: "late") }
         XCTAssertEqual(error?.code, .storeUnavailable, "\(String(describing: error))")
         XCTAssertTrue(error?.reason.contains("did not complete within") ?? false, "\(String(describing: error))")
-        XCTAssertLessThan(ContinuousClock.now - started, .milliseconds(3_700), "the caller was answered at its deadline")
+        // At its deadline (3 s), not when the commit ended (~4 s).
+        XCTAssertLessThan(ContinuousClock.now - started, .milliseconds(3_900), "the caller was answered at its deadline")
         try await held.value
 
         let reachedLocal = await eventually { local.contains(.item("late")) }
@@ -662,19 +660,19 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
 
         // Small enough: the keys themselves, escaped by length (colons and bars in keys).
         try await writer.set([1], forKey: "a:b|c*")
-        let small = await eventually(timeout: .seconds(2)) { recorder.contains(.item("a:b|c*")) }
+        let small = await eventually(timeout: .seconds(10)) { recorder.contains(.item("a:b|c*")) }
         XCTAssertTrue(small, "\(recorder.changes)")
 
         var large = KeystoreBatch()
         for index in 0..<60 { large.set([1], forKey: "k\(index)-" + String(repeating: "é", count: 80)) }
         try await writer.commit(large)
         let keys = (0..<60).map { KeystoreChange.item("k\($0)-" + String(repeating: "é", count: 80)) }
-        let named = await eventually(timeout: .seconds(2)) { Set(recorder.changes).isSuperset(of: keys) }
+        let named = await eventually(timeout: .seconds(10)) { Set(recorder.changes).isSuperset(of: keys) }
         XCTAssertTrue(named, "a commit too large for one notification names its keys in several: \(recorder.changes.suffix(5))")
         XCTAssertEqual(recorder.changes.filter { $0 == .all }.count, allBefore, "and reports no .all")
 
         try await writer.set([2], forKey: "after")
-        let after = await eventually(timeout: .seconds(2)) { recorder.contains(.item("after")) }
+        let after = await eventually(timeout: .seconds(10)) { recorder.contains(.item("after")) }
         XCTAssertTrue(after, "the feed goes on")
     }
 
@@ -765,7 +763,7 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         let listening = await eventually { second.isListeningForChanges }
         XCTAssertTrue(listening)
         try await first.set([2], forKey: "session.bob")
-        let seen = await eventually(timeout: .seconds(2)) { recorder.contains(.item("session.bob")) }
+        let seen = await eventually(timeout: .seconds(10)) { recorder.contains(.item("session.bob")) }
         XCTAssertTrue(seen, "the feed works on the migrated database")
     }
 }

@@ -73,23 +73,18 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
     /// (postgres-nio's own default, every 30 s, would stay silent here too; the default is
     /// guarded by `PostgresConfigurationTests.testThePoolRunsKeepAliveQueriesOnlyWithAnInterval`.)
     func testIdleConnectionsRunKeepAliveQueriesOnlyWhenAskedTo() async throws {
-        func keepAliveQueries(after keystore: PostgresKeystore) async throws -> Int {
-            try await keystore.set([1], forKey: "k")
-            try await Task.sleep(for: .milliseconds(900))
-            let count = try server.psqlValue("""
-                SELECT count(*) FROM pg_stat_activity
-                WHERE datname = '\(database!)' AND state = 'idle' AND query = 'SELECT 1;'
-                """)
-            return Int(count) ?? -1
-        }
+        let keepAlives = "state = 'idle' AND query = 'SELECT 1;'"
         let silent = try await keystore(service: "silent")
-        let silentQueries = try await keepAliveQueries(after: silent)
+        try await silent.set([1], forKey: "k")
+        try await Task.sleep(for: .milliseconds(900))
+        let silentQueries = try await activityCount(keepAlives)
         XCTAssertEqual(silentQueries, 0)
         await silent.close()
 
         let kept = try await keystore(service: "kept") { $0.keepAliveInterval = .milliseconds(200) }
-        let keptQueries = try await keepAliveQueries(after: kept)
-        XCTAssertGreaterThanOrEqual(keptQueries, 1)
+        try await kept.set([1], forKey: "k")
+        let keptQueries = await eventually(timeout: .seconds(10)) { (try? await self.activityCount(keepAlives)) ?? 0 >= 1 }
+        XCTAssertTrue(keptQueries, "an idle connection ran the keep-alive query")
     }
 
     func testStreamsGetAllAfterARestartAndFollowOtherInstancesAgain() async throws {
@@ -609,14 +604,16 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
     /// the cancelled one here ends well before the reconnect delay, and the lock outlasts
     /// it, so that a cancelled lease postgres-nio kept queued would show too.
     func testACallersCancellationIsNoSignOfTrouble() async throws {
-        let busy = try await keystoreWithBothConnectionsHeld(for: .milliseconds(2500), reconnectDelay: .seconds(1))
+        let busy = try await keystoreWithBothConnectionsHeld(reconnectDelay: .seconds(1))
+        defer { busy.release() }
         let keystore = busy.keystore
-        try await Task.sleep(for: .milliseconds(100))
         let listing = Task { try await keystore.keys() }
         try await Task.sleep(for: .milliseconds(200))
         listing.cancel()
         let cancelled = await keystoreError { try await listing.value }
         XCTAssertEqual(cancelled?.code, .storeUnavailable, "the listing waited for a connection and was cancelled: \(String(describing: cancelled))")
+        try await Task.sleep(for: .milliseconds(300))
+        busy.release()
         try await busy.released()
         try await Task.sleep(for: .milliseconds(200))
         XCTAssertEqual(keystore.pool.watchesStarted, 0, "a caller's cancellation started a watch for the server")
@@ -637,7 +634,7 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         let cancelled = await keystoreError { try await listing.value }
         XCTAssertEqual(cancelled?.code, .storeUnavailable, "\(String(describing: cancelled))")
         // The caller is resumed at once; the wait it ended winds down on its own.
-        let watched = await eventually(timeout: .seconds(2)) { keystore.pool.watchesStarted == 1 }
+        let watched = await eventually(timeout: .seconds(10)) { keystore.pool.watchesStarted == 1 }
         XCTAssertTrue(watched, "the cancelled wait on a pool that hands out nothing started a watch")
         let replacedByItself = await eventually(timeout: .seconds(5)) { keystore.pool.replacements == replaced + 1 }
         XCTAssertTrue(replacedByItself, "the watch replaced the pool")
@@ -664,57 +661,68 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
     }
 
     /// A keystore holding `k` = [1] with two connections, both held by listings that wait
-    /// behind a lock on the items table for `duration`; `released` waits for them and the lock.
+    /// behind a lock on the items table (the server says so) until `release` is called;
+    /// `released` waits for them and the lock.
     private func keystoreWithBothConnectionsHeld(
-        for duration: Duration, reconnectDelay: Duration
-    ) async throws -> (keystore: PostgresKeystore, released: @Sendable () async throws -> Void) {
+        reconnectDelay: Duration
+    ) async throws -> (keystore: PostgresKeystore, release: @Sendable () -> Void, released: @Sendable () async throws -> Void) {
         let keystore = try await keystore {
-            $0.operationTimeout = duration + .seconds(3)
+            $0.operationTimeout = .seconds(30)
             $0.maximumConnections = 2
             $0.reconnectDelay = reconnectDelay
         }
         try await keystore.set([1], forKey: "k")
-        let lock = try await lockItems(for: duration)
+        let lock = try await lockItems()
         let blocked = (0..<2).map { _ in Task { try await keystore.keys() } }
-        return (keystore, {
+        let bothWait = await eventually(timeout: .seconds(20)) { (try? await self.activityCount("wait_event_type = 'Lock'")) == 2 }
+        XCTAssertTrue(bothWait, "both connections wait behind the lock")
+        return (keystore, lock.release, {
             for task in blocked {
                 let keys = try await task.value
                 XCTAssertEqual(keys, ["k"])
             }
-            try await lock.value
+            try await lock.held.value
         })
     }
 
-    /// Takes an exclusive lock on the items table for `duration` on a connection of another
-    /// keystore instance (its own pool, so nothing of the keystore under test counts it), and
-    /// returns once the server has granted it; the task ends when the lock is released.
-    private func lockItems(for duration: Duration) async throws -> Task<Void, any Error> {
-        let holder = try await keystore { $0.operationTimeout = duration + .seconds(5) }
+    /// Takes an exclusive lock on the items table on a connection of another keystore
+    /// instance (its own pool, so nothing of the keystore under test counts it), and returns
+    /// once the server has granted it; the lock is held until `release` is called (or 30 s).
+    private func lockItems() async throws -> (held: Task<Void, any Error>, release: @Sendable () -> Void) {
+        let holder = try await keystore { $0.operationTimeout = .seconds(40) }
         let (granted, grant) = AsyncStream<Void>.makeStream()
+        let (released, release) = AsyncStream<Void>.makeStream()
         let lock = Task {
             try await holder.perform("holding a lock") { connection, logger in
                 try await PostgresKeystore.transaction(on: connection, logger: logger) {
                     try await connection.query("LOCK TABLE identity_broker_items IN ACCESS EXCLUSIVE MODE", logger: logger)
                     grant.yield()
-                    try await Task.sleep(for: duration)
+                    await withTaskGroup(of: Void.self) { group in
+                        group.addTask { for await _ in released { return } }
+                        group.addTask { try? await Task.sleep(for: .seconds(30)) }
+                        await group.next()
+                        group.cancelAll()
+                    }
                 }
             }
         }
         for await _ in granted { break }
-        return lock
+        return (lock, { release.finish() })
     }
 
     /// Calls that wait longer than the reconnect delay for a pool whose connections are all
     /// held (behind a lock) start no watch: the pool is busy, and a watch would find just
     /// that (one after another, every pause, while the wait lasts).
     func testAWaitBehindHeldConnectionsStartsNoWatch() async throws {
-        let busy = try await keystoreWithBothConnectionsHeld(for: .milliseconds(1500), reconnectDelay: .milliseconds(300))
+        let busy = try await keystoreWithBothConnectionsHeld(reconnectDelay: .milliseconds(300))
+        defer { busy.release() }
         let keystore = busy.keystore
-        try await Task.sleep(for: .milliseconds(100))
-        let waited = ContinuousClock.now
-        let keys = try await keystore.keys()
+        let listing = Task { try await keystore.keys() }
+        // Waiting more than twice the reconnect delay for a connection.
+        try await Task.sleep(for: .milliseconds(700))
+        busy.release()
+        let keys = try await listing.value
         XCTAssertEqual(keys, ["k"])
-        XCTAssertGreaterThan(ContinuousClock.now - waited, .milliseconds(600), "the listing waited past the reconnect delay")
         try await busy.released()
         XCTAssertEqual(keystore.pool.watchesStarted, 0, "a wait behind held connections started a watch")
     }

@@ -18,6 +18,9 @@ class PostgresTestCase: XCTestCase, @unchecked Sendable {
     var database: String!
     /// Keystores opened through ``keystore(_:)``, closed in `tearDown`.
     private let opened = Mutex<[PostgresKeystore]>([])
+    /// The connection ``observedCount(_:)`` asks on and its database (a test may move
+    /// ``database`` to another), opened on first use, closed in `tearDown`.
+    private let observer = Mutex<(database: String, connection: PostgresConnection)?>(nil)
 
     /// A fixed 32-byte key, as every instance of a fleet would share.
     let key = [UInt8](repeating: 7, count: 32)
@@ -37,6 +40,7 @@ class PostgresTestCase: XCTestCase, @unchecked Sendable {
     override func tearDown() async throws {
         for keystore in opened.withLock({ $0 }) { await keystore.close() }
         opened.withLock { $0.removeAll() }
+        if let open = observer.withLock({ $0.take() }) { try? await open.connection.close() }
     }
 
     override class func tearDown() {
@@ -62,12 +66,40 @@ class PostgresTestCase: XCTestCase, @unchecked Sendable {
         return configuration
     }
 
+    /// How many other connections to this test's database are in `condition` (SQL on
+    /// `pg_stat_activity`'s columns), asked through ``observedCount(_:)``.
+    func activityCount(_ condition: String) async throws -> Int {
+        try await observedCount(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND (\(condition))")
+    }
+
+    /// Runs `sql` (one row of one `int8`, a count) as the superuser on this test's database,
+    /// on a connection of the test's own: a query there takes milliseconds, where a `psql`
+    /// run costs a process start, under load long enough to miss a state that lasts half a
+    /// second. A connection a test (or a restart) ended is replaced.
+    func observedCount(_ sql: String) async throws -> Int {
+        let logger = Logger(label: "observer")
+        if let open = observer.withLock({ $0 }) {
+            if open.database == database, let rows = try? await open.connection.query(PostgresQuery(unsafeSQL: sql), logger: logger).collect() {
+                return Int(try rows[0].decode(Int64.self))
+            }
+            observer.withLock { $0 = nil }
+            try? await open.connection.close()
+        }
+        var configuration = PostgresConnection.Configuration(
+            host: "127.0.0.1", port: server.port, username: server.superuser, password: nil, database: database, tls: .disable)
+        configuration.options.additionalStartupParameters = [("application_name", "test-observer")]
+        let connection = try await PostgresConnection.connect(configuration: configuration, id: 2, logger: logger)
+        observer.withLock { [database] in $0 = (database!, connection) }
+        let rows = try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger).collect()
+        return Int(try rows[0].decode(Int64.self))
+    }
+
     /// Waits until `count` statements on this test's database sleep in `pg_sleep` (a test's
     /// trigger holding a commit), so that what a test queues behind them queues for certain.
     func waitForSleepingStatements(_ count: Int = 1, file: StaticString = #filePath, line: UInt = #line) async throws {
-        let query = "SELECT count(*) FROM pg_stat_activity WHERE datname = '\(database!)' AND wait_event = 'PgSleep'"
         let started = ContinuousClock.now
-        while try (Int(server.psqlValue(query)) ?? 0) < count {
+        while try await activityCount("wait_event = 'PgSleep'") < count {
             guard ContinuousClock.now - started < .seconds(30) else {
                 XCTFail("no statement of the test began its sleep", file: file, line: line)
                 return
@@ -104,11 +136,7 @@ class PostgresTestCase: XCTestCase, @unchecked Sendable {
                 _ = try await holder.query("SELECT key FROM identity_broker_items WHERE key = \(key) FOR UPDATE", logger: logger).collect()
             }
             let committing = Task { try await commit() }
-            let (server, database) = (self.server!, self.database!)
-            let waiting = await eventually(timeout: .seconds(10)) {
-                (try? server.psqlValue(
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = '\(database)' AND wait_event_type = 'Lock'")) == "1"
-            }
+            let waiting = await eventually(timeout: .seconds(10)) { (try? await self.activityCount("wait_event_type = 'Lock'")) == 1 }
             XCTAssertTrue(waiting, "the commit never waited for the held row", file: file, line: line)
             try await meanwhile(holder, logger)
             try await holder.query(changingIt ? "COMMIT" : "ROLLBACK", logger: logger)
@@ -179,15 +207,6 @@ func collectChanges(
     return seen.withLock { $0 }
 }
 
-/// Waits until `condition` holds or `timeout` passes; returns whether it held.
-func eventually(timeout: Duration = .seconds(5), _ condition: @Sendable () async -> Bool) async -> Bool {
-    let start = ContinuousClock.now
-    while ContinuousClock.now - start < timeout {
-        if await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return await condition()
-}
 
 /// Runs `body` and returns the ``KeystoreError`` it throws, failing the test if it throws none.
 func keystoreError<T>(

@@ -81,12 +81,3 @@ func collect<Element: Sendable>(
     return box.value.withLock { $0 }
 }
 
-/// Waits until `condition` holds or `timeout` passes; returns whether it held.
-func eventually(timeout: Duration = .seconds(5), _ condition: @Sendable () async -> Bool) async -> Bool {
-    let start = ContinuousClock.now
-    while ContinuousClock.now - start < timeout {
-        if await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(5))
-    }
-    return await condition()
-}

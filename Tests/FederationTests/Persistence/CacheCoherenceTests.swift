@@ -167,22 +167,23 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
     /// and one that reports a short bound is not re-read past it.
     func testTheUncertainWindowAfterALostWriteIsTheKeystoresOwn() async throws {
         let spy = ScriptableKeystore(wrapping: try keystore())
-        spy.setUncertainCommitWindow(.milliseconds(400))
+        spy.setUncertainCommitWindow(.seconds(2))
         let client = try client(spy)
         try await client.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
         spy.setFailAfterWrites(true)
+        let beforeFailure = ContinuousClock.now
         await assertThrows(FederationError.self, code: .storage) { try await client.clear(session: "alice") }
         spy.setFailAfterWrites(false)
 
         // Within the window, reads keep re-reading the store.
         let readsAtFailure = spy.counts.reads(of: "session.alice")
-        let reReading = await eventually(timeout: .seconds(2)) {
+        let reReading = await eventually(timeout: .milliseconds(1500)) {
             _ = try? await client.session("alice")
             return spy.counts.reads(of: "session.alice") >= readsAtFailure + 2
         }
         XCTAssertTrue(reReading, "reads re-read the store during the window")
-        // Past it, the cache answers alone.
-        try await Task.sleep(for: .milliseconds(600))
+        // Past it (it started after `beforeFailure`), the cache answers alone.
+        try await Task.sleep(until: beforeFailure + .milliseconds(2600))
         _ = try await client.session("alice")
         try await Task.sleep(for: .milliseconds(300))
         let readsAfterWindow = spy.counts.reads(of: "session.alice")
@@ -458,7 +459,7 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         let bobBefore = spy.counts.reads(of: "session.bob")
         spy.inject(.all)
         let flood = Task {
-            for _ in 0..<60 {
+            while !Task.isCancelled {
                 spy.inject(.item("session.alice"))
                 try? await Task.sleep(for: .milliseconds(50))
             }
@@ -466,8 +467,8 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         defer { flood.cancel() }
         try await Task.sleep(for: .milliseconds(300))
         spy.inject(.all)
-        // The second .all's re-read starts a second after the first's, ~2 s before the asks stop.
-        let reReadAgain = await eventually(timeout: .milliseconds(2_200)) { spy.counts.reads(of: "session.bob") >= bobBefore + 2 }
+        // The second .all's re-read starts a second after the first's, while the asks go on.
+        let reReadAgain = await eventually(timeout: .seconds(10)) { spy.counts.reads(of: "session.bob") >= bobBefore + 2 }
         XCTAssertTrue(reReadAgain, "the second .all re-read nothing while alice was asked for")
     }
 
@@ -496,13 +497,14 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         let spy = ScriptableKeystore(wrapping: try keystore())
         let client = try client(spy, cacheCapacity: 2)
         try await client.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
-        spy.setApplyLate(.milliseconds(800))
+        // Late enough that the reads below come first on a loaded machine.
+        spy.setApplyLate(.seconds(3))
         await assertThrows(FederationError.self, code: .storage) { try await client.clear(session: "alice") }
         spy.setApplyLate(nil)
         for session in ["a", "b", "c"] { _ = try await client.session(session) }  // alice is evicted
         let before = try await client.session("alice").state
         XCTAssertEqual(before, .federated, "read again before the clear lands")
-        let landed = await eventuallyReads(client, "alice", .notFederated, within: .seconds(5))
+        let landed = await eventuallyReads(client, "alice", .notFederated, within: .seconds(10))
         XCTAssertTrue(landed, "the clear that landed late is read")
     }
 

@@ -29,14 +29,15 @@ final class ReliabilityDeadlineTests: ReliabilityTestCase {
         let cognito = try makeCognito()
         let client = try makeClient(cognito) {
             $0.requestTimeout = .milliseconds(400)
-            $0.federationTimeout = .seconds(1)
+            $0.federationTimeout = .seconds(3)
             $0.retry.maxAttempts = 50
         }
         cognito.setDefault(.json("{}").delayed(by: .seconds(60)), for: .getId)
         let start = ContinuousClock.now
         await federateExpectingError(client, session: "bob", .timedOut)
-        XCTAssertLessThan(start.duration(to: .now), .seconds(10))
-        XCTAssertLessThanOrEqual(cognito.count(.getId), 3, "1 s holds at most 3 attempts of 400 ms")
+        XCTAssertLessThan(start.duration(to: .now), .seconds(15))
+        // A load that slows the attempts only lowers the count.
+        XCTAssertLessThanOrEqual(cognito.count(.getId), 8, "3 s hold at most 8 attempts of 400 ms")
         XCTAssertGreaterThanOrEqual(cognito.count(.getId), 2, "timeouts are retried while time is left")
         try await assertNotFederated(client, session: "bob")
     }

@@ -380,15 +380,15 @@ final class SQLiteKeystoreTests: XCTestCase {
         let blocker = try SQLiteConnection(path: keystore.namespace.databasePath, busyTimeout: .seconds(1))
         defer { blocker.close() }
         try blocker.run("BEGIN IMMEDIATE")
-        let released = LockedBox(false)
-        let release = Task {
-            try await Task.sleep(for: .milliseconds(300))
-            released.withLock { $0 = true }
-            try blocker.run("ROLLBACK")
+        let committed = LockedBox(false)
+        let commit = Task {
+            try await keystore.set([9], forKey: "k9")
+            committed.withLock { $0 = true }
         }
-        try await keystore.set([9], forKey: "k9")
-        XCTAssertTrue(released.current, "the commit did not wait for the lock")
-        try await release.value
+        try await Task.sleep(for: .milliseconds(300))
+        XCTAssertFalse(committed.current, "the commit did not wait for the lock")
+        try blocker.run("ROLLBACK")
+        try await commit.value
         XCTAssertEqual(keystore.writer.inlineCommits.load(ordering: .relaxed), 5, "the locked commit ran inline")
         let value = try await keystore.value(forKey: "k9")
         XCTAssertEqual(value, [9])
