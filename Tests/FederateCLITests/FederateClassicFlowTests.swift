@@ -32,7 +32,8 @@ final class FederateClassicFlowTests: XCTestCase {
         let cognito = try FakeCognito.served()
         defer { cognito.stopServing() }
         let policy = #"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"s3:GetObject","Resource":"*"}]}"#
-        let policyFile = try harness.write(policy + "\n", to: "policy.json")
+        // With the byte order mark some editors write, which is not sent.
+        let policyFile = try harness.write("\u{FEFF}" + policy + "\n", to: "policy.json")
         let run = try login(cognito, session: "tenant:alice", extra: [
             "--flow", "classic", "--role-arn", Self.roleArn, "--duration", "900", "--policy-file", policyFile, "--format", "json",
         ])

@@ -348,20 +348,24 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertTrue(listening, "both feeds listen")
         try server.psql("""
             CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-            BEGIN IF NEW.key IN ('held', 'late') THEN PERFORM pg_sleep(2); END IF; RETURN NEW; END $$;
+            BEGIN
+                IF NEW.key = 'held' THEN PERFORM pg_sleep(2); END IF;
+                IF NEW.key = 'late' THEN PERFORM pg_sleep(2.5); END IF;
+                RETURN NEW;
+            END $$;
             CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT OR UPDATE ON identity_broker_items
             DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow_commit();
             """, database: database)
 
         // One group commits at a time: "late" waits ~2 s for "held" (inside its 3 s), then
-        // takes 2 s (inside the statement timeout, 3 s), and answers ~1 s after its deadline.
+        // takes 2.5 s (inside the statement timeout, 3 s), and answers ~1.5 s after its deadline.
         let held = Task { try await keystore.set([6], forKey: "held") }
         try await waitForSleepingStatements()
         let started = ContinuousClock.now
         let error = await keystoreError { try await keystore.set([7], forKey: "late") }
         XCTAssertEqual(error?.code, .storeUnavailable, "\(String(describing: error))")
         XCTAssertTrue(error?.reason.contains("did not complete within") ?? false, "\(String(describing: error))")
-        // At its deadline (3 s), not when the commit ended (~4 s).
+        // At its deadline (3 s), not when the commit ended (~4.5 s).
         XCTAssertLessThan(ContinuousClock.now - started, .milliseconds(3_900), "the caller was answered at its deadline")
         try await held.value
 

@@ -83,7 +83,7 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
 
         let kept = try await keystore(service: "kept") { $0.keepAliveInterval = .milliseconds(200) }
         try await kept.set([1], forKey: "k")
-        let keptQueries = await eventually(timeout: .seconds(10)) { (try? await self.activityCount(keepAlives)) ?? 0 >= 1 }
+        let keptQueries = await eventually(timeout: .seconds(10), every: .milliseconds(20)) { (try? await self.activityCount(keepAlives)) ?? 0 >= 1 }
         XCTAssertTrue(keptQueries, "an idle connection ran the keep-alive query")
     }
 
@@ -300,11 +300,12 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         let serverLater = Int64(try server.psqlValue("SELECT \(ServerClock.sql)"))!
         XCTAssertLessThan(abs(serverLater - refreshed), 30_000_000, "every commit brings the server's clock back")
 
-        // A commit that waited 1.5 s for a row lock brings the clock as it ended, not as it
-        // started (which would make the connection's next fence 1.5 s early).
+        // A commit that waited for a row lock brings the clock as it ended, not as it started
+        // (which would make the connection's next fence early by the wait): its reading is no
+        // older than the row's release.
         let released = Locked<Int64>(0)
         let ended = try await behindAHeldRow("session.c", meanwhile: { holder, logger in
-            try await Task.sleep(for: .milliseconds(1500))
+            try await Task.sleep(for: .milliseconds(300))
             let rows = try await holder.query("SELECT \(unescaped: ServerClock.sql)", logger: logger).collect()
             let clock = try rows[0].decode(Int64.self)
             released.withLock { $0 = clock }
@@ -612,7 +613,8 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         listing.cancel()
         let cancelled = await keystoreError { try await listing.value }
         XCTAssertEqual(cancelled?.code, .storeUnavailable, "the listing waited for a connection and was cancelled: \(String(describing: cancelled))")
-        try await Task.sleep(for: .milliseconds(300))
+        // Held past the reconnect delay after the cancellation.
+        try await Task.sleep(for: .milliseconds(1500))
         busy.release()
         try await busy.released()
         try await Task.sleep(for: .milliseconds(200))
@@ -674,7 +676,7 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         try await keystore.set([1], forKey: "k")
         let lock = try await lockItems()
         let blocked = (0..<2).map { _ in Task { try await keystore.keys() } }
-        let bothWait = await eventually(timeout: .seconds(20)) { (try? await self.activityCount("wait_event_type = 'Lock'")) == 2 }
+        let bothWait = await eventually(timeout: .seconds(20), every: .milliseconds(20)) { (try? await self.activityCount("wait_event_type = 'Lock'")) == 2 }
         XCTAssertTrue(bothWait, "both connections wait behind the lock")
         return (keystore, lock.release, {
             for task in blocked {
@@ -693,6 +695,8 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         let (granted, grant) = AsyncStream<Void>.makeStream()
         let (released, release) = AsyncStream<Void>.makeStream()
         let lock = Task {
+            // A holder that fails before the lock is granted must not leave the caller waiting.
+            defer { grant.finish() }
             try await holder.perform("holding a lock") { connection, logger in
                 try await PostgresKeystore.transaction(on: connection, logger: logger) {
                     try await connection.query("LOCK TABLE identity_broker_items IN ACCESS EXCLUSIVE MODE", logger: logger)
@@ -717,12 +721,20 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         let busy = try await keystoreWithBothConnectionsHeld(reconnectDelay: .milliseconds(300))
         defer { busy.release() }
         let keystore = busy.keystore
-        let listing = Task { try await keystore.keys() }
+        let began = Locked<ContinuousClock.Instant?>(nil)
+        let listing = Task {
+            began.withLock { $0 = .now }
+            return try await keystore.keys()
+        }
+        let running = await eventually(timeout: .seconds(10)) { began.withLock { $0 } != nil }
+        XCTAssertTrue(running)
+        let start = try XCTUnwrap(began.withLock { $0 })
         // Waiting more than twice the reconnect delay for a connection.
-        try await Task.sleep(for: .milliseconds(700))
+        try await Task.sleep(until: start + .milliseconds(700))
         busy.release()
         let keys = try await listing.value
         XCTAssertEqual(keys, ["k"])
+        XCTAssertGreaterThan(ContinuousClock.now - start, .milliseconds(600), "the listing waited past the reconnect delay")
         try await busy.released()
         XCTAssertEqual(keystore.pool.watchesStarted, 0, "a wait behind held connections started a watch")
     }

@@ -76,7 +76,8 @@ class PostgresTestCase: XCTestCase, @unchecked Sendable {
     /// Runs `sql` (one row of one `int8`, a count) as the superuser on this test's database,
     /// on a connection of the test's own: a query there takes milliseconds, where a `psql`
     /// run costs a process start, under load long enough to miss a state that lasts half a
-    /// second. A connection a test (or a restart) ended is replaced.
+    /// second. A connection a test (or a restart) ended is replaced. For one caller at a time
+    /// (a test's own checks), not for concurrent tasks.
     func observedCount(_ sql: String) async throws -> Int {
         let logger = Logger(label: "observer")
         if let open = observer.withLock({ $0 }) {
@@ -126,6 +127,7 @@ class PostgresTestCase: XCTestCase, @unchecked Sendable {
             configuration: .init(host: "127.0.0.1", port: server.port, username: server.superuser, password: nil, database: database, tls: .disable),
             id: 1, logger: logger)
         let result: Result<T, any Error>
+        var committing: Task<T, any Error>?
         do {
             // Swift's strings are UTF-8, whatever the database's encoding.
             try await holder.query("SET client_encoding TO 'UTF8'", logger: logger)
@@ -135,16 +137,20 @@ class PostgresTestCase: XCTestCase, @unchecked Sendable {
             } else {
                 _ = try await holder.query("SELECT key FROM identity_broker_items WHERE key = \(key) FOR UPDATE", logger: logger).collect()
             }
-            let committing = Task { try await commit() }
-            let waiting = await eventually(timeout: .seconds(10)) { (try? await self.activityCount("wait_event_type = 'Lock'")) == 1 }
+            committing = Task { try await commit() }
+            let waiting = await eventually(timeout: .seconds(10), every: .milliseconds(20)) {
+                (try? await self.activityCount("wait_event_type = 'Lock'")) == 1
+            }
             XCTAssertTrue(waiting, "the commit never waited for the held row", file: file, line: line)
             try await meanwhile(holder, logger)
             try await holder.query(changingIt ? "COMMIT" : "ROLLBACK", logger: logger)
-            result = .success(try await committing.value)
+            result = .success(try await committing!.value)
         } catch {
             result = .failure(error)
         }
         try await holder.close()
+        // A commit left running (something above failed) ends before the test goes on.
+        _ = try? await committing?.value
         return try result.get()
     }
 

@@ -22,7 +22,9 @@ enum PolicyFileReader {
         guard bytes.count <= maxBytes else {
             throw CLIFailure(.usage, "policy file '\(path)' is larger than \(maxBytes) bytes; STS takes a session policy of 2048 characters at most")
         }
-        guard let text = String(validating: bytes, as: UTF8.self) else {
+        // A byte order mark some editors write is not part of the policy STS is sent.
+        let unmarked = bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? Array(bytes.dropFirst(3)) : bytes
+        guard let text = String(validating: unmarked, as: UTF8.self) else {
             throw CLIFailure(.usage, "policy file '\(path)' is not UTF-8 text; pass a JSON IAM policy")
         }
         guard text.contains(where: { !$0.isWhitespace }) else {

@@ -65,9 +65,14 @@ extension ClassicFlowOptions {
             && arn.utf8.count <= 2048 && arn.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F })
     }
 
-    /// Whether `policy` is a JSON object, as a session policy must be.
+    /// Whether `policy` is a JSON object, as a session policy must be. Control characters
+    /// other than tab and line breaks are refused first: JSON allows none, and the decoder
+    /// would read text with NULs between its characters as UTF-16.
     package static func isJSONObject(_ policy: String) -> Bool {
-        (try? JSONCoders.decoder.decode(JSONObjectProbe.self, from: Data(policy.utf8))) != nil
+        guard !policy.unicodeScalars.contains(where: { $0.value < 0x20 && !["\t", "\n", "\r"].contains($0) || $0 == "\u{FEFF}" }) else {
+            return false
+        }
+        return (try? JSONCoders.decoder.decode(JSONObjectProbe.self, from: Data(policy.utf8))) != nil
     }
 
     /// What a session policy looks like, for messages that refuse one.

@@ -1,6 +1,6 @@
-/// Decodes as any JSON object and reads none of it: decoding one checks a document is a JSON
-/// object (the decoder parses the whole document first), where arrays, scalars and
-/// malformed text are not.
+/// Decodes as any JSON object and reads none of it: a document that decodes is an object,
+/// delimited as one, with nothing after it (arrays, scalars and text that is not JSON
+/// fail). What its values hold (number syntax, escapes) is not read, so not checked.
 struct JSONObjectProbe: Decodable {
     init(from decoder: any Decoder) throws {
         _ = try decoder.container(keyedBy: AnyKey.self)

@@ -58,6 +58,8 @@ final class GroupCommitter: Sendable {
     private let inline = Mutex(())
     /// Batches committed on their caller's thread so far (for tests).
     let inlineCommits = Atomic<Int>(0)
+    /// Inline commits that found the write lock held and went to the queue (for tests).
+    let lockedInlineCommits = Atomic<Int>(0)
     private let queueState = QueueState()
     private let connection: SQLiteConnection
     private let origin: Int64
@@ -136,7 +138,9 @@ final class GroupCommitter: Sendable {
         }
         guard case let result?? = attempt else { return nil }
         switch result {
-        case .failure(let error) where error.code == .storeUnavailable: return nil
+        case .failure(let error) where error.code == .storeUnavailable:
+            lockedInlineCommits.add(1, ordering: .relaxed)
+            return nil
         case .failure: break
         case .success: inlineCommits.add(1, ordering: .relaxed)
         }

@@ -190,6 +190,9 @@ final class FederationClientClassicFlowTests: XCTestCase {
             ClassicFlowOptions(roleArn: Self.roleArn, sessionPolicy: #"{"Version": "2012-10-17""#),
             ClassicFlowOptions(roleArn: Self.roleArn, sessionPolicy: #"{"Version": "2012-10-17"} {}"#),
             ClassicFlowOptions(roleArn: Self.roleArn, sessionPolicy: #"[{"Effect": "Allow"}]"#),
+            // UTF-16 read from bytes that were also UTF-8, and a byte order mark.
+            ClassicFlowOptions(roleArn: Self.roleArn, sessionPolicy: "{\0}\0"),
+            ClassicFlowOptions(roleArn: Self.roleArn, sessionPolicy: "\u{FEFF}{}"),
             ClassicFlowOptions(roleArn: Self.roleArn, managedPolicyArns: Array(repeating: "arn:aws:iam::aws:policy/P", count: 11)),
             ClassicFlowOptions(roleArn: Self.roleArn, managedPolicyArns: ["ReadOnlyAccess"]),
         ]

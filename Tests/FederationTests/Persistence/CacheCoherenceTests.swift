@@ -171,8 +171,8 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         let client = try client(spy)
         try await client.federate(token: TestJWT.valid(sub: "alice"), provider: .google, session: "alice")
         spy.setFailAfterWrites(true)
-        let beforeFailure = ContinuousClock.now
         await assertThrows(FederationError.self, code: .storage) { try await client.clear(session: "alice") }
+        let afterFailure = ContinuousClock.now
         spy.setFailAfterWrites(false)
 
         // Within the window, reads keep re-reading the store.
@@ -182,8 +182,8 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
             return spy.counts.reads(of: "session.alice") >= readsAtFailure + 2
         }
         XCTAssertTrue(reReading, "reads re-read the store during the window")
-        // Past it (it started after `beforeFailure`), the cache answers alone.
-        try await Task.sleep(until: beforeFailure + .milliseconds(2600))
+        // Past it (it started before `afterFailure`), the cache answers alone.
+        try await Task.sleep(until: afterFailure + .milliseconds(2600))
         _ = try await client.session("alice")
         try await Task.sleep(for: .milliseconds(300))
         let readsAfterWindow = spy.counts.reads(of: "session.alice")

@@ -385,7 +385,10 @@ final class SQLiteKeystoreTests: XCTestCase {
             try await keystore.set([9], forKey: "k9")
             committed.withLock { $0 = true }
         }
-        try await Task.sleep(for: .milliseconds(300))
+        // Released once the commit found the lock inline and went to the queue.
+        let found = await eventually(timeout: .seconds(10)) { keystore.writer.lockedInlineCommits.load(ordering: .relaxed) == 1 }
+        XCTAssertTrue(found, "the commit never tried inline")
+        try await Task.sleep(for: .milliseconds(100))
         XCTAssertFalse(committed.current, "the commit did not wait for the lock")
         try blocker.run("ROLLBACK")
         try await commit.value
