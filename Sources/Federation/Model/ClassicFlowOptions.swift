@@ -66,10 +66,11 @@ extension ClassicFlowOptions {
     }
 
     /// Whether `policy` is a JSON object, as a session policy must be. Control characters
-    /// other than tab and line breaks are refused first: JSON allows none, and the decoder
-    /// would read text with NULs between its characters as UTF-16.
+    /// other than tab and line breaks, and a byte order mark, are refused first: JSON allows
+    /// none, the decoder would read text with NULs between its characters as UTF-16, and it
+    /// would skip a byte order mark that STS is then sent.
     package static func isJSONObject(_ policy: String) -> Bool {
-        guard !policy.unicodeScalars.contains(where: { $0.value < 0x20 && !["\t", "\n", "\r"].contains($0) || $0 == "\u{FEFF}" }) else {
+        guard !policy.unicodeScalars.contains(where: { ($0.value < 0x20 && !["\t", "\n", "\r"].contains($0)) || $0 == "\u{FEFF}" }) else {
             return false
         }
         return (try? JSONCoders.decoder.decode(JSONObjectProbe.self, from: Data(policy.utf8))) != nil
