@@ -80,20 +80,27 @@ class PostgresTestCase: XCTestCase, @unchecked Sendable {
     /// (a test's own checks), not for concurrent tasks.
     func observedCount(_ sql: String) async throws -> Int {
         let logger = Logger(label: "observer")
+        func count(on connection: PostgresConnection) async throws -> Int {
+            let rows = try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger).collect()
+            return Int(try rows[0].decode(Int64.self))
+        }
         if let open = observer.withLock({ $0 }) {
-            if open.database == database, let rows = try? await open.connection.query(PostgresQuery(unsafeSQL: sql), logger: logger).collect() {
-                return Int(try rows[0].decode(Int64.self))
-            }
+            if open.database == database, let counted = try? await count(on: open.connection) { return counted }
             observer.withLock { $0 = nil }
             try? await open.connection.close()
         }
+        let connection = try await superuserConnection(id: 2, applicationName: "test-observer", logger: logger)
+        observer.withLock { [database] in $0 = (database!, connection) }
+        return try await count(on: connection)
+    }
+
+    /// A connection of the test's own to this test's database, as the superuser; its caller
+    /// closes it (postgres-nio stops the process when one is released open).
+    func superuserConnection(id: Int, applicationName: String? = nil, logger: Logger) async throws -> PostgresConnection {
         var configuration = PostgresConnection.Configuration(
             host: "127.0.0.1", port: server.port, username: server.superuser, password: nil, database: database, tls: .disable)
-        configuration.options.additionalStartupParameters = [("application_name", "test-observer")]
-        let connection = try await PostgresConnection.connect(configuration: configuration, id: 2, logger: logger)
-        observer.withLock { [database] in $0 = (database!, connection) }
-        let rows = try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger).collect()
-        return Int(try rows[0].decode(Int64.self))
+        if let applicationName { configuration.options.additionalStartupParameters = [("application_name", applicationName)] }
+        return try await PostgresConnection.connect(configuration: configuration, id: id, logger: logger)
     }
 
     /// Waits until `count` statements on this test's database sleep in `pg_sleep` (a test's
@@ -123,9 +130,7 @@ class PostgresTestCase: XCTestCase, @unchecked Sendable {
         file: StaticString = #filePath, line: UInt = #line
     ) async throws -> T {
         let logger = Logger(label: "lock-holder")
-        let holder = try await PostgresConnection.connect(
-            configuration: .init(host: "127.0.0.1", port: server.port, username: server.superuser, password: nil, database: database, tls: .disable),
-            id: 1, logger: logger)
+        let holder = try await superuserConnection(id: 1, logger: logger)
         let result: Result<T, any Error>
         var committing: Task<T, any Error>?
         do {
@@ -212,7 +217,6 @@ func collectChanges(
     }
     return seen.withLock { $0 }
 }
-
 
 /// Runs `body` and returns the ``KeystoreError`` it throws, failing the test if it throws none.
 func keystoreError<T>(
