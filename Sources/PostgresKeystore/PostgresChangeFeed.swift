@@ -65,6 +65,11 @@ final class PostgresChangeFeed: Sendable {
     /// Whether the listener currently holds a connection with `LISTEN` active (for tests).
     var isListening: Bool { listening.load(ordering: .acquiring) }
 
+    /// The heartbeat checks made on a listening connection, and how many of them sent a
+    /// notification of their own (for tests, which count in checks rather than seconds).
+    let heartbeatChecks = Atomic<Int>(0)
+    let heartbeatsSent = Atomic<Int>(0)
+
     func subscribe(excludingWriter writer: UInt64? = nil) -> AsyncStream<KeystoreChange> {
         subscribers.subscribe(excludingWriter: writer) {
             let listener = Task { [weak self] in await self?.listen() }

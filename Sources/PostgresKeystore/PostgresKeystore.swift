@@ -365,4 +365,10 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
 
     /// Whether the change feed currently listens on a live connection (for tests).
     package var isListeningForChanges: Bool { feed.isListening }
+
+    /// The change feed's heartbeat checks on a listening connection so far, and how many of
+    /// them sent a notification of their own (for tests).
+    package var changeFeedChecks: (checks: Int, sent: Int) {
+        (feed.heartbeatChecks.load(ordering: .relaxed), feed.heartbeatsSent.load(ordering: .relaxed))
+    }
 }

@@ -1,7 +1,7 @@
 import BrokerTestSupport
 import Foundation
 import Logging
-import PostgresKeystore
+@testable import PostgresKeystore
 import PostgresNIO
 import SecureStorage
 import XCTest
@@ -72,27 +72,35 @@ final class PostgresChangeFeedTests: PostgresTestCase, @unchecked Sendable {
 
     /// The heartbeat's `NOTIFY` reaches every listener of the database, and each one is a
     /// commit: an instance whose own commits keep reaching its listener has proved the path
-    /// and sends none; an idle one sends one per check.
+    /// and sends none; an idle one sends one per check. (Counted in checks, not seconds: a
+    /// loaded machine makes fewer checks, not different ones.)
     func testAnInstanceThatCommitsSendsNoHeartbeatsAndAnIdleOneDoes() async throws {
         let (keystore, recorder, heartbeats) = try await listenerCountingHeartbeats(every: .seconds(1))
         defer { recorder.stop(); heartbeats.close() }
 
-        let busyStart = heartbeats.count
-        let busyUntil = ContinuousClock.now.advanced(by: .seconds(3))
+        let busyStart = keystore.changeFeedChecks
+        let giveUp = ContinuousClock.now.advanced(by: .seconds(60))
         var commits = 0
-        while ContinuousClock.now < busyUntil {
+        while keystore.changeFeedChecks.checks - busyStart.checks < 3 && ContinuousClock.now < giveUp {
             try await keystore.set([UInt8(commits % 256)], forKey: "busy")
             commits += 1
             try await Task.sleep(for: .milliseconds(30))
         }
-        let whileBusy = heartbeats.count - busyStart
-        try await Task.sleep(for: .seconds(6))
-        let whileIdle = heartbeats.count - busyStart - whileBusy
-        // One check may fall just after the idle start, or before the first commit was heard.
-        XCTAssertLessThanOrEqual(whileBusy, 1, "heartbeats while \(commits) commits were heard")
-        // Every check after the first sends one (pauses of 0.5 to 1 s): at least 5 in 6 s. A
+        let busyEnd = keystore.changeFeedChecks
+        XCTAssertGreaterThanOrEqual(busyEnd.checks - busyStart.checks, 3, "checks while busy")
+        // One check may fall before the first commit was heard.
+        XCTAssertLessThanOrEqual(busyEnd.sent - busyStart.sent, 1, "heartbeats while \(commits) commits were heard")
+
+        let idleStartHeard = heartbeats.count
+        let sixChecks = await eventually(timeout: .seconds(60)) { keystore.changeFeedChecks.checks - busyEnd.checks >= 6 }
+        XCTAssertTrue(sixChecks, "an idle instance keeps checking its listener")
+        let idleEnd = keystore.changeFeedChecks
+        let idleChecks = idleEnd.checks - busyEnd.checks
+        // Every idle check but the first (which may pass on the last commit) sends one: a
         // check's own notification must not pass the next check too, which halved them.
-        XCTAssertGreaterThanOrEqual(whileIdle, 5, "an idle instance checks its listener at every interval")
+        XCTAssertGreaterThanOrEqual(idleEnd.sent - busyEnd.sent, idleChecks - 1, "heartbeats sent in \(idleChecks) idle checks")
+        let reachedTheServer = await eventually(timeout: .seconds(10)) { heartbeats.count - idleStartHeard >= idleChecks - 1 }
+        XCTAssertTrue(reachedTheServer, "\(heartbeats.count - idleStartHeard) heartbeats heard on the database for \(idleChecks) idle checks")
     }
 
     /// Idle instances share their checks: one's notification reaches every listener and
@@ -101,9 +109,11 @@ final class PostgresChangeFeedTests: PostgresTestCase, @unchecked Sendable {
     /// fleet's square). Every listener still hears, so none reconnects.
     func testAnIdleFleetSharesItsChecks() async throws {
         let instances = 8
+        var keystores: [PostgresKeystore] = []
         var recorders: [ChangeRecorder] = []
         for _ in 0..<instances {
             let keystore = try await keystore { $0.changeFeedHeartbeat = .milliseconds(500) }
+            keystores.append(keystore)
             recorders.append(ChangeRecorder(keystore.changes()))
         }
         defer { for recorder in recorders { recorder.stop() } }
@@ -111,11 +121,22 @@ final class PostgresChangeFeedTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertTrue(listening)
         let heartbeats = try await HeartbeatCounter(try configuration())
         defer { heartbeats.close() }
-        try await Task.sleep(for: .seconds(5))
-        // One per instance and interval (80 here) without sharing; shared, about one or two per
-        // interval (10 to 20), and the pauses' spread keeps simultaneous ones rare.
-        XCTAssertLessThanOrEqual(heartbeats.count, 35, "checks sent by \(instances) idle instances in 5 s")
-        XCTAssertGreaterThanOrEqual(heartbeats.count, 3, "an idle fleet still checks its listeners")
+        let fleet = keystores
+        @Sendable func totalChecks() -> Int { fleet.map(\.changeFeedChecks.checks).reduce(0, +) }
+        let checksBefore = totalChecks()
+        // About eight checks each (a loaded machine takes longer, not fewer).
+        let enough = await eventually(timeout: .seconds(60)) { totalChecks() - checksBefore >= 8 * instances }
+        XCTAssertTrue(enough, "an idle fleet keeps checking its listeners")
+        let checks = totalChecks() - checksBefore
+        let heard = heartbeats.count
+        // Without sharing, every check sends one; shared, about one or two per interval.
+        XCTAssertLessThanOrEqual(heard, checks / 2, "heartbeats on the database for \(checks) checks of \(instances) idle instances")
+        XCTAssertGreaterThanOrEqual(heard, 1, "an idle fleet still sends checks")
+        for (index, keystore) in keystores.enumerated() {
+            let own = keystore.changeFeedChecks
+            // Every sixth check in a row at most needs its own notification.
+            XCTAssertGreaterThanOrEqual(own.sent, own.checks / (PostgresChangeFeed.checksPassedOnOthersAlone + 1), "instance \(index)")
+        }
         let reconnects = recorders.map { $0.changes.filter { $0 == .all }.count }
         XCTAssertEqual(reconnects, Array(repeating: 1, count: instances), "a listener reconnected (only the first LISTEN gives .all)")
     }
