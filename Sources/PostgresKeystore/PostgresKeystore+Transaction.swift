@@ -159,7 +159,28 @@ extension PostgresKeystore {
     /// operation, so each sees the effect of the earlier ones (one statement could not touch
     /// a row twice); returns per-operation results. Row locks, taken by each upsert or
     /// delete, are all the ordering it needs.
+    ///
+    /// Rows that exist are locked in byte order first, but the new keys it inserts are not
+    /// in that order, so another commit inserting the same new keys can deadlock with it. The
+    /// server then aborts one of the two (nothing of it applied), and an aborted transaction
+    /// here runs again, up to three times in all, as a deadlocked commit statement does;
+    /// unless its caller gave up meanwhile (the deadline cancels this task): sent then, it
+    /// could land after the keystore's uncertain window.
     static func applyInOrder(
+        _ operations: [SealedOperation], namespace: PostgresNamespace, origin: Int64,
+        on connection: PostgresConnection, logger: Logger
+    ) async throws -> [Bool] {
+        var attempt = 1
+        while true {
+            do {
+                return try await applyInOrderOnce(operations, namespace: namespace, origin: origin, on: connection, logger: logger)
+            } catch where attempt < 3 && KeystoreError.isDeadlock(error) && !Task.isCancelled {
+                attempt += 1
+            }
+        }
+    }
+
+    private static func applyInOrderOnce(
         _ operations: [SealedOperation], namespace: PostgresNamespace, origin: Int64,
         on connection: PostgresConnection, logger: Logger
     ) async throws -> [Bool] {

@@ -57,6 +57,52 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertLessThan(groups, 64, "concurrent commits were combined (\(groups) groups for 64 batches)")
     }
 
+    /// A batch that names a key twice runs as a transaction, which inserts new keys in the
+    /// batch's order: another transaction inserting the same keys in the other order
+    /// deadlocks with it, and the server aborts one. The keystore's runs again rather than
+    /// failing its caller.
+    func testATransactionAbortedByADeadlockRunsAgain() async throws {
+        // The keystore's connections find the cycle (the checking side is the one aborted),
+        // 3 s into their wait: time enough for the other side to start waiting on a loaded
+        // machine; the other side never checks.
+        try server.psql("ALTER DATABASE \(database!) SET deadlock_timeout = '3s'")
+        let keystore = try await keystore { $0.operationTimeout = .seconds(30) }
+        let logger = Logger(label: "other-writer")
+        let other = try await superuserConnection(id: 1, logger: logger)
+        var committing: Task<[Bool], any Error>?
+        do {
+            try await other.query("SET deadlock_timeout = '1h'", logger: logger)
+            try await other.query("BEGIN", logger: logger)
+            try await other.query(
+                "INSERT INTO identity_broker_items (service, access_group, key, value) VALUES ('tool', '', 'a', '\\x00')", logger: logger)
+            committing = Task {
+                var batch = KeystoreBatch()
+                batch.set([1], forKey: "b")
+                batch.set([2], forKey: "a")
+                batch.set([3], forKey: "b")
+                return try await keystore.commit(batch)
+            }
+            let waiting = await eventually(timeout: .seconds(10), every: .milliseconds(20)) {
+                (try? await self.activityCount("wait_event_type = 'Lock'")) == 1
+            }
+            XCTAssertTrue(waiting, "the keystore's transaction waits for the other's new row")
+            // Waits for the keystore's new row: a cycle, which the server breaks by aborting
+            // the keystore's transaction; its run again then waits for this one to end.
+            try await other.query(
+                "INSERT INTO identity_broker_items (service, access_group, key, value) VALUES ('tool', '', 'b', '\\x00')", logger: logger)
+            try await other.query("ROLLBACK", logger: logger)
+            let applied = try await committing?.value
+            XCTAssertEqual(applied, [true, true, true])
+            let (a, b) = (try await keystore.value(forKey: "a"), try await keystore.value(forKey: "b"))
+            XCTAssertEqual(a, [2])
+            XCTAssertEqual(b, [3])
+        } catch {
+            XCTFail("\(error)")
+        }
+        _ = await committing?.result
+        try? await other.close()
+    }
+
     func testAFailingBatchFailsAloneWhenCombined() async throws {
         let keystore = try await keystore()
         try server.psql("""
