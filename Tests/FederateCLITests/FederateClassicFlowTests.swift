@@ -130,12 +130,17 @@ final class FederateClassicFlowTests: XCTestCase {
             ["--flow", "enhanced", "--duration", "900"],
             ["--role-session-name", "x1"],
             ["--policy-file", "p.json"],
-            ["--flow", "basic", "--role-arn", Self.roleArn],
+                        ["--flow", "basic", "--role-arn", Self.roleArn],
+            // An unset variable passed on: not "use AWS's own endpoint".
+            ["--flow", "classic", "--role-arn", Self.roleArn, "--sts-endpoint", ""],
+            ["--endpoint", ""],
         ]
         for extra in cases {
             let run = try login(cognito, extra: extra)
             XCTAssertEqual(run.status, 2, "\(extra): \(run)")
             XCTAssertEqual(run.stderr.split(separator: "\n").count, 1, "\(extra): one line: \(run.stderr)")
+            // Refused before the keystore is opened: a usage error creates nothing.
+            XCTAssertFalse(FileManager.default.fileExists(atPath: harness.keystore), "\(extra) created the keystore")
         }
         // A policy file that is empty, over 64 KiB, not UTF-8 text or not a JSON object.
         for (name, contents) in [

@@ -168,8 +168,14 @@ final class FederateUsageTests: XCTestCase {
         }
         XCTAssertEqual(made, [], "a directory was made for a URL")
         // A directory of that name is still reachable as a path.
-        let local = try harness.run(["status", "--keystore", "./postgres:local"])
+                let local = try harness.run(["status", "--keystore", "./postgres:local"])
         XCTAssertEqual(local.status, 0, "\(local)")
+        // A relative directory named postgres is refused too (for postgres//…'s sake), and
+        // the line quotes what it starts with.
+        for (value, start) in [("postgres/sessions", "postgres/"), ("PostgreSQL:x", "PostgreSQL:")] {
+            let run = try harness.expect(2, ["status", "--keystore", value])
+            XCTAssertTrue(run.stderr.contains("starting with '\(start)'") && run.stderr.contains("write ./\(start)…"), run.stderr)
+        }
     }
 
     /// A `~` no shell expanded (quoted, after `=`, in a systemd unit's Environment=) is a

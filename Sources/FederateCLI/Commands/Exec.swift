@@ -17,8 +17,9 @@ package struct Exec: AsyncParsableCommand {
             session has no valid credentials (4 for a terminated identity); 2 without running it when the \
             default profile of ~/.aws/credentials or ~/.aws/config (or boto's ~/.boto) gives credentials, \
             which the SDKs would use first (the line says which file, and the variable that points it \
-            away); 127 when it cannot be found, 126 when it cannot be executed. AWS_EC2_METADATA_DISABLED \
-            is set to true unless given, so that no SDK falls back to the instance's role.
+            away), or /etc/boto.cfg, or a JVM option in JAVA_TOOL_OPTIONS and the like does; 127 when it \
+            cannot be found, 126 when it cannot be executed. AWS_EC2_METADATA_DISABLED is set to true \
+            unless given a non-empty value, so that no SDK falls back to the instance's role.
             """
     )
 

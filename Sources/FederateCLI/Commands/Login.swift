@@ -20,7 +20,7 @@ struct Login: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Who issued the token.", valueName: "P"))
     var provider: String
 
-    @Option(name: .customLong("token-file"), help: ArgumentHelp("Read the token from this file (a trailing newline is ignored).", valueName: "PATH"))
+    @Option(name: .customLong("token-file"), help: ArgumentHelp("Read the token from this file (trailing line breaks are ignored).", valueName: "PATH"))
     var tokenFile: String?
 
     @Flag(name: .customLong("token-stdin"), help: "Read the token from standard input.")

@@ -350,13 +350,13 @@ enum KeystoreLocation {
     init(_ value: String) throws(CLIFailure) {
         if Self.isDatabaseURL(value) {
             self = .postgres(try ActiveServerSide.current.postgresTarget(url: value))
-        } else if let scheme = Self.mistypedDatabaseScheme(value) {
+                } else if let start = Self.mistypedDatabaseScheme(value) {
             // Taken for a directory, `postgres:/alice:pw@db/x` would keep sessions in a
             // relative path named after the password, and quote it in every error.
             throw CLIFailure(
                 .usage,
-                "--keystore: a value starting with '\(scheme):' is taken for a PostgreSQL URL, but it does not start with 'postgres://' or 'postgresql://' "
-                    + "(postgres://user:password@host:port/database); for a directory of that name, write ./\(scheme):…")
+                                "--keystore: a value starting with '\(start)' is taken for a PostgreSQL URL, but it does not start with 'postgres://' or 'postgresql://' "
+                    + "(postgres://user:password@host:port/database); for a directory of that name, write ./\(start)…")
         } else if Self.looksLikeAConnectionString(value) {
             // libpq's other form (`host=db user=alice password=…`): as a directory it would be
             // quoted, password and all, in every error, and made at a first login.
@@ -376,13 +376,13 @@ enum KeystoreLocation {
         value.hasPrefix("postgres://") || value.hasPrefix("postgresql://")
     }
 
-    /// The scheme of a value meant as a PostgreSQL URL but written wrong (`postgres:/…`,
-    /// `postgresql:…`, `POSTGRES://…`, `postgres//…`), as the value has it; `nil` for anything
-    /// else (`./postgres/…` names a directory).
+        /// The start of a value meant as a PostgreSQL URL but written wrong (`postgres:/…`,
+    /// `postgresql:…`, `POSTGRES://…`, `postgres//…`), as the value has it: the scheme and
+    /// the `:` or `/` after it; `nil` for anything else (`./postgres/…` names a directory, as
+    /// a relative `postgres/…` would, which is refused for `postgres//…`'s sake).
     static func mistypedDatabaseScheme(_ value: String) -> Substring? {
         guard !isDatabaseURL(value), let end = value.firstIndex(where: { $0 == ":" || $0 == "/" }) else { return nil }
-        let scheme = value[..<end]
-        return ["postgres", "postgresql"].contains(scheme.lowercased()) ? scheme : nil
+        return ["postgres", "postgresql"].contains(value[..<end].lowercased()) ? value[...end] : nil
     }
 
     /// Whether a value that does not start like a path holds one of libpq's connection

@@ -71,6 +71,14 @@ struct FlowOptions: ParsableArguments {
     func federationFlow() throws(CLIFailure) -> FederationFlow {
         guard flow == .classic, let roleArn else { return .enhanced }
         let policy = try policyFile.map { (path) throws(CLIFailure) -> String in try PolicyFileReader.contents(ofFile: path) }
-        return .classic(ClassicFlowOptions(roleArn: roleArn, roleSessionName: roleSessionName, durationSeconds: duration, sessionPolicy: policy))
+                let options = ClassicFlowOptions(roleArn: roleArn, roleSessionName: roleSessionName, durationSeconds: duration, sessionPolicy: policy)
+        // The library checks them again; here it is before the keystore is opened, so a
+        // usage error creates nothing.
+        do {
+            try options.validate()
+        } catch {
+            throw CLIFailure.invalidConfiguration(error)
+        }
+        return .classic(options)
     }
 }

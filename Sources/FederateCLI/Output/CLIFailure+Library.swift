@@ -7,6 +7,13 @@ package import Federation
 import SecureStorage
 
 extension CLIFailure {
+    /// A configuration the library refused: a usage error (exit 2) that says what to fix.
+    static func invalidConfiguration(_ error: FederationError) -> CLIFailure {
+        // Every failure line says what to do; most of these messages name the bad value only.
+        let next = error.message.contains("; ") ? "" : "; fix that option (see 'federate help')"
+        return CLIFailure(.usage, "\(error.message)\(next)")
+    }
+
     /// Maps a library error to the contract's exit codes, with a next step.
     ///
     /// - 2: ``FederationError/Code/invalidToken``, ``FederationError/Code/invalidConfiguration``,
@@ -27,10 +34,8 @@ extension CLIFailure {
         switch error.code {
         case .invalidToken:
             return CLIFailure(.usage, "\(error.message); check --provider and the token")
-        case .invalidConfiguration:
-            // Every failure line says what to do; most of these messages name the bad value only.
-            let next = error.message.contains("; ") ? "" : "; fix that option (see 'federate help')"
-            return CLIFailure(.usage, "\(error.message)\(next)")
+                case .invalidConfiguration:
+            return invalidConfiguration(error)
         case .sessionConflict:
             // The library's advice, in the command's words.
             let clear = "run 'federate clear' with the same --session first"

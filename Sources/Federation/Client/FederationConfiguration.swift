@@ -27,12 +27,16 @@ public struct FederationConfiguration: Sendable, Hashable {
     public var region: String?
     /// An explicit endpoint, e.g. `http://127.0.0.1:5000/`. When `nil` (the default)
     /// the environment's `AWS_ENDPOINT_URL_COGNITO_IDENTITY`, then `AWS_ENDPOINT_URL`,
-    /// then `https://cognito-identity.{region}.amazonaws.com/` apply.
+        /// then `https://cognito-identity.{region}.amazonaws.com/` apply. An empty string is
+    /// refused (``FederationError/Code/invalidConfiguration``) rather than read as `nil`: an
+    /// unset variable passed on must not send tokens to AWS instead of the endpoint meant.
     public var endpoint: String?
     /// An explicit STS endpoint for the classic flow (``FederationFlow/classic(_:)``), e.g.
     /// `http://127.0.0.1:5000/`. When `nil` (the default) the environment's
     /// `AWS_ENDPOINT_URL_STS`, then `AWS_ENDPOINT_URL`, then
-    /// `https://sts.{region}.amazonaws.com/` apply. The same endpoint rule as ``endpoint`` holds.
+        /// `https://sts.{region}.amazonaws.com/` apply. The same endpoint rule as ``endpoint``
+    /// holds, checked when the client is created, as ``endpoint`` is (the environment's
+    /// variables only when the classic flow runs).
     public var stsEndpoint: String?
     /// Credentials count as expired this long before their expiration. Default ``defaultExpiryMargin`` (120 s); zero or
     /// more (a negative margin makes the client initializer throw `invalidConfiguration`).
@@ -131,6 +135,9 @@ extension FederationConfiguration {
     package func check(environment: [String: String]) throws(FederationError) {
         try checkDurations()
         _ = try resolvedEndpoint(environment: environment)
+        // An explicit STS endpoint is checked with the rest; the environment's variables
+        // only by the classic flow that uses them (they may be meant for other tools).
+        if stsEndpoint != nil { _ = try resolvedSTSEndpoint(environment: environment) }
         _ = try resolvedCertificateAuthorityFile(environment: environment)
     }
 
@@ -262,7 +269,14 @@ extension FederationConfiguration {
     ) throws(FederationError) -> String {
         // The pool ID's shape is checked even when an override makes the region moot,
         // so a typo fails at start-up rather than as a service error later.
-        let region = try resolvedRegion()
+                let region = try resolvedRegion()
+        // An empty variable means unset (as AWS's tools read it); an empty configured value
+        // is a mistake (an unset variable passed on) that must not fall back to AWS's own.
+        if let value = configured.value, value.isEmpty {
+            throw FederationError(
+                code: .invalidConfiguration,
+                message: "\(configured.source) is empty; leave it out to use \(serviceVariable), else AWS_ENDPOINT_URL, else AWS's own")
+        }
         let candidates: [(String, String?)] = [
             configured,
             (serviceVariable, environment[serviceVariable]),

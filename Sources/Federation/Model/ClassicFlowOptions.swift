@@ -79,8 +79,9 @@ extension ClassicFlowOptions {
     /// What a session policy looks like, for messages that refuse one.
     package static let policyExample = #"pass IAM policy JSON like {"Version": "2012-10-17", "Statement": [...]}"#
 
-    /// Checks what STS would refuse, before anything is sent.
-    func validate() throws(FederationError) {
+        /// Checks what STS would refuse, before anything is sent (and, in the CLI, before the
+    /// keystore is opened, so that a usage error creates nothing).
+    package func validate() throws(FederationError) {
         func invalid(_ message: String) -> FederationError {
             FederationError(code: .invalidConfiguration, message: message)
         }

@@ -180,6 +180,27 @@ final class ConfigurationResolutionTests: XCTestCase {
         XCTAssertEqual(try endpoint(implicit, ["AWS_ENDPOINT_URL_S3": "https://s3.test/"]), "https://cognito-identity.us-east-1.amazonaws.com/")
     }
 
+        /// An empty configured endpoint is an unset variable passed on, not "use the default":
+    /// falling back would send the tokens to AWS's own endpoint instead of the one meant.
+    /// The explicit STS endpoint is checked when the client is created, as the endpoint is.
+    func testAnEmptyOrBadConfiguredEndpointFailsWhenTheClientIsCreated() {
+        let environment = ["AWS_ENDPOINT_URL": "https://global.test/"]
+        for configure in [{ (c: inout FederationConfiguration) in c.endpoint = "" }, { $0.stsEndpoint = "" }, { $0.stsEndpoint = "ftp://x/" }] {
+            var configuration = FederationConfiguration(identityPoolId: testPoolId)
+            configure(&configuration)
+            let error = assertThrows(FederationError.self, code: .invalidConfiguration) {
+                _ = try FederationClient(
+                    configuration: configuration, transport: FakeCognito().transport, keystore: InMemoryKeystore(),
+                    environment: environment, now: { testEpoch }, logger: nil)
+            }
+            XCTAssertTrue(error?.message.contains("configured") == true, "\(String(describing: error))")
+        }
+        // A bad STS variable is left to the classic flow that would use it.
+        XCTAssertNoThrow(try FederationClient(
+            configuration: FederationConfiguration(identityPoolId: testPoolId), transport: FakeCognito().transport,
+            keystore: InMemoryKeystore(), environment: ["AWS_ENDPOINT_URL_STS": "ftp://x/"], now: { testEpoch }, logger: nil))
+    }
+
     func testEndpointThatIsNotHTTPIsAnInvalidConfiguration() {
         assertThrows(FederationError.self, code: .invalidConfiguration) {
             try endpoint(FederationConfiguration(identityPoolId: testPoolId, endpoint: "ftp://x/"))
