@@ -94,11 +94,14 @@ class PostgresTestCase: XCTestCase, @unchecked Sendable {
         return try await count(on: connection)
     }
 
-    /// A connection of the test's own to this test's database, as the superuser; its caller
-    /// closes it (postgres-nio stops the process when one is released open).
-    func superuserConnection(id: Int, applicationName: String? = nil, logger: Logger) async throws -> PostgresConnection {
+        /// A connection of the test's own to this test's database (or `database`), as the
+    /// superuser; its caller closes it (postgres-nio stops the process when one is released
+    /// open).
+    func superuserConnection(
+        id: Int, applicationName: String? = nil, database: String? = nil, logger: Logger
+    ) async throws -> PostgresConnection {
         var configuration = PostgresConnection.Configuration(
-            host: "127.0.0.1", port: server.port, username: server.superuser, password: nil, database: database, tls: .disable)
+            host: "127.0.0.1", port: server.port, username: server.superuser, password: nil, database: database ?? self.database, tls: .disable)
         if let applicationName { configuration.options.additionalStartupParameters = [("application_name", applicationName)] }
         return try await PostgresConnection.connect(configuration: configuration, id: id, logger: logger)
     }
