@@ -455,6 +455,58 @@ final class SQLitePermissionTests: XCTestCase {
         XCTAssertEqual(result.map { $0 & 0xFF }, SQLITE_CANTOPEN, "SQLite opened the FIFO (result \(String(describing: result)))")
     }
 
+        /// The open guard opens without blocking, and a non-blocking open of a file another
+    /// process holds a lease on fails at once (the kernel starts breaking the lease) where a
+        /// blocking one would wait for the holder to let go. SQLite then falls back to opening the
+    /// database read-only, and every write fails. The guard waits as a blocking open would,
+    /// trying again, so a backup or indexing tool that leases the database costs a wait.
+    func testAnOpenHeldBackByALeaseWaitsForItsRelease() throws {
+        let temporary = try TemporaryRoot()
+        // Any open installs the keystore's guards.
+        try SQLiteKeystore(root: temporary.root, service: "guards").close()
+        let path = temporary.root + "/leased.sqlite"
+                var creating: OpaquePointer?
+        XCTAssertEqual(sqlite3_open_v2(path, &creating, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil), SQLITE_OK)
+        XCTAssertEqual(sqlite3_exec(creating, "CREATE TABLE t(x); INSERT INTO t VALUES(7);", nil, nil, nil), SQLITE_OK)
+        sqlite3_close(creating)
+        // A read lease (F_SETLEASE 1024, F_RDLCK 0), held for a second after its break began.
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        holder.arguments = ["python3", "-c", """
+            import fcntl, os, signal, sys, time
+            path = sys.argv[1]
+            broken = []
+            signal.signal(signal.SIGIO, lambda number, frame: broken.append(time.monotonic()))
+            fd = os.open(path, os.O_RDONLY)
+            fcntl.fcntl(fd, 1024, 0)
+            open(path + ".leased", "w").close()
+            deadline = time.monotonic() + 60
+            while not broken and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(1)
+            open(path + ".released", "w").close()
+            fcntl.fcntl(fd, 1024, 2)
+            time.sleep(60)
+            """, path]
+        try holder.run()
+        defer { holder.terminate(); holder.waitUntilExit() }
+        let start = Date()
+        while !FileManager.default.fileExists(atPath: path + ".leased") {
+            guard holder.isRunning, Date().timeIntervalSince(start) < 30 else { return XCTFail("the lease was never taken") }
+            usleep(10_000)
+        }
+        let result = withinTimeout(30) { () -> (Int32, Bool) in
+            var connection: OpaquePointer?
+            defer { sqlite3_close(connection) }
+            let opened = sqlite3_open_v2(path, &connection, SQLITE_OPEN_READWRITE, nil)
+            let releasedFirst = FileManager.default.fileExists(atPath: path + ".released")
+            guard opened == SQLITE_OK else { return (opened, releasedFirst) }
+                        return (sqlite3_exec(connection, "INSERT INTO t VALUES(8)", nil, nil, nil), releasedFirst)
+        }
+                XCTAssertEqual(result?.0, SQLITE_OK, "the database was not opened for writing while the lease was being broken")
+        XCTAssertEqual(result?.1, true, "the open returned before the lease was let go")
+    }
+
     func testGroupWritableRootWithoutStickyIsRefused() throws {
         let temporary = try TemporaryRoot()
         XCTAssertEqual(mkdir(temporary.root, 0o700), 0)
