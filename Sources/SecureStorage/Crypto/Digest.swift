@@ -1,7 +1,7 @@
 import CLibCrypto
 
-/// SHA-256 and HMAC-SHA-256 through libcrypto: migration uses SHA-256 to
-/// recognise the exact files it copied; Federation's SigV4 signer uses both.
+/// SHA-256 and HMAC-SHA-256 through libcrypto, beside the keystore's other libcrypto
+/// calls: Federation's SigV4 signer uses both (the keystore itself uses neither).
 package enum Digest {
     /// The SHA-256 of `bytes`.
     package static func sha256(_ bytes: [UInt8]) -> [UInt8] {
