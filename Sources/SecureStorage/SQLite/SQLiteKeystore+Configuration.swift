@@ -5,7 +5,7 @@ extension SQLiteKeystore {
         /// with ``KeystoreError/Code/storeUnavailable``. Default: 5 seconds.
         public var busyTimeout: Duration
 
-        /// How often, while someone iterates ``SQLiteKeystore/changes()``, the store is checked
+        /// How often, while a stream ``SQLiteKeystore/changes()`` returned exists, the store is checked
         /// for commits by other processes. Default: 100 milliseconds.
         public var changePollInterval: Duration
 

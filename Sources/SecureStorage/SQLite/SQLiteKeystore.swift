@@ -246,7 +246,7 @@ public final class SQLiteKeystore: Keystore, WriterFilteringKeystore {
 
     /// Keys changed from now on by this instance (delivered right after each commit) and by
     /// any other process or instance sharing the database (found by polling every
-    /// ``Configuration/changePollInterval`` while at least one stream is iterated).
+    /// ``Configuration/changePollInterval`` while at least one stream it returned exists).
     ///
     /// A stream may also report changes committed shortly before it was created. It buffers
     /// up to 4,096 changes; a subscriber that falls further behind loses the oldest and
