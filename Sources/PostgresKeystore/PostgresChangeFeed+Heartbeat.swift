@@ -108,7 +108,7 @@ extension PostgresChangeFeed {
                     if heard == true { passedOnOthers = 0 }
                     // Its own arrival proves this check, not the next one.
                     _ = heartbeat.takeSomethingHeard()
-                    heartbeatsSent.add(1, ordering: .relaxed)
+                    if heard != nil { heartbeatsSent.add(1, ordering: .relaxed) }
                 }
                 heartbeatChecks.add(1, ordering: .relaxed)
             }

@@ -164,8 +164,9 @@ extension PostgresKeystore {
     /// in that order, so another commit inserting the same new keys can deadlock with it. The
     /// server then aborts one of the two (nothing of it applied), and an aborted transaction
     /// here runs again, up to three times in all, as a deadlocked commit statement does;
-    /// unless its caller gave up meanwhile (the deadline cancels this task): sent then, it
-    /// could land after the keystore's uncertain window.
+    /// unless the operation's deadline has passed (it cancels this task): sent after it, it
+    /// could land after the keystore's uncertain window. (A queued caller whose own deadline
+    /// passed earlier has been answered already; the window covers what its group still does.)
     static func applyInOrder(
         _ operations: [SealedOperation], namespace: PostgresNamespace, origin: Int64,
         on connection: PostgresConnection, logger: Logger

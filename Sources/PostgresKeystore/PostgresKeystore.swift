@@ -367,7 +367,7 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
     package var isListeningForChanges: Bool { feed.isListening }
 
     /// The change feed's heartbeat checks on a listening connection so far, and how many of
-    /// them sent a notification of their own (for tests).
+    /// them committed a notification of their own (for tests).
     package var changeFeedChecks: (checks: Int, sent: Int) {
         (feed.heartbeatChecks.load(ordering: .relaxed), feed.heartbeatsSent.load(ordering: .relaxed))
     }

@@ -130,11 +130,8 @@ final class FederateClassicFlowTests: XCTestCase {
             ["--flow", "enhanced", "--duration", "900"],
             ["--role-session-name", "x1"],
             ["--policy-file", "p.json"],
-                        ["--flow", "basic", "--role-arn", Self.roleArn],
-            // An unset variable passed on: not "use AWS's own endpoint".
-            ["--flow", "classic", "--role-arn", Self.roleArn, "--sts-endpoint", ""],
-            ["--endpoint", ""],
-        ]
+            ["--flow", "basic", "--role-arn", Self.roleArn],
+            ]
         for extra in cases {
             let run = try login(cognito, extra: extra)
             XCTAssertEqual(run.status, 2, "\(extra): \(run)")
@@ -157,6 +154,18 @@ final class FederateClassicFlowTests: XCTestCase {
         try harness.expect(2, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", cognito.endpoint, "--role-arn", Self.roleArn])
         try harness.expect(2, ["login", "--pool-id", FakeCognito.poolId, "--provider", "google", "--token-stdin", "--endpoint", cognito.endpoint,
                                "--flow", "classic", "--role-arn", Self.roleArn, "--sts-endpoint", "http://sts.example.com/"], stdin: TestJWT.valid())
+        // An unset variable passed on: not "use AWS's own endpoint" (the last value given wins).
+        for (extra, option) in [
+            (["--flow", "classic", "--role-arn", Self.roleArn, "--sts-endpoint", ""], "--sts-endpoint"),
+            (["--flow", "classic", "--role-arn", Self.roleArn, "--endpoint", ""], "--endpoint"),
+        ] {
+            let run = try login(cognito, extra: extra)
+            XCTAssertEqual(run.status, 2, "\(extra): \(run)")
+            XCTAssertTrue(run.stderr.contains("\(option) is empty"), run.stderr)
+        }
+        let guest = try harness.expect(2, ["guest", "--pool-id", FakeCognito.poolId, "--endpoint", ""])
+        XCTAssertTrue(guest.stderr.contains("--endpoint is empty"), guest.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: harness.keystore), "an empty endpoint created the keystore")
         XCTAssertEqual(cognito.calls.count, 0, "nothing was sent")
     }
 }

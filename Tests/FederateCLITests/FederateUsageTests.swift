@@ -168,7 +168,7 @@ final class FederateUsageTests: XCTestCase {
         }
         XCTAssertEqual(made, [], "a directory was made for a URL")
         // A directory of that name is still reachable as a path.
-                let local = try harness.run(["status", "--keystore", "./postgres:local"])
+        let local = try harness.run(["status", "--keystore", "./postgres:local"])
         XCTAssertEqual(local.status, 0, "\(local)")
         // A relative directory named postgres is refused too (for postgres//…'s sake), and
         // the line quotes what it starts with.

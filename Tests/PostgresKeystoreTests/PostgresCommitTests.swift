@@ -62,13 +62,15 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
     /// deadlocks with it, and the server aborts one. The keystore's runs again rather than
     /// failing its caller.
     func testATransactionAbortedByADeadlockRunsAgain() async throws {
-        // The keystore's connections find the cycle (the checking side is the one aborted),
-        // 3 s into their wait: time enough for the other side to start waiting on a loaded
-        // machine; the other side never checks.
-        try server.psql("ALTER DATABASE \(database!) SET deadlock_timeout = '3s'")
-        let keystore = try await keystore { $0.operationTimeout = .seconds(30) }
+        // The keystore's connections look for the cycle (the checking side is the one
+        // aborted) once, 10 s into their wait: time enough for the other side to start
+        // waiting on a loaded machine; the other side never checks.
+        try server.psql("ALTER DATABASE \(database!) SET deadlock_timeout = '10s'")
+        let keystore = try await keystore { $0.operationTimeout = .seconds(40) }
         let logger = Logger(label: "other-writer")
         let other = try await superuserConnection(id: 1, logger: logger)
+        // The observer's connection is made now, not inside the 10 s.
+        _ = try await activityCount("wait_event_type = 'Lock'")
         var committing: Task<[Bool], any Error>?
         do {
             try await other.query("SET deadlock_timeout = '1h'", logger: logger)
@@ -99,8 +101,9 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         } catch {
             XCTFail("\(error)")
         }
-        _ = await committing?.result
+        // The other side goes first: a commit left waiting for it would hold this up.
         try? await other.close()
+        _ = await committing?.result
     }
 
     func testAFailingBatchFailsAloneWhenCombined() async throws {

@@ -676,7 +676,7 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
     /// wait, so no backend is left waiting after the keystore gave up).
     func testAnotherSessionHoldingTheSchemaLockStallsNoOpenOfAnInstalledSchema() async throws {
         _ = try await keystore()
-                let holder = try await superuserConnection(id: 1, logger: Logger(label: "lock-holder"))
+        let holder = try await superuserConnection(id: 1, logger: Logger(label: "lock-holder"))
         try await holder.query("SELECT pg_advisory_lock(\(PostgresSchema.schemaLock))", logger: Logger(label: "lock-holder"))
         // Closed whatever happens: postgres-nio stops the process when a connection is
         // released open.
@@ -691,7 +691,7 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertNil(stalledOpen, "an open of an installed schema waited for the lock")
 
         let fresh = try server.createDatabase()
-                let freshHolder = try await superuserConnection(id: 2, database: fresh, logger: Logger(label: "lock-holder"))
+        let freshHolder = try await superuserConnection(id: 2, database: fresh, logger: Logger(label: "lock-holder"))
         try await freshHolder.query("SELECT pg_advisory_lock(\(PostgresSchema.schemaLock))", logger: Logger(label: "lock-holder"))
         var configuration = try configuration()
         configuration.database = fresh
@@ -714,7 +714,7 @@ final class PostgresKeystoreTests: PostgresTestCase, @unchecked Sendable {
         let source = try await keystore()
         try await source.set([1], forKey: "session.alice")
         _ = try await keystore(group: AccessGroup(name: "team"))
-                let holder = try await superuserConnection(id: 3, logger: Logger(label: "lock-holder"))
+        let holder = try await superuserConnection(id: 3, logger: Logger(label: "lock-holder"))
         for name in ["identity_broker:ib2|4:tool0:", "identity_broker:ib2|4:tool4:team"] {
             try await holder.query("SELECT pg_advisory_lock(hashtextextended(\(name), 0))", logger: Logger(label: "lock-holder"))
         }

@@ -94,7 +94,7 @@ class PostgresTestCase: XCTestCase, @unchecked Sendable {
         return try await count(on: connection)
     }
 
-        /// A connection of the test's own to this test's database (or `database`), as the
+    /// A connection of the test's own to this test's database (or `database`), as the
     /// superuser; its caller closes it (postgres-nio stops the process when one is released
     /// open).
     func superuserConnection(

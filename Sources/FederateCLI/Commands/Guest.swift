@@ -19,6 +19,7 @@ struct Guest: AsyncParsableCommand {
     @OptionGroup var output: FormatOptions
 
     func validate() throws {
+        try common.validateEndpoint()
         if flow.flow == .enhanced, flow.roleArn != nil {
             throw ValidationError("--role-arn applies to guest only with --flow classic (a guest has no token to choose a role with)")
         }

@@ -34,6 +34,7 @@ struct Login: AsyncParsableCommand {
     @OptionGroup var output: FormatOptions
 
     func validate() throws {
+        try common.validateEndpoint()
         guard AuthProvider(identifier: provider) != nil else {
             throw ValidationError(
                 "--provider '\(provider)' is not one of facebook, google, amazon, apple, twitter, oidc:ISSUER, saml:ARN, custom:KEY, developer"

@@ -350,12 +350,12 @@ enum KeystoreLocation {
     init(_ value: String) throws(CLIFailure) {
         if Self.isDatabaseURL(value) {
             self = .postgres(try ActiveServerSide.current.postgresTarget(url: value))
-                } else if let start = Self.mistypedDatabaseScheme(value) {
+        } else if let start = Self.mistypedDatabaseScheme(value) {
             // Taken for a directory, `postgres:/alice:pw@db/x` would keep sessions in a
             // relative path named after the password, and quote it in every error.
             throw CLIFailure(
                 .usage,
-                                "--keystore: a value starting with '\(start)' is taken for a PostgreSQL URL, but it does not start with 'postgres://' or 'postgresql://' "
+                "--keystore: a value starting with '\(start)' is taken for a PostgreSQL URL, but it does not start with 'postgres://' or 'postgresql://' "
                     + "(postgres://user:password@host:port/database); for a directory of that name, write ./\(start)…")
         } else if Self.looksLikeAConnectionString(value) {
             // libpq's other form (`host=db user=alice password=…`): as a directory it would be
@@ -376,7 +376,7 @@ enum KeystoreLocation {
         value.hasPrefix("postgres://") || value.hasPrefix("postgresql://")
     }
 
-        /// The start of a value meant as a PostgreSQL URL but written wrong (`postgres:/…`,
+    /// The start of a value meant as a PostgreSQL URL but written wrong (`postgres:/…`,
     /// `postgresql:…`, `POSTGRES://…`, `postgres//…`), as the value has it: the scheme and
     /// the `:` or `/` after it; `nil` for anything else (`./postgres/…` names a directory, as
     /// a relative `postgres/…` would, which is refused for `postgres//…`'s sake).

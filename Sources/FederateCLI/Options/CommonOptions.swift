@@ -52,6 +52,15 @@ package struct CommonOptions: ParsableArguments {
         }
     }
 
+    /// For `login` and `guest`, which use `--endpoint`: an empty one is an unset variable
+    /// passed on, which the library refuses too; said here in the option's name.
+    func validateEndpoint() throws {
+        if endpoint == "" {
+            throw ValidationError(
+                "--endpoint is empty (an unset variable?): leave it out to use $AWS_ENDPOINT_URL_COGNITO_IDENTITY, else $AWS_ENDPOINT_URL, else AWS's own")
+        }
+    }
+
     /// What argument-parser refuses in these options, keystore options included, worded as
     /// it prints it; `nil` when valid. For a command line read without it.
     static func problem(session: String, expiryMargin: Int, accessGroup: String?, keystore: String?) -> String? {

@@ -46,6 +46,9 @@ struct FlowOptions: ParsableArguments {
 
     func validate() throws {
         if let roleArn, roleArn.isEmpty { throw ValidationError("--role-arn must not be empty") }
+        if stsEndpoint == "" {
+            throw ValidationError("--sts-endpoint is empty (an unset variable?): leave it out to use $AWS_ENDPOINT_URL_STS, else $AWS_ENDPOINT_URL, else AWS's own")
+        }
         // Either flow: the enhanced flow's role goes to Cognito, the classic flow's to STS.
         if let roleArn, !ClassicFlowOptions.isRoleArn(roleArn) {
             throw ValidationError("--role-arn must be an IAM role ARN like arn:aws:iam::123456789012:role/NAME")
@@ -71,7 +74,7 @@ struct FlowOptions: ParsableArguments {
     func federationFlow() throws(CLIFailure) -> FederationFlow {
         guard flow == .classic, let roleArn else { return .enhanced }
         let policy = try policyFile.map { (path) throws(CLIFailure) -> String in try PolicyFileReader.contents(ofFile: path) }
-                let options = ClassicFlowOptions(roleArn: roleArn, roleSessionName: roleSessionName, durationSeconds: duration, sessionPolicy: policy)
+        let options = ClassicFlowOptions(roleArn: roleArn, roleSessionName: roleSessionName, durationSeconds: duration, sessionPolicy: policy)
         // The library checks them again; here it is before the keystore is opened, so a
         // usage error creates nothing.
         do {

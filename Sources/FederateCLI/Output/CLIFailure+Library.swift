@@ -34,7 +34,7 @@ extension CLIFailure {
         switch error.code {
         case .invalidToken:
             return CLIFailure(.usage, "\(error.message); check --provider and the token")
-                case .invalidConfiguration:
+        case .invalidConfiguration:
             return invalidConfiguration(error)
         case .sessionConflict:
             // The library's advice, in the command's words.

@@ -229,7 +229,7 @@ public actor FederationClient {
             sts = .success(STSClient(
                 endpoint: try configuration.resolvedSTSEndpoint(environment: environment),
                 transport: transport, limits: cognito.limits, retry: runner))
-                } catch {
+        } catch {
             // An explicit STS endpoint fails here, as the endpoint does; the environment's
             // variables only in the classic flow that uses them (they may be meant for others).
             if configuration.stsEndpoint != nil { throw error }

@@ -27,14 +27,14 @@ public struct FederationConfiguration: Sendable, Hashable {
     public var region: String?
     /// An explicit endpoint, e.g. `http://127.0.0.1:5000/`. When `nil` (the default)
     /// the environment's `AWS_ENDPOINT_URL_COGNITO_IDENTITY`, then `AWS_ENDPOINT_URL`,
-        /// then `https://cognito-identity.{region}.amazonaws.com/` apply. An empty string is
+    /// then `https://cognito-identity.{region}.amazonaws.com/` apply. An empty string is
     /// refused (``FederationError/Code/invalidConfiguration``) rather than read as `nil`: an
     /// unset variable passed on must not send tokens to AWS instead of the endpoint meant.
     public var endpoint: String?
     /// An explicit STS endpoint for the classic flow (``FederationFlow/classic(_:)``), e.g.
     /// `http://127.0.0.1:5000/`. When `nil` (the default) the environment's
     /// `AWS_ENDPOINT_URL_STS`, then `AWS_ENDPOINT_URL`, then
-        /// `https://sts.{region}.amazonaws.com/` apply. The same endpoint rule as ``endpoint``
+    /// `https://sts.{region}.amazonaws.com/` apply. The same endpoint rule as ``endpoint``
     /// holds, checked when the client is created, as ``endpoint`` is (the environment's
     /// variables only when the classic flow runs).
     public var stsEndpoint: String?
@@ -269,7 +269,7 @@ extension FederationConfiguration {
     ) throws(FederationError) -> String {
         // The pool ID's shape is checked even when an override makes the region moot,
         // so a typo fails at start-up rather than as a service error later.
-                let region = try resolvedRegion()
+        let region = try resolvedRegion()
         // An empty variable means unset (as AWS's tools read it); an empty configured value
         // is a mistake (an unset variable passed on) that must not fall back to AWS's own.
         if let value = configured.value, value.isEmpty {

@@ -79,7 +79,7 @@ extension ClassicFlowOptions {
     /// What a session policy looks like, for messages that refuse one.
     package static let policyExample = #"pass IAM policy JSON like {"Version": "2012-10-17", "Statement": [...]}"#
 
-        /// Checks what STS would refuse, before anything is sent (and, in the CLI, before the
+    /// Checks what STS would refuse, before anything is sent (and, in the CLI, before the
     /// keystore is opened, so that a usage error creates nothing).
     package func validate() throws(FederationError) {
         func invalid(_ message: String) -> FederationError {

@@ -180,7 +180,7 @@ final class ConfigurationResolutionTests: XCTestCase {
         XCTAssertEqual(try endpoint(implicit, ["AWS_ENDPOINT_URL_S3": "https://s3.test/"]), "https://cognito-identity.us-east-1.amazonaws.com/")
     }
 
-        /// An empty configured endpoint is an unset variable passed on, not "use the default":
+    /// An empty configured endpoint is an unset variable passed on, not "use the default":
     /// falling back would send the tokens to AWS's own endpoint instead of the one meant.
     /// The explicit STS endpoint is checked when the client is created, as the endpoint is.
     func testAnEmptyOrBadConfiguredEndpointFailsWhenTheClientIsCreated() {
