@@ -436,13 +436,8 @@ final class SQLitePermissionTests: XCTestCase {
     /// nothing were there: either way the result is not `SQLITE_CANTOPEN`.
     func testAFIFOPutWhereAWalFileGoesFailsTheConnectionInsteadOfHoldingIt() throws {
         let temporary = try TemporaryRoot()
-        // Any open installs the keystore's guards.
-        try SQLiteKeystore(root: temporary.root, service: "guards").close()
-        let path = temporary.root + "/raw.sqlite"
-        var connection: OpaquePointer?
-        XCTAssertEqual(sqlite3_open_v2(path, &connection, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil), SQLITE_OK)
-        XCTAssertEqual(sqlite3_exec(connection, "PRAGMA journal_mode=WAL; CREATE TABLE t(x); INSERT INTO t VALUES(1);", nil, nil, nil), SQLITE_OK)
-        sqlite3_close(connection)
+        let path = try plainDatabaseWithTheGuardsInstalled(
+            in: temporary, named: "raw.sqlite", "PRAGMA journal_mode=WAL; CREATE TABLE t(x); INSERT INTO t VALUES(1);")
         unlink(path + "-wal")
         XCTAssertEqual(mkfifo(path + "-wal", 0o444), 0)
         let result = withinTimeout(10) { () -> Int32 in
@@ -462,13 +457,7 @@ final class SQLitePermissionTests: XCTestCase {
     /// trying again, so a backup or indexing tool that leases the database costs a wait.
     func testAnOpenHeldBackByALeaseWaitsForItsRelease() throws {
         let temporary = try TemporaryRoot()
-        // Any open installs the keystore's guards.
-        try SQLiteKeystore(root: temporary.root, service: "guards").close()
-        let path = temporary.root + "/leased.sqlite"
-        var creating: OpaquePointer?
-        XCTAssertEqual(sqlite3_open_v2(path, &creating, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil), SQLITE_OK)
-        XCTAssertEqual(sqlite3_exec(creating, "CREATE TABLE t(x); INSERT INTO t VALUES(7);", nil, nil, nil), SQLITE_OK)
-        sqlite3_close(creating)
+        let path = try plainDatabaseWithTheGuardsInstalled(in: temporary, named: "leased.sqlite", "CREATE TABLE t(x); INSERT INTO t VALUES(7);")
         // A read lease (F_SETLEASE 1024, F_RDLCK 0), held for a second after its break began.
         let holder = Process()
         holder.executableURL = URL(fileURLWithPath: "/usr/bin/env")
@@ -514,6 +503,18 @@ final class SQLitePermissionTests: XCTestCase {
         }
         XCTAssertEqual(result?.0, SQLITE_OK, "the database was not opened for writing while the lease was being broken")
         XCTAssertEqual(result?.1, true, "the open returned before the lease was let go")
+    }
+
+    /// A database made with plain libsqlite3 calls (`sql` run in it, closed) in `temporary`'s
+    /// root, once a keystore's open has installed the guards every later open goes through.
+    private func plainDatabaseWithTheGuardsInstalled(in temporary: TemporaryRoot, named name: String, _ sql: String) throws -> String {
+        try SQLiteKeystore(root: temporary.root, service: "guards").close()
+        let path = temporary.root + "/" + name
+        var connection: OpaquePointer?
+        XCTAssertEqual(sqlite3_open_v2(path, &connection, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil), SQLITE_OK)
+        XCTAssertEqual(sqlite3_exec(connection, sql, nil, nil, nil), SQLITE_OK)
+        sqlite3_close(connection)
+        return path
     }
 
     func testGroupWritableRootWithoutStickyIsRefused() throws {
