@@ -3,8 +3,8 @@
 // credential provider fetches them (and fetches again before they expire).
 //
 // Federates two end users (alice and bob) into one client, through the classic flow so
-// that each gets a role session named after them; serves both sessions on 127.0.0.1 with
-// a random bearer token; then starts one Python (boto3) child per user with
+// that each gets a role session named after them; serves both sessions on 127.0.0.1, each
+// behind its own random bearer token; then starts one Python (boto3) child per user with
 // AWS_CONTAINER_CREDENTIALS_FULL_URI and AWS_CONTAINER_AUTHORIZATION_TOKEN set and any
 // AWS_ACCESS_KEY_ID/… removed. Each child asks STS who it is (GetCallerIdentity) and prints
 // it; the runner checks each acts as its own user. A token pushed later (federate again)
@@ -34,7 +34,7 @@ struct JobRunner: AsyncParsableCommand {
     @Option(help: "The role the jobs assume (classic flow); its role session is named after the user.")
     var roleArn = "arn:aws:iam::123456789012:role/Jobs"
 
-    @Option(help: "The STS endpoint for the classic flow and for the jobs' GetCallerIdentity; default: --endpoint.")
+    @Option(help: "The STS endpoint for the classic flow and for the jobs' GetCallerIdentity; default: --endpoint, else https://sts.us-east-1.amazonaws.com/.")
     var stsEndpoint: String?
 
     @Option(help: "The Python interpreter the jobs run with (boto3 required).")
