@@ -6,15 +6,26 @@ final class CredentialEndpointTests: XCTestCase {
     private let endpoint = CredentialEndpoint(
         session: "alice", url: "http://127.0.0.1:4000/credentials/alice", authorizationToken: CredentialServerToken.random())
 
+    /// Spelled out here, not read from the type: a name dropped from its list, or a variable
+    /// misspelt, must fail this test.
     func testTheEndpointReplacesEverySourceTheSDKsWouldReadFirst() {
-        var base = Dictionary(uniqueKeysWithValues: CredentialEndpoint.conflictingVariables.map { ($0, "planted") })
+        let sources = [
+            "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_CREDENTIAL_EXPIRATION",
+            "AWS_ACCESS_KEY", "AWS_SECRET_KEY", "AWS_SECURITY_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE",
+            "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_ROLE_SESSION_NAME",
+            "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+            "AWS_CREDENTIAL_FILE", "BOTO_CONFIG",
+            "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+        ]
+        var base = Dictionary(uniqueKeysWithValues: sources.map { ($0, "planted") })
         base["AWS_REGION"] = "eu-west-1"
         let child = endpoint.childEnvironment(from: base)
-        for name in CredentialEndpoint.conflictingVariables {
+        for name in sources.dropLast(2) {
             XCTAssertNil(child[name], "\(name) reached the child")
         }
-        XCTAssertEqual(child[CredentialEndpoint.fullURIVariable], endpoint.url)
-        XCTAssertEqual(child[CredentialEndpoint.authorizationTokenVariable], endpoint.authorizationToken.value)
+        XCTAssertEqual(child["AWS_CONTAINER_CREDENTIALS_FULL_URI"], endpoint.url)
+        XCTAssertEqual(child["AWS_CONTAINER_AUTHORIZATION_TOKEN"], endpoint.authorizationToken.value)
+        XCTAssertEqual(child["AWS_EC2_METADATA_DISABLED"], "true")
         XCTAssertEqual(child["AWS_REGION"], "eu-west-1")
     }
 

@@ -521,6 +521,8 @@ final class CredentialServerTests: XCTestCase {
         }
         let at = try XCTUnwrap(stopped.at, "the shutdown waited for the request for good")
         XCTAssertGreaterThanOrEqual(at - stopping, limit - .milliseconds(100), "the request in flight was not waited for")
+        // Bounded by the limit, not by some other timer (the 10 s idle timeout ends later).
+        XCTAssertLessThan(at - stopping, limit + .seconds(5), "the shutdown outlasted its limit")
         gate.release()
         await stopper.value
         _ = connection

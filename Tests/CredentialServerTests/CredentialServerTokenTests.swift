@@ -21,6 +21,11 @@ final class CredentialServerTokenTests: XCTestCase {
         let token = CredentialServerToken.random(using: &generator)
         XCTAssertEqual(token.value.count, 64)
         XCTAssertNotEqual(token.value, String(repeating: "0", count: 64))
+        // Each byte gives its high digit, then its low one (a byte whose halves differ, so
+        // a nibble used twice or the two swapped would show; whichever bytes of the
+        // generator's words the standard library takes).
+        var constant = ConstantGenerator(word: 0x1F1F_1F1F_1F1F_1F1F)
+        XCTAssertEqual(CredentialServerToken.random(using: &constant).value, String(repeating: "1f", count: 32))
     }
 
     func testPresentedTokenMatchesOnlyExactly() {
@@ -58,15 +63,17 @@ final class CredentialServerTokenTests: XCTestCase {
     }
 
     /// The comparison the server uses (``CredentialServerToken/isPresented(in:)`` calls
-    /// ``ConstantTime/equals(_:_:)``): no early exit on the first difference or on a length
-    /// mismatch, and lengths that differ by a multiple of 256 still differ.
+    /// ``ConstantTime/equals(_:_:)``): every difference counts, and lengths that differ by a
+    /// multiple of 256 (which the folded length check cannot see) still differ. That it has
+    /// no early exit is its construction's, not something a test here can time.
     func testConstantTimeEquality() {
         let expected = Array("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef".utf8)
         XCTAssertTrue(ConstantTime.equals(expected, expected))
         XCTAssertFalse(ConstantTime.equals([], expected))
         XCTAssertFalse(ConstantTime.equals(expected + [0x30], expected))
         XCTAssertFalse(ConstantTime.equals(Array(expected.prefix(63)), expected))
-        let long = Array(repeating: UInt8(ascii: "0"), count: 256 + expected.count)
+        // Equal for all of `expected`: only the length check can tell (320 ^ 64 folds to 0).
+        let long = expected + Array(repeating: UInt8(ascii: "0"), count: 256)
         XCTAssertFalse(ConstantTime.equals(long, expected))
         XCTAssertTrue(ConstantTime.equals([], []))
         for index in expected.indices {
@@ -87,6 +94,12 @@ final class CredentialServerTokenTests: XCTestCase {
 }
 
 /// A deterministic generator for the hex conversion test.
+/// A generator that gives one word again and again.
+private struct ConstantGenerator: RandomNumberGenerator {
+    let word: UInt64
+    mutating func next() -> UInt64 { word }
+}
+
 private struct CountingGenerator: RandomNumberGenerator {
     var state: UInt64 = 0x0123_4567_89AB_CDEF
     mutating func next() -> UInt64 {
