@@ -67,43 +67,29 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
         // waiting on a loaded machine; the other side never checks.
         try server.psql("ALTER DATABASE \(database!) SET deadlock_timeout = '10s'")
         let keystore = try await keystore { $0.operationTimeout = .seconds(40) }
-        let logger = Logger(label: "other-writer")
-        let other = try await superuserConnection(id: 1, logger: logger)
         // The observer's connection is made now, not inside the 10 s.
         _ = try await activityCount("wait_event_type = 'Lock'")
-        var committing: Task<[Bool], any Error>?
-        do {
+        let applied = try await behindAHeldRow("a", holding: { other, logger in
+            // The other side never looks for the cycle; it holds a new row of its own.
             try await other.query("SET deadlock_timeout = '1h'", logger: logger)
-            try await other.query("BEGIN", logger: logger)
             try await other.query(
                 "INSERT INTO identity_broker_items (service, access_group, key, value) VALUES ('tool', '', 'a', '\\x00')", logger: logger)
-            committing = Task {
-                var batch = KeystoreBatch()
-                batch.set([1], forKey: "b")
-                batch.set([2], forKey: "a")
-                batch.set([3], forKey: "b")
-                return try await keystore.commit(batch)
-            }
-            let waiting = await eventually(timeout: .seconds(10), every: .milliseconds(20)) {
-                (try? await self.activityCount("wait_event_type = 'Lock'")) == 1
-            }
-            XCTAssertTrue(waiting, "the keystore's transaction waits for the other's new row")
+        }, meanwhile: { other, logger in
             // Waits for the keystore's new row: a cycle, which the server breaks by aborting
             // the keystore's transaction; its run again then waits for this one to end.
             try await other.query(
                 "INSERT INTO identity_broker_items (service, access_group, key, value) VALUES ('tool', '', 'b', '\\x00')", logger: logger)
-            try await other.query("ROLLBACK", logger: logger)
-            let applied = try await committing?.value
-            XCTAssertEqual(applied, [true, true, true])
-            let (a, b) = (try await keystore.value(forKey: "a"), try await keystore.value(forKey: "b"))
-            XCTAssertEqual(a, [2])
-            XCTAssertEqual(b, [3])
-        } catch {
-            XCTFail("\(error)")
+        }) {
+            var batch = KeystoreBatch()
+            batch.set([1], forKey: "b")
+            batch.set([2], forKey: "a")
+            batch.set([3], forKey: "b")
+            return try await keystore.commit(batch)
         }
-        // The other side goes first: a commit left waiting for it would hold this up.
-        try? await other.close()
-        _ = await committing?.result
+        XCTAssertEqual(applied, [true, true, true])
+        let (a, b) = (try await keystore.value(forKey: "a"), try await keystore.value(forKey: "b"))
+        XCTAssertEqual(a, [2])
+        XCTAssertEqual(b, [3])
     }
 
     func testAFailingBatchFailsAloneWhenCombined() async throws {

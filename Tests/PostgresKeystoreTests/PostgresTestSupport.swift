@@ -124,10 +124,12 @@ class PostgresTestCase: XCTestCase, @unchecked Sendable {
     /// `psql` checks until it ended, so they never saw the row held), runs
     /// `meanwhile` on that connection once the commit waits for the row, then lets the row go
     /// (rolled back, or with `changingIt` an update of it committed) and returns the commit's
-    /// result. The connection is closed whatever happens (postgres-nio stops the process
-    /// when one is released open).
+    /// result. `holding`, when given, takes the row in the transaction instead (a row of its
+    /// own inserting, say). The connection is closed whatever happens (postgres-nio stops
+    /// the process when one is released open).
     func behindAHeldRow<T: Sendable>(
         _ key: String, changingIt: Bool = false,
+        holding: ((PostgresConnection, Logger) async throws -> Void)? = nil,
         meanwhile: (PostgresConnection, Logger) async throws -> Void = { _, _ in },
         commit: @escaping @Sendable () async throws -> T,
         file: StaticString = #filePath, line: UInt = #line
@@ -140,7 +142,9 @@ class PostgresTestCase: XCTestCase, @unchecked Sendable {
             // Swift's strings are UTF-8, whatever the database's encoding.
             try await holder.query("SET client_encoding TO 'UTF8'", logger: logger)
             try await holder.query("BEGIN", logger: logger)
-            if changingIt {
+            if let holding {
+                try await holding(holder, logger)
+            } else if changingIt {
                 try await holder.query("UPDATE identity_broker_items SET version = version WHERE key = \(key)", logger: logger)
             } else {
                 _ = try await holder.query("SELECT key FROM identity_broker_items WHERE key = \(key) FOR UPDATE", logger: logger).collect()
