@@ -156,6 +156,33 @@ final class FederateHostileInputTests: XCTestCase {
         try harness.expect(0, login, stdin: TestJWT.valid(), environment: ["IDENTITY_BROKER_STDIN_TIMEOUT": "0"])
     }
 
+    /// A usage error in the options is reported before the token is read and before the key
+    /// variables are looked at: on a standard input that never ends, it does not wait for the
+    /// token (exit 2 naming the pool ID, not the stdin timeout), and a malformed key does not
+    /// turn it into a keystore error (6).
+    func testOptionErrorsComeBeforeTheTokenAndTheKey() throws {
+        let fifo = harness.directory + "/stdin.fifo"
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        let cognito = try FakeCognito.served()
+        defer { cognito.stopServing() }
+        let launcher = ["sh", "-c", #"exec 3<>"$STDIN_FIFO"; exec "$0" "$@" <&3"#]
+        for (pool, endpoint) in [("not-a-pool", cognito.endpoint), (FakeCognito.poolId, "ftp://127.0.0.1/")] {
+            let login = ["login", "--pool-id", pool, "--provider", "google", "--endpoint", endpoint, "--token-stdin"]
+            let run = try harness.run(
+                login, environment: ["STDIN_FIFO": fifo, "IDENTITY_BROKER_STDIN_TIMEOUT": "30", "IDENTITY_BROKER_KEY": "not-base64"],
+                timeout: 20, launcher: launcher)
+            XCTAssertEqual(run.status, 2, "\(run)")
+            harness.assertOneErrorLine(run)
+            XCTAssertTrue(run.stderr.contains(pool == FakeCognito.poolId ? "ftp://" : "identity pool ID"), "names the bad option: \(run.stderr)")
+            let guest = try harness.run(
+                ["guest", "--pool-id", pool, "--endpoint", endpoint], environment: ["IDENTITY_BROKER_KEY": "not-base64"])
+            XCTAssertEqual(guest.status, 2, "\(guest)")
+            XCTAssertEqual(guest.stderr, run.stderr, "guest and login say the same")
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: harness.keystore), "a usage error created the keystore")
+        XCTAssertEqual(cognito.calls.count, 0)
+    }
+
     func testEveryCommandRejectsBadSessionNames() throws {
         let cognito = try FakeCognito.served()
         let names = ["../x", "/", String(repeating: "a", count: 129), "a\nb", "..", "a b", "é"]

@@ -1,10 +1,13 @@
 import Federation
+import Foundation
 
 /// What `login` and `guest` share: the configuration from the options, and the output.
 enum Exchange {
-    /// The configuration for a command that talks to the identity service.
-    static func configuration(_ common: CommonOptions, poolId: String, flow: FlowOptions) -> FederationConfiguration {
-        FederationConfiguration(
+    /// The configuration for a command that talks to the identity service, checked (pool ID,
+    /// region, endpoints, `AWS_CA_BUNDLE`) before anything is read or opened: a usage error
+    /// neither waits for a token on standard input nor creates a keystore.
+    static func configuration(_ common: CommonOptions, poolId: String, flow: FlowOptions) throws(CLIFailure) -> FederationConfiguration {
+        let configuration = FederationConfiguration(
             identityPoolId: poolId,
             region: common.region,
             endpoint: common.endpoint,
@@ -12,6 +15,12 @@ enum Exchange {
             expiryMargin: common.margin,
             allowInsecureEndpoint: common.allowInsecureEndpoint
         )
+        do {
+            try configuration.check(environment: ProcessInfo.processInfo.environment)
+        } catch {
+            throw CLIFailure.invalidConfiguration(error)
+        }
+        return configuration
     }
 
     /// Prints a fresh federation's credentials; warns on stderr when they are already

@@ -26,9 +26,10 @@ struct Guest: AsyncParsableCommand {
     }
 
     func run() async throws(CLIFailure) {
+        let configuration = try Exchange.configuration(common, poolId: poolId, flow: flow)
         let options = FederationOptions(flow: try flow.federationFlow())
         let access = try KeystoreAccess(common)
-        let client = try await access.client(configuration: Exchange.configuration(common, poolId: poolId, flow: flow))
+        let client = try await access.client(configuration: configuration)
         let session = common.session
         let result = try await Exchange.run(root: access.root) { () async throws(FederationError) -> FederationResult in
             try await client.federateAsGuest(options: options, session: session)

@@ -64,6 +64,8 @@ struct Login: AsyncParsableCommand {
 
     func run() async throws(CLIFailure) {
         guard let provider = AuthProvider(identifier: provider) else { throw CLIFailure(.usage, "unknown --provider") }
+        let configuration = try Exchange.configuration(common, poolId: poolId, flow: flow)
+        let federationFlow = try flow.federationFlow()
         let token: String
         if let tokenFile {
             token = try TokenReader.contents(ofFile: tokenFile)
@@ -72,8 +74,7 @@ struct Login: AsyncParsableCommand {
         }
         Terminal.neverShow(token)
         let access = try KeystoreAccess(common)
-        let federationFlow = try flow.federationFlow()
-        let client = try await access.client(configuration: Exchange.configuration(common, poolId: poolId, flow: flow))
+        let client = try await access.client(configuration: configuration)
         let options = FederationOptions(
             developerProvidedIdentityId: identityId,
             customRoleArn: flow.flow == .enhanced ? flow.roleArn : nil,

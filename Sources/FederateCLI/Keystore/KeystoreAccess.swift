@@ -228,13 +228,9 @@ package struct KeystoreAccess {
     }
 
     /// A client that federates with `configuration` over the opened keystore. The
-    /// configuration is checked first, so a usage error (exit 2) creates no keystore.
+    /// configuration comes checked from ``Exchange/configuration(_:poolId:flow:)``, so a usage
+    /// error (exit 2) has created no keystore.
     func client(configuration: FederationConfiguration) async throws(CLIFailure) -> FederationClient {
-        do {
-            try configuration.check(environment: ProcessInfo.processInfo.environment)
-        } catch {
-            throw CLIFailure.federation(error, root: root)
-        }
         let keystore = try await open(for: .oneShot)
         let client: FederationClient
         do {
