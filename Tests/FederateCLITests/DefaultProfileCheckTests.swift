@@ -59,6 +59,30 @@ final class DefaultProfileCheckTests: XCTestCase {
         XCTAssertEqual(
             found("[default]\nrole_arn = arn:aws:iam::1:role/r\ncredential_source = Ec2InstanceMetadata\n", .config),
             ["role_arn", "credential_source"])
+        // Beside anything else, the container's credentials no longer decide: the keys or the
+        // process would sign instead of the session.
+        XCTAssertEqual(
+            found("[default]\naws_access_key_id = AK\naws_secret_access_key = SK\ncredential_source = EcsContainer\n", .config),
+            ["aws_access_key_id", "aws_secret_access_key", "credential_source"])
+        XCTAssertEqual(
+            found("[default]\ncredential_process = /usr/bin/helper\nrole_arn = arn:aws:iam::1:role/r\ncredential_source = EcsContainer\n", .config),
+            ["credential_process", "role_arn", "credential_source"])
+    }
+
+    /// Each setting that makes a profile a source of credentials in some SDK counts alone,
+    /// in either file (spelled out here: a name dropped from the check's own list must fail).
+    func testEachCredentialSettingCountsAlone() {
+        let settings = [
+            "aws_access_key_id", "aws_secret_access_key", "aws_session_token", "role_arn", "source_profile",
+            "credential_source", "web_identity_token_file", "credential_process", "sso_session", "sso_start_url",
+            "sso_account_id", "sso_role_name", "login_session",
+        ]
+        for name in settings {
+            XCTAssertEqual(found("[default]\n\(name) = x\n"), [name], name)
+            XCTAssertEqual(found("[profile default]\n\(name) = x\n", .config), [name], name)
+        }
+        // configparser's DEFAULT section in the credentials file too.
+        XCTAssertEqual(found("[DEFAULT]\naws_access_key_id = AK\n[other]\nregion = x\n"), ["aws_access_key_id"])
     }
 
     func testBotosOwnFilesCount() {
@@ -72,17 +96,19 @@ final class DefaultProfileCheckTests: XCTestCase {
             "/home/u/cfg": .text("[profile default]\nweb_identity_token_file = /t\nrole_arn = arn\n"),
             "/home/u/.aws/credentials": .text("[default]\naws_access_key_id = AK\n"),
             "/home/u/.boto": .text("[Credentials]\naws_access_key_id = AK\n"),
+            "/etc/boto.cfg": .text("[Credentials]\naws_secret_access_key = SK\n"),
         ]
         var variables = ["AWS_SHARED_CREDENTIALS_FILE": "/srv/creds", "AWS_CONFIG_FILE": "~/cfg"]
         var findings = DefaultProfileCheck.findings(environment: { variables[$0] }, home: "/home/u", read: { files[$0] ?? .none })
-        XCTAssertEqual(findings.map(\.path), ["/srv/creds", "/home/u/cfg", "/home/u/.boto"])
-        XCTAssertEqual(findings.map(\.variable), ["AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", nil])
+        XCTAssertEqual(findings.map(\.path), ["/srv/creds", "/home/u/cfg", "/etc/boto.cfg", "/home/u/.boto"])
+        XCTAssertEqual(findings.map(\.variable), ["AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", nil, nil])
         XCTAssertEqual(findings[1].settings, ["web_identity_token_file", "role_arn"])
+        XCTAssertEqual(findings[2].settings, ["aws_secret_access_key"])
 
-        // Pointed away: only boto's file is left, which no variable moves.
+        // Pointed away: only boto's files are left, which no variable moves.
         variables = ["AWS_SHARED_CREDENTIALS_FILE": "/dev/null", "AWS_CONFIG_FILE": "/dev/null"]
         findings = DefaultProfileCheck.findings(environment: { variables[$0] }, home: "/home/u", read: { files[$0] ?? .none })
-        XCTAssertEqual(findings.map(\.path), ["/home/u/.boto"])
+        XCTAssertEqual(findings.map(\.path), ["/etc/boto.cfg", "/home/u/.boto"])
         // An empty variable is unset to the Go and JavaScript SDKs: the default file counts.
         variables = ["AWS_SHARED_CREDENTIALS_FILE": ""]
         findings = DefaultProfileCheck.findings(environment: { variables[$0] }, home: "/home/u", read: { files[$0] ?? .none })

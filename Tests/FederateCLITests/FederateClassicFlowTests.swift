@@ -19,12 +19,13 @@ final class FederateClassicFlowTests: XCTestCase {
         harness?.cleanUp()
     }
 
-    private func login(_ cognito: FakeCognito, session: String = "alice", extra: [String]) throws -> FederateRun {
+    /// `login` against `cognito`, with `--sts-endpoint` pointing at it unless `sts` is false.
+    private func login(_ cognito: FakeCognito, session: String = "alice", sts: Bool = true, extra: [String]) throws -> FederateRun {
         let token = TestJWT.valid(sub: "classic-\(session)")
         harness.neverPrinted.append(token)
         return try harness.run(
             ["login", "--pool-id", FakeCognito.poolId, "--provider", "google", "--token-stdin", "--endpoint", cognito.endpoint,
-             "--sts-endpoint", cognito.endpoint, "--session", session] + extra,
+             "--session", session] + (sts ? ["--sts-endpoint", cognito.endpoint] : []) + extra,
             stdin: token + "\n")
     }
 
@@ -118,24 +119,28 @@ final class FederateClassicFlowTests: XCTestCase {
     func testBadClassicOptionsExitTwoWithoutARequest() throws {
         let cognito = try FakeCognito.served()
         defer { cognito.stopServing() }
-        let cases: [[String]] = [
-            ["--flow", "classic"],
-            ["--flow", "classic", "--role-arn", Self.roleArn, "--duration", "899"],
-            ["--flow", "classic", "--role-arn", Self.roleArn, "--duration", "43201"],
-            ["--flow", "classic", "--role-arn", "not-an-arn"],
-            ["--role-arn", "not-an-arn"],
-            ["--role-arn", "arn:aws:iam::123456789012:user/alice"],
-            ["--flow", "classic", "--role-arn", Self.roleArn, "--role-session-name", "has space"],
-            ["--flow", "classic", "--role-arn", Self.roleArn, "--policy-file", harness.directory + "/missing.json"],
-            ["--flow", "enhanced", "--duration", "900"],
-            ["--role-session-name", "x1"],
-            ["--policy-file", "p.json"],
-            ["--flow", "basic", "--role-arn", Self.roleArn],
+        // Each with what its line must say, so that a case refused for another reason fails.
+        // The enhanced flow's cases go without --sts-endpoint, itself a classic-only option.
+        let cases: [(extra: [String], sts: Bool, says: String)] = [
+            (["--flow", "classic"], true, "--flow classic needs --role-arn"),
+            (["--flow", "classic", "--role-arn", Self.roleArn, "--duration", "899"], true, "900 to 43200 seconds, not 899"),
+            (["--flow", "classic", "--role-arn", Self.roleArn, "--duration", "43201"], true, "900 to 43200 seconds, not 43201"),
+            (["--flow", "classic", "--role-arn", "not-an-arn"], true, "--role-arn must be an IAM role ARN"),
+            (["--role-arn", "not-an-arn"], false, "--role-arn must be an IAM role ARN"),
+            (["--role-arn", "arn:aws:iam::123456789012:user/alice"], false, "--role-arn must be an IAM role ARN"),
+            (["--flow", "classic", "--role-arn", Self.roleArn, "--role-session-name", "has space"], true, "role session name must be 2 to 64"),
+            (["--flow", "classic", "--role-arn", Self.roleArn, "--policy-file", harness.directory + "/missing.json"], true, "missing.json"),
+            (["--flow", "enhanced", "--duration", "900"], false, "--duration applies to --flow classic only"),
+            (["--role-session-name", "x1"], false, "--role-session-name applies to --flow classic only"),
+            (["--policy-file", "p.json"], false, "--policy-file applies to --flow classic only"),
+            ([], true, "--sts-endpoint applies to --flow classic only"),
+            (["--flow", "basic", "--role-arn", Self.roleArn], true, "'basic'"),
             ]
-        for extra in cases {
-            let run = try login(cognito, extra: extra)
+        for (extra, sts, says) in cases {
+            let run = try login(cognito, sts: sts, extra: extra)
             XCTAssertEqual(run.status, 2, "\(extra): \(run)")
             XCTAssertEqual(run.stderr.split(separator: "\n").count, 1, "\(extra): one line: \(run.stderr)")
+            XCTAssertTrue(run.stderr.contains(says), "\(extra): says \(says): \(run.stderr)")
             // Refused before the keystore is opened: a usage error creates nothing.
             XCTAssertFalse(FileManager.default.fileExists(atPath: harness.keystore), "\(extra) created the keystore")
         }

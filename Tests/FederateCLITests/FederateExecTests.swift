@@ -592,10 +592,24 @@ final class FederateExecTests: XCTestCase {
         XCTAssertEqual(run.status, 2, "\(run)")
         XCTAssertTrue(run.stderr.contains("owned by uid 65534"), run.stderr)
         XCTAssertEqual(try String(contentsOfFile: planted, encoding: .utf8), "", "the token was written to another user's file")
+
+        // A named pipe they own: they would read the token from its other end.
+        let pipe = harness.directory + "/carol.fifo"
+        XCTAssertEqual(mkfifo(pipe, 0o666), 0)
+        XCTAssertEqual(chown(pipe, 65_534, 65_534), 0)
+        let reader = open(pipe, O_RDWR | O_NONBLOCK)  // so that opening it to write does not wait
+        XCTAssertGreaterThanOrEqual(reader, 0)
+        defer { close(reader) }
+        let piped = try harness.run(["serve", "--session", "carol"], stdoutDevice: pipe, timeout: 15)
+        XCTAssertEqual(piped.status, 2, "\(piped)")
+        XCTAssertTrue(piped.stderr.contains("a named pipe owned by uid 65534"), piped.stderr)
+        var buffer = [UInt8](repeating: 0, count: 256)
+        XCTAssertLessThanOrEqual(read(reader, &buffer, buffer.count), 0, "the token was written to another user's pipe")
     }
 
-    /// A keystore `serve` cannot read (here: another key than the one it was made with) exits
-    /// 6 at once, printing no token.
+    /// A keystore `serve` cannot read (another key than the one it was made with) or a
+    /// session it cannot read (a damaged row, which the key check passes) exits 6 at once,
+    /// printing no token.
     func testServeOnAKeystoreItCannotReadExitsSix() throws {
         try login(try countingCognito(), session: "carol")
         let wrongKey = Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
@@ -604,6 +618,13 @@ final class FederateExecTests: XCTestCase {
         XCTAssertEqual(run.status, 6, "\(run)")
         harness.assertOneErrorLine(run)
         XCTAssertEqual(run.stdout, "", "a token was printed")
+
+        try harness.tamper("carol")
+        let damaged = try harness.run(["serve", "--session", "carol"], timeout: 15)
+        XCTAssertEqual(damaged.status, 6, "\(damaged)")
+        harness.assertOneErrorLine(damaged)
+        XCTAssertTrue(damaged.stderr.contains("authentication"), damaged.stderr)
+        XCTAssertEqual(damaged.stdout, "", "a token was printed")
     }
 
     func testServePrintsExportsServesAndStopsOnSIGTERM() async throws {

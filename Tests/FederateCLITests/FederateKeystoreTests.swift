@@ -44,14 +44,6 @@ final class FederateKeystoreTests: XCTestCase {
 
     /// Damages the row of `session` in the private database as someone who can write the
     /// file could: one byte of its sealed value flipped. The row no longer opens.
-    private func tamper(_ session: String) async throws {
-        let keystore = try SQLiteKeystore(root: harness.keystore, service: FederateHarness.service)
-        defer { keystore.close() }
-        var sealed = try XCTUnwrap(try keystore.storedRow(forKey: "session.\(session)"), "no sealed row for \(session)")
-        sealed[sealed.count / 2] ^= 1
-        try keystore.replaceStoredRow(sealed, forKey: "session.\(session)")
-    }
-
     /// The private database's rows, each its key and sealed value in hex, read as someone with
     /// access to the file could (no keystore opened).
     private func rows(file: StaticString = #filePath, line: UInt = #line) throws -> [String] {
@@ -70,7 +62,7 @@ final class FederateKeystoreTests: XCTestCase {
         try guest("alice")
         try guest("bob")
         XCTAssertTrue(FileManager.default.fileExists(atPath: harness.database()), "the layout changed: \(harness.keystoreFiles())")
-        try await tamper("alice")
+        try harness.tamper("alice")
 
         let damaged = try harness.expect(6, credentials("alice"))
         XCTAssertTrue(damaged.stderr.contains("authenticationFailed"), "\(damaged)")
@@ -443,7 +435,7 @@ final class FederateKeystoreTests: XCTestCase {
 
     func testMigrateWithTamperedRowExitsSixAndMovesNothing() async throws {
         for session in ["alice", "bob"] { try guest(session) }
-        try await tamper("bob")
+        try harness.tamper("bob")
         let before = try rows()
         let result = try harness.expect(6, ["migrate", "--from", "none", "--to", "team"])
         XCTAssertTrue(result.stderr.contains("1 of 2 items"), "\(result)")

@@ -108,16 +108,20 @@ final class FederatePostgresTests: FederatePostgresTestCase {
         harness.neverPrinted.append(token)
         try harness.expect(0, loginArguments(cognito, session: "argv"), stdin: token)
         harness.neverPrinted.removeAll { $0 == server.password || $0 == encodedPassword }  // the command prints its own argument
+        // The command's own `--keystore URL`, after `--`, is its own: left alone.
         let ownURL = "postgres://someone:its-own-secret@db.example/x"
-        let run = try harness.run(
-            ["exec", "--keystore", url, "--session", "argv", "--", "sh", "-c", "tr '\\0' '\\n' < /proc/$PPID/cmdline; printf '%s\\n' \"$1\"", "sh", ownURL],
-            environment: ["IDENTITY_BROKER_KEYSTORE": nil])
-        XCTAssertEqual(run.status, 0, "\(run)")
-        let lines = run.stdout.split(separator: "\n").map(String.init)
-        XCTAssertFalse(run.stdout.contains(encodedPassword), "the password is on federate's command line: \(lines)")
-        XCTAssertTrue(lines.contains("postgres://\(server.passwordRole):\(String(repeating: "*", count: encodedPassword.utf8.count))@127.0.0.1:\(server.port)/\(database!)?sslmode=disable"), "\(lines)")
-        XCTAssertEqual(lines.last, ownURL, "the command's own argument was changed")
-        XCTAssertEqual(lines.filter { $0 == ownURL }.count, 2, "the command's arguments on federate's command line were changed: \(lines)")
+        let hidden = "postgres://\(server.passwordRole):\(String(repeating: "*", count: encodedPassword.utf8.count))@127.0.0.1:\(server.port)/\(database!)?sslmode=disable"
+        for (given, shown) in [(["--keystore", url!], hidden), (["--keystore=\(url!)"], "--keystore=" + hidden)] {
+            let run = try harness.run(
+                ["exec"] + given + ["--session", "argv", "--", "sh", "-c", "tr '\\0' '\\n' < /proc/$PPID/cmdline; printf '%s\\n' \"$2\"", "sh", "--keystore", ownURL],
+                environment: ["IDENTITY_BROKER_KEYSTORE": nil])
+            XCTAssertEqual(run.status, 0, "\(run)")
+            let lines = run.stdout.split(separator: "\n").map(String.init)
+            XCTAssertFalse(run.stdout.contains(encodedPassword), "the password is on federate's command line: \(lines)")
+            XCTAssertTrue(lines.contains(shown), "\(given): \(lines)")
+            XCTAssertEqual(lines.last, ownURL, "the command's own argument was changed")
+            XCTAssertEqual(lines.filter { $0 == ownURL }.count, 2, "the command's arguments on federate's command line were changed: \(lines)")
+        }
     }
 
     /// Wrong key: exit 6; no key at all: exit 6 saying which variables; a malformed URL: exit 2;

@@ -66,8 +66,10 @@ final class FederateServiceTests: XCTestCase {
         XCTAssertEqual(state["expiration"] as? String, object["Expiration"] as? String)
     }
 
-    func testEnvFormatQuotesForTheShell() throws {
-        let secret = "it's $HOME `x` \"q\""
+    /// A secret that holds the shell's and JSON's special characters (the identity service's
+    /// answer may be hostile) reads back exactly in every format.
+    func testEveryFormatQuotesWhatTheServiceSent() throws {
+        let secret = "it's $HOME `x` \"q\" \\ \",\"AccessKeyId\":\"EVIL"
         let cognito = try FakeCognito.served()
         cognito.setDefault(
             .credentials(
@@ -88,6 +90,12 @@ final class FederateServiceTests: XCTestCase {
         let output = pipe.fileHandleForReading.readDataToEndOfFile()
         shell.waitUntilExit()
         XCTAssertEqual(String(decoding: output, as: UTF8.self), secret)
+        for format in ["process", "json"] {
+            let printed = try harness.expect(0, ["credentials", "--session", "alice", "--format", format])
+            let object = try Output.jsonObject(printed.stdout)
+            XCTAssertEqual(object["SecretAccessKey"] as? String, secret, format)
+            XCTAssertEqual(object["AccessKeyId"] as? String, "AK", format)
+        }
     }
 
     func testTokenFileWithTrailingNewlineIsSentWithoutIt() throws {

@@ -22,6 +22,20 @@ final class JavaOptionsCheckTests: XCTestCase {
         }
     }
 
+    /// Each property that gives a JVM SDK credentials counts alone (spelled out here: a name
+    /// dropped from the check's own list must fail).
+    func testEachCredentialPropertyCountsAlone() {
+        let properties = [
+            "aws.accessKeyId", "aws.secretAccessKey", "aws.secretKey", "aws.sessionToken", "aws.profile",
+            "aws.sharedCredentialsFile", "aws.configFile", "aws.webIdentityTokenFile", "aws.roleArn", "aws.roleSessionName",
+            "aws.containerCredentialsPath", "aws.containerCredentialsFullUri", "aws.containerAuthorizationToken",
+            "aws.containerAuthorizationTokenFile",
+        ]
+        for name in properties {
+            XCTAssertEqual(JavaOptionsCheck.properties(in: "-Xmx1g -D\(name)=x"), ["-D\(name)"], name)
+        }
+    }
+
     func testEachVariableTheJVMReadsIsLookedAt() {
         let environment = [
             "JAVA_TOOL_OPTIONS": "-Daws.accessKeyId=AK", "JDK_JAVA_OPTIONS": "-Daws.webIdentityTokenFile=/t",

@@ -1,4 +1,4 @@
-import FederateCLI
+@testable import FederateCLI
 import Foundation
 import XCTest
 
@@ -36,6 +36,18 @@ final class RenderingTests: XCTestCase {
             XCTAssertEqual(String(decoding: data, as: UTF8.self), text, "sh read back something else for \(text.debugDescription)")
         }
         XCTAssertFalse(FileManager.default.fileExists(atPath: directory.appendingPathComponent("pwned").path), "quoted text ran a command")
+    }
+
+    /// `process` and `json` output is JSON whatever a credential holds: every control
+    /// character, quotes, backslashes and text beyond ASCII read back exactly.
+    func testJSONStringsRoundTripWhateverTheText() throws {
+        let controls = String(String.UnicodeScalarView((0..<0x20).compactMap(Unicode.Scalar.init) + ["\u{7F}"]))
+        for text in [controls, "\"", "\\", "\\\"", "a\",\"AccessKeyId\":\"EVIL", "é\u{2028}\u{2029}😀", ""] {
+            let literal = Rendering.jsonString(text)
+            let read = try JSONSerialization.jsonObject(with: Data("[\(literal)]".utf8)) as? [String]
+            XCTAssertEqual(read, [text], "read back something else for \(text.debugDescription): \(literal)")
+            XCTAssertFalse(literal.unicodeScalars.contains { $0.value < 0x20 }, "a raw control character in \(literal.debugDescription)")
+        }
     }
 
     /// Error lines quote text from outside (a keystore's planted name, a service's message):
