@@ -60,6 +60,9 @@ final class GroupCommitter: Sendable {
     let inlineCommits = Atomic<Int>(0)
     /// Inline commits that found the write lock held and went to the queue (for tests).
     let lockedInlineCommits = Atomic<Int>(0)
+    /// Transactions committed so far, inline or queued, each holding one or more batches
+    /// (for tests: shared commits show as fewer transactions than batches).
+    let committedTransactions = Atomic<Int>(0)
     private let queueState = QueueState()
     private let connection: SQLiteConnection
     private let origin: Int64
@@ -180,6 +183,7 @@ final class GroupCommitter: Sendable {
             let (applied, lastSequence) = waitingForLocks
                 ? try connection.immediateTransaction(body)
                 : try connection.immediateTransactionWithoutWaiting(body)
+            committedTransactions.add(1, ordering: .relaxed)
             onCommit(changed, lastSequence)
             trimIfDue(lastSequence: lastSequence, added: changed.count, waitingForLocks: waitingForLocks)
             return applied.map { .success($0) }

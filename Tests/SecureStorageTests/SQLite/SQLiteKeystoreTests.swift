@@ -166,8 +166,18 @@ final class SQLiteKeystoreTests: XCTestCase {
         let original = try XCTUnwrap(FileManager.default.contents(atPath: keyPath))
         XCTAssertEqual(original.count, 32)
         XCTAssertEqual(mode(of: keyPath), 0o600)
-        // A second service in the same group shares the group's key file.
-        try SQLiteKeystore(root: temporary.root, service: "other").close()
+        // A second service in the same group shares the group's key file: it makes no key
+        // of its own, and what it sealed opens with the first key.
+        let other = try SQLiteKeystore(root: temporary.root, service: "other")
+        try await other.set(bytes("o"), forKey: "k")
+        other.close()
+        let directory = (keyPath as NSString).deletingLastPathComponent
+        let keyFiles = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix("key") }
+        XCTAssertEqual(keyFiles, [(keyPath as NSString).lastPathComponent], "another key file was made")
+        let reopened = try SQLiteKeystore(root: temporary.root, service: "other", keySource: .raw(Array(original)))
+        defer { reopened.close() }
+        let sealedByOther = try await reopened.value(forKey: "k")
+        XCTAssertEqual(string(sealedByOther), "o")
         let second = try SQLiteKeystore(root: temporary.root, service: "tool")
         defer { second.close() }
         let value = try await second.value(forKey: "k")
@@ -298,45 +308,88 @@ final class SQLiteKeystoreTests: XCTestCase {
         XCTAssertFalse(keys.contains("a"))
     }
 
+    /// A batch that fails inside a shared transaction (a sealed value over the connection's
+    /// length limit: sealing refuses such values earlier, so this goes to the writer itself)
+    /// fails alone: the others of its group are committed one by one, and nothing of the
+    /// failed batch applies.
     func testAFailingBatchInAGroupCommitFailsAlone() async throws {
         let temporary = try TemporaryRoot()
-        let keystore = try SQLiteKeystore(root: temporary.root, service: "tool")
+        let keystore = try SQLiteKeystore(root: temporary.root, service: "tool", configuration: .init(busyTimeout: .seconds(10)))
         defer { keystore.close() }
-        // A value over the connection's length limit fails one key's write inside the shared
-        // transaction.
-        let poison = [UInt8](repeating: 0, count: SQLiteConnection.maximumLength)
-        let results = await withTaskGroup(of: (String, Bool).self) { group -> [String: Bool] in
-            for index in 0..<32 {
-                let key = index == 16 ? "poison" : "k\(index)"
-                let value = index == 16 ? poison : bytes(key)
-                group.addTask { ((key), (try? await keystore.set(value, forKey: key)) != nil) }
-            }
-            var results: [String: Bool] = [:]
-            for await (key, ok) in group { results[key] = ok }
-            return results
+        // Another connection holds the write lock, so the batches queue up behind the first
+        // and go into one group once it is released.
+        let blocker = try SQLiteConnection(path: keystore.namespace.databasePath, busyTimeout: .seconds(1))
+        defer { blocker.close() }
+        try blocker.run("BEGIN IMMEDIATE")
+        let results = LockedBox<[String: Result<[Bool], KeystoreError>]>([:])
+        func submit(_ name: String, _ operations: [SealedOperation]) {
+            keystore.writer.submit(operations) { result in results.withLock { $0[name] = result } }
         }
-        XCTAssertEqual(results["poison"], false)
-        XCTAssertEqual(results.values.filter { $0 }.count, 31)
-        let keys = try await keystore.keys()
-        XCTAssertEqual(keys.count, 31)
+        submit("first", [.set(key: "first", sealed: [1], version: nil)])
+        try await Task.sleep(for: .milliseconds(200))
+        for index in 0..<8 { submit("k\(index)", [.set(key: "k\(index)", sealed: [2], version: nil)]) }
+        submit("bad", [
+            .set(key: "x", sealed: [3], version: nil),
+            .set(key: "poison", sealed: [UInt8](repeating: 0, count: SQLiteConnection.maximumLength + 1), version: nil),
+        ])
+        for index in 8..<16 { submit("k\(index)", [.set(key: "k\(index)", sealed: [2], version: nil)]) }
+        try blocker.run("ROLLBACK")
+        let done = await eventually(timeout: .seconds(30)) { results.current.count == 18 }
+        XCTAssertTrue(done, "not every batch completed: \(results.current.keys.sorted())")
+        let finished = results.current
+        guard case .failure(let error)? = finished["bad"] else { return XCTFail("the bad batch did not fail: \(String(describing: finished["bad"]))") }
+        XCTAssertEqual(error.code, .valueTooLarge, "\(error)")
+        for (name, result) in finished where name != "bad" {
+            guard case .success(let applied) = result else { return XCTFail("\(name) failed with the bad batch: \(result)") }
+            XCTAssertEqual(applied, [true], name)
+        }
+        XCTAssertNil(try keystore.storedRow(forKey: "x"), "part of the failed batch applied")
+        XCTAssertNil(try keystore.storedRow(forKey: "poison"))
+        for index in 0..<16 { XCTAssertEqual(try keystore.storedRow(forKey: "k\(index)"), [2], "k\(index)") }
     }
 
+    /// Writers that arrive while a commit waits share the next transaction (one fsync for
+    /// many), and nothing is lost.
     func testSixtyFourConcurrentWritersShareCommitsAndLoseNothing() async throws {
         let temporary = try TemporaryRoot()
-        let keystore = try SQLiteKeystore(root: temporary.root, service: "tool")
+        let keystore = try SQLiteKeystore(root: temporary.root, service: "tool", configuration: .init(busyTimeout: .seconds(10)))
         defer { keystore.close() }
+        // Held while the writers queue up: released, they go in a few shared transactions.
+        let blocker = try SQLiteConnection(path: keystore.namespace.databasePath, busyTimeout: .seconds(1))
+        defer { blocker.close() }
+        try blocker.run("BEGIN IMMEDIATE")
+        let before = keystore.writer.committedTransactions.load(ordering: .relaxed)
+        let writers = Task {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for writer in 0..<64 {
+                    group.addTask { try await keystore.set(bytes("\(writer)-0"), forKey: "w\(writer)-0") }
+                }
+                try await group.waitForAll()
+            }
+        }
+        try await Task.sleep(for: .milliseconds(500))
+        try blocker.run("ROLLBACK")
+        try await writers.value
+        let shared = keystore.writer.committedTransactions.load(ordering: .relaxed) - before
+        XCTAssertLessThanOrEqual(shared, 8, "64 writers waiting together took \(shared) transactions")
+
+        // Unhindered, several rounds each, concurrently.
         try await withThrowingTaskGroup(of: Void.self) { group in
             for writer in 0..<64 {
                 group.addTask {
-                    for index in 0..<5 { try await keystore.set(bytes("\(writer)-\(index)"), forKey: "w\(writer)-\(index)") }
+                    for index in 1..<5 { try await keystore.set(bytes("\(writer)-\(index)"), forKey: "w\(writer)-\(index)") }
                 }
             }
             try await group.waitForAll()
         }
         let keys = try await keystore.keys()
         XCTAssertEqual(keys.count, 320)
-        let sample = try await keystore.value(forKey: "w63-4")
-        XCTAssertEqual(string(sample), "63-4")
+        for writer in [0, 31, 63] {
+            for index in 0..<5 {
+                let value = try await keystore.value(forKey: "w\(writer)-\(index)")
+                XCTAssertEqual(string(value), "\(writer)-\(index)")
+            }
+        }
     }
 
     func testClosedKeystoreIsUnavailable() async throws {

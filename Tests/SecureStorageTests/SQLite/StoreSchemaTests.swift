@@ -38,10 +38,14 @@ final class StoreSchemaTests: XCTestCase {
     func testAVersion1DatabaseIsUpgradedKeepingItsItemsAndChangeLog() async throws {
         let temporary = try TemporaryRoot()
         let original = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey())
-        for index in 0..<50 { try await original.set(bytes("value-\(index)"), forKey: "k\(index)") }
+        // Versioned items (a version lost in the upgrade would let an older write win).
+        for index in 0..<50 { try await original.set(bytes("value-\(index)"), forKey: "k\(index)", version: Int64(index)) }
         let path = original.namespace.databasePath
         original.close()
         try tamper(path) { connection throws(KeystoreError) in
+            // The log's oldest rows trimmed, as a long-lived database's are: renumbered rows
+            // would show as a changed oldest sequence.
+            try connection.execute("DELETE FROM changes WHERE seq <= 20")
             try connection.execute("""
                 CREATE TABLE items_v1(key TEXT PRIMARY KEY, version INTEGER, value BLOB NOT NULL) WITHOUT ROWID;
                 INSERT INTO items_v1 SELECT key, version, value FROM items;
@@ -54,7 +58,8 @@ final class StoreSchemaTests: XCTestCase {
                 UPDATE meta SET value = '1' WHERE name = 'schema_version';
                 """)
         }
-        let oldNewest = try sequenceBounds(path).newest
+        let (oldOldest, oldNewest) = try sequenceBounds(path)
+        XCTAssertGreaterThan(oldOldest, 1, "the fixture's log was not trimmed")
         XCTAssertEqual(try tableSQL(path, "items").contains("WITHOUT ROWID"), true, "the fixture is not a version 1 database")
 
         let upgraded = try SQLiteKeystore(root: temporary.root, service: "tool", keySource: testKey())
@@ -67,6 +72,12 @@ final class StoreSchemaTests: XCTestCase {
         XCTAssertFalse(try tableSQL(path, "changes").contains("AUTOINCREMENT"))
         XCTAssertEqual(try schemaVersion(path), "\(StoreSchema.version)")
         XCTAssertEqual(try sequenceBounds(path).newest, oldNewest, "the change log lost rows")
+        XCTAssertEqual(try sequenceBounds(path).oldest, oldOldest, "the change log was renumbered")
+        // The items kept their versions: an older write to k7 (version 7) does not apply.
+        let older = try await upgraded.set(bytes("older"), forKey: "k7", version: 3)
+        XCTAssertFalse(older, "k7 lost its version in the upgrade")
+        let k7 = try await upgraded.value(forKey: "k7")
+        XCTAssertEqual(k7, bytes("value-7"))
 
         try await upgraded.set(bytes("after"), forKey: "k0")
         XCTAssertGreaterThan(try sequenceBounds(path).newest, oldNewest, "sequence numbers went back")
