@@ -175,6 +175,19 @@ final class InstrumentationTests: XCTestCase {
         let federation = try XCTUnwrap(tracer.finishedSpans.first { $0.operationName == "federate" })
         XCTAssertEqual(federation.attributes["broker.result"]?.toSpanAttribute(), .string("notAuthorized"))
         XCTAssertEqual(federation.status?.code, .error)
+        // The service echoed the token in its message: no span carries it, in any field.
+        let getId = try XCTUnwrap(tracer.finishedSpans.first { $0.operationName == "CognitoIdentity/GetId" })
+        XCTAssertEqual(getId.status?.code, .error)
+        for span in tracer.finishedSpans {
+            var text = span.operationName + " " + (span.status?.message ?? "")
+            span.attributes.forEach { key, value in text += " \(key)=\(value)" }
+            for event in span.events {
+                text += " " + event.name
+                event.attributes.forEach { key, value in text += " \(key)=\(value)" }
+            }
+            for recorded in span.errors { text += " \(recorded.error)" }
+            XCTAssertNil(leakedRun(in: text, of: [token]), text)
+        }
     }
 
     /// Off by default: the transport is not even wrapped.
@@ -184,14 +197,29 @@ final class InstrumentationTests: XCTestCase {
             configuration: FederationConfiguration(identityPoolId: testPoolId, endpoint: testEndpoint),
             transport: fake.transport, keystore: InMemoryKeystore(), environment: [:], now: { testEpoch }, logger: nil)
         try await client.federate(token: token, provider: .google, session: "alice")
-        XCTAssertFalse(FederationInstrumentation.none.isEnabled)
-        let gauges = await client.sessionGauges
-        XCTAssertNil(gauges)
+        // The public initializer's default too.
+        let published = try FederationClient(configuration: FederationConfiguration(identityPoolId: testPoolId, endpoint: testEndpoint))
+        for client in [client, published] {
+            let enabled = await client.instrumentation.isEnabled
+            XCTAssertFalse(enabled)
+            let gauges = await client.sessionGauges
+            XCTAssertNil(gauges)
+            let wrapped = await client.wrapsItsTransport
+            XCTAssertEqual(wrapped, false, "the transport is wrapped although nothing is recorded (nil: its outer layer changed)")
+        }
     }
 
     private func assertNoSecret(in metrics: TestMetrics, line: UInt = #line) {
         var text = ""
         for counter in metrics.counters { text += counter.label + " " + counter.dimensions.map { "\($0)=\($1)" }.joined(separator: " ") + "\n" }
         XCTAssertNil(leakedRun(in: text, of: [token, FakeCognito.secretKey, FakeCognito.sessionToken]), text, line: line)
+    }
+}
+
+extension FederationClient {
+    /// Whether the transport under the shutdown signal is the instrumented one; `nil` when the
+    /// layers are not what this test knows.
+    fileprivate var wrapsItsTransport: Bool? {
+        (cognito?.transport as? SignalledTransport).map { $0.base is InstrumentedTransport }
     }
 }

@@ -1,6 +1,7 @@
 import BrokerTestSupport
 import Federation
 import Foundation
+import SecureStorage
 import XCTest
 
 /// Federation against moto's server: an independent implementation of Cognito
@@ -21,10 +22,13 @@ final class MotoInteropTests: XCTestCase {
         return moto
     }
 
-    private func client(pool: String, margin: Duration = .seconds(5), retry: RetryPolicy = .standard) throws -> FederationClient {
+    private func client(
+        pool: String, margin: Duration = .seconds(5), retry: RetryPolicy = .standard, keystore: (any Keystore)? = nil
+    ) throws -> FederationClient {
         let moto = try server()
         return try FederationClient(
-            configuration: FederationConfiguration(identityPoolId: pool, endpoint: moto.endpoint, expiryMargin: margin, retry: retry)
+            configuration: FederationConfiguration(identityPoolId: pool, endpoint: moto.endpoint, expiryMargin: margin, retry: retry),
+            keystore: keystore
         )
     }
 
@@ -60,6 +64,19 @@ final class MotoInteropTests: XCTestCase {
             identityPoolId: pool, endpoint: moto.endpoint, certificateAuthorityFile: certificates.authorityFile))
         let result = try await trusting.federateAsGuest(session: "visitor")
         XCTAssertTrue(result.identityId.hasPrefix("us-east-1:"), result.identityId)
+
+        // The same authority, another name for the same server: the certificate names
+        // 127.0.0.1 only, so the host name check refuses it (a trusted authority is not enough).
+        let otherName = moto.endpoint.replacingOccurrences(of: "127.0.0.1", with: "localhost")
+        XCTAssertNotEqual(otherName, moto.endpoint)
+        let misnamed = try FederationClient(configuration: FederationConfiguration(
+            identityPoolId: pool, endpoint: otherName, certificateAuthorityFile: certificates.authorityFile))
+        do {
+            _ = try await misnamed.federateAsGuest(session: "visitor")
+            XCTFail("a certificate for 127.0.0.1 was accepted for localhost")
+        } catch {
+            XCTAssertEqual(error.code, .network, "\(error)")
+        }
 
         let system = try FederationClient(configuration: FederationConfiguration(identityPoolId: pool, endpoint: moto.endpoint))
         do {
@@ -198,23 +215,29 @@ final class MotoInteropTests: XCTestCase {
         XCTAssertEqual(names.count, 16)
     }
 
-    func testServiceFailureLeavesSessionIntact() async throws {
+    /// moto answers an unknown pool with an HTML 500: a service failure (typed, with its
+    /// status), after which the shared store holds nothing new and the other client's
+    /// session is as it was.
+    func testAServiceFailureSavesNothing() async throws {
         let pool = try await server().createIdentityPool()
-        let good = try client(pool: pool)
+        let store = InMemoryKeystore()
+        let good = try client(pool: pool, keystore: store)
         let first = try await good.federateAsGuest(session: "gina")
-        // moto answers an unknown pool with an HTML 500: a service failure, not JSON.
-        let broken = try client(pool: "us-east-1:00000000-0000-0000-0000-000000000000", retry: .none)
+        let broken = try client(pool: "us-east-1:00000000-0000-0000-0000-000000000000", retry: .none, keystore: store)
         do {
-            try await broken.federateAsGuest(session: "gina")
+            try await broken.federateAsGuest(session: "hal")
             XCTFail("an unknown pool must fail")
         } catch {
             XCTAssertEqual(error.code, .serviceUnavailable)
             XCTAssertEqual(error.httpStatus, 500)
         }
-        let brokenSnapshot = try await broken.session("gina")
-        XCTAssertEqual(brokenSnapshot.state, .notFederated)
-        let snapshot = try await good.session("gina")
+        let hal = try await good.session("hal")
+        XCTAssertEqual(hal.state, .notFederated, "a failed federation was saved")
+        let names = try await broken.sessionNames()
+        XCTAssertEqual(names, ["gina"])
+        let snapshot = try await broken.session("gina")
         XCTAssertEqual(snapshot.identityId, first.identityId)
+        XCTAssertEqual(snapshot.credentials, first.credentials)
     }
 
     static func collect(

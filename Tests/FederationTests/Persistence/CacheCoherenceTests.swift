@@ -194,6 +194,21 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         XCTAssertEqual(spy.counts.reads(of: "session.alice"), readsAfterWindow, "the store was re-read after the keystore's window ended")
         let state = try await client.session("alice").state
         XCTAssertEqual(state, .notFederated, "the clear that applied was read back")
+
+        // A store whose commits may land an hour later is watched for that hour, whether the
+        // session is cached or not (no fixed cap).
+        spy.setUncertainCommitWindow(.seconds(3600))
+        try await client.federate(token: TestJWT.valid(sub: "bob"), provider: .google, session: "bob")
+        spy.setFailAfterWrites(true)
+        await assertThrows(FederationError.self, code: .storage) { try await client.clear(session: "bob") }
+        await assertThrows(FederationError.self, code: .storage) { try await client.clear(session: "carol") }
+        spy.setFailAfterWrites(false)
+        let longFailure = ContinuousClock.now
+        for session in ["bob", "carol"] {
+            let watched = await client.uncertainUntil(session)
+            let until = try XCTUnwrap(watched, "\(session) is not watched")
+            XCTAssertGreaterThan(until, longFailure + .seconds(3590), "\(session)'s watch was cut short of the keystore's window")
+        }
     }
 
     /// `.all` (after a reconnect, an overflowing buffer, or from anyone who may `NOTIFY` on a
@@ -786,5 +801,13 @@ final class CacheCoherenceTests: KeystoreRootTestCase {
         defer { storm.cancel() }
         let seen = await states.value
         XCTAssertEqual(seen, [.notFederated, .federated], "the raced re-reads of x were never applied")
+    }
+}
+
+extension FederationClient {
+    /// Until when reads of `session` re-read the store after a write whose outcome is
+    /// unknown (cached or not), `nil` when they do not.
+    fileprivate func uncertainUntil(_ session: String) -> ContinuousClock.Instant? {
+        cache.peek(session)?.uncertainUntil ?? uncertainWrites[session]
     }
 }

@@ -22,6 +22,9 @@ final class RetryAfterHintTests: XCTestCase {
     func testRetryAfterSeconds() {
         XCTAssertEqual(hint([(name: "retry-after", value: "7")]), .seconds(7))
         XCTAssertEqual(hint([(name: "Retry-After", value: " 120 ")]), .seconds(120))
+        // A header given twice: its first field counts.
+        XCTAssertEqual(hint([(name: "Retry-After", value: "3"), (name: "retry-after", value: "9")]), .seconds(3))
+        XCTAssertEqual(hint([(name: "x-amz-retry-after", value: "40"), (name: "X-Amz-Retry-After", value: "900")]), .milliseconds(40))
     }
 
     func testRetryAfterIMFFixdate() {
@@ -48,6 +51,13 @@ final class RetryAfterHintTests: XCTestCase {
         XCTAssertEqual(at("Tue, 29 Feb 2000 00:00:00 GMT"), .seconds(951_782_400))
         XCTAssertEqual(at("Sun, 09 Sep 2001 01:46:40 GMT"), .seconds(1_000_000_000))
         XCTAssertEqual(at("Thu, 01 Jan 2099 00:00:00 GMT"), .seconds(4_070_908_800))
+        // 2100 is not a leap year (a century not divisible by 400), 2000 was.
+        XCTAssertNil(at("Mon, 29 Feb 2100 00:00:00 GMT"))
+        XCTAssertEqual(at("Mon, 01 Mar 2100 00:00:00 GMT"), .seconds(4_107_542_400))
+        // RFC 850's two-digit years: 70–99 are 19xx, the rest 20xx.
+        XCTAssertEqual(at("Thursday, 01-Jan-26 00:00:00 GMT"), .seconds(1_767_225_600))
+        XCTAssertEqual(at("Tuesday, 01-Jan-69 00:00:00 GMT"), .seconds(3_124_224_000))
+        XCTAssertEqual(at("Thursday, 01-Jan-70 00:00:01 GMT"), .seconds(1))
     }
 
     func testAmzRetryAfterTakesPrecedence() {

@@ -46,6 +46,9 @@ final class STSResponseDecodingTests: XCTestCase {
         XCTAssertEqual(ISO8601Timestamp.parse("1970-01-01T00:00:00Z"), Date(timeIntervalSince1970: 0))
         XCTAssertEqual(ISO8601Timestamp.parse("2000-02-29T12:00:00Z"), Date(timeIntervalSince1970: 951_825_600))
         XCTAssertEqual(ISO8601Timestamp.parse("2000-02-29T14:00:00+02:00"), Date(timeIntervalSince1970: 951_825_600))
+        XCTAssertEqual(ISO8601Timestamp.parse("2000-02-29T07:00:00-05:00"), Date(timeIntervalSince1970: 951_825_600))
+        XCTAssertEqual(ISO8601Timestamp.parse("2100-03-01T00:00:00Z"), Date(timeIntervalSince1970: 4_107_542_400))
+        XCTAssertNil(ISO8601Timestamp.parse("2100-02-29T00:00:00Z"), "2100 is no leap year")
         XCTAssertEqual(ISO8601Timestamp.parse("2000-02-29T12:00:00.5Z")?.timeIntervalSince1970, 951_825_600.5)
         for bad in ["", "2000-02-30T00:00:00Z", "2001-02-29T00:00:00Z", "2000-01-01 00:00:00Z", "2000-01-01T00:00:00", "2000-01-01T24:00:00Z",
                     "2000-01-01T00:00:00.Z", "2000-01-01T00:00:00Zjunk", "1700000000", "２０００-01-01T00:00:00Z"] {
