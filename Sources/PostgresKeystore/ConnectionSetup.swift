@@ -137,6 +137,13 @@ final class ConnectionSetup: Sendable {
     /// a pool whose connections reached the old primary before a failover would otherwise
     /// keep them for good. For the hold-off after such a refusal, calls fail with it without
     /// touching their connection.
+    /// Why a connection to this server is not used: a server older than
+    /// ``oldestServerVersion``, or a standby (it takes no writes); `nil` when it can be.
+    static func refusal(standby: Bool, version: Int32) -> (any Error & Sendable)? {
+        if version < oldestServerVersion { return UnsupportedServer(version: version) }
+        return standby ? StandbyServer() : nil
+    }
+
     func prepare(_ connection: PostgresConnection, logger: Logger) async throws {
         guard !done.withLock({ $0[connection.id] != nil }) else { return }
         // Refused a moment ago: this connection is left as it is, for a later call to set
@@ -151,8 +158,7 @@ final class ConnectionSetup: Sendable {
         guard let (standby, version, _, clock) = try result.rows.first?.decode((Bool, Int32, Int64, Int64).self) else {
             throw KeystoreError(.io, "the connection's set-up statement returned no row")
         }
-        let refusal: (any Error & Sendable)? = version < Self.oldestServerVersion ? UnsupportedServer(version: version) : standby ? StandbyServer() : nil
-        if let refusal {
+        if let refusal = Self.refusal(standby: standby, version: version) {
             lastRefusal.withLock { $0 = (refusal, .now) }
             try? await connection.close()
             throw refusal

@@ -184,10 +184,9 @@ final class PostgresCommitTests: PostgresTestCase, @unchecked Sendable {
             try server.psql("ALTER DATABASE \(database!) SET synchronous_commit = \(databaseSays)")
             // A new keystore: its connections are made after the change.
             let keystore = try await keystore()
-            let pool = keystore.pool
-            let setting = try await pool.withConnection(on: pool.current) { connection in
-                try await ConnectionSetup(statementTimeout: .seconds(5), holdOff: .seconds(1)).prepare(connection, logger: keystore.logger)
-                return try await connection.query("SELECT pg_catalog.current_setting('synchronous_commit')", logger: keystore.logger)
+            // Through the keystore's own path: the connection as its set-up left it.
+            let setting = try await keystore.perform("reading the setting") { connection, logger in
+                try await connection.query("SELECT pg_catalog.current_setting('synchronous_commit')", logger: logger)
                     .collect().first?.decode(String.self)
             }
             XCTAssertEqual(setting, connectionsUse, "the database says \(databaseSays)")

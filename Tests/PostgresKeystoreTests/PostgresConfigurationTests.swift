@@ -206,14 +206,21 @@ final class PostgresConfigurationTests: XCTestCase {
 
     /// A server older than PostgreSQL 12 (no `WITH … AS MATERIALIZED`, which the commit
     /// uses) is named at a connection's set-up, as `io`, instead of failing the commit
-    /// procedure's creation with a syntax error. (Only the message is tested here: no older
-    /// server is at hand, and `server_version_num` cannot be set.)
+    /// procedure's creation with a syntax error; a standby is refused as one. (The decision
+    /// on the set-up statement's answer: no older server is at hand, and
+    /// `server_version_num` cannot be set.)
     func testAServerOlderThanTheOldestSupportedIsNamed() throws {
+        XCTAssertTrue(ConnectionSetup.refusal(standby: false, version: 110_022) is UnsupportedServer)
+        XCTAssertTrue(ConnectionSetup.refusal(standby: false, version: 119_999) is UnsupportedServer)
+        XCTAssertTrue(ConnectionSetup.refusal(standby: true, version: 119_999) is UnsupportedServer, "an old standby is named for its age")
+        XCTAssertNil(ConnectionSetup.refusal(standby: false, version: 120_000))
+        XCTAssertNil(ConnectionSetup.refusal(standby: false, version: 170_002))
+        XCTAssertTrue(ConnectionSetup.refusal(standby: true, version: 150_010) is StandbyServer)
         let configuration = try PostgresKeystore.Configuration(url: "postgres://alice@db/identity")
-        let error = KeystoreError.postgres(UnsupportedServer(version: 110_022), operation: "opening", configuration: configuration)
+        let refusal = try XCTUnwrap(ConnectionSetup.refusal(standby: false, version: 110_022))
+        let error = KeystoreError.postgres(refusal, operation: "opening", configuration: configuration)
         XCTAssertEqual(error.code, .io)
         XCTAssertTrue(error.reason.contains("PostgreSQL 11 (server_version_num 110022); the keystore needs PostgreSQL 12 or later"), "\(error)")
-        XCTAssertEqual(ConnectionSetup.oldestServerVersion, 120_000)
     }
 
     func testThePasswordIsInNoDescriptionNorMirror() throws {

@@ -94,12 +94,13 @@ final class PostgresConnectionTests: PostgresTestCase, @unchecked Sendable {
     /// answers it. The keystore never sends one there: the transaction fails at once as a
     /// stale connection and runs again on another, instead of waiting out its deadline (in
     /// CI, a commit lost before `COMMIT` timed out this way rather than running again).
+    /// Each connection of the pool may be one the server ended: here the first two are.
     func testATransactionOnAConnectionThatClosedRunsAgainOnAnother() async throws {
         let keystore = try await keystore { $0.operationTimeout = .seconds(30) }
         let server: PostgresServer = server
         let attempts = Locked(0)
         let answer = try await keystore.perform("a transaction") { connection, logger in
-            if attempts.withLock({ $0 += 1; return $0 }) == 1 {
+            if attempts.withLock({ $0 += 1; return $0 }) <= 2 {
                 let pid = try await connection.query("SELECT pg_backend_pid()", logger: logger).collect()[0].decode(Int32.self)
                 _ = try server.psql("SELECT pg_terminate_backend(\(pid))")
                 while !connection.isClosed { try await Task.sleep(for: .milliseconds(10)) }
@@ -109,7 +110,7 @@ final class PostgresConnectionTests: PostgresTestCase, @unchecked Sendable {
             }
         }
         XCTAssertEqual(answer, 42)
-        XCTAssertEqual(attempts.withLock { $0 }, 2, "ran again on another connection")
+        XCTAssertEqual(attempts.withLock { $0 }, 3, "ran again on another connection, twice")
     }
 
     /// The same for the commit's `CALL`, which has no `BEGIN` before it: sent only on a

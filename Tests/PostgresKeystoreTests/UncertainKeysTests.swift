@@ -10,6 +10,13 @@ final class UncertainKeysTests: XCTestCase {
         XCTAssertEqual(keys.current(among: ["a", "c", "a"]), ["a"])
         try await Task.sleep(for: .milliseconds(2100))
         XCTAssertEqual(keys.current(among: ["a"]), [])
+
+        // A window shorter than the sweep's second ends on time too, not at the next sweep.
+        var short = PostgresChangeFeed.UncertainKeys()
+        short.add(["s"], until: .now + .milliseconds(300))
+        XCTAssertEqual(short.current(among: ["s"]), ["s"])
+        try await Task.sleep(for: .milliseconds(400))
+        XCTAssertEqual(short.current(among: ["s"]), [], "followed past its window")
     }
 
     /// Past the limit (a long outage of a busy instance) keys are left out: until their window
