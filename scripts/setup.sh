@@ -11,7 +11,7 @@ sudo_if_needed() {
 }
 
 missing=()
-for package in libcurl4-openssl-dev libssl-dev libsqlite3-dev libxml2-dev postgresql; do
+for package in libcurl4-openssl-dev libssl-dev libsqlite3-dev libxml2-dev postgresql openssl; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
 done
 if [ "${#missing[@]}" -gt 0 ]; then

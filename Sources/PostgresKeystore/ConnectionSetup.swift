@@ -132,11 +132,6 @@ final class ConnectionSetup: Sendable {
             """
     }
 
-    /// Sets `connection` up unless it already is. A connection to a standby is closed
-    /// (``StandbyServer``): its reads would lag the primary and every write would fail, and
-    /// a pool whose connections reached the old primary before a failover would otherwise
-    /// keep them for good. For the hold-off after such a refusal, calls fail with it without
-    /// touching their connection.
     /// Why a connection to this server is not used: a server older than
     /// ``oldestServerVersion``, or a standby (it takes no writes); `nil` when it can be.
     static func refusal(standby: Bool, version: Int32) -> (any Error & Sendable)? {
@@ -144,6 +139,11 @@ final class ConnectionSetup: Sendable {
         return standby ? StandbyServer() : nil
     }
 
+    /// Sets `connection` up unless it already is. A connection to a standby is closed
+    /// (``StandbyServer``): its reads would lag the primary and every write would fail, and
+    /// a pool whose connections reached the old primary before a failover would otherwise
+    /// keep them for good. For the hold-off after such a refusal, calls fail with it without
+    /// touching their connection.
     func prepare(_ connection: PostgresConnection, logger: Logger) async throws {
         guard !done.withLock({ $0[connection.id] != nil }) else { return }
         // Refused a moment ago: this connection is left as it is, for a later call to set

@@ -102,6 +102,7 @@ extension PostgresChangeFeed {
                     heard = true
                 } else if something && passedOnOthers < Self.checksPassedOnOthersAlone {
                     passedOnOthers += 1
+                    heartbeatChecksPassedOnOthers.add(1, ordering: .relaxed)
                     heard = true
                 } else {
                     heard = await notificationArrives(heartbeat, until: deadline)

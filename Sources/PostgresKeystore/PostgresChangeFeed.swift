@@ -65,10 +65,12 @@ final class PostgresChangeFeed: Sendable {
     /// Whether the listener currently holds a connection with `LISTEN` active (for tests).
     var isListening: Bool { listening.load(ordering: .acquiring) }
 
-    /// The heartbeat checks made on a listening connection, and how many of them committed a
-    /// notification of their own (for tests, which count in checks rather than seconds).
+    /// The heartbeat checks made on a listening connection, how many of them committed a
+    /// notification of their own, and how many passed on other instances' notifications alone
+    /// (for tests, which count in checks rather than seconds).
     let heartbeatChecks = Atomic<Int>(0)
     let heartbeatsSent = Atomic<Int>(0)
+    let heartbeatChecksPassedOnOthers = Atomic<Int>(0)
 
     func subscribe(excludingWriter writer: UInt64? = nil) -> AsyncStream<KeystoreChange> {
         subscribers.subscribe(excludingWriter: writer) {

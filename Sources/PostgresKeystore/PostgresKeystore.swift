@@ -366,9 +366,11 @@ public final class PostgresKeystore: Keystore, WriterFilteringKeystore {
     /// Whether the change feed currently listens on a live connection (for tests).
     package var isListeningForChanges: Bool { feed.isListening }
 
-    /// The change feed's heartbeat checks on a listening connection so far, and how many of
-    /// them committed a notification of their own (for tests).
-    package var changeFeedChecks: (checks: Int, sent: Int) {
-        (feed.heartbeatChecks.load(ordering: .relaxed), feed.heartbeatsSent.load(ordering: .relaxed))
+    /// The change feed's heartbeat checks on a listening connection so far, how many of them
+    /// committed a notification of their own, and how many passed on other instances'
+    /// notifications alone (for tests).
+    package var changeFeedChecks: (checks: Int, sent: Int, passedOnOthers: Int) {
+        (feed.heartbeatChecks.load(ordering: .relaxed), feed.heartbeatsSent.load(ordering: .relaxed),
+         feed.heartbeatChecksPassedOnOthers.load(ordering: .relaxed))
     }
 }

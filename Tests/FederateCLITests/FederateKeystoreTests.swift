@@ -42,8 +42,6 @@ final class FederateKeystoreTests: XCTestCase {
         return info.st_mode & 0o7777
     }
 
-    /// Damages the row of `session` in the private database as someone who can write the
-    /// file could: one byte of its sealed value flipped. The row no longer opens.
     /// The private database's rows, each its key and sealed value in hex, read as someone with
     /// access to the file could (no keystore opened).
     private func rows(file: StaticString = #filePath, line: UInt = #line) throws -> [String] {
@@ -340,7 +338,7 @@ final class FederateKeystoreTests: XCTestCase {
     func testADatabaseTheUserMayNotOpenSaysSo() throws {
         let setpriv = "/usr/bin/setpriv"
         guard getuid() == 0, FileManager.default.isExecutableFile(atPath: setpriv) else {
-            throw XCTSkip("needs root and setpriv to run federate as a user the kernel refuses a file")
+            throw missingPrerequisite("needs root and setpriv to run federate as a user the kernel refuses a file")
         }
         let nobody: uid_t = 65534
         let directory = "/tmp/ib-refused-\(UUID().uuidString.prefix(8))"

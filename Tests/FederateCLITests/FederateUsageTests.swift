@@ -15,6 +15,25 @@ final class FederateUsageTests: XCTestCase {
         harness?.cleanUp()
     }
 
+    /// `federate` links FoundationEssentials, not Foundation and ICU: loading those costs
+    /// every `credential_process` call several milliseconds (docs/performance.md), and one
+    /// plain `import Foundation` in a file of the CLI's modules is enough to bring them back.
+    func testTheBinaryLinksNeitherFoundationNorICU() throws {
+        let ldd = Process()
+        ldd.executableURL = URL(fileURLWithPath: "/usr/bin/ldd")
+        ldd.arguments = [harness.binary]
+        let output = Pipe()
+        ldd.standardOutput = output
+        try ldd.run()
+        let libraries = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        ldd.waitUntilExit()
+        XCTAssertEqual(ldd.terminationStatus, 0, libraries)
+        XCTAssertTrue(libraries.contains("libc.so"), "ldd listed nothing of the binary's: \(libraries)")
+        for unwanted in ["libFoundation.so", "libFoundationInternationalization", "FoundationICU"] {
+            XCTAssertFalse(libraries.contains(unwanted), "federate links \(unwanted): \(libraries)")
+        }
+    }
+
     func testHelpPrintsToStdoutAndExitsZero() throws {
         let help = try harness.run(["--help"])
         XCTAssertEqual(help.status, 0, "\(help)")

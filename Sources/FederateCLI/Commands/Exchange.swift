@@ -1,5 +1,9 @@
 import Federation
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// What `login` and `guest` share: the configuration from the options, and the output.
 enum Exchange {

@@ -63,6 +63,8 @@ final class GroupCommitter: Sendable {
     /// Transactions committed so far, inline or queued, each holding one or more batches
     /// (for tests: shared commits show as fewer transactions than batches).
     let committedTransactions = Atomic<Int>(0)
+    /// Batches queued so far (for tests, to know when writers wait together).
+    let queuedBatches = Atomic<Int>(0)
     private let queueState = QueueState()
     private let connection: SQLiteConnection
     private let origin: Int64
@@ -94,6 +96,7 @@ final class GroupCommitter: Sendable {
         let start = state.withLock { state -> Bool? in
             guard !state.closed else { return nil }
             state.pending.append(Pending(batch: Batch(operations: operations, writer: writer), completion: completion))
+            queuedBatches.add(1, ordering: .relaxed)
             guard !state.draining else { return false }
             state.draining = true
             return true

@@ -5,10 +5,10 @@ extension FederateHarness {
     /// Flips one bit in the middle of `session`'s sealed row in the private SQLite keystore,
     /// as someone who can write the database file could: the row no longer authenticates.
     func tamper(_ session: String) throws {
-        let keystore = try SQLiteKeystore(root: keystore, service: Self.service)
-        defer { keystore.close() }
-        var sealed = try XCTUnwrap(try keystore.storedRow(forKey: "session.\(session)"), "no sealed row for \(session)")
+        let store = try SQLiteKeystore(root: keystore, service: Self.service)
+        defer { store.close() }
+        var sealed = try XCTUnwrap(try store.storedRow(forKey: "session.\(session)"), "no sealed row for \(session)")
         sealed[sealed.count / 2] ^= 1
-        try keystore.replaceStoredRow(sealed, forKey: "session.\(session)")
+        try store.replaceStoredRow(sealed, forKey: "session.\(session)")
     }
 }

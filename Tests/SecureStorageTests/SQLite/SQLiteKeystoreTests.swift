@@ -359,6 +359,7 @@ final class SQLiteKeystoreTests: XCTestCase {
         defer { blocker.close() }
         try blocker.run("BEGIN IMMEDIATE")
         let before = keystore.writer.committedTransactions.load(ordering: .relaxed)
+        let queuedBefore = keystore.writer.queuedBatches.load(ordering: .relaxed)
         let writers = Task {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for writer in 0..<64 {
@@ -367,7 +368,9 @@ final class SQLiteKeystoreTests: XCTestCase {
                 try await group.waitForAll()
             }
         }
-        try await Task.sleep(for: .milliseconds(500))
+        // Every writer found the lock held (inline, at most one tries and gives up) and queued.
+        let allQueued = await eventually(timeout: .seconds(30)) { keystore.writer.queuedBatches.load(ordering: .relaxed) - queuedBefore == 64 }
+        XCTAssertTrue(allQueued, "the writers did not all queue behind the lock")
         try blocker.run("ROLLBACK")
         try await writers.value
         let shared = keystore.writer.committedTransactions.load(ordering: .relaxed) - before
