@@ -37,6 +37,8 @@ fi
 passed=$(grep -acE "^Test Case '.*' passed \(" "$log" || true)
 failed=$(grep -acE "^Test Case '.*' failed \(" "$log" || true)
 skipped=$(grep -acE "^Test Case '.*' skipped \(" "$log" || true)
+# A test that crashed the process never reports itself: the run failed all the same.
+if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
 if [ "$skipped" -gt 0 ]; then
     # Tests skip only for what this machine lacks (root, a second Unix user, a tool): say which.
     echo "test: skipped:"
