@@ -1,4 +1,5 @@
 import Federation
+import Logging
 import Synchronization
 
 /// Drives a ``RetryRunner`` without real sleeps: records each wait, advances a
@@ -62,11 +63,13 @@ final class RetryHarness: Sendable {
     func runFailing(
         _ runner: RetryRunner,
         deadline: ContinuousClock.Instant? = nil,
+        logger: Logger? = nil,
         with error: RetryTestError
     ) async -> (any Error)? {
         do {
             _ = try await runner.run(
                 deadline: deadline,
+                logger: logger,
                 operation: { [self] attempt -> Int in
                     recordAttempt(attempt)
                     var failure = error

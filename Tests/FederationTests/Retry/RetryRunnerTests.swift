@@ -304,11 +304,15 @@ final class RetryRunnerTests: XCTestCase {
     // MARK: Deadline
 
     func testDeadlineStopsARetryWhoseWaitWouldPassIt() async {
+        let handler = InMemoryLogHandler()
+        var logger = Logger(label: "test", factory: { _ in handler })
+        logger.logLevel = .debug
         let harness = RetryHarness()
         let quota = RetryQuota()
         let error = await harness.runFailing(
             harness.runner(policy: RetryPolicy(maxAttempts: 5), quota: quota),
             deadline: harness.start + .seconds(1),
+            logger: logger,
             with: transient
         )
         // Waits 0.5 s, then a 1 s wait would end at 1.5 s, past the deadline.
@@ -317,6 +321,10 @@ final class RetryRunnerTests: XCTestCase {
         XCTAssertEqual((error as? RetryTestError)?.tag, 2)
         // The refused retry took no tokens.
         XCTAssertEqual(quota.availableTokens, 495)
+        // Whoever reads the debug log learns why the call stopped early.
+        XCTAssertEqual(handler.entries.map(\.message), ["Retrying after a failed attempt", "Not retrying: the wait would pass the call's deadline"])
+        XCTAssertEqual(handler.entries.last?.metadata["broker.attempt"], "3")
+        XCTAssertEqual(handler.entries.last?.metadata["broker.delay"], "\(Duration.seconds(1))")
     }
 
     func testDeadlineAllowsRetriesThatFit() async throws {

@@ -279,6 +279,53 @@ final class SQLiteChangeFeedTests: XCTestCase {
         XCTAssertLessThanOrEqual(changes.count, 2 + seconds, "more than one .all a second: \(changes) in \(ended)")
     }
 
+    /// The once-a-second limit holds across outages, not only within one poller's: a poller
+    /// started for a new subscriber (the last one left) while the database still cannot be
+    /// read gives its first `.all` a second after the previous poller's, not at once.
+    func testAllForFailingPollsIsLimitedAcrossPollers() async throws {
+        let temporary = try TemporaryRoot()
+        let keystore = try watcherPollingOften(temporary.root)
+        defer { keystore.close() }
+        let failures = Mutex<(first: ContinuousClock.Instant?, count: Int)>((nil, 0))
+        let feed = ChangeFeed(
+            path: keystore.namespace.databasePath, origin: 1, interval: .milliseconds(50), busyTimeout: .milliseconds(50),
+            knownSequence: 0, watch: nil, logger: nil,
+            connect: { (_, _) throws(KeystoreError) in
+                failures.withLock { $0 = ($0.first ?? ContinuousClock.now, $0.count + 1) }
+                throw KeystoreError(.io, "the test makes the poller's connection fail")
+            })
+        defer { feed.close() }
+
+        // The stream lives only in the task: once it returns, the subscriber has left.
+        let firstAll = Task { () -> KeystoreChange? in
+            for await change in feed.subscribe() { return change }
+            return nil
+        }
+        let seenFirst = await firstAll.value
+        XCTAssertEqual(seenFirst, .all)
+        // Its poller has stopped: no connect is tried any more.
+        let settled = await eventually(timeout: .seconds(20)) {
+            let before = failures.withLock { $0.count }
+            try? await Task.sleep(for: .milliseconds(200))
+            return failures.withLock { $0.count } == before
+        }
+        XCTAssertTrue(settled, "the poller went on after its last subscriber left")
+
+        let before = failures.withLock { $0.count }
+        let secondAll = Task { () -> (KeystoreChange, ContinuousClock.Instant)? in
+            for await change in feed.subscribe() { return (change, ContinuousClock.now) }
+            return nil
+        }
+        let secondSeen = await secondAll.value
+        let (change, receivedAt) = try XCTUnwrap(secondSeen)
+        XCTAssertEqual(change, .all)
+        XCTAssertGreaterThan(failures.withLock { $0.count }, before, "no new poller ran")
+        // The first .all went out after the first failed connect, so the second may not come
+        // sooner than the interval after that.
+        let failedAt = try XCTUnwrap(failures.withLock { $0.first })
+        XCTAssertGreaterThanOrEqual(receivedAt - failedAt, ChangeFeed.failingAllInterval, "a new poller's outage gave .all at once")
+    }
+
     /// A keystore of `root` whose change feed polls every 50 ms.
     private func watcherPollingOften(_ root: String) throws -> SQLiteKeystore {
         try SQLiteKeystore(root: root, service: "tool", keySource: testKey(), configuration: .init(changePollInterval: .milliseconds(50)))
