@@ -249,6 +249,10 @@ let package = Package(
                 "BrokerTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
+                // The connection roster's handler, tested on channels without sockets.
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
             ]
         ),
         .testTarget(

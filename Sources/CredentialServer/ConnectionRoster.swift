@@ -24,10 +24,6 @@ final class ConnectionRoster: Sendable {
         var sentRequest: Bool
     }
 
-    /// How long a new connection has to send its request before it is the first to close:
-    /// a flood of new connections pushes the child's toward the front within milliseconds.
-    static let gracePeriod: Duration = .milliseconds(100)
-
     private struct State {
         var nextID: UInt64 = 0
         var open: [UInt64: Entry] = [:]
@@ -43,10 +39,9 @@ final class ConnectionRoster: Sendable {
         self.logger = logger
     }
 
-    /// Records `channel`; when that makes more than ``limit``, closes the oldest connection
-    /// with no request in progress: the one idle longest, among those idle for
-    /// ``gracePeriod`` if there are any (else among all, which may pick this one). Returns
-    /// `channel`'s place.
+    /// Records `channel`; when that makes more than ``limit``, closes the connection with no
+    /// request in progress that has been idle longest (this one, when every other has a
+    /// request in progress). Returns `channel`'s place.
     func opened(_ channel: any Channel) -> UInt64 {
         let now = ContinuousClock.now
         let (id, evicted) = state.withLock { state -> (UInt64, (any Channel)?) in
@@ -56,10 +51,9 @@ final class ConnectionRoster: Sendable {
             guard state.open.count > limit else { return (id, nil) }
             // The one idle longest: a kept-alive connection answered a moment ago may be about
             // to carry its client's next request.
+            // A new connection is the youngest, so it goes only when nothing else can.
             let silent = state.open.filter { !$0.value.sentRequest }
-            let pastGrace = silent.filter { now - $0.value.idleSince >= Self.gracePeriod }
-            let longestIdle = { (candidates: [UInt64: Entry]) in candidates.min { $0.value.idleSince < $1.value.idleSince }?.key }
-            guard let oldest = longestIdle(pastGrace) ?? longestIdle(silent) else { return (id, nil) }
+            guard let oldest = silent.min(by: { $0.value.idleSince < $1.value.idleSince })?.key else { return (id, nil) }
             return (id, state.open.removeValue(forKey: oldest)?.channel)
         }
         if let evicted {
@@ -86,6 +80,12 @@ final class ConnectionRoster: Sendable {
     /// The connection at `id` closed.
     func closed(_ id: UInt64) {
         _ = state.withLock { $0.open.removeValue(forKey: id) }
+    }
+
+    /// The places of the connections recorded, and whether each has a request in progress
+    /// (for tests).
+    var recorded: [UInt64: Bool] {
+        state.withLock { $0.open.mapValues(\.sentRequest) }
     }
 
     /// A handler for each connection's pipeline, after the conversion to HTTP types: a

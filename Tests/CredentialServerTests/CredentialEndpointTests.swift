@@ -60,6 +60,11 @@ final class CredentialEndpointTests: XCTestCase {
         XCTAssertEqual(child["HOME"], "/home/a")
         let directory = endpoint.childEnvironment(from: ["IDENTITY_BROKER_KEYSTORE": "/var/lib/broker"])
         XCTAssertEqual(directory[CredentialEndpoint.keystoreLocationVariable], "/var/lib/broker")
+        // Every spelling of a URL the CLI takes, and a URL anywhere in the value.
+        for url in ["postgresql://broker:s3cret@db/identity", "POSTGRES://broker:s3cret@db/identity", "x://y", "/var/lib?u=postgres://a:b@c"] {
+            let child = endpoint.childEnvironment(from: ["IDENTITY_BROKER_KEYSTORE": url])
+            XCTAssertNil(child[CredentialEndpoint.keystoreLocationVariable], url)
+        }
     }
 
     /// Every way of printing an endpoint shows its session and URL, never its token.

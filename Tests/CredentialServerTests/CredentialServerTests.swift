@@ -39,6 +39,11 @@ final class CredentialServerTests: XCTestCase {
         let endpoint = try await running.server.endpoint(for: "alice")
         XCTAssertTrue(endpoint.url.hasPrefix("http://127.0.0.1:"), endpoint.url)
         XCTAssertTrue(endpoint.url.hasSuffix("/credentials/alice"), endpoint.url)
+        // Bound to 127.0.0.1 itself: another loopback address (which a socket bound to every
+        // address, 0.0.0.0 or a dual-stack ::, would accept) is refused.
+        let port = try await running.port()
+        XCTAssertTrue(canConnect(to: "127.0.0.1", port: port))
+        XCTAssertFalse(canConnect(to: "127.0.0.2", port: port), "the server listens beyond 127.0.0.1")
 
         let answer = try await running.request("/credentials/alice")
         XCTAssertEqual(answer.status, 200, answer.body)
@@ -152,6 +157,8 @@ final class CredentialServerTests: XCTestCase {
             for path in ["/credentials/alice", "/credentials/nobody", "/"] {
                 let answer = try await running.request(path, authorization: authorization)
                 XCTAssertEqual(answer.status, status, "\(name) \(path)")
+                XCTAssertEqual(answer.json["code"] as? String, status == 401 ? "Unauthorized" : "Forbidden", "\(name) \(path)")
+                XCTAssertFalse((answer.json["message"] as? String ?? "").isEmpty, "\(name) \(path)")
                 XCTAssertNil(leakedRun(in: answer.body, of: [FakeCognito.secretKey, FakeCognito.sessionToken, token]), "\(name): \(answer.body)")
                 XCTAssertFalse(answer.body.contains(FakeCognito.accessKeyId), name)
                 XCTAssertFalse(answer.body.contains("alice"), "no hint of what is served: \(answer.body)")
@@ -268,6 +275,7 @@ final class CredentialServerTests: XCTestCase {
             let answer = try await running.request("/credentials/alice", method: method)
             XCTAssertEqual(answer.status, 405, method)
             XCTAssertEqual(answer.header("Allow"), "GET")
+            XCTAssertEqual(answer.json["code"] as? String, "MethodNotAllowed", method)
             XCTAssertNil(leakedRun(in: answer.body, of: [FakeCognito.secretKey, FakeCognito.sessionToken]), method)
         }
         let query = try await running.request("/credentials/alice?x=1")
@@ -368,6 +376,8 @@ final class CredentialServerTests: XCTestCase {
         switch outcome {
         case .closed(let after):
             XCTAssertGreaterThanOrEqual(after, .milliseconds(300), "closed before the idle timeout")
+            // Not much after it either (five times the timeout leaves room for a loaded machine).
+            XCTAssertLessThan(after, .milliseconds(2500), "closed long after the idle timeout")
         case .stillOpen:
             XCTFail("the half-sent request's connection was still open after 5 s")
         case .answered(let text):
@@ -415,7 +425,7 @@ final class CredentialServerTests: XCTestCase {
         for _ in 0..<CredentialServer.maximumConnections {
             kept.append(try XCTUnwrap(HalfSentRequest(port: port, sending: good), "could not connect"))
         }
-        // Every one answered and idle past the grace period.
+        // Every one answered, so idle.
         try await Task.sleep(for: .milliseconds(500))
         let served = try await running.request("/credentials/alice")
         XCTAssertEqual(served.status, 200)
@@ -454,6 +464,23 @@ final class CredentialServerTests: XCTestCase {
             XCTAssertEqual(closed, item.closes, "\(line) \(item.closes ? "closes" : "keeps") the connection")
             XCTAssertEqual(text.lowercased().contains("connection: close"), item.closes, "\(line), and says so: \(text.prefix(200))")
         }
+        try await running.stop()
+    }
+
+    /// A local user without the token cannot make the server buffer a header of any size:
+    /// a field past the limit, or more fields than it takes, ends in a 400 and a closed
+    /// connection.
+    func testOversizedHeadersAreRefusedAndTheirConnectionClosed() async throws {
+        let running = try await servingAlice()
+        let field = String(repeating: "a", count: 100_000)
+        let many = (0..<1_100).map { "X-F\($0): v\r\n" }.joined()
+        for (name, headers) in [("one field of 100 KB", "X-Big: \(field)\r\n"), ("1,100 fields", many)] {
+            let (text, closed) = try await running.exchange("GET /credentials/alice HTTP/1.1\r\nHost: 127.0.0.1\r\n\(headers)\r\n", within: .seconds(5))
+            XCTAssertTrue(text.hasPrefix("HTTP/1.1 400"), "\(name): \(text.prefix(60))")
+            XCTAssertTrue(closed, "\(name): the connection stayed open")
+        }
+        let served = try await running.request("/credentials/alice")
+        XCTAssertEqual(served.status, 200)
         try await running.stop()
     }
 
@@ -637,6 +664,12 @@ final class CredentialServerTests: XCTestCase {
         let token = try running.token().value
         _ = try await running.request("/credentials/alice")
         _ = try await running.request("/credentials/alice", authorization: "wrong")
+        // Near misses that carry the token, or most of it: a log line that quoted what was
+        // presented would show it.
+        for presented in ["Token " + token, "Bearer  " + token, String(token.dropLast()) + "x", token + token] {
+            let refused = try await running.request("/credentials/alice", authorization: presented)
+            XCTAssertEqual(refused.status, 403)
+        }
         _ = try await running.request("/credentials/alice", authorization: .none)
         _ = try await running.request("/nothing")
         try await running.stop()
@@ -653,6 +686,20 @@ final class CredentialServerTests: XCTestCase {
         let endpoint = CredentialEndpoint(session: "alice", url: "http://127.0.0.1:1/credentials/alice", authorizationToken: redacted)
         for shown in ["\(redacted)", String(reflecting: redacted), "\(endpoint)", dumped(endpoint)] {
             XCTAssertNil(leakedRun(in: shown, of: [token]), shown)
+        }
+    }
+
+    /// Whether a TCP connection to `address`:`port` is accepted.
+    private func canConnect(to address: String, port: UInt16) -> Bool {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        var target = sockaddr_in()
+        target.sin_family = sa_family_t(AF_INET)
+        target.sin_port = port.bigEndian
+        inet_pton(AF_INET, address, &target.sin_addr)
+        return withUnsafePointer(to: &target) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
         }
     }
 
