@@ -5,7 +5,8 @@ package func eventually(
     timeout: Duration = .seconds(5), every interval: Duration = .milliseconds(5), _ condition: @Sendable () async -> Bool
 ) async -> Bool {
     let start = ContinuousClock.now
-    while ContinuousClock.now - start < timeout {
+    // A cancelled caller stops asking (its sleeps would end at once, spinning a core).
+    while ContinuousClock.now - start < timeout, !Task.isCancelled {
         if await condition() { return true }
         try? await Task.sleep(for: interval)
     }

@@ -41,11 +41,16 @@ package final class FreezableTCPProxy: Sendable {
     package var bytesFromTarget: Int { carriedFromTarget.load(ordering: .acquiring) }
     /// The bytes carried from the target since ``thaw()`` on the connections it thawed.
     package var bytesFromThawedConnections: Int { carriedAfterThaw.load(ordering: .acquiring) }
-    /// Whether every connection the last ``thaw()`` carried on has ended both ways: what they
-    /// held back has reached the target, and the target has done with them.
+    /// Whether the last ``thaw()`` carried on at least one connection and every one of them
+    /// has ended both ways: what they held back has reached the target, and the target has
+    /// done with them. (False when it carried none: nothing held back was delivered.)
     package var thawedConnectionsEnded: Bool {
-        state.withLock { state in state.thawed.allSatisfy { state.endedDirections[$0, default: 0] == 2 } }
+        state.withLock { state in
+            !state.thawed.isEmpty && state.thawed.allSatisfy { state.endedDirections[$0, default: 0] == 2 }
+        }
     }
+    /// How many connections ``freeze(whenAClientSends:)`` holds now.
+    package var heldConnections: Int { state.withLock { $0.held.count } }
     /// How many connections the proxy has carried to the target so far.
     package var connectionsCarried: Int { state.withLock { $0.nextId } }
 
@@ -88,6 +93,8 @@ package final class FreezableTCPProxy: Sendable {
             $0.thawed = $0.held.union($0.frozenUpTo >= 0 ? Set(0...$0.frozenUpTo) : [])
             $0.frozenUpTo = -1
             $0.held = []
+            // A pattern no client sent must not freeze a later, unrelated connection.
+            $0.holdPattern = nil
         }
     }
 

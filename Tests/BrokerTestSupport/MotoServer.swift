@@ -6,8 +6,9 @@ import XCTest
 /// moto's server (`python3 -m moto.server`) on 127.0.0.1 and a free port: a real,
 /// independent implementation of Cognito Identity for interop tests.
 ///
-/// ``start()`` throws `XCTSkip` when moto cannot be started, except under
-/// `CI=true`, where `.ci/run` installs moto and a missing moto is a failure.
+/// ``start()`` throws `XCTSkip` when moto is not installed, except under CI, where
+/// `.ci/run` installs moto and a missing moto is a failure; any other failure to start is
+/// thrown with its cause.
 public final class MotoServer: @unchecked Sendable {
     /// The base URL, e.g. `http://127.0.0.1:40123/` (`https` when started with certificates).
     public let endpoint: String
@@ -16,9 +17,11 @@ public final class MotoServer: @unchecked Sendable {
     /// The certificates moto serves HTTPS with, if any.
     public let certificates: TestCertificates?
     private let process: Process
+    private let log: URL
 
-    private init(process: Process, port: Int, certificates: TestCertificates?) {
+    private init(process: Process, port: Int, certificates: TestCertificates?, log: URL) {
         self.process = process
+        self.log = log
         self.port = port
         self.certificates = certificates
         endpoint = "\(certificates == nil ? "http" : "https")://127.0.0.1:\(port)/"
@@ -34,10 +37,12 @@ public final class MotoServer: @unchecked Sendable {
     ) throws -> MotoServer {
         do {
             return try onAFreePort { try launch(port: $0, certificates: certificates) }
-        } catch {
+        } catch let error as MotoError where error.notInstalled {
             throw missingPrerequisite(
                 "moto's server could not be started (\(error)); install it with: pip install \"moto[server]\"", file: file, line: line)
         }
+        // Anything else (moto installed but refusing its options, or slow to listen) is a
+        // failure with its cause, never "not installed".
     }
 
     private static func launch(port: Int, certificates: TestCertificates?) throws -> MotoServer {
@@ -45,7 +50,7 @@ public final class MotoServer: @unchecked Sendable {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", "-m", "moto.server", "-H", "127.0.0.1", "-p", "\(port)"]
             + (certificates.map { ["-c", $0.certificateFile, "-k", $0.keyFile] } ?? [])
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent("moto-\(port).log")
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("moto-\(getpid())-\(port).log")
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         let handle = try FileHandle(forWritingTo: log)
         process.standardOutput = handle
@@ -54,7 +59,7 @@ public final class MotoServer: @unchecked Sendable {
         // The child has its own descriptor; the parent's would stay open for the whole run.
         defer { try? handle.close() }
         try process.run()
-        let server = MotoServer(process: process, port: port, certificates: certificates)
+        let server = MotoServer(process: process, port: port, certificates: certificates, log: log)
         // Only moto's own "Running on" line proves the listener is moto's: another process
         // that took the port first also accepts connections, until moto gives up on it.
         let listening = "Running on \(certificates == nil ? "http" : "https")://127.0.0.1:\(port)"
@@ -62,7 +67,10 @@ public final class MotoServer: @unchecked Sendable {
         while Date() < deadline {
             guard process.isRunning else {
                 let output = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-                throw MotoError(message: "moto exited with status \(process.terminationStatus): \(output.suffix(400))")
+                server.stop()
+                // `env` exits 127 without python3; python3 says so without the module.
+                let missing = process.terminationStatus == 127 || output.contains("No module named")
+                throw MotoError(message: "moto exited with status \(process.terminationStatus): \(output.suffix(400))", notInstalled: missing)
             }
             let output = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
             if output.contains(listening) && canConnect(port: port) { return server }
@@ -77,9 +85,11 @@ public final class MotoServer: @unchecked Sendable {
     /// SIGKILL, because a child spawned from a Swift concurrency thread inherits
     /// that thread's blocked-signal mask, SIGTERM included; moto has nothing to flush.
     public func stop() {
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        try? FileManager.default.removeItem(at: log)
     }
 
     // MARK: - Cognito Identity administration (moto does not check signatures)
@@ -146,10 +156,15 @@ public final class MotoServer: @unchecked Sendable {
 public struct MotoError: Error, CustomStringConvertible {
     /// What went wrong.
     public var message: String
+    /// Whether moto (or python3) is not installed: a missing prerequisite, not a failure.
+    public var notInstalled: Bool
     /// The message.
     public var description: String { message }
     /// Creates an error with `message`.
-    public init(message: String) { self.message = message }
+    public init(message: String, notInstalled: Bool = false) {
+        self.message = message
+        self.notInstalled = notInstalled
+    }
 }
 
 /// Runs `start` on a port that was free a moment ago, and on another if it fails, up to

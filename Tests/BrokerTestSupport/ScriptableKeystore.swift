@@ -210,12 +210,17 @@ package final class ScriptableKeystore: Keystore, WriterFilteringKeystore {
     private func merged(_ stream: AsyncStream<KeystoreChange>) -> AsyncStream<KeystoreChange> {
         let extra = injected.subscribe()
         return AsyncStream(bufferingPolicy: .bufferingNewest(4096)) { continuation in
+            // As the engines do: a subscriber that fell behind is told every item may have
+            // changed, never left to miss changes silently.
+            let send = { @Sendable (change: KeystoreChange) in
+                if case .dropped = continuation.yield(change) { continuation.yield(.all) }
+            }
             let forwarding = Task { [self] in
-                for await change in stream where !self.state.withLock({ $0.dropsStoreChanges }) { continuation.yield(change) }
+                for await change in stream where !self.state.withLock({ $0.dropsStoreChanges }) { send(change) }
                 continuation.finish()
             }
             let forwardingInjected = Task {
-                for await change in extra { continuation.yield(change) }
+                for await change in extra { send(change) }
             }
             continuation.onTermination = { _ in
                 forwarding.cancel()

@@ -1,24 +1,93 @@
 /// The first run of 16 characters of any of `secrets` found in `text`, in any letter
 /// case; secrets of 4 to 15 characters are looked for whole. `nil` when `text` is clean.
 ///
+/// `text` is also read with its JSON escapes (`\/`, `\u002f`, …) and its percent-encoding
+/// (`%2F`) undone, so a secret that reached the text through a JSON encoder or a URL is
+/// found too: a secret key holds a `/` in every run of 16 characters.
+///
 /// Deliberately independent of the library's `SecretRedactor` (a plain window-by-window
 /// search), so a bug there cannot hide itself here.
 package func leakedRun(in text: String, of secrets: [String]) -> String? {
-    let lowered = text.lowercased()
-    let haystack = Array(lowered.utf8)
+    let raw = Array(text.lowercased().utf8)
+    let unescaped = jsonUnescaped(raw)
+    var readings = [raw, unescaped, percentDecoded(raw), percentDecoded(unescaped)]
+    readings = readings.enumerated().filter { index, reading in !readings[..<index].contains(reading) }.map(\.element)
     for secret in secrets {
         let bytes = Array(secret.lowercased().utf8)
-        guard bytes.count >= 16 else {
-            if bytes.count >= 4, lowered.contains(secret.lowercased()) { return secret }
-            continue
-        }
-        guard haystack.count >= 16 else { continue }
-        for start in 0...(bytes.count - 16) {
-            let window = bytes[start..<(start + 16)]
-            if (0...(haystack.count - 16)).contains(where: { haystack[$0..<($0 + 16)].elementsEqual(window) }) {
-                return String(decoding: window, as: UTF8.self)
+        guard bytes.count >= 4 else { continue }
+        let length = min(bytes.count, 16)
+        for start in 0...(bytes.count - length) {
+            let window = bytes[start..<(start + length)]
+            for haystack in readings where haystack.count >= length {
+                if (0...(haystack.count - length)).contains(where: { haystack[$0..<($0 + length)].elementsEqual(window) }) {
+                    return String(decoding: window, as: UTF8.self)
+                }
             }
         }
     }
     return nil
+}
+
+/// `bytes` with JSON's escapes undone: `\/`, `\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t` and
+/// `\uXXXX` for the ASCII range (lowered, as the text is); anything else stays as it is.
+private func jsonUnescaped(_ bytes: [UInt8]) -> [UInt8] {
+    var result: [UInt8] = []
+    result.reserveCapacity(bytes.count)
+    var index = 0
+    while index < bytes.count {
+        guard bytes[index] == UInt8(ascii: "\\"), index + 1 < bytes.count else {
+            result.append(bytes[index])
+            index += 1
+            continue
+        }
+        let escaped = bytes[index + 1]
+        let simple: [UInt8: UInt8] = [
+            UInt8(ascii: "/"): UInt8(ascii: "/"), UInt8(ascii: "\""): UInt8(ascii: "\""), UInt8(ascii: "\\"): UInt8(ascii: "\\"),
+            UInt8(ascii: "b"): 8, UInt8(ascii: "f"): 12, UInt8(ascii: "n"): 10, UInt8(ascii: "r"): 13, UInt8(ascii: "t"): 9,
+        ]
+        if let plain = simple[escaped] {
+            result.append(plain)
+            index += 2
+        } else if escaped == UInt8(ascii: "u"), index + 6 <= bytes.count,
+                  let value = hexValue(bytes[(index + 2)..<(index + 6)]), value < 0x80 {
+            let byte = UInt8(value)
+            result.append(byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte + 32 : byte)
+            index += 6
+        } else {
+            result.append(bytes[index])
+            index += 1
+        }
+    }
+    return result
+}
+
+/// `bytes` with `%XX` sequences decoded (lowered, as the text is).
+private func percentDecoded(_ bytes: [UInt8]) -> [UInt8] {
+    var result: [UInt8] = []
+    result.reserveCapacity(bytes.count)
+    var index = 0
+    while index < bytes.count {
+        if bytes[index] == UInt8(ascii: "%"), index + 3 <= bytes.count, let value = hexValue(bytes[(index + 1)..<(index + 3)]) {
+            let byte = UInt8(value)
+            result.append(byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte + 32 : byte)
+            index += 3
+        } else {
+            result.append(bytes[index])
+            index += 1
+        }
+    }
+    return result
+}
+
+private func hexValue(_ digits: ArraySlice<UInt8>) -> Int? {
+    var value = 0
+    for digit in digits {
+        switch digit {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): value = value * 16 + Int(digit - UInt8(ascii: "0"))
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): value = value * 16 + Int(digit - UInt8(ascii: "a")) + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): value = value * 16 + Int(digit - UInt8(ascii: "A")) + 10
+        default: return nil
+        }
+    }
+    return value
 }

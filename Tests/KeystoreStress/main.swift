@@ -3,8 +3,8 @@
 //   keystore-stress sqlite-write ROOT WORKER COUNT
 //       writes w<WORKER>-<i> for i < COUNT (one commit each) and "shared" (versioned by i)
 //   keystore-stress sqlite-overwrite ROOT KEYS
-//       commits batches rewriting k0..k<KEYS-1> to "gen-<n>-<padding>" forever, printing "ready"
-//       once the first batch is committed
+//       commits batches rewriting k0..k<KEYS-1> to "gen-<n>-<padding>" forever, printing
+//       "acked <n>" once batch n's commit returned
 //   keystore-stress sqlite-migrate ROOT FROM TO [FSIZE]
 //       migrates and prints the moved count, or "error CODE"; with FSIZE, first limits the file
 //       size (RLIMIT_FSIZE, SIGXFSZ ignored) so writes past it fail with EFBIG
@@ -88,8 +88,8 @@ func runSQLite(_ mode: String, _ arguments: [String]) async throws -> Bool {
             var batch = KeystoreBatch()
             for key in 0..<keys { batch.set(Array("gen-\(generation)-\(padding)".utf8), forKey: "k\(key)") }
             try await keystore.commit(batch)
-            // Only after a whole batch is durable, so a kill always finds one to check.
-            if generation == 1 { printLine("ready") }
+            // Only once the commit returned: what a kill may not take back.
+            printLine("acked \(generation)")
             generation += 1
         }
     case "sqlite-migrate":

@@ -257,6 +257,7 @@ final class PostgresOutageTests: PostgresTestCase, @unchecked Sendable {
         XCTAssertEqual(error?.code, .storeUnavailable, "\(String(describing: error))")
         try await meanwhile()
         try await Task.sleep(for: .seconds(2))
+        XCTAssertEqual(proxy.heldConnections, 1, "the call failed before it sent \(pattern): nothing was held back")
         proxy.thaw()
         let delivered = await eventually(timeout: .seconds(10)) { proxy.thawedConnectionsEnded }
         XCTAssertTrue(delivered, "what was held back never reached the server")

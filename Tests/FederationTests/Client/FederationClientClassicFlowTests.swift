@@ -367,6 +367,9 @@ final class FederationClientClassicFlowTests: XCTestCase {
         let error = await assertThrows(FederationError.self) {
             try await harness.client.federate(token: token, provider: .google, options: self.classic, session: "alice")
         }
+        // The failure is STS's echoing answer (a refusal before it would leak nothing).
+        XCTAssertEqual(error?.httpStatus, 400)
+        XCTAssertEqual(harness.fake.calls(.assumeRoleWithWebIdentity).count, 2)
         var dumped = ""
         dump(error, to: &dumped)
         XCTAssertNil(leakedRun(in: dumped, of: secrets), dumped)

@@ -16,6 +16,31 @@ final class SecretRedactionTests: XCTestCase {
             + token.split(separator: ".").map(String.init)  // no part of the JWT either
     }
 
+    /// The checker itself: a secret found raw, in any letter case, JSON-escaped or
+    /// percent-encoded (the fake's secret key has a `/` in every run of 16 characters, so
+    /// without these readings its escaped forms would pass); 15 characters are not a leak.
+    func testTheLeakCheckerSeesEscapedAndEncodedSecrets() {
+        let key = FakeCognito.secretKey
+        let slash = key.firstIndex(of: "/")!
+        let piece = String(key[slash...].prefix(16))
+        let forms = [
+            piece, piece.uppercased(),
+            piece.replacingOccurrences(of: "/", with: "\\/"),
+            piece.replacingOccurrences(of: "/", with: "\\u002F"),
+            piece.replacingOccurrences(of: "/", with: "%2F"),
+            piece.replacingOccurrences(of: "/", with: "%2f").uppercased(),
+            "{\"k\":\"" + key.replacingOccurrences(of: "/", with: "\\/") + "\"}",
+        ]
+        for form in forms {
+            XCTAssertNotNil(leakedRun(in: "before " + form + " after", of: [key]), form)
+        }
+        XCTAssertNil(leakedRun(in: String(piece.prefix(15)), of: [key]))
+        XCTAssertNil(leakedRun(in: "nothing here %2F \\/ \\u0041", of: [key]))
+        // Short secrets are looked for whole, in each reading.
+        XCTAssertNotNil(leakedRun(in: "password=p%40ss", of: ["p@ss"]))
+        XCTAssertNil(leakedRun(in: "password=p%40s", of: ["p@ss"]))
+    }
+
     /// No run of 16 or more characters of a secret, in any letter case (checked
     /// independently of the library's redactor, window by window).
     private func assertClean(_ text: String, _ what: String, also extra: [String] = [], line: UInt = #line) {
@@ -208,6 +233,9 @@ final class SecretRedactionTests: XCTestCase {
                 try await harness.client.federate(token: token, provider: .google, session: "alice")
             }
             XCTAssertNotNil(error, what)
+            // The failure is the echoing answer's (a refusal before it would leak nothing).
+            XCTAssertEqual(harness.fake.calls(.getId).count, 1, what)
+            XCTAssertEqual(error?.httpStatus, 400, what)
             assertClean(error)
             assertClean(logs)
         }

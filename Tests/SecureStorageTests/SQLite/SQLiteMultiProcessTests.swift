@@ -245,18 +245,25 @@ final class SQLiteMultiProcessTests: XCTestCase {
         for round in 0..<5 {
             let output = Pipe()
             let process = try helper(["sqlite-overwrite", temporary.root, "\(keys)"], output: output)
-            // "ready" comes once the first batch is durable, so every round has one to find.
-            let ready = output.fileHandleForReading.readData(ofLength: 6)
-            XCTAssertEqual(String(decoding: ready, as: UTF8.self), "ready\n", "round \(round): the helper failed before its first commit")
+            // "acked N" comes once batch N's commit returned; the first, so every round has
+            // one to find.
+            let first = output.fileHandleForReading.readData(ofLength: 8)
+            XCTAssertEqual(String(decoding: first, as: UTF8.self), "acked 1\n", "round \(round): the helper failed before its first commit")
             usleep(UInt32.random(in: 0...80_000))
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
             XCTAssertEqual(process.terminationReason, .uncaughtSignal, "round \(round)")
+            let rest = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            let acked = rest.split(separator: "\n").compactMap { Int($0.dropFirst("acked ".count)) }.last ?? 1
             let items = try await contents(temporary.root)
             // Each batch rewrote every key: all keys are there and carry one generation, never a mix.
             XCTAssertEqual(items.count, keys, "round \(round): \(items.keys.sorted())")
             let generations = Set(items.values.map { $0.split(separator: "-")[1] })
             XCTAssertEqual(generations.count, 1, "round \(round): \(generations)")
+            // Nothing acknowledged was lost: the last acknowledged batch, or the one after it
+            // (committed, killed before it said so).
+            let found = generations.first.flatMap { Int($0) }
+            XCTAssertTrue(found == acked || found == acked + 1, "round \(round): generation \(found.map(String.init) ?? "none") found, \(acked) acknowledged")
             XCTAssertTrue(items.values.allSatisfy { $0.hasPrefix("gen-") && $0.hasSuffix(String(repeating: "x", count: 300)) }, "round \(round)")
         }
     }
