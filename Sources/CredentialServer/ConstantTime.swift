@@ -3,8 +3,12 @@ enum ConstantTime {
     /// Whether `presented` equals `expected`, looking at every byte of `expected` whatever
     /// the content: the time depends only on the lengths (the expected token's length is
     /// public: always 64 characters), never on the position of the first difference.
+    ///
+    /// Generic over `expected` so that a test can count what it reads; the server passes an
+    /// array.
     @inline(never)
-    static func equals(_ presented: [UInt8], _ expected: [UInt8]) -> Bool {
+    static func equals<Expected: RandomAccessCollection<UInt8>>(_ presented: [UInt8], _ expected: Expected) -> Bool
+    where Expected.Index == Int {
         var difference = UInt8(truncatingIfNeeded: presented.count ^ expected.count)
         for index in expected.indices {
             // Past the end of a shorter `presented`, a byte that always differs: the loop

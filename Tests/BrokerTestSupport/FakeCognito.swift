@@ -390,7 +390,9 @@ package final class FakeCognito: Sendable {
     /// The operations called, in order.
     package var operations: [String] { calls.map(\.operation) }
 
-    /// The most requests that were in flight at once.
+    /// The most requests that were in flight at once, through ``transport``. (Served over
+    /// loopback, a request stops counting when its answer is chosen, before its scripted
+    /// delay, so this would undercount there.)
     package var maxInFlight: Int { state.withLock { $0.maxInFlight } }
 
     /// Forgets recorded calls and the in-flight maximum (scripts are kept).

@@ -122,22 +122,24 @@ package final class FreezableTCPProxy: Sendable {
     /// Sends new connections to `port` and ends every open one (both ways), as a failover
     /// that moved the address does.
     package func retarget(to port: UInt16) {
-        let descriptors = state.withLock { state -> [Int32] in
+        // Under the lock: a connection that ends meanwhile closes its descriptors, whose
+        // numbers the process may then give to another socket.
+        state.withLock { state in
             state.targetPort = port
-            return state.descriptors
+            for descriptor in state.descriptors { shutdown(descriptor, Int32(SHUT_RDWR)) }
         }
-        for descriptor in descriptors { shutdown(descriptor, Int32(SHUT_RDWR)) }
     }
 
     /// Stops accepting and closes every connection.
     package func stop() {
-        let descriptors = state.withLock { state -> [Int32] in
-            state.stopped = true
-            return state.descriptors
+        let first = state.withLock { state in
+            defer { state.stopped = true }
+            for descriptor in state.descriptors { shutdown(descriptor, Int32(SHUT_RDWR)) }
+            return !state.stopped
         }
+        guard first else { return }
         shutdown(listener, Int32(SHUT_RDWR))
         close(listener)
-        for descriptor in descriptors { shutdown(descriptor, Int32(SHUT_RDWR)) }
     }
 
     private static func loopback(port: UInt16) -> sockaddr_in {
@@ -196,7 +198,16 @@ package final class FreezableTCPProxy: Sendable {
     }
 
     private func pump(from source: Int32, to destination: Int32, id: Int, framing: Bool, counted: Bool) {
-        defer { state.withLock { $0.endedDirections[id, default: 0] += 1 } }
+        defer {
+            // The second direction to end closes the connection's two descriptors.
+            state.withLock { state in
+                state.endedDirections[id, default: 0] += 1
+                guard state.endedDirections[id] == 2 else { return }
+                state.descriptors.removeAll { $0 == source || $0 == destination }
+                close(source)
+                close(destination)
+            }
+        }
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         var framer = PostgresMessageFramer()
         while true {

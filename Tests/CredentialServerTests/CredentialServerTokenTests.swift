@@ -83,6 +83,21 @@ final class CredentialServerTokenTests: XCTestCase {
         }
     }
 
+    /// No early exit: every byte of `expected` is read whether the first difference is at
+    /// the start, at the end, or nowhere, and whatever `presented`'s length.
+    func testConstantTimeEqualityReadsEveryExpectedByte() {
+        let expected = Array("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef".utf8)
+        var differing = expected
+        differing[0] ^= 0x01
+        var lastDiffers = expected
+        lastDiffers[63] ^= 0x01
+        for presented in [expected, differing, lastDiffers, [], Array(expected.prefix(10)), expected + expected] {
+            let counted = CountedBytes(expected)
+            _ = ConstantTime.equals(presented, counted)
+            XCTAssertEqual(counted.indicesRead, Set(expected.indices), "presented of \(presented.count) bytes")
+        }
+    }
+
     func testTheTokenIsNeverShown() {
         let token = CredentialServerToken.random()
         var dumped = ""
@@ -105,5 +120,18 @@ private struct CountingGenerator: RandomNumberGenerator {
     mutating func next() -> UInt64 {
         state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
         return state
+    }
+}
+
+/// Bytes that remember which of their indices were read.
+private final class CountedBytes: RandomAccessCollection {
+    private let bytes: [UInt8]
+    private(set) var indicesRead: Set<Int> = []
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    var startIndex: Int { bytes.startIndex }
+    var endIndex: Int { bytes.endIndex }
+    subscript(position: Int) -> UInt8 {
+        indicesRead.insert(position)
+        return bytes[position]
     }
 }

@@ -324,6 +324,32 @@ final class ShutdownTests: XCTestCase {
         }
     }
 
+    /// The service's graceful shutdown gives a federation in flight its grace period: it
+    /// finishes and commits before `run()` returns.
+    func testAServicesGracefulShutdownLetsAFederationInFlightCommit() async throws {
+        let keystore = InMemoryKeystore()
+        let harness = try Harness(keystore: keystore)
+        harness.fake.responseDelay = .milliseconds(300)
+        let client = harness.client
+        let fake = harness.fake
+        try await testGracefulShutdown { trigger in
+            let running = Task { try await client.run() }
+            let federation = Task { try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice") }
+            let inFlight = await eventually { fake.count(.getId) == 1 }
+            XCTAssertTrue(inFlight, "the federation never sent its first request")
+            trigger.triggerGracefulShutdown()
+            try await running.value
+            // Read as soon as run() returned: the caller may close the keystore then.
+            let committed = try await keystore.value(forKey: "session.alice")
+            XCTAssertNotNil(committed, "run() returned before the federation in flight had committed")
+            let hasShutDown = await client.hasShutDownForTesting
+            XCTAssertTrue(hasShutDown)
+            let result = try await federation.value
+            let stored = try await client.credentials(for: "alice")
+            XCTAssertEqual(stored, result.credentials)
+        }
+    }
+
     /// A service group that cancels its services (past its graceful-shutdown time, or after
     /// another service failed) gives no grace period: the client's `run()` cancels the
     /// federation in flight at once instead of waiting out its own 10 seconds, which
@@ -360,7 +386,7 @@ final class ShutdownTests: XCTestCase {
             let running = Task { try await client.run() }
             let federation = Task { try await client.federate(token: TestJWT.valid(), provider: .google, session: "alice") }
             let fake = harness.fake
-        let inFlight = await eventually { fake.count(.getCredentialsForIdentity) == 2 }
+            let inFlight = await eventually { fake.count(.getCredentialsForIdentity) == 2 }
             XCTAssertTrue(inFlight)
             trigger.triggerGracefulShutdown()
             let shuttingDown = await eventually { await client.isShuttingDown }
