@@ -207,12 +207,19 @@ answer=$(curl -s -H 'X-Amz-Target: AWSCognitoIdentityService.GetId' -d '{}' "$EN
 
 # ---------------------------------------------------------------- helpers
 last_line() { tail -n 1; }
+# One sealed session's size, which the storage floors write (the C floor reads it from
+# here); only the runs with storage figures need it.
+if [ "${ONLY_STARTUP:-0}" != 1 ] && [ "${ONLY_SWEEP:-0}" != 1 ]; then
+    FLOOR_RECORD_BYTES=$("$BIN/broker-bench" record-bytes --endpoint "$ENDPOINT" | last_line)
+    export FLOOR_RECORD_BYTES
+fi
 # A copy of stdin on stderr, for the person watching, waited for (bash 4.4+) so that it comes
 # before the script's next line. Not `tee /dev/stderr`: opening that path when stderr is a file
 # (`compare.sh > log 2>&1`) truncates it, and the log loses everything before.
 show_too() { tee >(cat >&2); wait $!; }
-# median of the numbers on stdin
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# median of the numbers on stdin; empty lines (a run that failed and printed nothing) are
+# left out, not counted as 0
+median() { awk 'NF' | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) exit; if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 # The storage targets' floor (Benchmarks/DurableFederationFloor): the same durable federation
 # at c = 1 in C, built on first use; durable_floor MODE ARGS prints its rate, or nothing
 # (and the figures that need it are null) when it does not build or run.
@@ -535,25 +542,30 @@ if [ "${SKIP_POSTGRES:-0}" != 1 ]; then
     "${PSQL[@]}" -d postgres -c 'CREATE DATABASE bench' >/dev/null
     PG_URL="postgres://postgres@127.0.0.1:$PG_PORT/bench?sslmode=disable"
     field() { awk -v k="$1" '$1 == k { print $2 }'; }
-    for c in 1 64; do
-        n=$FEDERATIONS
-        if [ "$c" = 1 ]; then n=$STORAGE_FEDERATIONS; fi
-        log "PostgreSQL keystore vs in-memory, concurrency $c ($n federations per run)"
-        out=$("$BIN/broker-bench" postgres-throughput --endpoint "$ENDPOINT" --url "$PG_URL" \
-            --concurrency "$c" --federations "$n" --repeats 3 | show_too)
-        R[postgres_c$c]=$(echo "$out" | field postgres_fed_per_s)
-        R[pg_inmemory_c$c]=$(echo "$out" | field inmemory_fed_per_s)
-    done
-
-    RECORD_BYTES=$("$BIN/broker-bench" record-bytes --endpoint "$ENDPOINT" | last_line)
+    RECORD_BYTES=${FLOOR_RECORD_BYTES:?the sealed session size was not measured}
     "${PSQL[@]}" -d bench -c 'CREATE TABLE bench_floor (id bigserial PRIMARY KEY, v bytea NOT NULL)' >/dev/null
     printf "INSERT INTO bench_floor (v) VALUES (decode(repeat('5a', %d), 'hex'));\n" "$RECORD_BYTES" >"$WORK/floor.sql"
-    floors=()
+    # c = 1: each round's durable and in-memory runs (one broker-bench process), then that
+    # round's pgbench floor, so that the bound's two rates come from the same minutes.
+    log "PostgreSQL keystore vs in-memory, concurrency 1 ($STORAGE_FEDERATIONS federations per run)"
+    durables=(); mems=(); floors=()
     for round in 1 2 3; do
+        out=$("$BIN/broker-bench" postgres-throughput --endpoint "$ENDPOINT" --url "$PG_URL" \
+            --concurrency 1 --federations "$STORAGE_FEDERATIONS" --repeats 1 | show_too)
+        durables+=("$(echo "$out" | field postgres_fed_per_s)")
+        mems+=("$(echo "$out" | field inmemory_fed_per_s)")
         floors+=("$("$PG_BIN/pgbench" -n -c 1 -T "${PGBENCH_SECONDS:-10}" -f "$WORK/floor.sql" \
             -h 127.0.0.1 -p "$PG_PORT" -U postgres bench 2>/dev/null | awk '/^tps = / { print $3; exit }')")
         log "  pgbench floor round $round: ${floors[-1]} single-row commits/s ($RECORD_BYTES-byte bytea)"
     done
+    R[postgres_c1]=$(printf '%s\n' "${durables[@]}" | median)
+    R[pg_inmemory_c1]=$(printf '%s\n' "${mems[@]}" | median)
+    log "PostgreSQL keystore vs in-memory, concurrency 64 ($FEDERATIONS federations per run)"
+    out=$("$BIN/broker-bench" postgres-throughput --endpoint "$ENDPOINT" --url "$PG_URL" \
+        --concurrency 64 --federations "$FEDERATIONS" --repeats 3 | show_too)
+    R[postgres_c64]=$(echo "$out" | field postgres_fed_per_s)
+    R[pg_inmemory_c64]=$(echo "$out" | field inmemory_fed_per_s)
+
     R[pgbench_floor]=$(printf '%s\n' "${floors[@]}" | median)
     # The same durable federation in C through libpq, with the keystore's own statements and a
     # listening connection (3 alternating rounds, medians).
@@ -566,6 +578,9 @@ if [ "${SKIP_POSTGRES:-0}" != 1 ]; then
     R[pg_event_median]=$(echo "$out" | field event_ms_median)
     R[pg_event_p99]=$(echo "$out" | field event_ms_p99)
     R[pg_commit_median]=$(echo "$out" | field commit_ms_median)
+    R[pg_federate_median]=$(echo "$out" | field federate_ms_median)
+    R[pg_client_event_median]=$(echo "$out" | field client_event_ms_median)
+    R[pg_client_event_p99]=$(echo "$out" | field client_event_ms_p99)
 
     as_pg "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -w -m fast stop >/dev/null
     rm -rf "$PG_DIR"; PG_DIR=""
@@ -579,7 +594,8 @@ python3 - "$FEDERATIONS" "$SESSIONS_SMALL" "$SESSIONS_LARGE" "$MIGRATE_ITEMS" "$
 import json, os, sys
 federations, small, large, migrate_items = (int(x) for x in sys.argv[1:5])
 cli_vs_noop, cli_ms, noop_ms = (None if x == "null" else float(x) for x in sys.argv[5:8])
-r = {k: float(v) for k, v in (line.split("=", 1) for line in sys.argv[8].splitlines() if line)}
+# A figure whose every round failed is empty: left out (null), not 0.
+r = {k: float(v) for k, v in (line.split("=", 1) for line in sys.argv[8].splitlines() if line) if v}
 startup_sessions, memory_sessions, memory_touch, memory_cache, sqlite_migrate_items = (int(x) for x in sys.argv[9:14])
 cli_floor_vs_noop, cli_floor_ms = (None if x == "null" else float(x) for x in sys.argv[14:16])
 sweep_rounds = int(sys.argv[16])
@@ -699,6 +715,10 @@ for c in (1, 64):
 out["pgbench_single_row_commits_per_s"] = value("pgbench_floor")
 out["postgres_event_delay_ms_median"] = value("pg_event_median", 3)
 out["postgres_event_delay_ms_p99"] = value("pg_event_p99", 3)
+# Client A's federation to client B's state stream (A's whole federation included).
+out["postgres_client_event_delay_ms_median"] = value("pg_client_event_median", 3)
+out["postgres_client_event_delay_ms_p99"] = value("pg_client_event_p99", 3)
+out["postgres_federate_ms_median"] = value("pg_federate_median", 3)
 out["postgres_commit_ms_median"] = value("pg_commit_median", 3)
 out["federations"] = federations
 if "broker_c1" in r:

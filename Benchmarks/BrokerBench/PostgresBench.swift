@@ -92,7 +92,12 @@ struct PostgresEvents: AsyncParsableCommand {
             Two PostgresKeystore instances (two connection pools) on one database and service. For \
             each event A commits a sealed-session-sized set of a new key; the delay runs from the \
             start of A's commit call to B's stream yielding that key (so it includes A's commit). \
-            Prints commit_ms_median, event_ms_median, event_ms_p99; the last line is the median delay.
+            Then the same between two FederationClients, one on each instance: client A federates a \
+            new session against the canned Cognito, and the delay runs from the start of that call to \
+            client B's state stream for the session reporting federated (so it includes A's whole \
+            federation, and B's read of the session after the notification). Prints \
+            commit_ms_median, event_ms_median, event_ms_p99, federate_ms_median, client_event_ms_median, \
+            client_event_ms_p99; the last line is the median keystore-to-keystore delay.
             """)
 
     @Option(help: "The canned Cognito endpoint (federates the one session each event writes).") var endpoint: String
@@ -146,14 +151,51 @@ struct PostgresEvents: AsyncParsableCommand {
             if pauseMs > 0 { try await Task.sleep(for: .milliseconds(pauseMs)) }
         }
         consumer.cancel()
+
+        // Client to client: what a fleet's instances see of each other's federations.
+        let clientA = try FederationClient(configuration: .init(identityPoolId: poolId, endpoint: endpoint), keystore: writer)
+        let clientB = try FederationClient(configuration: .init(identityPoolId: poolId, endpoint: endpoint), keystore: reader)
+        var federateMs: [Double] = []
+        var clientDelayMs: [Double] = []
+        for index in 0..<(warmup + events) {
+            let session = "client-event-\(index)"
+            let updates = await clientB.stateUpdates(for: session)
+            let seen = Task { () -> Double? in
+                for await state in updates where state == .federated { return monotonicSeconds() }
+                return nil
+            }
+            let start = monotonicSeconds()
+            _ = try await clientA.federate(token: opaqueToken, provider: .facebook, session: session)
+            let federated = monotonicSeconds()
+            let watchdog = Task {
+                try await Task.sleep(for: .seconds(10))
+                seen.cancel()
+            }
+            guard let arrived = await seen.value else { fatalError("client B never saw \(session) federated") }
+            watchdog.cancel()
+            if index >= warmup {
+                federateMs.append((federated - start) * 1000)
+                clientDelayMs.append((arrived - start) * 1000)
+            }
+            if pauseMs > 0 { try await Task.sleep(for: .milliseconds(pauseMs)) }
+        }
+        await clientA.shutdown()
+        await clientB.shutdown()
         await writer.close()
         await reader.close()
-        let sorted = delayMs.sorted()
-        let p99 = sorted[min(sorted.count - 1, Int((Double(sorted.count) * 0.99).rounded(.up)) - 1)]
         print("commit_ms_median \(fixed(3, median(commitMs)))")
         print("event_ms_median \(fixed(3, median(delayMs)))")
-        print("event_ms_p99 \(fixed(3, p99))")
+        print("event_ms_p99 \(fixed(3, percentile99(delayMs)))")
+        print("federate_ms_median \(fixed(3, median(federateMs)))")
+        print("client_event_ms_median \(fixed(3, median(clientDelayMs)))")
+        print("client_event_ms_p99 \(fixed(3, percentile99(clientDelayMs)))")
         print(fixed(3, median(delayMs)))
+    }
+
+    /// The nearest-rank 99th percentile.
+    private func percentile99(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        return sorted[min(sorted.count - 1, Int((Double(sorted.count) * 0.99).rounded(.up)) - 1)]
     }
 }
 

@@ -24,7 +24,8 @@
 //   durable_federation_floor sqlite   ENDPOINT COUNT DATABASE
 //   durable_federation_floor postgres ENDPOINT COUNT CONNINFO
 //   durable_federation_floor append   -        COUNT FILE
-// prints one line: the operations per second.
+// prints one line: the operations per second. Every record written is FLOOR_RECORD_BYTES long
+// (compare.sh passes the client's sealed-session size), 1301 without it.
 //
 // With FLOOR_CONCURRENCY=C (C > 1) memory, sqlite and postgres keep C federations in flight,
 // as the broker's benchmark does at c = 64: one thread drives every transfer through libcurl's
@@ -47,7 +48,9 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { RECORD_BYTES = 1301 };  // a sealed session, as the fsync floor and pgbench use
+// A sealed session's size, as the fsync floor and pgbench use: $FLOOR_RECORD_BYTES, which
+// compare.sh sets from the client's own (broker-bench record-bytes), else 1301.
+static int RECORD_BYTES = 1301;
 
 static double seconds(void) {
     struct timespec now;
@@ -117,7 +120,7 @@ static void cognito_exchange(void) {
     post(credentials_headers, credentials_body, "\"SessionToken\"");
 }
 
-static unsigned char record[RECORD_BYTES];
+static unsigned char *record;
 
 // MARK: SQLite, as SQLiteKeystore writes it
 
@@ -235,7 +238,7 @@ static const char *pg_apply =
     " (SELECT count(*) FROM changed, pg_notify('identity_broker_changes', CASE"
     " WHEN octet_length(changed.payload) < 8000 THEN changed.payload ELSE $8 || '*' END) AS notified)";
 
-static char value_literal[2 * RECORD_BYTES + 16];
+static char *value_literal;
 
 static void postgres_setup(const char *conninfo) {
     void *library = dlopen("libpq.so.5", RTLD_NOW);
@@ -260,6 +263,8 @@ static void postgres_setup(const char *conninfo) {
     pg_check(PQprepare(connection, "floor_read", pg_read, 0, NULL), "prepare read");
     pg_check(PQprepare(connection, "floor_apply", pg_apply, 0, NULL), "prepare apply");
     // bytea[] in text form: {"\\x…"} (the array's quoting takes one backslash).
+    value_literal = malloc(2 * (size_t)RECORD_BYTES + 16);
+    if (!value_literal) fail("out of memory");
     size_t n = (size_t)sprintf(value_literal, "{\"\\\\x");
     for (int i = 0; i < RECORD_BYTES; i++) n += (size_t)sprintf(value_literal + n, "%02x", record[i]);
     sprintf(value_literal + n, "\"}");
@@ -516,6 +521,11 @@ int main(int argc, char **argv) {
     const char *mode = argv[1];
     long count = atol(argv[3]);
     if (count <= 0) fail("COUNT must be positive");
+    const char *record_bytes_text = getenv("FLOOR_RECORD_BYTES");
+    if (record_bytes_text && *record_bytes_text) RECORD_BYTES = atoi(record_bytes_text);
+    if (RECORD_BYTES <= 0 || RECORD_BYTES > 1 << 20) fail("FLOOR_RECORD_BYTES must be 1 to 1048576");
+    record = malloc((size_t)RECORD_BYTES);
+    if (!record) fail("out of memory");
     srand((unsigned)time(NULL));
     for (int i = 0; i < RECORD_BYTES; i++) record[i] = (unsigned char)rand();
     snprintf(service, sizeof service, "floor-%ld-%d", (long)time(NULL), getpid());
@@ -524,9 +534,13 @@ int main(int argc, char **argv) {
         if (argc != 5) fail("append needs a file");
         int fd = open(argv[4], O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
         if (fd < 0) fail("cannot open the file");
+        // Untimed, as the client's own floor does: the file's first blocks allocated.
+        for (int i = 0; i < 10; i++) {
+            if (write(fd, record, (size_t)RECORD_BYTES) != RECORD_BYTES || fdatasync(fd) != 0) fail("write failed");
+        }
         double start = seconds();
         for (long i = 0; i < count; i++) {
-            if (write(fd, record, RECORD_BYTES) != RECORD_BYTES || fdatasync(fd) != 0) fail("write failed");
+            if (write(fd, record, (size_t)RECORD_BYTES) != RECORD_BYTES || fdatasync(fd) != 0) fail("write failed");
         }
         printf("%.1f\n", (double)count / (seconds() - start));
         return 0;

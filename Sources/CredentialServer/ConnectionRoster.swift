@@ -10,7 +10,7 @@ import Synchronization
 /// sends nothing would fill the server's connection limit, and the child's next fetch would
 /// wait in the kernel's queue until the idle timeout freed a place (10 s; the SDKs give up
 /// after 2 s and 3 attempts). So a connection that arrives when ``limit`` are open closes
-/// the oldest one that has no request in progress: one that has not sent a request yet, or
+/// the one idle longest that has no request in progress: one that has not sent a request yet, or
 /// a kept-alive one whose last request was answered (the child's own, after a fan-out of
 /// more processes than the limit, which would otherwise refuse every new connection until
 /// the idle timeout). The child's connections send their requests at once, and a refused
@@ -53,7 +53,8 @@ final class ConnectionRoster: Sendable {
             // to carry its client's next request.
             // A new connection is the youngest, so it goes only when nothing else can.
             let silent = state.open.filter { !$0.value.sentRequest }
-            guard let oldest = silent.min(by: { $0.value.idleSince < $1.value.idleSince })?.key else { return (id, nil) }
+            // Ties go to the older place, so the choice does not depend on dictionary order.
+            guard let oldest = silent.min(by: { ($0.value.idleSince, $0.key) < ($1.value.idleSince, $1.key) })?.key else { return (id, nil) }
             return (id, state.open.removeValue(forKey: oldest)?.channel)
         }
         if let evicted {

@@ -10,11 +10,12 @@ enum ConstantTime {
     static func equals<Expected: RandomAccessCollection<UInt8>>(_ presented: [UInt8], _ expected: Expected) -> Bool
     where Expected.Index == Int {
         var difference = UInt8(truncatingIfNeeded: presented.count ^ expected.count)
-        for index in expected.indices {
+        for offset in 0..<expected.count {
+            let expectedByte = expected[expected.startIndex + offset]
             // Past the end of a shorter `presented`, a byte that always differs: the loop
             // still runs over all of `expected`.
-            let byte = index < presented.count ? presented[index] : expected[index] ^ 0xFF
-            difference |= byte ^ expected[index]
+            let byte = offset < presented.count ? presented[offset] : expectedByte ^ 0xFF
+            difference |= byte ^ expectedByte
         }
         return difference == 0 && presented.count == expected.count
     }

@@ -73,6 +73,16 @@ final class ListeningState: Sendable {
         }
     }
 
+    /// How many callers wait for the port (for tests).
+    var waiting: Int {
+        phase.withLock { phase in
+            switch phase {
+            case .idle(let waiters), .running(let waiters): waiters.count
+            case .listening, .stopped: 0
+            }
+        }
+    }
+
     private static var notRunning: CredentialServerError {
         CredentialServerError(code: .notRunning, message: "the credential server is not running: it stopped, or could not listen")
     }

@@ -138,8 +138,9 @@ package final class FreezableTCPProxy: Sendable {
             return !state.stopped
         }
         guard first else { return }
+        // Only shut down here: the accept loop closes it once `accept` fails, so it never
+        // accepts on a number the process gave to another socket meanwhile.
         shutdown(listener, Int32(SHUT_RDWR))
-        close(listener)
     }
 
     private static func loopback(port: UInt16) -> sockaddr_in {
@@ -153,7 +154,11 @@ package final class FreezableTCPProxy: Sendable {
     private func acceptLoop() {
         while true {
             let client = accept(listener, nil, nil)
-            guard client >= 0 else { return }
+            guard client >= 0 else {
+                if errno == EINTR || errno == ECONNABORTED { continue }
+                close(listener)
+                return
+            }
             let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             var address = Self.loopback(port: state.withLock { $0.targetPort })
             let connected = withUnsafePointer(to: &address) {

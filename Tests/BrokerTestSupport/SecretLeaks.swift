@@ -2,16 +2,20 @@
 /// case; secrets of 4 to 15 characters are looked for whole. `nil` when `text` is clean.
 ///
 /// `text` is also read with its JSON escapes (`\/`, `\u002f`, …) and its percent-encoding
-/// (`%2F`) undone, so a secret that reached the text through a JSON encoder or a URL is
-/// found too: a secret key holds a `/` in every run of 16 characters.
+/// (`%2F`) undone, up to three layers deep, so a secret that reached the text through a JSON
+/// encoder or a URL is found too: a secret key holds a `/` in every run of 16 characters.
 ///
 /// Deliberately independent of the library's `SecretRedactor` (a plain window-by-window
 /// search), so a bug there cannot hide itself here.
 package func leakedRun(in text: String, of secrets: [String]) -> String? {
-    let raw = Array(text.lowercased().utf8)
-    let unescaped = jsonUnescaped(raw)
-    var readings = [raw, unescaped, percentDecoded(raw), percentDecoded(unescaped)]
-    readings = readings.enumerated().filter { index, reading in !readings[..<index].contains(reading) }.map(\.element)
+    // Every reading three decodings deep, either kind in any order: JSON inside a JSON
+    // string (`\\/`), a percent-encoded JSON body (`%5C%2F`).
+    var readings = [Array(text.lowercased().utf8)]
+    var newest = readings
+    for _ in 0..<3 {
+        newest = newest.flatMap { [jsonUnescaped($0), percentDecoded($0)] }.filter { !readings.contains($0) }
+        readings += newest
+    }
     for secret in secrets {
         let bytes = Array(secret.lowercased().utf8)
         guard bytes.count >= 4 else { continue }

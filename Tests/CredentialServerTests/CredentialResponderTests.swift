@@ -1,3 +1,4 @@
+import BrokerTestSupport
 @testable import CredentialServer
 import Federation
 import Foundation
@@ -48,7 +49,8 @@ final class CredentialResponderTests: XCTestCase {
                     return error.code
                 }
             }
-            try? await Task.sleep(for: .milliseconds(50))
+            let registered = await eventually(timeout: .seconds(10)) { state.waiting == 1 }
+            XCTAssertTrue(registered, "the caller never waited for the port")
             state.stopped()
             let code = await waiting.value
             XCTAssertEqual(code, .notRunning, "a stopped server gave a port, or another error")
@@ -60,7 +62,8 @@ final class CredentialResponderTests: XCTestCase {
         let state = ListeningState()
         XCTAssertTrue(state.start())
         let waiting = Task { try await state.port() }
-        try await Task.sleep(for: .milliseconds(50))
+        let registered = await eventually(timeout: .seconds(10)) { state.waiting == 1 }
+        XCTAssertTrue(registered, "the caller never waited for the port")
         state.listening(port: 4711)
         let port = try await waiting.value
         XCTAssertEqual(port, 4711)

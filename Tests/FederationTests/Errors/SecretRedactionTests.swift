@@ -30,6 +30,9 @@ final class SecretRedactionTests: XCTestCase {
             piece.replacingOccurrences(of: "/", with: "%2F"),
             piece.replacingOccurrences(of: "/", with: "%2f").uppercased(),
             "{\"k\":\"" + key.replacingOccurrences(of: "/", with: "\\/") + "\"}",
+            // JSON logged inside a JSON string, and a percent-encoded JSON body.
+            piece.replacingOccurrences(of: "/", with: "\\\\\\/"),
+            piece.replacingOccurrences(of: "/", with: "%5C%2F"),
         ]
         for form in forms {
             XCTAssertNotNil(leakedRun(in: "before " + form + " after", of: [key]), form)
