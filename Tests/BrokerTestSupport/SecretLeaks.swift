@@ -35,46 +35,39 @@ package func leakedRun(in text: String, of secrets: [String]) -> String? {
 /// `bytes` with JSON's escapes undone: `\/`, `\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t` and
 /// `\uXXXX` for the ASCII range (lowered, as the text is); anything else stays as it is.
 private func jsonUnescaped(_ bytes: [UInt8]) -> [UInt8] {
-    var result: [UInt8] = []
-    result.reserveCapacity(bytes.count)
-    var index = 0
-    while index < bytes.count {
-        guard bytes[index] == UInt8(ascii: "\\"), index + 1 < bytes.count else {
-            result.append(bytes[index])
-            index += 1
-            continue
-        }
-        let escaped = bytes[index + 1]
-        let simple: [UInt8: UInt8] = [
-            UInt8(ascii: "/"): UInt8(ascii: "/"), UInt8(ascii: "\""): UInt8(ascii: "\""), UInt8(ascii: "\\"): UInt8(ascii: "\\"),
-            UInt8(ascii: "b"): 8, UInt8(ascii: "f"): 12, UInt8(ascii: "n"): 10, UInt8(ascii: "r"): 13, UInt8(ascii: "t"): 9,
-        ]
-        if let plain = simple[escaped] {
-            result.append(plain)
-            index += 2
-        } else if escaped == UInt8(ascii: "u"), index + 6 <= bytes.count,
-                  let value = hexValue(bytes[(index + 2)..<(index + 6)]), value < 0x80 {
-            let byte = UInt8(value)
-            result.append(byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte + 32 : byte)
-            index += 6
-        } else {
-            result.append(bytes[index])
-            index += 1
-        }
+    let simple: [UInt8: UInt8] = [
+        UInt8(ascii: "/"): UInt8(ascii: "/"), UInt8(ascii: "\""): UInt8(ascii: "\""), UInt8(ascii: "\\"): UInt8(ascii: "\\"),
+        UInt8(ascii: "b"): 8, UInt8(ascii: "f"): 12, UInt8(ascii: "n"): 10, UInt8(ascii: "r"): 13, UInt8(ascii: "t"): 9,
+    ]
+    return decoded(bytes, introducedBy: UInt8(ascii: "\\")) { rest in
+        guard let escaped = rest.first else { return nil }
+        if let plain = simple[escaped] { return (plain, 1) }
+        guard escaped == UInt8(ascii: "u"), rest.count >= 5, let value = hexValue(rest.dropFirst().prefix(4)), value < 0x80 else { return nil }
+        return (UInt8(value), 5)
     }
-    return result
 }
 
 /// `bytes` with `%XX` sequences decoded (lowered, as the text is).
 private func percentDecoded(_ bytes: [UInt8]) -> [UInt8] {
+    decoded(bytes, introducedBy: UInt8(ascii: "%")) { rest in
+        guard rest.count >= 2, let value = hexValue(rest.prefix(2)) else { return nil }
+        return (UInt8(value), 2)
+    }
+}
+
+/// `bytes` with every sequence that `marker` introduces and `decode` reads (the byte it
+/// stands for, and how many bytes after the marker it takes) replaced by that byte, lowered;
+/// a marker `decode` does not read stays as it is.
+private func decoded(
+    _ bytes: [UInt8], introducedBy marker: UInt8, _ decode: (ArraySlice<UInt8>) -> (byte: UInt8, length: Int)?
+) -> [UInt8] {
     var result: [UInt8] = []
     result.reserveCapacity(bytes.count)
     var index = 0
     while index < bytes.count {
-        if bytes[index] == UInt8(ascii: "%"), index + 3 <= bytes.count, let value = hexValue(bytes[(index + 1)..<(index + 3)]) {
-            let byte = UInt8(value)
+        if bytes[index] == marker, let (byte, length) = decode(bytes[(index + 1)...]) {
             result.append(byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte + 32 : byte)
-            index += 3
+            index += 1 + length
         } else {
             result.append(bytes[index])
             index += 1
