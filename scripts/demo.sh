@@ -122,7 +122,7 @@ build() { # product swift-build-arguments...
     shift
     echo "swift build $* --product $product"
     if ! swift build "$@" --product "$product" >"$WORK/build.log" 2>&1; then
-        { grep -E "error:" "$WORK/build.log" | sort -u | head -n 20; tail -n 3 "$WORK/build.log"; } >&2
+        { grep -E "error:" "$WORK/build.log" | sort -u | head -n 20 || true; tail -n 3 "$WORK/build.log"; } >&2
         exit 1
     fi
     grep -E "warning:" "$WORK/build.log" || true
@@ -203,6 +203,9 @@ CLI=(--session dana --endpoint "$ENDPOINT" --expiry-margin 30)
 echo "\$ federate login --provider google --token-file google.jwt --format json | redact"
 "$BIN/federate" login --pool-id "$POOL_ID" --provider google --token-file "$WORK/google.jwt" --format json "${CLI[@]}" \
     | redact | tee -a "$WORK/output.log"
+# The enhanced flow's credentials (moto gives every identity the same ones, so these are
+# what every enhanced-flow sample above received too), kept for the final secret check.
+"$BIN/federate" credentials "${CLI[@]}" >"$WORK/enhanced-credentials.json"
 echo "\$ federate login --flow classic --role-arn ... --duration 900 --format json | redact"
 "$BIN/federate" login --pool-id "$POOL_ID" --provider google --token-file "$WORK/google.jwt" --format json "${CLI[@]}" \
     --flow classic --role-arn arn:aws:iam::123456789012:role/ClassicDemo --duration 900 --sts-endpoint "$ENDPOINT" \
@@ -221,15 +224,21 @@ run "$BIN/federate" clear "${CLI[@]}"
 run "$BIN/federate" status "${CLI[@]}"
 
 step "check that nothing above printed a secret"
-# moto hands every identity the same secret key and session token, so the CLI's raw
-# credentials (kept in a file, never shown) are the values to look for.
-python3 - "$WORK/credentials.json" "$WORK/output.log" "$WORK/google.jwt" "$WORK/oidc.jwt" <<'PY'
-import json, sys
-credentials = json.load(open(sys.argv[1]))
-secrets = {"secret access key": credentials["SecretAccessKey"], "session token": credentials["SessionToken"],
-           "google token": open(sys.argv[3]).read().strip(), "oidc token": open(sys.argv[4]).read().strip()}
-output = open(sys.argv[2]).read()
+# moto hands every Cognito identity the same secret key and session token, so the CLI's
+# raw enhanced-flow credentials (kept in a file, never shown) are what every enhanced-flow
+# sample received; the classic flow's are the CLI's last STS answer. Both are looked for,
+# with the provider tokens, and so is any secret field whose value is not redacted.
+python3 - "$WORK/enhanced-credentials.json" "$WORK/credentials.json" "$WORK/output.log" "$WORK/google.jwt" "$WORK/oidc.jwt" <<'PY'
+import json, re, sys
+enhanced, classic = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+secrets = {"enhanced-flow secret access key": enhanced["SecretAccessKey"], "enhanced-flow session token": enhanced["SessionToken"],
+           "classic-flow secret access key": classic["SecretAccessKey"], "classic-flow session token": classic["SessionToken"],
+           "google token": open(sys.argv[4]).read().strip(), "oidc token": open(sys.argv[5]).read().strip()}
+output = open(sys.argv[3]).read()
 leaked = [name for name, value in secrets.items() if value and value in output]
+shaped = re.findall(r'"(?:SecretAccessKey|SessionToken|SecretKey|Token)"\s*:\s*"(?!<redacted>)[^"]', output)
+if shaped:
+    leaked.append(f"{len(shaped)} unredacted secret field(s)")
 if leaked:
     sys.exit("demo: secret values appeared in the output: " + ", ".join(leaked))
 print(f"checked {len(output.splitlines())} lines of output: no secret access key, session token or provider token")

@@ -39,6 +39,12 @@ failed=$(grep -acE "^Test Case '.*' failed \(" "$log" || true)
 skipped=$(grep -acE "^Test Case '.*' skipped \(" "$log" || true)
 # A test that crashed the process never reports itself: the run failed all the same.
 if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
+# No test ran at all (a filter that matched nothing): nothing was shown to work.
+if [ $((passed + failed + skipped)) -eq 0 ]; then
+    echo "0 passed, 1 failed"
+    echo "test: no test ran" >&2
+    exit 1
+fi
 if [ "$skipped" -gt 0 ]; then
     # Tests skip only for what this machine lacks (root, a second Unix user, a tool): say which.
     echo "test: skipped:"

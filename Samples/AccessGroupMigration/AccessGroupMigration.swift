@@ -99,7 +99,10 @@ struct AccessGroupMigration: AsyncParsableCommand {
             let snapshot = try await client.session(session)
             steps.detail("items in group \(other): \(try await store.keys())")
             steps.detail("session '\(session)': state \(snapshot.state)")
-            guard snapshot.state == .notFederated else { throw ExitCode.failure }
+            guard snapshot.state == .notFederated else {
+                steps.detail("expected no session in a group without migration")
+                throw ExitCode.failure
+            }
             steps.detail("a new group without migration starts empty; the previous group's items are left alone")
             await close(store, client)
         }
@@ -110,7 +113,10 @@ struct AccessGroupMigration: AsyncParsableCommand {
             let snapshot = try await client.session(session)
             steps.detail("items in group \(group): \(try await store.keys())")
             steps.detail("session '\(session)': state \(snapshot.state), identity ID \(snapshot.identityId ?? "none")")
-            guard snapshot.identityId == original.identityId else { throw ExitCode.failure }
+            guard snapshot.identityId == original.identityId else {
+                steps.detail("expected the session's identity ID \(original.identityId) in its own group")
+                throw ExitCode.failure
+            }
             steps.detail("still there: switching groups never wipes a session by surprise")
             await close(store, client)
         }

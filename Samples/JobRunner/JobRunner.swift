@@ -88,7 +88,16 @@ struct JobRunner: AsyncParsableCommand {
             var environment = endpoint.childEnvironment(from: ProcessInfo.processInfo.environment)
             environment["JOB_USER"] = user
             environment["JOB_STS_ENDPOINT"] = stsEndpoint
-            let output = try await runJob(environment: environment)
+            let output: String
+            do {
+                output = try await runJob(environment: environment)
+            } catch {
+                // Recorded, not thrown: the other job still runs, and the server and sessions
+                // are still cleaned up.
+                steps.detail("\(user)'s job failed: \(error)")
+                failed = true
+                continue
+            }
             steps.detail(output.trimmingCharacters(in: .whitespacesAndNewlines))
             if output.contains("/\(user) ") {
                 steps.detail("\(user)'s job acted as \(user)")
@@ -128,8 +137,14 @@ struct JobRunner: AsyncParsableCommand {
         let data = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else {
-            throw ValidationError("the job exited with status \(process.terminationStatus)")
+            throw JobFailure(status: process.terminationStatus)
         }
         return String(decoding: data, as: UTF8.self)
     }
+}
+
+/// A job that exited with a status other than 0.
+struct JobFailure: Error, CustomStringConvertible {
+    let status: Int32
+    var description: String { "the job exited with status \(status)" }
 }

@@ -29,8 +29,10 @@ struct OIDCFederation: AsyncParsableCommand {
     var session = "alice"
 
     func validate() throws {
-        guard let parsed = AuthProvider(identifier: provider), parsed.issuesJWT else {
-            throw ValidationError("--provider must be 'google' or 'oidc:ISSUER' (a JWT-issuing provider)")
+        // The two kinds this sample shows; apple and developer tokens have flows of their own.
+        switch AuthProvider(identifier: provider) {
+        case .google?, .oidc?: break
+        default: throw ValidationError("--provider must be 'google' or 'oidc:ISSUER'")
         }
     }
 
@@ -58,6 +60,7 @@ struct OIDCFederation: AsyncParsableCommand {
         steps.detail(snapshot)
         steps.detail("credentials: \(snapshot.credentials.map { "\($0)" } ?? "none")")  // redacted by AWSCredentials.description
         guard snapshot.state == .federated, snapshot.identityId == result.identityId else {
+            steps.detail("expected the session federated with identity ID \(result.identityId); it reads otherwise")
             throw ExitCode.failure
         }
 

@@ -37,6 +37,10 @@ struct ObserveSessions: AsyncParsableCommand {
 
     func validate() throws {
         guard sessions >= 2 else { throw ValidationError("--sessions must be at least 2") }
+        try ExpiryMarginOptions.check(expiryMargin)
+        guard timeout.isFinite, (1...3_600).contains(timeout) else {
+            throw ValidationError("--timeout must be a number of seconds from 1 to 3600")
+        }
     }
 
     func run() async throws {

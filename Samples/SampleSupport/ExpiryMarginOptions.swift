@@ -10,4 +10,16 @@ public struct ExpiryMarginOptions: ParsableArguments, Sendable {
     public var expiryMargin: Double = 30
 
     public init() {}
+
+    public func validate() throws {
+        try Self.check(expiryMargin)
+    }
+
+    /// Refuses a margin that is not a number of seconds from 0 to a day (a longer one would
+    /// count every credential as expired; `nan` or `inf` cannot become a duration).
+    public static func check(_ expiryMargin: Double) throws {
+        guard expiryMargin.isFinite, (0...86_400).contains(expiryMargin) else {
+            throw ValidationError("--expiry-margin must be a number of seconds from 0 to 86400")
+        }
+    }
 }
