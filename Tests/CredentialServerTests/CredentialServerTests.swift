@@ -695,16 +695,9 @@ final class CredentialServerTests: XCTestCase {
 
     /// Whether a TCP connection to `address`:`port` is accepted.
     private func canConnect(to address: String, port: UInt16) -> Bool {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { return false }
-        defer { close(descriptor) }
-        var target = sockaddr_in()
-        target.sin_family = sa_family_t(AF_INET)
-        target.sin_port = port.bigEndian
-        inet_pton(AF_INET, address, &target.sin_addr)
-        return withUnsafePointer(to: &target) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
+        guard let descriptor = LoopbackSocket.connect(port: port, address: address) else { return false }
+        close(descriptor)
+        return true
     }
 
     private func dumped(_ value: some Any) -> String {
